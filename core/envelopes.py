@@ -1,0 +1,168 @@
+"""What travels on the bus: `Inbound` work, `Outbound` deliveries and lifecycle `EventEnvelope`s.
+
+Every envelope is a pydantic model with a `type` tag; `encode`/`decode` turn them into msgpack
+bytes with a format version, so the in-memory and Redis buses carry exactly the same payloads.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgpack
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from core.clock import utc_now
+from core.errors import BusError
+from core.messages import ImagePart
+
+__all__ = [
+    "ENVELOPE_VERSION",
+    "Address",
+    "Envelope",
+    "EventEnvelope",
+    "Inbound",
+    "InboundKind",
+    "Outbound",
+    "OutboundKind",
+    "decode",
+    "encode",
+    "new_id",
+]
+
+ENVELOPE_VERSION = 1
+
+
+def new_id() -> str:
+    """A fresh random identifier (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+class Address(BaseModel):
+    """Where a conversation lives: platform, bot, chat and optional thread."""
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str = Field(min_length=1)
+    bot: str = "default"
+    chat: str = Field(min_length=1)
+    thread: str | None = None
+
+    @property
+    def session_key(self) -> str:
+        """`<platform>:<bot>:<chat>[:<thread>]`: one session per DM, group or thread."""
+        key = f"{self.platform}:{self.bot}:{self.chat}"
+        return f"{key}:{self.thread}" if self.thread else key
+
+
+InboundKind = Literal["message", "command", "cancel"]
+
+
+class Inbound(BaseModel):
+    """A unit of work for a worker: a user message, a bot command or a cancel request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["inbound"] = "inbound"
+    id: str = Field(default_factory=new_id)
+    kind: InboundKind = "message"
+    address: Address
+    user_id: str = ""
+    user_name: str = ""
+    text: str = ""
+    images: list[ImagePart] = Field(default_factory=list)
+    is_direct: bool = False
+    mentions_bot: bool = False
+    # The platform's own id for the message; the key for dedupe of redelivered updates.
+    platform_message_id: str | None = None
+    # For kind == "command": the command word without the slash (`new`, `cost`, `help`).
+    command: str | None = None
+    origin: Literal["user", "scheduled"] = "user"
+    received_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def dedupe_key(self) -> str:
+        """The identity of this message across redeliveries."""
+        ident = self.platform_message_id or self.id
+        return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
+
+
+OutboundKind = Literal["typing", "progress", "delta", "reply", "notice", "notification"]
+
+
+class Outbound(BaseModel):
+    """Something for a channel adapter to show in a chat.
+
+    * `typing`: the bot is working (adapters renew a typing indicator).
+    * `progress`: a short note about tool activity.
+    * `delta`: more answer text for a streamed reply (`text` is the new piece).
+    * `reply`: the whole final answer of a turn (`failed` when it is an apology).
+    * `notice`: a short system answer (a command's confirmation, a cancelled turn).
+    * `notification`: a proactive message nobody asked for just now (schedules).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["outbound"] = "outbound"
+    id: str = Field(default_factory=new_id)
+    kind: OutboundKind
+    address: Address
+    text: str = ""
+    # The `Inbound.id` this answers, so a channel can thread it and correlate stream pieces.
+    reply_to: str | None = None
+    reply_to_platform_id: str | None = None
+    failed: bool = False
+    created_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def ends_turn(self) -> bool:
+        """Whether this is the last thing sent in answer to `reply_to`."""
+        return self.kind in ("reply", "notice")
+
+
+class EventEnvelope(BaseModel):
+    """A lifecycle event fanned out on the `events` topic (`agent.run.start`, ...)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["event"] = "event"
+    name: str
+    session_id: str
+    run_id: str
+    session_key: str = ""
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: datetime = Field(default_factory=utc_now)
+
+
+Envelope = Annotated[Inbound | Outbound | EventEnvelope, Field(discriminator="type")]
+_ENVELOPE: TypeAdapter[Envelope] = TypeAdapter(Envelope)
+
+
+def encode(envelope: Inbound | Outbound | EventEnvelope) -> bytes:
+    """msgpack bytes of `{v, body}`; bytes fields (images) stay binary."""
+    body = envelope.model_dump(mode="python")
+    packed = msgpack.packb({"v": ENVELOPE_VERSION, "body": body}, default=_default)
+    assert isinstance(packed, bytes)
+    return packed
+
+
+def decode(data: bytes) -> Inbound | Outbound | EventEnvelope:
+    """The envelope inside `data`; `BusError` if it is not one this version understands."""
+    try:
+        raw = msgpack.unpackb(data, raw=False, timestamp=3)
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise BusError(f"undecodable bus payload: {exc}") from exc
+    if not isinstance(raw, dict) or raw.get("v") != ENVELOPE_VERSION:
+        version = raw.get("v") if isinstance(raw, dict) else None
+        raise BusError(f"unsupported bus envelope version {version!r}")
+    try:
+        return _ENVELOPE.validate_python(raw["body"])
+    except (KeyError, ValidationError) as exc:
+        raise BusError(f"malformed bus envelope: {exc}") from exc
+
+
+def _default(value: object) -> object:
+    if isinstance(value, datetime):
+        return msgpack.Timestamp.from_datetime(value)
+    raise TypeError(f"cannot encode {type(value).__name__} on the bus")

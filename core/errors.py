@@ -1,0 +1,116 @@
+"""The exception tree of Switchboard.
+
+::
+
+    SwitchboardError
+    ├── ConfigError          bad settings, profile or flags: one clear line for the user
+    ├── ProviderError        a model call failed; `kind` says how (see ProviderErrorKind)
+    ├── ToolError            a tool refused or failed; the message goes back to the model
+    │   └── ToolNotAllowed   the tool is outside the turn's capability mode
+    ├── ChannelError         a platform refused a delivery; `retry_after` when it said so
+    ├── StoreError           the store could not read or write
+    ├── BusError             the bus could not enqueue, receive or publish
+    └── BudgetExceeded       a turn ran out of steps, money or time
+
+Errors carry messages fit for a log line. What the *user* sees is decided by the dispatcher
+and is never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+__all__ = [
+    "RETRYABLE_PROVIDER_ERRORS",
+    "BudgetExceeded",
+    "BusError",
+    "ChannelError",
+    "ConfigError",
+    "ProviderError",
+    "ProviderErrorKind",
+    "StoreError",
+    "SwitchboardError",
+    "ToolError",
+    "ToolNotAllowed",
+]
+
+
+class SwitchboardError(Exception):
+    """Base of every error Switchboard raises on purpose."""
+
+
+class ConfigError(SwitchboardError):
+    """Settings, a profile file or command-line flags are wrong."""
+
+
+ProviderErrorKind = Literal[
+    "rate_limit",
+    "overloaded",
+    "server",
+    "timeout",
+    "context_overflow",
+    "auth",
+    "billing",
+    "model_not_found",
+    "content_blocked",
+    "bad_request",
+    "unavailable",
+]
+
+RETRYABLE_PROVIDER_ERRORS: frozenset[str] = frozenset(
+    {"rate_limit", "overloaded", "server", "timeout"}
+)
+
+
+class ProviderError(SwitchboardError):
+    """A model call failed, classified by `kind`."""
+
+    def __init__(
+        self,
+        kind: ProviderErrorKind,
+        message: str,
+        *,
+        provider: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind: ProviderErrorKind = kind
+        self.provider = provider
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        """Whether trying the same call again later may succeed."""
+        return self.kind in RETRYABLE_PROVIDER_ERRORS
+
+
+class ToolError(SwitchboardError):
+    """A tool could not do what was asked; the message is shown to the model."""
+
+
+class ToolNotAllowed(ToolError):
+    """The tool exists but the capability mode of this turn does not allow it."""
+
+
+class ChannelError(SwitchboardError):
+    """A chat platform refused or failed a delivery."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class StoreError(SwitchboardError):
+    """The store could not complete a read or a write."""
+
+
+class BusError(SwitchboardError):
+    """The bus could not complete an operation."""
+
+
+class BudgetExceeded(SwitchboardError):
+    """A turn used up a budget: steps, cost or time."""
+
+    def __init__(self, budget: Literal["steps", "cost", "time"], message: str) -> None:
+        super().__init__(message)
+        self.budget = budget

@@ -1,0 +1,167 @@
+"""Events: what a provider streams to the runtime and what a turn streams to its caller.
+
+`ModelEvent` is what `Provider.stream` yields; `AgentEvent` is what `AgentRuntime.run` yields.
+Both are discriminated unions on `kind`. `TextDelta` belongs to both: the runtime passes the
+model's text through as it arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from core.messages import ToolCall, Usage
+
+__all__ = [
+    "LIFECYCLE_NAMES",
+    "AgentEvent",
+    "AgentEventAdapter",
+    "Cancelled",
+    "Compacted",
+    "FailureKind",
+    "Finished",
+    "ModelEvent",
+    "Progress",
+    "RunCompleted",
+    "RunFailed",
+    "RunStarted",
+    "StopReason",
+    "TextDelta",
+    "ToolFinished",
+    "ToolRequested",
+]
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "other"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class TextDelta(_Event):
+    """A piece of the model's answer text, as it streams."""
+
+    kind: Literal["text_delta"] = "text_delta"
+    text: str
+
+
+class Finished(_Event):
+    """The model finished one call."""
+
+    kind: Literal["finished"] = "finished"
+    stop_reason: StopReason = "end_turn"
+    usage: Usage = Field(default_factory=Usage)
+
+
+ModelEvent = Annotated[TextDelta | ToolCall | Finished, Field(discriminator="kind")]
+
+
+class RunStarted(_Event):
+    """A turn began for a session."""
+
+    kind: Literal["run_started"] = "run_started"
+    run_id: str
+    session_id: str
+    provider: str
+    model: str
+
+
+class Progress(_Event):
+    """A human-readable note about what the turn is doing (step n, waiting on a tool...)."""
+
+    kind: Literal["progress"] = "progress"
+    step: int
+    message: str
+
+
+class ToolRequested(_Event):
+    """The model asked for a tool; it is about to run (or be refused)."""
+
+    kind: Literal["tool_requested"] = "tool_requested"
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolFinished(_Event):
+    """A tool call ended; `is_error` results go back to the model for correction."""
+
+    kind: Literal["tool_finished"] = "tool_finished"
+    call_id: str
+    name: str
+    output: str
+    is_error: bool = False
+    duration_ms: float = 0.0
+
+
+class Compacted(_Event):
+    """Older turns were summarized to fit the context window."""
+
+    kind: Literal["compacted"] = "compacted"
+    summarized_messages: int
+    summary_tokens: int
+
+
+class RunCompleted(_Event):
+    """The turn ended with a final answer."""
+
+    kind: Literal["run_completed"] = "run_completed"
+    run_id: str
+    text: str
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    steps: int = 1
+
+
+FailureKind = Literal[
+    "budget",
+    "provider",
+    "timeout",
+    "internal",
+    "bad_input",
+]
+
+
+class RunFailed(_Event):
+    """The turn ended without an answer. `message` is safe to show to the user."""
+
+    kind: Literal["run_failed"] = "run_failed"
+    run_id: str
+    failure: FailureKind
+    message: str
+    detail: str = ""
+
+
+class Cancelled(_Event):
+    """The turn was cancelled before it finished."""
+
+    kind: Literal["cancelled"] = "cancelled"
+    run_id: str
+
+
+AgentEvent = Annotated[
+    RunStarted
+    | Progress
+    | TextDelta
+    | ToolRequested
+    | ToolFinished
+    | Compacted
+    | RunCompleted
+    | RunFailed
+    | Cancelled,
+    Field(discriminator="kind"),
+]
+
+AgentEventAdapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+
+# The names lifecycle events carry on the bus topic `events`, as the seed runtimes use them.
+LIFECYCLE_NAMES: dict[type[_Event], str] = {
+    RunStarted: "agent.run.start",
+    RunCompleted: "agent.run.complete",
+    RunFailed: "agent.run.error",
+    Cancelled: "agent.run.cancelled",
+    ToolRequested: "tool.request",
+    ToolFinished: "tool.result",
+    Compacted: "agent.compacted",
+}

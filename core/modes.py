@@ -1,0 +1,115 @@
+"""Capability modes: which tools a turn may use and which prompt rules it gets.
+
+A mode is enforced at dispatch: the runtime refuses a call to a tool outside the mode even if
+the model names it without having seen its schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from core.errors import ConfigError
+from core.tools.base import SafetyTier, Tool, ToolRegistry
+
+__all__ = [
+    "BUILTIN_MODES",
+    "DISCORD",
+    "FULL",
+    "NO_TOOLS",
+    "SAFE_CHAT",
+    "SAFE_CHAT_TOOLS",
+    "CapabilityMode",
+    "ModeCatalog",
+]
+
+# Tools whose effects stay within the asking user's own data; later issues add memory and
+# same-chat schedules here.
+SAFE_CHAT_TOOLS: frozenset[str] = frozenset({"current_time", "calculator"})
+
+
+class CapabilityMode(BaseModel):
+    """A named policy: the tools a turn may call and the rules added to its system prompt.
+
+    `tools` is `None` for "every registered tool".
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    tools: frozenset[str] | None
+    prompt_rules: str
+    # Privileged tools need a confirmation from the user before they run.
+    confirm_privileged: bool = True
+
+    def allows(self, tool: Tool[Any]) -> bool:
+        """Whether a call to `tool` may run under this mode."""
+        if self.tools is None:
+            return True
+        return tool.name in self.tools and tool.tier is not SafetyTier.PRIVILEGED
+
+    def allowed_tools(self, registry: ToolRegistry) -> list[Tool[Any]]:
+        """The registered tools this mode offers, in name order."""
+        return [t for t in registry if self.allows(t)]
+
+
+FULL = CapabilityMode(
+    name="full",
+    tools=None,
+    prompt_rules=(
+        "You are talking to a trusted operator. Every tool is available; tools that change "
+        "things outside this conversation ask for confirmation first."
+    ),
+)
+
+SAFE_CHAT = CapabilityMode(
+    name="safe-chat",
+    tools=SAFE_CHAT_TOOLS,
+    prompt_rules=(
+        "You are in a shared chat with people you do not know. Use only the tools offered. "
+        "Never claim access to files, a shell, a desktop or other people's data."
+    ),
+)
+
+DISCORD = CapabilityMode(
+    name="discord",
+    tools=SAFE_CHAT_TOOLS,
+    prompt_rules=(
+        "You are a bot in a Discord server. Use only the tools offered. Do not talk about a "
+        "desktop, files or a file system; answer in Discord markdown and keep replies short "
+        "enough for a chat channel."
+    ),
+)
+
+NO_TOOLS = CapabilityMode(
+    name="no-tools",
+    tools=frozenset(),
+    prompt_rules="Answer from your own knowledge; no tools are available in this chat.",
+)
+
+BUILTIN_MODES: Mapping[str, CapabilityMode] = {
+    m.name: m for m in (FULL, SAFE_CHAT, DISCORD, NO_TOOLS)
+}
+
+
+class ModeCatalog:
+    """The modes a deployment knows: the built-in four plus any a profile defines."""
+
+    def __init__(self, extra: Iterable[CapabilityMode] = ()) -> None:
+        self._modes = dict(BUILTIN_MODES)
+        for mode in extra:
+            self._modes[mode.name] = mode
+
+    def get(self, name: str) -> CapabilityMode:
+        """The mode called `name`; `ConfigError` naming the known modes otherwise."""
+        try:
+            return self._modes[name]
+        except KeyError:
+            known = ", ".join(sorted(self._modes))
+            raise ConfigError(f"unknown capability mode {name!r} (known: {known})") from None
+
+    def names(self) -> list[str]:
+        """Every mode name, sorted."""
+        return sorted(self._modes)

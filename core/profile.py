@@ -1,0 +1,59 @@
+"""`Profile`: the per-bot behaviour read from `profiles/<name>/profile.toml` and `SOUL.md`.
+
+Core only validates; reading the files happens in `bots/`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.errors import ConfigError
+from core.policy import DEFAULT_CHANNEL_MODES
+from core.prompt import DEFAULT_IDENTITY
+
+__all__ = ["Profile", "ProfileSettings"]
+
+
+class ProfileSettings(BaseModel):
+    """The keys of `profile.toml`. Unknown keys are errors, so typos do not pass silently."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    provider: str | None = None
+    model: str | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_steps: int = Field(default=8, ge=1, le=100)
+    max_tokens: int = Field(default=4096, ge=1)
+    provider_timeout: float = Field(default=120.0, gt=0)
+    tool_timeout: float = Field(default=30.0, gt=0)
+    max_input_chars: int = Field(default=20_000, ge=1)
+    concurrency: int = Field(default=8, ge=1, le=1000)
+    # Capability mode per platform, e.g. {telegram = "safe-chat"}.
+    modes: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_CHANNEL_MODES))
+    # Capability mode per chat, keyed `<platform>:<bot>:<chat>`.
+    chat_modes: dict[str, str] = Field(default_factory=dict)
+
+
+class Profile(BaseModel):
+    """A bot persona: its settings and its identity text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    settings: ProfileSettings = Field(default_factory=ProfileSettings)
+    identity: str = DEFAULT_IDENTITY
+
+    @classmethod
+    def parse(
+        cls, name: str, data: dict[str, Any], *, source: str, identity: str | None
+    ) -> Profile:
+        """Validate `profile.toml` data; errors name the file and the key."""
+        try:
+            settings = ProfileSettings.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            key = ".".join(str(p) for p in first["loc"]) or "(top level)"
+            raise ConfigError(f"{source}: {key}: {first['msg']}") from None
+        return cls(name=name, settings=settings, identity=identity or DEFAULT_IDENTITY)

@@ -1,0 +1,85 @@
+"""The `Provider` protocol: one streaming model call, in core types only."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.events import Finished, ModelEvent, StopReason, TextDelta
+from core.messages import Message, ToolCall, Usage
+
+__all__ = ["Completion", "ModelRequest", "Provider", "ToolSpec", "complete"]
+
+
+class ToolSpec(BaseModel):
+    """What the model is told about a tool: its name, purpose and argument schema."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ModelRequest(BaseModel):
+    """Everything a provider needs for one call."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    system: str = ""
+    messages: list[Message]
+    tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int = 4096
+    temperature: float | None = None
+
+
+class Completion(BaseModel):
+    """A whole model answer, gathered from a stream."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    tool_calls: list[ToolCall]
+    stop_reason: StopReason
+    usage: Usage
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A language model behind one API. Vendor formats never leave the implementation."""
+
+    @property
+    def name(self) -> str:
+        """The registry key: `anthropic`, `openai`, `demo`..."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Yield text deltas and tool calls as they arrive, then exactly one `Finished`.
+
+        Raises `ProviderError` (classified) when the call fails.
+        """
+        ...
+
+
+async def complete(provider: Provider, request: ModelRequest) -> Completion:
+    """Run one call to the end and gather its events."""
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    finished = Finished()
+    async for event in provider.stream(request):
+        match event:
+            case TextDelta(text=chunk):
+                text.append(chunk)
+            case ToolCall():
+                calls.append(event)
+            case Finished():
+                finished = event
+    return Completion(
+        text="".join(text),
+        tool_calls=calls,
+        stop_reason=finished.stop_reason,
+        usage=finished.usage,
+    )

@@ -1,0 +1,125 @@
+"""The `demo` provider: offline, deterministic, and clearly labelled as a demo.
+
+It lets the whole loop run without an API key, through the real tools: arithmetic goes to the
+`calculator` tool, questions about the time to `current_time`, anything else is echoed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+from core.events import Finished, ModelEvent, StopReason, TextDelta
+from core.messages import Message, ToolCall, Usage
+from core.providers.base import ModelRequest
+
+__all__ = ["DEMO_NOTICE", "DemoProvider"]
+
+DEMO_NOTICE = (
+    "(Demo mode: answers are canned. Set ANTHROPIC_API_KEY or OPENAI_API_KEY for real answers.)"
+)
+
+# A run of arithmetic characters with at least one operator between two operands.
+_ARITHMETIC_RUN = re.compile(r"[\d\s.+\-*/%^\u00d7\u00f7()]+")
+_HAS_OPERATION = re.compile(r"\d\s*\)*\s*(?:\*\*|[-+*/%^\u00d7\u00f7])\s*\(*\s*[-+]?\s*[\d.]")
+_TIME_QUESTION = re.compile(
+    r"\b(what time|the time|time is it|time in|clock|what day|what date|today's date|date today)\b",
+    re.IGNORECASE,
+)
+_IANA_ZONE = re.compile(r"\b(UTC|[A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
+_ECHO_LIMIT = 500
+
+
+class DemoProvider:
+    """A stand-in model that needs no network and always gives the same answer."""
+
+    def __init__(self, *, chunk_words: int = 3) -> None:
+        self._chunk_words = chunk_words
+
+    @property
+    def name(self) -> str:
+        return "demo"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Answer the last message of the request as described in the module docstring."""
+        messages = request.messages
+        offered = {t.name for t in request.tools}
+        last = messages[-1] if messages else Message.user("")
+        call: ToolCall | None = None
+        if last.role == "tool":
+            text = _answer_from_tools(messages)
+        else:
+            call, text = _plan(last, offered, call_id=f"demo_call_{len(messages)}")
+        if call is None and not _noticed(messages):
+            text = f"{DEMO_NOTICE}\n\n{text}"
+        usage = Usage(
+            input_tokens=sum(len(m.text) for m in messages) // 4 + len(request.system) // 4,
+            output_tokens=max(1, len(text) // 4),
+        )
+        for chunk in _chunks(text, self._chunk_words):
+            yield TextDelta(text=chunk)
+        stop: StopReason = "end_turn"
+        if call is not None:
+            yield call
+            stop = "tool_use"
+        yield Finished(stop_reason=stop, usage=usage)
+
+
+def _plan(last: Message, offered: set[str], *, call_id: str) -> tuple[ToolCall | None, str]:
+    text = last.text.strip()
+    if not text:
+        if last.images:
+            return None, "I got your picture, but the demo model cannot look at images."
+        return None, "Say something and I will answer."
+    expression = find_arithmetic(text)
+    if expression is not None:
+        if "calculator" in offered:
+            return ToolCall(id=call_id, name="calculator", arguments={"expression": expression}), ""
+        return None, f"I would work out {expression} with the calculator, but tools are off here."
+    if _TIME_QUESTION.search(text):
+        if "current_time" in offered:
+            zone = _IANA_ZONE.search(text)
+            arguments = {"timezone": zone.group(1)} if zone else {}
+            return ToolCall(id=call_id, name="current_time", arguments=arguments), ""
+        return None, "I would look at the clock, but tools are off here."
+    echoed = text if len(text) <= _ECHO_LIMIT else text[:_ECHO_LIMIT] + "…"
+    return None, f"You said: {echoed}"
+
+
+def find_arithmetic(text: str) -> str | None:
+    """The longest arithmetic expression in `text`, or None when there is none."""
+    best: str | None = None
+    for match in _ARITHMETIC_RUN.finditer(text):
+        candidate = match.group(0).strip().rstrip(".")
+        if _HAS_OPERATION.search(candidate) and (best is None or len(candidate) > len(best)):
+            best = candidate
+    return best
+
+
+def _answer_from_tools(messages: list[Message]) -> str:
+    results: list[Message] = []
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        results.append(message)
+    lines = []
+    for result in reversed(results):
+        if result.is_error:
+            lines.append(f"The {result.name} tool reported a problem: {result.text}")
+        elif result.name == "calculator":
+            value = result.text.rpartition(" = ")[2]
+            lines.append(f"The answer is {value} ({result.text}, worked out with the calculator).")
+        elif result.name == "current_time":
+            lines.append(f"It is {result.text}.")
+        else:
+            lines.append(f"{result.name} says: {result.text}")
+    return "\n".join(lines)
+
+
+def _noticed(messages: list[Message]) -> bool:
+    return any(m.role == "assistant" and DEMO_NOTICE in m.text for m in messages)
+
+
+def _chunks(text: str, words: int) -> list[str]:
+    pieces = re.split(r"(?<=\s)", text)
+    return ["".join(pieces[i : i + words]) for i in range(0, len(pieces), words)]
