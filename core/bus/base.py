@@ -1,0 +1,91 @@
+"""The `Bus` protocol: work queues with acknowledgement, and fan-out topics.
+
+Queues (`inbound`, `outbound.<platform>`) are at-least-once: a delivery that is not acked
+within the lease is given again to some consumer, and after `max_deliveries` it moves to the
+queue's dead letters. Topics (`events`) are at-most-once fan-out to whoever is subscribed.
+Implementations: `MemoryBus` (embedded) and, with the distributed deployment, a Redis bus;
+both pass `tests/contract/test_bus_contract.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+
+from core.envelopes import EventEnvelope, Inbound, Outbound
+
+__all__ = ["Bus", "BusPayload", "Delivery", "Subscription"]
+
+BusPayload = Inbound | Outbound | EventEnvelope
+
+
+class Delivery(Protocol):
+    """One received queue entry. Ack it once its effect is durable."""
+
+    @property
+    def id(self) -> str:
+        """The bus's id for this entry (stable across redeliveries)."""
+        ...
+
+    @property
+    def envelope(self) -> BusPayload:
+        """The decoded payload."""
+        ...
+
+    @property
+    def attempt(self) -> int:
+        """1 on first delivery, 2 on the first redelivery, and so on."""
+        ...
+
+    async def ack(self) -> None:
+        """Done: the entry will not be delivered again."""
+        ...
+
+    async def nack(self) -> None:
+        """Not done: make the entry available again now (counts as a delivery)."""
+        ...
+
+
+class Subscription(Protocol):
+    """A live subscription to a topic; iterate for envelopes, `aclose()` to leave."""
+
+    def __aiter__(self) -> AsyncIterator[BusPayload]: ...
+
+    async def aclose(self) -> None:
+        """Stop receiving; pending iteration ends."""
+        ...
+
+
+class Bus(Protocol):
+    """Queues and topics carrying `core.envelopes` payloads."""
+
+    async def enqueue(self, queue: str, envelope: BusPayload) -> str:
+        """Append to a work queue; returns the entry id."""
+        ...
+
+    async def receive(
+        self, queue: str, *, consumer: str, timeout: float | None = None
+    ) -> Delivery | None:
+        """The next entry for this consumer, waiting up to `timeout` seconds.
+
+        `timeout=None` waits until an entry arrives or the bus closes; `timeout=0` does not wait.
+
+        Returns `None` on timeout. An entry whose lease expired unacked is redelivered here.
+        """
+        ...
+
+    async def publish(self, topic: str, envelope: BusPayload) -> None:
+        """Fan out to the topic's current subscribers (nobody listening: dropped)."""
+        ...
+
+    async def subscribe(self, topic: str) -> Subscription:
+        """Start receiving the topic's envelopes published from now on."""
+        ...
+
+    async def dead_letters(self, queue: str) -> list[BusPayload]:
+        """Entries that were delivered `max_deliveries` times without an ack."""
+        ...
+
+    async def close(self) -> None:
+        """Release resources; pending receives return `None`."""
+        ...

@@ -1,0 +1,77 @@
+"""The `Store` protocol: everything Switchboard keeps, behind one seam.
+
+Implementations: `SqliteStore` (embedded default) and, with the distributed deployment, a
+Redis store. Both pass the same contract tests (`tests/contract/test_store_contract.py`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from core.messages import Message
+
+__all__ = ["SessionRecord", "Store"]
+
+
+class SessionRecord(BaseModel):
+    """A stored conversation. Several sessions may share a key: `/new` starts another."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    key: str
+    created_at: datetime
+    updated_at: datetime
+    message_count: int = 0
+
+
+class Store(Protocol):
+    """Durable state: sessions and their messages, and processed-message ids.
+
+    Every write is durable when the awaited call returns.
+    """
+
+    async def create_session(self, key: str) -> SessionRecord:
+        """Start a new session for `key`; it becomes the key's current session."""
+        ...
+
+    async def current_session(self, key: str) -> SessionRecord:
+        """The newest session for `key`, created if the key has none yet."""
+        ...
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or `None`."""
+        ...
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
+        """Sessions, most recently updated first."""
+        ...
+
+    async def append_message(self, session_id: str, message: Message) -> Message:
+        """Store `message` at the end of the session; returns it with `seq` and `created_at`.
+
+        `seq` starts at 1 and grows by one per message of the session. Raises `StoreError`
+        for an unknown session.
+        """
+        ...
+
+    async def list_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
+        ...
+
+    async def mark_processed(self, key: str) -> bool:
+        """Remember that the inbound message `key` was answered; False if it already was."""
+        ...
+
+    async def is_processed(self, key: str) -> bool:
+        """Whether `mark_processed(key)` happened before."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; the store is unusable afterwards."""
+        ...

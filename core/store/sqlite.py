@@ -1,0 +1,329 @@
+"""`SqliteStore`: the embedded `Store`, one SQLite file in the data directory, on aiosqlite.
+
+One connection serves every coroutine of the process. aiosqlite already runs statements one at
+a time on its own thread; an `asyncio.Lock` on top keeps the statements of one transaction
+together, so concurrent `append_message` calls cannot interleave their `max(seq) + 1`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+from uuid import uuid4
+
+import aiosqlite
+from pydantic import ValidationError
+
+from core.errors import StoreError
+from core.messages import Message
+from core.store.base import SessionRecord
+from core.tools.base import utc_now
+
+__all__ = ["SCHEMA_VERSION", "SqliteStore"]
+
+_MEMORY: Final = ":memory:"
+
+# One entry per schema version: the statements that migrate version i to i + 1. Later issues
+# append to this tuple; `PRAGMA user_version` records how far a database file has come.
+_MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            key TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX sessions_by_key ON sessions (key, created_at)",
+        "CREATE INDEX sessions_by_updated ON sessions (updated_at)",
+        """
+        CREATE TABLE messages (
+            session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            body TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        )
+        """,
+        "CREATE TABLE processed (key TEXT PRIMARY KEY, at TEXT NOT NULL)",
+    ),
+)
+
+SCHEMA_VERSION: Final = len(_MIGRATIONS)
+
+# Every read of a session fills `message_count`, so all of them share this column list.
+_SESSION_COLUMNS: Final = (
+    "s.id, s.key, s.created_at, s.updated_at,"
+    " (SELECT COUNT(*) FROM messages AS m WHERE m.session_id = s.id)"
+)
+
+
+class SqliteStore:
+    """The `Store` on a SQLite file (or `":memory:"`), opened with `await SqliteStore.open(...)`.
+
+    Every write commits before the awaited call returns.
+    """
+
+    def __init__(self, db: aiosqlite.Connection, *, clock: Callable[[], datetime]) -> None:
+        """Wrap an open, migrated connection; use `SqliteStore.open` instead."""
+        self._db = db
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: Path | str, *, clock: Callable[[], datetime] = utc_now
+    ) -> SqliteStore:
+        """Open (creating it and its parent directories if needed) and migrate the database."""
+        target = str(path)
+        try:
+            if target != _MEMORY:
+                await asyncio.to_thread(Path(target).parent.mkdir, parents=True, exist_ok=True)
+            # Autocommit mode: transactions are begun and ended explicitly by `_write`.
+            db = await aiosqlite.connect(target, isolation_level=None)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the SQLite store at {target}: {exc}") from exc
+        try:
+            await db.execute("PRAGMA journal_mode = WAL")
+            await db.execute("PRAGMA foreign_keys = ON")
+            await db.execute("PRAGMA busy_timeout = 5000")
+            await _migrate(db, target)
+        except BaseException as exc:
+            await db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"cannot prepare the SQLite store at {target}: {exc}") from exc
+            raise
+        return cls(db, clock=clock)
+
+    async def close(self) -> None:
+        """Close the connection; later calls raise `StoreError`."""
+        if self._closed:
+            return
+        self._closed = True
+        async with self._lock:
+            try:
+                await self._db.close()
+            except sqlite3.Error as exc:
+                raise StoreError(f"closing the SQLite store failed: {exc}") from exc
+
+    async def create_session(self, key: str) -> SessionRecord:
+        """Start a new session for `key`; it becomes the key's current session."""
+        async with self._write(f"create a session for {key!r}"):
+            return await self._insert_session(key)
+
+    async def current_session(self, key: str) -> SessionRecord:
+        """The newest session for `key`, created if the key has none yet."""
+        async with self._write(f"find the current session of {key!r}"):
+            found = await self._newest_session(key)
+            return found if found is not None else await self._insert_session(key)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or `None`."""
+        async with self._read(f"read session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions AS s WHERE s.id = ?", (session_id,)
+            )
+        return _first_session(rows)
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
+        """Sessions, most recently updated first."""
+        _check_limit(limit)
+        async with self._read("list sessions"):
+            rows = await self._db.execute_fetchall(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions AS s"
+                " ORDER BY s.updated_at DESC, s.rowid DESC LIMIT ?",
+                (limit,),
+            )
+        return [_session_from_row(row) for row in rows]
+
+    async def append_message(self, session_id: str, message: Message) -> Message:
+        """Store `message` at the end of the session; returns it with `seq` and `created_at`.
+
+        Raises `StoreError` for an unknown session.
+        """
+        body = _encode_body(message)
+        async with self._write(f"append a message to session {session_id!r}"):
+            now = self._now()
+            updated = await self._db.execute(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?", (_to_text(now), session_id)
+            )
+            if updated.rowcount != 1:
+                raise StoreError(f"cannot append a message: no session has id {session_id!r}")
+            rows = await self._db.execute_fetchall(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
+                (session_id,),
+            )
+            seq = int(next(iter(rows))[0])
+            await self._db.execute(
+                "INSERT INTO messages (session_id, seq, role, body, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (session_id, seq, message.role, body, _to_text(now)),
+            )
+        return message.model_copy(update={"seq": seq, "created_at": now})
+
+    async def list_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
+        if limit is not None:
+            _check_limit(limit)
+        async with self._read(f"list the messages of session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                "SELECT seq, body, created_at FROM messages"
+                " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                # SQLite reads a negative LIMIT as "no limit".
+                (session_id, after_seq, -1 if limit is None else limit),
+            )
+        return [
+            _decode_body(body, seq=seq, created_at=created_at) for seq, body, created_at in rows
+        ]
+
+    async def mark_processed(self, key: str) -> bool:
+        """Remember that the inbound message `key` was answered; False if it already was."""
+        async with self._write(f"mark {key!r} processed"):
+            cursor = await self._db.execute(
+                "INSERT OR IGNORE INTO processed (key, at) VALUES (?, ?)",
+                (key, _to_text(self._now())),
+            )
+            return cursor.rowcount == 1
+
+    async def is_processed(self, key: str) -> bool:
+        """Whether `mark_processed(key)` happened before."""
+        async with self._read(f"check whether {key!r} was processed"):
+            rows = await self._db.execute_fetchall("SELECT 1 FROM processed WHERE key = ?", (key,))
+        return next(iter(rows), None) is not None
+
+    @asynccontextmanager
+    async def _read(self, action: str) -> AsyncIterator[None]:
+        # Reads take the lock too: on a shared connection they would otherwise see the
+        # uncommitted half of a write transaction that may still roll back.
+        async with self._lock, _translated(action):
+            self._ensure_open()
+            yield
+
+    @asynccontextmanager
+    async def _write(self, action: str) -> AsyncIterator[None]:
+        """One write transaction, committed on success and rolled back on any exception."""
+        async with self._lock, _translated(action):
+            self._ensure_open()
+            try:
+                # IMMEDIATE takes the file's write lock now, so another process cannot slip a
+                # write between our read of max(seq) and our insert. BEGIN sits inside the
+                # `try`: if we are cancelled while it is queued, it still runs, and the
+                # rollback queued behind it must undo it.
+                await self._db.execute("BEGIN IMMEDIATE")
+                yield
+                await self._db.commit()
+            except BaseException:
+                # A no-op when no transaction is open (BEGIN or COMMIT itself failed).
+                await self._db.rollback()
+                raise
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreError("the SQLite store is closed")
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if now.tzinfo is None:
+            raise StoreError("the store's clock returned a naive datetime; it must be aware")
+        return now.astimezone(UTC)
+
+    async def _insert_session(self, key: str) -> SessionRecord:
+        now = self._now()
+        record = SessionRecord(id=uuid4().hex[:12], key=key, created_at=now, updated_at=now)
+        await self._db.execute(
+            "INSERT INTO sessions (id, key, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (record.id, key, _to_text(now), _to_text(now)),
+        )
+        return record
+
+    async def _newest_session(self, key: str) -> SessionRecord | None:
+        rows = await self._db.execute_fetchall(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions AS s WHERE s.key = ?"
+            " ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1",
+            (key,),
+        )
+        return _first_session(rows)
+
+
+async def _migrate(db: aiosqlite.Connection, target: str) -> None:
+    """Bring the schema to `SCHEMA_VERSION`, one committed transaction per version."""
+    rows = await db.execute_fetchall("PRAGMA user_version")
+    version = int(next(iter(rows))[0])
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"the SQLite store at {target} has schema version {version}; this Switchboard"
+            f" knows versions up to {SCHEMA_VERSION}"
+        )
+    for number, statements in enumerate(_MIGRATIONS[version:], start=version + 1):
+        try:
+            await db.execute("BEGIN IMMEDIATE")
+            for statement in statements:
+                await db.execute(statement)
+            # PRAGMA takes no parameters; `number` is an int from our own table.
+            await db.execute(f"PRAGMA user_version = {number:d}")
+            await db.commit()
+        except BaseException:
+            await db.rollback()
+            raise
+
+
+@asynccontextmanager
+async def _translated(action: str) -> AsyncIterator[None]:
+    """Turn driver failures into `StoreError`s that say what the store was doing."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQLite store could not {action}: {exc}") from exc
+    except ValidationError as exc:
+        raise StoreError(f"SQLite store could not {action}: stored data is invalid: {exc}") from exc
+
+
+def _check_limit(limit: int) -> None:
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
+
+
+def _to_text(moment: datetime) -> str:
+    # A fixed width (always microseconds, always +00:00) keeps text order equal to time order.
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _from_text(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def _session_from_row(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
+    session_id, key, created_at, updated_at, message_count = row
+    return SessionRecord(
+        id=session_id,
+        key=key,
+        created_at=_from_text(created_at),
+        updated_at=_from_text(updated_at),
+        message_count=message_count,
+    )
+
+
+def _first_session(rows: Iterable[sqlite3.Row]) -> SessionRecord | None:
+    for row in rows:
+        return _session_from_row(row)
+    return None
+
+
+def _encode_body(message: Message) -> str:
+    """The message as JSON; `seq` and `created_at` live in their own columns."""
+    return message.model_dump_json(exclude={"seq", "created_at"})
+
+
+def _decode_body(body: str, *, seq: int, created_at: str) -> Message:
+    message = Message.model_validate_json(body)
+    return message.model_copy(update={"seq": seq, "created_at": _from_text(created_at)})
