@@ -1,0 +1,434 @@
+"""`AgentRuntime`: the turn loop.
+
+One turn: persist the user message, then per step ask the provider (streaming, with a timeout),
+persist its answer, run the tools it asked for under the turn's capability mode, persist their
+results, and loop until the model answers without tools or a budget runs out. Every message is
+written to the store as soon as it exists, so a crash loses at most the step in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.clock import Clock, utc_now
+from core.envelopes import new_id
+from core.errors import ProviderError, ToolError, ToolNotAllowed
+from core.events import (
+    AgentEvent,
+    Cancelled,
+    Finished,
+    Progress,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    TextDelta,
+    ToolFinished,
+    ToolRequested,
+)
+from core.messages import Message, ToolCall, Usage
+from core.modes import CapabilityMode
+from core.prompt import SystemPrompt
+from core.providers.base import ModelRequest, Provider
+from core.redact import Redactor
+from core.store.base import Store
+from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
+
+__all__ = [
+    "MODEL_UNAVAILABLE",
+    "AgentRuntime",
+    "ChannelContext",
+    "CostFunction",
+    "RuntimeLimits",
+]
+
+log = logging.getLogger(__name__)
+
+MODEL_UNAVAILABLE = "The model is unavailable right now, please try again in a minute."
+_INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
+_MAX_TOOL_OUTPUT = 16_000
+
+CostFunction = Callable[[str, Usage], float]
+
+
+class RuntimeLimits(BaseModel):
+    """Budgets of one turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_steps: int = Field(default=8, ge=1, le=100)
+    provider_timeout: float = Field(default=120.0, gt=0)
+    tool_timeout: float = Field(default=30.0, gt=0)
+    max_tokens: int = Field(default=4096, ge=1)
+
+
+class ChannelContext(BaseModel):
+    """Where a turn happens and under which policy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str
+    mode: CapabilityMode
+    prompt_hint: str = ""
+    session_key: str = ""
+    user_id: str = ""
+    user_name: str = ""
+
+
+class _Cancel:
+    """Tells a turn task apart from one cancelled by its consumer going away."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+
+class AgentRuntime:
+    """Runs turns of a conversation against one provider with one tool registry."""
+
+    def __init__(
+        self,
+        *,
+        provider: Provider,
+        model: str,
+        tools: ToolRegistry,
+        store: Store,
+        limits: RuntimeLimits | None = None,
+        prompt: SystemPrompt | None = None,
+        temperature: float | None = None,
+        cost: CostFunction | None = None,
+        redactor: Redactor | None = None,
+        clock: Clock = utc_now,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self.tools = tools
+        self.store = store
+        self.limits = limits or RuntimeLimits()
+        self.prompt = prompt or SystemPrompt()
+        self.temperature = temperature
+        self._cost = cost
+        self._redact = redactor or Redactor()
+        self._clock = clock
+
+    async def run(
+        self,
+        session_id: str,
+        user_input: Message,
+        context: ChannelContext,
+        *,
+        cancel: asyncio.Event | None = None,
+    ) -> AsyncIterator[AgentEvent]:
+        """Run one turn and yield its events; the last one is RunCompleted/RunFailed/Cancelled.
+
+        Setting `cancel` stops the turn at once (in-flight model and tool calls are
+        cancelled) and ends it with `Cancelled`.
+        """
+        run_id = new_id()
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        flag = _Cancel()
+        turn = asyncio.create_task(
+            self._turn(run_id, session_id, user_input, context, queue.put_nowait, flag),
+            name=f"turn:{session_id}",
+        )
+        watcher = asyncio.create_task(self._watch(cancel, turn, flag)) if cancel else None
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            await turn
+        finally:
+            for task in (watcher, turn):
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+
+    @staticmethod
+    async def _watch(cancel: asyncio.Event, turn: asyncio.Task[None], flag: _Cancel) -> None:
+        await cancel.wait()
+        if not turn.done():
+            flag.requested = True
+            turn.cancel()
+
+    async def _turn(
+        self,
+        run_id: str,
+        session_id: str,
+        user_input: Message,
+        context: ChannelContext,
+        emit: Callable[[AgentEvent | None], None],
+        flag: _Cancel,
+    ) -> None:
+        state = _TurnState()
+        try:
+            history = await self.store.list_messages(session_id)
+            history.append(await self.store.append_message(session_id, user_input))
+            emit(
+                RunStarted(
+                    run_id=run_id,
+                    session_id=session_id,
+                    provider=self.provider.name,
+                    model=self.model,
+                )
+            )
+            emit(await self._loop(run_id, session_id, history, context, emit, state))
+        except asyncio.CancelledError:
+            if not flag.requested:
+                raise
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            await self._close_pending(session_id, state, "The user cancelled this call.")
+            emit(Cancelled(run_id=run_id))
+        except Exception as exc:
+            log.exception("turn %s of session %s failed", run_id, session_id)
+            await self._close_pending(session_id, state, "The turn failed before this call ran.")
+            emit(
+                RunFailed(
+                    run_id=run_id,
+                    failure="internal",
+                    message=_INTERNAL_ERROR,
+                    detail=self._redact(f"{type(exc).__name__}: {exc}"),
+                )
+            )
+        finally:
+            emit(None)
+
+    async def _loop(
+        self,
+        run_id: str,
+        session_id: str,
+        history: list[Message],
+        context: ChannelContext,
+        emit: Callable[[AgentEvent | None], None],
+        state: _TurnState,
+    ) -> RunCompleted | RunFailed:
+        offered = context.mode.allowed_tools(self.tools)
+        system = self.prompt.build(
+            mode=context.mode,
+            platform_hint=context.prompt_hint,
+            session_id=session_id,
+            now=self._clock(),
+        )
+        tool_context = ToolContext(
+            session_id=session_id,
+            user_id=context.user_id,
+            platform=context.platform,
+            clock=self._clock,
+        )
+        for step in range(1, self.limits.max_steps + 1):
+            if step > 1:
+                emit(Progress(step=step, message=f"step {step}: asking the model again"))
+            # model_construct: the history is made of validated messages already; validating
+            # it again on every step would cost time growing with the conversation.
+            request = ModelRequest.model_construct(
+                model=self.model,
+                system=system,
+                messages=history,
+                tools=[t.spec for t in offered],
+                max_tokens=self.limits.max_tokens,
+                temperature=self.temperature,
+            )
+            try:
+                text, calls, finished = await self._call_model(request, emit)
+            except ProviderError as exc:
+                log.warning(
+                    "provider %s failed (%s): %s",
+                    self.provider.name,
+                    exc.kind,
+                    self._redact(str(exc)),
+                )
+                return self._provider_failure(run_id, exc)
+            except TimeoutError:
+                log.warning(
+                    "provider %s timed out after %ss",
+                    self.provider.name,
+                    self.limits.provider_timeout,
+                )
+                return RunFailed(
+                    run_id=run_id,
+                    failure="timeout",
+                    message="The model took too long to answer. Please try again.",
+                    detail=f"no answer within {self.limits.provider_timeout:g}s",
+                )
+            state.usage += finished.usage
+            if text:
+                state.texts.append(text)
+            answer = await self.store.append_message(
+                session_id, Message.assistant(text, calls, usage=finished.usage)
+            )
+            history.append(answer)
+            if not calls:
+                return RunCompleted(
+                    run_id=run_id,
+                    text=text or "\n\n".join(state.texts),
+                    usage=state.usage,
+                    cost_usd=self._cost(self.model, state.usage) if self._cost else 0.0,
+                    steps=step,
+                )
+            state.pending = list(calls)
+            history.extend(
+                await self._dispatch(session_id, calls, context, tool_context, emit, state)
+            )
+        return RunFailed(
+            run_id=run_id,
+            failure="budget",
+            message=(
+                f"I could not finish this within {self.limits.max_steps} steps, so I stopped. "
+                "Try asking for less at once."
+            ),
+            detail=f"max_steps={self.limits.max_steps} reached",
+        )
+
+    async def _call_model(
+        self, request: ModelRequest, emit: Callable[[AgentEvent | None], None]
+    ) -> tuple[str, list[ToolCall], Finished]:
+        parts: list[str] = []
+        calls: list[ToolCall] = []
+        finished = Finished()
+        async with asyncio.timeout(self.limits.provider_timeout):
+            async for event in self.provider.stream(request):
+                match event:
+                    case TextDelta(text=chunk):
+                        parts.append(chunk)
+                        emit(event)
+                    case ToolCall():
+                        calls.append(event)
+                    case Finished():
+                        finished = event
+        return "".join(parts), calls, finished
+
+    def _provider_failure(self, run_id: str, exc: ProviderError) -> RunFailed:
+        message = MODEL_UNAVAILABLE
+        if exc.kind == "content_blocked":
+            message = "The model declined to answer that request."
+        elif exc.kind == "context_overflow":
+            message = "This conversation is too long for the model. Send /new to start afresh."
+        return RunFailed(
+            run_id=run_id,
+            failure="provider",
+            message=message,
+            detail=self._redact(f"{exc.provider or self.provider.name} {exc.kind}: {exc}"),
+        )
+
+    async def _dispatch(
+        self,
+        session_id: str,
+        calls: list[ToolCall],
+        context: ChannelContext,
+        tool_context: ToolContext,
+        emit: Callable[[AgentEvent | None], None],
+        state: _TurnState,
+    ) -> list[Message]:
+        """Run the calls: contiguous read-only ones together, the others alone and in order."""
+        results: list[Message] = []
+        for group in self._groups(calls):
+            if len(group) == 1:
+                outcomes = [await self._run_tool(group[0], context, tool_context, emit)]
+            else:
+                outcomes = list(
+                    await asyncio.gather(
+                        *(self._run_tool(c, context, tool_context, emit) for c in group)
+                    )
+                )
+            for call, (output, is_error) in zip(group, outcomes, strict=True):
+                stored = await self.store.append_message(
+                    session_id, Message.tool_result(call, output, is_error=is_error)
+                )
+                state.pending.remove(call)
+                results.append(stored)
+        return results
+
+    def _groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
+        groups: list[list[ToolCall]] = []
+        for call in calls:
+            concurrent = self._is_read_only(call)
+            if concurrent and groups and all(self._is_read_only(c) for c in groups[-1]):
+                groups[-1].append(call)
+            else:
+                groups.append([call])
+        return groups
+
+    def _is_read_only(self, call: ToolCall) -> bool:
+        # Calls that will be refused (unknown tool) have no effect, so they may overlap.
+        if call.name not in self.tools:
+            return True
+        return self.tools.get(call.name).tier is SafetyTier.READ_ONLY
+
+    async def _run_tool(
+        self,
+        call: ToolCall,
+        context: ChannelContext,
+        tool_context: ToolContext,
+        emit: Callable[[AgentEvent | None], None],
+    ) -> tuple[str, bool]:
+        emit(ToolRequested(call_id=call.id, name=call.name, arguments=call.arguments))
+        started = time.perf_counter()
+        try:
+            output, is_error = await self._invoke(call, context, tool_context), False
+        except ToolError as exc:
+            output, is_error = str(exc), True
+        except TimeoutError:
+            output = f"Tool {call.name!r} timed out after {self.limits.tool_timeout:g}s."
+            is_error = True
+        except Exception as exc:
+            log.exception("tool %s raised", call.name)
+            output, is_error = f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}", True
+        output = self._redact(output)
+        if len(output) > _MAX_TOOL_OUTPUT:
+            output = output[:_MAX_TOOL_OUTPUT] + f"\n[output cut at {_MAX_TOOL_OUTPUT} characters]"
+        emit(
+            ToolFinished(
+                call_id=call.id,
+                name=call.name,
+                output=output,
+                is_error=is_error,
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
+        )
+        return output, is_error
+
+    async def _invoke(
+        self, call: ToolCall, context: ChannelContext, tool_context: ToolContext
+    ) -> str:
+        if call.raw_arguments is not None:
+            raise ToolError(
+                f"Arguments for {call.name} must be a JSON object; "
+                f"got {call.raw_arguments[:200]!r}."
+            )
+        tool: Tool[Any] = self.tools.get(call.name)
+        if not context.mode.allows(tool):
+            raise ToolNotAllowed(
+                f"Tool {call.name!r} is not available in this chat "
+                f"(capability mode {context.mode.name!r})."
+            )
+        if tool.tier is SafetyTier.PRIVILEGED and context.mode.confirm_privileged:
+            # No channel can ask for a confirmation yet; refusing is the safe default.
+            raise ToolNotAllowed(
+                f"Tool {call.name!r} needs a confirmation this chat cannot ask for."
+            )
+        async with asyncio.timeout(self.limits.tool_timeout):
+            return await tool(call.arguments, tool_context)
+
+    async def _close_pending(self, session_id: str, state: _TurnState, reason: str) -> None:
+        """Give every tool call left without a result one, so the history stays well-formed."""
+        for call in state.pending:
+            with contextlib.suppress(Exception):
+                await self.store.append_message(
+                    session_id, Message.tool_result(call, reason, is_error=True)
+                )
+        state.pending.clear()
+
+
+class _TurnState:
+    """What a turn has accumulated so far."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self.texts: list[str] = []
+        self.pending: list[ToolCall] = []
