@@ -1,0 +1,263 @@
+"""The `switchboard` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from bots.app import Components, configure_logging, embedded
+from bots.profiles import load_profile
+from bots.settings import Settings, load_settings
+from channels.gateway import Gateway
+from channels.terminal import TerminalAdapter
+from core.envelopes import new_id
+from core.errors import ConfigError, SwitchboardError
+from core.messages import Message
+from core.redact import Redactor
+from core.store.base import Store
+from core.store.sqlite import SqliteStore
+
+__all__ = ["cli", "main"]
+
+log = logging.getLogger("switchboard")
+
+_LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+_CHAT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.option(
+    "--log-level",
+    type=_LOG_LEVELS,
+    default=None,
+    help="Log detail on stderr (default: SWITCHBOARD_LOG_LEVEL or warning).",
+)
+@click.version_option(package_name="switchboard", prog_name="switchboard")
+@click.pass_context
+def cli(ctx: click.Context, log_level: str | None) -> None:
+    """Switchboard: one LLM agent runtime for Discord, Telegram, Slack and the terminal.
+
+    Settings come from environment variables (and a .env file): SWITCHBOARD_DATA_DIR,
+    SWITCHBOARD_PROFILE, SWITCHBOARD_PROVIDER, SWITCHBOARD_MODEL, the providers' API keys and
+    the platforms' tokens. Per-bot behaviour lives in profiles/<name>/profile.toml.
+    """
+    ctx.obj = {"log_level": log_level}
+
+
+def _settings(ctx: click.Context, **overrides: object) -> Settings:
+    settings = load_settings(**overrides)
+    level = ctx.obj.get("log_level") or settings.log_level
+    configure_logging(level, Redactor(settings.secrets()))
+    return settings
+
+
+@cli.command()
+@click.option(
+    "--session",
+    "session_name",
+    metavar="NAME",
+    help="Resume a stored conversation: its name (the last part of terminal:local:NAME) "
+    "or a session id from `switchboard sessions list`. Default: a new conversation.",
+)
+@click.option("--provider", help="Model provider: anthropic, openai or demo.")
+@click.option("--model", help="Model name for the provider.")
+@click.option("--profile", help="Profile folder under profiles/ (default: default).")
+@click.pass_context
+def chat(
+    ctx: click.Context,
+    session_name: str | None,
+    provider: str | None,
+    model: str | None,
+    profile: str | None,
+) -> None:
+    """Chat in the terminal with the embedded runtime (SQLite, in-process bus).
+
+    Interactive on a terminal: answers stream, tool use shows as dim lines, Ctrl-C stops the
+    answer being written, /new starts afresh, /quit leaves. With input piped, every line is one
+    turn and each final answer is printed on stdout.
+    """
+    settings = _settings(ctx, provider=provider, model=model, profile=profile)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    asyncio.run(_chat(settings, session_name, interactive))
+
+
+async def _chat(settings: Settings, session_name: str | None, interactive: bool) -> None:
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    async with embedded(settings, profile) as parts:
+        chat_name = await _terminal_chat(parts.store, session_name)
+        adapter = TerminalAdapter(chat=chat_name, interactive=interactive)
+        err = Console(stderr=True, highlight=False)
+        if interactive:
+            err.print(
+                f"Switchboard · {parts.resolved.provider.name} ({parts.resolved.model}) · "
+                f"profile {profile.name} · conversation {chat_name}. /help lists commands.",
+                style="dim",
+                markup=False,
+            )
+        await _serve(parts, [Gateway(adapter, parts.bus)])
+        if interactive:
+            err.print(
+                f"Resume this conversation with: switchboard chat --session {chat_name}",
+                style="dim",
+                markup=False,
+            )
+
+
+async def _terminal_chat(store: Store, name: str | None) -> str:
+    if name is None:
+        return new_id()[:8]
+    record = await store.get_session(name)
+    if record is not None:
+        platform, _, rest = record.key.partition(":")
+        if platform != "terminal":
+            raise ConfigError(f"session {name} is a {platform} conversation, not a terminal one")
+        return rest.partition(":")[2]
+    if not name or not set(name) <= _CHAT_NAME_CHARS:
+        raise ConfigError(f"--session {name!r}: use letters, digits, '_', '.' or '-'")
+    return name
+
+
+async def _serve(parts: Components, gateways: list[Gateway]) -> None:
+    """Run the worker and the gateways until every gateway has finished (or the worker died)."""
+    worker = asyncio.create_task(parts.worker.run(), name="worker")
+    running = [asyncio.create_task(g.run(), name=f"gateway-{g.adapter.platform}") for g in gateways]
+    all_gateways: asyncio.Future[list[None]] = asyncio.gather(*running)
+    try:
+        watched: set[asyncio.Future[Any]] = {worker, all_gateways}
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        if worker in done:
+            worker.result()  # a crashed worker re-raises here
+            raise SwitchboardError("the worker stopped unexpectedly")
+        all_gateways.result()
+    finally:
+        all_gateways.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await all_gateways
+        await parts.worker.stop(grace=10.0)
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+
+
+@cli.command()
+@click.option("--profile", help="Profile folder under profiles/ (default: default).")
+@click.pass_context
+def serve(ctx: click.Context, profile: str | None) -> None:
+    """Run every chat platform that has a token, with a worker, in one process."""
+    _settings(ctx, profile=profile)
+    raise ConfigError(
+        "no chat platform adapter is part of this build yet; "
+        "use `switchboard chat` for the terminal"
+    )
+
+
+@cli.group()
+def sessions() -> None:
+    """Look at stored conversations."""
+
+
+@sessions.command("list")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.pass_context
+def sessions_list(ctx: click.Context, limit: int) -> None:
+    """List conversations, most recent first."""
+    settings = _settings(ctx)
+    asyncio.run(_sessions_list(settings, limit))
+
+
+async def _sessions_list(settings: Settings, limit: int) -> None:
+    store = await SqliteStore.open(settings.database_path)
+    try:
+        records = await store.list_sessions(limit=limit)
+    finally:
+        await store.close()
+    console = Console(highlight=False)
+    if not records:
+        console.print("No conversations yet. Start one with: switchboard chat", markup=False)
+        return
+    table = Table("id", "key", "messages", "updated (UTC)", box=None, pad_edge=False)
+    for record in records:
+        table.add_row(
+            record.id,
+            record.key,
+            str(record.message_count),
+            f"{record.updated_at:%Y-%m-%d %H:%M:%S}",
+        )
+    console.print(table)
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@click.pass_context
+def sessions_show(ctx: click.Context, session_id: str) -> None:
+    """Print the messages of one conversation."""
+    settings = _settings(ctx)
+    asyncio.run(_sessions_show(settings, session_id))
+
+
+async def _sessions_show(settings: Settings, session_id: str) -> None:
+    store = await SqliteStore.open(settings.database_path)
+    try:
+        record = await store.get_session(session_id)
+        if record is None:
+            raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
+        messages = await store.list_messages(session_id)
+    finally:
+        await store.close()
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(
+        f"session {record.id} · {record.key} · {len(messages)} messages", style="bold", markup=False
+    )
+    for message in messages:
+        console.print(_render(message), markup=False)
+
+
+def _render(message: Message) -> str:
+    stamp = f"{message.created_at:%H:%M:%S}" if message.created_at else ""
+    head = f"[{message.seq}] {stamp} {message.role}"
+    lines = []
+    if message.text:
+        lines.append(message.text)
+    lines.extend(f"→ {call.name}({call.arguments})" for call in message.tool_calls)
+    if message.images:
+        lines.append(f"({len(message.images)} image(s))")
+    if message.role == "tool":
+        head += f" {message.name}{' (error)' if message.is_error else ''}"
+    return f"{head}: " + "\n    ".join(lines or ["(empty)"])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point: runs the CLI and turns every failure into one line and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="switchboard", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(0)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "switchboard"
+        click.echo(f"{where}: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(2)
+    except click.ClickException as exc:
+        click.echo(f"switchboard: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except (click.Abort, KeyboardInterrupt):
+        click.echo("", err=True)
+        sys.exit(130)
+    except SwitchboardError as exc:
+        click.echo(f"switchboard: error: {exc}", err=True)
+        sys.exit(1)
+    except Exception as exc:
+        log.debug("unexpected failure", exc_info=True)
+        click.echo(
+            f"switchboard: unexpected error: {type(exc).__name__}: {exc} "
+            "(run with --log-level debug for details)",
+            err=True,
+        )
+        sys.exit(1)

@@ -1,0 +1,88 @@
+"""`Gateway`: connects a `ChannelAdapter` to the bus.
+
+Inbound work goes onto the `inbound` queue; the platform's `outbound.<platform>` queue is
+consumed and each entry handed to the adapter, acked once it is shown. Ephemeral deliveries
+(typing, progress, stream pieces) that fail are dropped; replies and notifications are retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from channels.base import ChannelAdapter
+from core.bus.base import Bus, Delivery
+from core.bus.names import INBOUND, outbound_queue
+from core.envelopes import Inbound, Outbound, new_id
+from core.errors import ChannelError
+
+__all__ = ["Gateway"]
+
+log = logging.getLogger(__name__)
+
+_EPHEMERAL = frozenset({"typing", "progress", "delta"})
+_MAX_RETRY_AFTER = 300.0
+
+
+class Gateway:
+    """Runs one adapter against the bus until the adapter's input ends or `stop()`."""
+
+    def __init__(self, adapter: ChannelAdapter, bus: Bus, *, consumer: str | None = None) -> None:
+        self.adapter = adapter
+        self.bus = bus
+        self.consumer = consumer or f"gateway-{adapter.platform}-{new_id()[:8]}"
+        self._queue = outbound_queue(adapter.platform)
+
+    async def publish(self, inbound: Inbound) -> None:
+        """The adapter's sink: put inbound work on the bus."""
+        await self.bus.enqueue(INBOUND, inbound)
+
+    async def run(self) -> None:
+        """Receive and deliver until the adapter's `run()` returns."""
+        deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
+        try:
+            await self.adapter.run(self.publish)
+        finally:
+            deliveries.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await deliveries
+
+    async def stop(self) -> None:
+        """Ask the adapter to stop; `run()` returns once it has."""
+        await self.adapter.stop()
+
+    async def _deliver_forever(self) -> None:
+        while True:
+            delivery = await self.bus.receive(self._queue, consumer=self.consumer, timeout=30.0)
+            if delivery is not None:
+                await self._deliver(delivery)
+
+    async def _deliver(self, delivery: Delivery) -> None:
+        outbound = delivery.envelope
+        if not isinstance(outbound, Outbound):
+            log.error("dropping a %s found on %s", type(outbound).__name__, self._queue)
+            await delivery.ack()
+            return
+        try:
+            await self.adapter.deliver(outbound)
+        except ChannelError as exc:
+            if outbound.kind in _EPHEMERAL:
+                log.info("dropped %s for %s: %s", outbound.kind, outbound.address.session_key, exc)
+                await delivery.ack()
+                return
+            log.warning(
+                "delivery to %s failed (attempt %d): %s",
+                outbound.address.session_key,
+                delivery.attempt,
+                exc,
+            )
+            if exc.retry_after:
+                await asyncio.sleep(min(exc.retry_after, _MAX_RETRY_AFTER))
+            await delivery.nack()
+            return
+        except Exception:
+            log.exception("adapter %s failed to deliver %s", self.adapter.platform, outbound.id)
+            await (delivery.ack() if outbound.kind in _EPHEMERAL else delivery.nack())
+            return
+        await delivery.ack()

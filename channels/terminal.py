@@ -1,0 +1,178 @@
+"""The terminal channel: a local chat in the shell, through the same bus as every platform.
+
+On a TTY it is interactive (prompt_toolkit for input, rich for output): the answer streams as
+it is written, tool activity shows as dim lines, Ctrl-C cancels the running turn. With stdin
+piped, each input line is one turn and only the final answers are printed, one per turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+from typing import TextIO
+
+from prompt_toolkit import PromptSession
+from rich.console import Console
+
+from channels.base import InboundSink
+from core.envelopes import Address, Inbound, Outbound
+
+__all__ = ["PROMPT_HINT", "TerminalAdapter"]
+
+PROMPT_HINT = (
+    "Replies are shown in a terminal about 80 columns wide. Use plain text or light Markdown "
+    "(short lists, `code`); avoid wide tables and images."
+)
+
+_LOCAL_HELP = (
+    "Commands: /new starts a fresh conversation, /cost shows what this one used, "
+    "/quit leaves (Ctrl-D too). Ctrl-C stops an answer that is being written."
+)
+
+
+class TerminalAdapter:
+    """Reads turns from the keyboard or a pipe and prints the answers."""
+
+    def __init__(
+        self,
+        *,
+        chat: str,
+        interactive: bool,
+        stdin: TextIO | None = None,
+        console: Console | None = None,
+        user_name: str = "you",
+    ) -> None:
+        self.address = Address(platform="terminal", bot="local", chat=chat)
+        self.interactive = interactive
+        self._stdin = stdin or sys.stdin
+        self._console = console or Console(highlight=False, soft_wrap=True)
+        self._user_name = user_name
+        self._answered: dict[str, asyncio.Event] = {}
+        self._streamed: set[str] = set()
+        self._line_open = False
+        self._stopping = asyncio.Event()
+
+    @property
+    def platform(self) -> str:
+        return "terminal"
+
+    async def run(self, sink: InboundSink) -> None:
+        """Read turns until end of input, `/quit` or `stop()`; each waits for its answer."""
+        session: PromptSession[str] | None = PromptSession() if self.interactive else None
+        while not self._stopping.is_set():
+            line = await self._read_line(session)
+            if line is None:
+                return
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                return
+            if text == "/help":
+                self._console.print(_LOCAL_HELP, style="dim", markup=False)
+                continue
+            await self._send(sink, self._inbound(text))
+
+    async def deliver(self, outbound: Outbound) -> None:
+        """Print what the worker sent; the end of a turn releases the next input line."""
+        if self.interactive:
+            self._show(outbound)
+        elif outbound.ends_turn:
+            self._console.print(outbound.text, markup=False)
+        if outbound.ends_turn and outbound.reply_to in self._answered:
+            self._answered[outbound.reply_to].set()
+
+    async def stop(self) -> None:
+        """Stop after the current turn."""
+        self._stopping.set()
+
+    def _inbound(self, text: str) -> Inbound:
+        if text.startswith("/") and len(text) > 1 and " " not in text:
+            return Inbound(
+                kind="command",
+                address=self.address,
+                command=text[1:],
+                text=text,
+                user_id="local",
+                user_name=self._user_name,
+                is_direct=True,
+            )
+        return Inbound(
+            address=self.address,
+            text=text,
+            user_id="local",
+            user_name=self._user_name,
+            is_direct=True,
+        )
+
+    async def _send(self, sink: InboundSink, inbound: Inbound) -> None:
+        answered = self._answered[inbound.id] = asyncio.Event()
+        cancel_installed = self.interactive and _install_sigint(
+            lambda: asyncio.ensure_future(self._cancel(sink))
+        )
+        try:
+            await sink(inbound)
+            await answered.wait()
+        finally:
+            if cancel_installed:
+                asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
+            del self._answered[inbound.id]
+            self._streamed.discard(inbound.id)
+
+    async def _cancel(self, sink: InboundSink) -> None:
+        self._end_line()
+        self._console.print("(cancelling…)", style="dim", markup=False)
+        await sink(Inbound(kind="cancel", address=self.address, user_id="local"))
+
+    async def _read_line(self, session: PromptSession[str] | None) -> str | None:
+        if session is None:
+            line = await asyncio.to_thread(self._stdin.readline)
+            return line if line else None
+        while True:
+            try:
+                text: str = await session.prompt_async(f"{self._user_name}> ")
+                return text
+            except KeyboardInterrupt:
+                continue  # like a shell: Ctrl-C clears the line
+            except EOFError:
+                return None
+
+    def _show(self, outbound: Outbound) -> None:
+        match outbound.kind:
+            case "delta":
+                if outbound.reply_to:
+                    self._streamed.add(outbound.reply_to)
+                self._console.print(outbound.text, end="", markup=False)
+                self._line_open = not outbound.text.endswith("\n")
+            case "progress":
+                self._end_line()
+                self._console.print(f"  ↳ {outbound.text}", style="dim", markup=False)
+            case "reply":
+                if outbound.failed:
+                    self._end_line()
+                    self._console.print(outbound.text, style="red", markup=False)
+                elif outbound.reply_to in self._streamed:
+                    self._end_line()
+                else:
+                    self._console.print(outbound.text, markup=False)
+                self._console.print()
+            case "notice" | "notification":
+                self._end_line()
+                self._console.print(outbound.text, style="yellow", markup=False)
+            case "typing":
+                pass
+
+    def _end_line(self) -> None:
+        if self._line_open:
+            self._console.print()
+            self._line_open = False
+
+
+def _install_sigint(handler: Callable[[], object]) -> bool:
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGINT, handler)
+        return True
+    return False

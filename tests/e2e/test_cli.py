@@ -1,0 +1,143 @@
+"""The `switchboard` command as a user runs it: a subprocess with piped stdin."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SWITCHBOARD = Path(sys.executable).with_name("switchboard")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A clean environment: own data dir, the repo's profiles, no API keys, no .env."""
+    keep = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN"))}
+    keep = {k: v for k, v in keep.items() if not k.startswith("SWITCHBOARD_")}
+    keep.update(
+        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
+        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+    )
+    return keep
+
+
+def run(
+    args: list[str], env: dict[str, str], cwd: Path, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SWITCHBOARD), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_piped_arithmetic_is_answered_with_the_calculator(env: dict[str, str], tmp_path: Path):
+    result = run(["chat"], env, tmp_path, stdin="what is 17*23?\n")
+    assert result.returncode == 0, result.stderr
+    assert "391" in result.stdout
+    assert "calculator" in result.stdout
+    assert "Traceback" not in result.stderr
+
+    listed = run(["sessions", "list"], env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()[1:] if line.strip()]
+    assert len(rows) == 1
+    session_id, key, count = rows[0][0], rows[0][1], rows[0][2]
+    assert key.startswith("terminal:local:")
+    assert count == "4"  # user, assistant tool call, tool result, final answer
+
+    shown = run(["sessions", "show", session_id], env, tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "tool calculator: 17*23 = 391" in shown.stdout
+    assert "→ calculator({'expression': '17*23'})" in shown.stdout
+
+
+def test_each_piped_line_is_one_turn_answered_in_order(env: dict[str, str], tmp_path: Path):
+    result = run(["chat"], env, tmp_path, stdin="hello there\n\nwhat is 2+2\nbye now\n")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert out.index("You said: hello there") < out.index("The answer is 4") < out.index(
+        "You said: bye now"
+    )
+    assert out.count("Demo mode") == 1  # said once per session
+
+
+def test_session_resumes_by_name_and_by_id(env: dict[str, str], tmp_path: Path):
+    first = run(["chat", "--session", "notes"], env, tmp_path, stdin="remember me\n")
+    assert first.returncode == 0, first.stderr
+    assert "Demo mode" in first.stdout
+    again = run(["chat", "--session", "notes"], env, tmp_path, stdin="second visit\n")
+    assert again.returncode == 0, again.stderr
+    assert "Demo mode" not in again.stdout  # same session: the notice was already given
+    assert "You said: second visit" in again.stdout
+
+    listed = run(["sessions", "list"], env, tmp_path).stdout.splitlines()[1:]
+    assert len(listed) == 1
+    session_id = listed[0].split()[0]
+    by_id = run(["chat", "--session", session_id], env, tmp_path, stdin="third\n")
+    assert by_id.returncode == 0, by_id.stderr
+    shown = run(["sessions", "show", session_id], env, tmp_path).stdout
+    assert "user: third" in shown and "user: remember me" in shown
+
+
+def test_new_command_starts_a_fresh_session(env: dict[str, str], tmp_path: Path):
+    result = run(["chat", "--session", "t"], env, tmp_path, stdin="one\n/new\ntwo\n")
+    assert result.returncode == 0, result.stderr
+    assert "Started a new conversation." in result.stdout
+    assert result.stdout.count("Demo mode") == 2  # once in each session
+    rows = run(["sessions", "list"], env, tmp_path).stdout.splitlines()[1:]
+    assert [r.split()[1] for r in rows] == ["terminal:local:t", "terminal:local:t"]
+
+
+@pytest.mark.parametrize(
+    ("args", "extra_env", "expected"),
+    [
+        (["chat", "--no-such-flag"], {}, "No such option"),
+        (["chat"], {"SWITCHBOARD_PROVIDER": "nope"}, "unknown provider 'nope'"),
+        (["chat", "--profile", "missing"], {}, "profile 'missing' not found"),
+        (["chat", "--session", "a:b"], {}, "--session"),
+        (["sessions", "show", "nope"], {}, "no session 'nope'"),
+        (["frobnicate"], {}, "No such command"),
+        (["--log-level", "loud", "chat"], {}, "--log-level"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_nonzero_exit(
+    env: dict[str, str], tmp_path: Path, args: list[str], extra_env: dict[str, str], expected: str
+):
+    result = run(args, env | extra_env, tmp_path, stdin="hi\n")
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert expected in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_invalid_profile_names_file_and_key(env: dict[str, str], tmp_path: Path):
+    profile = tmp_path / "profiles" / "broken"
+    profile.mkdir(parents=True)
+    (profile / "profile.toml").write_text("max_stepz = 3\n")
+    env = env | {"SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles")}
+    result = run(["chat", "--profile", "broken"], env, tmp_path, stdin="hi\n")
+    assert result.returncode == 1
+    assert "profile.toml: max_stepz: Extra inputs are not permitted" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["chat"], ["serve"], ["sessions"], ["sessions", "list"], ["sessions", "show"]]
+)
+def test_every_command_has_help(env: dict[str, str], tmp_path: Path, args: list[str]):
+    result = run([*args, "--help"], env, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Usage: switchboard" in result.stdout
