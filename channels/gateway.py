@@ -15,7 +15,7 @@ from channels.base import ChannelAdapter
 from core.bus.base import Bus, Delivery
 from core.bus.names import INBOUND, outbound_queue
 from core.envelopes import Inbound, Outbound, new_id
-from core.errors import ChannelError
+from core.errors import BusError, ChannelError
 
 __all__ = ["Gateway"]
 
@@ -53,8 +53,17 @@ class Gateway:
         await self.adapter.stop()
 
     async def _deliver_forever(self) -> None:
+        failures = 0
         while True:
-            delivery = await self.bus.receive(self._queue, consumer=self.consumer, timeout=30.0)
+            try:
+                delivery = await self.bus.receive(self._queue, consumer=self.consumer, timeout=30.0)
+            except BusError as exc:
+                failures += 1
+                delay = min(30.0, 0.5 * 2**failures)
+                log.warning("cannot receive deliveries (%s); trying again in %.0fs", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            failures = 0
             if delivery is not None:
                 await self._deliver(delivery)
 

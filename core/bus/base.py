@@ -70,7 +70,8 @@ class Bus(Protocol):
 
         `timeout=None` waits until an entry arrives or the bus closes; `timeout=0` does not wait.
 
-        Returns `None` on timeout. An entry whose lease expired unacked is redelivered here.
+        Returns `None` on timeout or when the bus closes during the wait; raises `BusError` if
+        the bus is closed or unreachable. An entry whose lease expired unacked is redelivered.
         """
         ...
 

@@ -256,10 +256,11 @@ class MemoryBus(Bus):
     ) -> Delivery | None:
         """The next entry, waiting up to `timeout` seconds (0: not at all; None: forever).
 
-        Returns `None` on timeout and once the bus is closed.
+        Returns `None` on timeout or when the bus closes during the wait; raises `BusError`
+        when called on a closed bus (so a polling loop cannot spin on it).
         """
         if self._closed:
-            return None
+            raise BusError("the bus is closed")
         work = self._queue(queue)
         loop = asyncio.get_running_loop()
         give_up_at = None if timeout is None else loop.time() + max(timeout, 0.0)

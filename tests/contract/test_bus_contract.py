@@ -421,10 +421,12 @@ async def test_close_ends_subscriptions(bus: Bus) -> None:
     assert await reader == []
 
 
-async def test_after_close_enqueue_and_publish_raise(bus: Bus, queue: str) -> None:
+async def test_after_close_enqueue_publish_and_receive_raise(bus: Bus, queue: str) -> None:
     await bus.close()
     await bus.close()  # idempotent
 
+    with pytest.raises(BusError):
+        await bus.receive(queue, consumer="c1", timeout=0)
     with pytest.raises(BusError):
         await bus.enqueue(queue, _outbound())
     with pytest.raises(BusError):
