@@ -20,6 +20,7 @@ from typing import Any
 from core.bus.base import Bus, Delivery
 from core.bus.names import EVENTS, INBOUND, outbound_queue
 from core.envelopes import EventEnvelope, Inbound, Outbound, OutboundKind, new_id
+from core.errors import BusError
 from core.events import (
     LIFECYCLE_NAMES,
     AgentEvent,
@@ -94,28 +95,43 @@ class Worker:
     async def run(self) -> None:
         """Take work until `stop()` is called."""
         self._runner = asyncio.current_task()
+        failures = 0
         while not self._stopping.is_set():
-            await self._intake.acquire()
+            # Set while waiting for room as well: stop() must interrupt that wait too, or the
+            # worker would take one more message once a stopped turn frees its place.
             self._receiving = True
             try:
-                delivery = await self.bus.receive(INBOUND, consumer=self.name, timeout=5.0)
+                delivery = await self._receive()
             except asyncio.CancelledError:
-                self._intake.release()
                 if not self._stopping.is_set():
                     raise
                 # stop() interrupted the wait; nothing was taken off the queue.
                 if self._runner is not None:
                     self._runner.uncancel()
                 return
-            except BaseException:
-                self._intake.release()
-                raise
+            except BusError as exc:
+                failures += 1
+                delay = min(30.0, 0.5 * 2**failures)
+                log.warning("cannot receive work (%s); trying again in %.0fs", exc, delay)
+                await asyncio.sleep(delay)
+                continue
             finally:
                 self._receiving = False
-            if delivery is None:
-                self._intake.release()
-                continue
-            self._admit(delivery)
+            failures = 0
+            if delivery is not None:
+                self._admit(delivery)
+
+    async def _receive(self) -> Delivery | None:
+        """The next inbound delivery, taken once there is room; it holds an intake place."""
+        await self._intake.acquire()
+        try:
+            delivery = await self.bus.receive(INBOUND, consumer=self.name, timeout=5.0)
+        except BaseException:
+            self._intake.release()
+            raise
+        if delivery is None:
+            self._intake.release()
+        return delivery
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop taking work; let running turns finish for up to `grace` seconds.
@@ -292,7 +308,7 @@ class Worker:
                 run_id = event.run_id
             await self._publish_lifecycle(event, session_id, run_id, context.session_key)
             match event:
-                case TextDelta(text=chunk):
+                case TextDelta(text=chunk) if chunk:
                     pending.append(chunk)
                     if time.monotonic() - last_flush >= self._stream_interval:
                         await flush()
