@@ -52,7 +52,7 @@ class CapabilityMode(BaseModel):
 
     def allowed_tools(self, registry: ToolRegistry) -> list[Tool[Any]]:
         """The registered tools this mode offers, in name order."""
-        return [t for t in registry if self.allows(t)]
+        return sorted((t for t in registry if self.allows(t)), key=lambda t: t.name)
 
 
 FULL = CapabilityMode(

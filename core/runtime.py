@@ -63,6 +63,7 @@ class RuntimeLimits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_steps: int = Field(default=8, ge=1, le=100)
+    # Longest silence allowed from the provider: before its first event and between events.
     provider_timeout: float = Field(default=120.0, gt=0)
     tool_timeout: float = Field(default=30.0, gt=0)
     max_tokens: int = Field(default=4096, ge=1)
@@ -167,7 +168,9 @@ class AgentRuntime:
         state = _TurnState()
         try:
             history = await self.store.list_messages(session_id)
-            history.append(await self.store.append_message(session_id, user_input))
+            stored_input = await self.store.append_message(session_id, user_input)
+            state.first_seq = stored_input.seq
+            history.append(stored_input)
             emit(
                 RunStarted(
                     run_id=run_id,
@@ -225,11 +228,12 @@ class AgentRuntime:
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
             # model_construct: the history is made of validated messages already; validating
-            # it again on every step would cost time growing with the conversation.
+            # it again on every step would cost time growing with the conversation. The list
+            # is copied: `history` grows after the call, and a request is frozen.
             request = ModelRequest.model_construct(
                 model=self.model,
                 system=system,
-                messages=history,
+                messages=list(history),
                 tools=[t.spec for t in offered],
                 max_tokens=self.limits.max_tokens,
                 temperature=self.temperature,
@@ -271,10 +275,7 @@ class AgentRuntime:
                     cost_usd=self._cost(self.model, state.usage) if self._cost else 0.0,
                     steps=step,
                 )
-            state.pending = list(calls)
-            history.extend(
-                await self._dispatch(session_id, calls, context, tool_context, emit, state)
-            )
+            history.extend(await self._dispatch(session_id, calls, context, tool_context, emit))
         return RunFailed(
             run_id=run_id,
             failure="budget",
@@ -291,8 +292,13 @@ class AgentRuntime:
         parts: list[str] = []
         calls: list[ToolCall] = []
         finished = Finished()
-        async with asyncio.timeout(self.limits.provider_timeout):
+        loop = asyncio.get_running_loop()
+        patience = self.limits.provider_timeout
+        # The timeout bounds the silence between events, so a long answer that keeps
+        # streaming is not cut off, while a stalled one is.
+        async with asyncio.timeout(patience) as deadline:
             async for event in self.provider.stream(request):
+                deadline.reschedule(loop.time() + patience)
                 match event:
                     case TextDelta(text=chunk):
                         parts.append(chunk)
@@ -305,7 +311,13 @@ class AgentRuntime:
 
     def _provider_failure(self, run_id: str, exc: ProviderError) -> RunFailed:
         message = MODEL_UNAVAILABLE
-        if exc.kind == "content_blocked":
+        if exc.kind in ("auth", "billing", "model_not_found"):
+            # Waiting will not help here; the operator has to act.
+            message = (
+                "I cannot reach my model because of a setup problem on the bot's side; "
+                "the operator can find the details in the log."
+            )
+        elif exc.kind == "content_blocked":
             message = "The model declined to answer that request."
         elif exc.kind == "context_overflow":
             message = "This conversation is too long for the model. Send /new to start afresh."
@@ -323,7 +335,6 @@ class AgentRuntime:
         context: ChannelContext,
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
-        state: _TurnState,
     ) -> list[Message]:
         """Run the calls: contiguous read-only ones together, the others alone and in order."""
         results: list[Message] = []
@@ -340,7 +351,6 @@ class AgentRuntime:
                 stored = await self.store.append_message(
                     session_id, Message.tool_result(call, output, is_error=is_error)
                 )
-                state.pending.remove(call)
                 results.append(stored)
         return results
 
@@ -416,13 +426,24 @@ class AgentRuntime:
             return await tool(call.arguments, tool_context)
 
     async def _close_pending(self, session_id: str, state: _TurnState, reason: str) -> None:
-        """Give every tool call left without a result one, so the history stays well-formed."""
-        for call in state.pending:
-            with contextlib.suppress(Exception):
-                await self.store.append_message(
-                    session_id, Message.tool_result(call, reason, is_error=True)
-                )
-        state.pending.clear()
+        """Give every tool call of this turn left without a result one.
+
+        Reads back what the store holds rather than trusting in-memory bookkeeping: a write
+        cancelled mid-flight may or may not have committed.
+        """
+        if state.first_seq == 0:
+            return
+        try:
+            written = await self.store.list_messages(session_id, after_seq=state.first_seq - 1)
+            answered = {m.tool_call_id for m in written if m.role == "tool"}
+            for message in written:
+                for call in message.tool_calls:
+                    if call.id not in answered:
+                        await self.store.append_message(
+                            session_id, Message.tool_result(call, reason, is_error=True)
+                        )
+        except Exception:
+            log.exception("could not close the tool calls of an interrupted turn")
 
 
 class _TurnState:
@@ -431,4 +452,4 @@ class _TurnState:
     def __init__(self) -> None:
         self.usage = Usage()
         self.texts: list[str] = []
-        self.pending: list[ToolCall] = []
+        self.first_seq = 0

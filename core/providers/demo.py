@@ -121,5 +121,5 @@ def _noticed(messages: list[Message]) -> bool:
 
 
 def _chunks(text: str, words: int) -> list[str]:
-    pieces = re.split(r"(?<=\s)", text)
+    pieces = [p for p in re.split(r"(?<=\s)", text) if p]
     return ["".join(pieces[i : i + words]) for i in range(0, len(pieces), words)]

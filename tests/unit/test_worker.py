@@ -1,0 +1,680 @@
+"""`Worker`: inbound work off the bus, one turn at a time per session, answers on outbound.
+
+Runs against the real `MemoryBus`, `SqliteStore` and `AgentRuntime`, with a scripted provider.
+The bus's lease clock is a fake: advancing it past the lease shows whether a delivery was acked
+(an unacked one is given out again), without waiting for time to pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from core.bus import EVENTS, INBOUND, MemoryBus, outbound_queue
+from core.dispatch import HELP_TEXT, Worker
+from core.envelopes import Address, EventEnvelope, Inbound, Outbound
+from core.errors import ProviderError
+from core.events import ModelEvent
+from core.messages import ToolCall, Usage
+from core.policy import ChannelPolicy
+from core.providers import ModelRequest, ScriptedProvider
+from core.providers.scripted import ScriptStep, text_reply, tool_reply
+from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
+from core.store.sqlite import SqliteStore
+from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
+
+# How long a test waits for something that should happen at once before it fails instead of
+# hanging; only reached when the behaviour under test is broken.
+PATIENCE = 5.0
+LEASE = 300.0
+
+TERMINAL = Address(platform="terminal", chat="alice")
+
+
+class LeaseClock:
+    """The bus's lease clock, moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def pass_lease(self) -> None:
+        self.now += LEASE * 2
+
+
+@pytest.fixture
+def clock() -> LeaseClock:
+    return LeaseClock()
+
+
+@pytest.fixture
+async def bus(clock: LeaseClock) -> AsyncIterator[MemoryBus]:
+    opened = MemoryBus(lease_seconds=LEASE, clock=clock)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = await SqliteStore.open(tmp_path / "db.sqlite")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+class NoArgs(BaseModel):
+    """A tool that takes no arguments."""
+
+
+def make_worker(
+    bus: MemoryBus,
+    store: SqliteStore,
+    script: Iterable[ScriptStep],
+    *,
+    tools: Iterable[Tool[Any]] = (),
+    **options: Any,
+) -> tuple[Worker, ScriptedProvider]:
+    provider = ScriptedProvider(script)
+    runtime = AgentRuntime(
+        provider=provider, model="test-model", tools=ToolRegistry(tools), store=store
+    )
+    options.setdefault("prompt_hints", {"terminal": "Plain text only."})
+    return Worker(bus=bus, store=store, runtime=runtime, **options), provider
+
+
+@asynccontextmanager
+async def running(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
+    """The worker taking work for the duration of the block, stopped promptly afterwards."""
+    task = asyncio.create_task(worker.run())
+    try:
+        yield task
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+
+def message(
+    text: str, address: Address = TERMINAL, *, platform_message_id: str | None = None
+) -> Inbound:
+    return Inbound(
+        address=address,
+        user_id="u1",
+        user_name="Alice",
+        text=text,
+        is_direct=True,
+        platform_message_id=platform_message_id,
+    )
+
+
+def command(word: str, address: Address = TERMINAL) -> Inbound:
+    return Inbound(kind="command", address=address, user_id="u1", text=f"/{word}", command=word)
+
+
+class Outbox:
+    """Reads a platform's outbound queue, keeping everything it saw in arrival order."""
+
+    def __init__(self, bus: MemoryBus, platform: str = "terminal") -> None:
+        self.bus = bus
+        self.queue = outbound_queue(platform)
+        self.seen: list[Outbound] = []
+
+    async def next(self) -> Outbound:
+        delivery = await self.bus.receive(self.queue, consumer="test", timeout=PATIENCE)
+        assert delivery is not None, f"nothing arrived on {self.queue}; saw {self.seen}"
+        await delivery.ack()
+        envelope = delivery.envelope
+        assert isinstance(envelope, Outbound)
+        self.seen.append(envelope)
+        return envelope
+
+    async def turn_of(self, inbound: Inbound) -> list[Outbound]:
+        """Everything sent for `inbound` up to and including what ends its turn."""
+        while not any(o.reply_to == inbound.id and o.ends_turn for o in self.seen):
+            await self.next()
+        return [o for o in self.seen if o.reply_to == inbound.id]
+
+    async def is_empty(self) -> bool:
+        return await self.bus.receive(self.queue, consumer="test", timeout=0) is None
+
+
+async def send(bus: MemoryBus, *inbounds: Inbound) -> None:
+    for inbound in inbounds:
+        await bus.enqueue(INBOUND, inbound)
+
+
+async def unacked_inbound(bus: MemoryBus, clock: LeaseClock) -> list[Inbound]:
+    """Inbound work given out again once every lease ran out: what nobody acked."""
+    clock.pass_lease()
+    found: list[Inbound] = []
+    while (delivery := await bus.receive(INBOUND, consumer="check", timeout=0)) is not None:
+        assert isinstance(delivery.envelope, Inbound)
+        found.append(delivery.envelope)
+        await delivery.ack()
+    return found
+
+
+def routed(routes: dict[str, Callable[[ModelRequest], Awaitable[list[ModelEvent]]]]) -> ScriptStep:
+    """A script step answering by the text of the latest user message."""
+
+    async def answer(request: ModelRequest) -> list[ModelEvent]:
+        latest = next(m for m in reversed(request.messages) if m.role == "user")
+        return await routes[latest.text](request)
+
+    return answer
+
+
+# --- one message ---------------------------------------------------------------------------
+
+
+async def test_a_message_gets_typing_then_a_reply_and_its_delivery_is_acked(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    worker, provider = make_worker(bus, store, [text_reply("Hello Alice!")])
+    outbox = Outbox(bus)
+    inbound = message("hi", platform_message_id="m-1")
+
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+        await worker.idle.wait()
+
+    assert [(o.kind, o.text) for o in sent] == [
+        ("typing", ""),
+        ("delta", "Hello Alice!"),
+        ("reply", "Hello Alice!"),
+    ]
+    reply = sent[-1]
+    assert (reply.reply_to, reply.reply_to_platform_id, reply.failed) == (inbound.id, "m-1", False)
+    assert reply.address == TERMINAL
+    assert await unacked_inbound(bus, clock) == []
+    assert await store.is_processed(inbound.dedupe_key)
+    request = provider.requests[0]
+    assert [m.text for m in request.messages] == ["hi"]
+    assert "Plain text only." in request.system
+    session = await store.current_session(TERMINAL.session_key)
+    assert [m.text for m in await store.list_messages(session.id)] == ["hi", "Hello Alice!"]
+
+
+async def test_tool_activity_is_shown_as_progress_before_the_reply(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    script: list[ScriptStep] = [
+        tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "6*7"})),
+        text_reply("42"),
+    ]
+    worker, _ = make_worker(bus, store, script, tools=builtin_tools())
+    outbox = Outbox(bus)
+    inbound = message("6*7?")
+
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+
+    assert [(o.kind, o.text) for o in sent] == [
+        ("typing", ""),
+        ("progress", "calculator(expression='6*7')"),
+        ("delta", "42"),
+        ("reply", "42"),
+    ]
+
+
+# --- ordering within and across sessions ---------------------------------------------------
+
+
+async def test_one_session_runs_its_messages_one_at_a_time_while_another_session_proceeds(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    marks: list[str] = []
+    first_started, release_first = asyncio.Event(), asyncio.Event()
+
+    async def first(_request: ModelRequest) -> list[ModelEvent]:
+        marks.append("first:start")
+        first_started.set()
+        await asyncio.wait_for(release_first.wait(), PATIENCE)
+        marks.append("first:end")
+        return text_reply("one")
+
+    async def second(_request: ModelRequest) -> list[ModelEvent]:
+        marks.append("second:start")
+        return text_reply("two")
+
+    async def other(_request: ModelRequest) -> list[ModelEvent]:
+        marks.append("other")
+        return text_reply("three")
+
+    step = routed({"first": first, "second": second, "other": other})
+    worker, provider = make_worker(bus, store, [step] * 3)
+    outbox = Outbox(bus)
+    bob = Address(platform="terminal", chat="bob")
+    a, b, c = message("first"), message("second"), message("other", bob)
+
+    async with running(worker):
+        await send(bus, a, b, c)
+        await first_started.wait()
+        # c was queued after b, so once c is answered the worker has long taken b.
+        await outbox.turn_of(c)
+        assert marks == ["first:start", "other"]
+
+        release_first.set()
+        await outbox.turn_of(b)
+
+    assert marks == ["first:start", "other", "first:end", "second:start"]
+    replies = [o.reply_to for o in outbox.seen if o.kind == "reply"]
+    assert replies == [c.id, a.id, b.id]
+    seen_by_second = provider.requests[-1].messages
+    assert [m.text for m in seen_by_second] == ["first", "one", "second"]
+
+
+async def test_two_sessions_run_their_turns_at_the_same_time(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    started = {"alice": asyncio.Event(), "bob": asyncio.Event()}
+
+    def meets(me: str, other: str) -> Callable[[ModelRequest], Awaitable[list[ModelEvent]]]:
+        async def answer(_request: ModelRequest) -> list[ModelEvent]:
+            started[me].set()
+            # One after the other, this times out (failing the turn) instead of hanging.
+            await asyncio.wait_for(started[other].wait(), PATIENCE)
+            return text_reply(f"hi {me}")
+
+        return answer
+
+    step = routed({"alice": meets("alice", "bob"), "bob": meets("bob", "alice")})
+    worker, _ = make_worker(bus, store, [step] * 2)
+    outbox = Outbox(bus)
+    for_alice = message("alice")
+    for_bob = message("bob", Address(platform="terminal", chat="bob"))
+
+    async with running(worker):
+        await send(bus, for_alice, for_bob)
+        alice_reply = (await outbox.turn_of(for_alice))[-1]
+        bob_reply = (await outbox.turn_of(for_bob))[-1]
+
+    assert (alice_reply.kind, alice_reply.text, alice_reply.failed) == ("reply", "hi alice", False)
+    assert (bob_reply.kind, bob_reply.text, bob_reply.failed) == ("reply", "hi bob", False)
+
+
+# --- redelivery ----------------------------------------------------------------------------
+
+
+async def test_a_redelivered_message_is_not_answered_twice(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    worker, provider = make_worker(bus, store, [text_reply("first answer"), text_reply("next")])
+    outbox = Outbox(bus)
+    original = message("hello", platform_message_id="update-1")
+    # The platform sent the same update again: a new envelope, the same platform message id.
+    again = message("hello", platform_message_id="update-1")
+    following = message("next one", platform_message_id="update-2")
+
+    async with running(worker):
+        await send(bus, original)
+        await outbox.turn_of(original)
+        await send(bus, again, following)
+        await outbox.turn_of(following)
+        await worker.idle.wait()
+
+    assert [o.reply_to for o in outbox.seen] == [original.id] * 3 + [following.id] * 3
+    assert len(provider.requests) == 2
+    assert await unacked_inbound(bus, clock) == []
+
+
+async def test_a_message_already_marked_processed_is_acked_without_an_answer(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    worker, provider = make_worker(bus, store, [text_reply("later")])
+    outbox = Outbox(bus)
+    answered = message("answered before a crash", platform_message_id="m-9")
+    await store.mark_processed(answered.dedupe_key)
+    later = message("later", platform_message_id="m-10")
+
+    async with running(worker):
+        await send(bus, answered, later)
+        await outbox.turn_of(later)
+        await worker.idle.wait()
+
+    assert {o.reply_to for o in outbox.seen} == {later.id}
+    assert len(provider.requests) == 1
+    assert await unacked_inbound(bus, clock) == []
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+async def test_new_starts_a_fresh_session_for_the_chat(bus: MemoryBus, store: SqliteStore) -> None:
+    worker, provider = make_worker(bus, store, [text_reply("one"), text_reply("two")])
+    outbox = Outbox(bus)
+    before, reset, after = message("remember this"), command("new"), message("fresh start")
+
+    async with running(worker):
+        await send(bus, before)
+        await outbox.turn_of(before)
+        old = await store.current_session(TERMINAL.session_key)
+        await send(bus, reset)
+        notice = (await outbox.turn_of(reset))[-1]
+        new = await store.current_session(TERMINAL.session_key)
+        await send(bus, after)
+        await outbox.turn_of(after)
+
+    assert (notice.kind, notice.text) == ("notice", "Started a new conversation.")
+    assert new.id != old.id
+    assert [m.text for m in provider.requests[-1].messages] == ["fresh start"]
+    assert [m.text for m in await store.list_messages(old.id)] == ["remember this", "one"]
+
+
+async def test_cost_reports_the_tokens_of_the_current_conversation(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    usage = Usage(input_tokens=1200, output_tokens=34, cache_read_tokens=5)
+    worker, provider = make_worker(bus, store, [text_reply("hi", usage=usage)])
+    outbox = Outbox(bus)
+    hello, cost = message("hello"), command("cost")
+
+    async with running(worker):
+        await send(bus, hello)
+        await outbox.turn_of(hello)
+        await send(bus, cost)
+        sent = await outbox.turn_of(cost)
+
+    assert [(o.kind, o.text) for o in sent] == [
+        (
+            "notice",
+            "This conversation has used 1,239 tokens so far (1,200 in, 34 out, 5 read from cache).",
+        )
+    ]
+    assert len(provider.requests) == 1
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("help", HELP_TEXT),
+        ("HELP", HELP_TEXT),
+        ("frobnicate", f"Unknown command /frobnicate. {HELP_TEXT}"),
+    ],
+)
+async def test_help_and_unknown_commands_answer_with_a_notice_and_no_model_call(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock, word: str, expected: str
+) -> None:
+    worker, provider = make_worker(bus, store, [])
+    outbox = Outbox(bus)
+    inbound = command(word)
+
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+        await worker.idle.wait()
+
+    assert [(o.kind, o.text, o.reply_to) for o in sent] == [("notice", expected, inbound.id)]
+    assert provider.requests == []
+    assert await unacked_inbound(bus, clock) == []
+
+
+# --- cancel, limits, modes -----------------------------------------------------------------
+
+
+async def test_a_cancel_stops_the_running_turn_of_that_session(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    asked, never_set, stopped = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def thinks(_request: ModelRequest) -> list[ModelEvent]:
+        asked.set()
+        try:
+            await never_set.wait()
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return text_reply("unreachable")
+
+    worker, provider = make_worker(bus, store, [thinks, text_reply("back again")])
+    outbox = Outbox(bus)
+    long_one = message("write an essay")
+    # A cancel for another chat must not touch this one's turn.
+    elsewhere = Inbound(kind="cancel", address=Address(platform="terminal", chat="bob"))
+    cancel = Inbound(kind="cancel", address=TERMINAL, user_id="u1")
+    follow_up = message("never mind")
+
+    async with running(worker):
+        await send(bus, long_one)
+        await asked.wait()
+        await send(bus, elsewhere, cancel)
+        sent = await outbox.turn_of(long_one)
+        await send(bus, follow_up)
+        answer = (await outbox.turn_of(follow_up))[-1]
+        await worker.idle.wait()
+
+    assert [(o.kind, o.text) for o in sent] == [("typing", ""), ("notice", "Cancelled.")]
+    assert stopped.is_set()
+    assert answer.text == "back again"
+    assert [m.role for m in provider.requests[-1].messages] == ["user", "user"]
+    assert await unacked_inbound(bus, clock) == []
+
+
+async def test_an_oversized_message_gets_a_notice_and_no_model_call(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    worker, provider = make_worker(bus, store, [], policy=ChannelPolicy(max_input_chars=10))
+    outbox = Outbox(bus)
+    inbound = message("x" * 11)
+
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+
+    assert [o.kind for o in sent] == ["notice"]
+    assert "too long (11 characters; the limit is 10)" in sent[0].text
+    assert provider.requests == []
+
+
+async def test_the_capability_mode_comes_from_the_channel_policy(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    async def send_email(_args: NoArgs, _ctx: ToolContext) -> str:
+        return "sent"
+
+    email = Tool(
+        name="send_email",
+        description="Send an email.",
+        args=NoArgs,
+        tier=SafetyTier.SIDE_EFFECTING,
+        run=send_email,
+    )
+    trusted = Address(platform="telegram", chat="owner")
+    policy = ChannelPolicy(chat_modes={"telegram:default:owner": "full"})
+    worker, provider = make_worker(
+        bus, store, [text_reply("ok")] * 3, tools=[email, *builtin_tools()], policy=policy
+    )
+    terminal, telegram = Outbox(bus), Outbox(bus, "telegram")
+    from_terminal = message("hi")
+    from_telegram = message("hi", Address(platform="telegram", chat="group"))
+    from_owner = message("hi", trusted)
+
+    async with running(worker):
+        await send(bus, from_terminal)
+        await terminal.turn_of(from_terminal)
+        await send(bus, from_telegram)
+        await telegram.turn_of(from_telegram)
+        await send(bus, from_owner)
+        await telegram.turn_of(from_owner)
+
+    offered = [[t.name for t in r.tools] for r in provider.requests]
+    assert offered == [
+        ["calculator", "current_time", "send_email"],
+        ["calculator", "current_time"],
+        ["calculator", "current_time", "send_email"],
+    ]
+    assert "shared chat" in provider.requests[1].system
+    assert await terminal.is_empty()
+
+
+# --- lifecycle events and failures ---------------------------------------------------------
+
+
+async def test_lifecycle_events_are_published_on_the_events_topic(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    script: list[ScriptStep] = [
+        tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "2+2"})),
+        text_reply("4"),
+    ]
+    worker, _ = make_worker(bus, store, script, tools=builtin_tools())
+    outbox = Outbox(bus)
+    inbound = message("2+2?")
+    subscription = await bus.subscribe(EVENTS)
+    events = aiter(subscription)
+    seen: list[EventEnvelope] = []
+
+    try:
+        async with running(worker):
+            await send(bus, inbound)
+            await outbox.turn_of(inbound)
+            while not seen or seen[-1].name != "agent.run.complete":
+                envelope = await asyncio.wait_for(anext(events), PATIENCE)
+                assert isinstance(envelope, EventEnvelope)
+                seen.append(envelope)
+    finally:
+        await subscription.aclose()
+
+    assert [e.name for e in seen] == [
+        "agent.run.start",
+        "tool.request",
+        "tool.result",
+        "agent.run.complete",
+    ]
+    session = await store.current_session(TERMINAL.session_key)
+    run_id = seen[0].data["run_id"]
+    assert run_id
+    assert {(e.session_id, e.run_id, e.session_key) for e in seen} == {
+        (session.id, run_id, TERMINAL.session_key)
+    }
+    assert seen[1].data["arguments"] == {"expression": "2+2"}
+    assert seen[2].data["output"] == "2+2 = 4"
+    assert seen[3].data["text"] == "4"
+
+
+async def test_a_provider_failure_is_answered_with_an_apology_marked_failed(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    worker, _ = make_worker(bus, store, [ProviderError("overloaded", "busy", provider="x")])
+    outbox = Outbox(bus)
+    inbound = message("hi")
+
+    async with running(worker):
+        await send(bus, inbound)
+        reply = (await outbox.turn_of(inbound))[-1]
+        await worker.idle.wait()
+
+    assert (reply.kind, reply.text, reply.failed) == ("reply", MODEL_UNAVAILABLE, True)
+    assert await unacked_inbound(bus, clock) == []
+
+
+# --- shutdown ------------------------------------------------------------------------------
+
+
+async def test_stop_returns_promptly_while_idle(bus: MemoryBus, store: SqliteStore) -> None:
+    worker, _ = make_worker(bus, store, [])
+    outbox = Outbox(bus)
+    inbound = command("help")
+    task = asyncio.create_task(worker.run())
+    await send(bus, inbound)
+    # The worker takes the next receive right after handing this one off: it is idle-waiting.
+    await outbox.turn_of(inbound)
+    await worker.idle.wait()
+
+    await asyncio.wait_for(worker.stop(), 1.0)
+    await asyncio.wait_for(task, 1.0)
+
+    assert task.done()
+    assert task.exception() is None
+
+
+async def test_stop_lets_a_running_turn_finish_and_ack(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    asked, release = asyncio.Event(), asyncio.Event()
+
+    async def thinks(_request: ModelRequest) -> list[ModelEvent]:
+        asked.set()
+        await asyncio.wait_for(release.wait(), PATIENCE)
+        return text_reply("finished in time")
+
+    worker, _ = make_worker(bus, store, [thinks])
+    outbox = Outbox(bus)
+    inbound = message("hi")
+    task = asyncio.create_task(worker.run())
+    await send(bus, inbound)
+    await asked.wait()
+
+    stopping = asyncio.create_task(worker.stop(grace=PATIENCE))
+    await asyncio.wait_for(task, PATIENCE)  # taking work ends first...
+    assert not stopping.done()  # ...while the turn in flight is waited for
+    release.set()
+    await asyncio.wait_for(stopping, PATIENCE)
+
+    assert (await outbox.turn_of(inbound))[-1].text == "finished in time"
+    assert await unacked_inbound(bus, clock) == []
+
+
+async def test_a_turn_still_running_after_the_grace_period_is_left_for_redelivery(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    asked, never_set = asyncio.Event(), asyncio.Event()
+
+    async def thinks(_request: ModelRequest) -> list[ModelEvent]:
+        asked.set()
+        await never_set.wait()
+        return text_reply("unreachable")
+
+    worker, _ = make_worker(bus, store, [thinks])
+    inbound = message("hi")
+    task = asyncio.create_task(worker.run())
+    await send(bus, inbound)
+    await asked.wait()
+
+    await asyncio.wait_for(worker.stop(grace=0.1), PATIENCE)
+    await asyncio.wait_for(task, PATIENCE)
+
+    assert [i.id for i in await unacked_inbound(bus, clock)] == [inbound.id]
+    assert not await store.is_processed(inbound.dedupe_key)
+
+
+async def test_stop_with_a_full_intake_takes_no_more_work(
+    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+) -> None:
+    asked, never_set = asyncio.Event(), asyncio.Event()
+
+    async def thinks(_request: ModelRequest) -> list[ModelEvent]:
+        asked.set()
+        await never_set.wait()
+        return text_reply("unreachable")
+
+    # concurrency=1 takes at most 4 messages off the queue; the worker then waits for room.
+    worker, provider = make_worker(bus, store, [thinks], concurrency=1)
+    queued = [message(f"m{i}") for i in range(4)]
+    last = message("not taken", Address(platform="terminal", chat="bob"))
+    await send(bus, *queued, last)
+    task = asyncio.create_task(worker.run())
+    await asked.wait()
+
+    await asyncio.wait_for(worker.stop(grace=0.1), PATIENCE)
+    await asyncio.wait_for(task, 1.0)
+
+    assert worker.idle.is_set()  # nothing was started after stop()
+    untouched = await bus.receive(INBOUND, consumer="check", timeout=0)
+    assert untouched is not None
+    assert untouched.envelope == last  # still on the queue, not leased to the stopped worker
+    await untouched.ack()
+    assert len(provider.requests) == 1
+    assert [i.id for i in await unacked_inbound(bus, clock)] == [i.id for i in queued]
