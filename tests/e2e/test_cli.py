@@ -67,8 +67,10 @@ def test_each_piped_line_is_one_turn_answered_in_order(env: dict[str, str], tmp_
     result = run(["chat"], env, tmp_path, stdin="hello there\n\nwhat is 2+2\nbye now\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert out.index("You said: hello there") < out.index("The answer is 4") < out.index(
-        "You said: bye now"
+    assert (
+        out.index("You said: hello there")
+        < out.index("The answer is 4")
+        < out.index("You said: bye now")
     )
     assert out.count("Demo mode") == 1  # said once per session
 
