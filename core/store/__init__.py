@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.store.base import SessionRecord, Store
+from core.store.base import CostEntry, CostSummary, SessionRecord, Store
 from core.store.sqlite import SqliteStore
 
-__all__ = ["SessionRecord", "SqliteStore", "Store"]
+__all__ = ["CostEntry", "CostSummary", "SessionRecord", "SqliteStore", "Store"]

@@ -11,9 +11,9 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from core.messages import Message
+from core.messages import Message, Usage
 
-__all__ = ["SessionRecord", "Store"]
+__all__ = ["CostEntry", "CostSummary", "SessionRecord", "Store"]
 
 
 class SessionRecord(BaseModel):
@@ -28,8 +28,37 @@ class SessionRecord(BaseModel):
     message_count: int = 0
 
 
+class CostEntry(BaseModel):
+    """What one provider call cost, written to the session's ledger."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    run_id: str
+    provider: str
+    model: str
+    usage: Usage
+    # None when the model has no known price: the cost is unknown, not zero.
+    cost_usd: float | None
+    at: datetime
+
+
+class CostSummary(BaseModel):
+    """Ledger totals for one session (or for all when `session_id` is None)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str | None = None
+    calls: int = 0
+    usage: Usage = Usage()
+    # The sum of the calls whose cost is known.
+    cost_usd: float = 0.0
+    # Calls whose cost is unknown (no price for the model); the true total is higher.
+    unpriced_calls: int = 0
+
+
 class Store(Protocol):
-    """Durable state: sessions and their messages, and processed-message ids.
+    """Durable state: sessions and their messages, processed-message ids, the cost ledger.
 
     Every write is durable when the awaited call returns.
     """
@@ -70,6 +99,18 @@ class Store(Protocol):
 
     async def is_processed(self, key: str) -> bool:
         """Whether `mark_processed(key)` happened before."""
+        ...
+
+    async def record_cost(self, entry: CostEntry) -> None:
+        """Append one provider call to the cost ledger."""
+        ...
+
+    async def cost_summary(self, session_id: str | None = None) -> CostSummary:
+        """Totals for one session, or for every session when `session_id` is None."""
+        ...
+
+    async def costs_by_session(self, *, limit: int = 50) -> list[CostSummary]:
+        """Per-session totals, most recently charged session first."""
         ...
 
     async def close(self) -> None:

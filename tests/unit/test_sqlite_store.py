@@ -6,6 +6,7 @@ The behaviour every store shares is in `tests/contract/test_store_contract.py`.
 from __future__ import annotations
 
 import asyncio
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +14,8 @@ import aiosqlite
 import pytest
 
 from core.errors import StoreError
-from core.messages import ImagePart, Message
+from core.messages import ImagePart, Message, Usage
+from core.store import CostEntry
 from core.store.sqlite import SCHEMA_VERSION, SqliteStore
 
 FROZEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -21,6 +23,33 @@ FROZEN = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 def frozen_clock() -> datetime:
     return FROZEN
+
+
+# The schema as version 1 shipped it, frozen here so the upgrade test keeps testing an upgrade
+# from what real files contain even if someone edits the first migration by mistake.
+_V1_SCHEMA = (
+    "CREATE TABLE sessions (id TEXT PRIMARY KEY, key TEXT NOT NULL,"
+    " created_at TEXT NOT NULL, updated_at TEXT NOT NULL)",
+    "CREATE INDEX sessions_by_key ON sessions (key, created_at)",
+    "CREATE INDEX sessions_by_updated ON sessions (updated_at)",
+    "CREATE TABLE messages ("
+    " session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,"
+    " seq INTEGER NOT NULL, role TEXT NOT NULL, body TEXT NOT NULL,"
+    " created_at TEXT NOT NULL, PRIMARY KEY (session_id, seq))",
+    "CREATE TABLE processed (key TEXT PRIMARY KEY, at TEXT NOT NULL)",
+)
+
+
+def _entry(session_id: str, cost_usd: float | None, *, at: datetime = FROZEN) -> CostEntry:
+    return CostEntry(
+        session_id=session_id,
+        run_id="run-1",
+        provider="anthropic",
+        model="claude-sonnet-4-5",
+        usage=Usage(input_tokens=10, output_tokens=5),
+        cost_usd=cost_usd,
+        at=at,
+    )
 
 
 async def _pragma(path: Path, name: str) -> object:
@@ -141,3 +170,95 @@ async def test_timestamps_come_back_in_utc() -> None:
     assert found.created_at.tzinfo == UTC
     assert stored.created_at == listed.created_at == FROZEN
     assert listed.created_at is not None and listed.created_at.tzinfo == UTC
+
+
+async def test_version_1_file_is_upgraded_with_its_data_intact(tmp_path: Path) -> None:
+    path = tmp_path / "switchboard.db"
+    stamp = "2025-03-01T12:00:00.000000+00:00"
+    hello = Message.user("hello from v1")
+    async with aiosqlite.connect(path) as db:
+        for statement in _V1_SCHEMA:
+            await db.execute(statement)
+        await db.execute(
+            "INSERT INTO sessions (id, key, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            ("oldsession01", "telegram:42", stamp, stamp),
+        )
+        await db.execute(
+            "INSERT INTO messages (session_id, seq, role, body, created_at) VALUES (?, ?, ?, ?, ?)",
+            (
+                "oldsession01",
+                1,
+                "user",
+                hello.model_dump_json(exclude={"seq", "created_at"}),
+                stamp,
+            ),
+        )
+        await db.execute("INSERT INTO processed (key, at) VALUES (?, ?)", ("telegram:u:1", stamp))
+        await db.execute("PRAGMA user_version = 1")
+        await db.commit()
+
+    store = await SqliteStore.open(path)
+    try:
+        session = await store.current_session("telegram:42")
+        [message] = await store.list_messages("oldsession01")
+        assert session.id == "oldsession01" and session.message_count == 1
+        assert session.created_at == FROZEN
+        assert message.text == "hello from v1" and message.seq == 1
+        assert await store.is_processed("telegram:u:1") is True
+        # The new ledger works against the old session.
+        await store.record_cost(_entry("oldsession01", 0.5))
+        summary = await store.cost_summary("oldsession01")
+        assert (summary.calls, summary.cost_usd) == (1, 0.5)
+    finally:
+        await store.close()
+
+    assert SCHEMA_VERSION >= 2
+    assert await _pragma(path, "user_version") == SCHEMA_VERSION
+    async with aiosqlite.connect(path) as db:
+        indexes = await db.execute_fetchall(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'costs'"
+        )
+    assert ("costs_by_session",) in list(indexes)
+
+
+async def test_non_finite_cost_is_refused() -> None:
+    """SQLite stores NaN as NULL, which would turn a broken price into an "unpriced" call."""
+    store = await SqliteStore.open(":memory:", clock=frozen_clock)
+    try:
+        session = await store.create_session("terminal")
+        for bad in (math.nan, math.inf):
+            with pytest.raises(ValueError, match="finite"):
+                await store.record_cost(_entry(session.id, bad))
+        assert (await store.cost_summary()).calls == 0
+    finally:
+        await store.close()
+
+
+async def test_naive_cost_time_is_refused() -> None:
+    store = await SqliteStore.open(":memory:", clock=frozen_clock)
+    try:
+        session = await store.create_session("terminal")
+        naive = datetime(2025, 3, 1, 12, 0)  # noqa: DTZ001
+        with pytest.raises(StoreError, match="naive"):
+            await store.record_cost(_entry(session.id, 1.0, at=naive))
+        assert (await store.cost_summary()).calls == 0
+    finally:
+        await store.close()
+
+
+async def test_cost_times_in_other_zones_order_by_instant() -> None:
+    """`at` is stored in UTC, so 13:00+02:00 (11:00 UTC) is earlier than 12:00 UTC."""
+    store = await SqliteStore.open(":memory:", clock=frozen_clock)
+    try:
+        east = await store.create_session("east")
+        utc = await store.create_session("utc")
+        await store.record_cost(_entry(utc.id, 1.0, at=FROZEN))
+        await store.record_cost(
+            _entry(east.id, 1.0, at=datetime.fromisoformat("2025-03-01T13:00:00+02:00"))
+        )
+
+        listed = await store.costs_by_session()
+    finally:
+        await store.close()
+
+    assert [s.session_id for s in listed] == [utc.id, east.id]
