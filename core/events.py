@@ -52,6 +52,9 @@ class Finished(_Event):
     kind: Literal["finished"] = "finished"
     stop_reason: StopReason = "end_turn"
     usage: Usage = Field(default_factory=Usage)
+    # Who answered: with a fallback chain this may differ from the request's provider.
+    provider: str = ""
+    model: str = ""
 
 
 ModelEvent = Annotated[TextDelta | ToolCall | Finished, Field(discriminator="kind")]
@@ -110,7 +113,8 @@ class RunCompleted(_Event):
     run_id: str
     text: str
     usage: Usage = Field(default_factory=Usage)
-    cost_usd: float = 0.0
+    # None when some call of the turn used a model without a known price.
+    cost_usd: float | None = 0.0
     steps: int = 1
 
 

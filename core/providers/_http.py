@@ -1,0 +1,60 @@
+"""Helpers shared by the HTTP API providers (never vendor formats: those stay in each module)."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import time
+from collections.abc import Mapping
+from datetime import UTC
+from typing import Any
+
+from core.messages import ToolCall
+
+__all__ = ["parse_retry_after", "tool_call_from_json"]
+
+_MAX_RETRY_AFTER = 3600.0
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds to wait from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
+    if not headers:
+        return None
+    value = headers.get("retry-after-ms")
+    if value is not None:
+        try:
+            return _bounded(float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return _bounded(float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return _bounded(when.timestamp() - time.time())
+
+
+def _bounded(seconds: float) -> float | None:
+    if seconds != seconds:  # NaN
+        return None
+    return min(max(seconds, 0.0), _MAX_RETRY_AFTER)
+
+
+def tool_call_from_json(call_id: str, name: str, raw: str) -> ToolCall:
+    """A `ToolCall` from streamed argument text; invalid JSON is kept raw for the runtime."""
+    text = raw.strip() or "{}"
+    try:
+        arguments: Any = json.loads(text)
+    except json.JSONDecodeError:
+        return ToolCall(id=call_id, name=name, raw_arguments=raw)
+    if not isinstance(arguments, dict):
+        return ToolCall(id=call_id, name=name, raw_arguments=raw)
+    return ToolCall(id=call_id, name=name, arguments=arguments)

@@ -1,0 +1,240 @@
+"""The Anthropic Messages API through the official `anthropic` SDK.
+
+Wire formats stay here. Requests carry cache breakpoints on the tools, the system prompt and
+the newest message: the first two are byte-identical from turn to turn of a session, so each
+turn reads the prefix the previous one wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anthropic
+
+from core.errors import ProviderError, ProviderErrorKind
+from core.events import Finished, ModelEvent, StopReason, TextDelta
+from core.messages import ImagePart, Message, TextPart, ToolCall, Usage
+from core.providers._http import parse_retry_after, tool_call_from_json
+from core.providers.base import ModelRequest
+from core.providers.defaults import DEFAULT_MODELS
+
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "classify_anthropic_error"]
+
+DEFAULT_ANTHROPIC_MODEL = DEFAULT_MODELS["anthropic"]
+
+_EPHEMERAL = {"type": "ephemeral"}
+_STOP_REASONS: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "tool_use": "tool_use",
+    "max_tokens": "max_tokens",
+    "refusal": "content_filter",
+}
+_ERROR_TYPES: dict[str, ProviderErrorKind] = {
+    "rate_limit_error": "rate_limit",
+    "overloaded_error": "overloaded",
+    "api_error": "server",
+    "timeout_error": "timeout",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "billing_error": "billing",
+    "not_found_error": "model_not_found",
+    "request_too_large": "context_overflow",
+}
+_STATUSES: dict[int, ProviderErrorKind] = {
+    401: "auth",
+    402: "billing",
+    403: "auth",
+    404: "model_not_found",
+    408: "timeout",
+    413: "context_overflow",
+    429: "rate_limit",
+    529: "overloaded",
+}
+
+
+class AnthropicProvider:
+    """Claude models over the Messages API, streaming."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        key_variable: str = "ANTHROPIC_API_KEY",
+        timeout: float = 600.0,
+    ) -> None:
+        # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+        )
+        self._key_variable = key_variable
+
+    @property
+    def name(self) -> str:
+        return "anthropic"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one Messages API call as model events."""
+        try:
+            response = await self._client.messages.create(**self._params(request), stream=True)
+            async with response:
+                async for event in self._events(response, request.model):
+                    yield event
+        except anthropic.APIError as exc:
+            raise classify_anthropic_error(exc, self._key_variable) from exc
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": request.model,
+            "max_tokens": request.max_tokens,
+            "messages": _messages(request.messages),
+        }
+        if request.system:
+            params["system"] = [
+                {"type": "text", "text": request.system, "cache_control": _EPHEMERAL}
+            ]
+        if request.tools:
+            tools: list[dict[str, Any]] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in request.tools
+            ]
+            tools[-1] = {**tools[-1], "cache_control": _EPHEMERAL}
+            params["tools"] = tools
+        if request.temperature is not None:
+            params["temperature"] = request.temperature
+        return params
+
+    async def _events(self, response: Any, model: str) -> AsyncIterator[ModelEvent]:
+        usage = Usage()
+        stop: StopReason = "end_turn"
+        tools: dict[int, tuple[str, str, list[str]]] = {}
+        async for event in response:
+            match event.type:
+                case "message_start":
+                    reported = event.message.usage
+                    usage = Usage(
+                        input_tokens=reported.input_tokens or 0,
+                        output_tokens=reported.output_tokens or 0,
+                        cache_read_tokens=reported.cache_read_input_tokens or 0,
+                        cache_write_tokens=reported.cache_creation_input_tokens or 0,
+                    )
+                case "content_block_start" if event.content_block.type == "tool_use":
+                    block = event.content_block
+                    tools[event.index] = (block.id, block.name, [])
+                case "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta" and delta.text:
+                        yield TextDelta(text=delta.text)
+                    elif delta.type == "input_json_delta" and event.index in tools:
+                        tools[event.index][2].append(delta.partial_json)
+                case "content_block_stop" if event.index in tools:
+                    call_id, name, parts = tools.pop(event.index)
+                    yield tool_call_from_json(call_id, name, "".join(parts))
+                case "message_delta":
+                    stop = _STOP_REASONS.get(event.delta.stop_reason or "", "other")
+                    if event.usage is not None and event.usage.output_tokens is not None:
+                        usage = usage.model_copy(
+                            update={"output_tokens": event.usage.output_tokens}
+                        )
+        yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
+
+
+def _messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Core messages as Messages API turns: tool results are user turns, roles alternate."""
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role, blocks = _blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    while turns and turns[0]["role"] != "user":
+        turns.pop(0)
+    if turns:
+        # The newest block becomes a breakpoint too: the next turn reads the whole
+        # conversation so far from the cache.
+        last = turns[-1]["content"]
+        last[-1] = {**last[-1], "cache_control": _EPHEMERAL}
+    return turns
+
+
+def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    match message.role:
+        case "tool":
+            return "user", [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": message.tool_call_id,
+                    "content": message.text or "(no output)",
+                    "is_error": message.is_error,
+                }
+            ]
+        case "assistant":
+            blocks = [_part(p) for p in message.content if not _empty(p)]
+            blocks.extend(_tool_use(c) for c in message.tool_calls)
+            return "assistant", blocks
+        case "user":
+            return "user", [_part(p) for p in message.content if not _empty(p)]
+        case _:
+            return "system", []
+
+
+def _empty(part: TextPart | ImagePart) -> bool:
+    return isinstance(part, TextPart) and not part.text.strip()
+
+
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": part.media_type, "data": part.base64()},
+    }
+
+
+def _tool_use(call: ToolCall) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+
+
+def classify_anthropic_error(exc: anthropic.APIError, key_variable: str) -> ProviderError:
+    """The `ProviderError` kind of an SDK failure, with the wait the API asked for."""
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ProviderError("timeout", "anthropic did not answer in time", provider="anthropic")
+    if isinstance(exc, anthropic.APIConnectionError):
+        return ProviderError(
+            "server", f"cannot reach anthropic: {exc.message}", provider="anthropic"
+        )
+    status = getattr(exc, "status_code", 0)
+    error_type, message = _error_details(exc.body, exc.message)
+    kind = _ERROR_TYPES.get(error_type) or _STATUSES.get(status)
+    if error_type == "invalid_request_error" or kind is None:
+        lowered = message.lower()
+        if "prompt is too long" in lowered or "too many tokens" in lowered:
+            kind = "context_overflow"
+        elif "credit balance" in lowered or "billing" in lowered:
+            kind = "billing"
+        elif kind is None and status >= 500:
+            kind = "server"
+        elif kind is None:
+            kind = "bad_request"
+    if kind == "auth":
+        message = f"the API key was rejected (HTTP {status}); check {key_variable}"
+    headers = exc.response.headers if isinstance(exc, anthropic.APIStatusError) else None
+    return ProviderError(
+        kind,
+        f"anthropic {error_type or status}: {message}",
+        provider="anthropic",
+        retry_after=parse_retry_after(headers),
+    )
+
+
+def _error_details(body: object, fallback: str) -> tuple[str, str]:
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            return str(error.get("type", "")), str(error.get("message", fallback))
+    return "", fallback

@@ -1,0 +1,237 @@
+"""Chat Completions through the official `openai` SDK: OpenAI and every compatible server.
+
+Ollama, vLLM, llama.cpp and OpenRouter speak the same API at another base URL. The request
+body is built here as plain JSON and sent with the SDK's low-level `post`, which keeps the
+SDK's auth, errors and stream decoding but skips its typed-parameter transform: that
+transform walks the whole history on every call and its cost grows with the conversation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+from core.errors import ProviderError, ProviderErrorKind
+from core.events import Finished, ModelEvent, StopReason, TextDelta
+from core.messages import ImagePart, Message, TextPart, Usage
+from core.providers._http import parse_retry_after, tool_call_from_json
+from core.providers.base import ModelRequest
+from core.providers.defaults import DEFAULT_MODELS
+
+__all__ = ["DEFAULT_OPENAI_MODEL", "OpenAIProvider", "classify_openai_error"]
+
+DEFAULT_OPENAI_MODEL = DEFAULT_MODELS["openai"]
+
+_STOP_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
+_CODES: dict[str, ProviderErrorKind] = {
+    "rate_limit_exceeded": "rate_limit",
+    "insufficient_quota": "billing",
+    "billing_hard_limit_reached": "billing",
+    "invalid_api_key": "auth",
+    "model_not_found": "model_not_found",
+    "context_length_exceeded": "context_overflow",
+    "string_above_max_length": "context_overflow",
+    "content_filter": "content_blocked",
+    "content_policy_violation": "content_blocked",
+    "server_error": "server",
+}
+_STATUSES: dict[int, ProviderErrorKind] = {
+    400: "bad_request",
+    401: "auth",
+    402: "billing",
+    403: "auth",
+    404: "model_not_found",
+    408: "timeout",
+    413: "context_overflow",
+    422: "bad_request",
+    429: "rate_limit",
+    503: "overloaded",
+    504: "timeout",
+}
+
+
+class OpenAIProvider:
+    """Chat Completions models, streaming, at the official or any compatible endpoint."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        key_variable: str = "OPENAI_API_KEY",
+        timeout: float = 600.0,
+    ) -> None:
+        # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+        )
+        self._key_variable = key_variable
+        host = urlparse(str(self._client.base_url)).hostname or ""
+        # OpenAI's newer models refuse `max_tokens`; compatible servers mostly only know it.
+        self._max_tokens_field = (
+            "max_completion_tokens" if host == "api.openai.com" else "max_tokens"
+        )
+
+    @property
+    def name(self) -> str:
+        return "openai"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one Chat Completions call as model events."""
+        try:
+            response = await self._client.post(
+                "/chat/completions",
+                body=self._body(request),
+                cast_to=ChatCompletion,
+                stream=True,
+                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                options={"security": {"bearer_auth": True}},
+            )
+            async with response:
+                async for event in self._events(response, request.model):
+                    yield event
+        except openai.APIError as exc:
+            raise classify_openai_error(exc, self._key_variable) from exc
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        if request.system:
+            messages.append({"role": "system", "content": request.system})
+        messages.extend(m for m in map(_message, request.messages) if m is not None)
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            self._max_tokens_field: request.max_tokens,
+        }
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in request.tools
+            ]
+        if request.temperature is not None:
+            body["temperature"] = request.temperature
+        return body
+
+    async def _events(
+        self, response: openai.AsyncStream[ChatCompletionChunk], model: str
+    ) -> AsyncIterator[ModelEvent]:
+        usage = Usage()
+        stop: StopReason = "end_turn"
+        calls: dict[int, tuple[list[str], list[str], list[str]]] = {}
+        async for chunk in response:
+            if chunk.usage is not None:
+                details = chunk.usage.prompt_tokens_details
+                cached = (details.cached_tokens or 0) if details is not None else 0
+                usage = Usage(
+                    input_tokens=max(chunk.usage.prompt_tokens - cached, 0),
+                    output_tokens=chunk.usage.completion_tokens,
+                    cache_read_tokens=cached,
+                )
+            for choice in chunk.choices:
+                delta = choice.delta
+                if delta.content:
+                    yield TextDelta(text=delta.content)
+                for fragment in delta.tool_calls or ():
+                    ids, names, arguments = calls.setdefault(fragment.index, ([], [], []))
+                    if fragment.id:
+                        ids.append(fragment.id)
+                    if fragment.function is not None:
+                        if fragment.function.name:
+                            names.append(fragment.function.name)
+                        if fragment.function.arguments:
+                            arguments.append(fragment.function.arguments)
+                if choice.finish_reason:
+                    stop = _STOP_REASONS.get(choice.finish_reason, "other")
+        for index in sorted(calls):
+            ids, names, arguments = calls[index]
+            # Some compatible servers send no id; the runtime needs one to pair the result.
+            call_id = ids[0] if ids else f"call_{index}"
+            yield tool_call_from_json(call_id, "".join(names), "".join(arguments))
+        if calls and stop == "end_turn":
+            stop = "tool_use"
+        yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
+
+
+def _message(message: Message) -> dict[str, Any] | None:
+    match message.role:
+        case "user":
+            if not message.images:
+                return {"role": "user", "content": message.text}
+            return {"role": "user", "content": [_part(p) for p in message.content]}
+        case "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+            if message.tool_calls:
+                out["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                    }
+                    for c in message.tool_calls
+                ]
+            elif not message.text:
+                return None
+            return out
+        case "tool":
+            return {
+                "role": "tool",
+                "tool_call_id": message.tool_call_id,
+                "content": message.text or "(no output)",
+            }
+        case _:
+            return None
+
+
+def _part(part: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    url = f"data:{part.media_type};base64,{part.base64()}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def classify_openai_error(exc: openai.APIError, key_variable: str) -> ProviderError:
+    """The `ProviderError` kind of an SDK failure, with the wait the API asked for."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ProviderError("timeout", "openai did not answer in time", provider="openai")
+    if isinstance(exc, openai.APIConnectionError):
+        return ProviderError("server", f"cannot reach openai: {exc.message}", provider="openai")
+    status = getattr(exc, "status_code", 0)
+    code = str(exc.code or "")
+    message = str(exc.message)
+    kind = _CODES.get(code) or _STATUSES.get(status)
+    lowered = message.lower()
+    if kind in (None, "bad_request") and (
+        "context length" in lowered or "context window" in lowered or "too many tokens" in lowered
+    ):
+        kind = "context_overflow"
+    if kind is None:
+        kind = "server" if status >= 500 or status == 0 else "bad_request"
+    if kind == "auth":
+        message = f"the API key was rejected (HTTP {status}); check {key_variable}"
+    headers = exc.response.headers if isinstance(exc, openai.APIStatusError) else None
+    return ProviderError(
+        kind,
+        f"openai {code or status}: {message}",
+        provider="openai",
+        retry_after=parse_retry_after(headers),
+    )

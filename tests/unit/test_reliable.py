@@ -1,0 +1,262 @@
+"""Retries, the circuit breaker and the fallback chain, over scripted providers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from core.errors import ProviderError
+from core.events import Finished, ModelEvent, TextDelta
+from core.messages import Message
+from core.providers import ModelRequest, ScriptedProvider, text_reply
+from core.providers.reliable import (
+    BreakerState,
+    CircuitBreaker,
+    FallbackProvider,
+    ReliableProvider,
+    RetryPolicy,
+)
+
+REQUEST = ModelRequest(model="primary-model", messages=[Message.user("hi")])
+
+
+class Clock:
+    """A monotonic clock moved by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Sleeps:
+    """Records the waits asked for instead of waiting."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def error(kind: Any, retry_after: float | None = None) -> ProviderError:
+    return ProviderError(kind, f"{kind} happened", provider="scripted", retry_after=retry_after)
+
+
+async def collect(provider: Any, request: ModelRequest = REQUEST) -> list[ModelEvent]:
+    return [event async for event in provider.stream(request)]
+
+
+def reliable(
+    script: list[Any],
+    *,
+    attempts: int = 4,
+    seconds: float = 60.0,
+    breaker: CircuitBreaker | None = None,
+) -> tuple[ReliableProvider, ScriptedProvider, Sleeps]:
+    inner = ScriptedProvider(script)
+    sleeps = Sleeps()
+    wrapped = ReliableProvider(
+        inner,
+        policy=RetryPolicy(max_attempts=attempts, max_seconds=seconds, initial_delay=0.5),
+        breaker=breaker or CircuitBreaker(threshold=10),
+        sleep=sleeps,
+    )
+    return wrapped, inner, sleeps
+
+
+@pytest.mark.parametrize("kind", ["rate_limit", "overloaded", "server", "timeout"])
+async def test_retryable_failures_are_retried_until_an_answer(kind: str) -> None:
+    provider, inner, sleeps = reliable([error(kind), error(kind), text_reply("finally")])
+
+    events = await collect(provider)
+
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta(text="finally")]
+    assert len(inner.requests) == 3
+    assert len(sleeps.waits) == 2
+    assert all(0 <= w <= 20 for w in sleeps.waits)
+
+
+async def test_retry_after_from_the_api_is_the_wait() -> None:
+    provider, _, sleeps = reliable([error("rate_limit", retry_after=3.0), text_reply("ok")])
+
+    await collect(provider)
+
+    assert sleeps.waits == [3.0]
+
+
+@pytest.mark.parametrize("kind", ["auth", "billing", "model_not_found", "bad_request"])
+async def test_permanent_failures_fail_fast(kind: str) -> None:
+    provider, inner, sleeps = reliable([error(kind), text_reply("never")])
+
+    with pytest.raises(ProviderError) as raised:
+        await collect(provider)
+
+    assert raised.value.kind == kind
+    assert len(inner.requests) == 1
+    assert sleeps.waits == []
+
+
+async def test_attempts_are_bounded() -> None:
+    provider, inner, _ = reliable([error("server")] * 5, attempts=3)
+
+    with pytest.raises(ProviderError):
+        await collect(provider)
+
+    assert len(inner.requests) == 3
+
+
+async def test_a_wait_past_the_total_bound_is_not_started() -> None:
+    provider, inner, sleeps = reliable(
+        [error("rate_limit", retry_after=120.0), text_reply("too late")], seconds=60.0
+    )
+
+    with pytest.raises(ProviderError) as raised:
+        await collect(provider)
+
+    assert raised.value.kind == "rate_limit"
+    assert len(inner.requests) == 1
+    assert sleeps.waits == []
+
+
+async def test_no_retry_once_text_has_streamed() -> None:
+    def breaks_midway(_request: ModelRequest) -> list[ModelEvent]:
+        raise AssertionError("not reached")
+
+    class HalfThenFail:
+        name = "half"
+
+        def __init__(self) -> None:
+            self.calls = 0
+
+        async def stream(self, request: ModelRequest) -> Any:
+            self.calls += 1
+            yield TextDelta(text="partial ")
+            raise error("server")
+
+    inner = HalfThenFail()
+    provider = ReliableProvider(inner, sleep=Sleeps())
+    seen: list[ModelEvent] = []
+
+    with pytest.raises(ProviderError):
+        async for event in provider.stream(REQUEST):
+            seen.append(event)
+
+    assert seen == [TextDelta(text="partial ")]
+    assert inner.calls == 1
+
+
+async def test_an_empty_answer_counts_as_a_server_failure() -> None:
+    provider, inner, _ = reliable([[], text_reply("second try")])
+
+    events = await collect(provider)
+
+    assert TextDelta(text="second try") in events
+    assert len(inner.requests) == 2
+
+
+def test_breaker_opens_after_threshold_and_probes_after_cooldown() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(threshold=3, cooldown=30.0, clock=clock)
+
+    for _ in range(2):
+        breaker.record_failure()
+    assert breaker.state is BreakerState.CLOSED and breaker.allow()
+    breaker.record_failure()
+    assert breaker.state is BreakerState.OPEN and not breaker.allow()
+
+    clock.now += 30.0
+    assert breaker.state is BreakerState.HALF_OPEN
+    assert breaker.allow()  # the probe
+    assert not breaker.allow()  # only one probe at a time
+    breaker.record_failure()
+    assert breaker.state is BreakerState.OPEN  # a failed probe reopens at once
+
+    clock.now += 30.0
+    assert breaker.allow()
+    breaker.record_success()
+    assert breaker.state is BreakerState.CLOSED and breaker.allow()
+
+
+async def test_an_open_breaker_refuses_without_calling_and_stops_retries() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(threshold=2, cooldown=30.0, clock=clock)
+    provider, inner, _ = reliable([error("server")] * 4, attempts=4, breaker=breaker)
+
+    with pytest.raises(ProviderError):
+        await collect(provider)
+    # Two failures opened the breaker; the remaining attempts were not spent on a dead provider.
+    assert len(inner.requests) == 2
+    assert breaker.state is BreakerState.OPEN
+
+    with pytest.raises(ProviderError) as raised:
+        await collect(provider)
+    assert raised.value.kind == "unavailable"
+    assert len(inner.requests) == 2
+
+
+async def test_request_faults_do_not_trip_the_breaker() -> None:
+    breaker = CircuitBreaker(threshold=1, cooldown=30.0)
+    provider, _, _ = reliable([error("context_overflow"), error("bad_request")], breaker=breaker)
+
+    for _ in range(2):
+        with pytest.raises(ProviderError):
+            await collect(provider)
+
+    assert breaker.state is BreakerState.CLOSED
+
+
+async def test_fallback_takes_over_when_the_primary_is_down() -> None:
+    primary, primary_inner, _ = reliable([error("overloaded")] * 4, attempts=2)
+    backup = ScriptedProvider([text_reply("from the backup")], name="backup")
+    chain = FallbackProvider([(primary, "primary-model"), (backup, "backup-model")])
+
+    events = await collect(chain)
+
+    assert TextDelta(text="from the backup") in events
+    assert len(primary_inner.requests) == 2
+    assert backup.requests[0].model == "backup-model"
+    assert backup.requests[0].messages == REQUEST.messages
+
+
+async def test_fallback_skips_a_primary_whose_breaker_is_open() -> None:
+    breaker = CircuitBreaker(threshold=1, cooldown=60.0)
+    breaker.record_failure()
+    primary, primary_inner, _ = reliable([text_reply("unused")], breaker=breaker)
+    backup = ScriptedProvider([text_reply("backup answers")], name="backup")
+
+    events = await collect(FallbackProvider([(primary, "p"), (backup, "b")]))
+
+    assert TextDelta(text="backup answers") in events
+    assert primary_inner.requests == []
+
+
+async def test_request_faults_are_not_retried_elsewhere() -> None:
+    primary = ScriptedProvider([error("content_blocked")], name="primary")
+    backup = ScriptedProvider([text_reply("unused")], name="backup")
+
+    with pytest.raises(ProviderError) as raised:
+        await collect(FallbackProvider([(primary, "p"), (backup, "b")]))
+
+    assert raised.value.kind == "content_blocked"
+    assert backup.requests == []
+
+
+async def test_when_every_provider_fails_the_last_error_is_raised() -> None:
+    primary = ScriptedProvider([error("auth")], name="primary")
+    backup = ScriptedProvider([error("billing")], name="backup")
+
+    with pytest.raises(ProviderError) as raised:
+        await collect(FallbackProvider([(primary, "p"), (backup, "b")]))
+
+    assert raised.value.kind == "billing"
+
+
+async def test_finished_is_passed_through_with_usage() -> None:
+    provider, _, _ = reliable([[TextDelta(text="x"), Finished(provider="p", model="m")]])
+
+    events = await collect(provider)
+
+    assert events[-1] == Finished(provider="p", model="m")
