@@ -31,9 +31,10 @@ from core.events import (
     TextDelta,
     ToolRequested,
 )
-from core.messages import Message, Usage
+from core.messages import Message
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
+from core.pricing import format_usd
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.base import Store
 
@@ -248,14 +249,18 @@ class Worker:
                 await self._reply(inbound, "notice", f"Unknown command /{other}. {HELP_TEXT}")
 
     async def _usage_text(self, session_id: str) -> str:
-        total = Usage()
-        for message in await self.store.list_messages(session_id):
-            if message.usage is not None:
-                total += message.usage
+        spent = await self.store.cost_summary(session_id)
+        usage = spent.usage
+        calls = f"{spent.calls} model call{'' if spent.calls == 1 else 's'}"
+        if spent.unpriced_calls:
+            money = f"at least {format_usd(spent.cost_usd)} over {calls} "
+            money += f"({spent.unpriced_calls} with a model that has no known price)"
+        else:
+            money = f"{format_usd(spent.cost_usd)} over {calls}"
         return (
-            f"This conversation has used {total.total_tokens:,} tokens so far "
-            f"({total.input_tokens:,} in, {total.output_tokens:,} out, "
-            f"{total.cache_read_tokens:,} read from cache)."
+            f"This conversation has cost {money}: {usage.input_tokens:,} tokens in, "
+            f"{usage.output_tokens:,} out, {usage.cache_read_tokens:,} read from cache, "
+            f"{usage.cache_write_tokens:,} written to cache."
         )
 
     async def _turn(self, inbound: Inbound, lane: _Lane) -> None:

@@ -30,6 +30,13 @@ class ProfileSettings(BaseModel):
     tool_timeout: float = Field(default=30.0, gt=0)
     max_input_chars: int = Field(default=20_000, ge=1)
     concurrency: int = Field(default=8, ge=1, le=1000)
+    # Providers to try, in order, when the chosen one is unavailable, e.g. ["openai"].
+    fallback: list[str] = Field(default_factory=list)
+    # Spending limit per conversation in USD; unset: no limit.
+    max_spend_usd: float | None = Field(default=None, ge=0)
+    # Attempts per model call and the time they may take in all, for retryable failures.
+    retry_attempts: int = Field(default=4, ge=1, le=20)
+    retry_seconds: float = Field(default=60.0, gt=0)
     # Capability mode per platform, e.g. {telegram = "safe-chat"}.
     modes: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_CHANNEL_MODES))
     # Capability mode per chat, keyed `<platform>:<bot>:<chat>`.

@@ -37,7 +37,7 @@ from core.modes import CapabilityMode
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
-from core.store.base import Store
+from core.store.base import CostEntry, Store
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 
 __all__ = [
@@ -54,7 +54,8 @@ MODEL_UNAVAILABLE = "The model is unavailable right now, please try again in a m
 _INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
 _MAX_TOOL_OUTPUT = 16_000
 
-CostFunction = Callable[[str, Usage], float]
+# The price of one call's usage for a model; None when the model has no known price.
+CostFunction = Callable[[str, Usage], float | None]
 
 
 class RuntimeLimits(BaseModel):
@@ -67,6 +68,8 @@ class RuntimeLimits(BaseModel):
     provider_timeout: float = Field(default=120.0, gt=0)
     tool_timeout: float = Field(default=30.0, gt=0)
     max_tokens: int = Field(default=4096, ge=1)
+    # Spending limit per session in USD, checked before every model call; None: no limit.
+    max_spend_usd: float | None = Field(default=None, ge=0)
 
 
 class ChannelContext(BaseModel):
@@ -227,20 +230,75 @@ class AgentRuntime:
         for step in range(1, self.limits.max_steps + 1):
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
+            refusal = await self._over_budget(run_id, session_id)
+            if refusal is not None:
+                return refusal
+            outcome = await self._ask(run_id, system, offered, history, state, emit)
+            if isinstance(outcome, RunFailed):
+                return outcome
+            text, calls, finished = outcome
+            await self._charge(session_id, run_id, finished, state)
+            if text:
+                state.texts.append(text)
+            answer = await self.store.append_message(
+                session_id, Message.assistant(text, calls, usage=finished.usage)
+            )
+            history.append(answer)
+            if not calls:
+                return RunCompleted(
+                    run_id=run_id,
+                    text=text or "\n\n".join(state.texts),
+                    usage=state.usage,
+                    cost_usd=None if state.unpriced else state.cost,
+                    steps=step,
+                )
+            history.extend(await self._dispatch(session_id, calls, context, tool_context, emit))
+        return RunFailed(
+            run_id=run_id,
+            failure="budget",
+            message=(
+                f"I could not finish this within {self.limits.max_steps} steps, so I stopped. "
+                "Try asking for less at once."
+            ),
+            detail=f"max_steps={self.limits.max_steps} reached",
+        )
+
+    async def _ask(
+        self,
+        run_id: str,
+        system: str,
+        offered: list[Tool[Any]],
+        history: list[Message],
+        state: _TurnState,
+        emit: Callable[[AgentEvent | None], None],
+    ) -> tuple[str, list[ToolCall], Finished] | RunFailed:
+        """One model call; a context overflow drops the oldest turns and tries once more."""
+        trimmed = False
+        while True:
             # model_construct: the history is made of validated messages already; validating
             # it again on every step would cost time growing with the conversation. The list
             # is copied: `history` grows after the call, and a request is frozen.
             request = ModelRequest.model_construct(
                 model=self.model,
                 system=system,
-                messages=list(history),
+                messages=history[state.window :],
                 tools=[t.spec for t in offered],
                 max_tokens=self.limits.max_tokens,
                 temperature=self.temperature,
             )
             try:
-                text, calls, finished = await self._call_model(request, emit)
+                return await self._call_model(request, emit)
             except ProviderError as exc:
+                if exc.kind == "context_overflow" and not trimmed:
+                    start = _drop_oldest_turns(request.messages)
+                    if start is not None:
+                        log.warning(
+                            "context overflow; leaving the %d oldest messages out and retrying",
+                            state.window + start,
+                        )
+                        state.window += start
+                        trimmed = True
+                        continue
                 log.warning(
                     "provider %s failed (%s): %s",
                     self.provider.name,
@@ -260,30 +318,44 @@ class AgentRuntime:
                     message="The model took too long to answer. Please try again.",
                     detail=f"no answer within {self.limits.provider_timeout:g}s",
                 )
-            state.usage += finished.usage
-            if text:
-                state.texts.append(text)
-            answer = await self.store.append_message(
-                session_id, Message.assistant(text, calls, usage=finished.usage)
-            )
-            history.append(answer)
-            if not calls:
-                return RunCompleted(
-                    run_id=run_id,
-                    text=text or "\n\n".join(state.texts),
-                    usage=state.usage,
-                    cost_usd=self._cost(self.model, state.usage) if self._cost else 0.0,
-                    steps=step,
-                )
-            history.extend(await self._dispatch(session_id, calls, context, tool_context, emit))
+
+    async def _over_budget(self, run_id: str, session_id: str) -> RunFailed | None:
+        limit = self.limits.max_spend_usd
+        if limit is None:
+            return None
+        spent = (await self.store.cost_summary(session_id)).cost_usd
+        if spent < limit:
+            return None
         return RunFailed(
             run_id=run_id,
             failure="budget",
             message=(
-                f"I could not finish this within {self.limits.max_steps} steps, so I stopped. "
-                "Try asking for less at once."
+                f"This conversation has reached its spending limit of ${limit:.2f}. "
+                "Send /new to start a fresh one."
             ),
-            detail=f"max_steps={self.limits.max_steps} reached",
+            detail=f"spent ${spent:.4f} of max_spend_usd={limit}",
+        )
+
+    async def _charge(
+        self, session_id: str, run_id: str, finished: Finished, state: _TurnState
+    ) -> None:
+        model = finished.model or self.model
+        cost = self._cost(model, finished.usage) if self._cost else None
+        state.usage += finished.usage
+        if cost is None:
+            state.unpriced = True
+        else:
+            state.cost += cost
+        await self.store.record_cost(
+            CostEntry(
+                session_id=session_id,
+                run_id=run_id,
+                provider=finished.provider or self.provider.name,
+                model=model,
+                usage=finished.usage,
+                cost_usd=cost,
+                at=self._clock(),
+            )
         )
 
     async def _call_model(
@@ -453,3 +525,19 @@ class _TurnState:
         self.usage = Usage()
         self.texts: list[str] = []
         self.first_seq = 0
+        # Known cost of this turn, and whether some call had no price.
+        self.cost = 0.0
+        self.unpriced = False
+        # Messages before this index are left out of requests (after a context overflow).
+        self.window = 0
+
+
+def _drop_oldest_turns(messages: list[Message]) -> int | None:
+    """Where to start so the oldest half of the turns is left out; None if nothing can go.
+
+    Cuts only at a user message, so no tool result loses its call.
+    """
+    starts = [i for i, m in enumerate(messages) if m.role == "user"]
+    if len(starts) < 2:
+        return None
+    return starts[len(starts) // 2]

@@ -201,7 +201,7 @@ async def test_usage_and_cost_add_up_over_the_steps_of_a_turn(
 
     def cost(model: str, usage: Usage) -> float:
         seen.append((model, usage))
-        return 0.25
+        return 0.25  # per model call
 
     first: list[ModelEvent] = [
         call("c1", "noop"),
@@ -218,8 +218,11 @@ async def test_usage_and_cost_add_up_over_the_steps_of_a_turn(
 
     assert isinstance(completed, RunCompleted)
     assert completed.usage == Usage(input_tokens=5, output_tokens=7)
-    assert completed.cost_usd == 0.25
-    assert seen == [("test-model", Usage(input_tokens=5, output_tokens=7))]
+    assert completed.cost_usd == 0.5
+    assert seen == [("test-model", Usage(input_tokens=5)), ("test-model", Usage(output_tokens=7))]
+    ledger = await store.cost_summary(session_id)
+    assert (ledger.calls, ledger.cost_usd, ledger.unpriced_calls) == (2, 0.5, 0)
+    assert ledger.usage == Usage(input_tokens=5, output_tokens=7)
 
 
 # --- tool round trips ----------------------------------------------------------------------

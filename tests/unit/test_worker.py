@@ -390,7 +390,8 @@ async def test_cost_reports_the_tokens_of_the_current_conversation(
     assert [(o.kind, o.text) for o in sent] == [
         (
             "notice",
-            "This conversation has used 1,239 tokens so far (1,200 in, 34 out, 5 read from cache).",
+            "This conversation has cost at least $0.0000 over 1 model call (1 with a model that "
+            "has no known price): 1,200 tokens in, 34 out, 5 read from cache, 0 written to cache.",
         )
     ]
     assert len(provider.requests) == 1
