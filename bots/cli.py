@@ -21,6 +21,7 @@ from channels.terminal import TerminalAdapter
 from core.envelopes import new_id
 from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
+from core.pricing import format_usd
 from core.redact import Redactor
 from core.store.base import Store
 from core.store.sqlite import SqliteStore
@@ -158,6 +159,81 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     )
 
 
+@cli.command()
+@click.option("--session", "session_id", metavar="ID", help="Only this session (an id).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.pass_context
+def cost(ctx: click.Context, session_id: str | None, limit: int) -> None:
+    """Show what conversations have cost: model calls, tokens and USD, from the ledger.
+
+    A model without a known price is counted apart: its calls make the real total higher.
+    """
+    settings = _settings(ctx)
+    asyncio.run(_cost(settings, session_id, limit))
+
+
+async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
+    store = await SqliteStore.open(settings.database_path)
+    try:
+        if session_id is not None:
+            if await store.get_session(session_id) is None:
+                raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
+            rows = [await store.cost_summary(session_id)]
+        else:
+            rows = await store.costs_by_session(limit=limit)
+        total = await store.cost_summary(session_id)
+        keys = {r.session_id: await store.get_session(r.session_id or "") for r in rows}
+    finally:
+        await store.close()
+    console = _stdout()
+    if total.calls == 0:
+        console.print("Nothing spent yet: no model calls are recorded.", markup=False)
+        return
+    table = Table(
+        "session",
+        "key",
+        "calls",
+        "tokens in",
+        "out",
+        "cache read",
+        "cache write",
+        "USD",
+        box=None,
+        pad_edge=False,
+    )
+    for row in [*rows, total]:
+        record = keys.get(row.session_id) if row is not total else None
+        usage = row.usage
+        table.add_row(
+            row.session_id if row is not total else "total",
+            record.key if record else "",
+            str(row.calls),
+            f"{usage.input_tokens:,}",
+            f"{usage.output_tokens:,}",
+            f"{usage.cache_read_tokens:,}",
+            f"{usage.cache_write_tokens:,}",
+            _money(row.cost_usd, row.unpriced_calls),
+        )
+    console.print(table)
+    if total.unpriced_calls:
+        console.print(
+            f"{total.unpriced_calls} call(s) used a model without a known price; "
+            "their cost is not included.",
+            style="yellow",
+            markup=False,
+        )
+
+
+def _money(amount: float, unpriced: int) -> str:
+    text = format_usd(amount)
+    return f"{text} + unknown" if unpriced else text
+
+
+def _stdout() -> Console:
+    """A console for tables: the terminal's width, or wide enough not to cut when piped."""
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
 @cli.group()
 def sessions() -> None:
     """Look at stored conversations."""
@@ -178,7 +254,7 @@ async def _sessions_list(settings: Settings, limit: int) -> None:
         records = await store.list_sessions(limit=limit)
     finally:
         await store.close()
-    console = Console(highlight=False)
+    console = _stdout()
     if not records:
         console.print("No conversations yet. Start one with: switchboard chat", markup=False)
         return

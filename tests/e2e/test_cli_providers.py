@@ -1,0 +1,151 @@
+"""`switchboard chat` and `switchboard cost` against the Anthropic and OpenAI API fakes.
+
+The command runs as a subprocess with the real SDKs; the fake runs in the test's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Text, ToolUse
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SWITCHBOARD = Path(sys.executable).with_name("switchboard")
+KEY = "test-key"
+
+
+def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL")) and not k.startswith("SWITCHBOARD_")
+    }
+    env.update(
+        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
+        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        **extra,
+    )
+    return env
+
+
+async def switchboard(args: list[str], env: dict[str, str], cwd: Path, stdin: str = "") -> Any:
+    process = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        *args,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
+    return process.returncode, out.decode(), err.decode()
+
+
+CALC = ("call_calc_1", "calculator", {"expression": "17*23"})
+FINAL = "Seventeen times twenty-three is 391."
+
+
+async def test_anthropic_overloaded_then_tool_use_then_text(
+    fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    fake_anthropic.script(
+        Error(529, "overloaded_error", "Overloaded"),
+        ToolUse([CALC], input_tokens=1200, output_tokens=20),
+        Text(FINAL, input_tokens=1300, output_tokens=12, cache_read=1000, cache_write=200),
+    )
+    env = clean_env(
+        tmp_path,
+        SWITCHBOARD_PROVIDER="anthropic",
+        ANTHROPIC_API_KEY=KEY,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+    )
+
+    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+
+    assert code == 0, err
+    assert out.strip() == FINAL
+    assert KEY not in out + err
+    assert len(fake_anthropic.requests) == 3
+    follow_up = fake_anthropic.requests[2].json["messages"]
+    results = [
+        block
+        for turn in follow_up
+        if turn["role"] == "user"
+        for block in turn["content"]
+        if block["type"] == "tool_result"
+    ]
+    assert [r["tool_use_id"] for r in results] == ["call_calc_1"]
+    assert "391" in results[0]["content"]
+
+    code, out, err = await switchboard(["cost"], env, tmp_path)
+    assert code == 0, err
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    # claude-sonnet-4-5: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million.
+    expected = (2500 * 3 + 32 * 15 + 1000 * 0.30 + 200 * 3.75) / 1e6
+    assert f"${expected:.6f}".rstrip("0") in total
+    assert " 2 " in total  # two successful model calls in the ledger
+
+
+async def test_openai_server_error_then_tool_call_then_text(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        Error(500, "server_error", "The server had an error"),
+        ToolUse([CALC]),
+        Text(FINAL),
+    )
+    env = clean_env(
+        tmp_path,
+        SWITCHBOARD_PROVIDER="openai",
+        SWITCHBOARD_MODEL="gpt-4.1-mini",
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=fake_openai.url,
+    )
+
+    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+
+    assert code == 0, err
+    assert out.strip() == FINAL
+    follow_up = fake_openai.requests[2].json
+    assert follow_up["model"] == "gpt-4.1-mini"
+    tool_messages = [m for m in follow_up["messages"] if m["role"] == "tool"]
+    assert [m["tool_call_id"] for m in tool_messages] == ["call_calc_1"]
+    assert "391" in tool_messages[0]["content"]
+
+    code, out, err = await switchboard(["cost"], env, tmp_path)
+    assert code == 0, err
+    assert "terminal:local:" in out
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    # gpt-4.1-mini: $0.40 in, $1.60 out per million; the fake reported 2 x 10 in, 5 + 9 out.
+    assert "$0.00003" in total  # $0.0000304
+    assert " 2 " in total
+
+
+async def test_a_rejected_key_is_one_clear_sentence_naming_the_variable(
+    fake_anthropic: FakeAnthropic, tmp_path: Path
+) -> None:
+    wrong = "sk-ant-wrong-key-0123456789abcdef"
+    env = clean_env(
+        tmp_path,
+        SWITCHBOARD_PROVIDER="anthropic",
+        ANTHROPIC_API_KEY=wrong,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+    )
+
+    code, out, err = await switchboard(["chat"], env, tmp_path, "hello\n")
+
+    assert code == 0
+    assert "setup problem" in out
+    assert "ANTHROPIC_API_KEY" in err
+    assert wrong not in out + err
+    assert "Traceback" not in err
+    assert len(fake_anthropic.requests) == 1  # auth failures are not retried
