@@ -43,14 +43,17 @@ def _price(input: float, output: float, cache_read: float, cache_write: float) -
 
 _CLAUDE_OPUS_4 = _price(15, 75, 1.50, 18.75)
 _CLAUDE_SONNET_4 = _price(3, 15, 0.30, 3.75)
+_CLAUDE_OPUS_45 = _price(5, 25, 0.50, 6.25)
 
 # Keyed by the model name without its date suffix; `PriceBook` matches dated names by prefix.
 # OpenAI caches automatically and charges nothing extra to write the cache.
 PRICES: Final[Mapping[str, Price]] = MappingProxyType(
     {
-        "claude-opus-4-5": _price(5, 25, 0.50, 6.25),
+        "claude-opus-4-6": _CLAUDE_OPUS_45,
+        "claude-opus-4-5": _CLAUDE_OPUS_45,
         "claude-opus-4-1": _CLAUDE_OPUS_4,
         "claude-opus-4": _CLAUDE_OPUS_4,
+        "claude-sonnet-4-6": _CLAUDE_SONNET_4,
         "claude-sonnet-4-5": _CLAUDE_SONNET_4,
         "claude-sonnet-4": _CLAUDE_SONNET_4,
         "claude-haiku-4-5": _price(1, 5, 0.10, 1.25),

@@ -330,7 +330,7 @@ class AgentRuntime:
             run_id=run_id,
             failure="budget",
             message=(
-                f"This conversation has reached its spending limit of ${limit:.2f}. "
+                f"This conversation has reached its spending limit of {_dollars(limit)}. "
                 "Send /new to start a fresh one."
             ),
             detail=f"spent ${spent:.4f} of max_spend_usd={limit}",
@@ -530,6 +530,11 @@ class _TurnState:
         self.unpriced = False
         # Messages before this index are left out of requests (after a context overflow).
         self.window = 0
+
+
+def _dollars(amount: float) -> str:
+    """`$5.00` or `$0.25`, but `$0.001` rather than a misleading `$0.00`."""
+    return f"${amount:.2f}" if round(amount, 2) == amount else f"${amount:g}"
 
 
 def _drop_oldest_turns(messages: list[Message]) -> int | None:

@@ -75,6 +75,10 @@ class AnthropicProvider:
     def name(self) -> str:
         return "anthropic"
 
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool; the provider cannot be used afterwards."""
+        await self._client.close()
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one Messages API call as model events."""
         try:

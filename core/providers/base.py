@@ -63,6 +63,10 @@ class Provider(Protocol):
         """
         ...
 
+    async def aclose(self) -> None:
+        """Release connections; the provider is not used afterwards."""
+        ...
+
 
 async def complete(provider: Provider, request: ModelRequest) -> Completion:
     """Run one call to the end and gather its events."""

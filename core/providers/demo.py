@@ -40,6 +40,9 @@ class DemoProvider:
     def name(self) -> str:
         return "demo"
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Answer the last message of the request as described in the module docstring."""
         messages = request.messages

@@ -34,6 +34,7 @@ _STOP_REASONS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "content_filter",
 }
+# The generic code `server_error` is not here: the status says more (503 overloaded, 504 timeout).
 _CODES: dict[str, ProviderErrorKind] = {
     "rate_limit_exceeded": "rate_limit",
     "insufficient_quota": "billing",
@@ -44,7 +45,6 @@ _CODES: dict[str, ProviderErrorKind] = {
     "string_above_max_length": "context_overflow",
     "content_filter": "content_blocked",
     "content_policy_violation": "content_blocked",
-    "server_error": "server",
 }
 _STATUSES: dict[int, ProviderErrorKind] = {
     400: "bad_request",
@@ -86,6 +86,10 @@ class OpenAIProvider:
     @property
     def name(self) -> str:
         return "openai"
+
+    async def aclose(self) -> None:
+        """Close the HTTP connection pool; the provider cannot be used afterwards."""
+        await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one Chat Completions call as model events."""

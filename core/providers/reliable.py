@@ -139,6 +139,10 @@ class ReliableProvider:
     def name(self) -> str:
         return self.inner.name
 
+    async def aclose(self) -> None:
+        """Close the wrapped provider."""
+        await self.inner.aclose()
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The inner stream, retried until its first event; `ProviderError` on failure."""
         if not self.breaker.allow():
@@ -228,6 +232,11 @@ class FallbackProvider:
     @property
     def name(self) -> str:
         return self.chain[0][0].name
+
+    async def aclose(self) -> None:
+        """Close every provider of the chain."""
+        for provider, _ in self.chain:
+            await provider.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """The first provider's stream; on its failure before any event, the next one's."""

@@ -44,6 +44,9 @@ class ScriptedProvider:
     def name(self) -> str:
         return self._name
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream the next step of the script."""
         self.requests.append(request)

@@ -89,7 +89,7 @@ async def test_anthropic_overloaded_then_tool_use_then_text(
     code, out, err = await switchboard(["cost"], env, tmp_path)
     assert code == 0, err
     total = next(line for line in out.splitlines() if line.startswith("total"))
-    # claude-sonnet-4-5: $3 in, $15 out, $0.30 cache read, $3.75 cache write per million.
+    # claude-sonnet-4-6 (the default): $3 in, $15 out, $0.30 cache read, $3.75 write per million.
     expected = (2500 * 3 + 32 * 15 + 1000 * 0.30 + 200 * 3.75) / 1e6
     assert f"${expected:.6f}".rstrip("0") in total
     assert " 2 " in total  # two successful model calls in the ledger
