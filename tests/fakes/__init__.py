@@ -17,17 +17,22 @@ from tests.fakes.llm_script import (
     ToolUse,
 )
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage, Webhook
 
 __all__ = [
     "NO_SCRIPT_MESSAGE",
+    "Call",
     "Error",
     "FakeAnthropic",
     "FakeOpenAI",
+    "FakeTelegram",
     "Recorded",
     "Reply",
+    "SentMessage",
     "Stall",
     "Step",
     "StreamError",
     "Text",
     "ToolUse",
+    "Webhook",
 ]

@@ -1,4 +1,4 @@
-"""Pytest fixtures that start the LLM API fakes; `tests/conftest.py` imports them."""
+"""Pytest fixtures that start the API fakes; `tests/conftest.py` imports them."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.telegram_api import FakeTelegram
 
 TEST_API_KEY = "test-key"
 
@@ -23,4 +24,18 @@ async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     """A started OpenAI Chat Completions API fake that accepts the key `TEST_API_KEY`."""
     async with FakeOpenAI(api_key=TEST_API_KEY) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_telegram(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeTelegram]:
+    """A started Telegram Bot API fake for the default test token (`FakeTelegram().token`).
+
+    Sets `PTB_TIMEDELTA=1`: without it PTB 22 warns (PTBDeprecationWarning) whenever a time
+    period such as `RetryAfter.retry_after` is read, even inside `RetryAfter.__init__`, and
+    under `filterwarnings = error` that warning replaces the `RetryAfter` itself. With it,
+    `retry_after` is a `datetime.timedelta`.
+    """
+    monkeypatch.setenv("PTB_TIMEDELTA", "1")
+    async with FakeTelegram() as fake:
         yield fake
