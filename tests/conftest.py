@@ -6,6 +6,30 @@ import os
 # is built unless time periods are timedeltas; bots/channels.py sets the same for the product.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
-from tests.fakes.fixtures import fake_anthropic, fake_openai, fake_telegram
+from collections.abc import AsyncIterator, Iterator
 
-__all__ = ["fake_anthropic", "fake_openai", "fake_telegram"]
+import pytest
+import redis.asyncio as aioredis
+
+from tests.fakes.fixtures import fake_anthropic, fake_openai, fake_telegram
+from tests.redis_server import RedisServer
+
+__all__ = ["fake_anthropic", "fake_openai", "fake_telegram", "redis_server", "redis_url"]
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the whole run, on a free port; never the machine's own."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def redis_url(redis_server: RedisServer) -> AsyncIterator[str]:
+    """The test server's URL, emptied before the test."""
+    client = aioredis.Redis.from_url(redis_server.url)
+    await client.flushall()
+    await client.aclose()
+    yield redis_server.url

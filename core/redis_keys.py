@@ -1,0 +1,96 @@
+"""Every Redis key Switchboard uses, spelled once. All keys start with `sb:`.
+
+Payloads are msgpack of pydantic models (bus) or JSON of pydantic models (store); never pickle.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CONSUMER_GROUP",
+    "PREFIX",
+    "costs",
+    "dead_letters",
+    "lease",
+    "message_seq",
+    "messages",
+    "processed",
+    "queue_stream",
+    "session",
+    "sessions_by_key",
+    "sessions_by_update",
+    "sessions_with_costs",
+    "topic_channel",
+]
+
+PREFIX = "sb:"
+
+# --- bus -----------------------------------------------------------------------------------
+
+# The one consumer group of every work queue: consumers compete for entries.
+CONSUMER_GROUP = "switchboard"
+
+
+def queue_stream(queue: str) -> str:
+    """The stream holding a work queue (`inbound`, `outbound.telegram`)."""
+    return f"{PREFIX}q:{queue}"
+
+
+def dead_letters(queue: str) -> str:
+    """The stream of entries given up after too many deliveries."""
+    return f"{PREFIX}dlq:{queue}"
+
+
+def topic_channel(topic: str) -> str:
+    """The pub/sub channel of a fan-out topic (`events`)."""
+    return f"{PREFIX}t:{topic}"
+
+
+# --- store ---------------------------------------------------------------------------------
+
+
+def session(session_id: str) -> str:
+    """Hash: id, key, created_at, updated_at."""
+    return f"{PREFIX}session:{session_id}"
+
+
+def sessions_by_key(key: str) -> str:
+    """Sorted set of the session ids of one conversation key, scored by creation order."""
+    return f"{PREFIX}sessions:key:{key}"
+
+
+def sessions_by_update() -> str:
+    """Sorted set of every session id, scored by last update time."""
+    return f"{PREFIX}sessions:updated"
+
+
+def messages(session_id: str) -> str:
+    """List of the session's messages (JSON), in `seq` order."""
+    return f"{PREFIX}messages:{session_id}"
+
+
+def message_seq(session_id: str) -> str:
+    """Counter giving out the session's `seq` numbers."""
+    return f"{PREFIX}seq:{session_id}"
+
+
+def processed(key: str) -> str:
+    """Marker that an inbound message (or a refusal) was handled."""
+    return f"{PREFIX}processed:{key}"
+
+
+def costs(session_id: str) -> str:
+    """List of the session's cost ledger entries (JSON)."""
+    return f"{PREFIX}costs:{session_id}"
+
+
+def sessions_with_costs() -> str:
+    """Sorted set of the session ids with ledger entries, scored by the latest entry."""
+    return f"{PREFIX}costs:sessions"
+
+
+# --- coordination --------------------------------------------------------------------------
+
+
+def lease(name: str) -> str:
+    """A lease (`SET NX PX` with a fencing token): a session's turn, a poller's leadership."""
+    return f"{PREFIX}lease:{name}"

@@ -1,0 +1,87 @@
+"""A real `redis-server` for the tests, on a free port, started and stopped by the suite.
+
+Nothing here uses a Redis already running on the machine: the suite must pass where none is.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+__all__ = ["RedisServer", "free_port"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """One `redis-server` process; `restart()` keeps its port (and loses its data)."""
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed (CI installs it: see .ci/run)")
+        self.binary = binary
+        self.workdir = workdir
+        self.port = port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+                "--loglevel",
+                "warning",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited with {self.process.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.02)  # the process is starting; nothing to await but the socket
+        raise RuntimeError("redis-server did not start within 10 s")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
