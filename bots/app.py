@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from bots.settings import Settings
-from channels import terminal
+from channels import telegram, terminal
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
 from core.dispatch import Worker
@@ -43,7 +43,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # Each platform's formatting rules for the system prompt, keyed by platform.
-PROMPT_HINTS: dict[str, str] = {"terminal": terminal.PROMPT_HINT}
+PROMPT_HINTS: dict[str, str] = {
+    "terminal": terminal.PROMPT_HINT,
+    "telegram": telegram.PROMPT_HINT,
+}
 
 
 @dataclass
@@ -181,11 +184,14 @@ async def embedded(settings: Settings, profile: Profile) -> AsyncIterator[Compon
                 modes=options.modes,
                 chat_modes=options.chat_modes,
                 max_input_chars=options.max_input_chars,
+                allow=options.allow,
+                group_replies=options.group_replies,
             ),
             prompt_hints=PROMPT_HINTS,
             concurrency=options.concurrency,
         )
         yield Components(settings, profile, store, bus, resolved, runtime, worker)
     finally:
+        await provider.aclose()
         await bus.close()
         await store.close()

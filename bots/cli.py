@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bots.app import Components, configure_logging, embedded
+from bots.channels import PLATFORMS, configured_adapters
 from bots.profiles import load_profile
 from bots.settings import Settings, load_settings
 from channels.gateway import Gateway
@@ -151,12 +153,58 @@ async def _serve(parts: Components, gateways: list[Gateway]) -> None:
 @click.option("--profile", help="Profile folder under profiles/ (default: default).")
 @click.pass_context
 def serve(ctx: click.Context, profile: str | None) -> None:
-    """Run every chat platform that has a token, with a worker, in one process."""
-    _settings(ctx, profile=profile)
-    raise ConfigError(
-        "no chat platform adapter is part of this build yet; "
-        "use `switchboard chat` for the terminal"
-    )
+    """Run every chat platform that has a token, with a worker, in one process.
+
+    Telegram runs when TELEGRAM_BOT_TOKEN is set (long polling, or a webhook when
+    TELEGRAM_WEBHOOK_URL is set). SIGINT or SIGTERM stops taking messages and lets running
+    answers finish.
+    """
+    settings = _settings(ctx, profile=profile)
+    asyncio.run(_serve_platforms(settings))
+
+
+async def _serve_platforms(settings: Settings) -> None:
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    adapters = configured_adapters(settings)
+    if not adapters:
+        raise ConfigError(
+            "no chat platform is configured: set TELEGRAM_BOT_TOKEN "
+            "(or use `switchboard chat` for the terminal)"
+        )
+    async with embedded(settings, profile) as parts:
+        gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
+        _stop_on_signals(gateways)
+        await _serve(parts, gateways)
+
+
+def _stop_on_signals(gateways: list[Gateway]) -> None:
+    loop = asyncio.get_running_loop()
+    stopping: set[asyncio.Task[None]] = set()
+
+    def stop() -> None:
+        log.warning("stopping: finishing the answers in progress")
+        for gateway in gateways:
+            task = loop.create_task(gateway.stop())
+            stopping.add(task)
+            task.add_done_callback(stopping.discard)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop)
+
+
+@cli.command()
+@click.argument("platform", type=click.Choice(PLATFORMS))
+@click.pass_context
+def gateway(ctx: click.Context, platform: str) -> None:
+    """Run one platform's adapter alone against the Redis bus (distributed deployment)."""
+    settings = _settings(ctx)
+    if settings.redis_url is None:
+        raise ConfigError(
+            "`switchboard gateway` needs REDIS_URL (the distributed deployment); "
+            "use `switchboard serve` to run everything in one process"
+        )
+    raise ConfigError("the Redis bus is not part of this build yet")
 
 
 @cli.command()

@@ -34,6 +34,11 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
     telegram_bot_token: SecretStr | None = Field(default=None, alias="TELEGRAM_BOT_TOKEN")
+    telegram_api_url: str = Field(default="https://api.telegram.org", alias="TELEGRAM_API_URL")
+    telegram_webhook_url: str | None = Field(default=None, alias="TELEGRAM_WEBHOOK_URL")
+    telegram_webhook_secret: SecretStr | None = Field(default=None, alias="TELEGRAM_WEBHOOK_SECRET")
+    telegram_webhook_port: int = Field(default=8443, alias="TELEGRAM_WEBHOOK_PORT", ge=0, le=65535)
+    redis_url: str | None = Field(default=None, alias="REDIS_URL")
     slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
     discord_bot_token: SecretStr | None = Field(default=None, alias="DISCORD_BOT_TOKEN")
 
@@ -43,6 +48,7 @@ class Settings(BaseSettings):
             self.anthropic_api_key,
             self.openai_api_key,
             self.telegram_bot_token,
+            self.telegram_webhook_secret,
             self.slack_bot_token,
             self.discord_bot_token,
         )

@@ -76,6 +76,12 @@ class Gateway:
         try:
             await self.adapter.deliver(outbound)
         except ChannelError as exc:
+            if exc.permanent:
+                log.warning(
+                    "gave up a %s for %s: %s", outbound.kind, outbound.address.session_key, exc
+                )
+                await delivery.ack()
+                return
             if outbound.kind in _EPHEMERAL:
                 log.info("dropped %s for %s: %s", outbound.kind, outbound.address.session_key, exc)
                 await delivery.ack()

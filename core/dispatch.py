@@ -38,7 +38,7 @@ from core.pricing import format_usd
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.base import Store
 
-__all__ = ["HELP_TEXT", "Worker"]
+__all__ = ["HELP_TEXT", "REFUSAL_TEXT", "Worker"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ HELP_TEXT = (
     "Talk to me in plain words. Commands: /new starts a fresh conversation, "
     "/cost shows what this conversation has used, /help shows this message."
 )
+
+
+REFUSAL_TEXT = "Sorry, this bot only answers the people it was set up for."
 
 
 @dataclass
@@ -205,6 +208,10 @@ class Worker:
         try:
             if await self.store.is_processed(inbound.dedupe_key):
                 log.info("skipping %s: already answered", inbound.dedupe_key)
+            elif not self.policy.addressed(inbound):
+                pass  # a group message for someone else: read, not answered
+            elif not self.policy.admits(inbound):
+                await self._refuse(inbound)
             elif inbound.kind == "command":
                 await self._command(inbound)
             else:
@@ -233,6 +240,16 @@ class Worker:
                 failed=failed,
             ),
         )
+
+    async def _refuse(self, inbound: Inbound) -> None:
+        address = inbound.address
+        log.info("refused %s user %s in %s", address.platform, inbound.user_id, address.chat)
+        # One polite refusal per chat; after that, silence (no noise in a busy group).
+        first = await self.store.mark_processed(
+            f"refused:{address.platform}:{address.bot}:{address.chat}"
+        )
+        if first:
+            await self._reply(inbound, "notice", REFUSAL_TEXT)
 
     async def _command(self, inbound: Inbound) -> None:
         key = inbound.address.session_key

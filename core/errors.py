@@ -95,9 +95,13 @@ class ToolNotAllowed(ToolError):
 class ChannelError(SwitchboardError):
     """A chat platform refused or failed a delivery."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, permanent: bool = False
+    ) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        # Trying again cannot help (the bot was blocked, the chat is gone, the text refused).
+        self.permanent = permanent
 
 
 class StoreError(SwitchboardError):

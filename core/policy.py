@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.envelopes import Inbound
 
-__all__ = ["DEFAULT_CHANNEL_MODES", "ChannelPolicy"]
+__all__ = ["DEFAULT_CHANNEL_MODES", "AllowList", "ChannelPolicy"]
 
 DEFAULT_CHANNEL_MODES: dict[str, str] = {
     "terminal": "full",
@@ -15,6 +17,15 @@ DEFAULT_CHANNEL_MODES: dict[str, str] = {
     "slack": "safe-chat",
     "discord": "discord",
 }
+
+
+class AllowList(BaseModel):
+    """Who may talk to the bot on one platform: user ids and chat ids (strings)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    users: frozenset[str] = frozenset()
+    chats: frozenset[str] = frozenset()
 
 
 class ChannelPolicy(BaseModel):
@@ -27,6 +38,27 @@ class ChannelPolicy(BaseModel):
     chat_modes: dict[str, str] = Field(default_factory=dict)
     default_mode: str = "safe-chat"
     max_input_chars: int = Field(default=20_000, ge=1)
+    # Per platform; a platform without an entry is open to everyone.
+    allow: dict[str, AllowList] = Field(default_factory=dict)
+    # In group chats: answer only messages addressed to the bot, or every message.
+    group_replies: Literal["mention", "all"] = "mention"
+
+    def admits(self, inbound: Inbound) -> bool:
+        """Whether the allowlist lets this message's user or chat through."""
+        allowed = self.allow.get(inbound.address.platform)
+        if allowed is None or (not allowed.users and not allowed.chats):
+            return True
+        return inbound.user_id in allowed.users or inbound.address.chat in allowed.chats
+
+    def addressed(self, inbound: Inbound) -> bool:
+        """Whether the bot should answer: direct chats, mentions, replies, commands."""
+        return (
+            inbound.is_direct
+            or inbound.mentions_bot
+            or inbound.kind != "message"
+            or inbound.origin == "scheduled"
+            or self.group_replies == "all"
+        )
 
     def mode_for(self, inbound: Inbound) -> str:
         """The name of the capability mode for this message's chat."""

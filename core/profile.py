@@ -5,12 +5,12 @@ Core only validates; reading the files happens in `bots/`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
-from core.policy import DEFAULT_CHANNEL_MODES
+from core.policy import DEFAULT_CHANNEL_MODES, AllowList
 from core.prompt import DEFAULT_IDENTITY
 
 __all__ = ["Profile", "ProfileSettings"]
@@ -41,6 +41,10 @@ class ProfileSettings(BaseModel):
     modes: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_CHANNEL_MODES))
     # Capability mode per chat, keyed `<platform>:<bot>:<chat>`.
     chat_modes: dict[str, str] = Field(default_factory=dict)
+    # Allowlists per platform: `[allow.telegram] users = ["123"]`; no entry: open to all.
+    allow: dict[str, AllowList] = Field(default_factory=dict)
+    # In groups: answer only when addressed ("mention") or every message ("all").
+    group_replies: Literal["mention", "all"] = "mention"
 
 
 class Profile(BaseModel):

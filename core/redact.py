@@ -20,7 +20,8 @@ _PATTERNS = (
     re.compile(r"sk-(?:proj-)?[A-Za-z0-9_\-]{20,}"),
     re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
     re.compile(r"xapp-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}\b"),  # Telegram bot token
+    # A Telegram bot token, also inside Bot API URLs (".../bot<token>/getUpdates").
+    re.compile(r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}"),
 )
 
 

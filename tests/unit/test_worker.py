@@ -390,7 +390,7 @@ async def test_cost_reports_the_tokens_of_the_current_conversation(
     assert [(o.kind, o.text) for o in sent] == [
         (
             "notice",
-            "This conversation has cost at least $0.0000 over 1 model call (1 with a model that "
+            "This conversation has cost at least $0.00 over 1 model call (1 with a model that "
             "has no known price): 1,200 tokens in, 34 out, 5 read from cache, 0 written to cache.",
         )
     ]

@@ -1,0 +1,450 @@
+"""The Telegram adapter on python-telegram-bot: long polling or a webhook, HTML replies.
+
+Telegram objects never leave this package: updates become `Inbound`, `Outbound` becomes
+`sendMessage` / `editMessageText` / `sendChatAction` calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hmac
+import json
+import logging
+import re
+import warnings
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+from urllib.parse import urlparse
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram.constants import ChatAction, ChatType, ParseMode
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
+
+from channels.base import InboundSink
+from channels.streaming import EditedReply
+from channels.telegram.format import telegram_chunks
+from core.envelopes import Address, Inbound, Outbound
+from core.errors import ChannelError, ConfigError
+from core.messages import ImagePart
+
+__all__ = ["COMMANDS", "TelegramAdapter", "TelegramSettings"]
+
+log = logging.getLogger(__name__)
+
+COMMANDS = [
+    BotCommand("new", "Start a fresh conversation"),
+    BotCommand("cost", "What this conversation has cost"),
+    BotCommand("help", "How to talk to this bot"),
+]
+_T = TypeVar("_T")
+# Telegram accepts 1-256 of these characters; short secrets are guessable and too short for
+# the log scrubber to recognise, so at least 16 are required.
+_SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
+_MAX_IMAGE_BYTES = 10 * 1024 * 1024
+_MAX_TYPING_SECONDS = 300.0
+
+
+class TelegramSettings(BaseModel):
+    """What the adapter needs; built from the environment in `bots/`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    token: SecretStr
+    api_url: str = "https://api.telegram.org"
+    webhook_url: str | None = None
+    webhook_secret: SecretStr | None = None
+    webhook_host: str = "0.0.0.0"  # Telegram must be able to reach it
+    webhook_port: int = Field(default=8443, ge=0, le=65535)
+    poll_timeout: int = Field(default=30, ge=0)
+    edit_interval: float = Field(default=1.0, ge=0)
+    typing_interval: float = Field(default=4.0, gt=0)
+
+
+class TelegramAdapter:
+    """One Telegram bot, seen as a `ChannelAdapter`."""
+
+    def __init__(self, settings: TelegramSettings) -> None:
+        if settings.webhook_url:
+            secret = settings.webhook_secret
+            if secret is None:
+                raise ConfigError("TELEGRAM_WEBHOOK_URL needs TELEGRAM_WEBHOOK_SECRET as well")
+            if not _SECRET_SHAPE.fullmatch(secret.get_secret_value()):
+                raise ConfigError(
+                    "TELEGRAM_WEBHOOK_SECRET must be 16 to 256 letters, digits, '_' or '-'"
+                )
+        self.settings = settings
+        token = settings.token.get_secret_value()
+        # The bot's numeric id is the token's first part: stable, and known without a request.
+        self.bot_key = token.partition(":")[0] or "bot"
+        self._app = self._build(token)
+        self._sink: InboundSink | None = None
+        self._stopped = asyncio.Event()
+        self._streams: dict[str, EditedReply] = {}
+        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._webhook_runner: web.AppRunner | None = None
+        self.webhook_port: int | None = None
+        self.username = ""
+        self.bot_id = 0
+
+    @property
+    def platform(self) -> str:
+        return "telegram"
+
+    def _build(self, token: str) -> Application[Any, Any, Any, Any, Any, Any]:
+        api = self.settings.api_url.rstrip("/")
+        builder = (
+            Application.builder()
+            .token(token)
+            .base_url(f"{api}/bot")
+            .base_file_url(f"{api}/file/bot")
+            # Paces sends (30/s overall, 20/min per group) and waits out RetryAfter.
+            .rate_limiter(AIORateLimiter(max_retries=3))
+        )
+        if self.settings.webhook_url:
+            builder = builder.updater(None)
+        app = builder.build()
+        app.add_handler(
+            MessageHandler(
+                filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO), self._on_message
+            )
+        )
+        app.add_error_handler(self._on_error)
+        return app
+
+    async def run(self, sink: InboundSink) -> None:
+        """Receive updates until `stop()`."""
+        self._sink = sink
+        app = self._app
+        try:
+            await app.initialize()
+        except InvalidToken:
+            raise ConfigError(
+                "Telegram rejected TELEGRAM_BOT_TOKEN (check it with BotFather)"
+            ) from None
+        except NetworkError as exc:
+            raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
+        try:
+            self.username = app.bot.username or ""
+            self.bot_id = app.bot.id
+            await app.bot.set_my_commands(COMMANDS)
+            if self.settings.webhook_url:
+                await self._start_webhook()
+            else:
+                assert app.updater is not None
+                await app.updater.start_polling(
+                    poll_interval=0,
+                    timeout=self.settings.poll_timeout,
+                    allowed_updates=[Update.MESSAGE],
+                    error_callback=self._on_poll_error,
+                )
+            await app.start()
+            log.info("telegram bot @%s is listening", self.username)
+            await self._stopped.wait()
+        finally:
+            await self._shutdown()
+
+    async def stop(self) -> None:
+        """Stop receiving; `run()` returns once PTB has shut down."""
+        self._stopped.set()
+
+    async def _shutdown(self) -> None:
+        for task in self._typing.values():
+            task.cancel()
+        for stream in self._streams.values():
+            await stream.close()
+        if self._webhook_runner is not None:
+            await self._webhook_runner.cleanup()
+        app = self._app
+        if app.updater is not None and app.updater.running:
+            await app.updater.stop()
+        if app.running:
+            await app.stop()
+        await app.shutdown()
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def _on_message(self, update: Update, _context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.message
+        if message is None or message.from_user is None or message.from_user.is_bot:
+            return
+        command = self._command(message)
+        if command == "":
+            return  # a command for another bot in the same group
+        text = message.text or message.caption or ""
+        if self.username:
+            text = text.replace(f"@{self.username}", "").strip()
+        thread = message.message_thread_id if message.is_topic_message else None
+        inbound = Inbound(
+            kind="command" if command else "message",
+            command=command,
+            address=Address(
+                platform="telegram",
+                bot=self.bot_key,
+                chat=str(message.chat.id),
+                thread=str(thread) if thread else None,
+            ),
+            user_id=str(message.from_user.id),
+            user_name=message.from_user.full_name,
+            text=text,
+            images=await self._images(message),
+            is_direct=message.chat.type == ChatType.PRIVATE,
+            mentions_bot=command is not None or self._addressed(message),
+            platform_message_id=str(message.message_id),
+        )
+        assert self._sink is not None
+        await self._sink(inbound)
+
+    def _command(self, message: Message) -> str | None:
+        """The command word for us; "" for another bot's command; None for no command."""
+        for entity, value in message.parse_entities([MessageEntity.BOT_COMMAND]).items():
+            if entity.offset != 0:
+                continue
+            name, _, target = value[1:].partition("@")
+            if target and target.lower() != self.username.lower():
+                return ""
+            return name.lower()
+        return None
+
+    def _addressed(self, message: Message) -> bool:
+        """Mentioned by @username or by a text mention, or replied to."""
+        entities = {**message.parse_entities(), **message.parse_caption_entities()}
+        for entity, value in entities.items():
+            if entity.type == MessageEntity.MENTION and value[1:].lower() == self.username.lower():
+                return True
+            if entity.type == MessageEntity.TEXT_MENTION and entity.user is not None:
+                if entity.user.id == self.bot_id:
+                    return True
+        replied = message.reply_to_message
+        return bool(replied and replied.from_user and replied.from_user.id == self.bot_id)
+
+    async def _images(self, message: Message) -> list[ImagePart]:
+        if not message.photo:
+            return []
+        largest = message.photo[-1]
+        if largest.file_size and largest.file_size > _MAX_IMAGE_BYTES:
+            log.info("ignoring a %d-byte photo", largest.file_size)
+            return []
+        try:
+            file = await largest.get_file()
+            data = bytes(await file.download_as_bytearray())
+        except TelegramError as exc:
+            log.warning("could not download a photo: %s", exc)
+            return []
+        return [ImagePart(media_type="image/jpeg", data=data)]
+
+    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        log.error("telegram update handling failed: %s", context.error, exc_info=context.error)
+
+    def _on_poll_error(self, error: TelegramError) -> None:
+        log.warning("telegram polling error: %s", error)
+
+    # --- webhook ---------------------------------------------------------------------------
+
+    async def _start_webhook(self) -> None:
+        settings = self.settings
+        assert settings.webhook_url is not None and settings.webhook_secret is not None
+        path = urlparse(settings.webhook_url).path or "/"
+        server = web.Application(client_max_size=1024 * 1024)
+        server.router.add_post(path, self._on_webhook)
+        self._webhook_runner = web.AppRunner(server, access_log=None)
+        await self._webhook_runner.setup()
+        site = web.TCPSite(self._webhook_runner, settings.webhook_host, settings.webhook_port)
+        await site.start()
+        sockets = self._webhook_runner.addresses
+        self.webhook_port = int(sockets[0][1]) if sockets else settings.webhook_port
+        await self._app.bot.set_webhook(
+            settings.webhook_url,
+            secret_token=settings.webhook_secret.get_secret_value(),
+            allowed_updates=[Update.MESSAGE],
+        )
+        log.info("telegram webhook listening on port %s at %s", self.webhook_port, path)
+
+    async def _on_webhook(self, request: web.Request) -> web.Response:
+        secret = self.settings.webhook_secret
+        assert secret is not None
+        given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
+        if not hmac.compare_digest(given.encode(), secret.get_secret_value().encode()):
+            log.warning("refused a webhook call without the right secret from %s", request.remote)
+            return web.Response(status=403, text="forbidden")
+        try:
+            body = await request.json(loads=json.loads)
+            update = Update.de_json(body, self._app.bot)
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("refused a malformed webhook body: %s", exc)
+            return web.Response(status=400, text="malformed update")
+        if update is not None:
+            await self._app.update_queue.put(update)
+        return web.Response(text="ok")
+
+    # --- delivering ------------------------------------------------------------------------
+
+    async def deliver(self, outbound: Outbound) -> None:
+        """Show typing, stream pieces and final answers in their chat."""
+        key = outbound.reply_to or outbound.id
+        match outbound.kind:
+            case "typing":
+                self._start_typing(outbound.address)
+            case "progress":
+                pass  # tool activity would be noise in a chat; typing shows the bot works
+            case "delta":
+                stream = self._streams.get(key)
+                if stream is None:
+                    stream = self._streams[key] = self._reply_for(outbound)
+                await stream.add(outbound.text)
+            case "reply" | "notice" | "notification":
+                self._stop_typing(outbound.address)
+                stream = self._streams.pop(key, None) or self._reply_for(outbound)
+                try:
+                    await stream.finish(outbound.text)
+                except ChannelError as exc:
+                    if not exc.permanent:
+                        self._streams[key] = stream  # a retry continues where this stopped
+                    raise
+
+    def _reply_for(self, outbound: Outbound) -> EditedReply:
+        address = outbound.address
+        chat_id = int(address.chat)
+        thread = int(address.thread) if address.thread else None
+        quote = outbound.reply_to_platform_id if chat_id < 0 else None
+        sent_any = False
+
+        async def send(chunk: str) -> str:
+            nonlocal sent_any
+            reply = None
+            if quote and not sent_any:
+                reply = ReplyParameters(message_id=int(quote), allow_sending_without_reply=True)
+            message = await self._send(chat_id, chunk, thread=thread, reply=reply)
+            sent_any = True
+            return str(message.message_id)
+
+        async def edit(message_id: str, chunk: str) -> None:
+            await self._edit(chat_id, int(message_id), chunk)
+
+        return EditedReply(
+            send=send, edit=edit, render=telegram_chunks, interval=self.settings.edit_interval
+        )
+
+    async def _send(
+        self, chat_id: int, html: str, *, thread: int | None, reply: ReplyParameters | None
+    ) -> Message:
+        bot = self._app.bot
+        try:
+            return await _translate(
+                bot.send_message(
+                    chat_id,
+                    html,
+                    parse_mode=ParseMode.HTML,
+                    message_thread_id=thread,
+                    reply_parameters=reply,
+                )
+            )
+        except _MarkupRejected:
+            log.warning("telegram refused the HTML of a reply; sending it as plain text")
+            return await _translate(
+                bot.send_message(
+                    chat_id, _plain(html), message_thread_id=thread, reply_parameters=reply
+                )
+            )
+
+    async def _edit(self, chat_id: int, message_id: int, html: str) -> None:
+        bot = self._app.bot
+        try:
+            await _translate(
+                bot.edit_message_text(
+                    html, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML
+                )
+            )
+        except _MarkupRejected:
+            await _translate(
+                bot.edit_message_text(_plain(html), chat_id=chat_id, message_id=message_id)
+            )
+        except _NotModified:
+            pass
+
+    def _start_typing(self, address: Address) -> None:
+        key = address.session_key
+        if key in self._typing and not self._typing[key].done():
+            return
+        self._typing[key] = asyncio.create_task(self._keep_typing(address))
+
+    def _stop_typing(self, address: Address) -> None:
+        task = self._typing.pop(address.session_key, None)
+        if task is not None:
+            task.cancel()
+
+    async def _keep_typing(self, address: Address) -> None:
+        """Telegram shows "typing…" for about 5 s per call; renew it while the turn runs."""
+        thread = int(address.thread) if address.thread else None
+        loop = asyncio.get_running_loop()
+        until = loop.time() + _MAX_TYPING_SECONDS
+        while loop.time() < until:
+            with contextlib.suppress(TelegramError):
+                await self._app.bot.send_chat_action(
+                    int(address.chat), ChatAction.TYPING, message_thread_id=thread
+                )
+            await asyncio.sleep(self.settings.typing_interval)
+
+
+class _MarkupRejected(Exception):
+    """Telegram could not parse the HTML of a message."""
+
+
+class _NotModified(Exception):
+    """An edit that would not change the message."""
+
+
+async def _translate(call: Awaitable[_T]) -> _T:
+    """Await a PTB call, turning its errors into `ChannelError` (or the two signals above)."""
+    try:
+        return await call
+    except RetryAfter as exc:
+        raise ChannelError(f"telegram flood control: {exc}", retry_after=_seconds(exc)) from exc
+    except Forbidden as exc:
+        raise ChannelError(f"telegram refused: {exc.message}", permanent=True) from exc
+    except BadRequest as exc:
+        lowered = exc.message.lower()
+        if "can't parse entities" in lowered or "unsupported start tag" in lowered:
+            raise _MarkupRejected(exc.message) from exc
+        if "message is not modified" in lowered:
+            raise _NotModified(exc.message) from exc
+        raise ChannelError(f"telegram bad request: {exc.message}", permanent=True) from exc
+    except NetworkError as exc:
+        raise ChannelError(f"telegram unreachable: {exc.message}") from exc
+
+
+def _seconds(exc: RetryAfter) -> float:
+    with warnings.catch_warnings():
+        # PTB 22 warns that the int form of retry_after is deprecated; both forms are handled.
+        warnings.simplefilter("ignore")
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, dt.timedelta) else float(value)
+
+
+def _plain(html: str) -> str:
+    """The text of a rendered HTML chunk without its markup."""
+    from html.parser import HTMLParser
+
+    class _Text(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.parts: list[str] = []
+
+        def handle_data(self, data: str) -> None:
+            self.parts.append(data)
+
+    parser = _Text()
+    parser.feed(html)
+    parser.close()
+    return "".join(parser.parts)

@@ -1,0 +1,203 @@
+"""`switchboard serve` as a user runs it, a subprocess, talking to the Telegram Bot API fake.
+
+The fake runs in the test's event loop; the process finds it through TELEGRAM_API_URL. The
+demo provider answers (no API key is set), so replies are known in advance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from core.redact import REDACTED
+from tests.fakes.telegram_api import FakeTelegram
+from tests.integration.telegram_helpers import calls_to, reply_containing
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SWITCHBOARD = Path(sys.executable).with_name("switchboard")
+DM = 555
+GROUP = -100123
+# Starting the process imports python-telegram-bot and opens the database: allow for a slow
+# machine. Only reached when something is broken.
+START_PATIENCE = 20.0
+STOP_PATIENCE = 5.0
+WEBHOOK_SECRET = "e2e-webhook-secret-0123456789"
+
+
+@dataclass
+class Served:
+    """A running `switchboard serve` and what it has written so far."""
+
+    process: asyncio.subprocess.Process
+    stderr: bytearray = field(default_factory=bytearray)
+
+    @property
+    def log(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+    async def until_ready(self, ready: Awaitable[object]) -> None:
+        """Await `ready`; fail with the process's stderr if it exits first."""
+        waiting = asyncio.ensure_future(ready)
+        exited = asyncio.ensure_future(self.process.wait())
+        try:
+            done, _ = await asyncio.wait(
+                {waiting, exited}, timeout=START_PATIENCE, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for task in (waiting, exited):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if waiting not in done:
+            raise AssertionError(f"switchboard serve did not start listening:\n{self.log}")
+
+    async def terminate(self) -> int:
+        """SIGTERM, then the exit code, which must come within `STOP_PATIENCE` seconds."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(STOP_PATIENCE):
+                return await self.process.wait()
+        except TimeoutError:
+            raise AssertionError(
+                f"no exit within {STOP_PATIENCE}s of SIGTERM:\n{self.log}"
+            ) from None
+
+
+@pytest.fixture
+def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
+    """A clean environment: own data dir, the repo's profiles, no keys, the fake's URL."""
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL"))
+        and not k.startswith(("SWITCHBOARD_", "TELEGRAM_"))
+    }
+    keep.update(
+        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
+        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        SWITCHBOARD_LOG_LEVEL="debug",
+        TELEGRAM_BOT_TOKEN=fake_telegram.token,
+        TELEGRAM_API_URL=fake_telegram.url,
+    )
+    return keep
+
+
+@asynccontextmanager
+async def serve(env: dict[str, str], cwd: Path) -> AsyncIterator[Served]:
+    """Start `switchboard serve`; kill it at the end if the test did not stop it."""
+    process = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "serve",
+        env=env,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    served = Served(process)
+
+    async def drain() -> None:
+        # Debug logs are plentiful: read them as they come so the pipe never fills.
+        assert process.stderr is not None
+        while chunk := await process.stderr.read(65536):
+            served.stderr.extend(chunk)
+
+    reader = asyncio.create_task(drain())
+    try:
+        yield served
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await reader
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_serve_answers_telegram_by_long_polling(
+    fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
+):
+    fake = fake_telegram
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
+        assert [c["command"] for c in fake.commands] == ["new", "cost", "help"]
+
+        fake.private_text(DM, "what is 6*7?")
+        answer = await reply_containing(fake, DM, "worked out with the calculator).")
+        assert "The answer is 42" in answer.text
+
+        # A group: not addressed, not answered; the mention after it is, and only it.
+        fake.group_text(GROUP, "talking among ourselves", user_id=7)
+        fake.group_text(GROUP, "hello bot", user_id=7, mention=True)
+        await reply_containing(fake, GROUP, "You said: hello bot")
+        assert len(fake.sent_texts(GROUP)) == 1
+
+        # The same message twice: one answer (the next message shows the second was handled).
+        twice = fake.private_text(DM, "only once please")
+        fake.redeliver(twice)
+        fake.private_text(DM, "next one")
+        await reply_containing(fake, DM, "You said: next one")
+        assert sum("only once please" in t for t in fake.sent_texts(DM)) == 1
+
+        # Flood control on the reply: it comes late, not never, and once.
+        fake.fail_next("sendMessage", retry_after=1)
+        fake.private_text(DM, "after the flood")
+        await reply_containing(fake, DM, "You said: after the flood")
+        assert sum("after the flood" in t for t in fake.sent_texts(DM)) == 1
+        assert len(calls_to(fake, "sendMessage", DM)) == len(fake.sent_texts(DM)) + 1
+
+        assert await served.terminate() == 0
+
+    log = served.log
+    assert "Traceback" not in log, log
+    assert "HTTP Request: POST" in log  # httpx's request lines, with the URLs, were logged
+    assert REDACTED in log
+    assert fake.token not in log
+
+
+async def test_serve_answers_telegram_through_a_webhook(
+    fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
+):
+    fake = fake_telegram
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/hook"
+    env.update(
+        TELEGRAM_WEBHOOK_URL=url,
+        TELEGRAM_WEBHOOK_SECRET=WEBHOOK_SECRET,
+        TELEGRAM_WEBHOOK_PORT=str(port),
+    )
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_for_call("setWebhook", timeout=START_PATIENCE))
+        assert fake.webhook is not None
+        assert (fake.webhook.url, fake.webhook.secret_token) == (url, WEBHOOK_SECRET)
+
+        intruder = fake.private_text(DM, "let me in")
+        assert await fake.post_webhook(url, intruder, secret="not-the-secret") == 403
+        update = fake.private_text(DM, "hello through the hook")
+        assert await fake.post_webhook(url, update, secret=WEBHOOK_SECRET) == 200
+        reply = await reply_containing(fake, DM, "You said: hello through the hook")
+
+        assert await served.terminate() == 0
+
+    assert fake.sent_texts(DM) == [reply.text]  # nothing for the intruder
+    assert calls_to(fake, "getUpdates") == []
+    log = served.log
+    assert "Traceback" not in log, log
+    assert fake.token not in log
+    assert WEBHOOK_SECRET not in log
