@@ -8,18 +8,25 @@ from __future__ import annotations
 __all__ = [
     "CONSUMER_GROUP",
     "PREFIX",
+    "all_cost_totals",
+    "cost_order",
+    "cost_totals",
     "costs",
     "dead_letters",
     "lease",
+    "mailbox",
+    "mailboxes",
     "message_seq",
     "messages",
     "processed",
     "queue_stream",
     "session",
+    "session_order",
     "sessions_by_key",
     "sessions_by_update",
     "sessions_with_costs",
     "topic_channel",
+    "write_receipt",
 ]
 
 PREFIX = "sb:"
@@ -59,7 +66,11 @@ def sessions_by_key(key: str) -> str:
 
 
 def sessions_by_update() -> str:
-    """Sorted set of every session id, scored by last update time."""
+    """Sorted set of every session, scored by last update time (epoch microseconds).
+
+    Members are `<creation order, 20 digits>:<session id>`, so equal times list the session
+    created last first.
+    """
     return f"{PREFIX}sessions:updated"
 
 
@@ -84,11 +95,50 @@ def costs(session_id: str) -> str:
 
 
 def sessions_with_costs() -> str:
-    """Sorted set of the session ids with ledger entries, scored by the latest entry."""
+    """Sorted set of the sessions with ledger entries, scored by the latest entry's `at`.
+
+    Members are `<ledger order of the session's last recorded entry, 20 digits>:<session id>`,
+    so on equal times the session charged last comes first.
+    """
     return f"{PREFIX}costs:sessions"
 
 
+def cost_totals(session_id: str) -> str:
+    """Hash of the session's running ledger totals (calls, tokens, cost, unpriced calls)."""
+    return f"{PREFIX}cost-totals:{session_id}"
+
+
+def all_cost_totals() -> str:
+    """Hash of the running ledger totals of every session together."""
+    return f"{PREFIX}cost-totals"
+
+
+def session_order() -> str:
+    """Counter numbering sessions in creation order (ties of time are broken by it)."""
+    return f"{PREFIX}sessions:order"
+
+
+def cost_order() -> str:
+    """Counter numbering ledger entries in the order they were recorded."""
+    return f"{PREFIX}cost-order"
+
+
+def write_receipt(token: str) -> str:
+    """The reply of one store write, kept briefly so that a retried write is not applied twice."""
+    return f"{PREFIX}receipt:{token}"
+
+
 # --- coordination --------------------------------------------------------------------------
+
+
+def mailbox(session_key: str) -> str:
+    """Sorted set of a session's waiting `Inbound`s, scored by arrival time."""
+    return f"{PREFIX}mailbox:{session_key}"
+
+
+def mailboxes() -> str:
+    """Set of the session keys whose mailboxes may hold work."""
+    return f"{PREFIX}mailboxes"
 
 
 def lease(name: str) -> str:

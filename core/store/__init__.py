@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 from core.store.base import CostEntry, CostSummary, SessionRecord, Store
+from core.store.redis import RedisStore
 from core.store.sqlite import SqliteStore
 
-__all__ = ["CostEntry", "CostSummary", "SessionRecord", "SqliteStore", "Store"]
+__all__ = [
+    "CostEntry",
+    "CostSummary",
+    "RedisStore",
+    "SessionRecord",
+    "SqliteStore",
+    "Store",
+]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.messages import Message, Usage
 
-__all__ = ["CostEntry", "CostSummary", "SessionRecord", "Store"]
+__all__ = ["CostEntry", "CostSummary", "Fence", "SessionRecord", "Store"]
 
 
 class SessionRecord(BaseModel):
@@ -26,6 +26,19 @@ class SessionRecord(BaseModel):
     created_at: datetime
     updated_at: datetime
     message_count: int = 0
+
+
+class Fence(BaseModel):
+    """Proof that a worker still holds a session's lease; fenced writes check it atomically.
+
+    A worker whose lease lapsed (it stalled, another worker took over) has its writes refused
+    with `StoreError` instead of interleaving with the new holder's.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    lease_key: str
+    token: str
 
 
 class CostEntry(BaseModel):

@@ -1,7 +1,8 @@
 """The `Store` contract: every implementation must pass these same cases.
 
-The `store` fixture is parametrized by implementation. To add one (e.g. Redis), add its name to
-`params` and one branch in `store` that opens it with the given clock.
+The `store` fixture is parametrized by implementation. To add one, add its name to the params of
+`store_location` (and, if it needs a server, a branch there asking for that fixture) and one
+branch in `store` that opens it with the given clock.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from core.errors import StoreError
 from core.messages import ImagePart, Message, TextPart, ToolCall, Usage
-from core.store import CostEntry, CostSummary, SqliteStore, Store
+from core.store import CostEntry, CostSummary, RedisStore, SqliteStore, Store
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -32,15 +33,31 @@ class TickingClock:
         return now
 
 
-@pytest.fixture(params=["sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+@pytest.fixture(params=["sqlite", "redis"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """Each implementation's name and where its empty store lives.
+
+    A sync fixture on purpose: it asks for `redis_url` (and so starts the test redis-server)
+    only for "redis", and an async fixture cannot resolve async fixtures by name.
+    """
+    name = str(request.param)
+    if name == "redis":
+        return name, request.getfixturevalue("redis_url")
+    return name, str(tmp_path / "data" / "switchboard.db")
+
+
+@pytest.fixture
+async def store(store_location: tuple[str, str]) -> AsyncIterator[Store]:
     """An empty store of each implementation, closed after the test."""
     clock = TickingClock()
     opened: Store
-    if request.param == "sqlite":
-        opened = await SqliteStore.open(tmp_path / "data" / "switchboard.db", clock=clock)
+    name, location = store_location
+    if name == "sqlite":
+        opened = await SqliteStore.open(location, clock=clock)
+    elif name == "redis":
+        opened = await RedisStore.open(location, clock=clock)
     else:
-        raise AssertionError(f"no store implementation named {request.param!r}")
+        raise AssertionError(f"no store implementation named {name!r}")
     try:
         yield opened
     finally:
