@@ -3,6 +3,7 @@
 from core.bus.base import Bus, BusPayload, Delivery, Subscription
 from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, INBOUND, outbound_queue
+from core.bus.redis import RedisBus
 
 __all__ = [
     "EVENTS",
@@ -11,6 +12,7 @@ __all__ = [
     "BusPayload",
     "Delivery",
     "MemoryBus",
+    "RedisBus",
     "Subscription",
     "outbound_queue",
 ]

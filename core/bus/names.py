@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["EVENTS", "INBOUND", "outbound_queue"]
+__all__ = ["CONTROL", "EVENTS", "INBOUND", "outbound_queue"]
 
 INBOUND = "inbound"
 EVENTS = "events"
+# Fan-out to every worker: cancel requests for whichever worker runs the session.
+CONTROL = "control"
 
 
 def outbound_queue(platform: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
-from core.bus import Bus, BusPayload, Delivery, MemoryBus, Subscription
+from core.bus import Bus, BusPayload, Delivery, MemoryBus, RedisBus, Subscription
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.errors import BusError
 from core.messages import ImagePart
@@ -27,12 +27,20 @@ PATIENCE = LEASE * 10
 ADDRESS = Address(platform="telegram", chat="42")
 
 
-@pytest.fixture(params=["memory"])
+@pytest.fixture(params=["memory", "redis"])
 async def bus(request: pytest.FixtureRequest) -> AsyncIterator[Bus]:
     """An empty bus of each implementation, closed after the test."""
     opened: Bus
     if request.param == "memory":
         opened = MemoryBus(lease_seconds=LEASE, max_deliveries=MAX_DELIVERIES)
+    elif request.param == "redis":
+        # Looked up here so that the memory cases never start a redis-server. The session's
+        # server (not the async, flushing `redis_url`: an async fixture cannot be requested
+        # from inside another one); every test uses fresh queue names, so none is flushed.
+        server = request.getfixturevalue("redis_server")
+        opened = await RedisBus.connect(
+            server.url, lease_seconds=LEASE, max_deliveries=MAX_DELIVERIES
+        )
     else:
         raise AssertionError(f"no bus implementation named {request.param!r}")
     try:

@@ -1,0 +1,669 @@
+"""`RedisBus`: the distributed `Bus`, shared by every process that reaches the same Redis.
+
+Work queues are Redis Streams read through one consumer group each: `XREADGROUP` hands a new
+entry to one consumer, `XAUTOCLAIM` hands an entry whose lease ran out to the next consumer
+that asks, and the pending-entries list keeps the delivery count (`attempt`). Entries are
+deleted once acked, so a queue stream holds only work not yet done (and `MAXLEN ~` bounds it).
+Topics are pub/sub channels: at-most-once, only to subscribers connected at the time.
+
+Each step that reads and changes a pending entry is one Lua script, so it is atomic: claiming
+(and dead-lettering entries past `max_deliveries`), and the fenced ack/nack, which only act
+while the entry is still held by the same consumer with the same delivery count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, Literal, TypeVar
+
+import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from core.bus.base import Bus, BusPayload, Delivery, Subscription
+from core.envelopes import decode, encode
+from core.errors import BusError
+from core.redis_keys import CONSUMER_GROUP, dead_letters, queue_stream, topic_channel
+
+__all__ = ["RedisBus"]
+
+logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+# The longest a blocked receive waits on Redis before looking for expired leases again (and
+# the upper bound on how late it notices a lease that ran out).
+_MAX_RECHECK_SECONDS = 1.0
+# How long `subscribe` waits for Redis to confirm the subscription.
+_SUBSCRIBE_TIMEOUT_SECONDS = 10.0
+# Pending entries `dead_letters` inspects for leases that ran out on their last delivery.
+_SWEEP_BATCH = 1000
+# How long `close` lets commands in flight finish before it closes the connections anyway.
+_CLOSE_GRACE_SECONDS = 2.0
+
+# Shared by the scripts below. `bury` moves a pending entry to the dead letters.
+_LUA_PRELUDE = """
+local function field(fields, name)
+  if not fields then return false end
+  for i = 1, #fields, 2 do
+    if fields[i] == name then return fields[i + 1] end
+  end
+  return false
+end
+
+local function bury(stream, dlq, group, maxlen, id, data, reason, deliveries)
+  redis.call('XADD', dlq, 'MAXLEN', '~', maxlen, '*',
+    'data', data or '', 'reason', reason, 'id', id, 'deliveries', deliveries)
+  redis.call('XACK', stream, group, id)
+  redis.call('XDEL', stream, id)
+end
+"""
+
+# KEYS: stream, dead letters. ARGV: group, consumer, lease ms, max deliveries, maxlen.
+# Returns {dead, id, data, deliveries} or {dead}; dead is {id, deliveries, ...} of the entries
+# given up on. Expired leases come before new entries; the whole pending list is scanned.
+_TAKE = (
+    _LUA_PRELUDE
+    + """
+local stream, dlq, group, consumer = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local max_deliveries = tonumber(ARGV[4])
+local dead = {}
+local cursor = '0-0'
+repeat
+  local claimed = redis.call('XAUTOCLAIM', stream, group, consumer, ARGV[3], cursor, 'COUNT', 1)
+  cursor = claimed[1]
+  local entry = claimed[2][1]
+  if entry then
+    local id, data = entry[1], field(entry[2], 'data')
+    local deliveries = redis.call('XPENDING', stream, group, id, id, 1)[1][4]
+    if deliveries <= max_deliveries then
+      return {dead, id, data, deliveries}
+    end
+    -- This claim was not a delivery: the entry was handed out `deliveries - 1` times.
+    bury(stream, dlq, group, ARGV[5], id, data, 'max_deliveries', deliveries - 1)
+    dead[#dead + 1] = id
+    dead[#dead + 1] = deliveries - 1
+  end
+until cursor == '0-0'
+local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', 1, 'STREAMS', stream, '>')
+if read then
+  local entry = read[1][2][1]
+  return {dead, entry[1], field(entry[2], 'data'), 1}
+end
+return {dead}
+"""
+)
+
+# KEYS: stream, dead letters. ARGV: group, id, consumer, deliveries, action (ack, nack or
+# bury), lease ms, maxlen, reason, data. Acts only if the entry is still pending for that
+# consumer with that delivery count (the fence against stale deliveries); 1 if it acted.
+_SETTLE = (
+    _LUA_PRELUDE
+    + """
+local stream, dlq, group, id = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local pending = redis.call('XPENDING', stream, group, id, id, 1)[1]
+if not pending or pending[2] ~= ARGV[3] or pending[4] ~= tonumber(ARGV[4]) then
+  return 0
+end
+if ARGV[5] == 'nack' then
+  -- Idle for a whole lease: the next XAUTOCLAIM takes it (JUSTID: not counted twice).
+  redis.call('XCLAIM', stream, group, ARGV[3], 0, id, 'IDLE', ARGV[6], 'JUSTID')
+elseif ARGV[5] == 'bury' then
+  bury(stream, dlq, group, ARGV[7], id, ARGV[9], ARGV[8], pending[4])
+else
+  redis.call('XACK', stream, group, id)
+  redis.call('XDEL', stream, id)
+end
+return 1
+"""
+)
+
+# KEYS: stream, dead letters. ARGV: group, lease ms, max deliveries, maxlen, batch.
+# Dead-letters entries whose last allowed lease ran out; returns {id, deliveries, ...}.
+_SWEEP = (
+    _LUA_PRELUDE
+    + """
+local stream, dlq, group = KEYS[1], KEYS[2], ARGV[1]
+local dead = {}
+for _, p in ipairs(redis.call('XPENDING', stream, group, 'IDLE', ARGV[2], '-', '+', ARGV[5])) do
+  if p[4] >= tonumber(ARGV[3]) then
+    local entry = redis.call('XRANGE', stream, p[1], p[1])[1]
+    bury(stream, dlq, group, ARGV[4], p[1], entry and field(entry[2], 'data'), 'max_deliveries',
+      p[4])
+    dead[#dead + 1] = p[1]
+    dead[#dead + 1] = p[4]
+  end
+end
+return dead
+"""
+)
+
+_Settlement = Literal["ack", "nack", "bury"]
+
+
+@contextlib.contextmanager
+def _redis_errors(action: str) -> Iterator[None]:
+    """Turn redis-py's exceptions into `BusError` (the messages name host and port only)."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise BusError(f"cannot {action}: Redis is unreachable ({exc})") from exc
+    except RedisError as exc:
+        raise BusError(f"cannot {action}: Redis refused ({exc})") from exc
+
+
+def _group_is_gone(exc: ResponseError) -> bool:
+    """Whether Redis lost the stream or its group (a restart without persistence, a flush)."""
+    message = str(exc)
+    return message.startswith(("NOGROUP", "UNBLOCKED"))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _first_read_entry(reply: Any) -> tuple[str, bytes | None] | None:
+    """The entry of an `XREADGROUP ... COUNT 1` reply, in either shape redis-py parses it to.
+
+    RESP2-style parsing gives `[[stream, [(id, fields)]]]`; RESP3-style gives
+    `{stream: [[(id, fields)]]}`.
+    """
+    if not reply:
+        return None
+    if isinstance(reply, dict):
+        batches = [batch for value in reply.values() for batch in value]
+    else:
+        batches = [value for _, value in reply]
+    for entries in batches:
+        for entry_id, fields in entries:
+            data = fields.get(b"data") if isinstance(fields, dict) else None
+            return _text(entry_id), data
+    return None
+
+
+class _RedisDelivery(Delivery):
+    """One delivery of a stream entry; its ack and nack are fenced by consumer and count.
+
+    Settling it after the bus closed raises `BusError`; the entry comes back after its lease.
+    """
+
+    __slots__ = ("_attempt", "_bus", "_consumer", "_envelope", "_id", "_queue")
+
+    def __init__(
+        self,
+        bus: RedisBus,
+        queue: str,
+        consumer: str,
+        entry_id: str,
+        attempt: int,
+        envelope: BusPayload,
+    ) -> None:
+        self._bus = bus
+        self._queue = queue
+        self._consumer = consumer
+        self._id = entry_id
+        self._attempt = attempt
+        self._envelope = envelope
+
+    @property
+    def id(self) -> str:
+        """The stream entry id, the same on every delivery of the entry."""
+        return self._id
+
+    @property
+    def envelope(self) -> BusPayload:
+        """The payload, decoded for this delivery."""
+        return self._envelope
+
+    @property
+    def attempt(self) -> int:
+        """The entry's delivery count in the consumer group (1 on first delivery)."""
+        return self._attempt
+
+    async def ack(self) -> None:
+        """Done: acknowledge and delete the entry; a no-op if this delivery is stale."""
+        await self._bus._settle(self._queue, self._id, self._consumer, self._attempt, "ack")
+
+    async def nack(self) -> None:
+        """Make the entry claimable at once; a no-op if this delivery is stale."""
+        await self._bus._settle(self._queue, self._id, self._consumer, self._attempt, "nack")
+
+
+class _RedisSubscription(Subscription):
+    """A pub/sub connection of its own, pumped by a task into an inbox of encoded envelopes.
+
+    Iteration raises `BusError` once if the connection is lost for good, then ends.
+    """
+
+    def __init__(
+        self, pubsub: PubSub, channel: str, leave: Callable[[_RedisSubscription], None]
+    ) -> None:
+        self._pubsub = pubsub
+        self._channel = channel
+        self._leave = leave
+        # None is the end marker.
+        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._ended = False
+        self._closed = False
+        self._error: BusError | None = None
+        self._pump: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Subscribe, and return once Redis confirms (so publishes from now on arrive)."""
+        with _redis_errors(f"subscribe to {self._channel}"):
+            await self._pubsub.subscribe(self._channel)
+            try:
+                async with asyncio.timeout(_SUBSCRIBE_TIMEOUT_SECONDS):
+                    while True:
+                        message = await self._pubsub.get_message(timeout=None)
+                        if message is not None and message["type"] == "subscribe":
+                            break
+            except TimeoutError as exc:
+                raise BusError(
+                    f"Redis did not confirm the subscription to {self._channel}"
+                ) from exc
+        self._pump = asyncio.create_task(self._listen(), name=f"bus subscription {self._channel}")
+
+    def __aiter__(self) -> _RedisSubscription:
+        return self
+
+    async def __anext__(self) -> BusPayload:
+        while not self._ended:
+            data = await self._inbox.get()
+            if data is None or self._ended:
+                # Pass the end marker on, in case more than one task iterates this subscription.
+                self._inbox.put_nowait(None)
+                break
+            try:
+                return decode(data)
+            except BusError as exc:
+                logger.warning("dropped an undecodable event on %s: %s", self._channel, exc)
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Stop receiving; envelopes not yet iterated are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        self._leave(self)
+        self._end()
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.wait({self._pump})
+        # Closing the connection ends the subscription on the server as well.
+        with contextlib.suppress(RedisError):
+            await self._pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py: unannotated
+
+    async def _listen(self) -> None:
+        try:
+            while True:
+                message = await self._pubsub.get_message(
+                    ignore_subscribe_messages=True, timeout=None
+                )
+                if message is not None and message["type"] == "message":
+                    self._inbox.put_nowait(message["data"])
+        except RedisError as exc:
+            # redis-py reconnects and resubscribes by itself; this is after it gave up.
+            logger.warning("subscription to %s lost: %s", self._channel, exc)
+            self._error = BusError(f"subscription to {self._channel} lost: {exc}")
+            self._end()
+
+    def _end(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._inbox.put_nowait(None)
+
+
+class RedisBus(Bus):
+    """Work queues on Redis Streams and topics on Redis pub/sub (the distributed deployment).
+
+    A delivery not acked within `lease_seconds` is handed to the next consumer that asks; an
+    entry that would be delivered more than `max_deliveries` times goes to the queue's dead
+    letters instead. Queue streams are trimmed to about `maxlen` entries. Pass `client` to
+    share a connection pool (the bus then leaves closing it to you); it must not decode
+    responses.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        lease_seconds: float = 300.0,
+        max_deliveries: int = 5,
+        maxlen: int = 100_000,
+        client: aioredis.Redis | None = None,
+    ) -> None:
+        if lease_seconds <= 0:
+            raise ValueError("lease_seconds must be positive")
+        if max_deliveries < 1:
+            raise ValueError("max_deliveries must be at least 1")
+        if maxlen < 1:
+            raise ValueError("maxlen must be at least 1")
+        if client is not None and client.connection_pool.connection_kwargs.get("decode_responses"):
+            raise ValueError("the Redis client must not decode responses (payloads are msgpack)")
+        self._lease_ms = max(1, math.ceil(lease_seconds * 1000))
+        self._max_deliveries = max_deliveries
+        self._maxlen = maxlen
+        self._recheck_seconds = min(_MAX_RECHECK_SECONDS, lease_seconds / 2)
+        self._owns_client = client is None
+        self._client = client or aioredis.Redis.from_url(
+            url,
+            decode_responses=False,
+            # A few quick retries ride out a dropped connection; a server that stays down
+            # surfaces as BusError fast, and the caller backs off.
+            retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=2),
+        )
+        self._take_script = self._client.register_script(_TAKE)
+        self._settle_script = self._client.register_script(_SETTLE)
+        self._sweep_script = self._client.register_script(_SWEEP)
+        # Streams whose consumer group this bus has made sure of.
+        self._groups: set[str] = set()
+        # Blocking reads in flight, cancelled by `close`.
+        self._reads: set[asyncio.Task[Any]] = set()
+        self._subscriptions: set[_RedisSubscription] = set()
+        # Commands in flight; `close` waits for them so none reconnects a closed client.
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        url: str,
+        *,
+        lease_seconds: float = 300.0,
+        max_deliveries: int = 5,
+        maxlen: int = 100_000,
+        client: aioredis.Redis | None = None,
+    ) -> RedisBus:
+        """A bus whose Redis answered a PING; `BusError` if it is unreachable."""
+        bus = cls(
+            url,
+            lease_seconds=lease_seconds,
+            max_deliveries=max_deliveries,
+            maxlen=maxlen,
+            client=client,
+        )
+        try:
+            with bus._command("connect"):
+                await bus._client.ping()
+        except BusError:
+            await bus.close()
+            raise
+        return bus
+
+    async def enqueue(self, queue: str, envelope: BusPayload) -> str:
+        """`XADD` to the queue's stream (trimmed to about `maxlen`); returns the entry id."""
+        data = self._encode(envelope)
+        with self._command(f"enqueue on {queue}"):
+            entry_id = await self._client.xadd(
+                queue_stream(queue), {"data": data}, maxlen=self._maxlen, approximate=True
+            )
+        return _text(entry_id)
+
+    async def receive(
+        self, queue: str, *, consumer: str, timeout: float | None = None
+    ) -> Delivery | None:
+        """The next entry, waiting up to `timeout` seconds (0: not at all; None: forever).
+
+        Entries whose lease ran out come first, then new ones. Returns `None` on timeout or
+        when the bus closes during the wait; raises `BusError` when called on a closed bus or
+        when Redis is unreachable (the caller backs off and tries again).
+        """
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        give_up_at = None if timeout is None else loop.time() + max(timeout, 0.0)
+        try:
+            while not self._closed:
+                delivery = await self._take(queue, consumer)
+                if delivery is not None:
+                    return delivery
+                now = loop.time()
+                if give_up_at is not None and give_up_at <= now:
+                    return None
+                wait = self._recheck_seconds
+                if give_up_at is not None:
+                    wait = min(wait, give_up_at - now)
+                delivery = await self._read_new(queue, consumer, wait)
+                if delivery is not None:
+                    return delivery
+        except BusError:
+            if self._closed:
+                return None
+            raise
+        return None
+
+    async def publish(self, topic: str, envelope: BusPayload) -> None:
+        """`PUBLISH` to the topic's channel (nobody subscribed: dropped)."""
+        data = self._encode(envelope)
+        with self._command(f"publish on {topic}"):
+            await self._client.publish(topic_channel(topic), data)
+
+    async def subscribe(self, topic: str) -> Subscription:
+        """A subscription, on a connection of its own, to envelopes published from now on."""
+        self._check_open()
+        subscription = _RedisSubscription(
+            self._client.pubsub(), topic_channel(topic), self._subscriptions.discard
+        )
+        try:
+            with self._command(f"subscribe to {topic}"):
+                await subscription.start()
+        except BaseException:
+            await subscription.aclose()
+            raise
+        self._subscriptions.add(subscription)
+        return subscription
+
+    async def dead_letters(self, queue: str) -> list[BusPayload]:
+        """Entries given up on after `max_deliveries` deliveries, oldest first.
+
+        Entries whose last allowed lease ran out are moved there first. Entries dead-lettered
+        as undecodable stay in the dead-letter stream but are not listed.
+        """
+        stream, dlq = queue_stream(queue), dead_letters(queue)
+        with self._command(f"read the dead letters of {queue}"):
+            try:
+                swept = await self._sweep_script(
+                    keys=[stream, dlq],
+                    args=[
+                        CONSUMER_GROUP,
+                        self._lease_ms,
+                        self._max_deliveries,
+                        self._maxlen,
+                        _SWEEP_BATCH,
+                    ],
+                )
+            except ResponseError as exc:
+                if not _group_is_gone(exc):
+                    raise
+                swept = []  # never consumed: nothing can have expired
+            self._log_dead(queue, swept)
+            entries = await self._client.xrange(dlq)
+        payloads = []
+        for _, fields in entries or ():
+            data = fields.get(b"data") if fields else None
+            if isinstance(data, bytes):
+                with contextlib.suppress(BusError):
+                    payloads.append(decode(data))
+        return payloads
+
+    async def close(self) -> None:
+        """Wake pending receives (they return `None`), end subscriptions, close the client."""
+        if self._closed:
+            return
+        self._closed = True
+        for read in tuple(self._reads):
+            read.cancel()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_CLOSE_GRACE_SECONDS):
+                await self._idle.wait()
+        for subscription in tuple(self._subscriptions):
+            await subscription.aclose()
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def _take(self, queue: str, consumer: str) -> Delivery | None:
+        """Claim an expired entry or read a new one, without waiting."""
+        stream, dlq = queue_stream(queue), dead_letters(queue)
+
+        async def take() -> list[Any]:
+            reply: list[Any] = await self._take_script(
+                keys=[stream, dlq],
+                args=[CONSUMER_GROUP, consumer, self._lease_ms, self._max_deliveries, self._maxlen],
+            )
+            return reply
+
+        while True:
+            with self._command(f"receive from {queue}"):
+                dead, *entry = await self._in_group(stream, take)
+            self._log_dead(queue, dead)
+            if not entry:
+                return None
+            entry_id, data, attempt = entry
+            delivery = await self._deliver(queue, consumer, _text(entry_id), data, attempt)
+            if delivery is not None:
+                return delivery
+
+    async def _read_new(self, queue: str, consumer: str, wait: float) -> Delivery | None:
+        """Block up to `wait` seconds for a new entry; `close` cancels the wait."""
+        stream = queue_stream(queue)
+        block_ms = max(1, math.ceil(wait * 1000))  # BLOCK 0 would mean forever
+
+        async def read() -> Any:
+            task = asyncio.ensure_future(
+                self._client.xreadgroup(
+                    CONSUMER_GROUP, consumer, {stream: ">"}, count=1, block=block_ms
+                )
+            )
+            self._reads.add(task)
+            try:
+                return await task
+            finally:
+                self._reads.discard(task)
+
+        try:
+            with self._command(f"receive from {queue}"):
+                reply = await self._in_group(stream, read)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self._closed and (current is None or not current.cancelling()):
+                return None  # `close` cancelled the read, not our caller
+            raise
+        entry = _first_read_entry(reply)
+        if entry is None:
+            return None
+        return await self._deliver(queue, consumer, entry[0], entry[1], 1)
+
+    async def _deliver(
+        self, queue: str, consumer: str, entry_id: str, data: bytes | None, attempt: int
+    ) -> Delivery | None:
+        """The delivery of a claimed entry, or None if it was undecodable (then dead-lettered)."""
+        try:
+            envelope = decode(data or b"")
+        except BusError as exc:
+            logger.warning("bus entry %s on queue %s is undecodable: %s", entry_id, queue, exc)
+            await self._settle(queue, entry_id, consumer, attempt, "bury", data=data or b"")
+            return None
+        return _RedisDelivery(self, queue, consumer, entry_id, attempt, envelope)
+
+    async def _settle(
+        self,
+        queue: str,
+        entry_id: str,
+        consumer: str,
+        attempt: int,
+        action: _Settlement,
+        *,
+        data: bytes = b"",
+    ) -> None:
+        """Ack, nack or dead-letter an entry if `consumer` still holds it at `attempt`."""
+        reason = "undecodable" if action == "bury" else ""
+        with self._command(f"{action} entry {entry_id} on {queue}"):
+            try:
+                await self._settle_script(
+                    keys=[queue_stream(queue), dead_letters(queue)],
+                    args=[
+                        CONSUMER_GROUP,
+                        entry_id,
+                        consumer,
+                        attempt,
+                        action,
+                        self._lease_ms,
+                        self._maxlen,
+                        reason,
+                        data,
+                    ],
+                )
+            except ResponseError as exc:
+                if not _group_is_gone(exc):
+                    raise
+                # Redis lost the stream and its group: there is no entry left to settle.
+
+    async def _in_group(self, stream: str, operation: Callable[[], Awaitable[_T]]) -> _T:
+        """Run a consumer-group command, creating the group first (or again, if Redis lost it)."""
+        if stream not in self._groups:
+            await self._create_group(stream)
+        try:
+            return await operation()
+        except ResponseError as exc:
+            if not _group_is_gone(exc):
+                raise
+        self._groups.discard(stream)
+        await self._create_group(stream)
+        return await operation()
+
+    async def _create_group(self, stream: str) -> None:
+        # From id 0, not `$`: everything already in the stream is work still to do (acked
+        # entries are deleted), including entries enqueued before any consumer came.
+        try:
+            await self._client.xgroup_create(stream, CONSUMER_GROUP, id="0", mkstream=True)
+        except ResponseError as exc:
+            if not str(exc).startswith("BUSYGROUP"):
+                raise
+        self._groups.add(stream)
+
+    def _log_dead(self, queue: str, dead: list[Any]) -> None:
+        for entry_id, deliveries in zip(dead[::2], dead[1::2], strict=True):
+            logger.warning(
+                "bus entry %s on queue %s dead-lettered after %d deliveries",
+                _text(entry_id),
+                queue,
+                deliveries,
+            )
+
+    @contextlib.contextmanager
+    def _command(self, action: str) -> Iterator[None]:
+        """Around every use of the client: refused once closed, counted, errors translated."""
+        self._check_open()
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            with _redis_errors(action):
+                yield
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BusError("the bus is closed")
+
+    def _encode(self, envelope: BusPayload) -> bytes:
+        self._check_open()
+        try:
+            return encode(envelope)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise BusError(f"cannot encode {type(envelope).__name__} for the bus: {exc}") from exc
