@@ -37,7 +37,7 @@ from core.modes import CapabilityMode
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
-from core.store.base import CostEntry, Store
+from core.store.base import CostEntry, Fence, Store
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 
 __all__ = [
@@ -127,17 +127,21 @@ class AgentRuntime:
         context: ChannelContext,
         *,
         cancel: asyncio.Event | None = None,
+        fence: Fence | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Run one turn and yield its events; the last one is RunCompleted/RunFailed/Cancelled.
 
         Setting `cancel` stops the turn at once (in-flight model and tool calls are
-        cancelled) and ends it with `Cancelled`.
+        cancelled) and ends it with `Cancelled`. Every message is written with `fence`, so
+        a worker that lost the session's lease cannot add to its history.
         """
         run_id = new_id()
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         flag = _Cancel()
         turn = asyncio.create_task(
-            self._turn(run_id, session_id, user_input, context, queue.put_nowait, flag),
+            self._turn(
+                run_id, session_id, user_input, context, queue.put_nowait, flag, _TurnState(fence)
+            ),
             name=f"turn:{session_id}",
         )
         watcher = asyncio.create_task(self._watch(cancel, turn, flag)) if cancel else None
@@ -167,11 +171,11 @@ class AgentRuntime:
         context: ChannelContext,
         emit: Callable[[AgentEvent | None], None],
         flag: _Cancel,
+        state: _TurnState,
     ) -> None:
-        state = _TurnState()
         try:
             history = await self.store.list_messages(session_id)
-            stored_input = await self.store.append_message(session_id, user_input)
+            stored_input = await self._append(session_id, user_input, state)
             state.first_seq = stored_input.seq
             history.append(stored_input)
             emit(
@@ -240,8 +244,8 @@ class AgentRuntime:
             await self._charge(session_id, run_id, finished, state)
             if text:
                 state.texts.append(text)
-            answer = await self.store.append_message(
-                session_id, Message.assistant(text, calls, usage=finished.usage)
+            answer = await self._append(
+                session_id, Message.assistant(text, calls, usage=finished.usage), state
             )
             history.append(answer)
             if not calls:
@@ -252,7 +256,9 @@ class AgentRuntime:
                     cost_usd=None if state.unpriced else state.cost,
                     steps=step,
                 )
-            history.extend(await self._dispatch(session_id, calls, context, tool_context, emit))
+            history.extend(
+                await self._dispatch(session_id, calls, context, tool_context, emit, state)
+            )
         return RunFailed(
             run_id=run_id,
             failure="budget",
@@ -407,6 +413,7 @@ class AgentRuntime:
         context: ChannelContext,
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
+        state: _TurnState,
     ) -> list[Message]:
         """Run the calls: contiguous read-only ones together, the others alone and in order."""
         results: list[Message] = []
@@ -420,8 +427,8 @@ class AgentRuntime:
                     )
                 )
             for call, (output, is_error) in zip(group, outcomes, strict=True):
-                stored = await self.store.append_message(
-                    session_id, Message.tool_result(call, output, is_error=is_error)
+                stored = await self._append(
+                    session_id, Message.tool_result(call, output, is_error=is_error), state
                 )
                 results.append(stored)
         return results
@@ -497,6 +504,9 @@ class AgentRuntime:
         async with asyncio.timeout(self.limits.tool_timeout):
             return await tool(call.arguments, tool_context)
 
+    async def _append(self, session_id: str, message: Message, state: _TurnState) -> Message:
+        return await self.store.append_message(session_id, message, fence=state.fence)
+
     async def _close_pending(self, session_id: str, state: _TurnState, reason: str) -> None:
         """Give every tool call of this turn left without a result one.
 
@@ -511,8 +521,8 @@ class AgentRuntime:
             for message in written:
                 for call in message.tool_calls:
                     if call.id not in answered:
-                        await self.store.append_message(
-                            session_id, Message.tool_result(call, reason, is_error=True)
+                        await self._append(
+                            session_id, Message.tool_result(call, reason, is_error=True), state
                         )
         except Exception:
             log.exception("could not close the tool calls of an interrupted turn")
@@ -521,7 +531,8 @@ class AgentRuntime:
 class _TurnState:
     """What a turn has accumulated so far."""
 
-    def __init__(self) -> None:
+    def __init__(self, fence: Fence | None = None) -> None:
+        self.fence = fence
         self.usage = Usage()
         self.texts: list[str] = []
         self.first_seq = 0

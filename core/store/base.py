@@ -92,11 +92,14 @@ class Store(Protocol):
         """Sessions, most recently updated first."""
         ...
 
-    async def append_message(self, session_id: str, message: Message) -> Message:
+    async def append_message(
+        self, session_id: str, message: Message, *, fence: Fence | None = None
+    ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
         `seq` starts at 1 and grows by one per message of the session. Raises `StoreError`
-        for an unknown session.
+        for an unknown session, and (where leases are shared between processes) when `fence`
+        shows the writer no longer holds the session's lease.
         """
         ...
 

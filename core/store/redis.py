@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 from core import redis_keys
 from core.errors import StoreError
 from core.messages import Message, Usage
-from core.store.base import CostEntry, CostSummary, SessionRecord
+from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
 __all__ = ["DEFAULT_PROCESSED_TTL", "RedisStore"]
@@ -79,12 +79,15 @@ redis.call('ZADD', KEYS[2], ARGV[4], member)
 return {{1, ARGV[1]}}
 """
 
-# KEYS: session, messages, message_seq, sessions_by_update, write_receipt
-# ARGV: now (text), now (epoch microseconds), message body (JSON), receipt lifetime (s)
-# Returns the new seq (a replay: the first run's), or nil for an unknown session.
+# KEYS: session, messages, message_seq, sessions_by_update, write_receipt, fence lease
+# ARGV: now (text), now (epoch microseconds), message body (JSON), receipt lifetime (s),
+#       fence token ("" without a fence)
+# Returns the new seq (a replay: the first run's), nil for an unknown session, -1 when the
+# fence's lease is held by someone else (the writer lost it).
 _APPEND_MESSAGE: Final = """
 local done = redis.call('GET', KEYS[5])
 if done then return tonumber(done) end
+if ARGV[5] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[5] then return -1 end
 local member = redis.call('HGET', KEYS[1], 'member')
 if not member then return false end
 local seq = redis.call('INCR', KEYS[3])
@@ -243,10 +246,13 @@ class RedisStore:
             # Sessions are never deleted, so every listed id still has its hash.
             return await self._read_sessions([_ranked_id(m) for m in members])
 
-    async def append_message(self, session_id: str, message: Message) -> Message:
+    async def append_message(
+        self, session_id: str, message: Message, *, fence: Fence | None = None
+    ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
-        Raises `StoreError` for an unknown session.
+        Raises `StoreError` for an unknown session, or when `fence`'s lease is no longer held
+        by its token (checked in the same script as the write).
         """
         body = message.model_dump_json(exclude={"seq", "created_at"})
         async with self._translated(f"append a message to session {session_id!r}"):
@@ -258,11 +264,20 @@ class RedisStore:
                     redis_keys.message_seq(session_id),
                     redis_keys.sessions_by_update(),
                     redis_keys.write_receipt(uuid4().hex),
+                    fence.lease_key if fence else redis_keys.lease("none"),
                 ],
-                args=[_to_text(now), _micros(now), body, _RECEIPT_SECONDS],
+                args=[
+                    _to_text(now),
+                    _micros(now),
+                    body,
+                    _RECEIPT_SECONDS,
+                    fence.token if fence else "",
+                ],
             )
         if seq is None:
             raise StoreError(f"cannot append a message: no session has id {session_id!r}")
+        if int(seq) < 0:
+            raise StoreError(f"cannot append to session {session_id!r}: the turn's lease was lost")
         return message.model_copy(update={"seq": int(seq), "created_at": now})
 
     async def list_messages(

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from core.errors import StoreError
 from core.messages import Message, Usage
-from core.store.base import CostEntry, CostSummary, SessionRecord
+from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -173,10 +173,13 @@ class SqliteStore:
             )
         return [_session_from_row(row) for row in rows]
 
-    async def append_message(self, session_id: str, message: Message) -> Message:
+    async def append_message(
+        self, session_id: str, message: Message, *, fence: Fence | None = None
+    ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
-        Raises `StoreError` for an unknown session.
+        Raises `StoreError` for an unknown session. `fence` is not checked: an SQLite file
+        belongs to one process, whose worker serializes each session's turns itself.
         """
         body = _encode_body(message)
         async with self._write(f"append a message to session {session_id!r}"):

@@ -628,7 +628,7 @@ async def test_stop_lets_a_running_turn_finish_and_ack(
     assert await unacked_inbound(bus, clock) == []
 
 
-async def test_a_turn_still_running_after_the_grace_period_is_left_for_redelivery(
+async def test_a_turn_still_running_after_the_grace_period_is_left_in_its_mailbox(
     bus: MemoryBus, store: SqliteStore, clock: LeaseClock
 ) -> None:
     asked, never_set = asyncio.Event(), asyncio.Event()
@@ -647,11 +647,18 @@ async def test_a_turn_still_running_after_the_grace_period_is_left_for_redeliver
     await asyncio.wait_for(worker.stop(grace=0.1), PATIENCE)
     await asyncio.wait_for(task, PATIENCE)
 
-    assert [i.id for i in await unacked_inbound(bus, clock)] == [inbound.id]
+    # Handed over to the mailbox (the bus entry is acked), not finished: the next worker to
+    # claim the session runs it again.
+    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.pending() == [inbound.address.session_key]
+    claim = await worker.mailboxes.claim(inbound.address.session_key, owner="next")
+    assert claim is not None
+    head = await claim.head()
+    assert head is not None and head.id == inbound.id
     assert not await store.is_processed(inbound.dedupe_key)
 
 
-async def test_stop_with_a_full_intake_takes_no_more_work(
+async def test_stop_starts_no_more_turns_and_leaves_waiting_work_in_mailboxes(
     bus: MemoryBus, store: SqliteStore, clock: LeaseClock
 ) -> None:
     asked, never_set = asyncio.Event(), asyncio.Event()
@@ -661,11 +668,10 @@ async def test_stop_with_a_full_intake_takes_no_more_work(
         await never_set.wait()
         return text_reply("unreachable")
 
-    # concurrency=1 takes at most 4 messages off the queue; the worker then waits for room.
     worker, provider = make_worker(bus, store, [thinks], concurrency=1)
     queued = [message(f"m{i}") for i in range(4)]
-    last = message("not taken", Address(platform="terminal", chat="bob"))
-    await send(bus, *queued, last)
+    other = message("another chat", Address(platform="terminal", chat="bob"))
+    await send(bus, *queued, other)
     task = asyncio.create_task(worker.run())
     await asked.wait()
 
@@ -673,9 +679,17 @@ async def test_stop_with_a_full_intake_takes_no_more_work(
     await asyncio.wait_for(task, 1.0)
 
     assert worker.idle.is_set()  # nothing was started after stop()
-    untouched = await bus.receive(INBOUND, consumer="check", timeout=0)
-    assert untouched is not None
-    assert untouched.envelope == last  # still on the queue, not leased to the stopped worker
-    await untouched.ack()
     assert len(provider.requests) == 1
-    assert [i.id for i in await unacked_inbound(bus, clock)] == [i.id for i in queued]
+    assert await unacked_inbound(bus, clock) == []
+    # The first message's turn was cut off; it and the others wait for the next worker.
+    for key, expected in [
+        (queued[0].address.session_key, [i.id for i in queued]),
+        (other.address.session_key, [other.id]),
+    ]:
+        claim = await worker.mailboxes.claim(key, owner="next")
+        assert claim is not None
+        waiting = []
+        while (head := await claim.head()) is not None:
+            waiting.append(head.id)
+            await claim.done(head)
+        assert waiting == expected

@@ -1,0 +1,277 @@
+"""`InboundHandler`: what a worker does with one `Inbound` once it is that session's turn.
+
+Commands, refusals, over-long input, and turns of the runtime whose events become `Outbound`
+deliveries (typing, streamed text, progress, the reply) and lifecycle events on `events`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping
+
+from core.bus.base import Bus
+from core.bus.names import EVENTS, outbound_queue
+from core.envelopes import EventEnvelope, Inbound, Outbound, OutboundKind
+from core.events import (
+    LIFECYCLE_NAMES,
+    AgentEvent,
+    Cancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    TextDelta,
+    ToolRequested,
+)
+from core.messages import Message
+from core.modes import ModeCatalog
+from core.policy import ChannelPolicy
+from core.pricing import format_usd
+from core.runtime import AgentRuntime, ChannelContext
+from core.store.base import Fence, Store
+
+__all__ = ["HELP_TEXT", "REFUSAL_TEXT", "InboundHandler"]
+
+log = logging.getLogger(__name__)
+
+HELP_TEXT = (
+    "Talk to me in plain words. Commands: /new starts a fresh conversation, "
+    "/cost shows what this conversation has used, /help shows this message."
+)
+REFUSAL_TEXT = "Sorry, this bot only answers the people it was set up for."
+
+
+class InboundHandler:
+    """Handles inbound work of any session; the worker makes sure one session at a time."""
+
+    def __init__(
+        self,
+        *,
+        bus: Bus,
+        store: Store,
+        runtime: AgentRuntime,
+        modes: ModeCatalog,
+        policy: ChannelPolicy,
+        prompt_hints: Mapping[str, str],
+        stream_interval: float,
+    ) -> None:
+        self.bus = bus
+        self.store = store
+        self.runtime = runtime
+        self.modes = modes
+        self.policy = policy
+        self.prompt_hints = dict(prompt_hints)
+        self._stream_interval = stream_interval
+
+    async def handle(
+        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
+    ) -> None:
+        """Answer `inbound` unless it was answered before; mark it answered."""
+        if await self.store.is_processed(inbound.dedupe_key):
+            log.info("skipping %s: already answered", inbound.dedupe_key)
+            return
+        if not self.policy.addressed(inbound):
+            pass  # a group message for someone else: read, not answered
+        elif not self.policy.admits(inbound):
+            await self._refuse(inbound)
+        elif inbound.kind == "command":
+            await self._command(inbound)
+        else:
+            await self._turn(inbound, cancel, fence)
+        await self.store.mark_processed(inbound.dedupe_key)
+
+    async def apologize(self, inbound: Inbound) -> None:
+        """Tell the user their message could not be handled (after repeated failures)."""
+        await self.reply(
+            inbound,
+            "reply",
+            "Sorry, something went wrong on my side and I could not answer that message.",
+            failed=True,
+        )
+
+    async def reply(
+        self, inbound: Inbound, kind: OutboundKind, text: str, *, failed: bool = False
+    ) -> None:
+        await self.bus.enqueue(
+            outbound_queue(inbound.address.platform),
+            Outbound(
+                kind=kind,
+                address=inbound.address,
+                text=text,
+                reply_to=inbound.id,
+                reply_to_platform_id=inbound.platform_message_id,
+                failed=failed,
+            ),
+        )
+
+    async def _refuse(self, inbound: Inbound) -> None:
+        address = inbound.address
+        log.info("refused %s user %s in %s", address.platform, inbound.user_id, address.chat)
+        # One polite refusal per chat; after that, silence (no noise in a busy group).
+        first = await self.store.mark_processed(
+            f"refused:{address.platform}:{address.bot}:{address.chat}"
+        )
+        if first:
+            await self.reply(inbound, "notice", REFUSAL_TEXT)
+
+    async def _command(self, inbound: Inbound) -> None:
+        key = inbound.address.session_key
+        match (inbound.command or "").lower():
+            case "new" | "reset":
+                await self.store.create_session(key)
+                await self.reply(inbound, "notice", "Started a new conversation.")
+            case "cost" | "usage":
+                session = await self.store.current_session(key)
+                await self.reply(inbound, "notice", await self._usage_text(session.id))
+            case "help" | "start":
+                await self.reply(inbound, "notice", HELP_TEXT)
+            case other:
+                await self.reply(inbound, "notice", f"Unknown command /{other}. {HELP_TEXT}")
+
+    async def _usage_text(self, session_id: str) -> str:
+        spent = await self.store.cost_summary(session_id)
+        usage = spent.usage
+        calls = f"{spent.calls} model call{'' if spent.calls == 1 else 's'}"
+        if spent.unpriced_calls:
+            money = f"at least {format_usd(spent.cost_usd)} over {calls} "
+            money += f"({spent.unpriced_calls} with a model that has no known price)"
+        else:
+            money = f"{format_usd(spent.cost_usd)} over {calls}"
+        return (
+            f"This conversation has cost {money}: {usage.input_tokens:,} tokens in, "
+            f"{usage.output_tokens:,} out, {usage.cache_read_tokens:,} read from cache, "
+            f"{usage.cache_write_tokens:,} written to cache."
+        )
+
+    async def _turn(self, inbound: Inbound, cancel: asyncio.Event, fence: Fence | None) -> None:
+        if not inbound.text.strip() and not inbound.images:
+            return
+        limit = self.policy.max_input_chars
+        if len(inbound.text) > limit:
+            await self.reply(
+                inbound,
+                "notice",
+                f"That message is too long ({len(inbound.text):,} characters; the limit is "
+                f"{limit:,}). Please send a shorter one.",
+            )
+            return
+        session = await self.store.current_session(inbound.address.session_key)
+        mode = self.modes.get(self.policy.mode_for(inbound))
+        context = ChannelContext(
+            platform=inbound.address.platform,
+            mode=mode,
+            prompt_hint=self.prompt_hints.get(inbound.address.platform, ""),
+            session_key=inbound.address.session_key,
+            user_id=inbound.user_id,
+            user_name=inbound.user_name,
+        )
+        await self.reply(inbound, "typing", "")
+        await self._stream_turn(inbound, session.id, context, cancel, fence)
+
+    async def _stream_turn(
+        self,
+        inbound: Inbound,
+        session_id: str,
+        context: ChannelContext,
+        cancel: asyncio.Event,
+        fence: Fence | None,
+    ) -> None:
+        message = Message.user(inbound.text, inbound.images)
+        stream = _DeltaStream(self, inbound, self._stream_interval)
+        run_id = ""
+        try:
+            async for event in self.runtime.run(
+                session_id, message, context, cancel=cancel, fence=fence
+            ):
+                if isinstance(event, RunStarted):
+                    run_id = event.run_id
+                await self._publish_lifecycle(event, session_id, run_id, context)
+                match event:
+                    case TextDelta(text=chunk) if chunk:
+                        await stream.add(chunk)
+                    case ToolRequested(name=name, arguments=arguments):
+                        await stream.flush()
+                        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+                        await self.reply(inbound, "progress", f"{name}({shown})")
+                    case RunCompleted(text=text):
+                        await stream.flush()
+                        await self.reply(inbound, "reply", text)
+                    case RunFailed(message=text):
+                        await stream.flush()
+                        await self.reply(inbound, "reply", text, failed=True)
+                    case Cancelled():
+                        await self.reply(inbound, "notice", "Cancelled.")
+        finally:
+            await stream.close()
+
+    async def _publish_lifecycle(
+        self, event: AgentEvent, session_id: str, run_id: str, context: ChannelContext
+    ) -> None:
+        name = LIFECYCLE_NAMES.get(type(event))
+        if name is None:
+            return
+        data = event.model_dump(mode="json", exclude={"kind"})
+        data["platform"] = context.platform
+        try:
+            await self.bus.publish(
+                EVENTS,
+                EventEnvelope(
+                    name=name,
+                    session_id=session_id,
+                    run_id=run_id,
+                    session_key=context.session_key,
+                    data=data,
+                ),
+            )
+        except Exception:
+            # Lifecycle fan-out is best effort; the turn itself must not fail for it.
+            log.warning("could not publish %s for run %s", name, run_id, exc_info=True)
+
+
+class _DeltaStream:
+    """Coalesces streamed text into `delta` deliveries at most every `interval` seconds.
+
+    A piece that arrives inside the interval goes out when it ends, even if the model then
+    pauses, so the chat never lags behind what the model wrote by more than `interval`.
+    """
+
+    def __init__(self, handler: InboundHandler, inbound: Inbound, interval: float) -> None:
+        self._handler = handler
+        self._inbound = inbound
+        self._interval = interval
+        self._pieces: list[str] = []
+        self._last = 0.0
+        self._timer: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    async def add(self, piece: str) -> None:
+        self._pieces.append(piece)
+        wait = self._last + self._interval - time.monotonic()
+        if wait <= 0:
+            await self.flush()
+        elif self._timer is None or self._timer.done():
+            self._timer = asyncio.create_task(self._flush_later(wait))
+
+    async def flush(self) -> None:
+        async with self._lock:
+            self._last = time.monotonic()
+            if not self._pieces:
+                return
+            text = "".join(self._pieces)
+            self._pieces.clear()
+            await self._handler.reply(self._inbound, "delta", text)
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+
+    async def _flush_later(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        try:
+            await self.flush()
+        except Exception as exc:
+            log.info("could not send streamed text: %s", exc)

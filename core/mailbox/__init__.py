@@ -1,0 +1,6 @@
+"""Per-session mailboxes and the claims that serialize a session's turns."""
+
+from core.mailbox.base import Claim, Mailboxes
+from core.mailbox.memory import MemoryMailboxes
+
+__all__ = ["Claim", "Mailboxes", "MemoryMailboxes"]

@@ -1,0 +1,69 @@
+"""`MemoryMailboxes`: the mailboxes of one process (the embedded deployment)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+
+from core.envelopes import Inbound
+from core.mailbox.base import Claim
+from core.store.base import Fence
+
+__all__ = ["MemoryMailboxes"]
+
+
+class _MemoryClaim:
+    def __init__(self, boxes: MemoryMailboxes, session_key: str) -> None:
+        self._boxes = boxes
+        self._key = session_key
+        self._lost = asyncio.Event()
+
+    @property
+    def session_key(self) -> str:
+        return self._key
+
+    @property
+    def fence(self) -> Fence | None:
+        return None
+
+    @property
+    def lost(self) -> asyncio.Event:
+        return self._lost
+
+    async def head(self) -> Inbound | None:
+        box = self._boxes.boxes.get(self._key)
+        return box[0] if box else None
+
+    async def done(self, inbound: Inbound) -> None:
+        box = self._boxes.boxes.get(self._key)
+        if box and box[0].id == inbound.id:
+            box.popleft()
+
+    async def release(self) -> bool:
+        self._boxes.held.discard(self._key)
+        box = self._boxes.boxes.get(self._key)
+        if not box:
+            self._boxes.boxes.pop(self._key, None)
+            return False
+        return True
+
+
+class MemoryMailboxes:
+    """Mailboxes of one process (the embedded deployment)."""
+
+    def __init__(self) -> None:
+        self.boxes: dict[str, collections.deque[Inbound]] = {}
+        self.held: set[str] = set()
+
+    async def put(self, inbound: Inbound) -> None:
+        key = inbound.address.session_key
+        self.boxes.setdefault(key, collections.deque()).append(inbound)
+
+    async def claim(self, session_key: str, *, owner: str) -> Claim | None:
+        if session_key in self.held:
+            return None
+        self.held.add(session_key)
+        return _MemoryClaim(self, session_key)
+
+    async def pending(self) -> list[str]:
+        return [key for key, box in self.boxes.items() if box]
