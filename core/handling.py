@@ -94,6 +94,12 @@ class InboundHandler:
     async def reply(
         self, inbound: Inbound, kind: OutboundKind, text: str, *, failed: bool = False
     ) -> None:
+        """Send a delivery about `inbound` to its platform's outbound queue.
+
+        The final answer is enqueued under a dedupe id: a turn repeated by another worker
+        after a crash does not reach the user twice.
+        """
+        final = kind in ("reply", "notice")
         await self.bus.enqueue(
             outbound_queue(inbound.address.platform),
             Outbound(
@@ -104,6 +110,7 @@ class InboundHandler:
                 reply_to_platform_id=inbound.platform_message_id,
                 failed=failed,
             ),
+            dedupe_id=f"{inbound.dedupe_key}:final" if final else None,
         )
 
     async def _refuse(self, inbound: Inbound) -> None:
@@ -178,7 +185,7 @@ class InboundHandler:
         cancel: asyncio.Event,
         fence: Fence | None,
     ) -> None:
-        message = Message.user(inbound.text, inbound.images)
+        message = Message.user(inbound.text, inbound.images, source=inbound.dedupe_key)
         stream = _DeltaStream(self, inbound, self._stream_interval)
         run_id = ""
         try:

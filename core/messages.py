@@ -112,13 +112,18 @@ class Message(BaseModel):
     seq: int = 0
     created_at: datetime | None = None
     usage: Usage | None = None
+    # For a user message: the inbound message it came from (its dedupe key), so a turn cut
+    # off by a crash is resumed, not started over with the user message stored twice.
+    source: str | None = None
 
     @classmethod
-    def user(cls, text: str, images: list[ImagePart] | None = None) -> Message:
+    def user(
+        cls, text: str, images: list[ImagePart] | None = None, *, source: str | None = None
+    ) -> Message:
         """A user message with text and optional images."""
         parts: list[TextPart | ImagePart] = [TextPart(text=text)] if text else []
         parts.extend(images or [])
-        return cls(role="user", content=parts)
+        return cls(role="user", content=parts, source=source)
 
     @classmethod
     def assistant(

@@ -13,6 +13,7 @@ __all__ = [
     "cost_totals",
     "costs",
     "dead_letters",
+    "enqueued",
     "lease",
     "mailbox",
     "mailboxes",
@@ -45,6 +46,11 @@ def queue_stream(queue: str) -> str:
 def dead_letters(queue: str) -> str:
     """The stream of entries given up after too many deliveries."""
     return f"{PREFIX}dlq:{queue}"
+
+
+def enqueued(dedupe_id: str) -> str:
+    """Marker that an envelope with this dedupe id was enqueued (expires after a day)."""
+    return f"{PREFIX}enqueued:{dedupe_id}"
 
 
 def topic_channel(topic: str) -> str:

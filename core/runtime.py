@@ -175,9 +175,20 @@ class AgentRuntime:
     ) -> None:
         try:
             history = await self.store.list_messages(session_id)
-            stored_input = await self._append(session_id, user_input, state)
-            state.first_seq = stored_input.seq
-            history.append(stored_input)
+            resumed = _interrupted_turn(history, user_input.source)
+            if resumed is None:
+                stored_input = await self._append(session_id, user_input, state)
+                state.first_seq = stored_input.seq
+                history.append(stored_input)
+            else:
+                # This message's turn was started before and cut off (a worker died): go on
+                # from what it stored instead of storing the message again.
+                log.warning("resuming an interrupted turn of session %s", session_id)
+                state.first_seq = history[resumed].seq
+                await self._close_pending(
+                    session_id, state, "This call was interrupted before it finished."
+                )
+                history = await self.store.list_messages(session_id)
             emit(
                 RunStarted(
                     run_id=run_id,
@@ -186,6 +197,11 @@ class AgentRuntime:
                     model=self.model,
                 )
             )
+            last = history[-1]
+            if resumed is not None and last.role == "assistant" and not last.tool_calls:
+                # The cut-off turn had already answered; only its delivery may be missing.
+                emit(RunCompleted(run_id=run_id, text=last.text, steps=0))
+                return
             emit(await self._loop(run_id, session_id, history, context, emit, state))
         except asyncio.CancelledError:
             if not flag.requested:
@@ -557,3 +573,13 @@ def _drop_oldest_turns(messages: list[Message]) -> int | None:
     if len(starts) < 2:
         return None
     return starts[len(starts) // 2]
+
+
+def _interrupted_turn(history: list[Message], source: str | None) -> int | None:
+    """The index of the newest user message if it came from `source` (a repeated turn)."""
+    if source is None:
+        return None
+    for index in range(len(history) - 1, -1, -1):
+        if history[index].role == "user":
+            return index if history[index].source == source else None
+    return None

@@ -59,8 +59,15 @@ class Subscription(Protocol):
 class Bus(Protocol):
     """Queues and topics carrying `core.envelopes` payloads."""
 
-    async def enqueue(self, queue: str, envelope: BusPayload) -> str:
-        """Append to a work queue; returns the entry id."""
+    async def enqueue(
+        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+    ) -> str | None:
+        """Append to a work queue; returns the entry id.
+
+        With `dedupe_id`, an envelope enqueued under the same id before (within a day) is not
+        added again and None is returned: a worker that repeats a turn after a crash sends
+        its reply once.
+        """
         ...
 
     async def receive(

@@ -12,7 +12,7 @@ import contextlib
 import heapq
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from core.bus.base import Bus, BusPayload, Delivery, Subscription
@@ -22,6 +22,9 @@ from core.errors import BusError
 __all__ = ["MemoryBus"]
 
 logger = logging.getLogger(__name__)
+
+# How many dedupe ids the in-memory bus remembers (a day of replies on a busy process).
+_DEDUPE_MEMORY = 100_000
 
 
 class _Entry:
@@ -241,10 +244,22 @@ class MemoryBus(Bus):
         self._queues: dict[str, _WorkQueue] = {}
         self._topics: dict[str, set[_MemorySubscription]] = {}
         self._closed = False
+        self._enqueued: OrderedDict[str, None] = OrderedDict()
 
-    async def enqueue(self, queue: str, envelope: BusPayload) -> str:
-        """Append to a work queue and wake its waiting receivers; returns the entry id."""
+    async def enqueue(
+        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+    ) -> str | None:
+        """Append to a work queue and wake its waiting receivers; returns the entry id.
+
+        None when `dedupe_id` was enqueued before (the last `_DEDUPE_MEMORY` ids are kept).
+        """
         data = self._encode(envelope)
+        if dedupe_id is not None:
+            if dedupe_id in self._enqueued:
+                return None
+            self._enqueued[dedupe_id] = None
+            while len(self._enqueued) > _DEDUPE_MEMORY:
+                self._enqueued.popitem(last=False)
         work = self._queue(queue)
         async with work.changed:
             entry_id = work.append(data)

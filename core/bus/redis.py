@@ -31,7 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from core.bus.base import Bus, BusPayload, Delivery, Subscription
 from core.envelopes import decode, encode
 from core.errors import BusError
-from core.redis_keys import CONSUMER_GROUP, dead_letters, queue_stream, topic_channel
+from core.redis_keys import CONSUMER_GROUP, dead_letters, enqueued, queue_stream, topic_channel
 
 __all__ = ["RedisBus"]
 
@@ -325,6 +325,15 @@ class _RedisSubscription(Subscription):
             self._inbox.put_nowait(None)
 
 
+# KEYS: stream, dedupe marker; ARGV: maxlen, data, marker lifetime (s).
+# Returns the new entry id, or nil when the marker existed (the envelope was enqueued before).
+_ENQUEUE_ONCE = """
+if not redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[3]) then return false end
+return redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'data', ARGV[2])
+"""
+_DEDUPE_SECONDS = 86_400
+
+
 class RedisBus(Bus):
     """Work queues on Redis Streams and topics on Redis pub/sub (the distributed deployment).
 
@@ -367,6 +376,7 @@ class RedisBus(Bus):
         self._take_script = self._client.register_script(_TAKE)
         self._settle_script = self._client.register_script(_SETTLE)
         self._sweep_script = self._client.register_script(_SWEEP)
+        self._enqueue_once_script = self._client.register_script(_ENQUEUE_ONCE)
         # Streams whose consumer group this bus has made sure of.
         self._groups: set[str] = set()
         # Blocking reads in flight, cancelled by `close`.
@@ -404,13 +414,27 @@ class RedisBus(Bus):
             raise
         return bus
 
-    async def enqueue(self, queue: str, envelope: BusPayload) -> str:
-        """`XADD` to the queue's stream (trimmed to about `maxlen`); returns the entry id."""
+    async def enqueue(
+        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+    ) -> str | None:
+        """`XADD` to the queue's stream (trimmed to about `maxlen`); returns the entry id.
+
+        With `dedupe_id` the add and a day-long marker of the id are one script: None when the
+        marker already existed.
+        """
         data = self._encode(envelope)
         with self._command(f"enqueue on {queue}"):
-            entry_id = await self._client.xadd(
-                queue_stream(queue), {"data": data}, maxlen=self._maxlen, approximate=True
-            )
+            if dedupe_id is None:
+                entry_id = await self._client.xadd(
+                    queue_stream(queue), {"data": data}, maxlen=self._maxlen, approximate=True
+                )
+            else:
+                entry_id = await self._enqueue_once_script(
+                    keys=[queue_stream(queue), enqueued(dedupe_id)],
+                    args=[self._maxlen, data, _DEDUPE_SECONDS],
+                )
+                if entry_id is None:
+                    return None
         return _text(entry_id)
 
     async def receive(

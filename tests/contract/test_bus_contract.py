@@ -129,6 +129,24 @@ async def test_enqueue_receive_ack_round_trips_the_payload(
     assert await bus.dead_letters(queue) == []
 
 
+async def test_an_envelope_enqueued_twice_under_one_dedupe_id_is_delivered_once(
+    bus: Bus, queue: str
+) -> None:
+    first, second = _outbound("reply"), _outbound("the same reply, sent again")
+    dedupe = f"{queue}:reply-of-message-1"
+
+    entry_id = await bus.enqueue(queue, first, dedupe_id=dedupe)
+    assert entry_id is not None
+    assert await bus.enqueue(queue, second, dedupe_id=dedupe) is None
+    assert await bus.enqueue(queue, second, dedupe_id=f"{dedupe}-other") is not None
+
+    delivered = [await _receive(bus, queue), await _receive(bus, queue)]
+    assert [d.envelope for d in delivered] == [first, second]
+    for delivery in delivered:
+        await delivery.ack()
+    assert await bus.receive(queue, consumer="c1", timeout=LEASE) is None
+
+
 async def test_image_bytes_survive_the_trip(bus: Bus, queue: str) -> None:
     await bus.enqueue(queue, _inbound())
 

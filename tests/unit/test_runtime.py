@@ -854,3 +854,65 @@ async def test_the_demo_provider_uses_the_real_calculator_and_shows_its_notice_o
     stored = await store.list_messages(session_id)
     assert sum(m.text.count(DEMO_NOTICE) for m in stored) == 1
     assert_well_formed(stored)
+
+
+# --- crash recovery --------------------------------------------------------------------------
+
+
+async def test_a_repeated_turn_resumes_instead_of_storing_the_message_again(
+    store: SqliteStore, session_id: str
+) -> None:
+    # A worker stored the user message and a tool call, then died before the tool ran.
+    source = "telegram:1:555:42"
+    await store.append_message(session_id, Message.user("what is 2+2", source=source))
+    await store.append_message(
+        session_id, Message.assistant("", [call("c1", "calculator", expression="2+2")])
+    )
+    runtime, provider = make_runtime(store, [text_reply("It is 4.")], builtin_tools())
+
+    events = [
+        e
+        async for e in runtime.run(
+            session_id, Message.user("what is 2+2", source=source), context(FULL)
+        )
+    ]
+
+    assert isinstance(events[-1], RunCompleted) and events[-1].text == "It is 4."
+    stored = await store.list_messages(session_id)
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert stored[2].is_error and "interrupted" in stored[2].text
+    assert [m.role for m in provider.requests[0].messages] == ["user", "assistant", "tool"]
+
+
+async def test_a_repeated_turn_that_had_answered_is_not_asked_again(
+    store: SqliteStore, session_id: str
+) -> None:
+    source = "telegram:1:555:43"
+    await store.append_message(session_id, Message.user("hi", source=source))
+    await store.append_message(session_id, Message.assistant("Hello!"))
+    runtime, provider = make_runtime(store, [])
+
+    events = [
+        e async for e in runtime.run(session_id, Message.user("hi", source=source), context())
+    ]
+
+    assert isinstance(events[-1], RunCompleted) and events[-1].text == "Hello!"
+    assert provider.requests == []
+    assert len(await store.list_messages(session_id)) == 2
+
+
+async def test_the_same_text_from_another_message_is_a_new_turn(
+    store: SqliteStore, session_id: str
+) -> None:
+    await store.append_message(session_id, Message.user("hi", source="m1"))
+    await store.append_message(session_id, Message.assistant("Hello!"))
+    runtime, _ = make_runtime(store, [text_reply("Hello again!")])
+
+    await run_turn(runtime, session_id, "hi")
+
+    assert [m.text for m in await store.list_messages(session_id)] == [
+        "hi",
+        "Hello!",
+        "hi",
+        "Hello again!",
+    ]
