@@ -1,43 +1,47 @@
-"""Wiring: settings and profile in, a ready store, bus, runtime and worker out."""
+"""Wiring: settings and profile in; store, bus, mailboxes, runtime and worker out.
+
+Where work and history live depends on `REDIS_URL` alone: set, the store, bus and mailboxes
+are in Redis and shared by every process; unset, the store is an SQLite file and the bus and
+mailboxes live in this process.
+"""
 
 from __future__ import annotations
 
 import logging
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from bots.providers import build_provider
 from bots.settings import Settings
 from channels import telegram, terminal
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
 from core.dispatch import Worker
-from core.errors import ConfigError, SwitchboardError
+from core.mailbox.base import Mailboxes
+from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.prompt import SystemPrompt
-from core.providers.base import Provider
-from core.providers.defaults import DEFAULT_MODELS
-from core.providers.demo import DemoProvider
-from core.providers.registry import ProviderEntry, ProviderRegistry, Resolved
-from core.providers.reliable import FallbackProvider, ReliableProvider, RetryPolicy
+from core.providers.registry import Resolved
 from core.redact import RedactingFilter, Redactor
 from core.runtime import AgentRuntime, RuntimeLimits
 from core.store.base import Store
-from core.store.sqlite import SqliteStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 
 __all__ = [
     "PROMPT_HINTS",
+    "Backends",
     "Components",
-    "build_provider",
-    "build_registry",
+    "backends",
     "configure_logging",
     "embedded",
+    "open_store",
+    "worker_for",
 ]
 
 log = logging.getLogger(__name__)
@@ -48,10 +52,25 @@ PROMPT_HINTS: dict[str, str] = {
     "telegram": telegram.PROMPT_HINT,
 }
 
+# Leases of the distributed deployment: a worker that dies holds a session for at most
+# TURN_LEASE seconds, and work it took off the bus comes back after BUS_LEASE seconds.
+TURN_LEASE_SECONDS = 10.0
+BUS_LEASE_SECONDS = 30.0
+
+
+@dataclass
+class Backends:
+    """Where history is kept and how work moves."""
+
+    store: Store
+    bus: Bus
+    mailboxes: Mailboxes
+    distributed: bool
+
 
 @dataclass
 class Components:
-    """The parts of one process, built from settings and a profile."""
+    """The parts of a process that answers messages."""
 
     settings: Settings
     profile: Profile
@@ -72,97 +91,60 @@ def configure_logging(level: str, redactor: Redactor) -> None:
     root.setLevel(level.upper())
 
 
-def build_registry(settings: Settings) -> ProviderRegistry:
-    """The providers this build knows, in default order: the first with a key wins, else demo."""
-    anthropic_key = settings.anthropic_api_key
-    openai_key = settings.openai_api_key
+@asynccontextmanager
+async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncIterator[Backends]:
+    """The store, bus and mailboxes the settings call for.
 
-    # The vendor SDKs are imported only when their provider is used: they are slow to load.
-    def anthropic() -> Provider:
-        from core.providers.anthropic import AnthropicProvider
+    `local_bus` keeps the bus and mailboxes in this process even with Redis (the terminal
+    chat: its work should not go to other workers), while history still goes to the store.
+    """
+    async with AsyncExitStack() as stack:
+        if settings.redis_url is None:
+            from core.store.sqlite import SqliteStore
 
-        assert anthropic_key is not None
-        return AnthropicProvider(
-            api_key=anthropic_key.get_secret_value(), base_url=settings.anthropic_base_url
-        )
+            sqlite = await SqliteStore.open(settings.database_path)
+            stack.push_async_callback(sqlite.close)
+            memory_bus = MemoryBus()
+            stack.push_async_callback(memory_bus.close)
+            yield Backends(sqlite, memory_bus, MemoryMailboxes(), distributed=False)
+            return
+        # Imported here: redis-py is only loaded by processes that use it.
+        from core.bus.redis import RedisBus
+        from core.mailbox.redis import RedisMailboxes
+        from core.store.redis import RedisStore
 
-    def openai() -> Provider:
-        from core.providers.openai import OpenAIProvider
-
-        # Local OpenAI-compatible servers (Ollama, llama.cpp) take any key.
-        key = openai_key.get_secret_value() if openai_key else "no-key"
-        return OpenAIProvider(api_key=key, base_url=settings.openai_base_url)
-
-    return ProviderRegistry(
-        [
-            ProviderEntry(
-                name="anthropic",
-                default_model=DEFAULT_MODELS["anthropic"],
-                build=anthropic,
-                available=anthropic_key is not None,
-                unavailable_reason="ANTHROPIC_API_KEY is not set",
-            ),
-            ProviderEntry(
-                name="openai",
-                default_model=DEFAULT_MODELS["openai"],
-                build=openai,
-                available=openai_key is not None or settings.openai_base_url is not None,
-                unavailable_reason="OPENAI_API_KEY (or OPENAI_BASE_URL) is not set",
-            ),
-            ProviderEntry(name="demo", default_model=DEFAULT_MODELS["demo"], build=DemoProvider),
-        ]
-    )
-
-
-def build_provider(settings: Settings, profile: Profile) -> tuple[Provider, Resolved]:
-    """The configured provider with retries and a breaker, then its fallbacks, as one chain."""
-    options = profile.settings
-    registry = build_registry(settings)
-    for name in options.fallback:
-        if name not in registry.names():
-            raise ConfigError(
-                f"profile {profile.name}: fallback: unknown provider {name!r} "
-                f"(known: {', '.join(registry.names())})"
-            )
-    primary = registry.resolve(
-        settings.provider or options.provider, settings.model or options.model
-    )
-    policy = RetryPolicy(max_attempts=options.retry_attempts, max_seconds=options.retry_seconds)
-    chain: list[tuple[Provider, str]] = [
-        (ReliableProvider(primary.provider, policy=policy), primary.model)
-    ]
-    for name in options.fallback:
-        if name == primary.provider.name:
-            continue
-        try:
-            extra = registry.resolve(name)
-        except SwitchboardError:
-            continue
-        if extra.fell_back_from is not None:
-            log.warning("fallback provider %s is not available; leaving it out", name)
-            continue
-        chain.append((ReliableProvider(extra.provider, policy=policy), extra.model))
-    provider: Provider = chain[0][0] if len(chain) == 1 else FallbackProvider(chain)
-    return provider, primary
+        url = settings.redis_url
+        redis_store = await RedisStore.open(url)
+        stack.push_async_callback(redis_store.close)
+        if local_bus:
+            memory = MemoryBus()
+            stack.push_async_callback(memory.close)
+            yield Backends(redis_store, memory, MemoryMailboxes(), distributed=False)
+            return
+        redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS)
+        stack.push_async_callback(redis_bus.close)
+        mailboxes = RedisMailboxes.from_url(url, lease_seconds=TURN_LEASE_SECONDS)
+        stack.push_async_callback(mailboxes.aclose)
+        yield Backends(redis_store, redis_bus, mailboxes, distributed=True)
 
 
 @asynccontextmanager
-async def embedded(settings: Settings, profile: Profile) -> AsyncIterator[Components]:
-    """The one-process deployment: SQLite store, in-memory bus, one worker."""
+async def worker_for(
+    settings: Settings, profile: Profile, found: Backends, *, concurrency: int | None = None
+) -> AsyncIterator[Components]:
+    """A runtime and a worker over the given backends."""
     redactor = Redactor(settings.secrets())
     options = profile.settings
     modes = ModeCatalog()
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
-    store = await SqliteStore.open(settings.database_path)
-    bus = MemoryBus()
     try:
         runtime = AgentRuntime(
             provider=provider,
             model=resolved.model,
             tools=ToolRegistry(builtin_tools()),
-            store=store,
+            store=found.store,
             limits=RuntimeLimits(
                 max_steps=options.max_steps,
                 provider_timeout=options.provider_timeout,
@@ -176,8 +158,8 @@ async def embedded(settings: Settings, profile: Profile) -> AsyncIterator[Compon
             redactor=redactor,
         )
         worker = Worker(
-            bus=bus,
-            store=store,
+            bus=found.bus,
+            store=found.store,
             runtime=runtime,
             modes=modes,
             policy=ChannelPolicy(
@@ -188,10 +170,37 @@ async def embedded(settings: Settings, profile: Profile) -> AsyncIterator[Compon
                 group_replies=options.group_replies,
             ),
             prompt_hints=PROMPT_HINTS,
-            concurrency=options.concurrency,
+            mailboxes=found.mailboxes,
+            concurrency=concurrency or options.concurrency,
+            sweep_interval=2.0 if found.distributed else 5.0,
         )
-        yield Components(settings, profile, store, bus, resolved, runtime, worker)
+        yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker)
     finally:
         await provider.aclose()
-        await bus.close()
+
+
+@asynccontextmanager
+async def embedded(
+    settings: Settings, profile: Profile, *, local_bus: bool = False
+) -> AsyncIterator[Components]:
+    """Backends plus a worker: everything one `chat` or `serve` process needs."""
+    async with backends(settings, local_bus=local_bus) as found:
+        async with worker_for(settings, profile, found) as parts:
+            yield parts
+
+
+@asynccontextmanager
+async def open_store(settings: Settings) -> AsyncIterator[Store]:
+    """Just the store (for commands that only read history or costs)."""
+    if settings.redis_url is None:
+        from core.store.sqlite import SqliteStore
+
+        store: Store = await SqliteStore.open(settings.database_path)
+    else:
+        from core.store.redis import RedisStore
+
+        store = await RedisStore.open(settings.redis_url)
+    try:
+        yield store
+    finally:
         await store.close()

@@ -7,26 +7,31 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from bots.app import Components, configure_logging, embedded
-from bots.channels import PLATFORMS, configured_adapters
+from bots.app import Components, backends, configure_logging, embedded, open_store, worker_for
+from bots.channels import PLATFORMS, adapter_for, configured_adapters
 from bots.profiles import load_profile
 from bots.settings import Settings, load_settings
+from channels.base import ChannelAdapter
 from channels.gateway import Gateway
 from channels.terminal import TerminalAdapter
-from core.envelopes import new_id
+from core.bus.base import Subscription
+from core.bus.names import EVENTS as EVENTS_TOPIC
+from core.envelopes import EventEnvelope, new_id
 from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
 from core.pricing import format_usd
 from core.redact import Redactor
 from core.store.base import Store
-from core.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from core.leader import Leadership
 
 __all__ = ["cli", "main"]
 
@@ -94,7 +99,8 @@ def chat(
 
 async def _chat(settings: Settings, session_name: str | None, interactive: bool) -> None:
     profile = load_profile(settings.profiles_dir, settings.profile)
-    async with embedded(settings, profile) as parts:
+    # The terminal's work stays in this process; with REDIS_URL its history goes to Redis.
+    async with embedded(settings, profile, local_bus=True) as parts:
         chat_name = await _terminal_chat(parts.store, session_name)
         adapter = TerminalAdapter(chat=chat_name, interactive=interactive)
         err = Console(stderr=True, highlight=False)
@@ -156,8 +162,9 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     """Run every chat platform that has a token, with a worker, in one process.
 
     Telegram runs when TELEGRAM_BOT_TOKEN is set (long polling, or a webhook when
-    TELEGRAM_WEBHOOK_URL is set). SIGINT or SIGTERM stops taking messages and lets running
-    answers finish.
+    TELEGRAM_WEBHOOK_URL is set). With REDIS_URL the work goes through Redis, so more
+    `switchboard worker` processes can share it. SIGINT or SIGTERM stops taking messages and
+    lets running answers finish.
     """
     settings = _settings(ctx, profile=profile)
     asyncio.run(_serve_platforms(settings))
@@ -173,38 +180,203 @@ async def _serve_platforms(settings: Settings) -> None:
         )
     async with embedded(settings, profile) as parts:
         gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
-        _stop_on_signals(gateways)
+        _on_signals(lambda: [g.stop() for g in gateways])
         await _serve(parts, gateways)
 
 
-def _stop_on_signals(gateways: list[Gateway]) -> None:
+def _on_signals(stop: Callable[[], list[Coroutine[Any, Any, None]]]) -> None:
+    """SIGINT/SIGTERM run `stop`'s coroutines (once) so the process winds down gracefully."""
     loop = asyncio.get_running_loop()
     stopping: set[asyncio.Task[None]] = set()
 
-    def stop() -> None:
+    def handle() -> None:
+        if stopping:
+            return
         log.warning("stopping: finishing the answers in progress")
-        for gateway in gateways:
-            task = loop.create_task(gateway.stop())
+        for coro in stop():
+            task = loop.create_task(coro)
             stopping.add(task)
-            task.add_done_callback(stopping.discard)
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop)
+            loop.add_signal_handler(signum, handle)
+
+
+def _require_redis(settings: Settings, command: str) -> str:
+    if settings.redis_url is None:
+        raise ConfigError(
+            f"`switchboard {command}` needs REDIS_URL (the distributed deployment); "
+            "use `switchboard serve` to run everything in one process"
+        )
+    return settings.redis_url
 
 
 @cli.command()
 @click.argument("platform", type=click.Choice(PLATFORMS))
 @click.pass_context
 def gateway(ctx: click.Context, platform: str) -> None:
-    """Run one platform's adapter alone against the Redis bus (distributed deployment)."""
+    """Run one platform's adapter alone against the Redis bus (distributed deployment).
+
+    Messages go to the `inbound` queue for the workers; answers come back on
+    `outbound.<platform>`. A Telegram bot on long polling is read by one gateway at a time:
+    extra replicas stand by and take over when it stops; with a webhook all replicas serve.
+    """
     settings = _settings(ctx)
-    if settings.redis_url is None:
-        raise ConfigError(
-            "`switchboard gateway` needs REDIS_URL (the distributed deployment); "
-            "use `switchboard serve` to run everything in one process"
+    _require_redis(settings, "gateway")
+    asyncio.run(_gateway(settings, platform))
+
+
+async def _gateway(settings: Settings, platform: str) -> None:
+    adapter = adapter_for(platform, settings)
+    async with backends(settings) as found:
+        runner = Gateway(adapter, found.bus)
+        leadership = _poller_leadership(settings, platform, adapter, runner.consumer)
+        stopped = asyncio.Event()
+
+        async def stop() -> None:
+            stopped.set()
+            await runner.stop()
+
+        _on_signals(lambda: [stop()])
+        if leadership is None:
+            await runner.run()
+            return
+        acquiring = asyncio.create_task(leadership.acquire())
+        await asyncio.wait(
+            {acquiring, asyncio.create_task(stopped.wait())}, return_when=asyncio.FIRST_COMPLETED
         )
-    raise ConfigError("the Redis bus is not part of this build yet")
+        if not acquiring.done():
+            acquiring.cancel()
+            return
+        try:
+            running = asyncio.create_task(runner.run())
+            lost = asyncio.create_task(leadership.lost.wait())
+            done, _ = await asyncio.wait({running, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if running not in done:
+                await runner.stop()
+                await running
+                raise SwitchboardError(
+                    f"lost {leadership.role} to another gateway; exiting so a supervisor "
+                    "restarts this one as a standby"
+                )
+            running.result()
+        finally:
+            await leadership.release()
+
+
+def _poller_leadership(
+    settings: Settings, platform: str, adapter: ChannelAdapter, owner: str
+) -> Leadership | None:
+    if platform != "telegram" or settings.telegram_webhook_url:
+        return None
+    import redis.asyncio as aioredis
+
+    from core.leader import Leadership
+
+    assert settings.redis_url is not None
+    client = aioredis.Redis.from_url(settings.redis_url)
+    bot = getattr(adapter, "bot_key", "bot")
+    return Leadership(client, f"telegram-poller:{bot}", owner=owner)
+
+
+@cli.command()
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    help="Conversations answered at once (default: the profile's `concurrency`).",
+)
+@click.option("--profile", help="Profile folder under profiles/ (default: default).")
+@click.pass_context
+def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> None:
+    """Answer messages from the Redis bus (distributed deployment); run as many as needed.
+
+    SIGTERM stops taking work and lets running turns finish (up to 30 s); work not finished
+    goes to another worker.
+    """
+    settings = _settings(ctx, profile=profile)
+    _require_redis(settings, "worker")
+    asyncio.run(_worker(settings, concurrency))
+
+
+async def _worker(settings: Settings, concurrency: int | None) -> None:
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    async with backends(settings) as found:
+        async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
+            _on_signals(lambda: [parts.worker.stop(grace=30.0)])
+            log.info("worker %s taking work", parts.worker.name)
+            await parts.worker.run()
+            await parts.worker.stop(grace=30.0)
+
+
+@cli.command()
+@click.pass_context
+def health(ctx: click.Context) -> None:
+    """Check that the store (and with REDIS_URL, Redis) answers; exit 0 when healthy.
+
+    Meant for container health checks and supervisors: one line, exit 1 on failure.
+    """
+    settings = _settings(ctx)
+    asyncio.run(_health(settings))
+
+
+async def _health(settings: Settings) -> None:
+    async with backends(settings) as found:
+        await found.store.list_sessions(limit=1)
+        if found.distributed:
+            await found.bus.publish(EVENTS_TOPIC, _health_event())
+    where = "redis" if settings.redis_url else str(settings.database_path)
+    click.echo(f"ok: store and bus answer ({where})")
+
+
+def _health_event() -> EventEnvelope:
+    return EventEnvelope(name="health.check", session_id="", run_id="")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+def events(ctx: click.Context, as_json: bool) -> None:
+    """Print lifecycle events from the Redis bus as they happen (Ctrl-C stops).
+
+    agent.run.start, agent.run.complete (with duration, usage and cost), agent.run.error,
+    tool.request and tool.result, from every worker.
+    """
+    settings = _settings(ctx)
+    _require_redis(settings, "events")
+    asyncio.run(_events(settings, as_json))
+
+
+async def _events(settings: Settings, as_json: bool) -> None:
+    async with backends(settings) as found:
+        subscription = await found.bus.subscribe(EVENTS_TOPIC)
+        stopped = asyncio.Event()
+        _on_signals(lambda: [_set(stopped)])
+        reader = asyncio.create_task(_print_events(subscription, as_json))
+        await asyncio.wait(
+            {reader, asyncio.create_task(stopped.wait())}, return_when=asyncio.FIRST_COMPLETED
+        )
+        reader.cancel()
+        await subscription.aclose()
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
+
+
+async def _print_events(subscription: Subscription, as_json: bool) -> None:
+    async for envelope in subscription:
+        if not isinstance(envelope, EventEnvelope):
+            continue
+        if as_json:
+            click.echo(envelope.model_dump_json())
+            continue
+        data = envelope.data
+        details = " ".join(
+            f"{k}={data[k]}" for k in ("platform", "name", "duration_ms", "cost_usd") if k in data
+        )
+        click.echo(
+            f"{envelope.at:%H:%M:%S} {envelope.name:<20} {envelope.session_key} {details}".rstrip()
+        )
 
 
 @cli.command()
@@ -221,8 +393,7 @@ def cost(ctx: click.Context, session_id: str | None, limit: int) -> None:
 
 
 async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
-    store = await SqliteStore.open(settings.database_path)
-    try:
+    async with open_store(settings) as store:
         if session_id is not None:
             if await store.get_session(session_id) is None:
                 raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
@@ -231,8 +402,6 @@ async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
             rows = await store.costs_by_session(limit=limit)
         total = await store.cost_summary(session_id)
         keys = {r.session_id: await store.get_session(r.session_id or "") for r in rows}
-    finally:
-        await store.close()
     console = _stdout()
     if total.calls == 0:
         console.print("Nothing spent yet: no model calls are recorded.", markup=False)
@@ -297,11 +466,8 @@ def sessions_list(ctx: click.Context, limit: int) -> None:
 
 
 async def _sessions_list(settings: Settings, limit: int) -> None:
-    store = await SqliteStore.open(settings.database_path)
-    try:
+    async with open_store(settings) as store:
         records = await store.list_sessions(limit=limit)
-    finally:
-        await store.close()
     console = _stdout()
     if not records:
         console.print("No conversations yet. Start one with: switchboard chat", markup=False)
@@ -327,14 +493,11 @@ def sessions_show(ctx: click.Context, session_id: str) -> None:
 
 
 async def _sessions_show(settings: Settings, session_id: str) -> None:
-    store = await SqliteStore.open(settings.database_path)
-    try:
+    async with open_store(settings) as store:
         record = await store.get_session(session_id)
         if record is None:
             raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
         messages = await store.list_messages(session_id)
-    finally:
-        await store.close()
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"session {record.id} · {record.key} · {len(messages)} messages", style="bold", markup=False

@@ -64,6 +64,7 @@ class InboundHandler:
         self.policy = policy
         self.prompt_hints = dict(prompt_hints)
         self._stream_interval = stream_interval
+        self._started: dict[str, float] = {}
 
     async def handle(
         self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
@@ -221,6 +222,13 @@ class InboundHandler:
             return
         data = event.model_dump(mode="json", exclude={"kind"})
         data["platform"] = context.platform
+        now = time.monotonic()
+        if isinstance(event, RunStarted):
+            self._started[run_id] = now
+        elif isinstance(event, RunCompleted | RunFailed | Cancelled):
+            started = self._started.pop(run_id, None)
+            if started is not None:
+                data["duration_ms"] = round((now - started) * 1000, 1)
         try:
             await self.bus.publish(
                 EVENTS,

@@ -1,0 +1,92 @@
+"""Choosing and building the model providers from settings and the profile."""
+
+from __future__ import annotations
+
+import logging
+
+from bots.settings import Settings
+from core.errors import ConfigError, SwitchboardError
+from core.profile import Profile
+from core.providers.base import Provider
+from core.providers.defaults import DEFAULT_MODELS
+from core.providers.demo import DemoProvider
+from core.providers.registry import ProviderEntry, ProviderRegistry, Resolved
+from core.providers.reliable import FallbackProvider, ReliableProvider, RetryPolicy
+
+__all__ = ["build_provider", "build_registry"]
+
+log = logging.getLogger(__name__)
+
+
+def build_registry(settings: Settings) -> ProviderRegistry:
+    """The providers this build knows, in default order: the first with a key wins, else demo."""
+    anthropic_key = settings.anthropic_api_key
+    openai_key = settings.openai_api_key
+
+    # The vendor SDKs are imported only when their provider is used: they are slow to load.
+    def anthropic() -> Provider:
+        from core.providers.anthropic import AnthropicProvider
+
+        assert anthropic_key is not None
+        return AnthropicProvider(
+            api_key=anthropic_key.get_secret_value(), base_url=settings.anthropic_base_url
+        )
+
+    def openai() -> Provider:
+        from core.providers.openai import OpenAIProvider
+
+        # Local OpenAI-compatible servers (Ollama, llama.cpp) take any key.
+        key = openai_key.get_secret_value() if openai_key else "no-key"
+        return OpenAIProvider(api_key=key, base_url=settings.openai_base_url)
+
+    return ProviderRegistry(
+        [
+            ProviderEntry(
+                name="anthropic",
+                default_model=DEFAULT_MODELS["anthropic"],
+                build=anthropic,
+                available=anthropic_key is not None,
+                unavailable_reason="ANTHROPIC_API_KEY is not set",
+            ),
+            ProviderEntry(
+                name="openai",
+                default_model=DEFAULT_MODELS["openai"],
+                build=openai,
+                available=openai_key is not None or settings.openai_base_url is not None,
+                unavailable_reason="OPENAI_API_KEY (or OPENAI_BASE_URL) is not set",
+            ),
+            ProviderEntry(name="demo", default_model=DEFAULT_MODELS["demo"], build=DemoProvider),
+        ]
+    )
+
+
+def build_provider(settings: Settings, profile: Profile) -> tuple[Provider, Resolved]:
+    """The configured provider with retries and a breaker, then its fallbacks, as one chain."""
+    options = profile.settings
+    registry = build_registry(settings)
+    for name in options.fallback:
+        if name not in registry.names():
+            raise ConfigError(
+                f"profile {profile.name}: fallback: unknown provider {name!r} "
+                f"(known: {', '.join(registry.names())})"
+            )
+    primary = registry.resolve(
+        settings.provider or options.provider, settings.model or options.model
+    )
+    policy = RetryPolicy(max_attempts=options.retry_attempts, max_seconds=options.retry_seconds)
+    chain: list[tuple[Provider, str]] = [
+        (ReliableProvider(primary.provider, policy=policy), primary.model)
+    ]
+    for name in options.fallback:
+        if name == primary.provider.name:
+            continue
+        try:
+            extra = registry.resolve(name)
+        except SwitchboardError:
+            continue
+        if extra.fell_back_from is not None:
+            log.warning("fallback provider %s is not available; leaving it out", name)
+            continue
+        chain.append((ReliableProvider(extra.provider, policy=policy), extra.model))
+    provider: Provider = chain[0][0] if len(chain) == 1 else FallbackProvider(chain)
+    return provider, primary
