@@ -29,6 +29,9 @@ from core.prompt import SystemPrompt
 from core.providers.registry import Resolved
 from core.redact import RedactingFilter, Redactor
 from core.runtime import AgentRuntime, RuntimeLimits
+from core.scheduling.book import ScheduleBook
+from core.scheduling.scheduler import Scheduler
+from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
@@ -79,6 +82,11 @@ class Components:
     resolved: Resolved
     runtime: AgentRuntime
     worker: Worker
+    book: ScheduleBook
+
+    def scheduler(self) -> Scheduler:
+        """A scheduler over this process's store and bus."""
+        return Scheduler(store=self.store, bus=self.bus)
 
 
 def configure_logging(level: str, redactor: Redactor) -> None:
@@ -139,11 +147,12 @@ async def worker_for(
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
+    book = ScheduleBook(found.store)
     try:
         runtime = AgentRuntime(
             provider=provider,
             model=resolved.model,
-            tools=ToolRegistry(builtin_tools()),
+            tools=ToolRegistry([*builtin_tools(), *schedule_tools(book)]),
             store=found.store,
             limits=RuntimeLimits(
                 max_steps=options.max_steps,
@@ -168,13 +177,15 @@ async def worker_for(
                 max_input_chars=options.max_input_chars,
                 allow=options.allow,
                 group_replies=options.group_replies,
+                admins=frozenset(options.admins),
             ),
             prompt_hints=PROMPT_HINTS,
             mailboxes=found.mailboxes,
             concurrency=concurrency or options.concurrency,
             sweep_interval=2.0 if found.distributed else 5.0,
+            book=book,
         )
-        yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker)
+        yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker, book)
     finally:
         await provider.aclose()
 

@@ -80,7 +80,7 @@ class TerminalAdapter:
         """Print what the worker sent; the end of a turn releases the next input line."""
         if self.interactive:
             self._show(outbound)
-        elif outbound.ends_turn:
+        elif outbound.ends_turn or outbound.kind == "notification":
             self._console.print(outbound.text, markup=False)
         if outbound.ends_turn and outbound.reply_to in self._answered:
             self._answered[outbound.reply_to].set()

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.bus.base import Bus, Delivery, Subscription
 from core.bus.names import CONTROL, INBOUND
@@ -26,6 +26,9 @@ from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.runtime import AgentRuntime
 from core.store.base import Store
+
+if TYPE_CHECKING:
+    from core.scheduling.book import ScheduleBook
 
 __all__ = ["HELP_TEXT", "REFUSAL_TEXT", "Worker"]
 
@@ -50,6 +53,7 @@ class Worker:
         stream_interval: float = 0.05,
         sweep_interval: float = 5.0,
         attempts: int = 3,
+        book: ScheduleBook | None = None,
     ) -> None:
         self.bus = bus
         self.store = store
@@ -64,6 +68,7 @@ class Worker:
             policy=policy or ChannelPolicy(),
             prompt_hints=prompt_hints or {},
             stream_interval=stream_interval,
+            book=book,
         )
         self._slots = asyncio.Semaphore(concurrency)
         # Bounds how many deliveries are being handed to mailboxes at once.
@@ -137,6 +142,8 @@ class Worker:
                 continue
             finally:
                 self._receiving = False
+            if failures:
+                log.info("receiving work again after %d failed attempt(s)", failures)
             failures = 0
             if delivery is not None:
                 self._spawn(self._accept(delivery))
@@ -175,7 +182,7 @@ class Worker:
         finally:
             self._intake.release()
         if inbound.kind != "cancel":
-            self._schedule(inbound.address.session_key)
+            self._schedule(inbound.session_key)
 
     def _schedule(self, session_key: str) -> None:
         if session_key in self._draining or self._stopping.is_set():
@@ -234,7 +241,7 @@ class Worker:
 
     async def _handle(self, inbound: Inbound, claim: Claim) -> bool:
         """Handle one item; False when it failed and should be tried again."""
-        key = inbound.address.session_key
+        key = inbound.session_key
         cancel = self._running[key] = asyncio.Event()
         # A lost lease stops the turn: its writes would be refused anyway.
         lost = asyncio.create_task(_relay(claim.lost, cancel))
@@ -254,7 +261,7 @@ class Worker:
     async def _listen(self, control: Subscription) -> None:
         async for envelope in control:
             if isinstance(envelope, Inbound) and envelope.kind == "cancel":
-                running = self._running.get(envelope.address.session_key)
+                running = self._running.get(envelope.session_key)
                 if running is not None:
                     running.set()
 

@@ -49,6 +49,33 @@ class Address(BaseModel):
     chat: str = Field(min_length=1)
     thread: str | None = None
 
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        """A delivery address: `telegram:<chat>[:<thread>]`, `slack:<channel>`,
+        `discord:<channel>` or `terminal`; `ValueError` with the accepted forms otherwise."""
+        parts = text.strip().split(":")
+        platform = parts[0].lower()
+        usage = (
+            f"{text!r} is not a delivery address; use telegram:<chat id>[:<thread id>], "
+            "slack:<channel id>, discord:<channel id> or terminal"
+        )
+        if platform == "terminal" and len(parts) == 1:
+            return cls(platform="terminal", bot="local", chat="any")
+        if platform == "telegram" and len(parts) in (2, 3):
+            if not all(_is_int(p) for p in parts[1:]):
+                raise ValueError(usage)
+            thread = parts[2] if len(parts) == 3 else None
+            return cls(platform="telegram", chat=parts[1], thread=thread)
+        if platform in ("slack", "discord") and len(parts) == 2 and parts[1].isalnum():
+            return cls(platform=platform, chat=parts[1])
+        raise ValueError(usage)
+
+    def __str__(self) -> str:
+        if self.platform == "terminal":
+            return "terminal"
+        text = f"{self.platform}:{self.chat}"
+        return f"{text}:{self.thread}" if self.thread else text
+
     @property
     def session_key(self) -> str:
         """`<platform>:<bot>:<chat>[:<thread>]`: one session per DM, group or thread."""
@@ -79,7 +106,19 @@ class Inbound(BaseModel):
     # For kind == "command": the command word without the slash (`new`, `cost`, `help`).
     command: str | None = None
     origin: Literal["user", "scheduled"] = "user"
+    # For origin == "scheduled": the schedule and run, where the answer goes and when.
+    schedule_id: str | None = None
+    run_id: str | None = None
+    deliver_to: Address | None = None
+    notify: Literal["always", "conditional", "never"] = "always"
     received_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def session_key(self) -> str:
+        """The conversation this belongs to; a schedule's runs share `scheduled:<id>`."""
+        if self.origin == "scheduled" and self.schedule_id:
+            return f"scheduled:{self.schedule_id}"
+        return self.address.session_key
 
     @property
     def dedupe_key(self) -> str:
@@ -160,6 +199,10 @@ def decode(data: bytes) -> Inbound | Outbound | EventEnvelope:
         return _ENVELOPE.validate_python(raw["body"])
     except (KeyError, ValidationError) as exc:
         raise BusError(f"malformed bus envelope: {exc}") from exc
+
+
+def _is_int(text: str) -> bool:
+    return text.lstrip("-").isdigit()
 
 
 def _default(value: object) -> object:

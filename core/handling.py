@@ -11,6 +11,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from core.bus.base import Bus
 from core.bus.names import EVENTS, outbound_queue
@@ -31,6 +32,9 @@ from core.policy import ChannelPolicy
 from core.pricing import format_usd
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.base import Fence, Store
+
+if TYPE_CHECKING:
+    from core.scheduling.book import ScheduleBook
 
 __all__ = ["HELP_TEXT", "REFUSAL_TEXT", "InboundHandler"]
 
@@ -56,6 +60,7 @@ class InboundHandler:
         policy: ChannelPolicy,
         prompt_hints: Mapping[str, str],
         stream_interval: float,
+        book: ScheduleBook | None = None,
     ) -> None:
         self.bus = bus
         self.store = store
@@ -65,6 +70,7 @@ class InboundHandler:
         self.prompt_hints = dict(prompt_hints)
         self._stream_interval = stream_interval
         self._started: dict[str, float] = {}
+        self.book = book
 
     async def handle(
         self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
@@ -73,7 +79,9 @@ class InboundHandler:
         if await self.store.is_processed(inbound.dedupe_key):
             log.info("skipping %s: already answered", inbound.dedupe_key)
             return
-        if not self.policy.addressed(inbound):
+        if inbound.origin == "scheduled":
+            await self._scheduled(inbound, cancel, fence)
+        elif not self.policy.addressed(inbound):
             pass  # a group message for someone else: read, not answered
         elif not self.policy.admits(inbound):
             await self._refuse(inbound)
@@ -82,6 +90,62 @@ class InboundHandler:
         else:
             await self._turn(inbound, cancel, fence)
         await self.store.mark_processed(inbound.dedupe_key)
+
+    async def _scheduled(
+        self, inbound: Inbound, cancel: asyncio.Event, fence: Fence | None
+    ) -> None:
+        """A schedule's run: answered quietly, delivered per its policy to its target chat."""
+        if self.book is None or inbound.schedule_id is None or inbound.run_id is None:
+            log.error("a scheduled run reached a worker without schedules; dropped")
+            return
+        target = inbound.deliver_to or inbound.address
+        is_admin = inbound.user_id == "cli" or inbound.user_id in self.policy.admins
+        mode_name = self.policy.mode_for_address(target)
+        if mode_name == "full" and not is_admin:
+            mode_name = "safe-chat"  # `full` only for what an admin scheduled
+        context = ChannelContext(
+            platform=target.platform,
+            mode=self.modes.get(mode_name),
+            prompt_hint=self.prompt_hints.get(target.platform, ""),
+            session_key=inbound.session_key,
+            user_id=inbound.user_id,
+            address=target,
+            is_admin=is_admin,
+            scheduled=True,
+        )
+        session = await self.store.current_session(inbound.session_key)
+        message = Message.user(inbound.text, source=inbound.dedupe_key)
+        outcome: RunCompleted | RunFailed | Cancelled | None = None
+        run_id = ""
+        started = time.monotonic()
+        async for event in self.runtime.run(
+            session.id, message, context, cancel=cancel, fence=fence
+        ):
+            if isinstance(event, RunStarted):
+                run_id = event.run_id
+            await self._publish_lifecycle(event, session.id, run_id, context)
+            if isinstance(event, RunCompleted | RunFailed | Cancelled):
+                outcome = event
+        output, error, cost = "", "cancelled", None
+        if isinstance(outcome, RunCompleted):
+            output, error, cost = outcome.text, "", outcome.cost_usd
+        elif isinstance(outcome, RunFailed):
+            error = outcome.detail or outcome.message
+        notes = await self.book.finish(
+            inbound.schedule_id,
+            inbound.run_id,
+            succeeded=isinstance(outcome, RunCompleted),
+            output=output,
+            error=error,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+            cost_usd=cost,
+        )
+        for number, note in enumerate(notes):
+            await self.bus.enqueue(
+                outbound_queue(note.address.platform),
+                Outbound(kind="notification", address=note.address, text=note.text),
+                dedupe_id=f"run:{inbound.run_id}:{number}",
+            )
 
     async def apologize(self, inbound: Inbound) -> None:
         """Tell the user their message could not be handled (after repeated failures)."""
@@ -125,7 +189,7 @@ class InboundHandler:
             await self.reply(inbound, "notice", REFUSAL_TEXT)
 
     async def _command(self, inbound: Inbound) -> None:
-        key = inbound.address.session_key
+        key = inbound.session_key
         match (inbound.command or "").lower():
             case "new" | "reset":
                 await self.store.create_session(key)
@@ -165,15 +229,17 @@ class InboundHandler:
                 f"{limit:,}). Please send a shorter one.",
             )
             return
-        session = await self.store.current_session(inbound.address.session_key)
+        session = await self.store.current_session(inbound.session_key)
         mode = self.modes.get(self.policy.mode_for(inbound))
         context = ChannelContext(
             platform=inbound.address.platform,
             mode=mode,
             prompt_hint=self.prompt_hints.get(inbound.address.platform, ""),
-            session_key=inbound.address.session_key,
+            session_key=inbound.session_key,
             user_id=inbound.user_id,
             user_name=inbound.user_name,
+            address=inbound.address,
+            is_admin=self.policy.is_admin(inbound.address.platform, inbound.user_id),
         )
         await self.reply(inbound, "typing", "")
         await self._stream_turn(inbound, session.id, context, cancel, fence)

@@ -25,9 +25,18 @@ __all__ = [
     "ModeCatalog",
 ]
 
-# Tools whose effects stay within the asking user's own data; later issues add memory and
-# same-chat schedules here.
-SAFE_CHAT_TOOLS: frozenset[str] = frozenset({"current_time", "calculator"})
+# Tools whose effects stay within the asking user's own data: schedules made by a tool always
+# deliver to the chat they were asked in.
+SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
+    {
+        "current_time",
+        "calculator",
+        "schedule_create",
+        "schedule_list",
+        "schedule_cancel",
+        "schedule_runs",
+    }
+)
 
 
 class CapabilityMode(BaseModel):

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.envelopes import Inbound
+from core.envelopes import Address, Inbound
 
 __all__ = ["DEFAULT_CHANNEL_MODES", "AllowList", "ChannelPolicy"]
 
@@ -42,6 +42,13 @@ class ChannelPolicy(BaseModel):
     allow: dict[str, AllowList] = Field(default_factory=dict)
     # In group chats: answer only messages addressed to the bot, or every message.
     group_replies: Literal["mention", "all"] = "mention"
+    # "<platform>:<user id>" of the people trusted with `full` everywhere (and schedules
+    # that run in `full`); the local terminal's user is the operator.
+    admins: frozenset[str] = frozenset({"terminal:local"})
+
+    def is_admin(self, platform: str, user_id: str) -> bool:
+        """Whether this person is one of the admins."""
+        return f"{platform}:{user_id}" in self.admins
 
     def admits(self, inbound: Inbound) -> bool:
         """Whether the allowlist lets this message's user or chat through."""
@@ -62,7 +69,10 @@ class ChannelPolicy(BaseModel):
 
     def mode_for(self, inbound: Inbound) -> str:
         """The name of the capability mode for this message's chat."""
-        address = inbound.address
+        return self.mode_for_address(inbound.deliver_to or inbound.address)
+
+    def mode_for_address(self, address: Address) -> str:
+        """The name of the capability mode of a chat."""
         chat_key = f"{address.platform}:{address.bot}:{address.chat}"
         if chat_key in self.chat_modes:
             return self.chat_modes[chat_key]

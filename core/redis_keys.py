@@ -13,6 +13,7 @@ __all__ = [
     "cost_totals",
     "costs",
     "dead_letters",
+    "due_schedules",
     "enqueued",
     "lease",
     "mailbox",
@@ -21,6 +22,11 @@ __all__ = [
     "messages",
     "processed",
     "queue_stream",
+    "schedule",
+    "schedule_run_order",
+    "schedule_runs",
+    "schedules",
+    "schedules_by_owner",
     "session",
     "session_order",
     "sessions_by_key",
@@ -132,6 +138,43 @@ def cost_order() -> str:
 def write_receipt(token: str) -> str:
     """The reply of one store write, kept briefly so that a retried write is not applied twice."""
     return f"{PREFIX}receipt:{token}"
+
+
+# --- schedules -----------------------------------------------------------------------------
+
+
+def schedule(schedule_id: str) -> str:
+    """Hash: the schedule's JSON `body`, its `owner` and its `due_schedules` member, if any."""
+    return f"{PREFIX}schedule:{schedule_id}"
+
+
+def schedules() -> str:
+    """Set of every schedule id."""
+    return f"{PREFIX}schedules"
+
+
+def schedules_by_owner(owner: str) -> str:
+    """Set of the ids of one owner's schedules."""
+    return f"{PREFIX}schedules:owner:{owner}"
+
+
+def due_schedules() -> str:
+    """Sorted set of the active schedules with a next run, scored by `next_run_at` (epoch µs).
+
+    Members are `<created_at, epoch µs, 20 digits>:<schedule id>`, so equal due times list the
+    oldest schedule first.
+    """
+    return f"{PREFIX}schedules:due"
+
+
+def schedule_runs(schedule_id: str) -> str:
+    """Hash of a schedule's runs: run id → the run's JSON."""
+    return f"{PREFIX}schedule-runs:{schedule_id}"
+
+
+def schedule_run_order(schedule_id: str) -> str:
+    """Sorted set of a schedule's run ids, scored by `started_at` (epoch microseconds)."""
+    return f"{PREFIX}schedule-run-order:{schedule_id}"
 
 
 # --- coordination --------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.clock import Clock, utc_now
-from core.envelopes import new_id
+from core.envelopes import Address, new_id
 from core.errors import ProviderError, ToolError, ToolNotAllowed
 from core.events import (
     AgentEvent,
@@ -83,6 +83,12 @@ class ChannelContext(BaseModel):
     session_key: str = ""
     user_id: str = ""
     user_name: str = ""
+    # The chat the turn answers in (tools that deliver there later need it).
+    address: Address | None = None
+    # Whether the person is one of the profile's admins.
+    is_admin: bool = False
+    # A run of a schedule rather than a person's message.
+    scheduled: bool = False
 
 
 class _Cancel:
@@ -245,6 +251,9 @@ class AgentRuntime:
             session_id=session_id,
             user_id=context.user_id,
             platform=context.platform,
+            address=context.address,
+            is_admin=context.is_admin,
+            scheduled=context.scheduled,
             clock=self._clock,
         )
         for step in range(1, self.limits.max_steps + 1):

@@ -56,7 +56,7 @@ class MemoryMailboxes:
         self.held: set[str] = set()
 
     async def put(self, inbound: Inbound) -> None:
-        key = inbound.address.session_key
+        key = inbound.session_key
         self.boxes.setdefault(key, collections.deque()).append(inbound)
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:

@@ -16,6 +16,8 @@ import secrets
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from core import redis_keys as keys
@@ -148,11 +150,11 @@ class RedisMailboxes:
     @classmethod
     def from_url(cls, url: str, *, lease_seconds: float = 30.0) -> RedisMailboxes:
         """Mailboxes on the Redis at `url`."""
-        return cls(aioredis.Redis.from_url(url), lease_seconds=lease_seconds)
+        return cls(aioredis.Redis.from_url(url, retry=_quick_retry()), lease_seconds=lease_seconds)
 
     async def put(self, inbound: Inbound) -> None:
         """Add work in the order the gateway received it."""
-        key = inbound.address.session_key
+        key = inbound.session_key
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.zadd(keys.mailbox(key), {encode(inbound): inbound.received_at.timestamp()})
             pipe.sadd(keys.mailboxes(), key)
@@ -177,6 +179,16 @@ class RedisMailboxes:
     async def aclose(self) -> None:
         """Close the connection pool."""
         await self.client.aclose()
+
+
+def _quick_retry() -> Retry:
+    """Retry a dropped connection a few times, quickly.
+
+    redis-py gives a client made by `from_url` no retries at all, so after a Redis restart the
+    first command on each pooled (now dead) connection would fail. Every mailbox and lease
+    command may be sent twice: each is idempotent, or at worst leaves a lease to lapse.
+    """
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
 
 
 async def _call(awaitable: Any) -> Any:

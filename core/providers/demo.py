@@ -26,6 +26,13 @@ _TIME_QUESTION = re.compile(
     r"\b(what time|the time|time is it|time in|clock|what day|what date|today's date|date today)\b",
     re.IGNORECASE,
 )
+_UNIT = r"(seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h)"
+_REMIND = re.compile(
+    rf"\bremind me (?:in|after) (\d+)\s*{_UNIT}\b(?:\s+(?:to|that|about))?\s*(.+)",
+    re.IGNORECASE,
+)
+_EVERY = re.compile(rf"\bevery (\d+)\s*{_UNIT}\b[,:]?\s*(.+)", re.IGNORECASE)
+_REMINDER_PREFIX = "Reminder:"
 _IANA_ZONE = re.compile(r"\b(UTC|[A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
 _ECHO_LIMIT = 500
 
@@ -53,7 +60,8 @@ class DemoProvider:
             text = _answer_from_tools(messages)
         else:
             call, text = _plan(last, offered, call_id=f"demo_call_{len(messages)}")
-        if call is None and not _noticed(messages):
+        reminder = last.role == "user" and last.text.startswith(_REMINDER_PREFIX)
+        if call is None and not reminder and not _noticed(messages):
             text = f"{DEMO_NOTICE}\n\n{text}"
         usage = Usage(
             input_tokens=sum(len(m.text) for m in messages) // 4 + len(request.system) // 4,
@@ -74,6 +82,11 @@ def _plan(last: Message, offered: set[str], *, call_id: str) -> tuple[ToolCall |
         if last.images:
             return None, "I got your picture, but the demo model cannot look at images."
         return None, "Say something and I will answer."
+    scheduled = _schedule_request(text, offered, call_id)
+    if scheduled is not None:
+        return scheduled
+    if text.startswith(_REMINDER_PREFIX):
+        return None, f"\u23f0 {text}"  # a reminder coming due: say it
     expression = find_arithmetic(text)
     if expression is not None:
         if "calculator" in offered:
@@ -87,6 +100,28 @@ def _plan(last: Message, offered: set[str], *, call_id: str) -> tuple[ToolCall |
         return None, "I would look at the clock, but tools are off here."
     echoed = text if len(text) <= _ECHO_LIMIT else text[:_ECHO_LIMIT] + "…"
     return None, f"You said: {echoed}"
+
+
+def _schedule_request(
+    text: str, offered: set[str], call_id: str
+) -> tuple[ToolCall | None, str] | None:
+    """ "remind me in N minutes to X" and "every N seconds X" become `schedule_create`."""
+    remind, every = _REMIND.search(text), _EVERY.search(text)
+    if remind is None and every is None:
+        return None
+    if "schedule_create" not in offered:
+        return None, "I would schedule that, but scheduling is off in this chat."
+    if remind is not None:
+        amount, unit, what = remind.groups()
+        arguments = {
+            "delay": f"{amount}{unit[0].lower()}",
+            "prompt": f"{_REMINDER_PREFIX} {what.strip().rstrip('.')}",
+        }
+    else:
+        assert every is not None
+        amount, unit, what = every.groups()
+        arguments = {"every": f"{amount}{unit[0].lower()}", "prompt": what.strip()}
+    return ToolCall(id=call_id, name="schedule_create", arguments=arguments), ""
 
 
 def find_arithmetic(text: str) -> str | None:
@@ -114,6 +149,8 @@ def _answer_from_tools(messages: list[Message]) -> str:
             lines.append(f"The answer is {value} ({result.text}, worked out with the calculator).")
         elif result.name == "current_time":
             lines.append(f"It is {result.text}.")
+        elif result.name == "schedule_create":
+            lines.append(f"Done. {result.text}")
         else:
             lines.append(f"{result.name} says: {result.text}")
     return "\n".join(lines)

@@ -10,6 +10,8 @@ when a connection drops (a stale pooled connection after a Redis restart, a lost
 replayed script finds the receipt of its first run and returns that run's reply instead of
 storing a message or a charge twice. `mark_processed` needs Redis 7 (`SET NX GET`).
 
+Schedules and their runs are kept by `core/store/_redis_schedules.py`, on the same terms.
+
 Durability: a write is done when the server has run it. Whether it survives a crash of the
 server is a deployment setting: run Redis with `appendonly yes` (`appendfsync always` to lose
 nothing, `everysec` to risk up to a second). Every key a script touches is passed in `KEYS`,
@@ -34,8 +36,12 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from core import redis_keys
+from core.envelopes import Address
 from core.errors import StoreError
 from core.messages import Message, Usage
+from core.scheduling.models import Schedule, ScheduleRun
+from core.store._redis_schedules import RedisSchedules
+from core.store._schedules import check_aware, epoch_micros
 from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
@@ -177,6 +183,7 @@ class RedisStore:
         self._open_session = client.register_script(_OPEN_SESSION)
         self._append_message = client.register_script(_APPEND_MESSAGE)
         self._record_cost = client.register_script(_RECORD_COST)
+        self._schedules = RedisSchedules(client, receipt_seconds=_RECEIPT_SECONDS)
         self._closed = False
 
     @classmethod
@@ -393,6 +400,66 @@ class RedisStore:
                     pipe.hmget(redis_keys.cost_totals(session_id), list(_TOTAL_FIELDS))
                 rows = await pipe.execute()
             return [_summary(session_id, row) for session_id, row in zip(ids, rows, strict=True)]
+
+    async def save_schedule(self, schedule: Schedule) -> None:
+        """Insert the schedule, or replace the stored one with the same id (its runs stay).
+
+        Raises `StoreError` when any of its times is naive.
+        """
+        check_aware(schedule, f"schedule {schedule.id!r}")
+        async with self._translated(f"save schedule {schedule.id!r}"):
+            await self._schedules.save_schedule(schedule)
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        """The schedule with this id, or None."""
+        async with self._translated(f"read schedule {schedule_id!r}"):
+            return await self._schedules.get_schedule(schedule_id)
+
+    async def list_schedules(
+        self, *, owner: str | None = None, deliver_to: Address | None = None
+    ) -> list[Schedule]:
+        """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
+        given), oldest first; `deliver_to.bot` is ignored."""
+        async with self._translated("list schedules"):
+            return await self._schedules.list_schedules(owner=owner, deliver_to=deliver_to)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Remove a schedule and its runs; False if there was none."""
+        async with self._translated(f"delete schedule {schedule_id!r}"):
+            return await self._schedules.delete_schedule(schedule_id)
+
+    async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
+        """Active schedules whose `next_run_at` is not after `now`, the longest due first.
+
+        Equal due times go oldest schedule first. Raises `StoreError` for a naive `now`.
+        """
+        _check_limit(limit)
+        if now.utcoffset() is None:
+            raise StoreError("`now` is a naive datetime; it must be aware")
+        async with self._translated("find due schedules"):
+            return await self._schedules.due_schedules(epoch_micros(now), limit)
+
+    async def save_run(self, run: ScheduleRun) -> None:
+        """Insert a run, or replace the stored one with the same id.
+
+        Raises `StoreError` for an unknown schedule or a naive time.
+        """
+        check_aware(run, f"run {run.id!r}")
+        async with self._translated(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
+            await self._schedules.save_run(run)
+
+    async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
+        """A schedule's runs, newest (by `started_at`) first."""
+        _check_limit(limit)
+        async with self._translated(f"list the runs of schedule {schedule_id!r}"):
+            return await self._schedules.list_runs(schedule_id, limit)
+
+    async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
+        """Delete all but the newest `keep` runs of a schedule; returns how many went."""
+        if keep < 0:
+            raise ValueError(f"keep must not be negative, got {keep}")
+        async with self._translated(f"prune the runs of schedule {schedule_id!r}"):
+            return await self._schedules.prune_runs(schedule_id, keep)
 
     async def _open(self, key: str, *, mode: Literal["current", "create"]) -> SessionRecord:
         """The key's newest session (`mode="current"`) or a new one, atomically."""

@@ -3,6 +3,8 @@
 One connection serves every coroutine of the process. aiosqlite already runs statements one at
 a time on its own thread; an `asyncio.Lock` on top keeps the statements of one transaction
 together, so concurrent `append_message` calls cannot interleave their `max(seq) + 1`.
+
+The SQL of schedules and their runs lives in `core/store/_sqlite_schedules.py`.
 """
 
 from __future__ import annotations
@@ -20,8 +22,12 @@ from uuid import uuid4
 import aiosqlite
 from pydantic import ValidationError
 
+from core.envelopes import Address
 from core.errors import StoreError
 from core.messages import Message, Usage
+from core.scheduling.models import Schedule, ScheduleRun
+from core.store import _sqlite_schedules as _schedules
+from core.store._schedules import check_aware
 from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
@@ -73,6 +79,34 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )
         """,
         "CREATE INDEX costs_by_session ON costs (session_id)",
+    ),
+    (
+        # Schedules and their runs. `body` (the model's JSON) is the record; the other columns
+        # repeat parts of it for queries. Times are fixed-width UTC text, so they sort.
+        """
+        CREATE TABLE schedules (
+            id TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            platform TEXT NOT NULL,
+            chat TEXT NOT NULL,
+            thread TEXT,
+            status TEXT NOT NULL,
+            next_run_at TEXT,
+            created_at TEXT NOT NULL,
+            body TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX schedules_by_due ON schedules (status, next_run_at)",
+        "CREATE INDEX schedules_by_owner ON schedules (owner)",
+        """
+        CREATE TABLE schedule_runs (
+            id TEXT PRIMARY KEY,
+            schedule_id TEXT NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,
+            started_at TEXT NOT NULL,
+            body TEXT NOT NULL
+        )
+        """,
+        "CREATE INDEX schedule_runs_by_start ON schedule_runs (schedule_id, started_at)",
     ),
 )
 
@@ -298,6 +332,66 @@ class SqliteStore:
                 (limit,),
             )
         return [_summary_from_row(row[0], row[1:]) for row in rows]
+
+    async def save_schedule(self, schedule: Schedule) -> None:
+        """Insert the schedule, or replace the stored one with the same id (its runs stay).
+
+        Raises `StoreError` when any of its times is naive.
+        """
+        check_aware(schedule, f"schedule {schedule.id!r}")
+        async with self._write(f"save schedule {schedule.id!r}"):
+            await _schedules.save_schedule(self._db, schedule)
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        """The schedule with this id, or None."""
+        async with self._read(f"read schedule {schedule_id!r}"):
+            return await _schedules.get_schedule(self._db, schedule_id)
+
+    async def list_schedules(
+        self, *, owner: str | None = None, deliver_to: Address | None = None
+    ) -> list[Schedule]:
+        """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
+        given), oldest first; `deliver_to.bot` is ignored."""
+        async with self._read("list schedules"):
+            return await _schedules.list_schedules(self._db, owner=owner, deliver_to=deliver_to)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Remove a schedule and its runs; False if there was none."""
+        async with self._write(f"delete schedule {schedule_id!r}"):
+            return await _schedules.delete_schedule(self._db, schedule_id)
+
+    async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
+        """Active schedules whose `next_run_at` is not after `now`, the longest due first.
+
+        Equal due times go oldest schedule first. Raises `StoreError` for a naive `now`.
+        """
+        _check_limit(limit)
+        if now.utcoffset() is None:
+            raise StoreError("`now` is a naive datetime; it must be aware")
+        async with self._read("find due schedules"):
+            return await _schedules.due_schedules(self._db, now, limit)
+
+    async def save_run(self, run: ScheduleRun) -> None:
+        """Insert a run, or replace the stored one with the same id.
+
+        Raises `StoreError` for an unknown schedule or a naive time.
+        """
+        check_aware(run, f"run {run.id!r}")
+        async with self._write(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
+            await _schedules.save_run(self._db, run)
+
+    async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
+        """A schedule's runs, newest (by `started_at`) first."""
+        _check_limit(limit)
+        async with self._read(f"list the runs of schedule {schedule_id!r}"):
+            return await _schedules.list_runs(self._db, schedule_id, limit)
+
+    async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
+        """Delete all but the newest `keep` runs of a schedule; returns how many went."""
+        if keep < 0:
+            raise ValueError(f"keep must not be negative, got {keep}")
+        async with self._write(f"prune the runs of schedule {schedule_id!r}"):
+            return await _schedules.prune_runs(self._db, schedule_id, keep)
 
     @asynccontextmanager
     async def _read(self, action: str) -> AsyncIterator[None]:

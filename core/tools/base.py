@@ -9,6 +9,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.clock import Clock, utc_now
+from core.envelopes import Address
 from core.errors import ToolError
 from core.providers.base import ToolSpec
 
@@ -39,6 +40,11 @@ class ToolContext(BaseModel):
     session_id: str
     user_id: str = ""
     platform: str = ""
+    # The chat the turn answers in; None for turns that belong to no chat.
+    address: Address | None = None
+    is_admin: bool = False
+    # The turn is a schedule's run (no person is waiting for the answer).
+    scheduled: bool = False
     clock: Clock = Field(default=utc_now)
 
 

@@ -14,8 +14,10 @@ import pytest
 import redis.asyncio as aioredis
 
 from core import redis_keys
+from core.envelopes import Address
 from core.errors import StoreError
 from core.messages import Message, Usage
+from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry, RedisStore, SqliteStore, Store
 from core.store.redis import DEFAULT_PROCESSED_TTL
 from tests.redis_server import RedisServer
@@ -185,6 +187,7 @@ class ReplyDropper:
     def __init__(self, target_port: int) -> None:
         self._target_port = target_port
         self._armed = False
+        self._let_through = 0
         self._handlers: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self._server: asyncio.Server | None = None
@@ -205,9 +208,13 @@ class ReplyDropper:
         await asyncio.gather(*self._handlers, return_exceptions=True)
         await self._server.wait_closed()
 
-    def arm(self) -> None:
-        """Drop the next reply that comes back from Redis, and that connection with it."""
+    def arm(self, *, after: int = 0) -> None:
+        """Drop the next reply that comes back from Redis, and that connection with it.
+
+        With `after`, let that many replies through first (the reads before a write's script).
+        """
         self._armed = True
+        self._let_through = after
 
     async def _relay(
         self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter
@@ -220,9 +227,11 @@ class ReplyDropper:
         requests = asyncio.create_task(self._copy(client_in, server_out))
         try:
             while data := await server_in.read(65536):
-                if self._armed:
+                if self._armed and self._let_through == 0:
                     self._armed = False
                     break
+                if self._armed:
+                    self._let_through -= 1
                 client_out.write(data)
                 await client_out.drain()
         except ConnectionError:
@@ -352,3 +361,89 @@ async def test_equal_times_order_like_sqlite(
         assert (await store.current_session("b")).id == again.id
     finally:
         await store.close()
+
+
+def _schedule(schedule_id: str = "sched-1", *, owner: str = "telegram:7") -> Schedule:
+    return Schedule(
+        id=schedule_id,
+        cadence=IntervalCadence(seconds=60, start=START),
+        prompt="Ping",
+        deliver_to=Address(platform="telegram", chat="42"),
+        owner=owner,
+        next_run_at=START,
+        created_at=START,
+        updated_at=START,
+    )
+
+
+def _schedule_run(run_id: str, minute: int) -> ScheduleRun:
+    at = START + timedelta(minutes=minute)
+    return ScheduleRun(id=run_id, schedule_id="sched-1", due_at=at, started_at=at)
+
+
+async def test_a_deleted_schedule_leaves_no_key_behind(
+    open_store: OpenStore, raw: aioredis.Redis
+) -> None:
+    store = await open_store()
+    await store.save_schedule(_schedule("kept"))
+    await store.save_schedule(_schedule())
+    await store.save_run(_schedule_run("run-1", 0))
+
+    assert await store.delete_schedule("sched-1") is True
+
+    assert await raw.keys("*sched-1*") == []
+    assert await raw.smembers(redis_keys.schedules()) == {b"kept"}
+    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:7")) == {b"kept"}
+    assert len(await raw.zrange(redis_keys.due_schedules(), 0, -1)) == 1
+
+
+async def test_a_replayed_delete_still_reports_the_deletion(
+    proxied: RedisStore, dropper: ReplyDropper
+) -> None:
+    await proxied.save_schedule(_schedule("warm-up"))
+    await proxied.delete_schedule("warm-up")  # loads the script
+    await proxied.save_schedule(_schedule())
+
+    dropper.arm(after=1)  # the reply to the script, not to its read of the owner
+    assert await proxied.delete_schedule("sched-1") is True
+
+    assert await proxied.get_schedule("sched-1") is None
+
+
+async def test_a_replayed_prune_still_reports_its_count(
+    proxied: RedisStore, dropper: ReplyDropper
+) -> None:
+    await proxied.save_schedule(_schedule())
+    for minute in range(5):
+        await proxied.save_run(_schedule_run(f"run-{minute}", minute))
+    assert await proxied.prune_runs("sched-1", keep=4) == 1  # loads the script
+
+    dropper.arm()
+    assert await proxied.prune_runs("sched-1", keep=2) == 2
+
+    assert [r.id for r in await proxied.list_runs("sched-1")] == ["run-4", "run-3"]
+
+
+async def test_a_schedule_saved_while_its_owner_changes_lands_in_the_right_sets(
+    open_store: OpenStore, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process changed the owner between our read of it and our script: we retry."""
+    store = await open_store()
+    await store.save_schedule(_schedule(owner="telegram:7"))
+    other = await open_store()
+    schedules = store._schedules
+    read_owner = schedules._stored_owner
+
+    async def owner_then_change(key: str) -> str | None:
+        found = await read_owner(key)
+        if found == "telegram:7":
+            await other.save_schedule(_schedule(owner="telegram:8"))
+        return found
+
+    monkeypatch.setattr(schedules, "_stored_owner", owner_then_change)
+    await store.save_schedule(_schedule(owner="telegram:9"))
+
+    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:7")) == set()
+    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:8")) == set()
+    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:9")) == {b"sched-1"}
+    assert [s.owner for s in await store.list_schedules()] == ["telegram:9"]

@@ -13,8 +13,10 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
+from core.envelopes import Address
 from core.errors import StoreError
 from core.messages import ImagePart, Message, Usage
+from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry
 from core.store.sqlite import SCHEMA_VERSION, SqliteStore
 
@@ -37,6 +39,18 @@ _V1_SCHEMA = (
     " seq INTEGER NOT NULL, role TEXT NOT NULL, body TEXT NOT NULL,"
     " created_at TEXT NOT NULL, PRIMARY KEY (session_id, seq))",
     "CREATE TABLE processed (key TEXT PRIMARY KEY, at TEXT NOT NULL)",
+)
+
+# What version 2 added (the cost ledger), frozen for the same reason.
+_V2_SCHEMA = (
+    *_V1_SCHEMA,
+    "CREATE TABLE costs (id INTEGER PRIMARY KEY,"
+    " session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,"
+    " run_id TEXT NOT NULL, provider TEXT NOT NULL, model TEXT NOT NULL,"
+    " input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL,"
+    " cache_read_tokens INTEGER NOT NULL, cache_write_tokens INTEGER NOT NULL,"
+    " cost_usd REAL, at TEXT NOT NULL)",
+    "CREATE INDEX costs_by_session ON costs (session_id)",
 )
 
 
@@ -262,3 +276,60 @@ async def test_cost_times_in_other_zones_order_by_instant() -> None:
         await store.close()
 
     assert [s.session_id for s in listed] == [utc.id, east.id]
+
+
+async def test_version_2_file_is_upgraded_with_its_data_intact(tmp_path: Path) -> None:
+    path = tmp_path / "switchboard.db"
+    stamp = "2025-03-01T12:00:00.000000+00:00"
+    async with aiosqlite.connect(path) as db:
+        for statement in _V2_SCHEMA:
+            await db.execute(statement)
+        await db.execute(
+            "INSERT INTO sessions (id, key, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            ("oldsession02", "telegram:42", stamp, stamp),
+        )
+        await db.execute(
+            "INSERT INTO costs (session_id, run_id, provider, model, input_tokens,"
+            " output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            ("oldsession02", "run-1", "anthropic", "claude-sonnet-4-5", 10, 5, 0, 0, 0.25, stamp),
+        )
+        await db.execute("PRAGMA user_version = 2")
+        await db.commit()
+
+    schedule = Schedule(
+        id="sched-1",
+        cadence=IntervalCadence(seconds=3600, start=FROZEN),
+        prompt="Anything new?",
+        deliver_to=Address(platform="telegram", chat="42"),
+        owner="telegram:7",
+        next_run_at=FROZEN,
+        created_at=FROZEN,
+        updated_at=FROZEN,
+    )
+    run = ScheduleRun(id="run-1", schedule_id="sched-1", due_at=FROZEN, started_at=FROZEN)
+    store = await SqliteStore.open(path)
+    try:
+        assert (await store.current_session("telegram:42")).id == "oldsession02"
+        summary = await store.cost_summary("oldsession02")
+        assert (summary.calls, summary.cost_usd) == (1, 0.25)
+        # The new tables work in the upgraded file.
+        await store.save_schedule(schedule)
+        await store.save_run(run)
+        assert await store.due_schedules(FROZEN) == [schedule]
+        assert await store.list_runs("sched-1") == [run]
+    finally:
+        await store.close()
+
+    assert SCHEMA_VERSION >= 3
+    assert await _pragma(path, "user_version") == SCHEMA_VERSION
+    async with aiosqlite.connect(path) as db:
+        indexes = await db.execute_fetchall(
+            "SELECT tbl_name, name FROM sqlite_master WHERE type = 'index'"
+            " AND tbl_name IN ('schedules', 'schedule_runs') AND sql IS NOT NULL"
+        )
+    assert set(indexes) >= {
+        ("schedules", "schedules_by_due"),
+        ("schedules", "schedules_by_owner"),
+        ("schedule_runs", "schedule_runs_by_start"),
+    }

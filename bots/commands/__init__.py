@@ -1,0 +1,1 @@
+"""The subcommands of `switchboard`, one module per family."""

@@ -1,0 +1,235 @@
+"""Conversations in the terminal, and what is stored: `chat`, `sessions`, `cost`."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import TYPE_CHECKING
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from bots.app import embedded, open_store
+from bots.commands.common import settings_from, stdout
+from bots.commands.processes import run_with_gateways
+from bots.profiles import load_profile
+from bots.settings import Settings
+from channels.gateway import Gateway
+from channels.terminal import TerminalAdapter
+from core.envelopes import new_id
+from core.errors import ConfigError
+from core.messages import Message
+from core.pricing import format_usd
+from core.store.base import Store
+
+if TYPE_CHECKING:
+    pass
+
+
+__all__ = ["chat", "cost", "sessions"]
+
+_CHAT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+@click.command()
+@click.option(
+    "--session",
+    "session_name",
+    metavar="NAME",
+    help="Resume a stored conversation: its name (the last part of terminal:local:NAME) "
+    "or a session id from `switchboard sessions list`. Default: a new conversation.",
+)
+@click.option("--provider", help="Model provider: anthropic, openai or demo.")
+@click.option("--model", help="Model name for the provider.")
+@click.option("--profile", help="Profile folder under profiles/ (default: default).")
+@click.pass_context
+def chat(
+    ctx: click.Context,
+    session_name: str | None,
+    provider: str | None,
+    model: str | None,
+    profile: str | None,
+) -> None:
+    """Chat in the terminal with the embedded runtime (SQLite, in-process bus).
+
+    Interactive on a terminal: answers stream, tool use shows as dim lines, Ctrl-C stops the
+    answer being written, /new starts afresh, /quit leaves. With input piped, every line is one
+    turn and each final answer is printed on stdout.
+    """
+    settings = settings_from(ctx, provider=provider, model=model, profile=profile)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    asyncio.run(_chat(settings, session_name, interactive))
+
+
+async def _chat(settings: Settings, session_name: str | None, interactive: bool) -> None:
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    # The terminal's work stays in this process; with REDIS_URL its history goes to Redis.
+    async with embedded(settings, profile, local_bus=True) as parts:
+        chat_name = await _terminal_chat(parts.store, session_name)
+        adapter = TerminalAdapter(chat=chat_name, interactive=interactive)
+        err = Console(stderr=True, highlight=False)
+        if interactive:
+            err.print(
+                f"Switchboard · {parts.resolved.provider.name} ({parts.resolved.model}) · "
+                f"profile {profile.name} · conversation {chat_name}. /help lists commands.",
+                style="dim",
+                markup=False,
+            )
+        await run_with_gateways(parts, [Gateway(adapter, parts.bus)])
+        if interactive:
+            err.print(
+                f"Resume this conversation with: switchboard chat --session {chat_name}",
+                style="dim",
+                markup=False,
+            )
+
+
+async def _terminal_chat(store: Store, name: str | None) -> str:
+    if name is None:
+        return new_id()[:8]
+    record = await store.get_session(name)
+    if record is not None:
+        platform, _, rest = record.key.partition(":")
+        if platform != "terminal":
+            raise ConfigError(f"session {name} is a {platform} conversation, not a terminal one")
+        return rest.partition(":")[2]
+    if not name or not set(name) <= _CHAT_NAME_CHARS:
+        raise ConfigError(f"--session {name!r}: use letters, digits, '_', '.' or '-'")
+    return name
+
+
+@click.command()
+@click.option("--session", "session_id", metavar="ID", help="Only this session (an id).")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.pass_context
+def cost(ctx: click.Context, session_id: str | None, limit: int) -> None:
+    """Show what conversations have cost: model calls, tokens and USD, from the ledger.
+
+    A model without a known price is counted apart: its calls make the real total higher.
+    """
+    settings = settings_from(ctx)
+    asyncio.run(_cost(settings, session_id, limit))
+
+
+async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
+    async with open_store(settings) as store:
+        if session_id is not None:
+            if await store.get_session(session_id) is None:
+                raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
+            rows = [await store.cost_summary(session_id)]
+        else:
+            rows = await store.costs_by_session(limit=limit)
+        total = await store.cost_summary(session_id)
+        keys = {r.session_id: await store.get_session(r.session_id or "") for r in rows}
+    console = stdout()
+    if total.calls == 0:
+        console.print("Nothing spent yet: no model calls are recorded.", markup=False)
+        return
+    table = Table(
+        "session",
+        "key",
+        "calls",
+        "tokens in",
+        "out",
+        "cache read",
+        "cache write",
+        "USD",
+        box=None,
+        pad_edge=False,
+    )
+    for row in [*rows, total]:
+        record = keys.get(row.session_id) if row is not total else None
+        usage = row.usage
+        table.add_row(
+            row.session_id if row is not total else "total",
+            record.key if record else "",
+            str(row.calls),
+            f"{usage.input_tokens:,}",
+            f"{usage.output_tokens:,}",
+            f"{usage.cache_read_tokens:,}",
+            f"{usage.cache_write_tokens:,}",
+            _money(row.cost_usd, row.unpriced_calls),
+        )
+    console.print(table)
+    if total.unpriced_calls:
+        console.print(
+            f"{total.unpriced_calls} call(s) used a model without a known price; "
+            "their cost is not included.",
+            style="yellow",
+            markup=False,
+        )
+
+
+def _money(amount: float, unpriced: int) -> str:
+    text = format_usd(amount)
+    return f"{text} + unknown" if unpriced else text
+
+
+@click.group()
+def sessions() -> None:
+    """Look at stored conversations."""
+
+
+@sessions.command("list")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.pass_context
+def sessions_list(ctx: click.Context, limit: int) -> None:
+    """List conversations, most recent first."""
+    settings = settings_from(ctx)
+    asyncio.run(_sessions_list(settings, limit))
+
+
+async def _sessions_list(settings: Settings, limit: int) -> None:
+    async with open_store(settings) as store:
+        records = await store.list_sessions(limit=limit)
+    console = stdout()
+    if not records:
+        console.print("No conversations yet. Start one with: switchboard chat", markup=False)
+        return
+    table = Table("id", "key", "messages", "updated (UTC)", box=None, pad_edge=False)
+    for record in records:
+        table.add_row(
+            record.id,
+            record.key,
+            str(record.message_count),
+            f"{record.updated_at:%Y-%m-%d %H:%M:%S}",
+        )
+    console.print(table)
+
+
+@sessions.command("show")
+@click.argument("session_id")
+@click.pass_context
+def sessions_show(ctx: click.Context, session_id: str) -> None:
+    """Print the messages of one conversation."""
+    settings = settings_from(ctx)
+    asyncio.run(_sessions_show(settings, session_id))
+
+
+async def _sessions_show(settings: Settings, session_id: str) -> None:
+    async with open_store(settings) as store:
+        record = await store.get_session(session_id)
+        if record is None:
+            raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
+        messages = await store.list_messages(session_id)
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(
+        f"session {record.id} · {record.key} · {len(messages)} messages", style="bold", markup=False
+    )
+    for message in messages:
+        console.print(_render(message), markup=False)
+
+
+def _render(message: Message) -> str:
+    stamp = f"{message.created_at:%H:%M:%S}" if message.created_at else ""
+    head = f"[{message.seq}] {stamp} {message.role}"
+    lines = []
+    if message.text:
+        lines.append(message.text)
+    lines.extend(f"→ {call.name}({call.arguments})" for call in message.tool_calls)
+    if message.images:
+        lines.append(f"({len(message.images)} image(s))")
+    if message.role == "tool":
+        head += f" {message.name}{' (error)' if message.is_error else ''}"
+    return f"{head}: " + "\n    ".join(lines or ["(empty)"])

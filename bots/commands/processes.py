@@ -1,0 +1,277 @@
+"""Processes: `serve`, `gateway`, `worker`, `scheduler`, `health` and `events`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from bots.app import Components, backends, embedded, worker_for
+from bots.channels import PLATFORMS, adapter_for, configured_adapters
+from bots.commands.common import LOG, on_signals, require_redis, settings_from
+from bots.profiles import load_profile
+from bots.settings import Settings
+from channels.base import ChannelAdapter
+from channels.gateway import Gateway
+from core.bus.base import Subscription
+from core.bus.names import EVENTS as EVENTS_TOPIC
+from core.envelopes import EventEnvelope
+from core.errors import ConfigError, SwitchboardError
+
+if TYPE_CHECKING:
+    from core.leader import Leadership
+
+
+__all__ = ["events", "gateway", "health", "run_with_gateways", "scheduler", "serve", "worker"]
+
+
+async def run_with_gateways(parts: Components, gateways: list[Gateway]) -> None:
+    """Run the worker, the scheduler and the gateways until every gateway has finished (or the
+    worker died)."""
+    worker = asyncio.create_task(parts.worker.run(), name="worker")
+    scheduler = parts.scheduler()
+    scheduling = asyncio.create_task(scheduler.run(), name="scheduler")
+    running = [asyncio.create_task(g.run(), name=f"gateway-{g.adapter.platform}") for g in gateways]
+    all_gateways: asyncio.Future[list[None]] = asyncio.gather(*running)
+    try:
+        watched: set[asyncio.Future[Any]] = {worker, all_gateways}
+        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        if worker in done:
+            worker.result()  # a crashed worker re-raises here
+            raise SwitchboardError("the worker stopped unexpectedly")
+        all_gateways.result()
+    finally:
+        all_gateways.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await all_gateways
+        await scheduler.stop()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await scheduling
+        await parts.worker.stop(grace=10.0)
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+
+
+@click.command()
+@click.option("--profile", help="Profile folder under profiles/ (default: default).")
+@click.pass_context
+def serve(ctx: click.Context, profile: str | None) -> None:
+    """Run every chat platform that has a token, with a worker, in one process.
+
+    Telegram runs when TELEGRAM_BOT_TOKEN is set (long polling, or a webhook when
+    TELEGRAM_WEBHOOK_URL is set). With REDIS_URL the work goes through Redis, so more
+    `switchboard worker` processes can share it. SIGINT or SIGTERM stops taking messages and
+    lets running answers finish.
+    """
+    settings = settings_from(ctx, profile=profile)
+    asyncio.run(_serve_platforms(settings))
+
+
+async def _serve_platforms(settings: Settings) -> None:
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    adapters = configured_adapters(settings)
+    if not adapters:
+        raise ConfigError(
+            "no chat platform is configured: set TELEGRAM_BOT_TOKEN "
+            "(or use `switchboard chat` for the terminal)"
+        )
+    async with embedded(settings, profile) as parts:
+        gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
+        on_signals(lambda: [g.stop() for g in gateways])
+        await run_with_gateways(parts, gateways)
+
+
+@click.command()
+@click.argument("platform", type=click.Choice(PLATFORMS))
+@click.pass_context
+def gateway(ctx: click.Context, platform: str) -> None:
+    """Run one platform's adapter alone against the Redis bus (distributed deployment).
+
+    Messages go to the `inbound` queue for the workers; answers come back on
+    `outbound.<platform>`. A Telegram bot on long polling is read by one gateway at a time:
+    extra replicas stand by and take over when it stops; with a webhook all replicas serve.
+    """
+    settings = settings_from(ctx)
+    require_redis(settings, "gateway")
+    asyncio.run(_gateway(settings, platform))
+
+
+async def _gateway(settings: Settings, platform: str) -> None:
+    adapter = adapter_for(platform, settings)
+    async with backends(settings) as found:
+        runner = Gateway(adapter, found.bus)
+        leadership = _poller_leadership(settings, platform, adapter, runner.consumer)
+        stopped = asyncio.Event()
+
+        async def stop() -> None:
+            stopped.set()
+            await runner.stop()
+
+        on_signals(lambda: [stop()])
+        if leadership is None:
+            await runner.run()
+            return
+        acquiring = asyncio.create_task(leadership.acquire())
+        await asyncio.wait(
+            {acquiring, asyncio.create_task(stopped.wait())}, return_when=asyncio.FIRST_COMPLETED
+        )
+        if not acquiring.done():
+            acquiring.cancel()
+            return
+        try:
+            running = asyncio.create_task(runner.run())
+            lost = asyncio.create_task(leadership.lost.wait())
+            done, _ = await asyncio.wait({running, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if running not in done:
+                await runner.stop()
+                await running
+                raise SwitchboardError(
+                    f"lost {leadership.role} to another gateway; exiting so a supervisor "
+                    "restarts this one as a standby"
+                )
+            running.result()
+        finally:
+            await leadership.release()
+
+
+def _poller_leadership(
+    settings: Settings, platform: str, adapter: ChannelAdapter, owner: str
+) -> Leadership | None:
+    if platform != "telegram" or settings.telegram_webhook_url:
+        return None
+    import redis.asyncio as aioredis
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialWithJitterBackoff
+
+    from core.leader import Leadership
+
+    assert settings.redis_url is not None
+    # Without a retry, `from_url` clients fail the first command on a connection that died
+    # with a Redis restart; releasing the lease on SIGTERM must not fail for that.
+    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
+    client = aioredis.Redis.from_url(settings.redis_url, retry=retry)
+    bot = getattr(adapter, "bot_key", "bot")
+    return Leadership(client, f"telegram-poller:{bot}", owner=owner)
+
+
+@click.command()
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    help="Conversations answered at once (default: the profile's `concurrency`).",
+)
+@click.option("--profile", help="Profile folder under profiles/ (default: default).")
+@click.pass_context
+def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> None:
+    """Answer messages from the Redis bus (distributed deployment); run as many as needed.
+
+    SIGTERM stops taking work and lets running turns finish (up to 30 s); work not finished
+    goes to another worker.
+    """
+    settings = settings_from(ctx, profile=profile)
+    require_redis(settings, "worker")
+    asyncio.run(_worker(settings, concurrency))
+
+
+async def _worker(settings: Settings, concurrency: int | None) -> None:
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    async with backends(settings) as found:
+        async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
+            on_signals(lambda: [parts.worker.stop(grace=30.0)])
+            LOG.info("worker %s taking work", parts.worker.name)
+            await parts.worker.run()
+            await parts.worker.stop(grace=30.0)
+
+
+@click.command()
+@click.pass_context
+def scheduler(ctx: click.Context) -> None:
+    """Fire due schedules onto the Redis bus (distributed deployment).
+
+    Several may run: each occurrence fires once. `switchboard serve` runs one in-process.
+    """
+    settings = settings_from(ctx)
+    require_redis(settings, "scheduler")
+    asyncio.run(_scheduler(settings))
+
+
+async def _scheduler(settings: Settings) -> None:
+    from core.scheduling.scheduler import Scheduler
+
+    async with backends(settings) as found:
+        runner = Scheduler(store=found.store, bus=found.bus)
+        on_signals(lambda: [runner.stop()])
+        await runner.run()
+
+
+@click.command()
+@click.pass_context
+def health(ctx: click.Context) -> None:
+    """Check that the store (and with REDIS_URL, Redis) answers; exit 0 when healthy.
+
+    Meant for container health checks and supervisors: one line, exit 1 on failure.
+    """
+    settings = settings_from(ctx)
+    asyncio.run(_health(settings))
+
+
+async def _health(settings: Settings) -> None:
+    async with backends(settings) as found:
+        await found.store.list_sessions(limit=1)
+        if found.distributed:
+            await found.bus.publish(EVENTS_TOPIC, _health_event())
+    where = "redis" if settings.redis_url else str(settings.database_path)
+    click.echo(f"ok: store and bus answer ({where})")
+
+
+def _health_event() -> EventEnvelope:
+    return EventEnvelope(name="health.check", session_id="", run_id="")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.pass_context
+def events(ctx: click.Context, as_json: bool) -> None:
+    """Print lifecycle events from the Redis bus as they happen (Ctrl-C stops).
+
+    agent.run.start, agent.run.complete (with duration, usage and cost), agent.run.error,
+    tool.request and tool.result, from every worker.
+    """
+    settings = settings_from(ctx)
+    require_redis(settings, "events")
+    asyncio.run(_events(settings, as_json))
+
+
+async def _events(settings: Settings, as_json: bool) -> None:
+    async with backends(settings) as found:
+        subscription = await found.bus.subscribe(EVENTS_TOPIC)
+        stopped = asyncio.Event()
+        on_signals(lambda: [_set(stopped)])
+        reader = asyncio.create_task(_print_events(subscription, as_json))
+        await asyncio.wait(
+            {reader, asyncio.create_task(stopped.wait())}, return_when=asyncio.FIRST_COMPLETED
+        )
+        reader.cancel()
+        await subscription.aclose()
+
+
+async def _set(event: asyncio.Event) -> None:
+    event.set()
+
+
+async def _print_events(subscription: Subscription, as_json: bool) -> None:
+    async for envelope in subscription:
+        if not isinstance(envelope, EventEnvelope):
+            continue
+        if as_json:
+            click.echo(envelope.model_dump_json())
+            continue
+        data = envelope.data
+        details = " ".join(
+            f"{k}={data[k]}" for k in ("platform", "name", "duration_ms", "cost_usd") if k in data
+        )
+        click.echo(
+            f"{envelope.at:%H:%M:%S} {envelope.name:<20} {envelope.session_key} {details}".rstrip()
+        )

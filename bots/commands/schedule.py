@@ -1,0 +1,232 @@
+"""`switchboard schedule`: add, list, pause, resume, remove schedules and see their runs."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import click
+from rich.table import Table
+
+from bots.app import open_store
+from bots.commands.common import settings_from, stdout
+from bots.settings import Settings
+from core.clock import utc_now
+from core.envelopes import Address
+from core.errors import ConfigError, StoreError
+from core.scheduling.book import ScheduleBook
+from core.scheduling.cadence import CadenceError, make_cron, parse_at, parse_duration
+from core.scheduling.models import Cadence, IntervalCadence, OnceCadence
+from core.scheduling.tools import describe_cadence
+
+__all__ = ["schedule"]
+
+
+@click.group()
+def schedule() -> None:
+    """Run a prompt later or again and again; its answers go to a chat.
+
+    Addresses: telegram:<chat id>[:<thread id>], slack:<channel id>, discord:<channel id> or
+    terminal. `switchboard serve` (or `switchboard scheduler` with Redis) fires them.
+    """
+
+
+@schedule.command("add")
+@click.option("--at", "at", metavar="ISO", help="Once, at this time (ISO 8601, read in --tz).")
+@click.option("--every", metavar="DURATION", help="Repeatedly, every 30s, 5m, 2h, 1d...")
+@click.option("--cron", metavar="EXPR", help="At the times of a 5-field cron expression.")
+@click.option("--tz", default="UTC", show_default=True, help="IANA timezone for --at and --cron.")
+@click.option("--prompt", required=True, help="What to ask the model at each run.")
+@click.option("--deliver-to", "deliver_to", required=True, metavar="ADDRESS", help="Chat.")
+@click.option(
+    "--policy",
+    type=click.Choice(["always", "conditional", "never"]),
+    default="always",
+    show_default=True,
+    help="conditional: deliver only answers starting with [NOTIFY].",
+)
+@click.option(
+    "--misfire",
+    type=click.Choice(["skip", "run_once"]),
+    default="skip",
+    show_default=True,
+    help="After downtime: skip missed runs, or run once if within the grace window.",
+)
+@click.pass_context
+def add(ctx: click.Context, /, **options: Any) -> None:
+    """Add a schedule."""
+    settings = settings_from(ctx)
+    cadence = _cadence(options["at"], options["every"], options["cron"], options["tz"])
+    try:
+        address = Address.parse(options["deliver_to"])
+    except ValueError as exc:
+        raise ConfigError(f"--deliver-to: {exc}") from None
+    asyncio.run(_add(settings, cadence, options, address))
+
+
+def _cadence(at: str | None, every: str | None, cron: str | None, tz: str) -> Cadence:
+    given = [name for name, value in (("--at", at), ("--every", every), ("--cron", cron)) if value]
+    if len(given) != 1:
+        raise ConfigError("give exactly one of --at, --every or --cron")
+    now = utc_now()
+    try:
+        if every is not None:
+            return IntervalCadence(seconds=parse_duration(every), start=now)
+        if at is not None:
+            return OnceCadence(at=parse_at(at, tz=tz, now=now))
+        assert cron is not None
+        return make_cron(cron, tz)
+    except CadenceError as exc:
+        raise ConfigError(f"{given[0]}: {exc}") from None
+
+
+async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to: Address) -> None:
+    async with open_store(settings) as store:
+        try:
+            made = await ScheduleBook(store).create(
+                cadence=cadence,
+                prompt=options["prompt"],
+                deliver_to=to,
+                owner="cli",
+                owner_is_admin=True,
+                notify=options["policy"],
+                misfire=options["misfire"],
+            )
+        except CadenceError as exc:
+            raise ConfigError(str(exc)) from None
+    click.echo(
+        f"Added schedule {made.id}: {describe_cadence(made.cadence)}, delivered to {to}; "
+        f"next run {made.next_run_at:%Y-%m-%d %H:%M:%S} UTC."
+    )
+
+
+@schedule.command("list")
+@click.pass_context
+def listing(ctx: click.Context) -> None:
+    """List every schedule."""
+    settings = settings_from(ctx)
+    asyncio.run(_list(settings))
+
+
+async def _list(settings: Settings) -> None:
+    async with open_store(settings) as store:
+        found = await store.list_schedules()
+    console = stdout()
+    if not found:
+        console.print("No schedules. Add one with: switchboard schedule add --help", markup=False)
+        return
+    table = Table(
+        "id",
+        "cadence",
+        "deliver to",
+        "policy",
+        "status",
+        "next run (UTC)",
+        "failures",
+        "prompt",
+        box=None,
+        pad_edge=False,
+    )
+    for item in found:
+        table.add_row(
+            item.id,
+            describe_cadence(item.cadence),
+            str(item.deliver_to),
+            item.notify,
+            item.status,
+            f"{item.next_run_at:%Y-%m-%d %H:%M:%S}" if item.next_run_at else "-",
+            str(item.consecutive_failures),
+            item.prompt[:50],
+        )
+    console.print(table)
+
+
+@schedule.command("remove")
+@click.argument("schedule_id")
+@click.pass_context
+def remove(ctx: click.Context, schedule_id: str) -> None:
+    """Remove a schedule and its run history."""
+    settings = settings_from(ctx)
+    asyncio.run(_remove(settings, schedule_id))
+
+
+async def _remove(settings: Settings, schedule_id: str) -> None:
+    async with open_store(settings) as store:
+        if not await store.delete_schedule(schedule_id):
+            raise ConfigError(f"no schedule {schedule_id!r} (see `switchboard schedule list`)")
+    click.echo(f"Removed schedule {schedule_id}.")
+
+
+@schedule.command("pause")
+@click.argument("schedule_id")
+@click.pass_context
+def pause(ctx: click.Context, schedule_id: str) -> None:
+    """Stop a schedule from running until it is resumed."""
+    settings = settings_from(ctx)
+    asyncio.run(_set_status(settings, schedule_id, "paused"))
+
+
+@schedule.command("resume")
+@click.argument("schedule_id")
+@click.pass_context
+def resume(ctx: click.Context, schedule_id: str) -> None:
+    """Run a paused (or disabled) schedule again, from its next occurrence."""
+    settings = settings_from(ctx)
+    asyncio.run(_set_status(settings, schedule_id, "active"))
+
+
+async def _set_status(settings: Settings, schedule_id: str, status: str) -> None:
+    async with open_store(settings) as store:
+        try:
+            changed = await ScheduleBook(store).set_status(
+                schedule_id, "active" if status == "active" else "paused"
+            )
+        except StoreError:
+            raise ConfigError(
+                f"no schedule {schedule_id!r} (see `switchboard schedule list`)"
+            ) from None
+    upcoming = (
+        f"; next run {changed.next_run_at:%Y-%m-%d %H:%M:%S} UTC" if changed.next_run_at else ""
+    )
+    click.echo(f"Schedule {schedule_id} is {changed.status}{upcoming}.")
+
+
+@schedule.command("runs")
+@click.argument("schedule_id")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.pass_context
+def runs(ctx: click.Context, schedule_id: str, limit: int) -> None:
+    """Show the latest runs of a schedule, with their output."""
+    settings = settings_from(ctx)
+    asyncio.run(_runs(settings, schedule_id, limit))
+
+
+async def _runs(settings: Settings, schedule_id: str, limit: int) -> None:
+    async with open_store(settings) as store:
+        if await store.get_schedule(schedule_id) is None:
+            raise ConfigError(f"no schedule {schedule_id!r} (see `switchboard schedule list`)")
+        found = await store.list_runs(schedule_id, limit=limit)
+    console = stdout()
+    if not found:
+        console.print(f"Schedule {schedule_id} has not run yet.", markup=False)
+        return
+    table = Table(
+        "started (UTC)",
+        "status",
+        "ms",
+        "USD",
+        "delivered",
+        "output / error",
+        box=None,
+        pad_edge=False,
+    )
+    for run in found:
+        table.add_row(
+            f"{run.started_at:%Y-%m-%d %H:%M:%S}",
+            run.status,
+            f"{run.duration_ms:.0f}" if run.duration_ms is not None else "-",
+            f"{run.cost_usd:.6f}" if run.cost_usd is not None else "-",
+            "yes" if run.delivered else "no",
+            (run.error or run.output)[:80].replace("\n", " "),
+        )
+    console.print(table)

@@ -1,0 +1,190 @@
+"""`ScheduleBook`: creating, pausing and removing schedules, and the outcome of each run.
+
+The outcome rules live here: a success resets the failure count and completes a `once`
+schedule; failures are counted, the target chat is told after `notify_after` of them in a row
+(whatever the notification policy), and the schedule is disabled after `disable_after`. Run
+history is pruned to the newest `keep_runs` per schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from core.clock import Clock, utc_now
+from core.envelopes import Address, new_id
+from core.errors import StoreError
+from core.scheduling.cadence import CadenceError, first_run
+from core.scheduling.models import Cadence, NotifyPolicy, Schedule, ScheduleRun, ScheduleStatus
+from core.store.base import Store
+
+__all__ = ["NOTIFY_MARKER", "Notification", "ScheduleBook"]
+
+log = logging.getLogger(__name__)
+
+# A `conditional` schedule's answer is delivered only when it starts with this marker.
+NOTIFY_MARKER = "[NOTIFY]"
+
+
+@dataclass(frozen=True)
+class Notification:
+    """Something to show in a schedule's target chat."""
+
+    address: Address
+    text: str
+
+
+class ScheduleBook:
+    """Schedules as the store keeps them, with the rules of their lifecycle."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        clock: Clock = utc_now,
+        notify_after: int = 3,
+        disable_after: int = 5,
+        keep_runs: int = 50,
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self.notify_after = notify_after
+        self.disable_after = disable_after
+        self.keep_runs = keep_runs
+
+    async def create(
+        self,
+        *,
+        cadence: Cadence,
+        prompt: str,
+        deliver_to: Address,
+        owner: str,
+        owner_is_admin: bool = False,
+        notify: NotifyPolicy = "always",
+        misfire: str = "skip",
+    ) -> Schedule:
+        """Validate and store a new active schedule; `CadenceError` if it would never run."""
+        now = self._clock()
+        first = first_run(cadence, now)
+        if first is None or first <= now:
+            raise CadenceError("that time is already past")
+        schedule = Schedule(
+            id=new_id()[:10],
+            cadence=cadence,
+            prompt=prompt.strip(),
+            deliver_to=deliver_to,
+            notify=notify,
+            owner=owner,
+            owner_is_admin=owner_is_admin,
+            next_run_at=first,
+            misfire="run_once" if misfire == "run_once" else "skip",
+            created_at=now,
+            updated_at=now,
+        )
+        await self.store.save_schedule(schedule)
+        return schedule
+
+    async def get(self, schedule_id: str) -> Schedule:
+        """The schedule; `StoreError` naming the id when there is none."""
+        schedule = await self.store.get_schedule(schedule_id)
+        if schedule is None:
+            raise StoreError(f"no schedule {schedule_id!r}")
+        return schedule
+
+    async def set_status(self, schedule_id: str, status: ScheduleStatus) -> Schedule:
+        """Pause or resume (resuming starts from the next occurrence after now)."""
+        schedule = await self.get(schedule_id)
+        now = self._clock()
+        update: dict[str, object] = {"status": status, "updated_at": now}
+        if status == "active":
+            update["next_run_at"] = first_run(schedule.cadence, now)
+            update["consecutive_failures"] = 0
+        changed = schedule.model_copy(update=update)
+        await self.store.save_schedule(changed)
+        return changed
+
+    async def finish(
+        self,
+        schedule_id: str,
+        run_id: str,
+        *,
+        succeeded: bool,
+        output: str,
+        error: str = "",
+        duration_ms: float | None = None,
+        cost_usd: float | None = None,
+    ) -> list[Notification]:
+        """Record a run's outcome; returns what the target chat should be shown."""
+        schedule = await self.store.get_schedule(schedule_id)
+        if schedule is None:
+            log.info("schedule %s was removed while it ran", schedule_id)
+            return []
+        now = self._clock()
+        shown = _deliverable(schedule.notify, output) if succeeded else None
+        notes = [Notification(schedule.deliver_to, shown)] if shown else []
+        if succeeded:
+            failures = 0
+            status: ScheduleStatus = (
+                "completed" if schedule.cadence.kind == "once" else (schedule.status)
+            )
+        else:
+            failures = schedule.consecutive_failures + 1
+            status = schedule.status
+            if failures >= self.disable_after or schedule.cadence.kind == "once":
+                status = "disabled"
+                notes.append(
+                    Notification(
+                        schedule.deliver_to,
+                        f"Scheduled task {schedule.id} failed {failures} time(s) in a row and "
+                        f"is now disabled. Last error: {error or 'unknown'}",
+                    )
+                )
+            elif failures == self.notify_after:
+                notes.append(
+                    Notification(
+                        schedule.deliver_to,
+                        f"Scheduled task {schedule.id} failed {failures} times in a row. "
+                        f"Last error: {error or 'unknown'}",
+                    )
+                )
+        await self.store.save_schedule(
+            schedule.model_copy(
+                update={"consecutive_failures": failures, "status": status, "updated_at": now}
+            )
+        )
+        run = await self._run(schedule_id, run_id)
+        if run is not None:
+            await self.store.save_run(
+                run.model_copy(
+                    update={
+                        "finished_at": now,
+                        "status": "succeeded" if succeeded else "failed",
+                        "output": output,
+                        "error": error,
+                        "delivered": bool(shown),
+                        "duration_ms": duration_ms,
+                        "cost_usd": cost_usd,
+                    }
+                )
+            )
+        await self.store.prune_runs(schedule_id, keep=self.keep_runs)
+        return notes
+
+    async def _run(self, schedule_id: str, run_id: str) -> ScheduleRun | None:
+        for run in await self.store.list_runs(schedule_id, limit=self.keep_runs):
+            if run.id == run_id:
+                return run
+        return None
+
+
+def _deliverable(policy: NotifyPolicy, output: str) -> str | None:
+    """The text to deliver under the policy, or None to stay quiet."""
+    text = output.strip()
+    if policy == "never" or not text:
+        return None
+    if policy == "conditional":
+        if not text.startswith(NOTIFY_MARKER):
+            return None
+        text = text[len(NOTIFY_MARKER) :].strip()
+        return text or None
+    return text

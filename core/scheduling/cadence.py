@@ -1,0 +1,406 @@
+"""Cadence math: when a schedule runs next, what to do when it is late, and the parsers.
+
+Everything here is a pure function of its arguments: the current time is always passed in, never
+read from a clock. Datetimes going in must be timezone-aware (any zone); datetimes coming out
+are timezone-aware UTC.
+
+Occurrences of each cadence:
+
+- ``once``: its ``at``, and nothing after it.
+- ``interval``: ``start + k * seconds`` for k = 1, 2, ... -- the first run is one interval after
+  ``start``, and every later one stays on that grid (in UTC seconds, so DST never moves it and
+  a late run never makes it drift).
+- ``cron``: the times croniter gives for the expression read as wall-clock time in the
+  cadence's zone. On a spring-forward day a time the clocks skip runs at the first instant
+  after the gap (``30 2 * * *`` in Europe/Paris runs at 03:00); on a fall-back day a time
+  that happens twice runs twice, at two distinct instants. Results are always strictly
+  increasing in UTC.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import assert_never
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from croniter import (
+    CroniterBadDateError,
+    CroniterError,
+    croniter,
+)
+
+from core.errors import SwitchboardError
+from core.scheduling.models import Cadence, CronCadence, IntervalCadence, OnceCadence, Schedule
+
+__all__ = [
+    "CRON_COUNT_LIMIT",
+    "LATE_TOLERANCE",
+    "MAX_DURATION_SECONDS",
+    "CadenceError",
+    "Plan",
+    "first_run",
+    "make_cron",
+    "next_after",
+    "parse_at",
+    "parse_duration",
+    "parse_timezone",
+    "plan",
+]
+
+# How late a run may start and still count as on time (the scheduler's own tick jitter).
+LATE_TOLERANCE = timedelta(seconds=60)
+# The longest duration `parse_duration` accepts.
+MAX_DURATION_SECONDS = 366 * 86_400
+# `plan` walks a cron cadence one occurrence at a time to count the ones it skips; past this
+# many it stops counting (the number only feeds a log line, the walk would block the loop).
+CRON_COUNT_LIMIT = 10_000
+
+# croniter may hand back an instant we already passed; how many in a row we drop before
+# declaring the expression stuck.
+_CRON_STALL_LIMIT = 8
+# A fixed point to check that a cron expression ever fires (croniter looks 50 years ahead).
+_CRON_PROBE_FROM = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+class CadenceError(SwitchboardError, ValueError):
+    """A duration, time, timezone or cron expression cannot be used; the message says why.
+
+    Messages are one line and name no flag, so a caller can prefix its own context
+    (``f"--every: {exc}"``).
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What a due schedule does now.
+
+    ``fire`` is the occurrence to run now (None: run nothing); ``next_run_at`` is the next
+    occurrence, always after ``now`` (None: nothing left to run); ``skipped`` counts the
+    occurrences up to ``now`` that will never run (for cron it stops at ``CRON_COUNT_LIMIT``,
+    so past that it is a lower bound).
+    """
+
+    fire: datetime | None
+    next_run_at: datetime | None
+    skipped: int = 0
+
+
+# --- parsers -----------------------------------------------------------------------------
+
+_DURATION_HINT = "use e.g. 30s, 5m, 2h or 1d"
+_UNIT_SECONDS: dict[str, int] = {
+    **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), 604_800),
+    **dict.fromkeys(("d", "day", "days"), 86_400),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3_600),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+}
+_BARE_SECONDS = re.compile(r"[0-9]+", re.ASCII)
+_DURATION_SHAPE = re.compile(r"(?:[0-9]+\s*[a-z]+\s*)+", re.ASCII)
+_DURATION_PART = re.compile(r"([0-9]+)\s*([a-z]+)", re.ASCII)
+
+
+def parse_duration(text: str) -> int:
+    """Seconds in a duration: ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, ``2 minutes``, ``90``.
+
+    Units go from largest to smallest, each once; a bare number is seconds. Zero, negative,
+    unknown and longer-than-366-days durations raise CadenceError.
+    """
+    shown = text.strip()
+    cleaned = shown.lower()
+    if not cleaned:
+        raise CadenceError(f"a duration is required; {_DURATION_HINT}")
+    if cleaned.startswith("-") and _seconds_in(cleaned[1:].strip()) is not None:
+        raise CadenceError(f"{shown!r} is negative; a duration must be at least 1 second")
+    seconds = _seconds_in(cleaned)
+    if seconds is None:
+        raise CadenceError(f"{shown!r} is not a duration; {_DURATION_HINT}")
+    if seconds == 0:
+        raise CadenceError(f"{shown!r} is zero; a duration must be at least 1 second")
+    if seconds > MAX_DURATION_SECONDS:
+        raise CadenceError(f"{shown!r} is too long; a duration may be at most 366 days")
+    return seconds
+
+
+def _seconds_in(cleaned: str) -> int | None:
+    # Long inputs are nonsense anyway, and capping them keeps int() cheap.
+    if len(cleaned) > 64:
+        return None
+    if _BARE_SECONDS.fullmatch(cleaned):
+        return int(cleaned)
+    if not _DURATION_SHAPE.fullmatch(cleaned):
+        return None
+    total = 0
+    previous_unit: int | None = None
+    for part in _DURATION_PART.finditer(cleaned):
+        unit = _UNIT_SECONDS.get(part[2])
+        # Largest unit first, each once: "30m1h" and "5m5m" are typos, not durations.
+        if unit is None or (previous_unit is not None and unit >= previous_unit):
+            return None
+        previous_unit = unit
+        total += int(part[1]) * unit
+    return total
+
+
+_ZONE_HINT = "use an IANA name such as Europe/Paris, America/New_York or UTC"
+# IANA names are ASCII words joined by "/"; anything else (dots, absolute paths, NULs) is
+# refused before the name gets near the filesystem lookup ZoneInfo does.
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+\-]*(?:/[A-Za-z0-9_+\-]+)*", re.ASCII)
+
+
+def parse_timezone(name: str) -> ZoneInfo:
+    """The IANA timezone called `name` (``Europe/Paris``, ``UTC``); CadenceError if unknown."""
+    cleaned = name.strip()
+    if cleaned.upper() == "UTC":
+        return ZoneInfo("UTC")
+    # "localtime" is the host's zone, which would make a schedule depend on the machine.
+    if len(cleaned) > 64 or cleaned == "localtime" or not _ZONE_NAME.fullmatch(cleaned):
+        raise CadenceError(f"{cleaned!r} is not a timezone name; {_ZONE_HINT}")
+    try:
+        return ZoneInfo(cleaned)
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise CadenceError(f"unknown timezone {cleaned!r}; {_ZONE_HINT}") from exc
+
+
+_AT_HINT = (
+    "use an ISO 8601 time such as 2025-06-01T09:00 or 2025-06-01T09:00+02:00, "
+    "or a delay such as 'in 10 minutes'"
+)
+
+
+def parse_at(text: str, *, tz: str = "UTC", now: datetime) -> datetime:
+    """The instant `text` names, in UTC: an ISO 8601 time or ``in <duration>`` from `now`.
+
+    A time without an offset is read in `tz`; one the clocks skip (a DST gap) is refused, one
+    they pass twice is its first occurrence. A time before `now` raises CadenceError.
+    """
+    now = _utc(now, "now")
+    zone = parse_timezone(tz)
+    cleaned = text.strip()
+    if not cleaned:
+        raise CadenceError(f"a time is required; {_AT_HINT}")
+    first, _, rest = cleaned.partition(" ")
+    if first.lower() == "in":
+        return now + timedelta(seconds=parse_duration(rest))
+    at = _parse_iso(cleaned, zone)
+    if at < now:
+        raise CadenceError(f"{cleaned!r} ({at:%Y-%m-%d %H:%M:%S} UTC) is in the past")
+    return at
+
+
+def _parse_iso(cleaned: str, zone: ZoneInfo) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(cleaned)
+    except ValueError as exc:
+        raise CadenceError(f"{cleaned!r} is not a time; {_AT_HINT}") from exc
+    if parsed.tzinfo is None:
+        local = parsed.replace(tzinfo=zone)
+        # A wall time inside a DST gap does not survive the round trip through UTC.
+        if local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != parsed:
+            raise CadenceError(
+                f"{cleaned!r} does not exist in {zone.key} (the clocks skip it that day)"
+            )
+        parsed = local
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError as exc:
+        raise CadenceError(f"{cleaned!r} is out of range; {_AT_HINT}") from exc
+
+
+_CRON_FIELDS = "minute hour day-of-month month day-of-week"
+
+
+def make_cron(expression: str, timezone: str = "UTC") -> CronCadence:
+    """A CronCadence for a 5-field expression read in `timezone`, checked to be valid and to fire.
+
+    Seconds or year fields, ``@daily``-style aliases, bad values and expressions that never
+    match (``0 0 30 2 *``) raise CadenceError.
+    """
+    fields = expression.split()
+    shown = " ".join(fields)
+    if len(fields) in (6, 7):
+        raise CadenceError(
+            f"{shown!r} has {len(fields)} fields; use 5 ({_CRON_FIELDS}), without seconds or years"
+        )
+    if len(fields) != 5:
+        raise CadenceError(
+            f"{shown!r} is not a cron expression; use 5 fields ({_CRON_FIELDS}), e.g. '0 9 * * 1-5'"
+        )
+    try:
+        croniter.expand(shown)
+    except (CroniterError, TypeError) as exc:
+        raise CadenceError(f"{shown!r} is not a valid cron expression: {exc}") from exc
+    zone = parse_timezone(timezone)
+    cadence = CronCadence(expression=shown, timezone=zone.key)
+    if _cron_next(cadence, _CRON_PROBE_FROM) is None:
+        raise CadenceError(f"{shown!r} never fires (no date matches it)")
+    return cadence
+
+
+# --- occurrences -------------------------------------------------------------------------
+
+
+def first_run(cadence: Cadence, now: datetime) -> datetime | None:
+    """When a new schedule with this cadence first runs, seen from `now`.
+
+    once: its ``at`` (the caller checked it is not past); interval: the first ``start + k *
+    seconds`` (k >= 1) after `now`, so ``start + seconds`` for a fresh start; cron: the first
+    time strictly after `now`. None if a cron expression never fires again.
+    """
+    now = _utc(now, "now")
+    if isinstance(cadence, OnceCadence):
+        return _utc(cadence.at, "at")
+    return _occurrence_after(cadence, now)
+
+
+def next_after(cadence: Cadence, due: datetime) -> datetime | None:
+    """The occurrence after occurrence `due`: None for once, ``due + seconds`` for an interval
+    (snapped to the grid anchored at ``start``), the next cron time for cron."""
+    due = _utc(due, "due")
+    if isinstance(cadence, OnceCadence):
+        return None
+    return _occurrence_after(cadence, due)
+
+
+def _occurrence_after(cadence: Cadence, after: datetime) -> datetime | None:
+    """The first occurrence strictly after `after` (UTC)."""
+    match cadence:
+        case OnceCadence():
+            at = _utc(cadence.at, "at")
+            return at if at > after else None
+        case IntervalCadence():
+            start, step = _grid(cadence)
+            return start + max(1, (after - start) // step + 1) * step
+        case CronCadence():
+            return _cron_next(cadence, after)
+        case _:
+            assert_never(cadence)
+
+
+def _grid(cadence: IntervalCadence) -> tuple[datetime, timedelta]:
+    # In UTC: adding to a datetime in a DST zone would add wall-clock time instead.
+    return _utc(cadence.start, "start"), timedelta(seconds=cadence.seconds)
+
+
+def _cron_next(cadence: CronCadence, after: datetime) -> datetime | None:
+    return next(_cron_occurrences(cadence, after), None)
+
+
+def _cron_occurrences(cadence: CronCadence, after: datetime) -> Iterator[datetime]:
+    """Cron times strictly after `after`, in UTC, strictly increasing; ends if none are left."""
+    zone = parse_timezone(cadence.timezone)
+    try:
+        times = croniter(cadence.expression, after.astimezone(zone))
+    except (CroniterError, TypeError) as exc:
+        raise CadenceError(f"{cadence.expression!r} is not a valid cron expression: {exc}") from exc
+    last = after
+    stalled = 0
+    while True:
+        try:
+            local: datetime = times.get_next(datetime)
+        except (CroniterBadDateError, OverflowError):
+            return
+        candidate = local.astimezone(UTC)
+        # Around DST changes wall-clock arithmetic could step back; never repeat an instant.
+        if candidate > last:
+            stalled = 0
+            last = candidate
+            yield candidate
+            continue
+        stalled += 1
+        if stalled > _CRON_STALL_LIMIT:
+            raise CadenceError(
+                f"cron {cadence.expression!r} in {cadence.timezone} does not advance past "
+                f"{last.isoformat()}"
+            )
+
+
+# --- misfires ----------------------------------------------------------------------------
+
+
+def plan(schedule: Schedule, now: datetime) -> Plan:
+    """Decide what a schedule whose ``next_run_at`` has come does at `now`.
+
+    Every occurrence from ``next_run_at`` up to `now` is missed but at most one runs:
+
+    - ``skip``: the oldest missed occurrence (``next_run_at``) runs if it is at most
+      ``LATE_TOLERANCE`` late; the others are skipped.
+    - ``run_once``: the newest missed occurrence runs if it is at most
+      ``max(grace_seconds, LATE_TOLERANCE)`` late; the others are skipped. After a long
+      outage this is one catch-up run, never a burst.
+
+    ``next_run_at`` becomes the first occurrence after `now` (None for ``once``). A schedule
+    not yet due comes back unchanged; ``status`` is the caller's business.
+    """
+    now = _utc(now, "now")
+    if schedule.next_run_at is None:
+        return Plan(fire=None, next_run_at=None)
+    due = _utc(schedule.next_run_at, "next_run_at")
+    if due > now:
+        return Plan(fire=None, next_run_at=due)
+    cadence = schedule.cadence
+    following = None if isinstance(cadence, OnceCadence) else _occurrence_after(cadence, now)
+    newest, missed = _missed(cadence, due, now)
+    if schedule.misfire == "run_once":
+        candidate = newest
+        window = max(timedelta(seconds=schedule.grace_seconds), LATE_TOLERANCE)
+    else:
+        candidate, window = due, LATE_TOLERANCE
+    if now - candidate <= window:
+        return Plan(fire=candidate, next_run_at=following, skipped=missed - 1)
+    return Plan(fire=None, next_run_at=following, skipped=missed)
+
+
+def _missed(cadence: Cadence, due: datetime, now: datetime) -> tuple[datetime, int]:
+    """The newest occurrence in [due, now] and how many there are; `due` counts as one."""
+    match cadence:
+        case OnceCadence():
+            return due, 1
+        case IntervalCadence():
+            start, step = _grid(cadence)
+            # Grid points start + k * step (k >= 1) at or before a time: max(0, its index).
+            before_due = max(0, (due - start) // step)
+            before_now = max(0, (now - start) // step)
+            later = before_now - before_due
+            return (start + before_now * step if later > 0 else due), 1 + later
+        case CronCadence():
+            return _cron_missed(cadence, due, now)
+        case _:
+            assert_never(cadence)
+
+
+def _cron_missed(cadence: CronCadence, due: datetime, now: datetime) -> tuple[datetime, int]:
+    newest, count = due, 1
+    for occurrence in _cron_occurrences(cadence, due):
+        if occurrence > now:
+            return newest, count
+        newest, count = occurrence, count + 1
+        if count >= CRON_COUNT_LIMIT:
+            break
+    else:
+        return newest, count
+    # Too many to count: find the newest one at or before `now` directly, then make sure
+    # nothing between it and `now` was missed.
+    newest = max(newest, _cron_at_or_before(cadence, now))
+    for occurrence in _cron_occurrences(cadence, newest):
+        if occurrence > now:
+            break
+        newest = occurrence
+    return newest, count
+
+
+def _cron_at_or_before(cadence: CronCadence, now: datetime) -> datetime:
+    zone = parse_timezone(cadence.timezone)
+    # croniter's get_prev is strictly before its start; a microsecond later includes `now`.
+    times = croniter(cadence.expression, (now + timedelta(microseconds=1)).astimezone(zone))
+    local: datetime = times.get_prev(datetime)
+    return local.astimezone(UTC)
+
+
+def _utc(value: datetime, name: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{name} must be a timezone-aware datetime, got {value!r}")
+    return value.astimezone(UTC)

@@ -1,0 +1,101 @@
+"""Schedules and their runs: the records the scheduler, the store and the tools share."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.envelopes import Address
+
+__all__ = [
+    "Cadence",
+    "CronCadence",
+    "IntervalCadence",
+    "NotifyPolicy",
+    "OnceCadence",
+    "RunStatus",
+    "Schedule",
+    "ScheduleRun",
+    "ScheduleStatus",
+]
+
+NotifyPolicy = Literal["always", "conditional", "never"]
+ScheduleStatus = Literal["active", "paused", "completed", "disabled"]
+RunStatus = Literal["running", "succeeded", "failed"]
+
+
+class OnceCadence(BaseModel):
+    """Run once, at `at` (timezone-aware)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["once"] = "once"
+    at: datetime
+
+
+class IntervalCadence(BaseModel):
+    """Run every `seconds`, counted from `start`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["interval"] = "interval"
+    seconds: int = Field(ge=1)
+    start: datetime
+
+
+class CronCadence(BaseModel):
+    """Run at the times of a 5-field cron expression, read in an IANA timezone."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["cron"] = "cron"
+    expression: str
+    timezone: str = "UTC"
+
+
+Cadence = Annotated[OnceCadence | IntervalCadence | CronCadence, Field(discriminator="kind")]
+
+
+class Schedule(BaseModel):
+    """A prompt run on a cadence, its answer delivered to a chat per a notification policy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    cadence: Cadence
+    prompt: str = Field(min_length=1)
+    deliver_to: Address
+    notify: NotifyPolicy = "always"
+    # Who made it: "<platform>:<user id>", or "cli" for the operator.
+    owner: str
+    owner_is_admin: bool = False
+    status: ScheduleStatus = "active"
+    # When the next run is due; None once nothing is left to run.
+    next_run_at: datetime | None
+    misfire: Literal["skip", "run_once"] = "skip"
+    # How late a run may still start under `run_once` (seconds).
+    grace_seconds: int = Field(default=300, ge=0)
+    consecutive_failures: int = 0
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduleRun(BaseModel):
+    """One firing of a schedule and what came of it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    schedule_id: str
+    # The occurrence this run is for (the due time), and when it really started.
+    due_at: datetime
+    started_at: datetime
+    finished_at: datetime | None = None
+    status: RunStatus = "running"
+    output: str = ""
+    error: str = ""
+    delivered: bool = False
+    duration_ms: float | None = None
+    cost_usd: float | None = None

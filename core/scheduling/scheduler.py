@@ -1,0 +1,132 @@
+"""`Scheduler`: turns due schedules into inbound work, once per occurrence.
+
+Every tick it asks the store for due schedules, decides with `plan` (the misfire policy: a
+process that was down fires at most once, never a burst), claims the occurrence with a
+processed mark (so with several schedulers exactly one fires it), advances `next_run_at`, and
+puts an `Inbound(origin="scheduled")` on the bus. Workers run it in the session
+`scheduled:<id>` and deliver the answer per the schedule's policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import datetime, timedelta
+
+from core.bus.base import Bus
+from core.bus.names import INBOUND
+from core.clock import Clock, utc_now
+from core.envelopes import Address, Inbound, new_id
+from core.errors import BusError, StoreError
+from core.scheduling.cadence import first_run, plan
+from core.scheduling.models import Schedule, ScheduleRun
+from core.store.base import Store
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger(__name__)
+
+# An occurrence claimed by a scheduler that died before moving the schedule on is taken up
+# again after this long, so a schedule is never stuck behind a dead claim.
+_ABANDONED_CLAIM = timedelta(minutes=2)
+
+
+class Scheduler:
+    """Fires due schedules; run one or several (they never fire an occurrence twice)."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        bus: Bus,
+        clock: Clock = utc_now,
+        tick: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.bus = bus
+        self._clock = clock
+        self._tick = tick
+        self._stopping = asyncio.Event()
+
+    async def run(self) -> None:
+        """Tick until `stop()`."""
+        log.info("scheduler running")
+        while not self._stopping.is_set():
+            try:
+                await self.tick_once()
+            except (StoreError, BusError) as exc:
+                log.warning("scheduler tick failed (%s); trying again", exc)
+            try:
+                await asyncio.wait_for(self._stopping.wait(), self._tick)
+            except TimeoutError:
+                pass
+
+    async def stop(self) -> None:
+        """Stop after the current tick."""
+        self._stopping.set()
+
+    async def tick_once(self) -> int:
+        """Fire what is due now; returns how many runs were started."""
+        now = self._clock()
+        fired = 0
+        for schedule in await self.store.due_schedules(now):
+            if await self._advance(schedule, now):
+                fired += 1
+        return fired
+
+    async def _advance(self, schedule: Schedule, now: datetime) -> bool:
+        assert schedule.next_run_at is not None
+        occurrence = schedule.next_run_at
+        current = now
+        claimed = await self.store.mark_processed(
+            f"schedule:{schedule.id}:{occurrence.isoformat()}"
+        )
+        if not claimed:
+            if current - occurrence < _ABANDONED_CLAIM:
+                return False  # another scheduler is on it
+            log.warning(
+                "schedule %s: the scheduler that claimed %s died; moving on",
+                schedule.id,
+                occurrence,
+            )
+            await self.store.save_schedule(
+                schedule.model_copy(
+                    update={
+                        "next_run_at": first_run(schedule.cadence, current)
+                        if schedule.cadence.kind != "once"
+                        else None,
+                        "updated_at": current,
+                    }
+                )
+            )
+            return False
+        decision = plan(schedule, current)
+        update: dict[str, object] = {"next_run_at": decision.next_run_at, "updated_at": current}
+        if decision.fire is None and decision.next_run_at is None:
+            update["status"] = "disabled"  # a one-off missed beyond its grace: it never ran
+        await self.store.save_schedule(schedule.model_copy(update=update))
+        if decision.skipped:
+            log.info("schedule %s: skipped %d missed run(s)", schedule.id, decision.skipped)
+        if decision.fire is None:
+            return False
+        run = ScheduleRun(
+            id=new_id()[:12], schedule_id=schedule.id, due_at=decision.fire, started_at=current
+        )
+        await self.store.save_run(run)
+        await self.bus.enqueue(
+            INBOUND,
+            Inbound(
+                origin="scheduled",
+                address=Address(platform="scheduled", bot="scheduler", chat=schedule.id),
+                text=schedule.prompt,
+                user_id=schedule.owner,
+                is_direct=True,
+                platform_message_id=run.id,
+                schedule_id=schedule.id,
+                run_id=run.id,
+                deliver_to=schedule.deliver_to,
+                notify=schedule.notify,
+            ),
+        )
+        log.info("schedule %s fired (run %s)", schedule.id, run.id)
+        return True

@@ -1,0 +1,229 @@
+"""The schedule tools: a person can ask in a chat for something to happen later, there.
+
+A schedule made by a tool is always delivered to the chat it was asked in, owned by the asking
+person; listing and cancelling see that chat's schedules. That keeps them within `safe-chat`:
+nobody schedules into someone else's chat.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from core.envelopes import Address
+from core.errors import StoreError, ToolError
+from core.scheduling.book import ScheduleBook
+from core.scheduling.cadence import CadenceError, make_cron, parse_at, parse_duration
+from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
+from core.tools.base import SafetyTier, Tool, ToolContext
+
+__all__ = ["MAX_SCHEDULES_PER_OWNER", "describe_cadence", "schedule_tools"]
+
+MAX_SCHEDULES_PER_OWNER = 20
+
+
+class ScheduleCreateArgs(BaseModel):
+    """Schedule a task in this chat: once (`delay` or `at`) or repeatedly (`every` or `cron`)."""
+
+    prompt: str = Field(
+        min_length=1,
+        max_length=2000,
+        description=(
+            "What to do at each run, written as an instruction to yourself, e.g. "
+            "'Remind the user to post the standup' or 'What is 2+3?'"
+        ),
+    )
+    delay: str | None = Field(
+        default=None, description="Run once after this long: 30s, 10m, 2h, 1d."
+    )
+    at: str | None = Field(
+        default=None,
+        description="Run once at this ISO 8601 time, e.g. 2026-05-01T09:00 (read in `timezone`).",
+    )
+    every: str | None = Field(
+        default=None, description="Run repeatedly at this interval: 30s, 5m, 2h, 1d."
+    )
+    cron: str | None = Field(
+        default=None,
+        description="Run at the times of a 5-field cron expression, e.g. '0 9 * * 1-5'.",
+    )
+    timezone: str = Field(default="UTC", description="IANA timezone for `at` and `cron`.")
+    notify: Literal["always", "conditional", "never"] = Field(
+        default="always",
+        description=(
+            "always: deliver every answer; conditional: deliver only answers that start with "
+            "[NOTIFY] (for checks that usually have nothing to say); never: just record runs."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_cadence(self) -> ScheduleCreateArgs:
+        given = [n for n in ("delay", "at", "every", "cron") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of delay, at, every or cron")
+        return self
+
+
+class ScheduleIdArgs(BaseModel):
+    """One schedule, by the id shown when it was made or listed."""
+
+    schedule_id: str = Field(min_length=1, max_length=64)
+
+
+class ScheduleListArgs(BaseModel):
+    """The schedules that deliver to this chat."""
+
+
+def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
+    """`schedule_create`, `schedule_list`, `schedule_cancel` and `schedule_runs` over a book."""
+
+    async def create(args: ScheduleCreateArgs, context: ToolContext) -> str:
+        if context.scheduled:
+            raise ToolError("A scheduled task cannot create more schedules.")
+        address = _chat(context)
+        owner = f"{context.platform}:{context.user_id}"
+        mine = [s for s in await book.store.list_schedules(owner=owner) if s.status == "active"]
+        if len(mine) >= MAX_SCHEDULES_PER_OWNER and not context.is_admin:
+            raise ToolError(
+                f"You already have {len(mine)} active schedules; cancel one before adding more."
+            )
+        try:
+            cadence = _cadence(args, context.clock())
+            schedule = await book.create(
+                cadence=cadence,
+                prompt=args.prompt,
+                deliver_to=address,
+                owner=owner,
+                owner_is_admin=context.is_admin,
+                notify=args.notify,
+            )
+        except CadenceError as exc:
+            raise ToolError(f"Cannot schedule that: {exc}") from exc
+        return (
+            f"Scheduled {schedule.id}: {describe_cadence(schedule.cadence)}; next run "
+            f"{_when(schedule.next_run_at)}. Answers will come to this chat."
+        )
+
+    async def listing(_args: ScheduleListArgs, context: ToolContext) -> str:
+        schedules = await book.store.list_schedules(deliver_to=_chat(context))
+        if not schedules:
+            return "No schedules deliver to this chat."
+        return "\n".join(_line(s) for s in schedules)
+
+    async def cancel(args: ScheduleIdArgs, context: ToolContext) -> str:
+        schedule = await _own(book, args.schedule_id, context)
+        await book.store.delete_schedule(schedule.id)
+        return f"Cancelled schedule {schedule.id} ({describe_cadence(schedule.cadence)})."
+
+    async def runs(args: ScheduleIdArgs, context: ToolContext) -> str:
+        schedule = await _own(book, args.schedule_id, context)
+        found = await book.store.list_runs(schedule.id, limit=5)
+        if not found:
+            return (
+                f"Schedule {schedule.id} has not run yet; next run {_when(schedule.next_run_at)}."
+            )
+        lines = [
+            f"{_when(r.started_at)}: {r.status}"
+            + (f", delivered: {r.output[:200]}" if r.delivered else "")
+            + (f", error: {r.error[:200]}" if r.error else "")
+            for r in found
+        ]
+        return "\n".join(lines)
+
+    return [
+        Tool(
+            name="schedule_create",
+            description=(
+                "Schedule a task whose answer is delivered to this chat later: a reminder, a "
+                "recurring question or check. The prompt runs as a message to you at each time."
+            ),
+            args=ScheduleCreateArgs,
+            tier=SafetyTier.SIDE_EFFECTING,
+            run=create,
+        ),
+        Tool(
+            name="schedule_list",
+            description="List the schedules that deliver to this chat.",
+            args=ScheduleListArgs,
+            tier=SafetyTier.READ_ONLY,
+            run=listing,
+        ),
+        Tool(
+            name="schedule_cancel",
+            description="Cancel a schedule of this chat by its id.",
+            args=ScheduleIdArgs,
+            tier=SafetyTier.SIDE_EFFECTING,
+            run=cancel,
+        ),
+        Tool(
+            name="schedule_runs",
+            description="Show the latest runs of a schedule of this chat.",
+            args=ScheduleIdArgs,
+            tier=SafetyTier.READ_ONLY,
+            run=runs,
+        ),
+    ]
+
+
+def _cadence(args: ScheduleCreateArgs, now: datetime) -> Cadence:
+    if args.delay is not None:
+        return OnceCadence(at=now + timedelta(seconds=parse_duration(args.delay)))
+    if args.at is not None:
+        return OnceCadence(at=parse_at(args.at, tz=args.timezone, now=now))
+    if args.every is not None:
+        return IntervalCadence(seconds=parse_duration(args.every), start=now)
+    assert args.cron is not None
+    return make_cron(args.cron, args.timezone)
+
+
+def _chat(context: ToolContext) -> Address:
+    if context.address is None or context.address.platform == "scheduled":
+        raise ToolError("Schedules can only be made from a chat.")
+    return context.address
+
+
+async def _own(book: ScheduleBook, schedule_id: str, context: ToolContext) -> Schedule:
+    try:
+        schedule = await book.get(schedule_id)
+    except StoreError:
+        raise ToolError(f"No schedule {schedule_id!r} in this chat.") from None
+    address = _chat(context)
+    same_chat = (
+        schedule.deliver_to.platform == address.platform
+        and schedule.deliver_to.chat == address.chat
+        and schedule.deliver_to.thread == address.thread
+    )
+    if not same_chat and not context.is_admin:
+        raise ToolError(f"No schedule {schedule_id!r} in this chat.")
+    return schedule
+
+
+def describe_cadence(cadence: Cadence) -> str:
+    """A short human description: "once at …", "every 5m", "cron '0 9 * * 1-5' (Europe/Paris)"."""
+    match cadence:
+        case OnceCadence(at=at):
+            return f"once at {_when(at)}"
+        case IntervalCadence(seconds=seconds):
+            return f"every {_duration(seconds)}"
+        case _:
+            return f"cron '{cadence.expression}' ({cadence.timezone})"
+
+
+def _duration(seconds: int) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def _when(moment: datetime | None) -> str:
+    return "none" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _line(schedule: Schedule) -> str:
+    return (
+        f"{schedule.id}: {describe_cadence(schedule.cadence)}, {schedule.status}, "
+        f"next {_when(schedule.next_run_at)}, notify {schedule.notify}: {schedule.prompt[:80]}"
+    )

@@ -1,0 +1,267 @@
+"""The Redis side of `RedisStore`'s schedules and runs: the scripts and the reads.
+
+Layout (keys in `core/redis_keys.py`): a hash per schedule holding its JSON; a set of every
+schedule id and one per owner, for listing; `due_schedules`, the active schedules that have a
+next run, scored by `next_run_at`; per schedule, a hash of its runs and a sorted set ordering
+them by `started_at`.
+
+Every write is one script, atomic on the server, and safe to replay (`core/store/redis.py`
+says why that matters): saves leave the same state however often they run, while delete and
+prune keep a receipt so that a replay answers what the first run did. A script touches only
+keys in its KEYS, so one that must take a schedule out of its stored owner's set is told that
+owner, and refuses when the schedule's owner changed since; the caller reads and tries again.
+
+Methods raise the client's errors as they come; `RedisStore` turns them into `StoreError`s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, cast
+from uuid import uuid4
+
+import redis.asyncio as aioredis
+
+from core import redis_keys
+from core.envelopes import Address
+from core.errors import StoreError
+from core.scheduling.models import Schedule, ScheduleRun
+from core.store._schedules import delivers_to, epoch_micros
+
+__all__ = ["RedisSchedules"]
+
+# How often a write reads the stored owner again when another write moved it in between.
+_ATTEMPTS: Final = 5
+# Runs removed per command by a prune: Lua's `unpack` has a bounded stack.
+_PRUNE_BATCH: Final = 1000
+
+# KEYS: schedule, schedules, due_schedules, owner's set, stored owner's set
+# ARGV: id, body (JSON), owner, stored owner ('=' .. owner; '' when there is no schedule),
+#       due member ('' when not due), due score (epoch microseconds)
+# Returns 1, or 0 (nothing written) when the stored owner is not the one expected.
+_SAVE_SCHEDULE: Final = """
+local stored = redis.call('HGET', KEYS[1], 'owner')
+if (stored and ('=' .. stored) or '') ~= ARGV[4] then return 0 end
+local member = redis.call('HGET', KEYS[1], 'due')
+if member then redis.call('ZREM', KEYS[3], member) end
+if stored and stored ~= ARGV[3] then redis.call('SREM', KEYS[5], ARGV[1]) end
+redis.call('HSET', KEYS[1], 'body', ARGV[2], 'owner', ARGV[3])
+if ARGV[5] == '' then
+  redis.call('HDEL', KEYS[1], 'due')
+else
+  redis.call('HSET', KEYS[1], 'due', ARGV[5])
+  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[5])
+end
+redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[1])
+return 1
+"""
+
+# KEYS: schedule, schedules, due_schedules, stored owner's set, runs, run order, receipt
+# ARGV: id, stored owner ('=' .. owner), receipt lifetime (s)
+# Returns 1 when it deleted the schedule, 0 when there was none, -1 (nothing deleted) when the
+# stored owner is not the one expected. A replay returns the first run's reply.
+_DELETE_SCHEDULE: Final = """
+local done = redis.call('GET', KEYS[7])
+if done then return tonumber(done) end
+local stored = redis.call('HGET', KEYS[1], 'owner')
+if not stored then return 0 end
+if ('=' .. stored) ~= ARGV[2] then return -1 end
+local member = redis.call('HGET', KEYS[1], 'due')
+if member then redis.call('ZREM', KEYS[3], member) end
+redis.call('DEL', KEYS[1], KEYS[5], KEYS[6])
+redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('SET', KEYS[7], 1, 'EX', ARGV[3])
+return 1
+"""
+
+# KEYS: schedule, runs, run order
+# ARGV: run id, run (JSON), started_at (epoch microseconds)
+# Returns 1, or 0 (nothing written) for an unknown schedule.
+_SAVE_RUN: Final = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[1])
+return 1
+"""
+
+# KEYS: runs, run order, receipt
+# ARGV: how many to keep, receipt lifetime (s)
+# Returns how many runs it deleted (a replay: the first run's count). The oldest go first;
+# equal start times go by run id, like SQLite's `ORDER BY started_at, id`.
+_PRUNE_RUNS: Final = f"""
+local done = redis.call('GET', KEYS[3])
+if done then return tonumber(done) end
+local extra = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[1])
+local gone = 0
+while gone < extra do
+  local ids = redis.call('ZRANGE', KEYS[2], 0, math.min(extra - gone, {_PRUNE_BATCH}) - 1)
+  if #ids == 0 then break end
+  redis.call('ZREM', KEYS[2], unpack(ids))
+  redis.call('HDEL', KEYS[1], unpack(ids))
+  gone = gone + #ids
+end
+redis.call('SET', KEYS[3], gone, 'EX', ARGV[2])
+return gone
+"""
+
+
+class RedisSchedules:
+    """Schedules and their runs on a Redis client made with `decode_responses=False`."""
+
+    def __init__(self, client: aioredis.Redis, *, receipt_seconds: int) -> None:
+        """Register the scripts on `client`; receipts of writes live `receipt_seconds`."""
+        self._client = client
+        self._receipt_seconds = receipt_seconds
+        self._save_schedule = client.register_script(_SAVE_SCHEDULE)
+        self._delete_schedule = client.register_script(_DELETE_SCHEDULE)
+        self._save_run = client.register_script(_SAVE_RUN)
+        self._prune_runs = client.register_script(_PRUNE_RUNS)
+
+    async def save_schedule(self, schedule: Schedule) -> None:
+        """Insert or replace the schedule, keeping the due and owner indexes in step."""
+        key = redis_keys.schedule(schedule.id)
+        due_at = schedule.next_run_at if schedule.status == "active" else None
+        member = "" if due_at is None else _due_member(schedule)
+        score = 0 if due_at is None else epoch_micros(due_at)
+        body = schedule.model_dump_json()
+        for _ in range(_ATTEMPTS):
+            stored = await self._stored_owner(key)
+            saved = await self._save_schedule(
+                keys=[
+                    key,
+                    redis_keys.schedules(),
+                    redis_keys.due_schedules(),
+                    redis_keys.schedules_by_owner(schedule.owner),
+                    redis_keys.schedules_by_owner(schedule.owner if stored is None else stored),
+                ],
+                args=[schedule.id, body, schedule.owner, _expected(stored), member, score],
+            )
+            if int(saved) == 1:
+                return
+        raise StoreError(f"schedule {schedule.id!r} kept changing owner while being saved")
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        """The schedule with this id, or None."""
+        body = await self._client.hget(redis_keys.schedule(schedule_id), "body")
+        return None if body is None else Schedule.model_validate_json(body)
+
+    async def list_schedules(
+        self, *, owner: str | None, deliver_to: Address | None
+    ) -> list[Schedule]:
+        """Schedules of `owner` and to `deliver_to` when given, oldest first."""
+        index = redis_keys.schedules() if owner is None else redis_keys.schedules_by_owner(owner)
+        ids = [_text(i) for i in cast(set[bytes], await self._client.smembers(index))]
+        found = await self._read(ids)
+        if deliver_to is not None:
+            found = [s for s in found if delivers_to(s, deliver_to)]
+        # The id breaks ties of time, as in the SQLite store.
+        return sorted(found, key=lambda s: (s.created_at, s.id))
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Remove the schedule, its runs and its index entries; False if there was none."""
+        key = redis_keys.schedule(schedule_id)
+        for _ in range(_ATTEMPTS):
+            stored = await self._stored_owner(key)
+            if stored is None:
+                return False
+            deleted = int(
+                await self._delete_schedule(
+                    keys=[
+                        key,
+                        redis_keys.schedules(),
+                        redis_keys.due_schedules(),
+                        redis_keys.schedules_by_owner(stored),
+                        redis_keys.schedule_runs(schedule_id),
+                        redis_keys.schedule_run_order(schedule_id),
+                        redis_keys.write_receipt(uuid4().hex),
+                    ],
+                    args=[schedule_id, _expected(stored), self._receipt_seconds],
+                )
+            )
+            if deleted >= 0:
+                return deleted == 1
+        raise StoreError(f"schedule {schedule_id!r} kept changing owner while being deleted")
+
+    async def due_schedules(self, now_micros: int, limit: int) -> list[Schedule]:
+        """At most `limit` active schedules due at `now_micros`, the longest due first."""
+        if limit == 0:
+            return []
+        members = cast(
+            list[bytes],
+            await self._client.zrangebyscore(
+                redis_keys.due_schedules(), "-inf", now_micros, start=0, num=limit
+            ),
+        )
+        return await self._read([_text(m).split(":", 1)[1] for m in members])
+
+    async def save_run(self, run: ScheduleRun) -> None:
+        """Insert or replace the run; `StoreError` when its schedule is unknown."""
+        saved = await self._save_run(
+            keys=[
+                redis_keys.schedule(run.schedule_id),
+                redis_keys.schedule_runs(run.schedule_id),
+                redis_keys.schedule_run_order(run.schedule_id),
+            ],
+            args=[run.id, run.model_dump_json(), epoch_micros(run.started_at)],
+        )
+        if int(saved) == 0:
+            raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
+
+    async def list_runs(self, schedule_id: str, limit: int) -> list[ScheduleRun]:
+        """The schedule's newest runs first, at most `limit`."""
+        if limit == 0:
+            return []
+        ids = cast(
+            list[bytes],
+            await self._client.zrevrange(redis_keys.schedule_run_order(schedule_id), 0, limit - 1),
+        )
+        if not ids:
+            return []
+        bodies = cast(
+            list[bytes | None],
+            await self._client.hmget(redis_keys.schedule_runs(schedule_id), ids),
+        )
+        # A run pruned between the two reads is simply left out.
+        return [ScheduleRun.model_validate_json(b) for b in bodies if b is not None]
+
+    async def prune_runs(self, schedule_id: str, keep: int) -> int:
+        """Delete all but the newest `keep` runs of the schedule; returns how many went."""
+        gone = await self._prune_runs(
+            keys=[
+                redis_keys.schedule_runs(schedule_id),
+                redis_keys.schedule_run_order(schedule_id),
+                redis_keys.write_receipt(uuid4().hex),
+            ],
+            args=[keep, self._receipt_seconds],
+        )
+        return int(gone)
+
+    async def _stored_owner(self, key: str) -> str | None:
+        owner = await self._client.hget(key, "owner")
+        return None if owner is None else _text(owner)
+
+    async def _read(self, schedule_ids: Sequence[str]) -> list[Schedule]:
+        """These schedules in order, leaving out ids deleted meanwhile."""
+        if not schedule_ids:
+            return []
+        async with self._client.pipeline(transaction=True) as pipe:
+            for schedule_id in schedule_ids:
+                pipe.hget(redis_keys.schedule(schedule_id), "body")
+            bodies = cast(list[bytes | None], await pipe.execute())
+        return [Schedule.model_validate_json(b) for b in bodies if b is not None]
+
+
+def _due_member(schedule: Schedule) -> str:
+    """`<created_at, 20 digits>:<id>`: equal due times then sort oldest schedule first."""
+    return f"{epoch_micros(schedule.created_at):020d}:{schedule.id}"
+
+
+def _expected(stored_owner: str | None) -> str:
+    """How a script is told the stored owner: `=` and the owner, or empty when none."""
+    return "" if stored_owner is None else f"={stored_owner}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
