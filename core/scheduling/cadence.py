@@ -297,6 +297,10 @@ def _cron_occurrences(cadence: CronCadence, after: datetime) -> Iterator[datetim
     except (CroniterError, TypeError) as exc:
         raise CadenceError(f"{cadence.expression!r} is not a valid cron expression: {exc}") from exc
     last = after
+    # A job at a fixed hour runs once when the clocks go back and its time happens twice (as
+    # classic cron does): only the first of the two instants counts. Jobs on a wildcard hour
+    # keep their rhythm through the repeated hour.
+    fixed_hour = "*" not in cadence.expression.split()[1]
     stalled = 0
     while True:
         try:
@@ -304,11 +308,15 @@ def _cron_occurrences(cadence: CronCadence, after: datetime) -> Iterator[datetim
         except (CroniterBadDateError, OverflowError):
             return
         candidate = local.astimezone(UTC)
+        repeated = fixed_hour and _second_of_two(local, zone, candidate)
         # Around DST changes wall-clock arithmetic could step back; never repeat an instant.
-        if candidate > last:
+        if candidate > last and not repeated:
             stalled = 0
             last = candidate
             yield candidate
+            continue
+        if candidate > last:
+            last = candidate
             continue
         stalled += 1
         if stalled > _CRON_STALL_LIMIT:
@@ -370,6 +378,12 @@ def _missed(cadence: Cadence, due: datetime, now: datetime) -> tuple[datetime, i
             return _cron_missed(cadence, due, now)
         case _:
             assert_never(cadence)
+
+
+def _second_of_two(local: datetime, zone: ZoneInfo, instant: datetime) -> bool:
+    """Whether `instant` is the later of two instants sharing its wall-clock time (DST end)."""
+    first = local.replace(tzinfo=None).replace(tzinfo=zone, fold=0).astimezone(UTC)
+    return first != instant
 
 
 def _cron_missed(cadence: CronCadence, due: datetime, now: datetime) -> tuple[datetime, int]:

@@ -410,19 +410,19 @@ def test_cron_on_spring_forward_runs_after_the_gap() -> None:
     ]
 
 
-def test_cron_on_fall_back_runs_at_both_instants_never_the_same_twice() -> None:
-    # 2025-10-26 in Paris: 03:00 CEST goes back to 02:00 CET, so 02:30 happens twice.
+def test_cron_at_a_fixed_hour_runs_once_when_that_hour_happens_twice() -> None:
+    # 2025-10-26 in Paris: 03:00 CEST goes back to 02:00 CET, so 02:30 happens twice; a daily
+    # job runs at the first one only, as classic cron does.
     cadence = make_cron("30 2 * * *", "Europe/Paris")
     first = first_run(cadence, utc(2025, 10, 25, 0, 0))
     assert first == utc(2025, 10, 25, 0, 30)
-    assert chain(cadence, first, 4) == [
+    assert chain(cadence, first, 3) == [
         utc(2025, 10, 25, 0, 30),
-        utc(2025, 10, 26, 0, 30),  # 02:30 CEST
-        utc(2025, 10, 26, 1, 30),  # 02:30 CET
+        utc(2025, 10, 26, 0, 30),  # 02:30 CEST; 02:30 CET an hour later is the same time again
         utc(2025, 10, 27, 1, 30),
     ]
-    # Seen from inside the repeated hour, the second 02:30 is still ahead.
-    assert first_run(cadence, utc(2025, 10, 26, 1, 10)) == utc(2025, 10, 26, 1, 30)
+    # Seen from inside the repeated hour, the second 02:30 is not a run either.
+    assert first_run(cadence, utc(2025, 10, 26, 1, 10)) == utc(2025, 10, 27, 1, 30)
 
 
 def test_frequent_cron_through_fall_back_keeps_real_time_spacing() -> None:
