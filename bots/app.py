@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from bots.providers import build_provider
 from bots.settings import Settings
-from channels import telegram, terminal
+from channels import discord, slack, telegram, terminal
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
 from core.dispatch import Worker
@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 PROMPT_HINTS: dict[str, str] = {
     "terminal": terminal.PROMPT_HINT,
     "telegram": telegram.PROMPT_HINT,
+    "slack": slack.PROMPT_HINT,
+    "discord": discord.PROMPT_HINT,
 }
 
 # Leases of the distributed deployment: a worker that dies holds a session for at most

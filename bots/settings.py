@@ -40,7 +40,13 @@ class Settings(BaseSettings):
     telegram_webhook_port: int = Field(default=8443, alias="TELEGRAM_WEBHOOK_PORT", ge=0, le=65535)
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
     slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
+    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
+    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
+    slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
+    slack_port: int = Field(default=3000, alias="SLACK_PORT", ge=0, le=65535)
     discord_bot_token: SecretStr | None = Field(default=None, alias="DISCORD_BOT_TOKEN")
+    discord_api_url: str = Field(default="https://discord.com/api/v10", alias="DISCORD_API_URL")
+    discord_gateway_url: str | None = Field(default=None, alias="DISCORD_GATEWAY_URL")
 
     def secrets(self) -> list[str]:
         """Every configured secret value, for scrubbing logs and tool output."""
@@ -50,6 +56,8 @@ class Settings(BaseSettings):
             self.telegram_bot_token,
             self.telegram_webhook_secret,
             self.slack_bot_token,
+            self.slack_signing_secret,
+            self.slack_app_token,
             self.discord_bot_token,
         )
         return [v.get_secret_value() for v in values if v is not None]

@@ -26,6 +26,7 @@ from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.runtime import AgentRuntime
 from core.store.base import Store
+from core.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
     from core.scheduling.book import ScheduleBook
@@ -96,10 +97,7 @@ class Worker:
             await self._receive_forever()
         finally:
             for task in helpers:
-                task.cancel()
-            for task in helpers:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel_and_wait(task)
             with contextlib.suppress(Exception):
                 await control.aclose()
 

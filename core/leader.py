@@ -14,6 +14,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from core import redis_keys as keys
+from core.tasks import cancel_and_wait
 
 __all__ = ["Leadership"]
 
@@ -75,7 +76,7 @@ class Leadership:
     async def release(self) -> None:
         """Give the role up (if still held) so a standby takes over at once."""
         if self._renewer is not None:
-            self._renewer.cancel()
+            await cancel_and_wait(self._renewer)
         try:
             await self._release(keys=[self._key], args=[self._token])
         except RedisError as exc:

@@ -26,6 +26,8 @@ class AllowList(BaseModel):
 
     users: frozenset[str] = frozenset()
     chats: frozenset[str] = frozenset()
+    # Whole workspaces (Slack team ids) or servers (Discord guild ids).
+    teams: frozenset[str] = frozenset()
 
 
 class ChannelPolicy(BaseModel):
@@ -53,9 +55,13 @@ class ChannelPolicy(BaseModel):
     def admits(self, inbound: Inbound) -> bool:
         """Whether the allowlist lets this message's user or chat through."""
         allowed = self.allow.get(inbound.address.platform)
-        if allowed is None or (not allowed.users and not allowed.chats):
+        if allowed is None or not (allowed.users or allowed.chats or allowed.teams):
             return True
-        return inbound.user_id in allowed.users or inbound.address.chat in allowed.chats
+        return (
+            inbound.user_id in allowed.users
+            or inbound.address.chat in allowed.chats
+            or (inbound.team is not None and inbound.team in allowed.teams)
+        )
 
     def addressed(self, inbound: Inbound) -> bool:
         """Whether the bot should answer: direct chats, mentions, replies, commands."""

@@ -45,6 +45,8 @@ class ProfileSettings(BaseModel):
     allow: dict[str, AllowList] = Field(default_factory=dict)
     # In groups: answer only when addressed ("mention") or every message ("all").
     group_replies: Literal["mention", "all"] = "mention"
+    # Discord: answer a mention in a new thread started from the message.
+    discord_reply_in_thread: bool = False
     # People trusted with everything: "<platform>:<user id>", e.g. "telegram:12345".
     admins: list[str] = Field(default_factory=lambda: ["terminal:local"])
 

@@ -71,11 +71,11 @@ def serve(ctx: click.Context, profile: str | None) -> None:
 
 async def _serve_platforms(settings: Settings) -> None:
     profile = load_profile(settings.profiles_dir, settings.profile)
-    adapters = configured_adapters(settings)
+    adapters = configured_adapters(settings, profile)
     if not adapters:
         raise ConfigError(
-            "no chat platform is configured: set TELEGRAM_BOT_TOKEN "
-            "(or use `switchboard chat` for the terminal)"
+            "no chat platform is configured: set TELEGRAM_BOT_TOKEN, SLACK_BOT_TOKEN or "
+            "DISCORD_BOT_TOKEN (or use `switchboard chat` for the terminal)"
         )
     async with embedded(settings, profile) as parts:
         gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
@@ -99,7 +99,7 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 
 async def _gateway(settings: Settings, platform: str) -> None:
-    adapter = adapter_for(platform, settings)
+    adapter = adapter_for(platform, settings, load_profile(settings.profiles_dir, settings.profile))
     async with backends(settings) as found:
         runner = Gateway(adapter, found.bus)
         leadership = _poller_leadership(settings, platform, adapter, runner.consumer)

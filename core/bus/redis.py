@@ -32,6 +32,7 @@ from core.bus.base import Bus, BusPayload, Delivery, Subscription
 from core.envelopes import decode, encode
 from core.errors import BusError
 from core.redis_keys import CONSUMER_GROUP, dead_letters, enqueued, queue_stream, topic_channel
+from core.tasks import cancel_and_wait
 
 __all__ = ["RedisBus"]
 
@@ -48,6 +49,8 @@ _SUBSCRIBE_TIMEOUT_SECONDS = 10.0
 _SWEEP_BATCH = 1000
 # How long `close` lets commands in flight finish before it closes the connections anyway.
 _CLOSE_GRACE_SECONDS = 2.0
+# The longest a subscription whose connection dropped waits between attempts to reconnect.
+_MAX_RESUBSCRIBE_DELAY_SECONDS = 2.0
 
 # Shared by the scripts below. `bury` moves a pending entry to the dead letters.
 _LUA_PRELUDE = """
@@ -240,7 +243,9 @@ class _RedisDelivery(Delivery):
 class _RedisSubscription(Subscription):
     """A pub/sub connection of its own, pumped by a task into an inbox of encoded envelopes.
 
-    Iteration raises `BusError` once if the connection is lost for good, then ends.
+    A dropped connection is made again (and the channel subscribed again) until `aclose`, so a
+    Redis restart costs only what is published meanwhile. Iteration raises `BusError` once if
+    Redis refuses the subscription, then ends.
     """
 
     def __init__(
@@ -299,25 +304,39 @@ class _RedisSubscription(Subscription):
         self._leave(self)
         self._end()
         if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.wait({self._pump})
+            with contextlib.suppress(RedisError, BusError):
+                await cancel_and_wait(self._pump)
         # Closing the connection ends the subscription on the server as well.
         with contextlib.suppress(RedisError):
             await self._pubsub.aclose()  # type: ignore[no-untyped-call]  # redis-py: unannotated
 
     async def _listen(self) -> None:
-        try:
-            while True:
+        failures = 0
+        while True:
+            try:
                 message = await self._pubsub.get_message(
                     ignore_subscribe_messages=True, timeout=None
                 )
-                if message is not None and message["type"] == "message":
-                    self._inbox.put_nowait(message["data"])
-        except RedisError as exc:
-            # redis-py reconnects and resubscribes by itself; this is after it gave up.
-            logger.warning("subscription to %s lost: %s", self._channel, exc)
-            self._error = BusError(f"subscription to {self._channel} lost: {exc}")
-            self._end()
+            except (RedisConnectionError, RedisTimeoutError) as exc:
+                # redis-py's quick retries gave up: Redis is down or restarting. The next read
+                # reconnects and subscribes again; what is published meanwhile is missed.
+                failures += 1
+                if failures == 1:
+                    logger.warning(
+                        "subscription to %s interrupted (%s); reconnecting", self._channel, exc
+                    )
+                await asyncio.sleep(min(_MAX_RESUBSCRIBE_DELAY_SECONDS, 0.05 * 2**failures))
+                continue
+            except RedisError as exc:
+                logger.warning("subscription to %s lost: %s", self._channel, exc)
+                self._error = BusError(f"subscription to {self._channel} lost: {exc}")
+                self._end()
+                return
+            if failures:
+                logger.info("subscription to %s restored", self._channel)
+                failures = 0
+            if message is not None and message["type"] == "message":
+                self._inbox.put_nowait(message["data"])
 
     def _end(self) -> None:
         if not self._ended:

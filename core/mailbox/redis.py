@@ -10,7 +10,6 @@ lease lapsed cannot act for the session any more.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import secrets
 from typing import Any
@@ -25,6 +24,7 @@ from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
 from core.mailbox.base import Claim
 from core.store.base import Fence
+from core.tasks import cancel_and_wait
 
 __all__ = ["RedisMailboxes"]
 
@@ -103,9 +103,7 @@ class _RedisClaim:
             self._lost.set()
 
     async def release(self) -> bool:
-        self._renewer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._renewer
+        await cancel_and_wait(self._renewer)
         left = await _call(
             self._boxes.script_release(
                 keys=[self._lease, keys.mailbox(self._key), keys.mailboxes()],
