@@ -8,7 +8,6 @@ consumed and each entry handed to the adapter, acked once it is shown. Ephemeral
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 from channels.base import ChannelAdapter
@@ -16,6 +15,7 @@ from core.bus.base import Bus, Delivery
 from core.bus.names import INBOUND, outbound_queue
 from core.envelopes import Inbound, Outbound, new_id
 from core.errors import BusError, ChannelError
+from core.tasks import cancel_and_wait
 
 __all__ = ["Gateway"]
 
@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 _EPHEMERAL = frozenset({"typing", "progress", "delta"})
 _MAX_RETRY_AFTER = 300.0
+# How long a received message waits for an unreachable bus before it is given up.
+_PUBLISH_PATIENCE = 120.0
 
 
 class Gateway:
@@ -35,8 +37,29 @@ class Gateway:
         self._queue = outbound_queue(adapter.platform)
 
     async def publish(self, inbound: Inbound) -> None:
-        """The adapter's sink: put inbound work on the bus."""
-        await self.bus.enqueue(INBOUND, inbound)
+        """The adapter's sink: put inbound work on the bus.
+
+        While the bus is unreachable (Redis restarting) it keeps trying for up to
+        `_PUBLISH_PATIENCE` seconds, holding the platform's update instead of dropping it.
+        """
+        loop = asyncio.get_running_loop()
+        give_up_at = loop.time() + _PUBLISH_PATIENCE
+        failures = 0
+        while True:
+            try:
+                await self.bus.enqueue(INBOUND, inbound)
+            except BusError as exc:
+                failures += 1
+                if loop.time() >= give_up_at:
+                    log.error("gave up handing %s to the bus: %s", inbound.dedupe_key, exc)
+                    raise
+                if failures == 1:
+                    log.warning("cannot hand a message to the bus (%s); retrying", exc)
+                await asyncio.sleep(min(5.0, 0.2 * 2**failures))
+                continue
+            if failures:
+                log.info("handed %s to the bus after %d retries", inbound.dedupe_key, failures)
+            return
 
     async def run(self) -> None:
         """Receive and deliver until the adapter's `run()` returns."""
@@ -44,9 +67,7 @@ class Gateway:
         try:
             await self.adapter.run(self.publish)
         finally:
-            deliveries.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await deliveries
+            await cancel_and_wait(deliveries)
 
     async def stop(self) -> None:
         """Ask the adapter to stop; `run()` returns once it has."""
@@ -63,6 +84,8 @@ class Gateway:
                 log.warning("cannot receive deliveries (%s); trying again in %.0fs", exc, delay)
                 await asyncio.sleep(delay)
                 continue
+            if failures:
+                log.info("receiving deliveries again after %d failed attempt(s)", failures)
             failures = 0
             if delivery is not None:
                 await self._deliver(delivery)

@@ -22,15 +22,20 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One `redis-server` process; `restart()` keeps its port (and loses its data)."""
+    """One `redis-server` process; `restart()` keeps its port.
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    Data is lost on restart unless `persistent`: then every write is appended to a file in
+    `workdir` and fsynced before Redis answers (`appendfsync always`), and a restart reloads it.
+    """
+
+    def __init__(self, workdir: Path, port: int | None = None, *, persistent: bool = False) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (CI installs it: see .ci/run)")
         self.binary = binary
         self.workdir = workdir
         self.port = port or free_port()
+        self.persistent = persistent
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -48,8 +53,11 @@ class RedisServer:
                 "127.0.0.1",
                 "--save",
                 "",
-                "--appendonly",
-                "no",
+                *(
+                    ("--appendonly", "yes", "--appendfsync", "always")
+                    if self.persistent
+                    else ("--appendonly", "no")
+                ),
                 "--dir",
                 str(self.workdir),
                 "--loglevel",
