@@ -21,20 +21,22 @@ from core.bus.memory import MemoryBus
 from core.dispatch import Worker
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
+from core.memory import memory_block, memory_scope
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
-from core.prompt import SystemPrompt
 from core.providers.registry import Resolved
 from core.redact import RedactingFilter, Redactor
-from core.runtime import AgentRuntime, RuntimeLimits
+from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
+from core.tools.memory import memory_tools
+from core.tools.skills import read_skill_tool
 
 __all__ = [
     "PROMPT_HINTS",
@@ -154,7 +156,14 @@ async def worker_for(
         runtime = AgentRuntime(
             provider=provider,
             model=resolved.model,
-            tools=ToolRegistry([*builtin_tools(), *schedule_tools(book)]),
+            tools=ToolRegistry(
+                [
+                    *builtin_tools(),
+                    *schedule_tools(book),
+                    *memory_tools(found.store, profile.name),
+                    read_skill_tool(profile.skills),
+                ]
+            ),
             store=found.store,
             limits=RuntimeLimits(
                 max_steps=options.max_steps,
@@ -164,9 +173,10 @@ async def worker_for(
                 max_spend_usd=options.max_spend_usd,
             ),
             cost=PriceBook().cost,
-            prompt=SystemPrompt(identity=profile.identity),
+            prompt=profile.system_prompt(),
             temperature=options.temperature,
             redactor=redactor,
+            turn_context=_memory_context(found.store, profile.name),
         )
         worker = Worker(
             bus=found.bus,
@@ -190,6 +200,20 @@ async def worker_for(
         yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker, book)
     finally:
         await provider.aclose()
+
+
+def _memory_context(store: Store, profile: str) -> TurnContext:
+    """The asking person's most relevant remembered facts, for each turn."""
+
+    async def relevant(context: ChannelContext, asked: str) -> str:
+        if not context.platform or not context.user_id:
+            return ""
+        scope = memory_scope(
+            profile, context.platform, context.user_id, scheduled=context.scheduled
+        )
+        return await memory_block(store, scope, asked)
+
+    return relevant
 
 
 @asynccontextmanager

@@ -1,4 +1,8 @@
-"""Reading a profile folder from disk into a `core.profile.Profile`."""
+"""Reading a profile folder from disk into a `core.profile.Profile`.
+
+Every file but the folder itself is optional. A file that is there but cannot be read (not a
+file, no permission, not UTF-8) or is invalid stops the start with a `ConfigError` naming it.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,14 @@ from pathlib import Path
 
 from core.errors import ConfigError
 from core.profile import Profile
+from core.skills import Skill
 
 __all__ = ["load_profile"]
 
 
 def load_profile(profiles_dir: Path, name: str) -> Profile:
-    """Read `profiles/<name>/profile.toml` and `SOUL.md`; built-in defaults for `default`."""
+    """Read `profiles/<name>/`: `profile.toml`, `SOUL.md`, `SYSTEM.md`, `MEMORY.md`,
+    `USER.md` and `skills/*/SKILL.md`; built-in defaults when `default` has no folder."""
     folder = profiles_dir / name
     if not folder.is_dir():
         if name == "default":
@@ -20,15 +26,63 @@ def load_profile(profiles_dir: Path, name: str) -> Profile:
         raise ConfigError(f"profile {name!r} not found: no folder {folder}")
     toml_path = folder / "profile.toml"
     data: dict[str, object] = {}
-    if toml_path.is_file():
+    toml_text = _read_optional(toml_path)
+    if toml_text is not None:
         try:
-            data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+            data = tomllib.loads(toml_text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{toml_path}: {exc}") from None
-        except OSError as exc:
-            raise ConfigError(f"{toml_path}: cannot read: {exc.strerror}") from None
-    identity = None
-    soul = folder / "SOUL.md"
-    if soul.is_file():
-        identity = soul.read_text(encoding="utf-8").strip() or None
-    return Profile.parse(name, data, source=str(toml_path), identity=identity)
+    return Profile.parse(
+        name,
+        data,
+        source=str(toml_path),
+        identity=_read_optional(folder / "SOUL.md"),
+        system=_read_optional(folder / "SYSTEM.md"),
+        memory=_read_optional(folder / "MEMORY.md") or "",
+        user=_read_optional(folder / "USER.md") or "",
+        skills=_read_skills(folder / "skills"),
+    )
+
+
+def _read_skills(skills_dir: Path) -> list[Skill]:
+    """Every `skills/<folder>/SKILL.md`, in folder-name order; two skills may not share a name."""
+    if not skills_dir.exists():
+        return []
+    if not skills_dir.is_dir():
+        raise ConfigError(f"{skills_dir}: not a folder (skills live in skills/<name>/SKILL.md)")
+    try:
+        folders = sorted(p for p in skills_dir.iterdir() if not p.name.startswith("."))
+    except OSError as exc:
+        raise ConfigError(f"{skills_dir}: cannot read: {exc.strerror}") from None
+    skills: list[Skill] = []
+    found: dict[str, Path] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            continue  # a README or similar beside the skill folders
+        path = folder / "SKILL.md"
+        if not path.exists():
+            raise ConfigError(f"{folder}: a skill folder needs a SKILL.md")
+        skill = Skill.parse(_read_optional(path) or "", source=str(path))
+        if skill.name in found:
+            raise ConfigError(
+                f"{path}: name: {skill.name!r} is already the name of {found[skill.name]}"
+            )
+        found[skill.name] = path
+        skills.append(skill)
+    return skills
+
+
+def _read_optional(path: Path) -> str | None:
+    """The file's text stripped, `None` when absent or blank; `ConfigError` when unreadable."""
+    if not path.exists():
+        return None
+    if not path.is_file():
+        raise ConfigError(f"{path}: not a file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    # Line endings normalised: a file saved on Windows gives the same prompt bytes.
+    return text.replace("\r\n", "\n").strip() or None

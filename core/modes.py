@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from core.errors import ConfigError
+from core.skills import READ_SKILL
 from core.tools.base import SafetyTier, Tool, ToolRegistry
 
 __all__ = [
@@ -26,15 +27,20 @@ __all__ = [
 ]
 
 # Tools whose effects stay within the asking user's own data: schedules made by a tool always
-# deliver to the chat they were asked in.
+# deliver to the chat they were asked in; `read_skill` reads the profile's own instructions;
+# memory tools read and write only the asking person's facts with this bot.
 SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
     {
         "current_time",
         "calculator",
+        READ_SKILL,
         "schedule_create",
         "schedule_list",
         "schedule_cancel",
         "schedule_runs",
+        "remember",
+        "recall",
+        "forget",
     }
 )
 

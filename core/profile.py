@@ -1,19 +1,23 @@
-"""`Profile`: the per-bot behaviour read from `profiles/<name>/profile.toml` and `SOUL.md`.
+"""`Profile`: one bot persona, from the files of a `profiles/<name>/` folder.
 
-Core only validates; reading the files happens in `bots/`.
+`profile.toml` (settings), `SOUL.md` (identity), `SYSTEM.md` (replaces the identity),
+`MEMORY.md`, `USER.md` and `skills/*/SKILL.md`. Core only validates; reading the files happens
+in `bots/`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
 from core.policy import DEFAULT_CHANNEL_MODES, AllowList
-from core.prompt import DEFAULT_IDENTITY
+from core.prompt import DEFAULT_IDENTITY, SystemPrompt
+from core.skills import Skill
 
-__all__ = ["Profile", "ProfileSettings"]
+__all__ = ["Profile", "ProfileSettings", "Skill"]
 
 
 class ProfileSettings(BaseModel):
@@ -52,17 +56,33 @@ class ProfileSettings(BaseModel):
 
 
 class Profile(BaseModel):
-    """A bot persona: its settings and its identity text."""
+    """A bot persona: its settings and the texts of its system prompt."""
 
     model_config = ConfigDict(frozen=True)
 
     name: str
     settings: ProfileSettings = Field(default_factory=ProfileSettings)
+    # SOUL.md, or the built-in identity.
     identity: str = DEFAULT_IDENTITY
+    # SYSTEM.md: when present it replaces the identity entirely.
+    system: str | None = None
+    memory: str = ""
+    user: str = ""
+    # Sorted by name; the loader refuses two skills with one name.
+    skills: list[Skill] = Field(default_factory=list)
 
     @classmethod
     def parse(
-        cls, name: str, data: dict[str, Any], *, source: str, identity: str | None
+        cls,
+        name: str,
+        data: dict[str, Any],
+        *,
+        source: str,
+        identity: str | None,
+        system: str | None = None,
+        memory: str = "",
+        user: str = "",
+        skills: Sequence[Skill] = (),
     ) -> Profile:
         """Validate `profile.toml` data; errors name the file and the key."""
         try:
@@ -71,4 +91,22 @@ class Profile(BaseModel):
             first = exc.errors(include_url=False)[0]
             key = ".".join(str(p) for p in first["loc"]) or "(top level)"
             raise ConfigError(f"{source}: {key}: {first['msg']}") from None
-        return cls(name=name, settings=settings, identity=identity or DEFAULT_IDENTITY)
+        return cls(
+            name=name,
+            settings=settings,
+            identity=identity or DEFAULT_IDENTITY,
+            system=system or None,
+            memory=memory,
+            user=user,
+            skills=sorted(skills, key=lambda s: s.name),
+        )
+
+    def system_prompt(self) -> SystemPrompt:
+        """The system prompt builder for this profile's turns."""
+        return SystemPrompt(
+            identity=self.identity,
+            system=self.system,
+            memory=self.memory,
+            user=self.user,
+            skills=tuple(self.skills),
+        )

@@ -18,6 +18,11 @@ __all__ = [
     "lease",
     "mailbox",
     "mailboxes",
+    "memory_fact_terms",
+    "memory_facts",
+    "memory_order",
+    "memory_term",
+    "memory_vocabulary",
     "message_seq",
     "messages",
     "processed",
@@ -175,6 +180,36 @@ def schedule_runs(schedule_id: str) -> str:
 def schedule_run_order(schedule_id: str) -> str:
     """Sorted set of a schedule's run ids, scored by `started_at` (epoch microseconds)."""
     return f"{PREFIX}schedule-run-order:{schedule_id}"
+
+
+# --- memory --------------------------------------------------------------------------------
+# One person's facts with one bot form a scope (`profile:platform:user_id`, see core/memory.py).
+# The kind of key comes before the scope, and terms hold no colon, so no two keys can meet.
+
+
+def memory_facts(scope: str) -> str:
+    """Hash of a scope's facts: fact id → the fact's JSON."""
+    return f"{PREFIX}memory:facts:{scope}"
+
+
+def memory_fact_terms(scope: str) -> str:
+    """Hash of a scope's indexed terms per fact: fact id → its terms, space-separated."""
+    return f"{PREFIX}memory:fact-terms:{scope}"
+
+
+def memory_order(scope: str) -> str:
+    """Sorted set of a scope's fact ids, scored by `created_at` (epoch microseconds)."""
+    return f"{PREFIX}memory:order:{scope}"
+
+
+def memory_term(scope: str, term: str) -> str:
+    """Set of the ids of a scope's facts that contain `term` (the inverted index)."""
+    return f"{PREFIX}memory:term:{scope}:{term}"
+
+
+def memory_vocabulary(scope: str) -> str:
+    """Sorted set (all scores 0, so ordered by text) of a scope's indexed terms, for prefixes."""
+    return f"{PREFIX}memory:vocabulary:{scope}"
 
 
 # --- coordination --------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +46,7 @@ __all__ = [
     "ChannelContext",
     "CostFunction",
     "RuntimeLimits",
+    "TurnContext",
 ]
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,10 @@ class ChannelContext(BaseModel):
     scheduled: bool = False
 
 
+# Extra context for one turn (memory snippets) from the channel context and the user's text.
+TurnContext = Callable[[ChannelContext, str], Awaitable[str]]
+
+
 class _Cancel:
     """Tells a turn task apart from one cancelled by its consumer going away."""
 
@@ -114,6 +119,7 @@ class AgentRuntime:
         cost: CostFunction | None = None,
         redactor: Redactor | None = None,
         clock: Clock = utc_now,
+        turn_context: TurnContext | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -125,6 +131,7 @@ class AgentRuntime:
         self._cost = cost
         self._redact = redactor or Redactor()
         self._clock = clock
+        self._turn_context = turn_context
 
     async def run(
         self,
@@ -247,6 +254,7 @@ class AgentRuntime:
             session_id=session_id,
             now=self._clock(),
         )
+        state.turn_context = await self._context_for(context, history)
         tool_context = ToolContext(
             session_id=session_id,
             user_id=context.user_id,
@@ -312,6 +320,7 @@ class AgentRuntime:
             request = ModelRequest.model_construct(
                 model=self.model,
                 system=system,
+                turn_context=state.turn_context,
                 messages=history[state.window :],
                 tools=[t.spec for t in offered],
                 max_tokens=self.limits.max_tokens,
@@ -529,6 +538,18 @@ class AgentRuntime:
         async with asyncio.timeout(self.limits.tool_timeout):
             return await tool(call.arguments, tool_context)
 
+    async def _context_for(self, context: ChannelContext, history: list[Message]) -> str:
+        """The turn's extra context (memory) for the newest user text; "" when it fails."""
+        if self._turn_context is None:
+            return ""
+        asked = next((m.text for m in reversed(history) if m.role == "user"), "")
+        try:
+            return await self._turn_context(context, asked)
+        except Exception:
+            # Memory is a help, not a requirement: the turn goes on without it.
+            log.warning("could not gather the turn's context", exc_info=True)
+            return ""
+
     async def _append(self, session_id: str, message: Message, state: _TurnState) -> Message:
         return await self.store.append_message(session_id, message, fence=state.fence)
 
@@ -566,6 +587,7 @@ class _TurnState:
         self.unpriced = False
         # Messages before this index are left out of requests (after a context overflow).
         self.window = 0
+        self.turn_context = ""
 
 
 def _dollars(amount: float) -> str:

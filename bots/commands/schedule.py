@@ -15,7 +15,13 @@ from core.clock import utc_now
 from core.envelopes import Address
 from core.errors import ConfigError, StoreError
 from core.scheduling.book import ScheduleBook
-from core.scheduling.cadence import CadenceError, make_cron, parse_at, parse_duration
+from core.scheduling.cadence import (
+    CadenceError,
+    make_cron,
+    parse_at,
+    parse_duration,
+    parse_timezone,
+)
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence
 from core.scheduling.tools import describe_cadence
 
@@ -68,6 +74,10 @@ def _cadence(at: str | None, every: str | None, cron: str | None, tz: str) -> Ca
     given = [name for name, value in (("--at", at), ("--every", every), ("--cron", cron)) if value]
     if len(given) != 1:
         raise ConfigError("give exactly one of --at, --every or --cron")
+    try:
+        parse_timezone(tz)  # checked even when --every ignores it: a typo never passes silently
+    except CadenceError as exc:
+        raise ConfigError(f"--tz: {exc}") from None
     now = utc_now()
     try:
         if every is not None:
@@ -185,6 +195,8 @@ async def _set_status(settings: Settings, schedule_id: str, status: str) -> None
             raise ConfigError(
                 f"no schedule {schedule_id!r} (see `switchboard schedule list`)"
             ) from None
+        except CadenceError as exc:
+            raise ConfigError(f"cannot resume schedule {schedule_id}: {exc}") from None
     upcoming = (
         f"; next run {changed.next_run_at:%Y-%m-%d %H:%M:%S} UTC" if changed.next_run_at else ""
     )

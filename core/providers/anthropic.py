@@ -99,6 +99,8 @@ class AnthropicProvider:
             params["system"] = [
                 {"type": "text", "text": request.system, "cache_control": _EPHEMERAL}
             ]
+            if request.turn_context:
+                params["system"].append({"type": "text", "text": request.turn_context})
         if request.tools:
             tools: list[dict[str, Any]] = [
                 {"name": t.name, "description": t.description, "input_schema": t.parameters}

@@ -30,6 +30,9 @@ class ModelRequest(BaseModel):
 
     model: str
     system: str = ""
+    # Context for this turn only (memory snippets), sent after `system` so the stable prompt
+    # before it keeps hitting provider caches.
+    turn_context: str = ""
     messages: list[Message]
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096

@@ -112,6 +112,8 @@ class OpenAIProvider:
         messages: list[dict[str, Any]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
+        if request.turn_context:
+            messages.append({"role": "system", "content": request.turn_context})
         messages.extend(m for m in map(_message, request.messages) if m is not None)
         body: dict[str, Any] = {
             "model": request.model,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Literal
 
 from core.clock import Clock, utc_now
 from core.envelopes import Address, new_id
@@ -61,7 +62,7 @@ class ScheduleBook:
         owner: str,
         owner_is_admin: bool = False,
         notify: NotifyPolicy = "always",
-        misfire: str = "skip",
+        misfire: Literal["skip", "run_once"] = "skip",
     ) -> Schedule:
         """Validate and store a new active schedule; `CadenceError` if it would never run."""
         now = self._clock()
@@ -77,7 +78,7 @@ class ScheduleBook:
             owner=owner,
             owner_is_admin=owner_is_admin,
             next_run_at=first,
-            misfire="run_once" if misfire == "run_once" else "skip",
+            misfire=misfire,
             created_at=now,
             updated_at=now,
         )
@@ -92,12 +93,20 @@ class ScheduleBook:
         return schedule
 
     async def set_status(self, schedule_id: str, status: ScheduleStatus) -> Schedule:
-        """Pause or resume (resuming starts from the next occurrence after now)."""
+        """Pause or resume (resuming starts from the next occurrence after now).
+
+        Resuming a schedule with no occurrence left after now (a one-off whose time passed)
+        raises `CadenceError`.
+        """
         schedule = await self.get(schedule_id)
         now = self._clock()
         update: dict[str, object] = {"status": status, "updated_at": now}
         if status == "active":
-            update["next_run_at"] = first_run(schedule.cadence, now)
+            upcoming = first_run(schedule.cadence, now)
+            # first_run gives a one-off its `at` even when that is past: it would never run.
+            if upcoming is None or upcoming <= now:
+                raise CadenceError("nothing is left to run: its time is already past")
+            update["next_run_at"] = upcoming
             update["consecutive_failures"] = 0
         changed = schedule.model_copy(update=update)
         await self.store.save_schedule(changed)

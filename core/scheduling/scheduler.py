@@ -89,16 +89,13 @@ class Scheduler:
                 schedule.id,
                 occurrence,
             )
-            await self.store.save_schedule(
-                schedule.model_copy(
-                    update={
-                        "next_run_at": first_run(schedule.cadence, current)
-                        if schedule.cadence.kind != "once"
-                        else None,
-                        "updated_at": current,
-                    }
-                )
+            following = (
+                None if schedule.cadence.kind == "once" else first_run(schedule.cadence, current)
             )
+            moved: dict[str, object] = {"next_run_at": following, "updated_at": current}
+            if following is None:
+                moved["status"] = "disabled"  # its only (or last) run was lost with the claim
+            await self.store.save_schedule(schedule.model_copy(update=moved))
             return False
         decision = plan(schedule, current)
         update: dict[str, object] = {"next_run_at": decision.next_run_at, "updated_at": current}

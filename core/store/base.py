@@ -12,6 +12,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from core.envelopes import Address
+from core.memory import MemoryFact
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
 
@@ -74,7 +75,7 @@ class CostSummary(BaseModel):
 
 class Store(Protocol):
     """Durable state: sessions and their messages, processed-message ids, the cost ledger,
-    schedules and their runs.
+    schedules and their runs, remembered facts.
 
     Every write is durable when the awaited call returns.
     """
@@ -165,6 +166,27 @@ class Store(Protocol):
 
     async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
         """Delete all but the newest `keep` runs of a schedule; returns how many went."""
+        ...
+
+    async def remember_fact(self, fact: MemoryFact) -> None:
+        """Store a fact in its scope.
+
+        Storing the same fact again changes nothing (a retried write is harmless); a different
+        fact with an id its scope already holds raises `StoreError`, as does a naive time.
+        """
+        ...
+
+    async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
+        """The facts of `scope` that share terms with `query` (see `core.memory.MemoryQuery`),
+        best matches first; a query without search terms lists the newest facts."""
+        ...
+
+    async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
+        """The facts of `scope`, newest (by `created_at`, then id) first."""
+        ...
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
         ...
 
     async def close(self) -> None:

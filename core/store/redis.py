@@ -10,7 +10,8 @@ when a connection drops (a stale pooled connection after a Redis restart, a lost
 replayed script finds the receipt of its first run and returns that run's reply instead of
 storing a message or a charge twice. `mark_processed` needs Redis 7 (`SET NX GET`).
 
-Schedules and their runs are kept by `core/store/_redis_schedules.py`, on the same terms.
+Schedules and their runs are kept by `core/store/_redis_schedules.py`, remembered facts by
+`core/store/_redis_memory.py`, on the same terms.
 
 Durability: a write is done when the server has run it. Whether it survives a crash of the
 server is a deployment setting: run Redis with `appendonly yes` (`appendfsync always` to lose
@@ -38,8 +39,10 @@ from redis.exceptions import RedisError
 from core import redis_keys
 from core.envelopes import Address
 from core.errors import StoreError
+from core.memory import MemoryFact, MemoryQuery
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
+from core.store._redis_memory import RedisMemory
 from core.store._redis_schedules import RedisSchedules
 from core.store._schedules import check_aware, epoch_micros
 from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
@@ -184,6 +187,7 @@ class RedisStore:
         self._append_message = client.register_script(_APPEND_MESSAGE)
         self._record_cost = client.register_script(_RECORD_COST)
         self._schedules = RedisSchedules(client, receipt_seconds=_RECEIPT_SECONDS)
+        self._memory = RedisMemory(client, receipt_seconds=_RECEIPT_SECONDS)
         self._closed = False
 
     @classmethod
@@ -460,6 +464,33 @@ class RedisStore:
             raise ValueError(f"keep must not be negative, got {keep}")
         async with self._translated(f"prune the runs of schedule {schedule_id!r}"):
             return await self._schedules.prune_runs(schedule_id, keep)
+
+    async def remember_fact(self, fact: MemoryFact) -> None:
+        """Store a fact in its scope; the same fact again changes nothing.
+
+        Raises `StoreError` for another fact with an id the scope holds, or a naive time.
+        """
+        check_aware(fact, f"fact {fact.id!r}")
+        async with self._translated(f"remember fact {fact.id!r} of {fact.scope!r}"):
+            await self._memory.remember_fact(fact)
+
+    async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
+        """The facts of `scope` sharing the most terms with `query`, then the newest; without
+        search terms, the newest facts."""
+        _check_limit(limit)
+        async with self._translated(f"search the facts of {scope!r}"):
+            return await self._memory.search_facts(scope, MemoryQuery.parse(query), limit)
+
+    async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
+        """The facts of `scope`, newest first."""
+        _check_limit(limit)
+        async with self._translated(f"list the facts of {scope!r}"):
+            return await self._memory.list_facts(scope, limit)
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
+        async with self._translated(f"forget fact {fact_id!r} of {scope!r}"):
+            return await self._memory.forget_fact(scope, fact_id)
 
     async def _open(self, key: str, *, mode: Literal["current", "create"]) -> SessionRecord:
         """The key's newest session (`mode="current"`) or a new one, atomically."""

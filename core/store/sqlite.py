@@ -4,7 +4,8 @@ One connection serves every coroutine of the process. aiosqlite already runs sta
 a time on its own thread; an `asyncio.Lock` on top keeps the statements of one transaction
 together, so concurrent `append_message` calls cannot interleave their `max(seq) + 1`.
 
-The SQL of schedules and their runs lives in `core/store/_sqlite_schedules.py`.
+The SQL of schedules and their runs lives in `core/store/_sqlite_schedules.py`, that of
+remembered facts in `core/store/_sqlite_memory.py`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from pydantic import ValidationError
 
 from core.envelopes import Address
 from core.errors import StoreError
+from core.memory import MemoryFact, MemoryQuery
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
+from core.store import _sqlite_memory as _memory
 from core.store import _sqlite_schedules as _schedules
 from core.store._schedules import check_aware
 from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
@@ -108,6 +111,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         """,
         "CREATE INDEX schedule_runs_by_start ON schedule_runs (schedule_id, started_at)",
     ),
+    # Remembered facts and their full-text index.
+    _memory.MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -392,6 +397,32 @@ class SqliteStore:
             raise ValueError(f"keep must not be negative, got {keep}")
         async with self._write(f"prune the runs of schedule {schedule_id!r}"):
             return await _schedules.prune_runs(self._db, schedule_id, keep)
+
+    async def remember_fact(self, fact: MemoryFact) -> None:
+        """Store a fact in its scope; the same fact again changes nothing.
+
+        Raises `StoreError` for another fact with an id the scope holds, or a naive time.
+        """
+        check_aware(fact, f"fact {fact.id!r}")
+        async with self._write(f"remember fact {fact.id!r} of {fact.scope!r}"):
+            await _memory.remember_fact(self._db, fact)
+
+    async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
+        """The facts of `scope` best matching `query` (by `bm25`), or the newest without terms."""
+        _check_limit(limit)
+        async with self._read(f"search the facts of {scope!r}"):
+            return await _memory.search_facts(self._db, scope, MemoryQuery.parse(query), limit)
+
+    async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
+        """The facts of `scope`, newest first."""
+        _check_limit(limit)
+        async with self._read(f"list the facts of {scope!r}"):
+            return await _memory.list_facts(self._db, scope, limit)
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
+        async with self._write(f"forget fact {fact_id!r} of {scope!r}"):
+            return await _memory.forget_fact(self._db, scope, fact_id)
 
     @asynccontextmanager
     async def _read(self, action: str) -> AsyncIterator[None]:

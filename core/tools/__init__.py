@@ -12,6 +12,7 @@ from core.tools.base import (
 from core.tools.builtin import builtin_tools
 from core.tools.calculator import calculator_tool
 from core.tools.clock import current_time_tool
+from core.tools.skills import read_skill_tool
 
 __all__ = [
     "Clock",
@@ -23,5 +24,6 @@ __all__ = [
     "calculator_tool",
     "current_time_tool",
     "describe_validation_error",
+    "read_skill_tool",
     "utc_now",
 ]

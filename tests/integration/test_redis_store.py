@@ -16,6 +16,7 @@ import redis.asyncio as aioredis
 from core import redis_keys
 from core.envelopes import Address
 from core.errors import StoreError
+from core.memory import MemoryFact
 from core.messages import Message, Usage
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry, RedisStore, SqliteStore, Store
@@ -447,3 +448,56 @@ async def test_a_schedule_saved_while_its_owner_changes_lands_in_the_right_sets(
     assert await raw.smembers(redis_keys.schedules_by_owner("telegram:8")) == set()
     assert await raw.smembers(redis_keys.schedules_by_owner("telegram:9")) == {b"sched-1"}
     assert [s.owner for s in await store.list_schedules()] == ["telegram:9"]
+
+
+def _fact(fact_id: str, text: str, *, scope: str = "default:telegram:1") -> MemoryFact:
+    return MemoryFact(id=fact_id, scope=scope, text=text, created_at=START)
+
+
+async def test_a_forgotten_fact_leaves_no_index_behind(
+    open_store: OpenStore, raw: aioredis.Redis
+) -> None:
+    store = await open_store()
+    scope = "default:telegram:1"
+    await store.remember_fact(_fact("kept", "Plays the cello"))
+    await store.remember_fact(_fact("gone", "Plays chess on Sundays"))
+
+    assert await store.forget_fact(scope, "gone") is True
+
+    assert await raw.hkeys(redis_keys.memory_facts(scope)) == [b"kept"]
+    assert await raw.hkeys(redis_keys.memory_fact_terms(scope)) == [b"kept"]
+    assert await raw.zrange(redis_keys.memory_order(scope), 0, -1) == [b"kept"]
+    assert await raw.zrange(redis_keys.memory_vocabulary(scope), 0, -1) == [b"cello", b"plays"]
+    assert sorted(await raw.keys(redis_keys.memory_term(scope, "*"))) == [
+        redis_keys.memory_term(scope, "cello").encode(),
+        redis_keys.memory_term(scope, "plays").encode(),
+    ]
+    assert await store.forget_fact(scope, "kept") is True
+    assert await raw.keys("*memory*") == []
+
+
+async def test_a_replayed_forget_still_reports_it(
+    proxied: RedisStore, dropper: ReplyDropper
+) -> None:
+    scope = "default:telegram:1"
+    await proxied.remember_fact(_fact("warm-up", "Warm up"))
+    await proxied.forget_fact(scope, "warm-up")  # loads the script
+    await proxied.remember_fact(_fact("f1", "Likes jazz"))
+
+    dropper.arm(after=1)  # the reply to the script, not to its read of the terms
+    assert await proxied.forget_fact(scope, "f1") is True
+
+    assert await proxied.list_facts(scope) == []
+
+
+async def test_a_replayed_remember_stores_the_fact_once(
+    proxied: RedisStore, dropper: ReplyDropper
+) -> None:
+    scope = "default:telegram:1"
+    await proxied.remember_fact(_fact("warm-up", "Warm up"))  # loads the script
+
+    dropper.arm()
+    await proxied.remember_fact(_fact("f1", "Likes jazz"))
+
+    assert [f.id for f in await proxied.search_facts(scope, "jazz")] == ["f1"]
+    assert [f.id for f in await proxied.list_facts(scope)] == ["warm-up", "f1"]

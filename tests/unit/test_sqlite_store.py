@@ -15,6 +15,7 @@ import pytest
 
 from core.envelopes import Address
 from core.errors import StoreError
+from core.memory import MemoryFact
 from core.messages import ImagePart, Message, Usage
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry
@@ -51,6 +52,20 @@ _V2_SCHEMA = (
     " cache_read_tokens INTEGER NOT NULL, cache_write_tokens INTEGER NOT NULL,"
     " cost_usd REAL, at TEXT NOT NULL)",
     "CREATE INDEX costs_by_session ON costs (session_id)",
+)
+
+# What version 3 added (schedules and their runs), frozen for the same reason.
+_V3_SCHEMA = (
+    *_V2_SCHEMA,
+    "CREATE TABLE schedules (id TEXT PRIMARY KEY, owner TEXT NOT NULL,"
+    " platform TEXT NOT NULL, chat TEXT NOT NULL, thread TEXT, status TEXT NOT NULL,"
+    " next_run_at TEXT, created_at TEXT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX schedules_by_due ON schedules (status, next_run_at)",
+    "CREATE INDEX schedules_by_owner ON schedules (owner)",
+    "CREATE TABLE schedule_runs (id TEXT PRIMARY KEY,"
+    " schedule_id TEXT NOT NULL REFERENCES schedules (id) ON DELETE CASCADE,"
+    " started_at TEXT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX schedule_runs_by_start ON schedule_runs (schedule_id, started_at)",
 )
 
 
@@ -333,3 +348,95 @@ async def test_version_2_file_is_upgraded_with_its_data_intact(tmp_path: Path) -
         ("schedules", "schedules_by_owner"),
         ("schedule_runs", "schedule_runs_by_start"),
     }
+
+
+async def test_version_3_file_is_upgraded_with_its_data_intact(tmp_path: Path) -> None:
+    path = tmp_path / "switchboard.db"
+    schedule = _schedule_at(FROZEN)
+    async with aiosqlite.connect(path) as db:
+        for statement in _V3_SCHEMA:
+            await db.execute(statement)
+        await db.execute(
+            "INSERT INTO schedules"
+            " (id, owner, platform, chat, thread, status, next_run_at, created_at, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                schedule.id,
+                schedule.owner,
+                "telegram",
+                "42",
+                None,
+                "active",
+                "2025-03-01T12:00:00.000000+00:00",
+                "2025-03-01T12:00:00.000000+00:00",
+                schedule.model_dump_json(),
+            ),
+        )
+        await db.execute("PRAGMA user_version = 3")
+        await db.commit()
+
+    fact = MemoryFact(id="f1", scope="default:telegram:7", text="Likes jazz", created_at=FROZEN)
+    store = await SqliteStore.open(path)
+    try:
+        assert await store.due_schedules(FROZEN) == [schedule]
+        # The new tables work in the upgraded file.
+        await store.remember_fact(fact)
+        assert await store.search_facts(fact.scope, "jazz") == [fact]
+    finally:
+        await store.close()
+
+    assert SCHEMA_VERSION >= 4
+    assert await _pragma(path, "user_version") == SCHEMA_VERSION
+    async with aiosqlite.connect(path) as db:
+        made = await db.execute_fetchall(
+            "SELECT type, name FROM sqlite_master WHERE tbl_name IN ('memory_facts', 'memory_fts')"
+            " AND type IN ('table', 'index', 'trigger') AND sql IS NOT NULL"
+        )
+    assert set(made) >= {
+        ("table", "memory_facts"),
+        ("index", "memory_facts_by_age"),
+        ("table", "memory_fts"),
+        ("trigger", "memory_facts_indexed"),
+        ("trigger", "memory_facts_unindexed"),
+    }
+
+
+async def test_the_fact_index_stays_in_step_through_forgetting_and_vacuum(tmp_path: Path) -> None:
+    """The index points at `memory_facts.number`, which VACUUM keeps (an implicit rowid may not)."""
+    path = tmp_path / "switchboard.db"
+    scope = "default:telegram:7"
+    store = await SqliteStore.open(path)
+    try:
+        for number, word in enumerate(("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")):
+            await store.remember_fact(
+                MemoryFact(id=f"f{number}", scope=scope, text=f"note {word}", created_at=FROZEN)
+            )
+        for number in (0, 2, 3):
+            assert await store.forget_fact(scope, f"f{number}") is True
+    finally:
+        await store.close()
+    async with aiosqlite.connect(path) as db:
+        await db.execute("VACUUM")
+        await db.execute("INSERT INTO memory_fts (memory_fts) VALUES ('integrity-check')")
+
+    store = await SqliteStore.open(path)
+    try:
+        assert [f.text for f in await store.search_facts(scope, "echo")] == ["note echo"]
+        assert await store.search_facts(scope, "charlie") == []
+        found = await store.search_facts(scope, "note", limit=10)
+        assert sorted(f.id for f in found) == ["f1", "f4", "f5"]
+    finally:
+        await store.close()
+
+
+def _schedule_at(moment: datetime) -> Schedule:
+    return Schedule(
+        id="sched-1",
+        cadence=IntervalCadence(seconds=3600, start=moment),
+        prompt="Anything new?",
+        deliver_to=Address(platform="telegram", chat="42"),
+        owner="telegram:7",
+        next_run_at=moment,
+        created_at=moment,
+        updated_at=moment,
+    )

@@ -1,0 +1,138 @@
+"""The SQL behind `SqliteStore`'s remembered facts (tables of schema version 4).
+
+`memory_facts` holds the facts; `memory_fts`, an FTS5 index over their text kept in step by
+triggers, finds them. Searches never pass the asker's text to FTS5 as syntax: the query is
+rebuilt from `MemoryQuery` terms, each quoted as a string, joined with OR, ranked by `bm25`.
+
+Each function runs on a connection the caller holds, as in `_sqlite_schedules.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import aiosqlite
+
+from core.errors import StoreError
+from core.memory import MemoryFact, MemoryQuery
+from core.store._schedules import utc_text
+
+__all__ = ["MIGRATION", "forget_fact", "list_facts", "remember_fact", "search_facts"]
+
+# Schema version 4. `number` is the FTS index's rowid: an INTEGER PRIMARY KEY keeps it stable,
+# where a table's implicit rowid may change on VACUUM and leave the index pointing elsewhere.
+# A fact is known by its scope and id together.
+MIGRATION: Final = (
+    """
+    CREATE TABLE memory_facts (
+        number INTEGER PRIMARY KEY,
+        scope TEXT NOT NULL,
+        id TEXT NOT NULL,
+        text TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        source_session TEXT,
+        UNIQUE (scope, id)
+    )
+    """,
+    "CREATE INDEX memory_facts_by_age ON memory_facts (scope, created_at, id)",
+    # External content: the index keeps only its terms and reads the text from memory_facts.
+    """
+    CREATE VIRTUAL TABLE memory_fts USING fts5 (
+        text,
+        content = 'memory_facts',
+        content_rowid = 'number',
+        tokenize = 'unicode61 remove_diacritics 2',
+        prefix = '3'
+    )
+    """,
+    """
+    CREATE TRIGGER memory_facts_indexed AFTER INSERT ON memory_facts BEGIN
+        INSERT INTO memory_fts (rowid, text) VALUES (new.number, new.text);
+    END
+    """,
+    """
+    CREATE TRIGGER memory_facts_unindexed AFTER DELETE ON memory_facts BEGIN
+        INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.number, old.text);
+    END
+    """,
+    """
+    CREATE TRIGGER memory_facts_reindexed AFTER UPDATE OF text ON memory_facts BEGIN
+        INSERT INTO memory_fts (memory_fts, rowid, text) VALUES ('delete', old.number, old.text);
+        INSERT INTO memory_fts (rowid, text) VALUES (new.number, new.text);
+    END
+    """,
+)
+
+_COLUMNS: Final = "f.id, f.scope, f.text, f.created_at, f.source_session"
+_NEWEST_FIRST: Final = "ORDER BY f.created_at DESC, f.id DESC"
+
+
+async def remember_fact(db: aiosqlite.Connection, fact: MemoryFact) -> None:
+    """Insert the fact; the same fact again is a no-op, another with its id a `StoreError`."""
+    row = (fact.text, utc_text(fact.created_at), fact.source_session)
+    cursor = await db.execute(
+        "INSERT INTO memory_facts (scope, id, text, created_at, source_session)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope, id) DO NOTHING",
+        (fact.scope, fact.id, *row),
+    )
+    if cursor.rowcount == 1:
+        return
+    stored = await db.execute_fetchall(
+        "SELECT text, created_at, source_session FROM memory_facts WHERE scope = ? AND id = ?",
+        (fact.scope, fact.id),
+    )
+    if [tuple(r) for r in stored] != [row]:
+        raise StoreError(f"scope {fact.scope!r} already holds another fact with id {fact.id!r}")
+
+
+async def search_facts(
+    db: aiosqlite.Connection, scope: str, query: MemoryQuery, limit: int
+) -> list[MemoryFact]:
+    """The scope's facts matching any term of `query`, best `bm25` first, then newest."""
+    if query.empty:
+        return await list_facts(db, scope, limit)
+    phrases = [_quoted(term) for term in query.terms]
+    if query.prefix is not None:
+        phrases.append(f"{_quoted(query.prefix)}*")
+    rows = await db.execute_fetchall(
+        f"SELECT {_COLUMNS} FROM memory_fts JOIN memory_facts AS f"
+        " ON f.number = memory_fts.rowid"
+        " WHERE memory_fts MATCH ? AND f.scope = ?"
+        " ORDER BY bm25(memory_fts), f.created_at DESC, f.id DESC LIMIT ?",
+        (" OR ".join(phrases), scope, limit),
+    )
+    return [_fact(row) for row in rows]
+
+
+async def list_facts(db: aiosqlite.Connection, scope: str, limit: int) -> list[MemoryFact]:
+    """The scope's newest facts first."""
+    rows = await db.execute_fetchall(
+        f"SELECT {_COLUMNS} FROM memory_facts AS f WHERE f.scope = ? {_NEWEST_FIRST} LIMIT ?",
+        (scope, limit),
+    )
+    return [_fact(row) for row in rows]
+
+
+async def forget_fact(db: aiosqlite.Connection, scope: str, fact_id: str) -> bool:
+    """Delete the scope's fact (the trigger unindexes it); False if there was none."""
+    cursor = await db.execute(
+        "DELETE FROM memory_facts WHERE scope = ? AND id = ?", (scope, fact_id)
+    )
+    return cursor.rowcount == 1
+
+
+def _quoted(term: str) -> str:
+    """An FTS5 string: whatever `term` holds is text to match, never query syntax."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _fact(row: Any) -> MemoryFact:
+    fact_id, scope, text, created_at, source_session = row
+    return MemoryFact(
+        id=fact_id,
+        scope=scope,
+        text=text,
+        created_at=datetime.fromisoformat(created_at).astimezone(UTC),
+        source_session=source_session,
+    )

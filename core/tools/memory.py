@@ -1,0 +1,131 @@
+"""The memory tools: a person can ask the bot to remember, recall and forget facts about them.
+
+Every call works in the asking person's own scope (this bot's profile, the turn's platform and
+user), so nobody reads or forgets another person's facts: within `safe-chat`. A scheduled run
+may recall but not change memory, since nobody is there to have asked for it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import BaseModel, Field
+
+from core.errors import ToolError
+from core.memory import MAX_FACT_CHARS, MemoryFact, memory_scope
+from core.store.base import Store
+from core.tools.base import SafetyTier, Tool, ToolContext
+
+__all__ = ["MAX_FACTS_PER_SCOPE", "memory_tools"]
+
+# How many facts one person may keep with one bot.
+MAX_FACTS_PER_SCOPE: Final = 200
+
+
+class RememberArgs(BaseModel):
+    """A fact to keep about the person asking."""
+
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_FACT_CHARS,
+        description=(
+            "The fact, self-contained and in the third person, e.g. 'Prefers answers in French' "
+            "or 'Their dog is called Rex'."
+        ),
+    )
+
+
+class RecallArgs(BaseModel):
+    """What to look for in the person's remembered facts."""
+
+    query: str = Field(
+        default="",
+        max_length=500,
+        description="Words to search for; empty lists the most recent facts.",
+    )
+    limit: int = Field(default=5, ge=1, le=20, description="At most this many facts.")
+
+
+class ForgetArgs(BaseModel):
+    """One remembered fact, by the id shown when it was remembered or recalled."""
+
+    fact_id: str = Field(min_length=1, max_length=64)
+
+
+def memory_tools(store: Store, profile: str) -> list[Tool[Any]]:
+    """`remember`, `recall` and `forget` over `store`, for the bot of profile `profile`."""
+    if not profile:
+        raise ValueError("memory tools need a profile name")
+
+    async def remember(args: RememberArgs, context: ToolContext) -> str:
+        if context.scheduled:
+            raise ToolError("A scheduled task cannot change memory.")
+        scope = _scope(profile, context)
+        text = args.text.strip()
+        if not text:
+            raise ToolError("Give the fact to remember as text.")
+        for fact in await store.search_facts(scope, text, limit=5):
+            if fact.text == text:
+                return f"Already remembered as {fact.id}: {text}"
+        if len(await store.list_facts(scope, limit=MAX_FACTS_PER_SCOPE)) >= MAX_FACTS_PER_SCOPE:
+            raise ToolError(
+                f"Memory is full ({MAX_FACTS_PER_SCOPE} facts); forget some before adding more."
+            )
+        fact = MemoryFact.new(
+            scope, text, now=context.clock(), source_session=context.session_id or None
+        )
+        await store.remember_fact(fact)
+        return f"Remembered {fact.id}: {text}"
+
+    async def recall(args: RecallArgs, context: ToolContext) -> str:
+        found = await store.search_facts(_scope(profile, context), args.query, limit=args.limit)
+        if not found:
+            return "Nothing remembered matches that." if args.query.strip() else "Memory is empty."
+        return "\n".join(f"{f.id} ({f.created_at:%Y-%m-%d}): {f.text}" for f in found)
+
+    async def forget(args: ForgetArgs, context: ToolContext) -> str:
+        if context.scheduled:
+            raise ToolError("A scheduled task cannot change memory.")
+        fact_id = args.fact_id.strip()
+        if not await store.forget_fact(_scope(profile, context), fact_id):
+            raise ToolError(f"No remembered fact {fact_id!r}; recall to see the ids.")
+        return f"Forgot {fact_id}."
+
+    return [
+        Tool(
+            name="remember",
+            description=(
+                "Remember a fact about the person you are talking to, for later conversations: "
+                "a preference, a name, a detail they asked you to keep. One fact per call."
+            ),
+            args=RememberArgs,
+            tier=SafetyTier.SIDE_EFFECTING,
+            run=remember,
+        ),
+        Tool(
+            name="recall",
+            description=(
+                "Search the facts remembered about the person you are talking to. Shows each "
+                "fact's id and the day it was remembered."
+            ),
+            args=RecallArgs,
+            tier=SafetyTier.READ_ONLY,
+            run=recall,
+        ),
+        Tool(
+            name="forget",
+            description="Forget a remembered fact about the person you are talking to, by id.",
+            args=ForgetArgs,
+            tier=SafetyTier.SIDE_EFFECTING,
+            run=forget,
+        ),
+    ]
+
+
+def _scope(profile: str, context: ToolContext) -> str:
+    try:
+        return memory_scope(profile, context.platform, context.user_id, scheduled=context.scheduled)
+    except ValueError:
+        raise ToolError(
+            "Memory needs to know who is asking, and this turn has no person."
+        ) from None

@@ -1,0 +1,317 @@
+"""`switchboard schedule` and scheduled runs under `switchboard serve`, as a user runs them.
+
+Subprocesses with a clean environment (no keys, tokens, Redis or Switchboard settings of the
+machine). The serve test talks to the Telegram Bot API fake and answers with the offline demo
+provider; it is the one place where schedules fire on the real clock, so its waits are bounded
+by a few seconds of schedule time plus the process's start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.fakes.telegram_api import Call, FakeTelegram
+from tests.integration.telegram_helpers import reply_containing
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SWITCHBOARD = Path(sys.executable).with_name("switchboard")
+# Starting `serve` imports python-telegram-bot and opens the database; only a broken start
+# waits this long.
+START_PATIENCE = 20.0
+# A 2-second schedule on a 1-second scheduler tick: a run is due within 3 s; the rest is slack
+# for a slow machine.
+RUN_PATIENCE = 10.0
+STOP_PATIENCE = 10.0
+TARGET = 4242
+DM = 555
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """The machine's environment without credentials, Redis or Switchboard settings."""
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_TOKEN", "_API_KEY", "_BASE_URL"))
+        and not k.startswith(("SWITCHBOARD_", "TELEGRAM_"))
+        and k != "REDIS_URL"
+    }
+    keep.update(
+        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
+        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        PTB_TIMEDELTA="1",
+    )
+    return keep
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SWITCHBOARD), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+        check=False,
+    )
+
+
+def add_every_two_seconds(env: dict[str, str], cwd: Path) -> str:
+    """Add the "what is 2+3?" schedule for chat 4242; its id."""
+    added = run(
+        [
+            "schedule",
+            "add",
+            "--every",
+            "2s",
+            "--prompt",
+            "what is 2+3?",
+            "--deliver-to",
+            f"telegram:{TARGET}",
+        ],
+        env,
+        cwd,
+    )
+    assert added.returncode == 0, added.stderr
+    found = re.search(r"Added schedule (\w+): every 2s, delivered to telegram:4242", added.stdout)
+    assert found, added.stdout
+    return found.group(1)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert result.returncode != 0, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# --- the schedule command -------------------------------------------------------------------
+
+
+def test_added_schedule_is_listed(env: dict[str, str], tmp_path: Path) -> None:
+    empty = run(["schedule", "list"], env, tmp_path)
+    assert empty.returncode == 0, empty.stderr
+    assert "No schedules." in empty.stdout
+
+    schedule_id = add_every_two_seconds(env, tmp_path)
+
+    listed = run(["schedule", "list"], env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith(schedule_id)]
+    for shown in ("every 2s", "telegram:4242", "always", "active", "what is 2+3?"):
+        assert shown in row, row
+
+
+def test_pause_resume_runs_and_remove(env: dict[str, str], tmp_path: Path) -> None:
+    schedule_id = add_every_two_seconds(env, tmp_path)
+
+    paused = run(["schedule", "pause", schedule_id], env, tmp_path)
+    assert paused.returncode == 0, paused.stderr
+    assert f"Schedule {schedule_id} is paused" in paused.stdout
+    assert " paused " in run(["schedule", "list"], env, tmp_path).stdout
+
+    resumed = run(["schedule", "resume", schedule_id], env, tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Schedule {schedule_id} is active; next run " in resumed.stdout
+
+    runs = run(["schedule", "runs", schedule_id], env, tmp_path)
+    assert runs.returncode == 0, runs.stderr
+    assert f"Schedule {schedule_id} has not run yet." in runs.stdout
+
+    removed = run(["schedule", "remove", schedule_id], env, tmp_path)
+    assert removed.returncode == 0, removed.stderr
+    assert f"Removed schedule {schedule_id}." in removed.stdout
+    assert "No schedules." in run(["schedule", "list"], env, tmp_path).stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        (["--every", "soon"], "--every: 'soon' is not a duration"),
+        (["--every", "0s"], "--every: '0s' is zero"),
+        (["--every", "2s", "--deliver-to", "mail:x"], "--deliver-to: 'mail:x'"),
+        (["--every", "2s", "--cron", "0 9 * * *"], "exactly one of --at, --every or --cron"),
+        ([], "exactly one of --at, --every or --cron"),
+        (["--cron", "61 * * * *"], "--cron: '61 * * * *' is not a valid cron expression"),
+        (["--at", "2020-01-01T09:00"], "--at: '2020-01-01T09:00'"),
+        (["--cron", "0 9 * * *", "--tz", "Mars/Base"], "'Mars/Base'"),
+        (["--at", "2099-01-01T09:00", "--tz", "Mars/Base"], "'Mars/Base'"),
+        (["--every", "2s", "--tz", "Mars/Base"], "--tz: unknown timezone 'Mars/Base'"),
+    ],
+)
+def test_a_schedule_that_cannot_run_is_refused_in_one_line(
+    env: dict[str, str], tmp_path: Path, options: list[str], needle: str
+) -> None:
+    if "--deliver-to" not in options:
+        options = [*options, "--deliver-to", f"telegram:{TARGET}"]
+
+    refused = run(["schedule", "add", "--prompt", "what is 2+3?", *options], env, tmp_path)
+
+    assert_one_line_error(refused, needle)
+    assert "No schedules." in run(["schedule", "list"], env, tmp_path).stdout
+
+
+@pytest.mark.parametrize("command", ["pause", "resume", "remove", "runs"])
+def test_an_unknown_schedule_id_is_one_line_and_exit_1(
+    env: dict[str, str], tmp_path: Path, command: str
+) -> None:
+    result = run(["schedule", command, "nope"], env, tmp_path)
+
+    assert result.returncode == 1
+    assert_one_line_error(result, "no schedule 'nope'")
+
+
+def test_the_scheduler_process_alone_needs_redis(env: dict[str, str], tmp_path: Path) -> None:
+    result = run(["scheduler"], env, tmp_path)
+
+    assert result.returncode == 1
+    assert_one_line_error(result, "`switchboard scheduler` needs REDIS_URL", "switchboard serve")
+
+
+# --- fired by `switchboard serve` ----------------------------------------------------------
+
+
+@dataclass
+class Served:
+    """A running `switchboard serve` and what it has logged so far."""
+
+    process: asyncio.subprocess.Process
+    stderr: bytearray = field(default_factory=bytearray)
+
+    @property
+    def log(self) -> str:
+        return self.stderr.decode(errors="replace")
+
+    async def unless_exited(self, waiting: asyncio.Future[Call] | asyncio.Task[None]) -> None:
+        """Wait for `waiting`; fail with the log if the process exits first."""
+        exited = asyncio.ensure_future(self.process.wait())
+        try:
+            await asyncio.wait({waiting, exited}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            exited.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await exited
+        if not waiting.done():
+            waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiting
+            raise AssertionError(f"switchboard serve exited early:\n{self.log}")
+
+    async def terminate(self) -> int:
+        """SIGTERM, then the exit code, which must come within `STOP_PATIENCE` seconds."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            async with asyncio.timeout(STOP_PATIENCE):
+                return await self.process.wait()
+        except TimeoutError:
+            raise AssertionError(
+                f"no exit within {STOP_PATIENCE}s of SIGTERM:\n{self.log}"
+            ) from None
+
+
+@asynccontextmanager
+async def serving(env: dict[str, str], cwd: Path) -> AsyncIterator[Served]:
+    """Start `switchboard serve`; kill it at the end if the test did not stop it."""
+    process = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "serve",
+        env=env,
+        cwd=cwd,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    served = Served(process)
+
+    async def drain() -> None:
+        # Read the log as it comes so the pipe never fills.
+        assert process.stderr is not None
+        while chunk := await process.stderr.read(65536):
+            served.stderr.extend(chunk)
+
+    reader = asyncio.create_task(drain())
+    try:
+        yield served
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await reader
+
+
+def to_chat(chat_id: int) -> Callable[[Call], bool]:
+    """A `wait_for_call` predicate: the call is about `chat_id`."""
+    return lambda call: call.params.get("chat_id") == chat_id
+
+
+async def test_serve_fires_schedules_and_reminders_into_telegram(
+    fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake = fake_telegram
+    schedule_id = await asyncio.to_thread(add_every_two_seconds, env, tmp_path)
+    env.update(
+        TELEGRAM_BOT_TOKEN=fake.token,
+        TELEGRAM_API_URL=fake.url,
+        SWITCHBOARD_PROVIDER="demo",
+        SWITCHBOARD_LOG_LEVEL="info",
+    )
+
+    async with serving(env, tmp_path) as served:
+        await served.unless_exited(
+            asyncio.ensure_future(fake.wait_idle_poll(timeout=START_PATIENCE))
+        )
+
+        # Nobody writes in chat 4242: the schedule's answers come on their own, every 2 s.
+        first = asyncio.ensure_future(
+            fake.wait_for_call("sendMessage", to_chat(TARGET), timeout=RUN_PATIENCE)
+        )
+        await served.unless_exited(first)
+        second = asyncio.ensure_future(
+            fake.wait_for_call(
+                "sendMessage",
+                to_chat(TARGET),
+                timeout=RUN_PATIENCE,
+                after=first.result().index + 1,
+            )
+        )
+        await served.unless_exited(second)
+        answers = fake.sent_texts(TARGET)
+        assert len(answers) >= 2, served.log
+        assert all("The answer is 5" in text for text in answers[:2]), answers
+
+        # A reminder asked for in a private chat arrives there, after the confirmation.
+        fake.private_text(DM, "remind me in 2 seconds to stretch")
+        confirmation = await reply_containing(fake, DM, "Scheduled", timeout=RUN_PATIENCE)
+        assert "stretch" not in confirmation.text
+        reminder = await reply_containing(fake, DM, "stretch", timeout=RUN_PATIENCE)
+        assert "Reminder: stretch" in reminder.text
+
+        assert await served.terminate() == 0
+
+    assert "Traceback" not in served.log, served.log
+    assert f"schedule {schedule_id} fired" in served.log
+
+    runs = await asyncio.to_thread(run, ["schedule", "runs", schedule_id], env, tmp_path)
+    assert runs.returncode == 0, runs.stderr
+    succeeded = [line for line in runs.stdout.splitlines() if " succeeded " in line]
+    assert len(succeeded) >= 2, runs.stdout
+    assert all(" yes " in line for line in succeeded), runs.stdout
+    listed = await asyncio.to_thread(run, ["schedule", "list"], env, tmp_path)
+    reminder_rows = [line for line in listed.stdout.splitlines() if "Reminder: stretch" in line]
+    assert len(reminder_rows) == 1 and " completed " in reminder_rows[0], listed.stdout
