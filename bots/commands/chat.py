@@ -63,7 +63,7 @@ def chat(
 
 
 async def _chat(settings: Settings, session_name: str | None, interactive: bool) -> None:
-    profile = load_profile(settings.profiles_dir, settings.profile)
+    profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     # The terminal's work stays in this process; with REDIS_URL its history goes to Redis.
     async with embedded(settings, profile, local_bus=True) as parts:
         chat_name = await _terminal_chat(parts.store, session_name)

@@ -61,16 +61,16 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     """Run every chat platform that has a token, with a worker, in one process.
 
     Telegram runs when TELEGRAM_BOT_TOKEN is set (long polling, or a webhook when
-    TELEGRAM_WEBHOOK_URL is set). With REDIS_URL the work goes through Redis, so more
-    `switchboard worker` processes can share it. SIGINT or SIGTERM stops taking messages and
-    lets running answers finish.
+    TELEGRAM_WEBHOOK_URL is set); Discord when DISCORD_BOT_TOKEN is set. With REDIS_URL the
+    work goes through Redis, so more `switchboard worker` processes can share it. SIGINT or
+    SIGTERM stops taking messages and lets running answers finish.
     """
     settings = settings_from(ctx, profile=profile)
     asyncio.run(_serve_platforms(settings))
 
 
 async def _serve_platforms(settings: Settings) -> None:
-    profile = load_profile(settings.profiles_dir, settings.profile)
+    profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     adapters = configured_adapters(settings, profile)
     if not adapters:
         raise ConfigError(
@@ -90,8 +90,9 @@ def gateway(ctx: click.Context, platform: str) -> None:
     """Run one platform's adapter alone against the Redis bus (distributed deployment).
 
     Messages go to the `inbound` queue for the workers; answers come back on
-    `outbound.<platform>`. A Telegram bot on long polling is read by one gateway at a time:
-    extra replicas stand by and take over when it stops; with a webhook all replicas serve.
+    `outbound.<platform>`. A Telegram bot on long polling and a Discord bot are served by one
+    gateway at a time: extra replicas stand by and take over when it stops; with a Telegram
+    webhook all replicas serve.
     """
     settings = settings_from(ctx)
     require_redis(settings, "gateway")
@@ -99,7 +100,11 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 
 async def _gateway(settings: Settings, platform: str) -> None:
-    adapter = adapter_for(platform, settings, load_profile(settings.profiles_dir, settings.profile))
+    adapter = adapter_for(
+        platform,
+        settings,
+        await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile),
+    )
     async with backends(settings) as found:
         runner = Gateway(adapter, found.bus)
         leadership = _poller_leadership(settings, platform, adapter, runner.consumer)
@@ -139,7 +144,13 @@ async def _gateway(settings: Settings, platform: str) -> None:
 def _poller_leadership(
     settings: Settings, platform: str, adapter: ChannelAdapter, owner: str
 ) -> Leadership | None:
-    if platform != "telegram" or settings.telegram_webhook_url:
+    if platform == "telegram" and not settings.telegram_webhook_url:
+        role = "telegram-poller"
+    elif platform == "discord":
+        # Every gateway connection of a bot gets every event, and a slash command is answered
+        # by editing a response only the process that acknowledged it can edit.
+        role = "discord-gateway"
+    else:
         return None
     import redis.asyncio as aioredis
     from redis.asyncio.retry import Retry
@@ -153,7 +164,7 @@ def _poller_leadership(
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     client = aioredis.Redis.from_url(settings.redis_url, retry=retry)
     bot = getattr(adapter, "bot_key", "bot")
-    return Leadership(client, f"telegram-poller:{bot}", owner=owner)
+    return Leadership(client, f"{role}:{bot}", owner=owner)
 
 
 @click.command()
@@ -176,7 +187,7 @@ def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> 
 
 
 async def _worker(settings: Settings, concurrency: int | None) -> None:
-    profile = load_profile(settings.profiles_dir, settings.profile)
+    profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     async with backends(settings) as found:
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
