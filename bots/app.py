@@ -18,6 +18,7 @@ from bots.settings import Settings
 from channels import discord, slack, telegram, terminal
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
+from core.compaction import Compactor
 from core.dispatch import Worker
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
@@ -177,6 +178,14 @@ async def worker_for(
             temperature=options.temperature,
             redactor=redactor,
             turn_context=_memory_context(found.store, profile.name),
+            compactor=Compactor(
+                provider,
+                resolved.model,
+                keep_last=options.compaction_keep,
+                trigger_ratio=options.compaction_trigger,
+                timeout=options.provider_timeout,
+            ),
+            context_window=options.context_window,
         )
         worker = Worker(
             bus=found.bus,

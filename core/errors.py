@@ -10,7 +10,7 @@
     ├── ChannelError         a platform refused a delivery; `retry_after` when it said so
     ├── StoreError           the store could not read or write
     ├── BusError             the bus could not enqueue, receive or publish
-    └── BudgetExceeded       a turn ran out of steps, money or time
+    └── BudgetExceeded       a turn ran out of steps, money, time or context window
 
 Errors carry messages fit for a log line. What the *user* sees is decided by the dispatcher
 and is never a traceback.
@@ -113,8 +113,8 @@ class BusError(SwitchboardError):
 
 
 class BudgetExceeded(SwitchboardError):
-    """A turn used up a budget: steps, cost or time."""
+    """A turn used up a budget: steps, cost, time, or the model's context window."""
 
-    def __init__(self, budget: Literal["steps", "cost", "time"], message: str) -> None:
+    def __init__(self, budget: Literal["steps", "cost", "time", "context"], message: str) -> None:
         super().__init__(message)
         self.budget = budget

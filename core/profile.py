@@ -53,6 +53,12 @@ class ProfileSettings(BaseModel):
     discord_reply_in_thread: bool = False
     # People trusted with everything: "<platform>:<user id>", e.g. "telegram:12345".
     admins: list[str] = Field(default_factory=lambda: ["terminal:local"])
+    # The model's context window in tokens; unset: the built-in table's (core/context.py).
+    context_window: int | None = Field(default=None, ge=1_000)
+    # Compact (summarize older turns) when a request nears this share of the window...
+    compaction_trigger: float = Field(default=0.8, ge=0.5, le=0.95)
+    # ...keeping at least this many of the newest messages as they are.
+    compaction_keep: int = Field(default=8, ge=1, le=200)
 
 
 class Profile(BaseModel):

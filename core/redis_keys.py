@@ -37,6 +37,8 @@ __all__ = [
     "sessions_by_key",
     "sessions_by_update",
     "sessions_with_costs",
+    "summaries",
+    "summary_order",
     "topic_channel",
     "write_receipt",
 ]
@@ -99,6 +101,16 @@ def messages(session_id: str) -> str:
 def message_seq(session_id: str) -> str:
     """Counter giving out the session's `seq` numbers."""
     return f"{PREFIX}seq:{session_id}"
+
+
+def summaries(session_id: str) -> str:
+    """Hash of the session's compaction summaries: `up_to_seq` → the summary's JSON."""
+    return f"{PREFIX}summaries:{session_id}"
+
+
+def summary_order(session_id: str) -> str:
+    """Sorted set of the `up_to_seq` markers of the session's summaries, scored by them."""
+    return f"{PREFIX}summary-order:{session_id}"
 
 
 def processed(key: str) -> str:

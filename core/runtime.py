@@ -4,6 +4,11 @@ One turn: persist the user message, then per step ask the provider (streaming, w
 persist its answer, run the tools it asked for under the turn's capability mode, persist their
 results, and loop until the model answers without tools or a budget runs out. Every message is
 written to the store as soon as it exists, so a crash loses at most the step in flight.
+
+Requests carry what fits the model's context window (`core.window.TurnWindow`): the session's
+latest compaction summary and the messages after it, compacted first when they near the
+window. A `context_overflow` from the provider compacts (or, without a compactor, halves what
+is sent) and retries once.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.clock import Clock, utc_now
+from core.compaction import Compactor
+from core.context import context_window as window_of
+from core.context import estimate_text, estimate_tools
 from core.envelopes import Address, new_id
-from core.errors import ProviderError, ToolError, ToolNotAllowed
+from core.errors import BudgetExceeded, ProviderError, ToolError, ToolNotAllowed
 from core.events import (
     AgentEvent,
     Cancelled,
@@ -37,8 +45,9 @@ from core.modes import CapabilityMode
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
-from core.store.base import CostEntry, Fence, Store
+from core.store.base import CompactionSummary, CostEntry, Fence, Store
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.window import EstimateCache, TurnWindow
 
 __all__ = [
     "MODEL_UNAVAILABLE",
@@ -120,7 +129,11 @@ class AgentRuntime:
         redactor: Redactor | None = None,
         clock: Clock = utc_now,
         turn_context: TurnContext | None = None,
+        compactor: Compactor | None = None,
+        context_window: int | None = None,
     ) -> None:
+        """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
+        without a `compactor` old turns are only left out of requests, never summarized."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -132,6 +145,9 @@ class AgentRuntime:
         self._redact = redactor or Redactor()
         self._clock = clock
         self._turn_context = turn_context
+        self.compactor = compactor
+        self.context_window = context_window or window_of(model)
+        self._estimates = EstimateCache()
 
     async def run(
         self,
@@ -187,7 +203,9 @@ class AgentRuntime:
         state: _TurnState,
     ) -> None:
         try:
-            history = await self.store.list_messages(session_id)
+            state.summary = await self.store.latest_summary(session_id)
+            after = state.summary.up_to_seq if state.summary else 0
+            history = await self.store.list_messages(session_id, after_seq=after)
             resumed = _interrupted_turn(history, user_input.source)
             if resumed is None:
                 stored_input = await self._append(session_id, user_input, state)
@@ -201,7 +219,7 @@ class AgentRuntime:
                 await self._close_pending(
                     session_id, state, "This call was interrupted before it finished."
                 )
-                history = await self.store.list_messages(session_id)
+                history = await self.store.list_messages(session_id, after_seq=after)
             emit(
                 RunStarted(
                     run_id=run_id,
@@ -255,6 +273,18 @@ class AgentRuntime:
             now=self._clock(),
         )
         state.turn_context = await self._context_for(context, history)
+        state.view = TurnWindow(
+            store=self.store,
+            session_id=session_id,
+            window_tokens=self.context_window,
+            max_tokens=self.limits.max_tokens,
+            fixed_tokens=estimate_text(system)
+            + estimate_text(state.turn_context)
+            + estimate_tools([t.spec for t in offered]),
+            summary=state.summary,
+            compactor=self.compactor,
+            cache=self._estimates,
+        )
         tool_context = ToolContext(
             session_id=session_id,
             user_id=context.user_id,
@@ -270,6 +300,8 @@ class AgentRuntime:
             refusal = await self._over_budget(run_id, session_id)
             if refusal is not None:
                 return refusal
+            if compacted := await state.view.compact(history):
+                emit(compacted)
             outcome = await self._ask(run_id, system, offered, history, state, emit)
             if isinstance(outcome, RunFailed):
                 return outcome
@@ -311,17 +343,22 @@ class AgentRuntime:
         state: _TurnState,
         emit: Callable[[AgentEvent | None], None],
     ) -> tuple[str, list[ToolCall], Finished] | RunFailed:
-        """One model call; a context overflow drops the oldest turns and tries once more."""
-        trimmed = False
+        """One model call; a context overflow compacts (or sends less) and tries once more."""
+        overflowed: ProviderError | None = None
         while True:
+            try:
+                messages = state.view.messages(history)
+            except BudgetExceeded as exc:
+                if overflowed is not None:
+                    return self._provider_failure(run_id, overflowed)
+                return _too_long(run_id, exc)
             # model_construct: the history is made of validated messages already; validating
-            # it again on every step would cost time growing with the conversation. The list
-            # is copied: `history` grows after the call, and a request is frozen.
+            # it again on every step would cost time growing with the conversation.
             request = ModelRequest.model_construct(
                 model=self.model,
                 system=system,
                 turn_context=state.turn_context,
-                messages=history[state.window :],
+                messages=messages,
                 tools=[t.spec for t in offered],
                 max_tokens=self.limits.max_tokens,
                 temperature=self.temperature,
@@ -329,15 +366,13 @@ class AgentRuntime:
             try:
                 return await self._call_model(request, emit)
             except ProviderError as exc:
-                if exc.kind == "context_overflow" and not trimmed:
-                    start = _drop_oldest_turns(request.messages)
-                    if start is not None:
-                        log.warning(
-                            "context overflow; leaving the %d oldest messages out and retrying",
-                            state.window + start,
-                        )
-                        state.window += start
-                        trimmed = True
+                if exc.kind == "context_overflow" and overflowed is None:
+                    overflowed = exc
+                    log.warning("context overflow; compacting and retrying once")
+                    if compacted := await state.view.compact(history, force=True):
+                        emit(compacted)
+                        continue
+                    if state.view.shrink():
                         continue
                 log.warning(
                     "provider %s failed (%s): %s",
@@ -585,9 +620,10 @@ class _TurnState:
         # Known cost of this turn, and whether some call had no price.
         self.cost = 0.0
         self.unpriced = False
-        # Messages before this index are left out of requests (after a context overflow).
-        self.window = 0
         self.turn_context = ""
+        # The session's summary when the turn began, and the turn's view of the window.
+        self.summary: CompactionSummary | None = None
+        self.view: TurnWindow
 
 
 def _dollars(amount: float) -> str:
@@ -595,15 +631,16 @@ def _dollars(amount: float) -> str:
     return f"${amount:.2f}" if round(amount, 2) == amount else f"${amount:g}"
 
 
-def _drop_oldest_turns(messages: list[Message]) -> int | None:
-    """Where to start so the oldest half of the turns is left out; None if nothing can go.
-
-    Cuts only at a user message, so no tool result loses its call.
-    """
-    starts = [i for i, m in enumerate(messages) if m.role == "user"]
-    if len(starts) < 2:
-        return None
-    return starts[len(starts) // 2]
+def _too_long(run_id: str, exc: BudgetExceeded) -> RunFailed:
+    return RunFailed(
+        run_id=run_id,
+        failure="budget",
+        message=(
+            "This message (with what it brought along) is too long for the model's context "
+            "window. Please send something shorter, or /new to start afresh."
+        ),
+        detail=str(exc),
+    )
 
 
 def _interrupted_turn(history: list[Message], source: str | None) -> int | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from core.store.base import CostEntry, CostSummary, SessionRecord, Store
+from core.store.base import CompactionSummary, CostEntry, CostSummary, SessionRecord, Store
 from core.store.redis import RedisStore
 from core.store.sqlite import SqliteStore
 
 __all__ = [
+    "CompactionSummary",
     "CostEntry",
     "CostSummary",
     "RedisStore",

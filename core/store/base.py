@@ -9,14 +9,21 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.envelopes import Address
 from core.memory import MemoryFact
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
 
-__all__ = ["CostEntry", "CostSummary", "Fence", "SessionRecord", "Store"]
+__all__ = [
+    "CompactionSummary",
+    "CostEntry",
+    "CostSummary",
+    "Fence",
+    "SessionRecord",
+    "Store",
+]
 
 
 class SessionRecord(BaseModel):
@@ -73,9 +80,23 @@ class CostSummary(BaseModel):
     unpriced_calls: int = 0
 
 
+class CompactionSummary(BaseModel):
+    """A summary of a session's messages up to `up_to_seq`, standing in for them in requests.
+
+    `up_to_seq` is the archive marker: later requests send the summary and the messages after
+    it. The messages themselves stay in the store.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    up_to_seq: int = Field(ge=1)
+    text: str
+    created_at: datetime
+
+
 class Store(Protocol):
-    """Durable state: sessions and their messages, processed-message ids, the cost ledger,
-    schedules and their runs, remembered facts.
+    """Durable state: sessions, their messages and compaction summaries, processed-message ids,
+    the cost ledger, schedules and their runs, remembered facts.
 
     Every write is durable when the awaited call returns.
     """
@@ -111,6 +132,15 @@ class Store(Protocol):
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
     ) -> list[Message]:
         """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
+        ...
+
+    async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
+        """Store a compaction summary of the session; one with the same `up_to_seq` replaces
+        the stored one. Raises `StoreError` for an unknown session or a naive time."""
+        ...
+
+    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
+        """The session's summary with the highest `up_to_seq`, or None."""
         ...
 
     async def mark_processed(self, key: str) -> bool:

@@ -11,7 +11,8 @@ replayed script finds the receipt of its first run and returns that run's reply 
 storing a message or a charge twice. `mark_processed` needs Redis 7 (`SET NX GET`).
 
 Schedules and their runs are kept by `core/store/_redis_schedules.py`, remembered facts by
-`core/store/_redis_memory.py`, on the same terms.
+`core/store/_redis_memory.py`, compaction summaries by `core/store/_redis_summaries.py`, on
+the same terms.
 
 Durability: a write is done when the server has run it. Whether it survives a crash of the
 server is a deployment setting: run Redis with `appendonly yes` (`appendfsync always` to lose
@@ -44,8 +45,9 @@ from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
 from core.store._redis_memory import RedisMemory
 from core.store._redis_schedules import RedisSchedules
+from core.store._redis_summaries import RedisSummaries
 from core.store._schedules import check_aware, epoch_micros
-from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
+from core.store.base import CompactionSummary, CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
 __all__ = ["DEFAULT_PROCESSED_TTL", "RedisStore"]
@@ -188,6 +190,7 @@ class RedisStore:
         self._record_cost = client.register_script(_RECORD_COST)
         self._schedules = RedisSchedules(client, receipt_seconds=_RECEIPT_SECONDS)
         self._memory = RedisMemory(client, receipt_seconds=_RECEIPT_SECONDS)
+        self._summaries = RedisSummaries(client)
         self._closed = False
 
     @classmethod
@@ -308,6 +311,20 @@ class RedisStore:
                 await self._client.lrange(redis_keys.messages(session_id), start, stop),
             )
             return [_decode_message(item) for item in raw]
+
+    async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
+        """Store a compaction summary; one with the same `up_to_seq` replaces the stored one.
+
+        Raises `StoreError` for an unknown session or a naive time.
+        """
+        check_aware(summary, f"the summary of session {session_id!r}")
+        async with self._translated(f"save a summary of session {session_id!r}"):
+            await self._summaries.save_summary(session_id, summary)
+
+    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
+        """The session's summary with the highest `up_to_seq`, or None."""
+        async with self._translated(f"read the summary of session {session_id!r}"):
+            return await self._summaries.latest_summary(session_id)
 
     async def mark_processed(self, key: str) -> bool:
         """Remember that the inbound message `key` was answered; False if it already was.

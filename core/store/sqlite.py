@@ -5,7 +5,8 @@ a time on its own thread; an `asyncio.Lock` on top keeps the statements of one t
 together, so concurrent `append_message` calls cannot interleave their `max(seq) + 1`.
 
 The SQL of schedules and their runs lives in `core/store/_sqlite_schedules.py`, that of
-remembered facts in `core/store/_sqlite_memory.py`.
+remembered facts in `core/store/_sqlite_memory.py`, compaction summaries in
+`core/store/_sqlite_summaries.py`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
 from core.store import _sqlite_memory as _memory
 from core.store import _sqlite_schedules as _schedules
+from core.store import _sqlite_summaries as _summaries
 from core.store._schedules import check_aware
-from core.store.base import CostEntry, CostSummary, Fence, SessionRecord
+from core.store.base import CompactionSummary, CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
@@ -113,6 +115,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     # Remembered facts and their full-text index.
     _memory.MIGRATION,
+    # Compaction summaries.
+    _summaries.MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -256,6 +260,20 @@ class SqliteStore:
         return [
             _decode_body(body, seq=seq, created_at=created_at) for seq, body, created_at in rows
         ]
+
+    async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
+        """Store a compaction summary; one with the same `up_to_seq` replaces the stored one.
+
+        Raises `StoreError` for an unknown session or a naive time.
+        """
+        check_aware(summary, f"the summary of session {session_id!r}")
+        async with self._write(f"save a summary of session {session_id!r}"):
+            await _summaries.save_summary(self._db, session_id, summary)
+
+    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
+        """The session's summary with the highest `up_to_seq`, or None."""
+        async with self._read(f"read the summary of session {session_id!r}"):
+            return await _summaries.latest_summary(self._db, session_id)
 
     async def mark_processed(self, key: str) -> bool:
         """Remember that the inbound message `key` was answered; False if it already was."""

@@ -28,7 +28,14 @@ from core.scheduling.models import (
     ScheduleRun,
     ScheduleStatus,
 )
-from core.store import CostEntry, CostSummary, RedisStore, SqliteStore, Store
+from core.store import (
+    CompactionSummary,
+    CostEntry,
+    CostSummary,
+    RedisStore,
+    SqliteStore,
+    Store,
+)
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -1063,3 +1070,65 @@ async def test_negative_fact_limits_are_refused(store: Store) -> None:
         await store.search_facts(ALICE, "x", limit=-1)
     with pytest.raises(ValueError, match="limit"):
         await store.list_facts(ALICE, limit=-1)
+
+
+# Compaction summaries
+
+
+async def test_a_session_without_summaries_has_none(store: Store) -> None:
+    session = await store.current_session("terminal")
+
+    assert await store.latest_summary(session.id) is None
+    assert await store.latest_summary("nosuchsessio") is None
+
+
+async def test_the_latest_summary_has_the_highest_marker_and_the_history_stays(
+    store: Store,
+) -> None:
+    session = await store.current_session("terminal")
+    other = await store.create_session("other")
+    for i in range(1, 7):
+        await store.append_message(session.id, Message.user(f"m{i}"))
+    first = CompactionSummary(up_to_seq=2, text="We said hello.", created_at=START)
+    second = CompactionSummary(
+        up_to_seq=4, text="We said hello twice. 😀", created_at=START + timedelta(minutes=1)
+    )
+
+    await store.save_summary(session.id, first)
+    assert await store.latest_summary(session.id) == first
+    await store.save_summary(session.id, second)
+    await store.save_summary(session.id, first)
+
+    assert await store.latest_summary(session.id) == second
+    assert await store.latest_summary(other.id) is None
+    assert [m.seq for m in await store.list_messages(session.id)] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_a_summary_for_the_same_marker_replaces_the_stored_one(store: Store) -> None:
+    session = await store.current_session("terminal")
+    await store.save_summary(
+        session.id, CompactionSummary(up_to_seq=3, text="old", created_at=START)
+    )
+    again = CompactionSummary(up_to_seq=3, text="new", created_at=START + timedelta(hours=1))
+
+    await store.save_summary(session.id, again)
+    await store.save_summary(session.id, again)
+
+    found = await store.latest_summary(session.id)
+    assert found == again
+    assert found is not None and _is_utc(found.created_at)
+
+
+async def test_summaries_of_unknown_sessions_and_naive_times_are_refused(store: Store) -> None:
+    session = await store.current_session("terminal")
+
+    with pytest.raises(StoreError):
+        await store.save_summary(
+            "nosuchsessio", CompactionSummary(up_to_seq=1, text="x", created_at=START)
+        )
+    with pytest.raises(StoreError):
+        await store.save_summary(
+            session.id,
+            CompactionSummary(up_to_seq=1, text="x", created_at=START.replace(tzinfo=None)),
+        )
+    assert await store.latest_summary(session.id) is None

@@ -1,0 +1,214 @@
+"""The context window: how big a model's is, how much of it a history takes, what fits.
+
+Token counts here are *estimates* made locally (no tokenizer is downloaded or called): about
+four characters per token for alphabetic text, one per CJK character, a fixed cost per image
+and per message. They lean high on purpose, and the runtime leaves a safety margin on top; a
+provider that still reports `context_overflow` makes the runtime compact and retry once.
+
+`fit` keeps the newest turns within a budget, `strip_old_images` drops image bytes from turns
+the model has already seen, and `sanitize` repairs tool calls and results that lost their pair.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Final
+
+from core.errors import BudgetExceeded
+from core.messages import ImagePart, Message, TextPart
+from core.providers.base import ToolSpec
+
+__all__ = [
+    "CONTEXT_WINDOWS",
+    "DEFAULT_CONTEXT_WINDOW",
+    "IMAGE_TOKENS",
+    "MISSING_RESULT",
+    "context_window",
+    "estimate_text",
+    "estimate_tokens",
+    "estimate_tools",
+    "fit",
+    "sanitize",
+    "strip_old_images",
+]
+
+# Context windows in tokens, keyed like `core.pricing.PRICES`: a name matches its key exactly,
+# or starts with the key followed by "-" or "." (a dated or tagged release).
+CONTEXT_WINDOWS: Final[Mapping[str, int]] = MappingProxyType(
+    {
+        "claude": 200_000,
+        "gpt-4.1": 1_047_576,
+        "gpt-4o": 128_000,
+        "gpt-5": 400_000,
+        "o4-mini": 200_000,
+        "demo-1": 32_000,
+    }
+)
+DEFAULT_CONTEXT_WINDOW: Final = 32_000
+
+# What one image costs, whatever its size: about what both vendors charge for a large one.
+IMAGE_TOKENS: Final = 1_600
+# The framing of every message (role markers, separators), and of every tool call.
+_MESSAGE_TOKENS: Final = 4
+_TOOL_CALL_TOKENS: Final = 8
+_CHARS_PER_TOKEN: Final = 4
+
+# Han, kana, hangul and CJK punctuation: about one token per character.
+_CJK: Final = re.compile(
+    "[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+)
+# A run of whitespace usually folds into the token next to it.
+_WHITESPACE: Final = re.compile(r"\s+")
+
+MISSING_RESULT: Final = "(no result recorded)"
+_IMAGE_DROPPED: Final = "[an image was here; it is no longer sent]"
+
+_KEYS_LONGEST_FIRST: Final = sorted(CONTEXT_WINDOWS, key=len, reverse=True)
+
+
+def context_window(model: str) -> int:
+    """The context window of `model` in tokens; `DEFAULT_CONTEXT_WINDOW` for unknown ones.
+
+    Tries the exact name, then the name without a provider prefix ("openai/gpt-4o"), then the
+    longest key the name starts with followed by "-" or ".".
+    """
+    names = [model]
+    _, slash, bare = model.rpartition("/")
+    if slash and bare:
+        names.append(bare)
+    for name in names:
+        if (found := CONTEXT_WINDOWS.get(name)) is not None:
+            return found
+    for name in names:
+        for key in _KEYS_LONGEST_FIRST:
+            if name.startswith((f"{key}-", f"{key}.")):
+                return CONTEXT_WINDOWS[key]
+    return DEFAULT_CONTEXT_WINDOW
+
+
+def estimate_text(text: str) -> int:
+    """An estimate of the tokens of `text`: never less than the length / 4, rounded up."""
+    if not text:
+        return 0
+    folded = _WHITESPACE.sub(" ", text)
+    cjk = len(_CJK.findall(folded))
+    return math.ceil((len(folded) - cjk) / _CHARS_PER_TOKEN) + cjk
+
+
+def estimate_tokens(message: Message) -> int:
+    """An estimate of what `message` takes of the context window."""
+    tokens = _MESSAGE_TOKENS
+    for part in message.content:
+        if isinstance(part, TextPart):
+            tokens += estimate_text(part.text)
+        else:
+            tokens += IMAGE_TOKENS
+    for call in message.tool_calls:
+        arguments = call.raw_arguments
+        if arguments is None:
+            arguments = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+        tokens += _TOOL_CALL_TOKENS + estimate_text(call.name) + estimate_text(arguments)
+    if message.tool_call_id is not None:
+        tokens += estimate_text(message.tool_call_id) + estimate_text(message.name or "")
+    return tokens
+
+
+def estimate_tools(tools: Sequence[ToolSpec]) -> int:
+    """An estimate of what the tool definitions offered to the model take."""
+    return sum(
+        _TOOL_CALL_TOKENS
+        + estimate_text(t.name)
+        + estimate_text(t.description)
+        + estimate_text(json.dumps(t.parameters, separators=(",", ":")))
+        for t in tools
+    )
+
+
+def fit(
+    history: Sequence[Message],
+    *,
+    budget_tokens: int,
+    estimate: Callable[[Message], int] = estimate_tokens,
+) -> list[Message]:
+    """The newest messages of `history` whose estimate fits `budget_tokens`.
+
+    Cuts only before a user message, so a turn is kept or left out whole; the turn of the
+    latest user message is always kept, and when it alone is over the budget this raises
+    `BudgetExceeded("context", ...)`. A history without a user message is kept whole if it
+    fits.
+    """
+    used = 0
+    start: int | None = None
+    for index in range(len(history) - 1, -1, -1):
+        used += estimate(history[index])
+        if used > budget_tokens:
+            break
+        if history[index].role == "user" or index == 0:
+            start = index
+    if start is None:
+        newest_user = next(
+            (i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), 0
+        )
+        needed = sum(estimate(m) for m in history[newest_user:])
+        raise BudgetExceeded(
+            "context",
+            f"the latest turn needs about {needed} tokens; the context budget is {budget_tokens}",
+        )
+    return list(history[start:])
+
+
+def strip_old_images(messages: Sequence[Message], keep_last_turns: int = 1) -> list[Message]:
+    """`messages` with the image bytes of all but the last `keep_last_turns` turns replaced by
+    a short note (a turn begins at a user message). Messages without images stay the same
+    objects."""
+    kept: list[Message] = list(messages)
+    turns = 0
+    for index in range(len(kept) - 1, -1, -1):
+        message = kept[index]
+        if turns >= keep_last_turns and any(isinstance(p, ImagePart) for p in message.content):
+            content = [
+                TextPart(text=_IMAGE_DROPPED) if isinstance(p, ImagePart) else p
+                for p in message.content
+            ]
+            kept[index] = message.model_copy(update={"content": content})
+        if message.role == "user":
+            turns += 1
+    return kept
+
+
+def sanitize(messages: Sequence[Message]) -> list[Message]:
+    """`messages` made well-formed for a provider: every assistant tool call followed by its
+    result (an error result `MISSING_RESULT` is added where none was stored), and no tool
+    result without a call of the assistant message it follows."""
+    repaired: list[Message] = []
+    # The calls of the latest assistant message that still wait for their results.
+    waiting: dict[str, Message] = {}
+    pending_calls: list[str] = []
+    for message in messages:
+        if message.role == "tool":
+            if message.tool_call_id in waiting:
+                del waiting[message.tool_call_id]
+                repaired.append(message)
+            continue
+        _close(repaired, waiting, pending_calls)
+        repaired.append(message)
+        if message.role == "assistant" and message.tool_calls:
+            pending_calls = [c.id for c in message.tool_calls]
+            waiting = {c.id: message for c in message.tool_calls}
+    _close(repaired, waiting, pending_calls)
+    return repaired
+
+
+def _close(repaired: list[Message], waiting: dict[str, Message], order: list[str]) -> None:
+    """Add error results for the calls still in `waiting`, in the order they were made."""
+    for call_id in order:
+        asked = waiting.pop(call_id, None)
+        if asked is None:
+            continue
+        call = next(c for c in asked.tool_calls if c.id == call_id)
+        repaired.append(Message.tool_result(call, MISSING_RESULT, is_error=True))
+    order.clear()

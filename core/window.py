@@ -1,0 +1,129 @@
+"""`TurnWindow`: which messages one turn's model requests carry, and when to compact.
+
+A turn's history starts after the session's latest summary marker. Each request sends the
+summary (if any), then that history with old images dropped, tool calls paired with their
+results, and the oldest turns left out until the estimate fits the budget: the model's
+context window less room for its answer and a safety margin for the estimate's error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from core.compaction import Compactor, summary_messages
+from core.context import estimate_tokens, fit, sanitize, strip_old_images
+from core.events import Compacted
+from core.messages import ImagePart, Message
+from core.store.base import CompactionSummary, Store
+
+__all__ = ["EstimateCache", "TurnWindow"]
+
+# Share of the window kept free for the estimate's error.
+_MARGIN_SHARE: Final = 20
+_CACHE_SIZE: Final = 50_000
+
+
+class EstimateCache:
+    """Token estimates of stored messages by session, seq and whether images are still in,
+    so a long history is not measured again on every step."""
+
+    def __init__(self, size: int = _CACHE_SIZE) -> None:
+        self._size = size
+        self._known: dict[tuple[str, int, bool], int] = {}
+
+    def estimate(self, session_id: str, message: Message) -> int:
+        """The estimate of `message`, measured once per stored version."""
+        if message.seq == 0:
+            return estimate_tokens(message)
+        key = (session_id, message.seq, any(isinstance(p, ImagePart) for p in message.content))
+        found = self._known.get(key)
+        if found is None:
+            if len(self._known) >= self._size:
+                # Crude but bounded: the next steps measure their messages again.
+                self._known.clear()
+            found = self._known[key] = estimate_tokens(message)
+        return found
+
+
+class TurnWindow:
+    """The request side of one turn: the summary in use, where the unsummarized history
+    begins, and the budget its messages must fit."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        session_id: str,
+        window_tokens: int,
+        max_tokens: int,
+        fixed_tokens: int,
+        summary: CompactionSummary | None,
+        compactor: Compactor | None,
+        cache: EstimateCache,
+    ) -> None:
+        """`fixed_tokens` estimates what every request carries besides messages (system
+        prompt, turn context, tool definitions)."""
+        self._store = store
+        self._session_id = session_id
+        self._compactor = compactor
+        self._cache = cache
+        self.window_tokens = window_tokens
+        self.summary = summary
+        # Index into the turn's history of its first message after the summary's marker.
+        self.start = 0
+        output = min(max_tokens, window_tokens // 2)
+        self.budget = window_tokens - output - window_tokens // _MARGIN_SHARE - fixed_tokens
+        # Set after a context overflow the compactor could not relieve.
+        self._cap: int | None = None
+        self._sent = 0
+
+    def estimate(self, message: Message) -> int:
+        """The estimate of one message."""
+        return self._cache.estimate(self._session_id, message)
+
+    def messages(self, history: Sequence[Message]) -> list[Message]:
+        """The messages of the next request; raises `BudgetExceeded("context", ...)` when
+        the latest turn alone does not fit."""
+        head = summary_messages(self.summary) if self.summary else []
+        budget = self.budget - sum(self.estimate(m) for m in head)
+        if self._cap is not None:
+            budget = min(budget, self._cap)
+        tail = sanitize(strip_old_images(history[self.start :]))
+        fitted = fit(tail, budget_tokens=budget, estimate=self.estimate)
+        self._sent = sum(self.estimate(m) for m in fitted)
+        return head + fitted
+
+    def shrink(self) -> bool:
+        """Halve what the messages may take (the provider counted more than estimated);
+        False when nothing was sent that could be halved."""
+        if self._sent <= 1:
+            return False
+        self._cap = self._sent // 2
+        return True
+
+    async def compact(self, history: Sequence[Message], *, force: bool = False) -> Compacted | None:
+        """Compact when the next request's estimate passes the trigger (always with `force`);
+        None when there is no compactor or nothing to summarize."""
+        if self._compactor is None:
+            return None
+        tail = history[self.start :]
+        if not force:
+            head = summary_messages(self.summary) if self.summary else []
+            needed = sum(self.estimate(m) for m in (*head, *tail))
+            if not self._compactor.due(needed, self.budget):
+                return None
+        done = await self._compactor.compact(
+            self._store,
+            self._session_id,
+            tail,
+            previous=self.summary,
+            window_tokens=self.window_tokens,
+        )
+        if done is None:
+            return None
+        self.summary = done.summary
+        self.start += done.summarized_messages
+        return Compacted(
+            summarized_messages=done.summarized_messages, summary_tokens=done.summary_tokens
+        )
