@@ -11,7 +11,7 @@ from core.profile import Profile
 
 __all__ = ["PLATFORMS", "adapter_for", "configured_adapters"]
 
-PLATFORMS = ("telegram",)
+PLATFORMS = ("telegram", "slack", "discord")
 
 
 def adapter_for(
@@ -23,6 +23,10 @@ def adapter_for(
     """
     if platform == "telegram":
         return _telegram(settings)
+    if platform == "slack":
+        return _slack(settings)
+    if platform == "discord":
+        return _discord(settings, profile)
     raise ConfigError(f"unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
 
 
@@ -30,6 +34,8 @@ def configured_adapters(settings: Settings, profile: Profile | None = None) -> l
     """An adapter for every platform whose token is set."""
     tokens = {
         "telegram": settings.telegram_bot_token,
+        "slack": settings.slack_bot_token,
+        "discord": settings.discord_bot_token,
     }
     return [adapter_for(name, settings, profile) for name, token in tokens.items() if token]
 
@@ -49,5 +55,41 @@ def _telegram(settings: Settings) -> ChannelAdapter:
             webhook_url=settings.telegram_webhook_url,
             webhook_secret=settings.telegram_webhook_secret,
             webhook_port=settings.telegram_webhook_port,
+        )
+    )
+
+
+def _slack(settings: Settings) -> ChannelAdapter:
+    if settings.slack_bot_token is None:
+        raise ConfigError("SLACK_BOT_TOKEN is not set")
+    if settings.slack_app_token is None and settings.slack_signing_secret is None:
+        raise ConfigError(
+            "Slack needs SLACK_SIGNING_SECRET (Events API over HTTP) or SLACK_APP_TOKEN "
+            "(Socket Mode)"
+        )
+    from channels.slack.adapter import SlackAdapter, SlackSettings
+
+    return SlackAdapter(
+        SlackSettings(
+            bot_token=settings.slack_bot_token,
+            signing_secret=settings.slack_signing_secret,
+            app_token=settings.slack_app_token,
+            api_url=settings.slack_api_url,
+            port=settings.slack_port,
+        )
+    )
+
+
+def _discord(settings: Settings, profile: Profile | None) -> ChannelAdapter:
+    if settings.discord_bot_token is None:
+        raise ConfigError("DISCORD_BOT_TOKEN is not set")
+    from channels.discord.adapter import DiscordAdapter, DiscordSettings
+
+    return DiscordAdapter(
+        DiscordSettings(
+            token=settings.discord_bot_token,
+            api_url=settings.discord_api_url,
+            gateway_url=settings.discord_gateway_url,
+            reply_in_thread=profile.settings.discord_reply_in_thread if profile else False,
         )
     )

@@ -83,11 +83,18 @@ class EditedReply:
 
     async def _flush_later(self, wait: float) -> None:
         await asyncio.sleep(wait)
-        try:
-            await self._flush(self._text)
-        except Exception as exc:
-            # An intermediate update is expendable: the next one or `finish` shows the text.
-            log.info("could not update a streamed reply: %s", exc)
+        shown: str | None = None
+        while shown != self._text:
+            shown = self._text
+            try:
+                await self._flush(shown)
+            except Exception as exc:
+                # An intermediate update is expendable: the next one or `finish` shows the text.
+                log.info("could not update a streamed reply: %s", exc)
+                return
+            # Text added while that update was on its way (`add` saw this task still running)
+            # goes out one interval later.
+            await asyncio.sleep(max(0.0, self._last_flush + self._interval - self._clock()))
 
     async def _flush(self, text: str) -> None:
         async with self._lock:

@@ -11,10 +11,24 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import redis.asyncio as aioredis
 
-from tests.fakes.fixtures import fake_anthropic, fake_openai, fake_telegram
+from tests.fakes.fixtures import (
+    fake_anthropic,
+    fake_discord,
+    fake_openai,
+    fake_slack,
+    fake_telegram,
+)
 from tests.redis_server import RedisServer
 
-__all__ = ["fake_anthropic", "fake_openai", "fake_telegram", "redis_server", "redis_url"]
+__all__ = [
+    "fake_anthropic",
+    "fake_discord",
+    "fake_openai",
+    "fake_slack",
+    "fake_telegram",
+    "redis_server",
+    "redis_url",
+]
 
 
 @pytest.fixture(scope="session")

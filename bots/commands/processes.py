@@ -61,9 +61,11 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     """Run every chat platform that has a token, with a worker, in one process.
 
     Telegram runs when TELEGRAM_BOT_TOKEN is set (long polling, or a webhook when
-    TELEGRAM_WEBHOOK_URL is set); Discord when DISCORD_BOT_TOKEN is set. With REDIS_URL the
-    work goes through Redis, so more `switchboard worker` processes can share it. SIGINT or
-    SIGTERM stops taking messages and lets running answers finish.
+    TELEGRAM_WEBHOOK_URL is set); Slack when SLACK_BOT_TOKEN is set (Socket Mode with
+    SLACK_APP_TOKEN, else the Events API on SLACK_PORT with SLACK_SIGNING_SECRET); Discord when
+    DISCORD_BOT_TOKEN is set. With REDIS_URL the work goes through Redis, so more
+    `switchboard worker` processes can share it. SIGINT or SIGTERM stops taking messages and
+    lets running answers finish.
     """
     settings = settings_from(ctx, profile=profile)
     asyncio.run(_serve_platforms(settings))
@@ -92,7 +94,7 @@ def gateway(ctx: click.Context, platform: str) -> None:
     Messages go to the `inbound` queue for the workers; answers come back on
     `outbound.<platform>`. A Telegram bot on long polling and a Discord bot are served by one
     gateway at a time: extra replicas stand by and take over when it stops; with a Telegram
-    webhook all replicas serve.
+    webhook all replicas serve, as do Slack gateways.
     """
     settings = settings_from(ctx)
     require_redis(settings, "gateway")

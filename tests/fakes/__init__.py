@@ -5,6 +5,7 @@ Each fake is a loopback server speaking the vendor's wire format; fixtures live 
 """
 
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_script import (
     NO_SCRIPT_MESSAGE,
     Error,
@@ -17,6 +18,7 @@ from tests.fakes.llm_script import (
     ToolUse,
 )
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage, Webhook
 
 __all__ = [
@@ -24,7 +26,9 @@ __all__ = [
     "Call",
     "Error",
     "FakeAnthropic",
+    "FakeDiscord",
     "FakeOpenAI",
+    "FakeSlack",
     "FakeTelegram",
     "Recorded",
     "Reply",

@@ -7,7 +7,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
 
 TEST_API_KEY = "test-key"
@@ -38,4 +40,18 @@ async def fake_telegram(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeTe
     """
     monkeypatch.setenv("PTB_TIMEDELTA", "1")
     async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    """A started Slack fake (Web API, files, Socket Mode) for the default tokens and secret."""
+    async with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_discord() -> AsyncIterator[FakeDiscord]:
+    """A started Discord gateway and REST fake for the default test bot (`FakeDiscord().token`)."""
+    async with FakeDiscord() as fake:
         yield fake

@@ -1,0 +1,579 @@
+"""The Discord adapter on discord.py: the gateway for messages and slash commands, REST to answer.
+
+Discord objects never leave this package: messages and interactions become `Inbound`,
+`Outbound` becomes sends and edits of channel messages (or of a slash command's response) and
+typing indicators.
+
+* DMs are always passed on as addressed; in servers a message is addressed when it mentions
+  the bot, replies to it, or is in a thread the bot takes part in. Other server messages are
+  passed on too (the worker reads but does not answer them, unless the profile says "all").
+* One conversation per DM channel, channel and thread: a thread's address is its parent
+  channel with the thread as `thread`. With `reply_in_thread`, a mention in a channel opens a
+  thread on the message and the conversation lives there.
+* Every send and edit carries `allowed_mentions` that let nothing the model writes ping
+  anyone but the person who asked: no @everyone, @here, roles or other users.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import aiohttp
+import discord
+import yarl
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from channels.base import InboundSink
+from channels.discord.commands import build_tree, sync_commands
+from channels.discord.format import discord_chunks
+from channels.streaming import EditedReply
+from core.envelopes import Address, Inbound, Outbound
+from core.errors import ChannelError, ConfigError
+from core.messages import ImagePart
+from core.tasks import cancel_and_wait
+
+__all__ = ["INTENTS", "DiscordAdapter", "DiscordSettings"]
+
+log = logging.getLogger(__name__)
+
+INTENTS = discord.Intents(guilds=True, guild_messages=True, dm_messages=True, message_content=True)
+"""Servers and their channels, messages in servers and DMs, and their text (privileged: the
+Message Content intent must be switched on in the developer portal)."""
+
+_T = TypeVar("_T")
+_Send = Callable[[str], Awaitable[str]]
+_Edit = Callable[[str, str], Awaitable[None]]
+_MAX_IMAGE_BYTES = 10 * 1024 * 1024
+_MAX_IMAGES = 4
+# What the model APIs take; other images (SVG, HEIC, …) are left out like other files.
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_MAX_TYPING_SECONDS = 300.0
+# An interaction's token lasts 15 minutes; after that its response cannot be edited.
+_INTERACTION_SECONDS = 14 * 60.0
+_REMEMBERED_ASKS = 2048
+_THREAD_EXISTS = 160004
+_ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+
+
+class DiscordSettings(BaseModel):
+    """What the adapter needs; built from the environment in `bots/`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    token: SecretStr
+    api_url: str = "https://discord.com/api/v10"
+    gateway_url: str | None = None
+    reply_in_thread: bool = False
+    edit_interval: float = Field(default=1.0, ge=0)
+    # Discord shows "typing…" for 10 s per call.
+    typing_interval: float = Field(default=8.0, gt=0)
+
+
+@dataclass
+class _Ask:
+    """What the adapter remembers of a message or slash command until it is answered."""
+
+    user_id: int
+    quote: int | None = None  # the message to reply to (server channels only)
+    interaction: discord.Interaction | None = None
+    at: float = 0.0
+
+    def live_interaction(self) -> discord.Interaction | None:
+        """The slash command's interaction while its token still works."""
+        if self.interaction is None or time.monotonic() - self.at > _INTERACTION_SECONDS:
+            return None
+        return self.interaction
+
+
+class _Client(discord.Client):
+    """discord.py's client with its events handed to the adapter."""
+
+    def __init__(self, adapter: DiscordAdapter) -> None:
+        # No voice here: without this, every start warns that the voice libraries are missing.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+        super().__init__(
+            intents=INTENTS,
+            # The default for anything sent without its own: ping nobody.
+            allowed_mentions=discord.AllowedMentions.none(),
+            chunk_guilds_at_startup=False,
+            # Longer rate-limit waits come back as `RateLimited`: the gateway then drops a
+            # typing or stream update instead of holding every delivery behind it.
+            max_ratelimit_timeout=30.0,
+        )
+        self.adapter = adapter
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self.adapter._on_message(message)
+
+    async def on_ready(self) -> None:
+        log.info("discord bot %s is connected to %d server(s)", self.user, len(self.guilds))
+
+    async def on_resumed(self) -> None:
+        log.info("discord gateway session resumed")
+
+    async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
+        log.exception("discord %s handling failed", event_method)
+
+
+class DiscordAdapter:
+    """One Discord bot, seen as a `ChannelAdapter`."""
+
+    def __init__(self, settings: DiscordSettings) -> None:
+        self.settings = settings
+        # A bot token starts with the bot's user id in base64: known without a request.
+        self.bot_key = _bot_id_from_token(settings.token.get_secret_value()) or "bot"
+        self.bot_id = 0
+        self.commands_synced: bool | None = None
+        self._client: _Client | None = None
+        self._sink: InboundSink | None = None
+        self._stopped = asyncio.Event()
+        self._logged_in = asyncio.Event()
+        self._intake = asyncio.Lock()
+        self._asks: OrderedDict[str, _Ask] = OrderedDict()
+        self._streams: dict[str, EditedReply] = {}
+        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._threads: set[int] = set()  # threads the bot wrote in or opened
+
+    @property
+    def platform(self) -> str:
+        return "discord"
+
+    # --- running ---------------------------------------------------------------------------
+
+    async def run(self, sink: InboundSink) -> None:
+        """Log in, register the slash commands if they changed, and listen until `stop()`."""
+        self._sink = sink
+        saved = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        # discord.py keeps its endpoints in class attributes: set for this run, restored after.
+        Route.BASE = self.settings.api_url.rstrip("/")
+        if self.settings.gateway_url:
+            DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.settings.gateway_url)
+        client = self._client = _Client(self)
+        tree = build_tree(client, self._on_slash)
+        connecting: asyncio.Task[None] | None = None
+        try:
+            await self._login(client)
+            await self._sync_commands(tree, client)
+            connecting = asyncio.create_task(client.connect(reconnect=True), name="discord")
+            stopping = asyncio.create_task(self._stopped.wait())
+            try:
+                await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                await cancel_and_wait(stopping)
+            if connecting.done():
+                _raise_connect_error(connecting)
+        finally:
+            await self._shutdown(client, connecting)
+            Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = saved
+
+    async def stop(self) -> None:
+        """Stop receiving; `run()` returns once discord.py has closed."""
+        self._stopped.set()
+
+    async def _login(self, client: _Client) -> None:
+        try:
+            await client.login(self.settings.token.get_secret_value())
+        except discord.LoginFailure:
+            raise ConfigError(
+                "Discord rejected DISCORD_BOT_TOKEN (reset it under Bot in the developer portal)"
+            ) from None
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            raise ChannelError(f"cannot reach the Discord API: {exc}") from exc
+        assert client.user is not None
+        self.bot_id = client.user.id
+        self._logged_in.set()
+
+    async def _sync_commands(self, tree: discord.app_commands.CommandTree, client: _Client) -> None:
+        try:
+            self.commands_synced = await sync_commands(tree, client)
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            # The bot still answers messages; the commands are tried again at the next start.
+            log.warning("could not register the discord slash commands: %s", exc)
+
+    async def _shutdown(self, client: _Client, connecting: asyncio.Task[None] | None) -> None:
+        for task in self._typing.values():
+            task.cancel()
+        for stream in self._streams.values():
+            await stream.close()
+        await client.close()
+        if connecting is not None:
+            with contextlib.suppress(Exception):  # the error, if any, was raised already
+                await cancel_and_wait(connecting)
+        # discord.py waits for servers before its ready event in a task close() leaves behind.
+        ready: asyncio.Task[None] | None = getattr(client._connection, "_ready_task", None)
+        if ready is not None:
+            ready.cancel()
+        self._logged_in.clear()
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def _on_message(self, message: discord.Message) -> None:
+        # The lock is taken before anything else is awaited: messages reach the bus in the
+        # order the gateway sent them, even when one waits for its images.
+        async with self._intake:
+            inbound = await self._inbound(message)
+            if inbound is not None:
+                assert self._sink is not None
+                await self._sink(inbound)
+
+    async def _inbound(self, message: discord.Message) -> Inbound | None:
+        author = message.author
+        if author.bot or message.webhook_id is not None or message.type not in _ANSWERED_TYPES:
+            return None
+        is_direct = message.guild is None
+        chat, thread = _place(message.channel)
+        addressed = is_direct or self._mentioned(message) or self._replied_to(message)
+        if thread is not None and self._takes_part(message.channel):
+            addressed = True
+        text = self._readable(message)
+        quote: int | None = None if is_direct else message.id
+        if addressed and not is_direct and thread is None and self.settings.reply_in_thread:
+            thread = await self._open_thread(message, text)
+            if thread is not None:
+                quote = None  # the thread starts at the message
+        inbound = Inbound(
+            kind="message",
+            address=self._address(chat, thread),
+            user_id=str(author.id),
+            user_name=author.display_name,
+            text=text,
+            images=await self._images(message),
+            is_direct=is_direct,
+            mentions_bot=addressed,
+            team=str(message.guild.id) if message.guild else None,
+            platform_message_id=str(message.id),
+        )
+        self._remember(inbound.id, _Ask(author.id, quote=quote))
+        return inbound
+
+    async def _on_slash(
+        self, interaction: discord.Interaction, command: str | None, text: str
+    ) -> None:
+        try:
+            await interaction.response.defer(thinking=True)
+        except discord.HTTPException as exc:
+            # Already acknowledged (the gateway sent it again) or expired: nothing to answer.
+            log.info("could not acknowledge discord interaction %s: %s", interaction.id, exc)
+            return
+        chat, thread = _place(interaction.channel)
+        if thread is not None:
+            self._threads.add(thread)
+        inbound = Inbound(
+            kind="command" if command else "message",
+            command=command,
+            address=self._address(chat or interaction.channel_id or 0, thread),
+            user_id=str(interaction.user.id),
+            user_name=interaction.user.display_name,
+            text=text,
+            is_direct=interaction.guild_id is None,
+            mentions_bot=True,
+            team=str(interaction.guild_id) if interaction.guild_id else None,
+            platform_message_id=str(interaction.id),
+        )
+        ask = _Ask(interaction.user.id, interaction=interaction, at=time.monotonic())
+        self._remember(inbound.id, ask)
+        async with self._intake:
+            assert self._sink is not None
+            await self._sink(inbound)
+
+    def _address(self, chat: int, thread: int | None) -> Address:
+        return Address(
+            platform="discord",
+            bot=str(self.bot_id),
+            chat=str(chat),
+            thread=str(thread) if thread is not None else None,
+        )
+
+    def _mentioned(self, message: discord.Message) -> bool:
+        if any(user.id == self.bot_id for user in message.mentions):
+            return True
+        role = message.guild.self_role if message.guild else None
+        return role is not None and role in message.role_mentions
+
+    def _replied_to(self, message: discord.Message) -> bool:
+        reference = message.reference
+        if reference is None:
+            return False
+        quoted = reference.resolved or reference.cached_message
+        return isinstance(quoted, discord.Message) and quoted.author.id == self.bot_id
+
+    def _takes_part(self, channel: object) -> bool:
+        """A thread the bot opened, was added to, or has written in."""
+        if not isinstance(channel, discord.Thread):
+            return False
+        return (
+            channel.id in self._threads or channel.owner_id == self.bot_id or channel.me is not None
+        )
+
+    def _readable(self, message: discord.Message) -> str:
+        """The text without the bot's own mention; other mentions by name."""
+        text = re.sub(rf"<@!?{self.bot_id}>", "", message.content)
+        role = message.guild.self_role if message.guild else None
+        if role is not None:
+            text = text.replace(role.mention, "")
+        for user in message.mentions:
+            text = re.sub(rf"<@!?{user.id}>", f"@{user.display_name}", text)
+        for mentioned in message.role_mentions:
+            text = text.replace(mentioned.mention, f"@{mentioned.name}")
+        for channel in message.channel_mentions:
+            text = text.replace(channel.mention, f"#{channel.name}")
+        return text.strip()
+
+    async def _images(self, message: discord.Message) -> list[ImagePart]:
+        images: list[ImagePart] = []
+        for attachment in message.attachments:
+            media_type = (attachment.content_type or "").split(";")[0].strip().lower()
+            if media_type not in _IMAGE_TYPES or len(images) >= _MAX_IMAGES:
+                continue
+            if attachment.size > _MAX_IMAGE_BYTES:
+                log.info("ignoring a %d-byte image", attachment.size)
+                continue
+            try:
+                data = await attachment.read()
+            except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                log.warning("could not download an image: %s", exc)
+                continue
+            images.append(ImagePart(media_type=media_type, data=data))
+        return images
+
+    async def _open_thread(self, message: discord.Message, text: str) -> int | None:
+        """A thread started on `message` for the answer; None if Discord would not."""
+        name = " ".join(text.split())[:90] or f"Question from {message.author.display_name}"
+        try:
+            thread = await message.create_thread(name=name, auto_archive_duration=1440)
+        except discord.HTTPException as exc:
+            if exc.code == _THREAD_EXISTS:  # the same message again: its thread has its id
+                return message.id
+            log.warning("could not open a thread for a discord message: %s", exc)
+            return None
+        self._threads.add(thread.id)
+        return thread.id
+
+    def _remember(self, inbound_id: str, ask: _Ask) -> None:
+        self._asks[inbound_id] = ask
+        while len(self._asks) > _REMEMBERED_ASKS:
+            self._asks.popitem(last=False)
+
+    # --- delivering ------------------------------------------------------------------------
+
+    async def deliver(self, outbound: Outbound) -> None:
+        """Show typing, stream pieces and final answers in their channel."""
+        await self._logged_in.wait()
+        key = outbound.reply_to or outbound.id
+        match outbound.kind:
+            case "typing":
+                ask = self._asks.get(key)
+                if ask is None or ask.live_interaction() is None:  # "thinking…" shows already
+                    await self._start_typing(outbound.address)
+            case "progress":
+                pass  # tool activity would be noise in a chat; typing shows the bot works
+            case "delta":
+                stream = self._streams.get(key)
+                if stream is None:
+                    stream = self._streams[key] = self._reply_for(outbound)
+                await stream.add(outbound.text)
+            case "reply" | "notice" | "notification":
+                self._stop_typing(outbound.address)
+                stream = self._streams.pop(key, None) or self._reply_for(outbound)
+                try:
+                    await stream.finish(outbound.text)
+                except ChannelError as exc:
+                    if not exc.permanent:
+                        self._streams[key] = stream  # a retry continues where this stopped
+                    raise
+                self._asks.pop(key, None)
+
+    def _reply_for(self, outbound: Outbound) -> EditedReply:
+        ask = self._asks.get(outbound.reply_to) if outbound.reply_to else None
+        # Only the asker may be pinged, by the reply itself or by a mention the model wrote.
+        mentions = discord.AllowedMentions(
+            everyone=False,
+            roles=False,
+            users=[discord.Object(ask.user_id)] if ask else False,
+            replied_user=True,
+        )
+        interaction = ask.live_interaction() if ask else None
+        if interaction is not None:
+            send, edit = _interaction_calls(interaction, mentions)
+        else:
+            key = outbound.reply_to or outbound.id
+            send, edit = self._channel_calls(outbound.address, key, ask, mentions)
+        return EditedReply(
+            send=send, edit=edit, render=discord_chunks, interval=self.settings.edit_interval
+        )
+
+    def _channel_calls(
+        self, address: Address, key: str, ask: _Ask | None, mentions: discord.AllowedMentions
+    ) -> tuple[_Send, _Edit]:
+        assert self._client is not None
+        target = int(address.thread or address.chat)
+        channel = self._client.get_partial_messageable(target)
+        quote = ask.quote if ask else None
+        sent = 0
+
+        async def send(chunk: str) -> str:
+            nonlocal quote, sent
+            # The same nonce for the same message of the same answer: Discord creates it once,
+            # however often it is sent (a retry after a lost response, another gateway taking
+            # over a half-shown answer) and returns the one it has.
+            nonce = _nonce(key, sent)
+            if quote is None:
+                sending = channel.send(chunk, allowed_mentions=mentions, nonce=nonce)
+            else:
+                reference = discord.MessageReference(
+                    message_id=quote, channel_id=target, fail_if_not_exists=False
+                )
+                sending = channel.send(
+                    chunk, allowed_mentions=mentions, reference=reference, nonce=nonce
+                )
+            message = await _translate(sending)
+            if message.content != chunk:  # the one sent before shows an earlier text
+                await _translate(message.edit(content=chunk, allowed_mentions=mentions))
+            quote = None  # only the first message of an answer quotes the question
+            sent += 1
+            if address.thread:
+                self._threads.add(target)
+            return str(message.id)
+
+        async def edit(message_id: str, chunk: str) -> None:
+            partial = channel.get_partial_message(int(message_id))
+            await _translate(partial.edit(content=chunk, allowed_mentions=mentions))
+
+        return send, edit
+
+    async def _start_typing(self, address: Address) -> None:
+        key = address.session_key
+        if key in self._typing and not self._typing[key].done():
+            return
+        assert self._client is not None
+        channel = self._client.get_partial_messageable(int(address.thread or address.chat))
+        # The first indicator before anything else is delivered; renewals in the background.
+        await self._typing_once(channel)
+        self._typing[key] = asyncio.create_task(self._keep_typing(channel))
+
+    def _stop_typing(self, address: Address) -> None:
+        task = self._typing.pop(address.session_key, None)
+        if task is not None:
+            task.cancel()
+
+    async def _keep_typing(self, channel: discord.PartialMessageable) -> None:
+        """Discord shows "typing…" for about 10 s per call; renew it while the turn runs."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + _MAX_TYPING_SECONDS
+        while loop.time() < until:
+            await asyncio.sleep(self.settings.typing_interval)
+            await self._typing_once(channel)
+
+    async def _typing_once(self, channel: discord.PartialMessageable) -> None:
+        with contextlib.suppress(discord.HTTPException, aiohttp.ClientError, OSError):
+            await channel.typing()
+
+
+def _interaction_calls(
+    interaction: discord.Interaction, mentions: discord.AllowedMentions
+) -> tuple[_Send, _Edit]:
+    """Send and edit for a slash command's answer: its deferred response first, then
+    follow-up messages for what does not fit."""
+    original = "@original"
+    shown = False
+
+    async def send(chunk: str) -> str:
+        nonlocal shown
+        if not shown:
+            await _translate(
+                interaction.edit_original_response(content=chunk, allowed_mentions=mentions)
+            )
+            shown = True
+            return original
+        message = await _translate(
+            interaction.followup.send(chunk, allowed_mentions=mentions, wait=True)
+        )
+        return str(message.id)
+
+    async def edit(message_id: str, chunk: str) -> None:
+        if message_id == original:
+            await _translate(
+                interaction.edit_original_response(content=chunk, allowed_mentions=mentions)
+            )
+        else:
+            await _translate(
+                interaction.followup.edit_message(
+                    int(message_id), content=chunk, allowed_mentions=mentions
+                )
+            )
+
+    return send, edit
+
+
+def _place(channel: object) -> tuple[int, int | None]:
+    """(chat, thread) of a channel: a thread counts as its parent channel plus itself."""
+    if isinstance(channel, discord.Thread):
+        return channel.parent_id, channel.id
+    channel_id = getattr(channel, "id", None)
+    return (int(channel_id) if channel_id is not None else 0), None
+
+
+def _raise_connect_error(connecting: asyncio.Task[None]) -> None:
+    """The error `client.connect()` ended with, in our terms (nothing if it just returned)."""
+    try:
+        connecting.result()
+    except discord.PrivilegedIntentsRequired:
+        raise ConfigError(
+            "Discord refused the Message Content intent: switch it on under Bot → Privileged "
+            "Gateway Intents in the developer portal"
+        ) from None
+    except discord.ConnectionClosed as exc:
+        if exc.code == 4004:
+            raise ConfigError("Discord rejected DISCORD_BOT_TOKEN at the gateway") from None
+        raise ChannelError(f"the Discord gateway closed the connection ({exc.code})") from exc
+    except (discord.HTTPException, discord.GatewayNotFound, aiohttp.ClientError, OSError) as exc:
+        raise ChannelError(f"cannot reach the Discord gateway: {exc}") from exc
+
+
+async def _translate(call: Awaitable[_T]) -> _T:
+    """Await a discord.py call, turning its errors into `ChannelError`."""
+    try:
+        return await call
+    except discord.RateLimited as exc:
+        raise ChannelError(
+            f"discord rate limit ({exc.retry_after:.1f}s)", retry_after=exc.retry_after
+        ) from exc
+    except (discord.Forbidden, discord.NotFound) as exc:
+        raise ChannelError(f"discord refused: {exc.text or exc.status}", permanent=True) from exc
+    except discord.HTTPException as exc:
+        if exc.status == 429:  # without Discord's Via header: a block by its proxy
+            raise ChannelError("discord refused with 429 (blocked?)", retry_after=60.0) from exc
+        if exc.status >= 500:
+            raise ChannelError(f"discord server error {exc.status}") from exc
+        raise ChannelError(
+            f"discord bad request: {exc.text or exc.status}", permanent=True
+        ) from exc
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        raise ChannelError(f"discord unreachable: {exc}") from exc
+
+
+def _nonce(key: str, index: int) -> str:
+    """A message nonce (Discord takes up to 25 characters) for piece `index` of answer `key`."""
+    return hashlib.blake2b(f"{key}:{index}".encode(), digest_size=12).hexdigest()
+
+
+def _bot_id_from_token(token: str) -> str | None:
+    head = token.partition(".")[0]
+    try:
+        decoded = base64.b64decode(head + "=" * (-len(head) % 4), validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return decoded if decoded.isdigit() else None

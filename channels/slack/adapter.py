@@ -1,0 +1,559 @@
+"""The Slack adapter on slack-bolt's `AsyncApp`: the Events API over HTTP, or Socket Mode.
+
+Slack objects never leave this package: events become `Inbound`, `Outbound` becomes
+`chat.postMessage` / `chat.update` calls, and "working" is an assistant thread status (or a
+reaction where the app has no assistant feature).
+
+Conversations: one per direct message channel (or per thread in it), and one per channel
+thread. In a channel the bot answers mentions in the mention's thread, then every later
+message of a thread it takes part in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlparse
+
+import aiohttp
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.http_retry.async_handler import AsyncRetryHandler
+from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels.base import InboundSink
+from channels.slack.format import mrkdwn_to_text, slack_chunks
+from channels.slack.web_api import Refused, call, refusal
+from channels.streaming import EditedReply
+from core.envelopes import Address, Inbound, Outbound
+from core.errors import ChannelError, ConfigError
+from core.messages import ImagePart
+
+__all__ = ["SlackAdapter", "SlackSettings"]
+
+log = logging.getLogger(__name__)
+
+# Message subtypes that are a person writing; edits, joins, bot posts and the rest are not.
+_USER_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "me_message"})
+# Errors that say the assistant status is not for this app: use a reaction instead.
+_NO_STATUS = frozenset({"not_allowed_token_type", "unknown_method", "missing_scope"})
+_BAD_TOKEN = frozenset(
+    {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
+)
+_COMMANDS = frozenset({"new", "reset", "cost", "usage", "help", "start"})
+_COMMAND = re.compile(r"/([A-Za-z]+)(?:\s|$)")
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+_MAX_IMAGE_BYTES = 10 * 1024 * 1024
+_REMEMBERED = 10_000  # event ids and threads kept in memory
+_HANDOFF_GRACE = 5.0  # seconds to finish handing over received events at shutdown
+
+
+class SlackSettings(BaseModel):
+    """What the adapter needs; built from the environment in `bots/`.
+
+    Socket Mode when `app_token` is set; otherwise the Events API over HTTP, which needs
+    `signing_secret`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    bot_token: SecretStr
+    signing_secret: SecretStr | None = None
+    app_token: SecretStr | None = None
+    api_url: str = "https://slack.com/api/"
+    host: str = "0.0.0.0"  # Slack must be able to reach it (through a proxy)
+    port: int = Field(default=3000, ge=0, le=65535)
+    path: str = "/slack/events"
+    edit_interval: float = Field(default=1.0, ge=0)
+    working_status: str = "is thinking…"
+    working_reaction: str = "hourglass_flowing_sand"
+    # Slack drops a status after two minutes without a message; tool use renews it after this.
+    status_renewal: float = Field(default=60.0, ge=0)
+
+
+@dataclass(frozen=True)
+class _Working:
+    """How a running turn is shown: an assistant status, or a reaction on the message."""
+
+    channel: str
+    reaction_ts: str | None = None
+    thread: str | None = None  # the thread holding the status
+    since: float = 0.0  # when the status was set (monotonic)
+
+
+class SlackAdapter:
+    """One Slack app in one workspace, seen as a `ChannelAdapter`."""
+
+    def __init__(self, settings: SlackSettings) -> None:
+        if settings.app_token is None and settings.signing_secret is None:
+            raise ConfigError(
+                "Slack needs SLACK_SIGNING_SECRET (Events API over HTTP) or SLACK_APP_TOKEN "
+                "(Socket Mode)"
+            )
+        self.settings = settings
+        api_url = settings.api_url if settings.api_url.endswith("/") else f"{settings.api_url}/"
+        self._api_host = urlparse(api_url).hostname or ""
+        # 429s are waited out (Retry-After) and tried again, twice, before a ChannelError.
+        retries: list[AsyncRetryHandler] = [AsyncRateLimitErrorRetryHandler(max_retry_count=2)]
+        token = settings.bot_token.get_secret_value()
+        self._client = AsyncWebClient(token=token, base_url=api_url, retry_handlers=retries)
+        self._identity: AuthorizeResult | None = None
+        self._app = self._build(AsyncWebClient(base_url=api_url, retry_handlers=retries))
+        self._sink: InboundSink | None = None
+        self._stopped = asyncio.Event()
+        self._streams: dict[str, EditedReply] = {}
+        self._working: dict[str, _Working] = {}
+        self._status_available = True
+        self._seen_events: OrderedDict[str, None] = OrderedDict()
+        self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._receiving: set[asyncio.Task[None]] = set()
+        self._last_in_chat: dict[str, asyncio.Task[None]] = {}
+        self._runner: web.AppRunner | None = None
+        self._socket: AsyncSocketModeHandler | None = None
+        self.listening = asyncio.Event()
+        """Set once events are being received (the HTTP server or the socket is up)."""
+        self.port: int | None = None
+        """The port the Events API server listens on (HTTP mode, once listening)."""
+
+    @property
+    def platform(self) -> str:
+        return "slack"
+
+    @property
+    def bot_key(self) -> str:
+        """The bot's part of session keys: the workspace (team) id, known after `auth.test`."""
+        identity = self._identity
+        return (identity.team_id or identity.bot_id or "slack") if identity else "slack"
+
+    def _build(self, client: AsyncWebClient) -> AsyncApp:
+        signing_secret = self.settings.signing_secret
+
+        async def authorize() -> AuthorizeResult:
+            # Single workspace: `auth.test` ran before events are received; bolt needs no call
+            # of its own.
+            assert self._identity is not None
+            return self._identity
+
+        app = AsyncApp(
+            name="switchboard",
+            client=client,
+            authorize=authorize,
+            signing_secret=signing_secret.get_secret_value() if signing_secret else "",
+            request_verification_enabled=True,
+            # Our listener only hands the event over, so it runs before the ack and every
+            # task it starts is ours.
+            process_before_response=True,
+        )
+        app.event("message")(self._on_event)
+        app.event("app_mention")(self._on_event)
+        return app
+
+    # --- running ---------------------------------------------------------------------------
+
+    async def run(self, sink: InboundSink) -> None:
+        """Receive events until `stop()`."""
+        self._sink = sink
+        await self._identify()
+        try:
+            if self.settings.app_token is not None:
+                started = await self._until_stopped(self._start_socket_mode())
+            else:
+                started = await self._until_stopped(self._start_http())
+            if started:
+                self.listening.set()
+                await self._stopped.wait()
+        finally:
+            await self._shutdown()
+
+    async def stop(self) -> None:
+        """Stop receiving; `run()` returns once the server or socket is closed."""
+        self._stopped.set()
+
+    async def _until_stopped(self, starting: Awaitable[None]) -> bool:
+        """Await `starting` unless `stop()` comes first; whether it finished."""
+        task = asyncio.ensure_future(starting)
+        stopped = asyncio.ensure_future(self._stopped.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in (stopped, task):
+                if not waiting.done():
+                    waiting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await stopped
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return not task.cancelled()
+
+    async def _identify(self) -> None:
+        try:
+            response = await self._client.auth_test()
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            if error in _BAD_TOKEN:
+                raise ConfigError(f"Slack rejected SLACK_BOT_TOKEN ({error})") from None
+            raise refusal(exc) from exc
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelError(f"cannot reach the Slack Web API: {exc}") from exc
+        self._identity = AuthorizeResult.from_auth_test_response(
+            auth_test_response=response, bot_token=self.settings.bot_token.get_secret_value()
+        )
+        log.info(
+            "slack bot %s (%s) in workspace %s",
+            self._identity.user,
+            self._identity.bot_user_id,
+            self._identity.team_id,
+        )
+
+    async def _start_http(self) -> None:
+        settings = self.settings
+        server = web.Application(client_max_size=1024 * 1024)
+        server.router.add_post(settings.path, self._on_http)
+        self._runner = web.AppRunner(server, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, settings.host, settings.port).start()
+        sockets = self._runner.addresses
+        self.port = int(sockets[0][1]) if sockets else settings.port
+        log.info("slack events API listening on port %s at %s", self.port, settings.path)
+
+    async def _on_http(self, request: web.Request) -> web.Response:
+        response = await self._app.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    async def _start_socket_mode(self) -> None:
+        assert self.settings.app_token is not None
+        app_token = self.settings.app_token.get_secret_value()
+        handler = self._socket = AsyncSocketModeHandler(self._app, app_token)
+        try:
+            # Asked here rather than by the client, which would retry a bad token forever.
+            opened = await self._app.client.apps_connections_open(app_token=app_token)
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            if error in _BAD_TOKEN or error == "not_allowed_token_type":
+                raise ConfigError(f"Slack rejected SLACK_APP_TOKEN ({error})") from None
+            raise refusal(exc) from exc
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelError(f"cannot reach the Slack Web API: {exc}") from exc
+        handler.client.wss_uri = opened["url"]
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        log.info("slack socket mode connected")
+
+    async def _shutdown(self) -> None:
+        if self._socket is not None:
+            client = self._socket.client
+            await self._socket.close_async()  # type: ignore[no-untyped-call]
+            # close() cancels the client's tasks without waiting for them.
+            pending = [
+                task
+                for task in (
+                    client.message_processor,
+                    client.current_session_monitor,
+                    client.message_receiver,
+                )
+                if task is not None
+            ]
+            if pending:
+                await asyncio.wait(pending, timeout=_HANDOFF_GRACE)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        # Events already acknowledged to Slack are handed over before leaving.
+        if self._receiving:
+            await asyncio.wait(set(self._receiving), timeout=_HANDOFF_GRACE)
+        for task in list(self._receiving):
+            task.cancel()
+        for stream in self._streams.values():
+            await stream.close()
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def _on_event(self, body: dict[str, Any]) -> None:
+        """bolt's listener for `message` and `app_mention`: runs before the ack, so it only
+        decides and hands the work to a task of ours."""
+        event_id = str(body.get("event_id") or "")
+        if event_id and _remember(self._seen_events, event_id):
+            log.debug("ignoring a redelivered event %s", event_id)
+            return
+        event = body.get("event")
+        if not isinstance(event, dict) or not self._from_a_person(event):
+            return
+        inbound = self._inbound(body, event)
+        files = [f for f in event.get("files") or [] if isinstance(f, dict)]
+        chat = inbound.address.chat
+        task = asyncio.create_task(self._hand_over(inbound, files, self._last_in_chat.get(chat)))
+        self._receiving.add(task)
+        self._last_in_chat[chat] = task
+        task.add_done_callback(lambda done: self._handed_over(chat, done))
+
+    def _handed_over(self, chat: str, task: asyncio.Task[None]) -> None:
+        self._receiving.discard(task)
+        if self._last_in_chat.get(chat) is task:
+            del self._last_in_chat[chat]
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.error("could not hand over a slack message: %s", error, exc_info=error)
+
+    async def _hand_over(
+        self, inbound: Inbound, files: list[dict[str, Any]], before: asyncio.Task[None] | None
+    ) -> None:
+        if files:
+            inbound = inbound.model_copy(update={"images": await self._images(files)})
+        if before is not None:  # keep a chat's messages in the order Slack sent them
+            await asyncio.wait({before})
+        assert self._sink is not None
+        await self._sink(inbound)
+
+    def _from_a_person(self, event: Mapping[str, Any]) -> bool:
+        """A person's new message: not a bot's (ours included), an edit, a join or hidden."""
+        identity = self._identity
+        user = event.get("user")
+        return (
+            event.get("type") in ("message", "app_mention")
+            and event.get("subtype") in _USER_SUBTYPES
+            and isinstance(user, str)
+            and bool(user)
+            and not event.get("bot_id")
+            and not event.get("hidden")
+            and (identity is None or user != identity.bot_user_id)
+            and isinstance(event.get("channel"), str)
+            and isinstance(event.get("ts"), str)
+        )
+
+    def _inbound(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> Inbound:
+        bot_user = self._identity.bot_user_id if self._identity else None
+        channel, ts = str(event["channel"]), str(event["ts"])
+        thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
+        raw_text = str(event.get("text") or "")
+        is_direct = event.get("channel_type") == "im" or channel.startswith("D")
+        mentioned = event["type"] == "app_mention" or (
+            bot_user is not None and f"<@{bot_user}" in raw_text
+        )
+        if is_direct:
+            thread = thread_ts  # one conversation per DM, unless the DM itself is threaded
+            addressed = True
+        else:
+            thread = thread_ts or ts  # the mention's thread, or the one it is in
+            addressed = mentioned or (
+                thread_ts is not None
+                and (
+                    (channel, thread_ts) in self._threads
+                    or (bot_user is not None and event.get("parent_user_id") == bot_user)
+                )
+            )
+            if addressed:
+                _remember(self._threads, (channel, thread))
+        text = mrkdwn_to_text(raw_text, drop_user=bot_user)
+        command = _command(text) if addressed or is_direct else None
+        team = event.get("user_team") or event.get("team") or body.get("team_id")
+        profile = event.get("user_profile")
+        name = ""
+        if isinstance(profile, dict):
+            name = str(profile.get("display_name") or profile.get("real_name") or "")
+        return Inbound(
+            kind="command" if command else "message",
+            command=command,
+            address=Address(platform="slack", bot=self.bot_key, chat=channel, thread=thread),
+            user_id=str(event["user"]),
+            user_name=name,
+            text=text,
+            is_direct=is_direct,
+            mentions_bot=mentioned if is_direct else addressed,
+            team=str(team) if team else None,
+            platform_message_id=ts,
+        )
+
+    async def _images(self, files: list[dict[str, Any]]) -> list[ImagePart]:
+        images: list[ImagePart] = []
+        for file in files:
+            mimetype = str(file.get("mimetype") or "")
+            url = str(file.get("url_private_download") or file.get("url_private") or "")
+            if mimetype not in _IMAGE_TYPES or not url:
+                continue
+            if int(file.get("size") or 0) > _MAX_IMAGE_BYTES:
+                log.info("ignoring a %s-byte image", file.get("size"))
+                continue
+            if not self._trusted(url):
+                log.warning("not downloading a file from %s", urlparse(url).hostname)
+                continue
+            data = await self._download(url)
+            if data is not None:
+                images.append(ImagePart(media_type=mimetype, data=data))
+        return images
+
+    def _trusted(self, url: str) -> bool:
+        """Whether `url` is Slack's (or the configured API's): the bot token goes with it."""
+        host = urlparse(url).hostname or ""
+        return host == self._api_host or host == "slack.com" or host.endswith(".slack.com")
+
+    async def _download(self, url: str) -> bytes | None:
+        headers = {"Authorization": f"Bearer {self.settings.bot_token.get_secret_value()}"}
+        timeout = aiohttp.ClientTimeout(total=30)
+        try:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.get(url, headers=headers) as response,
+            ):
+                if response.status != 200 or not response.content_type.startswith("image/"):
+                    # Slack answers with its sign-in page when the token may not read files.
+                    log.warning(
+                        "could not download an image (HTTP %s, %s); does the app have the "
+                        "files:read scope?",
+                        response.status,
+                        response.content_type,
+                    )
+                    return None
+                data = bytearray()
+                async for piece in response.content.iter_chunked(64 * 1024):
+                    data.extend(piece)
+                    if len(data) > _MAX_IMAGE_BYTES:
+                        break
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("could not download an image: %s", exc)
+            return None
+        if len(data) > _MAX_IMAGE_BYTES:
+            log.info("ignoring an image over %d bytes", _MAX_IMAGE_BYTES)
+            return None
+        return bytes(data)
+
+    # --- delivering ------------------------------------------------------------------------
+
+    async def deliver(self, outbound: Outbound) -> None:
+        """Show the working state, stream pieces and final answers in their conversation."""
+        key = outbound.reply_to or outbound.id
+        match outbound.kind:
+            case "typing":
+                await self._show_working(key, outbound)
+            case "progress":
+                # Tool activity would be noise in a channel; the working state shows it.
+                await self._renew_working(key)
+            case "delta":
+                stream = self._streams.get(key)
+                if stream is None:
+                    stream = self._streams[key] = self._reply_for(outbound.address)
+                await stream.add(outbound.text)
+            case "reply" | "notice" | "notification":
+                stream = self._streams.pop(key, None) or self._reply_for(outbound.address)
+                try:
+                    await stream.finish(outbound.text)
+                except ChannelError as exc:
+                    if not exc.permanent:
+                        self._streams[key] = stream  # a retry continues where this stopped
+                        raise
+                    await self._end_working(key)
+                    raise
+                await self._end_working(key)
+
+    def _reply_for(self, address: Address) -> EditedReply:
+        channel, thread = address.chat, address.thread
+
+        async def send(chunk: str) -> str:
+            response = await call(
+                self._client.chat_postMessage(channel=channel, text=chunk, thread_ts=thread)
+            )
+            if thread is not None and not channel.startswith("D"):
+                _remember(self._threads, (channel, thread))
+            return str(response["ts"])
+
+        async def edit(ts: str, chunk: str) -> None:
+            await call(self._client.chat_update(channel=channel, ts=ts, text=chunk))
+
+        return EditedReply(
+            send=send, edit=edit, render=slack_chunks, interval=self.settings.edit_interval
+        )
+
+    async def _show_working(self, key: str, outbound: Outbound) -> None:
+        """The assistant status of the thread where the app may set one; else a reaction."""
+        if key in self._working:
+            return
+        address = outbound.address
+        if address.thread is not None and await self._set_status(address.chat, address.thread):
+            # Slack clears the status when the app replies in the thread.
+            since = time.monotonic()
+            self._working[key] = _Working(address.chat, thread=address.thread, since=since)
+            return
+        ts = outbound.reply_to_platform_id
+        if ts is None:
+            return
+        try:
+            await call(
+                self._client.reactions_add(
+                    channel=address.chat, timestamp=ts, name=self.settings.working_reaction
+                )
+            )
+        except Refused as exc:
+            if exc.error != "already_reacted":
+                raise
+        self._working[key] = _Working(address.chat, reaction_ts=ts)
+
+    async def _renew_working(self, key: str) -> None:
+        """Set the status again during a long turn: Slack drops it after two minutes."""
+        working = self._working.get(key)
+        if working is None or working.thread is None:
+            return
+        if time.monotonic() - working.since < self.settings.status_renewal:
+            return
+        if await self._set_status(working.channel, working.thread):
+            self._working[key] = replace(working, since=time.monotonic())
+
+    async def _set_status(self, channel: str, thread: str) -> bool:
+        """Show the working status in a thread; False if this app cannot."""
+        if not self._status_available:
+            return False
+        try:
+            await self._client.assistant_threads_setStatus(
+                channel_id=channel, thread_ts=thread, status=self.settings.working_status
+            )
+        except SlackApiError as exc:
+            error = exc.response.get("error")
+            if error not in _NO_STATUS:
+                raise refusal(exc) from exc
+            self._status_available = False
+            log.info("no assistant status for this app (%s); using a reaction", error)
+            return False
+        except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
+            raise ChannelError(f"slack unreachable: {exc}") from exc
+        return True
+
+    async def _end_working(self, key: str) -> None:
+        working = self._working.pop(key, None)
+        if working is None or working.reaction_ts is None:
+            return
+        try:
+            await call(
+                self._client.reactions_remove(
+                    channel=working.channel,
+                    timestamp=working.reaction_ts,
+                    name=self.settings.working_reaction,
+                )
+            )
+        except ChannelError as exc:
+            log.info("could not remove the working reaction: %s", exc)
+
+
+def _command(text: str) -> str | None:
+    match = _COMMAND.match(text)
+    if match is None or match.group(1).lower() not in _COMMANDS:
+        return None
+    return match.group(1).lower()
+
+
+def _remember(seen: OrderedDict[Any, None], key: Any) -> bool:
+    """Add `key` to a bounded memory; whether it was there already."""
+    if key in seen:
+        seen.move_to_end(key)
+        return True
+    seen[key] = None
+    if len(seen) > _REMEMBERED:
+        seen.popitem(last=False)
+    return False

@@ -1,0 +1,527 @@
+"""A loopback fake of Slack for driving the real slack-bolt and slack_sdk: the Web API, file
+downloads, Socket Mode, and a sender of signed Events API requests.
+
+Point `AsyncWebClient(base_url=fake.api_url)` at it: methods are `POST /api/<method>` with the
+token in `Authorization: Bearer …`; errors are HTTP 200 with `{"ok": false, "error": …}`, and
+rate limits are HTTP 429 with `Retry-After` (see `fail_next`). Files live at `url_private`
+and need the bot token, like Slack's. `apps.connections.open` (app token) returns the URL of
+the fake's Socket Mode websocket, which says `hello` and then carries the envelopes a test
+sends with `send_socket_event`, recording each acknowledgement.
+
+Events are built with `dm`, `channel_message`, `app_mention_for`, … (see `slack_events`), then
+delivered by `post_event` (signed HTTP, optionally marked as a retry) or `send_socket_event`.
+
+Deviations from Slack, on purpose: message text is stored as sent (no mrkdwn parsing, no
+40,000-character truncation; the tests check lengths themselves), and every channel exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import time
+import uuid
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
+
+import aiohttp
+from aiohttp import web
+
+from tests.fakes.slack_events import APP_ID, BOT_ID, BOT_USER_ID, TEAM_ID, EventBuilders
+
+DEFAULT_BOT_TOKEN = "xoxb-1111111111-2222222222-FakeBotTokenForTestsOnly"
+DEFAULT_APP_TOKEN = "xapp-1-A0APP-3333333333-FakeAppTokenForTestsOnly"
+DEFAULT_SIGNING_SECRET = "fake-signing-secret-0123456789abcdef"
+MAX_TEXT_LENGTH = 40_000
+_LOGIN_PAGE = "<!DOCTYPE html><html><body>Sign in to Slack</body></html>"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One Web API request as the fake decoded it; `index` is its position in `calls`."""
+
+    method: str
+    params: dict[str, Any]
+    token: str | None = None
+    index: int = field(default=-1, compare=False)
+    at: float = field(default=0.0, compare=False)
+
+
+@dataclass
+class SentMessage:
+    """A message the bot posted, as it stands now; `edits` counts `chat.update`s."""
+
+    channel: str
+    ts: str
+    text: str
+    thread_ts: str | None = None
+    edits: int = 0
+
+
+@dataclass(frozen=True)
+class _Fault:
+    error: str
+    status: int
+    retry_after: int | None
+
+
+class _ApiError(Exception):
+    """Ends a method with `{"ok": false, "error": …}`; raised inside the method handlers."""
+
+    def __init__(self, error: str, **extra: Any) -> None:
+        super().__init__(error)
+        self.error = error
+        self.extra = extra
+
+
+class _Changes:
+    """Wakes every waiter when the fake's state changes (see the Telegram fake)."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+        self._event = asyncio.Event()
+
+    async def until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            await self._event.wait()
+
+
+class FakeSlack(EventBuilders):
+    """Slack on 127.0.0.1 for one workspace with one bot user (`BOT_USER_ID`).
+
+    `assistant_error`: None lets `assistant.threads.setStatus` work (a post in the thread
+    clears the status, as in Slack); an error code makes it fail that way, as for an app
+    without the assistant feature.
+    """
+
+    def __init__(
+        self,
+        *,
+        bot_token: str = DEFAULT_BOT_TOKEN,
+        app_token: str = DEFAULT_APP_TOKEN,
+        signing_secret: str = DEFAULT_SIGNING_SECRET,
+        team_id: str = TEAM_ID,
+        assistant_error: str | None = None,
+    ) -> None:
+        super().__init__(team_id)
+        self.bot_token = bot_token
+        self.app_token = app_token
+        self.signing_secret = signing_secret
+        self.assistant_error = assistant_error
+        self.calls: list[Call] = []
+        self.messages: dict[str, list[SentMessage]] = defaultdict(list)
+        self.reactions: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.statuses: dict[tuple[str, str], str] = {}
+        self.downloads: list[tuple[str, bool]] = []  # (file id, with the bot token)
+        self.acks: list[dict[str, Any]] = []
+        self.socket_connections = 0
+        self._files: dict[str, tuple[str, str, bytes]] = {}
+        self._faults: dict[str, deque[_Fault]] = defaultdict(deque)
+        self._sockets: list[web.WebSocketResponse] = []
+        self._changes = _Changes()
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "auth.test": self._auth_test,
+            "chat.postMessage": self._post_message,
+            "chat.update": self._update,
+            "reactions.add": self._reactions_add,
+            "reactions.remove": self._reactions_remove,
+            "assistant.threads.setStatus": self._set_status,
+            "apps.connections.open": self._connections_open,
+        }
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """`http://127.0.0.1:<port>`, the fake's root."""
+        if self._port is None:
+            raise RuntimeError("FakeSlack is not started")
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def api_url(self) -> str:
+        """The Web API base, as `AsyncWebClient(base_url=…)` and `SLACK_API_URL` take it."""
+        return f"{self.url}/api/"
+
+    async def start(self) -> None:
+        """Bind a free port on 127.0.0.1 and start serving."""
+        app = web.Application()
+        app.router.add_post("/api/{method}", self._handle_method)
+        app.router.add_get("/files-pri/{team}-{file_id}/{name}", self._handle_download)
+        app.router.add_get("/link/", self._handle_socket)
+        self._runner = web.AppRunner(
+            app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None
+        )
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        self._port = self._runner.addresses[0][1]
+
+    async def close(self) -> None:
+        """Close Socket Mode connections and stop serving."""
+        for socket in list(self._sockets):
+            await socket.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- test controls -----------------------------------------------------------------------
+
+    def fail_next(
+        self,
+        method: str,
+        *,
+        error: str = "ratelimited",
+        status: int = 429,
+        retry_after: int | None = 1,
+        times: int = 1,
+    ) -> None:
+        """Make the next `times` calls of `method` fail: by default a 429 with `Retry-After`.
+
+        For a Web API error give `error="not_in_channel", status=200, retry_after=None`.
+        """
+        self._faults[method].extend([_Fault(error, status, retry_after)] * times)
+
+    def add_file(
+        self, file_id: str, data: bytes, *, mimetype: str = "image/png", name: str = "image.png"
+    ) -> dict[str, Any]:
+        """Store a file for download; returns its object as a message's `files` carry it."""
+        self._files[file_id] = (name, mimetype, data)
+        url = f"{self.url}/files-pri/{self.team_id}-{file_id}/{name}"
+        return {
+            "id": file_id,
+            "name": name,
+            "title": name,
+            "mimetype": mimetype,
+            "filetype": mimetype.rpartition("/")[2],
+            "size": len(data),
+            "url_private": url,
+            "url_private_download": f"{url}?download=1",
+        }
+
+    def sent(self, channel: str) -> list[SentMessage]:
+        """The bot's messages in `channel`, oldest first."""
+        return list(self.messages.get(channel, []))
+
+    def sent_texts(self, channel: str) -> list[str]:
+        """The current text of each message the bot posted in `channel`, oldest first."""
+        return [message.text for message in self.messages.get(channel, [])]
+
+    def calls_to(self, method: str) -> list[Call]:
+        """The recorded calls of `method`, in order."""
+        return [call for call in self.calls if call.method == method]
+
+    async def until(
+        self,
+        ready: Callable[[], bool],
+        what: str,
+        timeout: float = 5.0,  # noqa: ASYNC109 - a test's deadline, named like asyncio's
+    ) -> None:
+        """Wait until `ready()` holds, re-checked whenever the fake's state changes."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._changes.until(ready)
+        except TimeoutError:
+            seen = [f"{c.method}({c.params.get('channel', '')})" for c in self.calls]
+            raise AssertionError(f"timed out waiting for {what}; calls: {seen}") from None
+
+    async def wait_for_call(
+        self,
+        method: str,
+        predicate: Callable[[Call], bool] | None = None,
+        timeout: float = 5.0,  # noqa: ASYNC109
+        *,
+        after: int = 0,
+    ) -> Call:
+        """The first call of `method` at index `after` or later that `predicate` accepts."""
+        found: list[Call] = []
+
+        def matched() -> bool:
+            found.extend(
+                call
+                for call in self.calls[after:]
+                if call.method == method and (predicate is None or predicate(call))
+            )
+            return bool(found)
+
+        await self.until(matched, f"a matching {method} call", timeout)
+        return found[0]
+
+    async def wait_for_ack(self, envelope_id: str, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Return once the Socket Mode client acknowledged `envelope_id`."""
+        await self.until(
+            lambda: any(ack.get("envelope_id") == envelope_id for ack in self.acks),
+            f"the ack of envelope {envelope_id}",
+            timeout,
+        )
+
+    async def wait_socket_connected(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Return once a Socket Mode client is connected (and was sent `hello`)."""
+        await self.until(lambda: bool(self._sockets), "a Socket Mode connection", timeout)
+
+    # -- sending events ----------------------------------------------------------------------
+
+    def signature(self, timestamp: str, body: bytes, secret: str | None = None) -> str:
+        """`X-Slack-Signature` for a request body sent at `timestamp`."""
+        key = (secret or self.signing_secret).encode()
+        base = b"v0:" + timestamp.encode() + b":" + body
+        return "v0=" + hmac.new(key, base, hashlib.sha256).hexdigest()
+
+    async def post_event(
+        self,
+        url: str,
+        body: dict[str, Any],
+        *,
+        retry_num: int | None = None,
+        timestamp: int | None = None,
+        secret: str | None = None,
+        signature: str | None = None,
+    ) -> tuple[int, str]:
+        """POST `body` to an Events API endpoint as Slack does; returns status and body text.
+
+        Signed with the fake's signing secret (or `secret`) at `timestamp` (default now);
+        `signature` replaces the computed one. `retry_num` marks a redelivery.
+        """
+        raw = json.dumps(body).encode()
+        stamp = str(int(time.time()) if timestamp is None else timestamp)
+        headers = {
+            "Content-Type": "application/json",
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": signature or self.signature(stamp, raw, secret),
+            "User-Agent": "Slackbot 1.0 (+https://api.slack.com/robots)",
+        }
+        if retry_num is not None:
+            headers["X-Slack-Retry-Num"] = str(retry_num)
+            headers["X-Slack-Retry-Reason"] = "http_timeout"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=raw, headers=headers) as response,
+        ):
+            return response.status, await response.text()
+
+    async def url_verification(self, url: str, challenge: str) -> tuple[int, str]:
+        """The handshake Slack makes when the Request URL is saved."""
+        body = {"token": "fake-verification-token", "challenge": challenge}
+        return await self.post_event(url, {**body, "type": "url_verification"})
+
+    async def send_socket_event(
+        self, body: dict[str, Any], *, retry_attempt: int = 0, retry_reason: str = ""
+    ) -> str:
+        """Send `body` (an event callback) over the Socket Mode connection; its envelope id."""
+        if not self._sockets:
+            raise RuntimeError("no Socket Mode client is connected")
+        envelope_id = str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": retry_attempt,
+            "retry_reason": retry_reason,
+            "payload": body,
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    async def _handle_method(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        params = await _read_params(request)
+        token = _bearer(request) or params.pop("token", None)
+        self.calls.append(Call(method, params, token, len(self.calls), time.monotonic()))
+        self._changes.notify()
+        if faults := self._faults.get(method):
+            fault = faults.popleft()
+            headers = {}
+            if fault.retry_after is not None:
+                headers["Retry-After"] = str(fault.retry_after)
+            body = {"ok": False, "error": fault.error}
+            return web.json_response(body, status=fault.status, headers=headers)
+        handler = self._methods.get(method)
+        if handler is None:
+            return web.json_response({"ok": False, "error": "unknown_method"})
+        wanted = self.app_token if method == "apps.connections.open" else self.bot_token
+        try:
+            if not token:
+                raise _ApiError("not_authed")
+            if token not in (self.bot_token, self.app_token):
+                raise _ApiError("invalid_auth")
+            if token != wanted:
+                raise _ApiError("not_allowed_token_type")
+            result = handler(params)
+        except _ApiError as error:
+            return web.json_response({"ok": False, "error": error.error, **error.extra})
+        finally:
+            self._changes.notify()
+        return web.json_response({"ok": True, **result})
+
+    async def _handle_download(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["file_id"]
+        authorized = _bearer(request) == self.bot_token
+        self.downloads.append((file_id, authorized))
+        self._changes.notify()
+        if file_id not in self._files:
+            return web.Response(status=404, text="file not found")
+        if not authorized:  # Slack answers a download without the token with its login page
+            return web.Response(text=_LOGIN_PAGE, content_type="text/html")
+        _name, mimetype, data = self._files[file_id]
+        return web.Response(body=data, content_type=mimetype)
+
+    async def _handle_socket(self, request: web.Request) -> web.StreamResponse:
+        socket = web.WebSocketResponse(autoping=True)
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        self.socket_connections += 1
+        hello = {
+            "type": "hello",
+            "num_connections": len(self._sockets),
+            "debug_info": {"host": "fake-socket", "approximate_connection_time": 18060},
+            "connection_info": {"app_id": APP_ID},
+        }
+        await socket.send_str(json.dumps(hello))
+        self._changes.notify()
+        try:
+            async for message in socket:
+                if message.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                with contextlib.suppress(ValueError):
+                    data = json.loads(message.data)
+                    if isinstance(data, dict) and "envelope_id" in data:
+                        self.acks.append(data)
+                        self._changes.notify()
+        finally:
+            self._sockets.remove(socket)
+            self._changes.notify()
+        return socket
+
+    # -- methods -----------------------------------------------------------------------------
+
+    def _auth_test(self, _params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": "https://switchboard-test.slack.com/",
+            "team": "Switchboard Test",
+            "user": "switchboard",
+            "team_id": self.team_id,
+            "user_id": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "is_enterprise_install": False,
+        }
+
+    def _post_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel = params.get("channel")
+        if not isinstance(channel, str) or not channel:
+            raise _ApiError("channel_not_found")
+        text = _checked_text(params)
+        thread_ts = params.get("thread_ts") or None
+        message = SentMessage(channel, self.next_ts(), text, thread_ts)
+        self.messages[channel].append(message)
+        # Slack clears an assistant status when the app replies in that thread.
+        if thread_ts is not None:
+            self.statuses.pop((channel, thread_ts), None)
+        return {"channel": channel, "ts": message.ts, "message": self._message_json(message)}
+
+    def _update(self, params: dict[str, Any]) -> dict[str, Any]:
+        channel, ts = params.get("channel"), params.get("ts")
+        found = [m for m in self.messages.get(str(channel), []) if m.ts == ts]
+        if not found:
+            raise _ApiError("message_not_found")
+        message = found[0]
+        message.text = _checked_text(params)
+        message.edits += 1
+        return {"channel": channel, "ts": ts, "text": message.text}
+
+    def _reactions_add(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = (str(params.get("channel")), str(params.get("timestamp")))
+        name = str(params.get("name"))
+        if name in self.reactions[key]:
+            raise _ApiError("already_reacted")
+        self.reactions[key].add(name)
+        return {}
+
+    def _reactions_remove(self, params: dict[str, Any]) -> dict[str, Any]:
+        key = (str(params.get("channel")), str(params.get("timestamp")))
+        name = str(params.get("name"))
+        if name not in self.reactions[key]:
+            raise _ApiError("no_reaction")
+        self.reactions[key].discard(name)
+        return {}
+
+    def _set_status(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.assistant_error is not None:
+            extra = {"needed": "assistant:write"} if self.assistant_error == "missing_scope" else {}
+            raise _ApiError(self.assistant_error, **extra)
+        key = (str(params.get("channel_id")), str(params.get("thread_ts")))
+        status = str(params.get("status") or "")
+        if status:
+            self.statuses[key] = status
+        else:
+            self.statuses.pop(key, None)
+        return {}
+
+    def _connections_open(self, _params: dict[str, Any]) -> dict[str, Any]:
+        ticket = uuid.uuid4().hex
+        return {"url": f"ws://127.0.0.1:{self._port}/link/?ticket={ticket}&app_id={APP_ID}"}
+
+    def _message_json(self, message: SentMessage) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "type": "message",
+            "user": BOT_USER_ID,
+            "bot_id": BOT_ID,
+            "app_id": APP_ID,
+            "text": message.text,
+            "ts": message.ts,
+            "team": self.team_id,
+        }
+        if message.thread_ts:
+            result["thread_ts"] = message.thread_ts
+        return result
+
+
+def _checked_text(params: dict[str, Any]) -> str:
+    text = params.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise _ApiError("no_text")
+    if len(text) > MAX_TEXT_LENGTH:
+        raise _ApiError("msg_too_long")
+    return text
+
+
+def _bearer(request: web.Request) -> str | None:
+    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+    return credentials.strip() or None if scheme.lower() == "bearer" else None
+
+
+async def _read_params(request: web.Request) -> dict[str, Any]:
+    """The request's parameters from the query, a form or a JSON body."""
+    params: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        with contextlib.suppress(ValueError):
+            body = await request.json()
+            if isinstance(body, dict):
+                params.update(body)
+    elif request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        form = await request.post()
+        params.update({key: str(value) for key, value in form.items()})
+    return params

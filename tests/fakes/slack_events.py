@@ -1,0 +1,176 @@
+"""The event builders of the Slack fake: what Slack sends an app, in its wire format.
+
+`EventBuilders` is mixed into `FakeSlack`: each builder returns a whole `event_callback` body
+with a fresh `event_id`, ready for `post_event` (signed HTTP) or `send_socket_event`. Message
+timestamps count up from the fake's start, so later messages have later `ts`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from typing import Any
+
+TEAM_ID = "T0TEAM"
+BOT_USER_ID = "U0BOT"
+BOT_ID = "B0BOT"
+APP_ID = "A0APP"
+ALICE = "U0ALICE"
+BOB = "U0BOB"
+DM_CHANNEL = "D0ALICE"
+GENERAL = "C0GENERAL"
+
+
+class EventBuilders:
+    """Builders of incoming events for the workspace `team_id`, whose bot is `BOT_USER_ID`."""
+
+    def __init__(self, team_id: str = TEAM_ID) -> None:
+        self.team_id = team_id
+        self._sequence = itertools.count(1)
+        self._epoch = int(time.time())
+
+    def next_ts(self) -> str:
+        """A fresh message timestamp, later than every one before it."""
+        return f"{self._epoch}.{next(self._sequence):06d}"
+
+    def event_callback(self, event: dict[str, Any]) -> dict[str, Any]:
+        """`event` wrapped as Slack delivers it, with a fresh `event_id`."""
+        number = next(self._sequence)
+        return {
+            "token": "fake-verification-token",
+            "team_id": self.team_id,
+            "api_app_id": APP_ID,
+            "event": event,
+            "type": "event_callback",
+            "event_id": f"Ev{number:010d}",
+            "event_time": int(time.time()),
+            "authorizations": [
+                {
+                    "enterprise_id": None,
+                    "team_id": self.team_id,
+                    "user_id": BOT_USER_ID,
+                    "is_bot": True,
+                    "is_enterprise_install": False,
+                }
+            ],
+            "is_ext_shared_channel": False,
+            "event_context": f"4-fake-{number}",
+        }
+
+    def message(
+        self,
+        channel: str,
+        text: str,
+        *,
+        user: str | None = ALICE,
+        channel_type: str = "channel",
+        thread_ts: str | None = None,
+        parent_user_id: str | None = None,
+        files: list[dict[str, Any]] | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A `message` event callback; `extra` adds or overrides event fields."""
+        ts = self.next_ts()
+        event: dict[str, Any] = {
+            "type": "message",
+            "channel": channel,
+            "text": text,
+            "ts": ts,
+            "event_ts": ts,
+            "channel_type": channel_type,
+            "team": self.team_id,
+        }
+        if user is not None:
+            event["user"] = user
+            event["client_msg_id"] = str(uuid.uuid4())
+        if thread_ts is not None:
+            event["thread_ts"] = thread_ts
+            event["parent_user_id"] = parent_user_id or user
+        if files:
+            event["files"] = files
+            event["subtype"] = "file_share"
+            event["upload"] = False
+        event.update(extra)
+        return self.event_callback(event)
+
+    def dm(
+        self,
+        text: str,
+        *,
+        user: str = ALICE,
+        channel: str = DM_CHANNEL,
+        thread_ts: str | None = None,
+        files: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """A direct message to the bot (`message.im`)."""
+        return self.message(
+            channel, text, user=user, channel_type="im", thread_ts=thread_ts, files=files
+        )
+
+    def channel_message(
+        self,
+        text: str,
+        *,
+        channel: str = GENERAL,
+        user: str = ALICE,
+        mention: bool = False,
+        thread_ts: str | None = None,
+        parent_user_id: str | None = None,
+        files: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """A message in a public channel (`message.channels`); `mention` puts `<@bot>` first."""
+        if mention:
+            text = f"<@{BOT_USER_ID}> {text}"
+        return self.message(
+            channel,
+            text,
+            user=user,
+            thread_ts=thread_ts,
+            parent_user_id=parent_user_id,
+            files=files,
+        )
+
+    def app_mention_for(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The `app_mention` Slack sends alongside `message` (same ts), with its own event id."""
+        original = message["event"]
+        event = {
+            key: original[key]
+            for key in ("user", "text", "ts", "channel", "event_ts", "thread_ts", "files", "team")
+            if key in original
+        }
+        event["type"] = "app_mention"
+        return self.event_callback(event)
+
+    def bot_message(self, channel: str, text: str, *, bot_id: str = "B0OTHER") -> dict[str, Any]:
+        """A message from another app's bot (subtype `bot_message`, no user)."""
+        return self.message(
+            channel, text, user=None, subtype="bot_message", bot_id=bot_id, username="other"
+        )
+
+    def own_message(self, channel: str, text: str) -> dict[str, Any]:
+        """The echo of a message our bot posted, as Slack sends it to the bot's app."""
+        return self.message(
+            channel, text, user=BOT_USER_ID, bot_id=BOT_ID, app_id=APP_ID, bot_profile={}
+        )
+
+    def edited(self, original: dict[str, Any], text: str) -> dict[str, Any]:
+        """A `message_changed` event for an earlier message."""
+        before = original["event"]
+        after = {**before, "text": text, "edited": {"user": before.get("user"), "ts": "1"}}
+        return self.message(
+            before["channel"],
+            "",
+            user=None,
+            channel_type=before.get("channel_type", "channel"),
+            subtype="message_changed",
+            hidden=True,
+            message=after,
+            previous_message=before,
+        )
+
+    def joined(self, channel: str, user: str) -> dict[str, Any]:
+        """A `channel_join` message: someone joined the channel."""
+        return self.message(
+            channel, f"<@{user}> has joined the channel", user=user, subtype="channel_join"
+        )
