@@ -124,6 +124,8 @@ FailureKind = Literal[
     "timeout",
     "internal",
     "bad_input",
+    # The model kept making the same tool calls (`core.safety.ToolCallMonitor`).
+    "loop",
 ]
 
 

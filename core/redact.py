@@ -1,28 +1,118 @@
 """Secret scrubbing for logs, events and tool output.
 
 The runtime never lets a configured secret (an API key, a bot token) reach the model, a log
-line or a bus event: every such text passes through a `Redactor`.
+line or a bus event: every such text passes through a `Redactor`. Besides the configured
+values it catches credentials by shape: `key=value` pairs whose key names a secret, HTTP
+`Authorization` headers, the formats of well-known providers and long high-entropy tokens.
+Only the secret part is replaced (`AWS_SECRET_ACCESS_KEY=[redacted]`), and digests (git SHAs,
+SHA-256) and UUIDs are left alone: they identify things, they do not unlock them.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["REDACTED", "RedactingFilter", "Redactor"]
+__all__ = ["REDACTED", "RedactingFilter", "Redactor", "looks_like_secret"]
 
 REDACTED = "[redacted]"
 
 # Shapes of well-known credentials, caught even when they were not configured here.
 _PATTERNS = (
-    re.compile(r"sk-ant-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"sk-(?:proj-)?[A-Za-z0-9_\-]{20,}"),
+    re.compile(
+        r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)"
+    ),
+    re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-)?[A-Za-z0-9_\-]{20,}"),
+    re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
     re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
     re.compile(r"xapp-[A-Za-z0-9\-]{10,}"),
+    re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{30,}"),
+    re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}"),
+    re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
+    re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
+    # A JSON web token: three base64url parts, the first two encoded JSON objects.
+    re.compile(r"(?<![\w-])eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}"),
     # A Telegram bot token, also inside Bot API URLs (".../bot<token>/getUpdates").
     re.compile(r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}"),
+    # A Discord bot token: the bot's id in base64, a timestamp, an HMAC, dot-separated.
+    re.compile(r"(?<![\w-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"),
 )
+
+# Names of settings, fields and parameters whose value is a secret: `api_key`, `apikey`,
+# `AWS_SECRET_ACCESS_KEY`, `SLACK_BOT_TOKEN`, `db_password`; not `max_tokens` or `keyboard`.
+_SECRET_NAME = (
+    r"[\w.\-]*?(?:api[_\-]?key|access[_\-]?key|secret[_\-]?key|private[_\-]?key|token"
+    r"|secret|passwd|password|pwd)"
+)
+_SECRET_KEY = re.compile(rf"(?i)^{_SECRET_NAME}$")
+# name, then `=` or `:` (JSON and YAML alike, the name possibly quoted), then the value.
+_KEY_VALUE = re.compile(
+    rf"""(?ix)
+    (?<![\w.\-])(?P<lead>["']?{_SECRET_NAME}["']?\s*[:=]\s*)
+    (?: "(?P<dq>[^"\n]+)" | '(?P<sq>[^'\n]+)' | (?P<bare>[^\s"'&,;<>(){{}}\[\]]+) )
+    """
+)
+_AUTHORIZATION = re.compile(
+    r"""(?ix)
+    (?P<lead>\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?
+        (?:(?:bearer|basic|token|digest|bot)\s+)?)
+    (?P<value>[^\s"',;]+)
+    """
+)
+_BEARER = re.compile(r"(?i)(?P<lead>\bbearer\s+)(?P<value>[A-Za-z0-9._~+/\-]{12,}=*)")
+# Credentials in a URL: `https://user:password@host`.
+_USERINFO = re.compile(r"(?P<lead>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?=@)")
+
+# A run of base64/hex-ish characters long enough to be a key.
+_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{24,}={0,2}(?![A-Za-z0-9+/_\-=])")
+_HEX = re.compile(r"[0-9a-fA-F]+")
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# Lengths of common digests in hex: MD5, SHA-1 (git), SHA-224, SHA-256, SHA-384, SHA-512.
+_DIGEST_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
+# Random keys of 24 characters or more score above this (in bits per character); words,
+# identifiers and paths, with their repeated letters, stay below it.
+_ENTROPY_CEILING = 4.2
+_ENTROPY_SHARE = 0.85
+
+
+def _entropy(text: str) -> float:
+    counts = Counter(text)
+    size = len(text)
+    return -sum(n / size * math.log2(n / size) for n in counts.values())
+
+
+def looks_like_secret(token: str) -> bool:
+    """Whether a single token (no spaces) looks like a random key rather than a name or hash."""
+    body = token.rstrip("=")
+    if len(body) < 24 or _UUID.fullmatch(body):
+        return False
+    if _HEX.fullmatch(body) and len(body) in _DIGEST_LENGTHS:
+        return False
+    if not any(c.isdigit() for c in body) or not any(c.isalpha() for c in body):
+        return False
+    threshold = min(_ENTROPY_SHARE * math.log2(len(body)), _ENTROPY_CEILING)
+    return _entropy(body) >= threshold
+
+
+def _keep_lead(match: re.Match[str]) -> str:
+    return match["lead"] + REDACTED
+
+
+def _key_value(match: re.Match[str]) -> str:
+    if match["dq"] is not None:
+        return f'{match["lead"]}"{REDACTED}"'
+    if match["sq"] is not None:
+        return f"{match['lead']}'{REDACTED}'"
+    return match["lead"] + REDACTED
+
+
+def _high_entropy(match: re.Match[str]) -> str:
+    return REDACTED if looks_like_secret(match[0]) else match[0]
 
 
 class Redactor:
@@ -38,7 +128,30 @@ class Redactor:
             text = self._exact.sub(REDACTED, text)
         for pattern in _PATTERNS:
             text = pattern.sub(REDACTED, text)
-        return text
+        # The header before the generic pairs: it keeps the scheme (`Bearer [redacted]`).
+        text = _AUTHORIZATION.sub(_keep_lead, text)
+        text = _BEARER.sub(_keep_lead, text)
+        text = _USERINFO.sub(_keep_lead, text)
+        text = _KEY_VALUE.sub(_key_value, text)
+        return _CANDIDATE.sub(_high_entropy, text)
+
+    def data(self, value: Any) -> Any:
+        """A copy of JSON-like data with every string scrubbed and secret-named fields hidden."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {
+                key: REDACTED
+                if isinstance(key, str)
+                and _SECRET_KEY.match(key)
+                and isinstance(item, str | int | float)
+                and not isinstance(item, bool)
+                else self.data(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.data(item) for item in value]
+        return value
 
 
 class RedactingFilter(logging.Filter):

@@ -45,6 +45,7 @@ from core.modes import CapabilityMode
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
+from core.safety import LOOP_STOPPED, ToolCallMonitor, fence_tool_output, scan_tool_output
 from core.store.base import CompactionSummary, CostEntry, Fence, Store
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.window import EstimateCache, TurnWindow
@@ -324,6 +325,13 @@ class AgentRuntime:
             history.extend(
                 await self._dispatch(session_id, calls, context, tool_context, emit, state)
             )
+            if state.monitor.stopped:
+                return RunFailed(
+                    run_id=run_id,
+                    failure="loop",
+                    message=LOOP_STOPPED,
+                    detail=f"the same tool calls kept repeating (step {step})",
+                )
         return RunFailed(
             run_id=run_id,
             failure="budget",
@@ -488,11 +496,16 @@ class AgentRuntime:
         results: list[Message] = []
         for group in self._groups(calls):
             if len(group) == 1:
-                outcomes = [await self._run_tool(group[0], context, tool_context, emit)]
+                outcomes = [
+                    await self._run_tool(group[0], context, tool_context, emit, state.monitor)
+                ]
             else:
                 outcomes = list(
                     await asyncio.gather(
-                        *(self._run_tool(c, context, tool_context, emit) for c in group)
+                        *(
+                            self._run_tool(c, context, tool_context, emit, state.monitor)
+                            for c in group
+                        )
                     )
                 )
             for call, (output, is_error) in zip(group, outcomes, strict=True):
@@ -524,10 +537,17 @@ class AgentRuntime:
         context: ChannelContext,
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
+        monitor: ToolCallMonitor,
     ) -> tuple[str, bool]:
-        emit(ToolRequested(call_id=call.id, name=call.name, arguments=call.arguments))
+        arguments = self._redact.data(call.arguments)
+        emit(ToolRequested(call_id=call.id, name=call.name, arguments=arguments))
         started = time.perf_counter()
+        verdict = monitor.record_call(
+            call.name, call.arguments if call.raw_arguments is None else {"": call.raw_arguments}
+        )
         try:
+            if verdict.action == "stop":
+                raise ToolError(verdict.note)
             output, is_error = await self._invoke(call, context, tool_context), False
         except ToolError as exc:
             output, is_error = str(exc), True
@@ -540,6 +560,12 @@ class AgentRuntime:
         output = self._redact(output)
         if len(output) > _MAX_TOOL_OUTPUT:
             output = output[:_MAX_TOOL_OUTPUT] + f"\n[output cut at {_MAX_TOOL_OUTPUT} characters]"
+        if flags := scan_tool_output(output):
+            output = fence_tool_output(output, flags)
+        hint = monitor.record_result(call.name, is_error=is_error)
+        notes = [n for n in (verdict.note if verdict.action == "run" else "", hint) if n]
+        if notes:
+            output = "\n\n".join([output, *notes])
         emit(
             ToolFinished(
                 call_id=call.id,
@@ -624,6 +650,7 @@ class _TurnState:
         # The session's summary when the turn began, and the turn's view of the window.
         self.summary: CompactionSummary | None = None
         self.view: TurnWindow
+        self.monitor = ToolCallMonitor()
 
 
 def _dollars(amount: float) -> str:
