@@ -13,7 +13,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-__all__ = ["EditedReply"]
+from core.envelopes import Outbound
+from core.errors import ChannelError
+
+__all__ = ["EditedReply", "ReplyStreams"]
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +111,38 @@ class EditedReply:
                         self._shown[index] = (message_id, chunk)
                 else:
                     self._shown.append((await self._send(chunk), chunk))
+
+
+class ReplyStreams:
+    """An adapter's streamed replies in progress, keyed by the inbound message they answer.
+
+    `add` shows a `delta`, `finish` the final text; a final delivery that fails for a reason
+    that may pass keeps its reply, so the retry continues in the same messages.
+    """
+
+    def __init__(self) -> None:
+        self._replies: dict[str, EditedReply] = {}
+
+    async def add(self, outbound: Outbound, make: Callable[[Outbound], EditedReply]) -> None:
+        """More streamed text for the reply to `outbound.reply_to`."""
+        key = outbound.reply_to or outbound.id
+        reply = self._replies.get(key)
+        if reply is None:
+            reply = self._replies[key] = make(outbound)
+        await reply.add(outbound.text)
+
+    async def finish(self, outbound: Outbound, make: Callable[[Outbound], EditedReply]) -> None:
+        """Show the whole final text (in the streamed messages, if there were any)."""
+        key = outbound.reply_to or outbound.id
+        reply = self._replies.pop(key, None) or make(outbound)
+        try:
+            await reply.finish(outbound.text)
+        except ChannelError as exc:
+            if not exc.permanent:
+                self._replies[key] = reply  # a retry continues where this stopped
+            raise
+
+    async def close(self) -> None:
+        """Drop pending updates (the adapter is stopping); final texts may still follow."""
+        for reply in self._replies.values():
+            await reply.close()

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from channels.base import InboundSink
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import discord_chunks
-from channels.streaming import EditedReply
+from channels.streaming import EditedReply, ReplyStreams
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
@@ -143,7 +143,7 @@ class DiscordAdapter:
         self._logged_in = asyncio.Event()
         self._intake = asyncio.Lock()
         self._asks: OrderedDict[str, _Ask] = OrderedDict()
-        self._streams: dict[str, EditedReply] = {}
+        self._replies = ReplyStreams()
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._threads: set[int] = set()  # threads the bot wrote in or opened
 
@@ -206,8 +206,7 @@ class DiscordAdapter:
     async def _shutdown(self, client: _Client, connecting: asyncio.Task[None] | None) -> None:
         for task in self._typing.values():
             task.cancel()
-        for stream in self._streams.values():
-            await stream.close()
+        await self._replies.close()
         await client.close()
         if connecting is not None:
             with contextlib.suppress(Exception):  # the error, if any, was raised already
@@ -381,19 +380,10 @@ class DiscordAdapter:
             case "progress":
                 pass  # tool activity would be noise in a chat; typing shows the bot works
             case "delta":
-                stream = self._streams.get(key)
-                if stream is None:
-                    stream = self._streams[key] = self._reply_for(outbound)
-                await stream.add(outbound.text)
+                await self._replies.add(outbound, self._reply_for)
             case "reply" | "notice" | "notification":
                 self._stop_typing(outbound.address)
-                stream = self._streams.pop(key, None) or self._reply_for(outbound)
-                try:
-                    await stream.finish(outbound.text)
-                except ChannelError as exc:
-                    if not exc.permanent:
-                        self._streams[key] = stream  # a retry continues where this stopped
-                    raise
+                await self._replies.finish(outbound, self._reply_for)
                 self._asks.pop(key, None)
 
     def _reply_for(self, outbound: Outbound) -> EditedReply:

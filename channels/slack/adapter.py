@@ -37,7 +37,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels.base import InboundSink
 from channels.slack.format import mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
-from channels.streaming import EditedReply
+from channels.streaming import EditedReply, ReplyStreams
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
@@ -114,7 +114,7 @@ class SlackAdapter:
         self._app = self._build(AsyncWebClient(base_url=api_url, retry_handlers=retries))
         self._sink: InboundSink | None = None
         self._stopped = asyncio.Event()
-        self._streams: dict[str, EditedReply] = {}
+        self._replies = ReplyStreams()
         self._working: dict[str, _Working] = {}
         self._status_available = True
         self._seen_events: OrderedDict[str, None] = OrderedDict()
@@ -274,8 +274,7 @@ class SlackAdapter:
             await asyncio.wait(set(self._receiving), timeout=_HANDOFF_GRACE)
         for task in list(self._receiving):
             task.cancel()
-        for stream in self._streams.values():
-            await stream.close()
+        await self._replies.close()
 
     # --- receiving -------------------------------------------------------------------------
 
@@ -438,23 +437,18 @@ class SlackAdapter:
                 # Tool activity would be noise in a channel; the working state shows it.
                 await self._renew_working(key)
             case "delta":
-                stream = self._streams.get(key)
-                if stream is None:
-                    stream = self._streams[key] = self._reply_for(outbound.address)
-                await stream.add(outbound.text)
+                await self._replies.add(outbound, self._reply_for)
             case "reply" | "notice" | "notification":
-                stream = self._streams.pop(key, None) or self._reply_for(outbound.address)
                 try:
-                    await stream.finish(outbound.text)
+                    await self._replies.finish(outbound, self._reply_for)
                 except ChannelError as exc:
-                    if not exc.permanent:
-                        self._streams[key] = stream  # a retry continues where this stopped
-                        raise
-                    await self._end_working(key)
+                    if exc.permanent:
+                        await self._end_working(key)
                     raise
                 await self._end_working(key)
 
-    def _reply_for(self, address: Address) -> EditedReply:
+    def _reply_for(self, outbound: Outbound) -> EditedReply:
+        address = outbound.address
         channel, thread = address.chat, address.thread
 
         async def send(chunk: str) -> str:

@@ -33,7 +33,7 @@ from telegram.error import (
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
 from channels.base import InboundSink
-from channels.streaming import EditedReply
+from channels.streaming import EditedReply, ReplyStreams
 from channels.telegram.format import telegram_chunks
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
@@ -91,7 +91,7 @@ class TelegramAdapter:
         self._app = self._build(token)
         self._sink: InboundSink | None = None
         self._stopped = asyncio.Event()
-        self._streams: dict[str, EditedReply] = {}
+        self._replies = ReplyStreams()
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
         self.webhook_port: int | None = None
@@ -162,8 +162,7 @@ class TelegramAdapter:
     async def _shutdown(self) -> None:
         for task in self._typing.values():
             task.cancel()
-        for stream in self._streams.values():
-            await stream.close()
+        await self._replies.close()
         if self._webhook_runner is not None:
             await self._webhook_runner.cleanup()
         app = self._app
@@ -292,26 +291,16 @@ class TelegramAdapter:
 
     async def deliver(self, outbound: Outbound) -> None:
         """Show typing, stream pieces and final answers in their chat."""
-        key = outbound.reply_to or outbound.id
         match outbound.kind:
             case "typing":
                 self._start_typing(outbound.address)
             case "progress":
                 pass  # tool activity would be noise in a chat; typing shows the bot works
             case "delta":
-                stream = self._streams.get(key)
-                if stream is None:
-                    stream = self._streams[key] = self._reply_for(outbound)
-                await stream.add(outbound.text)
+                await self._replies.add(outbound, self._reply_for)
             case "reply" | "notice" | "notification":
                 self._stop_typing(outbound.address)
-                stream = self._streams.pop(key, None) or self._reply_for(outbound)
-                try:
-                    await stream.finish(outbound.text)
-                except ChannelError as exc:
-                    if not exc.permanent:
-                        self._streams[key] = stream  # a retry continues where this stopped
-                    raise
+                await self._replies.finish(outbound, self._reply_for)
 
     def _reply_for(self, outbound: Outbound) -> EditedReply:
         address = outbound.address
