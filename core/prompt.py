@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from core.clock import english_date
 from core.modes import CapabilityMode
 from core.skills import READ_SKILL, Skill
 
@@ -32,21 +33,6 @@ DEFAULT_IDENTITY = (
 )
 
 # Fixed English names: strftime's %A and %B follow the process locale.
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 
 
 class SystemPrompt(BaseModel):
@@ -111,4 +97,4 @@ def _date(now: datetime) -> str:
     if now.tzinfo is None:
         raise ValueError("the clock returned a naive datetime; clocks must be timezone-aware")
     day = now.astimezone(UTC)
-    return f"{_WEEKDAYS[day.weekday()]} {day.day:02d} {_MONTHS[day.month - 1]} {day.year}"
+    return english_date(day, pad_day=True)

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
 
+from core.clock import english_date
 from core.errors import ToolError
 from core.tools.base import SafetyTier, Tool, ToolContext
 
@@ -20,21 +21,6 @@ _ZONE_NAME = re.compile(r"[A-Za-z0-9_+\-]+(?:/[A-Za-z0-9_+\-]+)*")
 _MAX_ZONE_NAME = 64
 
 # Fixed English names: strftime's %A and %B follow the process locale.
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 
 
 class CurrentTimeArgs(BaseModel):
@@ -77,7 +63,7 @@ def describe_time(now: datetime, zone: tzinfo, name: str) -> str:
         raise ValueError("the clock returned a naive datetime; clocks must be timezone-aware")
     local = now.astimezone(zone)
     offset = _format_offset(local.utcoffset() or timedelta(0))
-    date = f"{_WEEKDAYS[local.weekday()]} {local.day} {_MONTHS[local.month - 1]} {local.year}"
+    date = english_date(local)
     return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} ({offset}, {name}), {date}"
 
 
