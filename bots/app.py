@@ -12,6 +12,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 
 from bots.providers import build_provider
 from bots.settings import Settings
@@ -19,6 +20,7 @@ from channels import discord, slack, telegram, terminal
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
 from core.compaction import Compactor
+from core.confirm import Confirmations
 from core.dispatch import Worker
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
@@ -153,6 +155,8 @@ async def worker_for(
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
     book = ScheduleBook(found.store)
+    # Privileged tools ask the chat first (`full` mode); no answer within a minute means no.
+    gate = Confirmations(bus=found.bus, timeout=60.0)
     try:
         runtime = AgentRuntime(
             provider=provider,
@@ -178,6 +182,7 @@ async def worker_for(
             temperature=options.temperature,
             redactor=redactor,
             turn_context=_memory_context(found.store, profile.name),
+            confirm=gate.confirm,
             compactor=Compactor(
                 provider,
                 resolved.model,
@@ -205,10 +210,26 @@ async def worker_for(
             concurrency=concurrency or options.concurrency,
             sweep_interval=2.0 if found.distributed else 5.0,
             book=book,
+            confirmations=gate,
+            on_crash=options.on_crash,
+            crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
         )
         yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker, book)
     finally:
         await provider.aclose()
+
+
+def _crash_age(settings: Settings, provider_timeout: float, tool_timeout: float) -> timedelta:
+    """How long a `running` checkpoint must not have moved before a starting worker takes it
+    for a crash's leftover.
+
+    With SQLite every turn runs in this process, so at start-up any is a leftover. A Redis store
+    is shared with workers that may be in the middle of one: wait out a whole model call and
+    tool round (a checkpoint moves once per round), twice over.
+    """
+    if settings.redis_url is None:
+        return timedelta(0)
+    return timedelta(seconds=2 * (provider_timeout + tool_timeout))
 
 
 def _memory_context(store: Store, profile: str) -> TurnContext:

@@ -11,6 +11,7 @@ import click
 from bots.commands.chat import chat, cost, sessions
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
+from bots.commands.recover import recover
 from bots.commands.schedule import schedule
 from core.errors import SwitchboardError
 
@@ -43,6 +44,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 for command in (chat, serve, gateway, worker, scheduler, schedule, sessions, cost, health, events):
     cli.add_command(command)
 cli.add_command(prompt)
+cli.add_command(recover)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

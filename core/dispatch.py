@@ -5,6 +5,9 @@ that claims the session (a lease, across processes in the distributed deployment
 mailbox's work one item at a time; sessions run concurrently up to `concurrency`. A sweep
 finds mailboxes whose worker died and carries on with them, so nothing handed over is lost;
 the store's processed marks keep an item handled twice from being answered twice.
+
+At start-up a worker given an `on_crash` policy looks for turns a crash cut off (their
+checkpoints are still `running`, `core/checkpoints.py`) and resumes or abandons them.
 """
 
 from __future__ import annotations
@@ -13,12 +16,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine, Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from core.bus.base import Bus, Delivery, Subscription
 from core.bus.names import CONTROL, INBOUND
+from core.checkpoints import Checkpoint, CrashPolicy
+from core.clock import utc_now
+from core.confirm import Confirmations
 from core.envelopes import Inbound, new_id
-from core.errors import BusError
+from core.errors import BusError, StoreError
 from core.handling import HELP_TEXT, REFUSAL_TEXT, InboundHandler
 from core.mailbox.base import Claim, Mailboxes
 from core.mailbox.memory import MemoryMailboxes
@@ -55,8 +62,19 @@ class Worker:
         sweep_interval: float = 5.0,
         attempts: int = 3,
         book: ScheduleBook | None = None,
+        confirmations: Confirmations | None = None,
+        on_crash: CrashPolicy | None = None,
+        crash_age: timedelta = timedelta(0),
     ) -> None:
+        """`confirmations` is the gate the runtime's `confirm` asks through; its answers
+        are taken off the inbound queue here instead of waiting in the session's mailbox.
+
+        `on_crash` (None: leave them be) is what `run` does with turns a crash cut off whose
+        checkpoint has not moved for `crash_age` (zero when no other process runs turns)."""
+        self.on_crash = on_crash
+        self._crash_age = crash_age
         self.bus = bus
+        self.confirmations = confirmations
         self.store = store
         self.runtime = runtime
         self.mailboxes = mailboxes or MemoryMailboxes()
@@ -89,6 +107,8 @@ class Worker:
         """Take work until `stop()` is called."""
         self._runner = asyncio.current_task()
         control = await self.bus.subscribe(CONTROL)
+        if self.on_crash is not None:
+            await self.recover(self.on_crash)
         helpers = [
             asyncio.create_task(self._listen(control), name=f"{self.name}-control"),
             asyncio.create_task(self._sweep_forever(), name=f"{self.name}-sweep"),
@@ -100,6 +120,33 @@ class Worker:
                 await cancel_and_wait(task)
             with contextlib.suppress(Exception):
                 await control.aclose()
+
+    async def recover(self, policy: CrashPolicy) -> None:
+        """Resume or abandon every turn a crash cut off (see `crash_age`)."""
+        cutoff = utc_now() - self._crash_age if self._crash_age else None
+        try:
+            found = await self.store.incomplete_checkpoints(older_than=cutoff)
+        except StoreError as exc:
+            log.warning("could not look for turns cut off by a crash: %s", exc)
+            return
+        for checkpoint in found:
+            try:
+                await self._recover(checkpoint, policy)
+            except (StoreError, BusError) as exc:
+                log.warning("could not recover turn %s: %s", checkpoint.run_key, exc)
+
+    async def _recover(self, checkpoint: Checkpoint, policy: CrashPolicy) -> None:
+        inbound = checkpoint.inbound
+        if await self.store.is_processed(checkpoint.run_key):
+            # Answered; only the checkpoint's last write was lost.
+            await self.store.finish_checkpoint(checkpoint.run_key, "completed")
+        elif policy == "resume":
+            log.info("resuming turn %s cut off by a crash", checkpoint.run_key)
+            await self.mailboxes.put(inbound)
+            self._schedule(inbound.session_key)
+        else:
+            log.info("abandoning turn %s cut off by a crash", checkpoint.run_key)
+            await self.handler.abandon(inbound)
 
     async def stop(self, grace: float = 10.0) -> None:
         """Stop taking work; let running turns finish for up to `grace` seconds.
@@ -159,14 +206,17 @@ class Worker:
         return delivery
 
     async def _accept(self, delivery: Delivery) -> None:
-        """Hand a delivery to its session's mailbox (or pass a cancel on), then ack it."""
+        """Hand a delivery to its session's mailbox (or pass a cancel or an answer on), then
+        ack it."""
+        control = False
         try:
             inbound = delivery.envelope
             if not isinstance(inbound, Inbound):
                 log.error("dropping a %s found on the inbound queue", type(inbound).__name__)
                 await delivery.ack()
                 return
-            if inbound.kind == "cancel":
+            control = inbound.kind == "cancel" or self._answers(inbound)
+            if control:
                 # Whichever worker runs the session's turn hears it on the control topic.
                 await self.bus.publish(CONTROL, inbound)
             else:
@@ -179,7 +229,7 @@ class Worker:
             return
         finally:
             self._intake.release()
-        if inbound.kind != "cancel":
+        if not control:
             self._schedule(inbound.session_key)
 
     def _schedule(self, session_key: str) -> None:
@@ -262,6 +312,12 @@ class Worker:
                 running = self._running.get(envelope.session_key)
                 if running is not None:
                     running.set()
+            elif isinstance(envelope, Inbound) and self.confirmations is not None:
+                self.confirmations.answer(envelope)
+
+    def _answers(self, inbound: Inbound) -> bool:
+        """Whether `inbound` is the yes or no to a confirmation its session's turn waits for."""
+        return self.confirmations is not None and self.confirmations.is_answer(inbound)
 
     async def _sweep_forever(self) -> None:
         """Pick up mailboxes nobody drains (their worker died, or a hand-off raced)."""

@@ -2,6 +2,7 @@
 
 Commands, refusals, over-long input, and turns of the runtime whose events become `Outbound`
 deliveries (typing, streamed text, progress, the reply) and lifecycle events on `events`.
+A user turn is checkpointed (`core/checkpoints.py`) so a crash mid-turn can be recovered.
 """
 
 from __future__ import annotations
@@ -10,16 +11,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from core.bus.base import Bus
 from core.bus.names import EVENTS, outbound_queue
+from core.checkpoints import ABANDONED_TEXT, Checkpoint
+from core.clock import utc_now
 from core.envelopes import EventEnvelope, Inbound, Outbound, OutboundKind
+from core.errors import StoreError
 from core.events import (
     LIFECYCLE_NAMES,
     AgentEvent,
     Cancelled,
+    Progress,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -61,6 +67,7 @@ class InboundHandler:
         prompt_hints: Mapping[str, str],
         stream_interval: float,
         book: ScheduleBook | None = None,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.bus = bus
         self.store = store
@@ -71,6 +78,7 @@ class InboundHandler:
         self._stream_interval = stream_interval
         self._started: dict[str, float] = {}
         self.book = book
+        self._clock = clock
 
     async def handle(
         self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
@@ -155,6 +163,13 @@ class InboundHandler:
             "Sorry, something went wrong on my side and I could not answer that message.",
             failed=True,
         )
+        # The user was told: a restart must not take the turn up again.
+        await self.store.finish_checkpoint(inbound.dedupe_key, "abandoned")
+
+    async def abandon(self, inbound: Inbound) -> None:
+        """Give up a turn a crash cut off: tell the user once, then mark it abandoned."""
+        await self.reply(inbound, "notice", ABANDONED_TEXT, failed=True)
+        await self.store.finish_checkpoint(inbound.dedupe_key, "abandoned")
 
     async def reply(
         self, inbound: Inbound, kind: OutboundKind, text: str, *, failed: bool = False
@@ -241,20 +256,25 @@ class InboundHandler:
             address=inbound.address,
             is_admin=self.policy.is_admin(inbound.address.platform, inbound.user_id),
         )
+        checkpoint = await self._checkpoint(inbound, session.id)
+        if checkpoint is None:
+            return  # abandoned after a crash; the user was told to send it again
         await self.reply(inbound, "typing", "")
-        await self._stream_turn(inbound, session.id, context, cancel, fence)
+        await self._stream_turn(inbound, checkpoint, context, cancel, fence)
 
     async def _stream_turn(
         self,
         inbound: Inbound,
-        session_id: str,
+        checkpoint: Checkpoint,
         context: ChannelContext,
         cancel: asyncio.Event,
         fence: Fence | None,
     ) -> None:
+        session_id = checkpoint.session_id
         message = Message.user(inbound.text, inbound.images, source=inbound.dedupe_key)
         stream = _DeltaStream(self, inbound, self._stream_interval)
         run_id = ""
+        ended = False
         try:
             async for event in self.runtime.run(
                 session_id, message, context, cancel=cancel, fence=fence
@@ -262,7 +282,11 @@ class InboundHandler:
                 if isinstance(event, RunStarted):
                     run_id = event.run_id
                 await self._publish_lifecycle(event, session_id, run_id, context)
+                ended = ended or isinstance(event, RunCompleted | RunFailed | Cancelled)
                 match event:
+                    case Progress(step=step) if step > 1:
+                        # Step n starts once round n - 1 of tool calls is stored.
+                        checkpoint = await self._bump(checkpoint, step - 1)
                     case TextDelta(text=chunk) if chunk:
                         await stream.add(chunk)
                     case ToolRequested(name=name, arguments=arguments):
@@ -279,6 +303,40 @@ class InboundHandler:
                         await self.reply(inbound, "notice", "Cancelled.")
         finally:
             await stream.close()
+        if ended:
+            await self.store.finish_checkpoint(checkpoint.run_key, "completed")
+
+    async def _checkpoint(self, inbound: Inbound, session_id: str) -> Checkpoint | None:
+        """Save the turn's `running` checkpoint (kept from before a crash when resumed);
+        None when the turn was abandoned."""
+        now = self._clock()
+        found = await self.store.get_checkpoint(inbound.dedupe_key)
+        if found is not None and found.status == "abandoned":
+            log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
+            return None
+        if found is None or found.session_id != session_id:
+            found = Checkpoint(
+                run_key=inbound.dedupe_key,
+                session_id=session_id,
+                inbound=inbound,
+                started_at=now,
+                updated_at=now,
+            )
+        checkpoint = found.model_copy(update={"status": "running", "updated_at": now})
+        await self.store.save_checkpoint(checkpoint)
+        return checkpoint
+
+    async def _bump(self, checkpoint: Checkpoint, rounds: int) -> Checkpoint:
+        """Record that another tool round is done; best effort, the turn goes on regardless."""
+        bumped = checkpoint.model_copy(
+            update={"tool_rounds": max(rounds, checkpoint.tool_rounds), "updated_at": self._clock()}
+        )
+        try:
+            await self.store.save_checkpoint(bumped)
+        except StoreError as exc:
+            log.warning("could not checkpoint %s: %s", checkpoint.run_key, exc)
+            return checkpoint
+        return bumped
 
     async def _publish_lifecycle(
         self, event: AgentEvent, session_id: str, run_id: str, context: ChannelContext

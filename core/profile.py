@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.checkpoints import CrashPolicy
 from core.errors import ConfigError
 from core.policy import DEFAULT_CHANNEL_MODES, AllowList
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
@@ -59,6 +60,8 @@ class ProfileSettings(BaseModel):
     compaction_trigger: float = Field(default=0.8, ge=0.5, le=0.95)
     # ...keeping at least this many of the newest messages as they are.
     compaction_keep: int = Field(default=8, ge=1, le=200)
+    # A turn a crash cut off, found at start-up: carry it on, or tell the user to send it again.
+    on_crash: CrashPolicy = "resume"
 
 
 class Profile(BaseModel):

@@ -9,6 +9,7 @@ __all__ = [
     "CONSUMER_GROUP",
     "PREFIX",
     "all_cost_totals",
+    "checkpoint",
     "cost_order",
     "cost_totals",
     "costs",
@@ -27,6 +28,7 @@ __all__ = [
     "messages",
     "processed",
     "queue_stream",
+    "running_checkpoints",
     "schedule",
     "schedule_run_order",
     "schedule_runs",
@@ -111,6 +113,16 @@ def summaries(session_id: str) -> str:
 def summary_order(session_id: str) -> str:
     """Sorted set of the `up_to_seq` markers of the session's summaries, scored by them."""
     return f"{PREFIX}summary-order:{session_id}"
+
+
+def checkpoint(run_key: str) -> str:
+    """Hash of a turn's checkpoint: `body` → the checkpoint's JSON."""
+    return f"{PREFIX}checkpoint:{run_key}"
+
+
+def running_checkpoints() -> str:
+    """Sorted set of the run keys of `running` checkpoints, scored by `updated_at` (epoch µs)."""
+    return f"{PREFIX}checkpoints-running"
 
 
 def processed(key: str) -> str:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
+from core.confirm import Confirm
 from core.context import context_window as window_of
 from core.context import estimate_text, estimate_tools
 from core.envelopes import Address, new_id
@@ -31,6 +32,7 @@ from core.errors import BudgetExceeded, ProviderError, ToolError, ToolNotAllowed
 from core.events import (
     AgentEvent,
     Cancelled,
+    Compacted,
     Finished,
     Progress,
     RunCompleted,
@@ -40,6 +42,7 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
+from core.hooks import HookChain, Hooks, ModelCompletion
 from core.messages import Message, ToolCall, Usage
 from core.modes import CapabilityMode
 from core.prompt import SystemPrompt
@@ -132,9 +135,13 @@ class AgentRuntime:
         turn_context: TurnContext | None = None,
         compactor: Compactor | None = None,
         context_window: int | None = None,
+        hooks: Hooks | None = None,
+        confirm: Confirm | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
-        without a `compactor` old turns are only left out of requests, never summarized."""
+        without a `compactor` old turns are only left out of requests, never summarized.
+        `confirm` asks the user before a privileged tool runs where the mode wants it;
+        without it such calls are refused."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -149,6 +156,9 @@ class AgentRuntime:
         self.compactor = compactor
         self.context_window = context_window or window_of(model)
         self._estimates = EstimateCache()
+        # A chain even for one hook: it keeps a hook that raises from breaking the turn.
+        self.hooks = HookChain([hooks] if hooks is not None else [])
+        self._confirm = confirm
 
     async def run(
         self,
@@ -203,6 +213,7 @@ class AgentRuntime:
         flag: _Cancel,
         state: _TurnState,
     ) -> None:
+        final: RunCompleted | RunFailed | Cancelled | None = None
         try:
             state.summary = await self.store.latest_summary(session_id)
             after = state.summary.up_to_seq if state.summary else 0
@@ -232,9 +243,10 @@ class AgentRuntime:
             last = history[-1]
             if resumed is not None and last.role == "assistant" and not last.tool_calls:
                 # The cut-off turn had already answered; only its delivery may be missing.
-                emit(RunCompleted(run_id=run_id, text=last.text, steps=0))
-                return
-            emit(await self._loop(run_id, session_id, history, context, emit, state))
+                final = RunCompleted(run_id=run_id, text=last.text, steps=0)
+            else:
+                final = await self._loop(run_id, session_id, history, context, emit, state)
+            emit(final)
         except asyncio.CancelledError:
             if not flag.requested:
                 raise
@@ -242,19 +254,21 @@ class AgentRuntime:
             if current is not None:
                 current.uncancel()
             await self._close_pending(session_id, state, "The user cancelled this call.")
-            emit(Cancelled(run_id=run_id))
+            final = Cancelled(run_id=run_id)
+            emit(final)
         except Exception as exc:
             log.exception("turn %s of session %s failed", run_id, session_id)
             await self._close_pending(session_id, state, "The turn failed before this call ran.")
-            emit(
-                RunFailed(
-                    run_id=run_id,
-                    failure="internal",
-                    message=_INTERNAL_ERROR,
-                    detail=self._redact(f"{type(exc).__name__}: {exc}"),
-                )
+            final = RunFailed(
+                run_id=run_id,
+                failure="internal",
+                message=_INTERNAL_ERROR,
+                detail=self._redact(f"{type(exc).__name__}: {exc}"),
             )
+            emit(final)
         finally:
+            if final is not None:
+                await self.hooks.on_agent_end(final)
             emit(None)
 
     async def _loop(
@@ -302,7 +316,7 @@ class AgentRuntime:
             if refusal is not None:
                 return refusal
             if compacted := await state.view.compact(history):
-                emit(compacted)
+                await self._compacted(compacted, emit)
             outcome = await self._ask(run_id, system, offered, history, state, emit)
             if isinstance(outcome, RunFailed):
                 return outcome
@@ -372,13 +386,14 @@ class AgentRuntime:
                 temperature=self.temperature,
             )
             try:
-                return await self._call_model(request, emit)
+                await self.hooks.before_model(request)
+                text, calls, finished = await self._call_model(request, emit)
             except ProviderError as exc:
                 if exc.kind == "context_overflow" and overflowed is None:
                     overflowed = exc
                     log.warning("context overflow; compacting and retrying once")
                     if compacted := await state.view.compact(history, force=True):
-                        emit(compacted)
+                        await self._compacted(compacted, emit)
                         continue
                     if state.view.shrink():
                         continue
@@ -401,6 +416,14 @@ class AgentRuntime:
                     message="The model took too long to answer. Please try again.",
                     detail=f"no answer within {self.limits.provider_timeout:g}s",
                 )
+            await self.hooks.after_model(
+                request, ModelCompletion(text=text, tool_calls=calls, finished=finished)
+            )
+            return text, calls, finished
+
+    async def _compacted(self, event: Compacted, emit: Callable[[AgentEvent | None], None]) -> None:
+        emit(event)
+        await self.hooks.on_compaction(event)
 
     async def _over_budget(self, run_id: str, session_id: str) -> RunFailed | None:
         limit = self.limits.max_spend_usd
@@ -548,6 +571,8 @@ class AgentRuntime:
         try:
             if verdict.action == "stop":
                 raise ToolError(verdict.note)
+            if (blocked := await self.hooks.before_tool_call(call, tool_context)) is not None:
+                raise ToolError(blocked)
             output, is_error = await self._invoke(call, context, tool_context), False
         except ToolError as exc:
             output, is_error = str(exc), True
@@ -557,7 +582,10 @@ class AgentRuntime:
         except Exception as exc:
             log.exception("tool %s raised", call.name)
             output, is_error = f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}", True
-        output = self._redact(output)
+        # Hooks read redacted output, and what they return is redacted again.
+        output = self._redact(
+            await self.hooks.after_tool_call(call, self._redact(output), is_error)
+        )
         if len(output) > _MAX_TOOL_OUTPUT:
             output = output[:_MAX_TOOL_OUTPUT] + f"\n[output cut at {_MAX_TOOL_OUTPUT} characters]"
         if flags := scan_tool_output(output):
@@ -592,10 +620,14 @@ class AgentRuntime:
                 f"(capability mode {context.mode.name!r})."
             )
         if tool.tier is SafetyTier.PRIVILEGED and context.mode.confirm_privileged:
-            # No channel can ask for a confirmation yet; refusing is the safe default.
-            raise ToolNotAllowed(
-                f"Tool {call.name!r} needs a confirmation this chat cannot ask for."
-            )
+            if self._confirm is None:
+                # Nobody can be asked; refusing is the safe default.
+                raise ToolNotAllowed(
+                    f"Tool {call.name!r} needs a confirmation this chat cannot ask for."
+                )
+            shown = call.model_copy(update={"arguments": self._redact.data(call.arguments)})
+            if not await self._confirm(shown, tool_context):
+                raise ToolNotAllowed(f"The user refused. Tool {call.name!r} did not run.")
         async with asyncio.timeout(self.limits.tool_timeout):
             return await tool(call.arguments, tool_context)
 

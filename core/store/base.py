@@ -11,6 +11,7 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.checkpoints import Checkpoint, CheckpointStatus
 from core.envelopes import Address
 from core.memory import MemoryFact
 from core.messages import Message, Usage
@@ -96,7 +97,7 @@ class CompactionSummary(BaseModel):
 
 class Store(Protocol):
     """Durable state: sessions, their messages and compaction summaries, processed-message ids,
-    the cost ledger, schedules and their runs, remembered facts.
+    the cost ledger, schedules and their runs, remembered facts, turn checkpoints.
 
     Every write is durable when the awaited call returns.
     """
@@ -217,6 +218,27 @@ class Store(Protocol):
 
     async def forget_fact(self, scope: str, fact_id: str) -> bool:
         """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
+        ...
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Insert the checkpoint, or replace the stored one with the same run key; raises
+        `StoreError` for a naive time."""
+        ...
+
+    async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
+        """The checkpoint of `run_key`, or None."""
+        ...
+
+    async def incomplete_checkpoints(
+        self, *, older_than: datetime | None = None
+    ) -> list[Checkpoint]:
+        """`running` checkpoints last updated before `older_than` (all of them when None),
+        oldest started first."""
+        ...
+
+    async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
+        """Set a checkpoint's status (and `updated_at` to the store's now); False if there is
+        none. A finished checkpoint is no longer incomplete."""
         ...
 
     async def close(self) -> None:

@@ -11,8 +11,8 @@ replayed script finds the receipt of its first run and returns that run's reply 
 storing a message or a charge twice. `mark_processed` needs Redis 7 (`SET NX GET`).
 
 Schedules and their runs are kept by `core/store/_redis_schedules.py`, remembered facts by
-`core/store/_redis_memory.py`, compaction summaries by `core/store/_redis_summaries.py`, on
-the same terms.
+`core/store/_redis_memory.py`, compaction summaries by `core/store/_redis_summaries.py`, turn
+checkpoints by `core/store/_redis_checkpoints.py`, on the same terms.
 
 Durability: a write is done when the server has run it. Whether it survives a crash of the
 server is a deployment setting: run Redis with `appendonly yes` (`appendfsync always` to lose
@@ -38,11 +38,13 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from core import redis_keys
+from core.checkpoints import Checkpoint, CheckpointStatus
 from core.envelopes import Address
 from core.errors import StoreError
 from core.memory import MemoryFact, MemoryQuery
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
+from core.store._redis_checkpoints import RedisCheckpoints
 from core.store._redis_memory import RedisMemory
 from core.store._redis_schedules import RedisSchedules
 from core.store._redis_summaries import RedisSummaries
@@ -191,6 +193,7 @@ class RedisStore:
         self._schedules = RedisSchedules(client, receipt_seconds=_RECEIPT_SECONDS)
         self._memory = RedisMemory(client, receipt_seconds=_RECEIPT_SECONDS)
         self._summaries = RedisSummaries(client)
+        self._checkpoints = RedisCheckpoints(client)
         self._closed = False
 
     @classmethod
@@ -547,6 +550,32 @@ class RedisStore:
             if fields[0] is not None:
                 records.append(_session(fields, count))
         return records
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Insert the checkpoint, or replace the stored one with the same run key."""
+        check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
+        async with self._translated(f"save checkpoint {checkpoint.run_key!r}"):
+            await self._checkpoints.save_checkpoint(checkpoint)
+
+    async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
+        """The checkpoint of `run_key`, or None."""
+        async with self._translated(f"read checkpoint {run_key!r}"):
+            return await self._checkpoints.get_checkpoint(run_key)
+
+    async def incomplete_checkpoints(
+        self, *, older_than: datetime | None = None
+    ) -> list[Checkpoint]:
+        """`running` checkpoints last updated before `older_than` (all when None), oldest
+        started first."""
+        if older_than is not None and older_than.tzinfo is None:
+            raise StoreError("incomplete_checkpoints needs an aware datetime")
+        async with self._translated("list incomplete checkpoints"):
+            return await self._checkpoints.incomplete_checkpoints(older_than)
+
+    async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
+        """Set a checkpoint's status; False if there is none."""
+        async with self._translated(f"finish checkpoint {run_key!r}"):
+            return await self._checkpoints.finish_checkpoint(run_key, status, self._now())
 
     @asynccontextmanager
     async def _translated(self, action: str) -> AsyncIterator[None]:

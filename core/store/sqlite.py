@@ -6,7 +6,7 @@ together, so concurrent `append_message` calls cannot interleave their `max(seq)
 
 The SQL of schedules and their runs lives in `core/store/_sqlite_schedules.py`, that of
 remembered facts in `core/store/_sqlite_memory.py`, compaction summaries in
-`core/store/_sqlite_summaries.py`.
+`core/store/_sqlite_summaries.py`, turn checkpoints in `core/store/_sqlite_checkpoints.py`.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ from uuid import uuid4
 import aiosqlite
 from pydantic import ValidationError
 
+from core.checkpoints import Checkpoint, CheckpointStatus
 from core.envelopes import Address
 from core.errors import StoreError
 from core.memory import MemoryFact, MemoryQuery
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
+from core.store import _sqlite_checkpoints as _checkpoints
 from core.store import _sqlite_memory as _memory
 from core.store import _sqlite_schedules as _schedules
 from core.store import _sqlite_summaries as _summaries
@@ -117,6 +119,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _memory.MIGRATION,
     # Compaction summaries.
     _summaries.MIGRATION,
+    # Turn checkpoints, for recovery after a crash.
+    _checkpoints.MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -441,6 +445,32 @@ class SqliteStore:
         """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
         async with self._write(f"forget fact {fact_id!r} of {scope!r}"):
             return await _memory.forget_fact(self._db, scope, fact_id)
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Insert the checkpoint, or replace the stored one with the same run key."""
+        check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
+        async with self._write(f"save checkpoint {checkpoint.run_key!r}"):
+            await _checkpoints.save_checkpoint(self._db, checkpoint)
+
+    async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
+        """The checkpoint of `run_key`, or None."""
+        async with self._read(f"read checkpoint {run_key!r}"):
+            return await _checkpoints.get_checkpoint(self._db, run_key)
+
+    async def incomplete_checkpoints(
+        self, *, older_than: datetime | None = None
+    ) -> list[Checkpoint]:
+        """`running` checkpoints last updated before `older_than` (all when None), oldest
+        started first."""
+        if older_than is not None and older_than.tzinfo is None:
+            raise StoreError("incomplete_checkpoints needs an aware datetime")
+        async with self._read("list incomplete checkpoints"):
+            return await _checkpoints.incomplete_checkpoints(self._db, older_than)
+
+    async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
+        """Set a checkpoint's status; False if there is none."""
+        async with self._write(f"finish checkpoint {run_key!r}"):
+            return await _checkpoints.finish_checkpoint(self._db, run_key, status, self._now())
 
     @asynccontextmanager
     async def _read(self, action: str) -> AsyncIterator[None]:
