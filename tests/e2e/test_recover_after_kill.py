@@ -1,0 +1,110 @@
+"""A real `switchboard chat` killed mid-turn, then `switchboard recover --resume` finishes it.
+
+The OpenAI fake answers the first model call with a calculator call; the second call (after
+the tool round) hangs, and the process is SIGKILLed while it waits. The turn is then left as a
+crash leaves it; `recover` lists it and `--resume` completes it against the fake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes import FakeOpenAI, Stall, Text, ToolUse
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SWITCHBOARD = Path(sys.executable).with_name("switchboard")
+
+
+def _env(tmp_path: Path, fake: FakeOpenAI) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL"))
+        and not k.startswith("SWITCHBOARD_")
+        and k != "REDIS_URL"
+    }
+    env.update(
+        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
+        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        SWITCHBOARD_PROVIDER="openai",
+        OPENAI_API_KEY="test-key",
+        OPENAI_BASE_URL=fake.url,
+    )
+    return env
+
+
+async def _run(args: list[str], env: dict[str, str], cwd: Path) -> Any:
+    process = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode, out.decode(), err.decode()
+
+
+async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(
+        ToolUse([("call_1", "calculator", {"expression": "17*23"})]),
+        Stall(30),  # the model call after the tool round never answers
+    )
+    env = _env(tmp_path, fake_openai)
+    chat = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "chat",
+        "--session",
+        "killed",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert chat.stdin is not None
+    chat.stdin.write(b"what is 17*23?\n")
+    await chat.stdin.drain()
+    try:
+        # The second request (it carries the tool result) means the tool round is stored.
+        for _ in range(300):
+            if len(fake_openai.requests) >= 2:
+                break
+            await asyncio.sleep(0.05)  # waiting on another process, bounded
+        assert len(fake_openai.requests) >= 2
+    finally:
+        chat.send_signal(signal.SIGKILL)
+        await chat.wait()
+
+    code, listed, err = await _run(["recover"], env, tmp_path)
+    assert code == 0, err
+    assert "terminal:local:killed" in listed
+    assert "what is 17*23?" in listed
+    run_key = next(
+        word for line in listed.splitlines() for word in line.split() if word.count(":") >= 3
+    )
+
+    fake_openai.script(Text("It is 391."))
+    code, resumed, err = await _run(["recover", "--resume", run_key], env, tmp_path)
+    assert code == 0, err
+    assert "It is 391." in resumed
+    # The resumed call carried the stored tool round, not a second copy of the question.
+    last = fake_openai.requests[-1].json["messages"]
+    assert [m["content"] for m in last if m["role"] == "user"] == ["what is 17*23?"]
+    assert any(m["role"] == "tool" and "391" in m["content"] for m in last)
+
+    code, again, err = await _run(["recover"], env, tmp_path)
+    assert code == 0, err
+    assert "No unfinished turns." in again
