@@ -54,6 +54,8 @@ class TerminalAdapter:
         self._streamed: set[str] = set()
         self._line_open = False
         self._stopping = asyncio.Event()
+        self._sink: InboundSink | None = None
+        self._session: PromptSession[str] | None = None
 
     @property
     def platform(self) -> str:
@@ -62,6 +64,7 @@ class TerminalAdapter:
     async def run(self, sink: InboundSink) -> None:
         """Read turns until end of input, `/quit` or `stop()`; each waits for its answer."""
         session: PromptSession[str] | None = PromptSession() if self.interactive else None
+        self._sink, self._session = sink, session
         while not self._stopping.is_set():
             line = await self._read_line(session)
             if line is None:
@@ -78,12 +81,26 @@ class TerminalAdapter:
 
     async def deliver(self, outbound: Outbound) -> None:
         """Print what the worker sent; the end of a turn releases the next input line."""
+        if outbound.kind == "question":
+            await self._ask(outbound)
+            return
         if self.interactive:
             self._show(outbound)
         elif outbound.ends_turn or outbound.kind == "notification":
             self._console.print(outbound.text, markup=False)
         if outbound.ends_turn and outbound.reply_to in self._answered:
             self._answered[outbound.reply_to].set()
+
+    async def _ask(self, outbound: Outbound) -> None:
+        """The turn waits for the person: show the question, read one line, send it back."""
+        self._end_line()
+        self._console.print(
+            outbound.text, style="yellow" if self.interactive else None, markup=False
+        )
+        line = await self._read_line(self._session)
+        if line is None or not line.strip() or self._sink is None:
+            return  # no answer: the question times out, which counts as no
+        await self._sink(self._inbound(line.strip()))
 
     async def stop(self) -> None:
         """Stop after the current turn."""

@@ -61,7 +61,7 @@ class Confirmations:
             await self.bus.enqueue(
                 outbound_queue(address.platform),
                 Outbound(
-                    kind="notice",
+                    kind="question",
                     address=address,
                     text=(
                         f"I'd like to run {call.name}({shown}). Reply yes to allow or no to "

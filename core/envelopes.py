@@ -129,7 +129,9 @@ class Inbound(BaseModel):
         return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
 
 
-OutboundKind = Literal["typing", "progress", "delta", "reply", "notice", "notification"]
+OutboundKind = Literal[
+    "typing", "progress", "delta", "reply", "notice", "notification", "question"
+]
 
 
 class Outbound(BaseModel):
@@ -141,6 +143,7 @@ class Outbound(BaseModel):
     * `reply`: the whole final answer of a turn (`failed` when it is an apology).
     * `notice`: a short system answer (a command's confirmation, a cancelled turn).
     * `notification`: a proactive message nobody asked for just now (schedules).
+    * `question`: the bot waits for the person's answer (a yes/no confirmation) mid-turn.
     """
 
     model_config = ConfigDict(frozen=True)

@@ -381,7 +381,7 @@ class DiscordAdapter:
                 pass  # tool activity would be noise in a chat; typing shows the bot works
             case "delta":
                 await self._replies.add(outbound, self._reply_for)
-            case "reply" | "notice" | "notification":
+            case "reply" | "notice" | "notification" | "question":
                 self._stop_typing(outbound.address)
                 await self._replies.finish(outbound, self._reply_for)
                 self._asks.pop(key, None)

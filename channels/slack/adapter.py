@@ -438,7 +438,7 @@ class SlackAdapter:
                 await self._renew_working(key)
             case "delta":
                 await self._replies.add(outbound, self._reply_for)
-            case "reply" | "notice" | "notification":
+            case "reply" | "notice" | "notification" | "question":
                 try:
                     await self._replies.finish(outbound, self._reply_for)
                 except ChannelError as exc:

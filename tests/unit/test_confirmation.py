@@ -263,7 +263,7 @@ async def answered_turn(
     async with running(worker):
         await bus.enqueue(INBOUND, said("wipe it"))
         question = await outbox.until("I'd like to run")
-        assert question.kind == "notice"
+        assert question.kind == "question"
         assert question.text == (
             f"I'd like to run wipe(path='/tmp/x'). Reply yes to allow or no to refuse ({wait:g} s)."
         )
