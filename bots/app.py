@@ -145,9 +145,17 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
 
 @asynccontextmanager
 async def worker_for(
-    settings: Settings, profile: Profile, found: Backends, *, concurrency: int | None = None
+    settings: Settings,
+    profile: Profile,
+    found: Backends,
+    *,
+    concurrency: int | None = None,
+    recover: bool = True,
 ) -> AsyncIterator[Components]:
-    """A runtime and a worker over the given backends."""
+    """A runtime and a worker over the given backends.
+
+    With `recover`, the worker applies the profile's `on_crash` to turns a crash cut off.
+    """
     redactor = Redactor(settings.secrets())
     options = profile.settings
     modes = ModeCatalog()
@@ -211,7 +219,7 @@ async def worker_for(
             sweep_interval=2.0 if found.distributed else 5.0,
             book=book,
             confirmations=gate,
-            on_crash=options.on_crash,
+            on_crash=options.on_crash if recover else None,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
         )
         yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker, book)
@@ -252,7 +260,9 @@ async def embedded(
 ) -> AsyncIterator[Components]:
     """Backends plus a worker: everything one `chat` or `serve` process needs."""
     async with backends(settings, local_bus=local_bus) as found:
-        async with worker_for(settings, profile, found) as parts:
+        # A terminal chat only answers its own conversation; turns a crash cut off are left to
+        # `serve`, `worker` or `switchboard recover` rather than printed into a new chat.
+        async with worker_for(settings, profile, found, recover=not local_bus) as parts:
             yield parts
 
 
