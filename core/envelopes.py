@@ -129,9 +129,7 @@ class Inbound(BaseModel):
         return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
 
 
-OutboundKind = Literal[
-    "typing", "progress", "delta", "reply", "notice", "notification", "question"
-]
+OutboundKind = Literal["typing", "progress", "delta", "reply", "notice", "notification", "question"]
 
 
 class Outbound(BaseModel):
