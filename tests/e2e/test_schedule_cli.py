@@ -9,19 +9,16 @@ by a few seconds of schedule time plus the process's start.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
-import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
 
@@ -187,74 +184,6 @@ def test_the_scheduler_process_alone_needs_redis(env: dict[str, str], tmp_path: 
 # --- fired by `switchboard serve` ----------------------------------------------------------
 
 
-@dataclass
-class Served:
-    """A running `switchboard serve` and what it has logged so far."""
-
-    process: asyncio.subprocess.Process
-    stderr: bytearray = field(default_factory=bytearray)
-
-    @property
-    def log(self) -> str:
-        return self.stderr.decode(errors="replace")
-
-    async def unless_exited(self, waiting: asyncio.Future[Call] | asyncio.Task[None]) -> None:
-        """Wait for `waiting`; fail with the log if the process exits first."""
-        exited = asyncio.ensure_future(self.process.wait())
-        try:
-            await asyncio.wait({waiting, exited}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            exited.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await exited
-        if not waiting.done():
-            waiting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await waiting
-            raise AssertionError(f"switchboard serve exited early:\n{self.log}")
-
-    async def terminate(self) -> int:
-        """SIGTERM, then the exit code, which must come within `STOP_PATIENCE` seconds."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(STOP_PATIENCE):
-                return await self.process.wait()
-        except TimeoutError:
-            raise AssertionError(
-                f"no exit within {STOP_PATIENCE}s of SIGTERM:\n{self.log}"
-            ) from None
-
-
-@asynccontextmanager
-async def serving(env: dict[str, str], cwd: Path) -> AsyncIterator[Served]:
-    """Start `switchboard serve`; kill it at the end if the test did not stop it."""
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        "serve",
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    served = Served(process)
-
-    async def drain() -> None:
-        # Read the log as it comes so the pipe never fills.
-        assert process.stderr is not None
-        while chunk := await process.stderr.read(65536):
-            served.stderr.extend(chunk)
-
-    reader = asyncio.create_task(drain())
-    try:
-        yield served
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await reader
-
-
 def to_chat(chat_id: int) -> Callable[[Call], bool]:
     """A `wait_for_call` predicate: the call is about `chat_id`."""
     return lambda call: call.params.get("chat_id") == chat_id
@@ -272,7 +201,7 @@ async def test_serve_fires_schedules_and_reminders_into_telegram(
         SWITCHBOARD_LOG_LEVEL="info",
     )
 
-    async with serving(env, tmp_path) as served:
+    async with serve(env, tmp_path) as served:
         await served.unless_exited(
             asyncio.ensure_future(fake.wait_idle_poll(timeout=START_PATIENCE))
         )
@@ -302,7 +231,7 @@ async def test_serve_fires_schedules_and_reminders_into_telegram(
         reminder = await reply_containing(fake, DM, "stretch", timeout=RUN_PATIENCE)
         assert "Reminder: stretch" in reminder.text
 
-        assert await served.terminate() == 0
+        assert await served.terminate(STOP_PATIENCE) == 0
 
     assert "Traceback" not in served.log, served.log
     assert f"schedule {schedule_id} fired" in served.log

@@ -8,27 +8,22 @@ at the Anthropic fake.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
-import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from channels.slack.format import SLACK_LIMIT
 from tests.e2e.processes import Deployment, clean_env
+from tests.e2e.served import serve
 from tests.fakes import FakeAnthropic, Text
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import DM_CHANNEL, GENERAL
 from tests.integration.slack_helpers import code_blocks, reply_containing, unescape
+from tests.redis_server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -40,58 +35,6 @@ RANDOM = "C0RANDOM"
 START_PATIENCE = 20.0
 STOP_PATIENCE = 5.0
 REPLY_PATIENCE = 10.0
-
-
-@dataclass
-class Served:
-    """A running `switchboard serve` and what it has written so far."""
-
-    process: asyncio.subprocess.Process
-    stderr: bytearray = field(default_factory=bytearray)
-    grew: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def log(self) -> str:
-        return self.stderr.decode(errors="replace")
-
-    async def logged(self, text: str) -> None:
-        """Return once `text` appears on stderr."""
-        while text not in self.log:
-            self.grew.clear()
-            await self.grew.wait()
-
-    async def until_ready(self, ready: Awaitable[object]) -> None:
-        """Await `ready`; fail with the process's stderr if it exits first."""
-        waiting = asyncio.ensure_future(ready)
-        exited = asyncio.ensure_future(self.process.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {waiting, exited}, timeout=START_PATIENCE, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for task in (waiting, exited):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        if waiting not in done:
-            raise AssertionError(f"switchboard serve did not start listening:\n{self.log}")
-
-    async def terminate(self) -> int:
-        """SIGTERM, then the exit code, which must come within `STOP_PATIENCE` seconds."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(STOP_PATIENCE):
-                return await self.process.wait()
-        except TimeoutError:
-            raise AssertionError(
-                f"no exit within {STOP_PATIENCE}s of SIGTERM:\n{self.log}"
-            ) from None
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -111,37 +54,6 @@ def env(fake_slack: FakeSlack, tmp_path: Path) -> dict[str, str]:
         SLACK_API_URL=fake_slack.api_url,
     )
     return keep
-
-
-@asynccontextmanager
-async def serve(env: dict[str, str], cwd: Path) -> AsyncIterator[Served]:
-    """Start `switchboard serve`; kill it at the end if the test did not stop it."""
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        "serve",
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    served = Served(process)
-
-    async def drain() -> None:
-        # Debug logs are plentiful: read them as they come so the pipe never fills.
-        assert process.stderr is not None
-        while chunk := await process.stderr.read(65536):
-            served.stderr.extend(chunk)
-            served.grew.set()
-
-    reader = asyncio.create_task(drain())
-    try:
-        yield served
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await reader
 
 
 async def test_serve_answers_slack_events_over_http(
@@ -193,7 +105,7 @@ async def test_serve_answers_slack_events_over_http(
         assert (await fake.post_event(url, follow))[0] == 200
         await reply_containing(fake, RANDOM, "You said: what do you say?")
 
-        assert await served.terminate() == 0
+        assert await served.terminate(STOP_PATIENCE) == 0
 
     assert fake.sent_texts(GENERAL) == [reply.text]
     assert len(fake.sent_texts(RANDOM)) == 1
@@ -238,7 +150,7 @@ async def test_serve_answers_over_socket_mode_and_splits_a_long_answer(
         envelope = await fake.send_socket_event(fake.dm("explain the whole plan"))
         await fake.wait_for_ack(envelope)
         await reply_containing(fake, DM_CHANNEL, "The end.", timeout=REPLY_PATIENCE)
-        assert await served.terminate() == 0
+        assert await served.terminate(STOP_PATIENCE) == 0
 
     texts = fake.sent_texts(DM_CHANNEL)
     assert len(texts) >= 3

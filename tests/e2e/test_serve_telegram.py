@@ -6,22 +6,17 @@ demo provider answers (no API key is set), so replies are known in advance.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
-import socket
 import sys
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from core.redact import REDACTED
+from tests.e2e.served import serve
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import calls_to, reply_containing
+from tests.redis_server import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -34,45 +29,6 @@ GROUP = -100123
 START_PATIENCE = 20.0
 STOP_PATIENCE = 5.0
 WEBHOOK_SECRET = "e2e-webhook-secret-0123456789"
-
-
-@dataclass
-class Served:
-    """A running `switchboard serve` and what it has written so far."""
-
-    process: asyncio.subprocess.Process
-    stderr: bytearray = field(default_factory=bytearray)
-
-    @property
-    def log(self) -> str:
-        return self.stderr.decode(errors="replace")
-
-    async def until_ready(self, ready: Awaitable[object]) -> None:
-        """Await `ready`; fail with the process's stderr if it exits first."""
-        waiting = asyncio.ensure_future(ready)
-        exited = asyncio.ensure_future(self.process.wait())
-        try:
-            done, _ = await asyncio.wait(
-                {waiting, exited}, timeout=START_PATIENCE, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for task in (waiting, exited):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        if waiting not in done:
-            raise AssertionError(f"switchboard serve did not start listening:\n{self.log}")
-
-    async def terminate(self) -> int:
-        """SIGTERM, then the exit code, which must come within `STOP_PATIENCE` seconds."""
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            async with asyncio.timeout(STOP_PATIENCE):
-                return await self.process.wait()
-        except TimeoutError:
-            raise AssertionError(
-                f"no exit within {STOP_PATIENCE}s of SIGTERM:\n{self.log}"
-            ) from None
 
 
 @pytest.fixture
@@ -92,42 +48,6 @@ def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
         TELEGRAM_API_URL=fake_telegram.url,
     )
     return keep
-
-
-@asynccontextmanager
-async def serve(env: dict[str, str], cwd: Path) -> AsyncIterator[Served]:
-    """Start `switchboard serve`; kill it at the end if the test did not stop it."""
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        "serve",
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    served = Served(process)
-
-    async def drain() -> None:
-        # Debug logs are plentiful: read them as they come so the pipe never fills.
-        assert process.stderr is not None
-        while chunk := await process.stderr.read(65536):
-            served.stderr.extend(chunk)
-
-    reader = asyncio.create_task(drain())
-    try:
-        yield served
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await reader
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_serve_answers_telegram_by_long_polling(
@@ -162,7 +82,7 @@ async def test_serve_answers_telegram_by_long_polling(
         assert sum("after the flood" in t for t in fake.sent_texts(DM)) == 1
         assert len(calls_to(fake, "sendMessage", DM)) == len(fake.sent_texts(DM)) + 1
 
-        assert await served.terminate() == 0
+        assert await served.terminate(STOP_PATIENCE) == 0
 
     log = served.log
     assert "Traceback" not in log, log
@@ -193,7 +113,7 @@ async def test_serve_answers_telegram_through_a_webhook(
         assert await fake.post_webhook(url, update, secret=WEBHOOK_SECRET) == 200
         reply = await reply_containing(fake, DM, "You said: hello through the hook")
 
-        assert await served.terminate() == 0
+        assert await served.terminate(STOP_PATIENCE) == 0
 
     assert fake.sent_texts(DM) == [reply.text]  # nothing for the intruder
     assert calls_to(fake, "getUpdates") == []
