@@ -6,34 +6,23 @@ The command runs as a subprocess with the real SDKs; the fake runs in the test's
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.e2e import processes
 from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Text, ToolUse
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 SWITCHBOARD = Path(sys.executable).with_name("switchboard")
 KEY = "test-key"
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL")) and not k.startswith("SWITCHBOARD_")
-    }
-    env.update(
-        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
-        **extra,
-    )
-    return env
+    return processes.clean_env(tmp_path, redis_url=None, **extra)
 
 
 async def switchboard(args: list[str], env: dict[str, str], cwd: Path, stdin: str = "") -> Any:

@@ -8,7 +8,6 @@ crash leaves it; `recover` lists it and `--resume` completes it against the fake
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -16,30 +15,12 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.processes import clean_env
 from tests.fakes import FakeOpenAI, Stall, Text, ToolUse
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 SWITCHBOARD = Path(sys.executable).with_name("switchboard")
-
-
-def _env(tmp_path: Path, fake: FakeOpenAI) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL"))
-        and not k.startswith("SWITCHBOARD_")
-        and k != "REDIS_URL"
-    }
-    env.update(
-        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
-        SWITCHBOARD_PROVIDER="openai",
-        OPENAI_API_KEY="test-key",
-        OPENAI_BASE_URL=fake.url,
-    )
-    return env
 
 
 async def _run(args: list[str], env: dict[str, str], cwd: Path) -> Any:
@@ -62,7 +43,7 @@ async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
         ToolUse([("call_1", "calculator", {"expression": "17*23"})]),
         Stall(30),  # the model call after the tool round never answers
     )
-    env = _env(tmp_path, fake_openai)
+    env = clean_env(tmp_path, redis_url=None, openai=fake_openai)
     chat = await asyncio.create_subprocess_exec(
         str(SWITCHBOARD),
         "chat",
