@@ -3,7 +3,9 @@
 A test appends steps with `fake.script(...)`; each request to the vendor's endpoint takes the
 next step, in arrival order. A step is a reply, or a function of the request JSON that returns
 one (sync or async), for answers that depend on what was asked. Requests the vendor would reject
-before reaching a model (wrong key, missing fields, unknown path) take no step.
+before reaching a model (wrong key, missing fields, unknown path) take no step. A fake built
+with `otherwise=` answers with that step whenever the script is empty (the benchmarks' endless
+conversations), and `latency=` delays every answer like a model thinking.
 """
 
 from __future__ import annotations
@@ -149,8 +151,19 @@ class ScriptedLLMServer(ABC):
     _not_found_kind: ClassVar[str]
     _no_script_kind: ClassVar[str]
 
-    def __init__(self, *, api_key: str = "test-key") -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str = "test-key",
+        otherwise: Step | None = None,
+        latency: float = 0.0,
+        record: bool = True,
+    ) -> None:
+        """`record=False` keeps `requests` empty (a long benchmark would hoard every body)."""
         self.api_key = api_key
+        self.otherwise = otherwise
+        self.latency = latency
+        self.record = record
         self.requests: list[Recorded] = []
         self._steps: deque[Step] = deque()
         self._ids = itertools.count(1)
@@ -215,8 +228,9 @@ class ScriptedLLMServer(ABC):
         except ValueError:
             parsed = None
         body: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
-        headers = {name.lower(): value for name, value in request.headers.items()}
-        self.requests.append(Recorded(request.method, request.path, headers, body))
+        if self.record:
+            headers = {name.lower(): value for name, value in request.headers.items()}
+            self.requests.append(Recorded(request.method, request.path, headers, body))
 
         if request.method != "POST" or request.path != self._endpoint:
             message = f"no route for {request.method} {request.path}"
@@ -241,9 +255,14 @@ class ScriptedLLMServer(ABC):
                 return await self._stream(request, body, reply)
 
     async def _next_reply(self, body: dict[str, Any]) -> Reply | None:
-        if not self._steps:
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        if self._steps:
+            step = self._steps.popleft()
+        elif self.otherwise is not None:
+            step = self.otherwise
+        else:
             return None
-        step = self._steps.popleft()
         if not callable(step):
             return step
         reply = step(body)
