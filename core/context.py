@@ -100,7 +100,11 @@ def estimate_text(text: str) -> int:
 
 
 def estimate_tokens(message: Message) -> int:
-    """An estimate of what `message` takes of the context window."""
+    """An estimate of what `message` takes of the context window (measured once per message)."""
+    return message.derived("tokens", _measure)
+
+
+def _measure(message: Message) -> int:
     tokens = _MESSAGE_TOKENS
     for part in message.content:
         if isinstance(part, TextPart):
@@ -166,6 +170,8 @@ def strip_old_images(messages: Sequence[Message], keep_last_turns: int = 1) -> l
     a short note (a turn begins at a user message). Messages without images stay the same
     objects."""
     kept: list[Message] = list(messages)
+    if not any(m.derived("has_images", _has_images) for m in kept):
+        return kept
     turns = 0
     for index in range(len(kept) - 1, -1, -1):
         message = kept[index]
@@ -178,6 +184,10 @@ def strip_old_images(messages: Sequence[Message], keep_last_turns: int = 1) -> l
         if message.role == "user":
             turns += 1
     return kept
+
+
+def _has_images(message: Message) -> bool:
+    return any(isinstance(p, ImagePart) for p in message.content)
 
 
 def sanitize(messages: Sequence[Message]) -> list[Message]:

@@ -7,8 +7,9 @@ formats; the store persists it as soon as it exists, with a per-session `seq`.
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +24,11 @@ __all__ = [
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+_T = TypeVar("_T")
+# Where a message keeps what was derived from it; not a field, so it is neither compared,
+# serialized nor validated.
+_DERIVED = "_derived"
 
 
 class TextPart(BaseModel):
@@ -147,6 +153,27 @@ class Message(BaseModel):
             name=call.name,
             is_error=is_error,
         )
+
+    def derived(self, key: str, compute: Callable[[Message], _T]) -> _T:
+        """`compute(self)`, worked out once per message: a message never changes, and a long
+        conversation would otherwise be measured and translated again on every step.
+
+        `key` names what is derived (a token estimate, one provider's wire form); callers
+        must not change the value they get back.
+        """
+        memo: dict[str, Any] | None = self.__dict__.get(_DERIVED)
+        if memo is None:
+            memo = self.__dict__[_DERIVED] = {}
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        value = memo[key] = compute(self)
+        return value
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, without what was derived from the original (the copy may differ)."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop(_DERIVED, None)
+        return copied
 
     @property
     def text(self) -> str:

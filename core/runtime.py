@@ -42,6 +42,7 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
+from core.history import HistoryCache
 from core.hooks import HookChain, Hooks, ModelCompletion
 from core.messages import Message, ToolCall, Usage
 from core.modes import CapabilityMode
@@ -51,7 +52,7 @@ from core.redact import Redactor
 from core.safety import LOOP_STOPPED, ToolCallMonitor, fence_tool_output, scan_tool_output
 from core.store.base import CompactionSummary, CostEntry, Fence, Store
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
-from core.window import EstimateCache, TurnWindow
+from core.window import TurnWindow
 
 __all__ = [
     "MODEL_UNAVAILABLE",
@@ -155,10 +156,10 @@ class AgentRuntime:
         self._turn_context = turn_context
         self.compactor = compactor
         self.context_window = context_window or window_of(model)
-        self._estimates = EstimateCache()
         # A chain even for one hook: it keeps a hook that raises from breaking the turn.
         self.hooks = HookChain([hooks] if hooks is not None else [])
         self._confirm = confirm
+        self._histories = HistoryCache()
 
     async def run(
         self,
@@ -214,10 +215,12 @@ class AgentRuntime:
         state: _TurnState,
     ) -> None:
         final: RunCompleted | RunFailed | Cancelled | None = None
+        history: list[Message] = []
+        after = 0
         try:
             state.summary = await self.store.latest_summary(session_id)
             after = state.summary.up_to_seq if state.summary else 0
-            history = await self.store.list_messages(session_id, after_seq=after)
+            history = await self._histories.load(self.store, session_id, after_seq=after)
             resumed = _interrupted_turn(history, user_input.source)
             if resumed is None:
                 stored_input = await self._append(session_id, user_input, state)
@@ -267,6 +270,8 @@ class AgentRuntime:
             )
             emit(final)
         finally:
+            # Kept only if it is exactly what the store holds (see HistoryCache.keep).
+            self._histories.keep(session_id, history, after_seq=after)
             if final is not None:
                 await self.hooks.on_agent_end(final)
             emit(None)
@@ -298,7 +303,6 @@ class AgentRuntime:
             + estimate_tools([t.spec for t in offered]),
             summary=state.summary,
             compactor=self.compactor,
-            cache=self._estimates,
         )
         tool_context = ToolContext(
             session_id=session_id,

@@ -14,36 +14,13 @@ from typing import Final
 from core.compaction import Compactor, summary_messages
 from core.context import estimate_tokens, fit, sanitize, strip_old_images
 from core.events import Compacted
-from core.messages import ImagePart, Message
+from core.messages import Message
 from core.store.base import CompactionSummary, Store
 
-__all__ = ["EstimateCache", "TurnWindow"]
+__all__ = ["TurnWindow"]
 
 # Share of the window kept free for the estimate's error.
 _MARGIN_SHARE: Final = 20
-_CACHE_SIZE: Final = 50_000
-
-
-class EstimateCache:
-    """Token estimates of stored messages by session, seq and whether images are still in,
-    so a long history is not measured again on every step."""
-
-    def __init__(self, size: int = _CACHE_SIZE) -> None:
-        self._size = size
-        self._known: dict[tuple[str, int, bool], int] = {}
-
-    def estimate(self, session_id: str, message: Message) -> int:
-        """The estimate of `message`, measured once per stored version."""
-        if message.seq == 0:
-            return estimate_tokens(message)
-        key = (session_id, message.seq, any(isinstance(p, ImagePart) for p in message.content))
-        found = self._known.get(key)
-        if found is None:
-            if len(self._known) >= self._size:
-                # Crude but bounded: the next steps measure their messages again.
-                self._known.clear()
-            found = self._known[key] = estimate_tokens(message)
-        return found
 
 
 class TurnWindow:
@@ -60,14 +37,12 @@ class TurnWindow:
         fixed_tokens: int,
         summary: CompactionSummary | None,
         compactor: Compactor | None,
-        cache: EstimateCache,
     ) -> None:
         """`fixed_tokens` estimates what every request carries besides messages (system
         prompt, turn context, tool definitions)."""
         self._store = store
         self._session_id = session_id
         self._compactor = compactor
-        self._cache = cache
         self.window_tokens = window_tokens
         self.summary = summary
         # Index into the turn's history of its first message after the summary's marker.
@@ -78,20 +53,21 @@ class TurnWindow:
         self._cap: int | None = None
         self._sent = 0
 
-    def estimate(self, message: Message) -> int:
-        """The estimate of one message."""
-        return self._cache.estimate(self._session_id, message)
-
     def messages(self, history: Sequence[Message]) -> list[Message]:
         """The messages of the next request; raises `BudgetExceeded("context", ...)` when
         the latest turn alone does not fit."""
         head = summary_messages(self.summary) if self.summary else []
-        budget = self.budget - sum(self.estimate(m) for m in head)
+        budget = self.budget - sum(map(estimate_tokens, head))
         if self._cap is not None:
             budget = min(budget, self._cap)
         tail = sanitize(strip_old_images(history[self.start :]))
-        fitted = fit(tail, budget_tokens=budget, estimate=self.estimate)
-        self._sent = sum(self.estimate(m) for m in fitted)
+        whole = sum(map(estimate_tokens, tail))
+        if whole <= budget:
+            # Everything fits (the usual case): no turn needs to be left out.
+            self._sent = whole
+            return head + tail
+        fitted = fit(tail, budget_tokens=budget, estimate=estimate_tokens)
+        self._sent = sum(map(estimate_tokens, fitted))
         return head + fitted
 
     def shrink(self) -> bool:
@@ -110,7 +86,7 @@ class TurnWindow:
         tail = history[self.start :]
         if not force:
             head = summary_messages(self.summary) if self.summary else []
-            needed = sum(self.estimate(m) for m in (*head, *tail))
+            needed = sum(map(estimate_tokens, head)) + sum(map(estimate_tokens, tail))
             if not self._compactor.due(needed, self.budget):
                 return None
         done = await self._compactor.compact(

@@ -916,3 +916,22 @@ async def test_the_same_text_from_another_message_is_a_new_turn(
         "hi",
         "Hello again!",
     ]
+
+
+async def test_turns_alternating_between_runtimes_on_one_store_see_the_whole_history(
+    store: SqliteStore, session_id: str
+) -> None:
+    # Two workers sharing a store: each keeps its own history cache between turns, yet each
+    # request carries every message stored so far, by either of them, in order.
+    first, first_provider = make_runtime(store, [text_reply("a1"), text_reply("a3")])
+    second, second_provider = make_runtime(store, [text_reply("a2")])
+
+    await run_turn(first, session_id, "q1")
+    await run_turn(second, session_id, "q2")
+    await run_turn(first, session_id, "q3")
+
+    sent = [m.text for m in first_provider.requests[-1].messages]
+    assert sent == ["q1", "a1", "q2", "a2", "q3"]
+    assert [m.text for m in second_provider.requests[-1].messages] == ["q1", "a1", "q2"]
+    stored = await store.list_messages(session_id)
+    assert [m.text for m in stored] == ["q1", "a1", "q2", "a2", "q3", "a3"]

@@ -1,0 +1,83 @@
+"""`HistoryCache`: recent sessions' histories kept between turns.
+
+Without it every turn reads and validates a session's whole history from the store, a cost
+that grows with the conversation. The store stays the truth: a session's messages form an
+append-only log numbered 1, 2, 3... (`seq`), so a cached run of messages is reused only while
+it is exactly the log's beginning (after the summary marker), and each turn still reads what
+was stored after it, by this process or any other.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from core.messages import Message
+from core.store.base import Store
+
+__all__ = ["HistoryCache"]
+
+DEFAULT_MAX_MESSAGES = 5_000
+
+
+@dataclass(frozen=True)
+class _Entry:
+    after_seq: int
+    messages: tuple[Message, ...]
+
+
+class HistoryCache:
+    """Histories of the sessions used last, at most `max_messages` messages in all."""
+
+    def __init__(self, max_messages: int = DEFAULT_MAX_MESSAGES) -> None:
+        self._max = max_messages
+        self._held = 0
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+
+    @property
+    def held(self) -> int:
+        """How many messages are held now."""
+        return self._held
+
+    async def load(self, store: Store, session_id: str, *, after_seq: int) -> list[Message]:
+        """The session's messages with `seq > after_seq`, oldest first (a new list).
+
+        Reads only what was stored after the cached messages; everything when nothing usable
+        is cached (another summary marker, or nothing kept).
+        """
+        entry = self._take(session_id)
+        if entry is None or after_seq < entry.after_seq:
+            return await store.list_messages(session_id, after_seq=after_seq)
+        # A newer summary marker only cuts the front of what is cached.
+        cached = [m for m in entry.messages if m.seq > after_seq]
+        last = cached[-1].seq if cached else after_seq
+        return cached + await store.list_messages(session_id, after_seq=last)
+
+    def keep(self, session_id: str, messages: list[Message], *, after_seq: int) -> None:
+        """Remember a session's messages after `after_seq`, as a turn ended with them.
+
+        They are kept only if they are the log's unbroken beginning after `after_seq` (in seq
+        order, no gaps: a turn cut off mid-write may lack some); otherwise the next turn reads
+        the store again.
+        """
+        self._take(session_id)
+        ordered = sorted(messages, key=lambda m: m.seq)
+        if any(m.seq != after_seq + i for i, m in enumerate(ordered, start=1)):
+            return
+        if len(ordered) > self._max:
+            return
+        self._entries[session_id] = _Entry(after_seq, tuple(ordered))
+        self._held += len(ordered)
+        while self._held > self._max:
+            _, evicted = self._entries.popitem(last=False)
+            self._held -= len(evicted.messages)
+
+    def forget(self, session_id: str) -> None:
+        """Drop what is cached for a session."""
+        self._take(session_id)
+
+    def _take(self, session_id: str) -> _Entry | None:
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            self._held -= len(entry.messages)
+        return entry
