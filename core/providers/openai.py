@@ -114,7 +114,11 @@ class OpenAIProvider:
             messages.append({"role": "system", "content": request.system})
         if request.turn_context:
             messages.append({"role": "system", "content": request.turn_context})
-        messages.extend(m for m in map(_message, request.messages) if m is not None)
+        # Each message is translated once; later steps and turns reuse it.
+        for message in request.messages:
+            wire = message.derived("openai", _message)
+            if wire is not None:
+                messages.append(wire)
         body: dict[str, Any] = {
             "model": request.model,
             "messages": messages,
