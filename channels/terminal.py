@@ -12,13 +12,15 @@ import contextlib
 import signal
 import sys
 from collections.abc import Callable
-from typing import TextIO
-
-from prompt_toolkit import PromptSession
-from rich.console import Console
+from typing import TYPE_CHECKING, TextIO
 
 from channels.base import InboundSink
 from core.envelopes import Address, Inbound, Outbound
+
+if TYPE_CHECKING:
+    # Loaded when a terminal chat starts, not by every process that reads the prompt hint.
+    from prompt_toolkit import PromptSession
+    from rich.console import Console
 
 __all__ = ["PROMPT_HINT", "TerminalAdapter"]
 
@@ -48,7 +50,11 @@ class TerminalAdapter:
         self.address = Address(platform="terminal", bot="local", chat=chat)
         self.interactive = interactive
         self._stdin = stdin or sys.stdin
-        self._console = console or Console(highlight=False, soft_wrap=True)
+        if console is None:
+            from rich.console import Console
+
+            console = Console(highlight=False, soft_wrap=True)
+        self._console = console
         self._user_name = user_name
         self._answered: dict[str, asyncio.Event] = {}
         self._streamed: set[str] = set()
@@ -63,7 +69,11 @@ class TerminalAdapter:
 
     async def run(self, sink: InboundSink) -> None:
         """Read turns until end of input, `/quit` or `stop()`; each waits for its answer."""
-        session: PromptSession[str] | None = PromptSession() if self.interactive else None
+        session: PromptSession[str] | None = None
+        if self.interactive:
+            from prompt_toolkit import PromptSession
+
+            session = PromptSession()
         self._sink, self._session = sink, session
         while not self._stopping.is_set():
             line = await self._read_line(session)
