@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Final
 
 from core.errors import BudgetExceeded
-from core.messages import ImagePart, Message, TextPart
+from core.messages import ImagePart, Message, TextPart, ToolCall
 from core.providers.base import ToolSpec
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_CONTEXT_WINDOW",
     "IMAGE_TOKENS",
     "MISSING_RESULT",
+    "Sanitizer",
     "context_window",
     "estimate_text",
     "estimate_tokens",
@@ -194,31 +195,62 @@ def sanitize(messages: Sequence[Message]) -> list[Message]:
     """`messages` made well-formed for a provider: every assistant tool call followed by its
     result (an error result `MISSING_RESULT` is added where none was stored), and no tool
     result without a call of the assistant message it follows."""
-    repaired: list[Message] = []
-    # The calls of the latest assistant message that still wait for their results.
-    waiting: dict[str, Message] = {}
-    pending_calls: list[str] = []
-    for message in messages:
-        if message.role == "tool":
-            if message.tool_call_id in waiting:
-                del waiting[message.tool_call_id]
-                repaired.append(message)
-            continue
-        _close(repaired, waiting, pending_calls)
-        repaired.append(message)
-        if message.role == "assistant" and message.tool_calls:
-            pending_calls = [c.id for c in message.tool_calls]
-            waiting = {c.id: message for c in message.tool_calls}
-    _close(repaired, waiting, pending_calls)
-    return repaired
+    repairs = Sanitizer()
+    repairs.feed(messages)
+    return repairs.result()[0]
 
 
-def _close(repaired: list[Message], waiting: dict[str, Message], order: list[str]) -> None:
-    """Add error results for the calls still in `waiting`, in the order they were made."""
-    for call_id in order:
-        asked = waiting.pop(call_id, None)
-        if asked is None:
-            continue
-        call = next(c for c in asked.tool_calls if c.id == call_id)
-        repaired.append(Message.tool_result(call, MISSING_RESULT, is_error=True))
-    order.clear()
+class Sanitizer:
+    """`sanitize` for a history that grows: feed it the new messages as they come and read
+    the result, without going over the older ones again. Keeps a running token estimate."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything fed so far."""
+        self.fed = 0
+        self.has_images = False
+        self.first: Message | None = None
+        self.last: Message | None = None
+        self._kept: list[Message] = []
+        self._tokens = 0
+        # The calls of the latest assistant message that still wait for their results.
+        self._waiting: dict[str, ToolCall] = {}
+
+    def feed(self, messages: Iterable[Message]) -> None:
+        """Take the next messages of the history, oldest first."""
+        for message in messages:
+            if not self.fed:
+                self.first = message
+            self.fed += 1
+            self.last = message
+            if message.derived("has_images", _has_images):
+                self.has_images = True
+            if message.role == "tool":
+                if self._waiting.pop(message.tool_call_id or "", None) is not None:
+                    self._keep(message)
+                continue
+            for closing in self._closing():
+                self._keep(closing)
+            self._waiting.clear()
+            self._keep(message)
+            if message.role == "assistant" and message.tool_calls:
+                self._waiting = {c.id: c for c in message.tool_calls}
+
+    def result(self) -> tuple[list[Message], int]:
+        """The well-formed messages so far and their estimate (calls still waiting get an
+        error result here, and their real one if it is fed later)."""
+        closing = self._closing()
+        return self._kept + closing, self._tokens + sum(map(estimate_tokens, closing))
+
+    def _keep(self, message: Message) -> None:
+        self._kept.append(message)
+        self._tokens += estimate_tokens(message)
+
+    def _closing(self) -> list[Message]:
+        """Error results for the calls still waiting, in the order they were made."""
+        return [
+            Message.tool_result(call, MISSING_RESULT, is_error=True)
+            for call in self._waiting.values()
+        ]

@@ -12,18 +12,21 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from core.context import Sanitizer
 from core.messages import Message
 from core.store.base import Store
 
 __all__ = ["HistoryCache"]
 
-DEFAULT_MAX_MESSAGES = 5_000
+DEFAULT_MAX_MESSAGES = 2_000
 
 
 @dataclass(frozen=True)
 class _Entry:
     after_seq: int
     messages: tuple[Message, ...]
+    # The previous turn's well-formed view of these messages, to go on from.
+    ready: Sanitizer | None
 
 
 class HistoryCache:
@@ -39,21 +42,34 @@ class HistoryCache:
         """How many messages are held now."""
         return self._held
 
-    async def load(self, store: Store, session_id: str, *, after_seq: int) -> list[Message]:
-        """The session's messages with `seq > after_seq`, oldest first (a new list).
+    async def load(
+        self, store: Store, session_id: str, *, after_seq: int
+    ) -> tuple[list[Message], Sanitizer | None]:
+        """The session's messages with `seq > after_seq`, oldest first (a new list), and the
+        sanitizer kept with them, if any.
 
         Reads only what was stored after the cached messages; everything when nothing usable
         is cached (another summary marker, or nothing kept).
         """
         entry = self._take(session_id)
         if entry is None or after_seq < entry.after_seq:
-            return await store.list_messages(session_id, after_seq=after_seq)
-        # A newer summary marker only cuts the front of what is cached.
-        cached = [m for m in entry.messages if m.seq > after_seq]
+            return await store.list_messages(session_id, after_seq=after_seq), None
+        if after_seq == entry.after_seq:
+            cached, ready = list(entry.messages), entry.ready
+        else:
+            # A newer summary marker only cuts the front of what is cached.
+            cached, ready = [m for m in entry.messages if m.seq > after_seq], None
         last = cached[-1].seq if cached else after_seq
-        return cached + await store.list_messages(session_id, after_seq=last)
+        return cached + await store.list_messages(session_id, after_seq=last), ready
 
-    def keep(self, session_id: str, messages: list[Message], *, after_seq: int) -> None:
+    def keep(
+        self,
+        session_id: str,
+        messages: list[Message],
+        *,
+        after_seq: int,
+        ready: Sanitizer | None = None,
+    ) -> None:
         """Remember a session's messages after `after_seq`, as a turn ended with them.
 
         They are kept only if they are the log's unbroken beginning after `after_seq` (in seq
@@ -61,12 +77,15 @@ class HistoryCache:
         the store again.
         """
         self._take(session_id)
-        ordered = sorted(messages, key=lambda m: m.seq)
+        if len(messages) > self._max:
+            return
+        ordered = messages
         if any(m.seq != after_seq + i for i, m in enumerate(ordered, start=1)):
-            return
-        if len(ordered) > self._max:
-            return
-        self._entries[session_id] = _Entry(after_seq, tuple(ordered))
+            ordered = sorted(messages, key=lambda m: m.seq)
+            if any(m.seq != after_seq + i for i, m in enumerate(ordered, start=1)):
+                return
+            ready = None  # made from another order
+        self._entries[session_id] = _Entry(after_seq, tuple(ordered), ready)
         self._held += len(ordered)
         while self._held > self._max:
             _, evicted = self._entries.popitem(last=False)

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
 from core.confirm import Confirm
+from core.context import Sanitizer, estimate_text, estimate_tools
 from core.context import context_window as window_of
-from core.context import estimate_text, estimate_tools
 from core.envelopes import Address, new_id
 from core.errors import BudgetExceeded, ProviderError, ToolError, ToolNotAllowed
 from core.events import (
@@ -220,7 +220,9 @@ class AgentRuntime:
         try:
             state.summary = await self.store.latest_summary(session_id)
             after = state.summary.up_to_seq if state.summary else 0
-            history = await self._histories.load(self.store, session_id, after_seq=after)
+            history, state.ready = await self._histories.load(
+                self.store, session_id, after_seq=after
+            )
             resumed = _interrupted_turn(history, user_input.source)
             if resumed is None:
                 stored_input = await self._append(session_id, user_input, state)
@@ -271,7 +273,12 @@ class AgentRuntime:
             emit(final)
         finally:
             # Kept only if it is exactly what the store holds (see HistoryCache.keep).
-            self._histories.keep(session_id, history, after_seq=after)
+            self._histories.keep(
+                session_id,
+                history,
+                after_seq=after,
+                ready=state.ready,
+            )
             if final is not None:
                 await self.hooks.on_agent_end(final)
             emit(None)
@@ -303,7 +310,9 @@ class AgentRuntime:
             + estimate_tools([t.spec for t in offered]),
             summary=state.summary,
             compactor=self.compactor,
+            ready=state.ready,
         )
+        state.ready = state.view.ready
         tool_context = ToolContext(
             session_id=session_id,
             user_id=context.user_id,
@@ -686,6 +695,9 @@ class _TurnState:
         # The session's summary when the turn began, and the turn's view of the window.
         self.summary: CompactionSummary | None = None
         self.view: TurnWindow
+        # The well-formed view of the history a previous turn left (see HistoryCache), and
+        # this turn's once its window exists.
+        self.ready: Sanitizer | None = None
         self.monitor = ToolCallMonitor()
 
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from core.compaction import Compactor, summary_messages
-from core.context import estimate_tokens, fit, sanitize, strip_old_images
+from core.context import Sanitizer, estimate_tokens, fit, strip_old_images
 from core.events import Compacted
 from core.messages import Message
 from core.store.base import CompactionSummary, Store
@@ -37,9 +37,11 @@ class TurnWindow:
         fixed_tokens: int,
         summary: CompactionSummary | None,
         compactor: Compactor | None,
+        ready: Sanitizer | None = None,
     ) -> None:
         """`fixed_tokens` estimates what every request carries besides messages (system
-        prompt, turn context, tool definitions)."""
+        prompt, turn context, tool definitions). `ready` is a previous turn's sanitizer of
+        the same history, to go on from (it is checked, and replaced if it does not fit)."""
         self._store = store
         self._session_id = session_id
         self._compactor = compactor
@@ -52,6 +54,30 @@ class TurnWindow:
         # Set after a context overflow the compactor could not relieve.
         self._cap: int | None = None
         self._sent = 0
+        # The history after `start` made well-formed so far; each step adds only new messages.
+        self.ready = ready or Sanitizer()
+        self._ready_start = 0
+
+    def _tail(self, history: Sequence[Message]) -> tuple[list[Message], int]:
+        """The messages after the summary marker, well-formed, and their estimate."""
+        ready = self.ready
+        fed_to = self.start + ready.fed
+        if (
+            self._ready_start != self.start
+            or len(history) < fed_to
+            or (ready.fed and history[self.start] is not ready.first)
+            or (ready.fed and history[fed_to - 1] is not ready.last)
+        ):
+            ready.clear()  # not the history fed so far: start over
+            self._ready_start = self.start
+            fed_to = self.start
+        ready.feed(history[fed_to:])
+        if not ready.has_images:
+            return ready.result()
+        # Which images are old depends on the whole tail; they are rare enough to redo it.
+        again = Sanitizer()
+        again.feed(strip_old_images(history[self.start :]))
+        return again.result()
 
     def messages(self, history: Sequence[Message]) -> list[Message]:
         """The messages of the next request; raises `BudgetExceeded("context", ...)` when
@@ -60,8 +86,7 @@ class TurnWindow:
         budget = self.budget - sum(map(estimate_tokens, head))
         if self._cap is not None:
             budget = min(budget, self._cap)
-        tail = sanitize(strip_old_images(history[self.start :]))
-        whole = sum(map(estimate_tokens, tail))
+        tail, whole = self._tail(history)
         if whole <= budget:
             # Everything fits (the usual case): no turn needs to be left out.
             self._sent = whole
@@ -83,12 +108,12 @@ class TurnWindow:
         None when there is no compactor or nothing to summarize."""
         if self._compactor is None:
             return None
-        tail = history[self.start :]
         if not force:
             head = summary_messages(self.summary) if self.summary else []
-            needed = sum(map(estimate_tokens, head)) + sum(map(estimate_tokens, tail))
+            needed = sum(map(estimate_tokens, head)) + self._tail(history)[1]
             if not self._compactor.due(needed, self.budget):
                 return None
+        tail = history[self.start :]
         done = await self._compactor.compact(
             self._store,
             self._session_id,

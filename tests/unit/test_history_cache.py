@@ -41,11 +41,11 @@ async def test_a_kept_history_is_reused_and_only_newer_messages_are_read(store: 
     cache = HistoryCache()
     await _append(store, session, "one", "two", "three")
 
-    first = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    first, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
     cache.keep(session, first, after_seq=0)
     # Another process adds a message: the next load reads just that one.
     await _append(store, session, "four")
-    second = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    second, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
 
     assert [m.text for m in second] == ["one", "two", "three", "four"]
     assert counting.read == [3, 1]
@@ -61,7 +61,7 @@ async def test_a_history_with_a_gap_is_not_kept(store: Store) -> None:
 
     # A turn cut off between a write and its bookkeeping holds seqs 1 and 3, not 2.
     cache.keep(session, [stored[0], stored[2]], after_seq=0)
-    again = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    again, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
 
     assert [m.seq for m in again] == [1, 2, 3]
     assert counting.read == [3]
@@ -75,7 +75,7 @@ async def test_messages_out_of_seq_order_are_kept_in_seq_order(store: Store) -> 
     stored = await _append(store, session, "one", "two")
 
     cache.keep(session, [stored[1], stored[0]], after_seq=0)
-    again = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    again, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
 
     assert [m.seq for m in again] == [1, 2]
     assert counting.read == [0]
@@ -91,11 +91,11 @@ async def test_a_newer_summary_marker_cuts_the_front_and_an_older_one_reloads(
 
     cache.keep(session, stored[1:], after_seq=1)
     # Compaction summarized up to seq 2: the cache serves 3 and 4 without reading them.
-    cut = await cache.load(counting, session, after_seq=2)  # type: ignore[arg-type]
+    cut, _ = await cache.load(counting, session, after_seq=2)  # type: ignore[arg-type]
     assert [m.seq for m in cut] == [3, 4]
     cache.keep(session, cut, after_seq=2)
     # A request from before that summary (seq 0) cannot be served from the cache.
-    whole = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    whole, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
 
     assert [m.seq for m in whole] == [1, 2, 3, 4]
     assert counting.read == [0, 4]
