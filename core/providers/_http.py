@@ -11,9 +11,24 @@ from typing import Any
 
 from core.messages import ToolCall
 
-__all__ = ["parse_retry_after", "tool_call_from_json"]
+__all__ = ["dumps", "encode_body", "parse_retry_after", "tool_call_from_json"]
 
 _MAX_RETRY_AFTER = 3600.0
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, non-ASCII text kept as it is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_body(fields: Mapping[str, Any], messages: str) -> bytes:
+    """A request body: `fields` plus a `"messages"` member given as JSON already.
+
+    Each message's JSON is made once and kept with it (`Message.derived`), so a request costs
+    joining strings rather than serializing the whole conversation again on every step.
+    """
+    head = dumps(fields)
+    return f'{head[:-1]}{"," if len(head) > 2 else ""}"messages":{messages}}}'.encode()
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

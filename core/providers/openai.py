@@ -1,9 +1,10 @@
 """Chat Completions through the official `openai` SDK: OpenAI and every compatible server.
 
 Ollama, vLLM, llama.cpp and OpenRouter speak the same API at another base URL. The request
-body is built here as plain JSON and sent with the SDK's low-level `post`, which keeps the
-SDK's auth, errors and stream decoding but skips its typed-parameter transform: that
-transform walks the whole history on every call and its cost grows with the conversation.
+body is encoded here (each message once, then reused) and sent with the SDK's low-level
+`post`, which keeps the SDK's auth, errors and stream decoding but skips its typed-parameter
+transform: that transform walks the whole history on every call and its cost grows with the
+conversation.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from core.errors import ProviderError, ProviderErrorKind
 from core.events import Finished, ModelEvent, StopReason, TextDelta
 from core.messages import ImagePart, Message, TextPart, Usage
-from core.providers._http import parse_retry_after, tool_call_from_json
+from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest
 from core.providers.defaults import DEFAULT_MODELS
 
@@ -96,7 +97,7 @@ class OpenAIProvider:
         try:
             response = await self._client.post(
                 "/chat/completions",
-                body=self._body(request),
+                content=self._body(request),
                 cast_to=ChatCompletion,
                 stream=True,
                 stream_cls=openai.AsyncStream[ChatCompletionChunk],
@@ -108,26 +109,26 @@ class OpenAIProvider:
         except openai.APIError as exc:
             raise classify_openai_error(exc, self._key_variable) from exc
 
-    def _body(self, request: ModelRequest) -> dict[str, Any]:
-        messages: list[dict[str, Any]] = []
+    def _body(self, request: ModelRequest) -> bytes:
+        """The request as JSON; each message is translated and encoded once, later steps and
+        turns reuse it."""
+        messages: list[str] = []
         if request.system:
-            messages.append({"role": "system", "content": request.system})
+            messages.append(dumps({"role": "system", "content": request.system}))
         if request.turn_context:
-            messages.append({"role": "system", "content": request.turn_context})
-        # Each message is translated once; later steps and turns reuse it.
+            messages.append(dumps({"role": "system", "content": request.turn_context}))
         for message in request.messages:
-            wire = message.derived("openai", _message)
-            if wire is not None:
-                messages.append(wire)
-        body: dict[str, Any] = {
+            encoded = message.derived("openai", _encoded)
+            if encoded is not None:
+                messages.append(encoded)
+        fields: dict[str, Any] = {
             "model": request.model,
-            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
             self._max_tokens_field: request.max_tokens,
         }
         if request.tools:
-            body["tools"] = [
+            fields["tools"] = [
                 {
                     "type": "function",
                     "function": {
@@ -139,8 +140,8 @@ class OpenAIProvider:
                 for t in request.tools
             ]
         if request.temperature is not None:
-            body["temperature"] = request.temperature
-        return body
+            fields["temperature"] = request.temperature
+        return encode_body(fields, f"[{','.join(messages)}]")
 
     async def _events(
         self, response: openai.AsyncStream[ChatCompletionChunk], model: str
@@ -180,6 +181,11 @@ class OpenAIProvider:
         if calls and stop == "end_turn":
             stop = "tool_use"
         yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
+
+
+def _encoded(message: Message) -> str | None:
+    wire = _message(message)
+    return None if wire is None else dumps(wire)
 
 
 def _message(message: Message) -> dict[str, Any] | None:
