@@ -584,17 +584,25 @@ class RedisBus(Bus):
         stream = queue_stream(queue)
         block_ms = max(1, math.ceil(wait * 1000))  # BLOCK 0 would mean forever
 
-        async def read() -> Any:
-            task = asyncio.ensure_future(
-                self._client.xreadgroup(
-                    CONSUMER_GROUP, consumer, {stream: ">"}, count=1, block=block_ms
-                )
+        async def blocking_read() -> Any:
+            # Created inside the task, so a task cancelled before it starts leaves no
+            # never-awaited redis-py coroutine behind.
+            return await self._client.xreadgroup(
+                CONSUMER_GROUP, consumer, {stream: ">"}, count=1, block=block_ms
             )
+
+        async def read() -> Any:
+            task = asyncio.ensure_future(blocking_read())
             self._reads.add(task)
+            task.add_done_callback(self._reads.discard)
             try:
-                return await task
-            finally:
-                self._reads.discard(task)
+                # Not `await task`: a caller cancelled during the blocking read must not
+                # wait for redis-py to give the read up (it may not, until the block ends).
+                await asyncio.wait({task})
+            except asyncio.CancelledError:
+                task.cancel()
+                raise
+            return task.result()
 
         try:
             with self._command(f"receive from {queue}"):

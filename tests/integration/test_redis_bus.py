@@ -245,3 +245,21 @@ async def test_a_client_that_decodes_responses_is_refused(redis_url: str) -> Non
             RedisBus(redis_url, client=client)
     finally:
         await client.aclose()
+
+
+async def test_a_receive_cancelled_mid_wait_ends_at_once_and_the_bus_goes_on(
+    open_bus: OpenBus, queue: str
+) -> None:
+    bus = await open_bus()
+    # Nothing queued: the receive sits in Redis's blocking read (up to 30 s).
+    waiting = asyncio.create_task(bus.receive(queue, consumer="c", timeout=30))
+    while not bus._reads:  # the blocking read is the last step before waiting
+        await asyncio.sleep(0)
+    waiting.cancel()
+    done, _ = await asyncio.wait({waiting}, timeout=PATIENCE)
+
+    assert done and waiting.cancelled()
+    await bus.enqueue(queue, _outbound("after"))
+    delivery = await bus.receive(queue, consumer="c", timeout=PATIENCE)
+    assert delivery is not None
+    assert isinstance(delivery.envelope, Outbound) and delivery.envelope.text == "after"
