@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install chat serve test lint format typecheck clean
+.PHONY: help install chat serve test bench lint format typecheck clean
 
 help: ## Show this list of targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "} {printf "  make %-10s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ serve: install ## Run every configured chat platform with a worker, in one proce
 
 test: install ## Run the whole test suite
 	$(BIN)/pytest
+
+bench: install ## Run the benchmarks (docs/performance.md); tables printed, JSON in bench/results/
+	$(BIN)/python -m bench
 
 lint: install ## Check style and common bugs (ruff)
 	$(BIN)/ruff check .

@@ -1,0 +1,67 @@
+"""`python -m bench [WORKLOAD ...]`: run workloads, print their tables, save their JSON."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from bench.common import BenchError, save
+from bench.report import console
+
+WORKLOADS = ("w1", "w2", "w3", "w4")
+
+
+def _runner(name: str, quick: bool) -> Callable[[], dict[str, Any]]:
+    if name == "w1":
+        from bench.turns import w1
+
+        return lambda: w1(turns=60 if quick else 200, repeats=1 if quick else 3)
+    if name == "w2":
+        from bench.turns import w2
+
+        return lambda: w2(scale=0.2 if quick else 1.0)
+    if name == "w3":
+        from bench.distributed import w3
+
+        return lambda: w3(turns=300 if quick else 2000, paced=100 if quick else 300)
+    from bench.soak import w4
+
+    return lambda: w4(messages=1000 if quick else 10_000)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("workloads", nargs=-1, type=click.Choice([*WORKLOADS, "all"]))
+@click.option("--quick", is_flag=True, help="Smaller runs, for trying the harness out.")
+def main(workloads: tuple[str, ...], quick: bool) -> None:
+    """Run Switchboard's benchmark workloads (all of them by default).
+
+    \b
+    w1  one session, 200 turns, our runtime vs the floor loop (OpenAI and Anthropic)
+    w2  50 sessions x 20 turns at once; 1,000 sessions x 1 turn at 200 ms model latency
+    w3  distributed: the Redis inbound queue, 1 then 2 `switchboard worker` processes
+    w4  soak: 10,000 messages through the worker path, memory sampled
+
+    Each prints a table and writes JSON to bench/results/. The fake LLM, Redis and the
+    workers run on 127.0.0.1 in processes of their own; see docs/performance.md.
+    """
+    chosen = WORKLOADS if not workloads or "all" in workloads else workloads
+    for name in chosen:
+        started = time.monotonic()
+        try:
+            figures = _runner(name, quick)()
+        except BenchError as exc:
+            console.print(f"[red]{name} could not run:[/red] {exc}")
+            sys.exit(1)
+        except KeyboardInterrupt:
+            console.print(f"{name} interrupted; nothing saved")
+            sys.exit(130)
+        path = save(name + ("-quick" if quick else ""), figures)
+        console.print(f"{name} took {time.monotonic() - started:.0f} s; figures in {path}\n")
+
+
+if __name__ == "__main__":
+    main()

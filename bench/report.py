@@ -1,0 +1,52 @@
+"""Figures to tables: what `python -m bench` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.common import growth, percentile
+
+console = Console(highlight=False, width=None)
+
+
+def turn_figures(run: dict[str, Any]) -> dict[str, float]:
+    """The summary figures of one `turns` run."""
+    ms = run["turn_ms"]
+    figures = {
+        "turns_per_s": run["turns_per_s"],
+        "wall_s": run["wall_s"],
+        "p50_ms": percentile(ms, 50),
+        "p95_ms": percentile(ms, 95),
+        "cpu_ms_per_turn": run["cpu_ms_per_turn"],
+        "peak_rss_mb": run["peak_rss_mb"],
+    }
+    if run["sessions"] == 1:
+        figures["growth"] = growth(ms)
+    return figures
+
+
+def ratio(ours: float, floor: float) -> str:
+    return f"{ours / floor:.2f}x" if floor else "-"
+
+
+def verdict(met: bool) -> str:
+    return "[green]met[/green]" if met else "[red]missed[/red]"
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    shown = Table(title=title, title_justify="left")
+    for index, name in enumerate(columns):
+        shown.add_column(name, justify="left" if index == 0 else "right")
+    for row in rows:
+        shown.add_row(*(_cell(v) for v in row))
+    console.print(shown)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.2f}"
+    return str(value)
