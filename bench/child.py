@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -167,9 +168,15 @@ def main() -> None:
     soaking.add_argument("--messages", type=int, default=10_000)
     soaking.add_argument("--data", required=True)
     args = parser.parse_args()
+    try:
+        print(json.dumps(_run(args)))
+    except BenchError as exc:
+        sys.exit(f"bench.child: {exc}")
+
+
+def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.command == "soak":
-        print(json.dumps(asyncio.run(soak(args))))
-        return
+        return asyncio.run(soak(args))
     run = our_turns if args.engine == "ours" else floor_turns
     if args.profile:
         from pyinstrument import Profiler
@@ -177,9 +184,8 @@ def main() -> None:
         with Profiler(async_mode="enabled", interval=0.0005) as profiler:
             result = asyncio.run(run(args))
         Path(args.profile).write_text(profiler.output_text(unicode=True, show_all=False))
-    else:
-        result = asyncio.run(run(args))
-    print(json.dumps(result))
+        return result
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":

@@ -94,7 +94,15 @@ FAKE_PIDS: dict[str, int] = {}
 def fake_llm(vendor: str, latency: float = 0.0) -> Iterator[str]:
     """A fake LLM API process; yields its base URL."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.fake_llm", vendor, "--latency", str(latency)],
+        [
+            sys.executable,
+            "-m",
+            "bench.fake_llm",
+            vendor,
+            "--latency",
+            str(latency),
+            "--until-stdin-closes",
+        ],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -43,8 +43,8 @@ def w3(turns: int = 2000, paced: int = 300) -> dict[str, Any]:
     bound = (2000 / sum(cpu_two.values())) / (1000 / cpu_one["workers"])
     hop = max(two["paced"]["pickup_p99_ms"], two["paced"]["outbound_p99_ms"])
     targets = {
-        "2_workers_at_least_1.6x": speedup >= 1.6,
-        "redis_hop_p99_under_5ms": hop < 5.0,
+        "2 workers at least 1.6x": speedup >= 1.6,
+        "Redis hop p99 under 5 ms": hop < 5.0,
     }
     rows: list[list[Any]] = [
         ["turns/s (32 conversations at once)", one["turns_per_s"], two["turns_per_s"]]
@@ -68,7 +68,7 @@ def w3(turns: int = 2000, paced: int = 300) -> dict[str, Any]:
     rows.append(["2 workers / 1 worker (turns/s)", "", f"{speedup:.2f}x"])
     rows.append(["  bound on 2 cores at these CPU costs", "", f"{bound:.2f}x"])
     for name, met in targets.items():
-        rows.append([f"target {name}", "", verdict(met)])
+        rows.append([f"target: {name}", "", verdict(met)])
     title = f"W3: Redis inbound queue, {turns} turns (+{paced} one at a time), 0 ms model"
     table(title, ["", "1 worker", "2 workers"], rows)
     return {"speedup": speedup, "cpu_bound_speedup": bound, "targets": targets, **results}

@@ -45,7 +45,7 @@ def w4(messages: int = 10_000) -> dict[str, Any]:
         "growth_from_start_mb": end - samples[0][1],
         "peak_rss_mb": run["peak_rss_mb"],
     }
-    targets = {"rss_growth_under_10mb": figures["growth_after_warm_up_mb"] < 10}
+    targets = {"RSS growth under 10 MB": figures["growth_after_warm_up_mb"] < 10}
     rows = [
         ["messages", f"{run['messages']:,}"],
         ["turns/s", figures["turns_per_s"]],
@@ -54,7 +54,7 @@ def w4(messages: int = 10_000) -> dict[str, Any]:
         ["RSS at the end MB", end],
         ["growth after warm-up MB", figures["growth_after_warm_up_mb"]],
         ["growth from start MB", figures["growth_from_start_mb"]],
-        ["target rss_growth_under_10mb", verdict(targets["rss_growth_under_10mb"])],
+        ["target: RSS growth under 10 MB", verdict(targets["RSS growth under 10 MB"])],
     ]
     table("W4: soak through the worker path", ["", "figure"], rows)
     return {"figures": figures, "targets": targets, "rss_samples": samples, "warm_up": warm}
