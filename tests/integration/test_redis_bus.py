@@ -253,8 +253,8 @@ async def test_a_receive_cancelled_mid_wait_ends_at_once_and_the_bus_goes_on(
     bus = await open_bus()
     # Nothing queued: the receive sits in Redis's blocking read (up to 30 s).
     waiting = asyncio.create_task(bus.receive(queue, consumer="c", timeout=30))
-    while not bus._reads:  # the blocking read is the last step before waiting
-        await asyncio.sleep(0)
+    started, _ = await asyncio.wait({waiting}, timeout=LEASE)
+    assert not started
     waiting.cancel()
     done, _ = await asyncio.wait({waiting}, timeout=PATIENCE)
 
