@@ -244,6 +244,12 @@ class InboundHandler:
                 f"{limit:,}). Please send a shorter one.",
             )
             return
+        found = await self.store.get_checkpoint(inbound.dedupe_key)
+        if found is not None and found.status == "abandoned":
+            log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
+            return  # the user was told to send it again
+        # Typing shows before the session lookup and the checkpoint write (Redis round trips).
+        await self.reply(inbound, "typing", "")
         session = await self.store.current_session(inbound.session_key)
         mode = self.modes.get(self.policy.mode_for(inbound))
         context = ChannelContext(
@@ -256,10 +262,7 @@ class InboundHandler:
             address=inbound.address,
             is_admin=self.policy.is_admin(inbound.address.platform, inbound.user_id),
         )
-        checkpoint = await self._checkpoint(inbound, session.id)
-        if checkpoint is None:
-            return  # abandoned after a crash; the user was told to send it again
-        await self.reply(inbound, "typing", "")
+        checkpoint = await self._checkpoint(inbound, session.id, found)
         await self._stream_turn(inbound, checkpoint, context, cancel, fence)
 
     async def _stream_turn(
@@ -306,14 +309,12 @@ class InboundHandler:
         if ended:
             await self.store.finish_checkpoint(checkpoint.run_key, "completed")
 
-    async def _checkpoint(self, inbound: Inbound, session_id: str) -> Checkpoint | None:
-        """Save the turn's `running` checkpoint (kept from before a crash when resumed);
-        None when the turn was abandoned."""
+    async def _checkpoint(
+        self, inbound: Inbound, session_id: str, found: Checkpoint | None
+    ) -> Checkpoint:
+        """Save the turn's `running` checkpoint (`found` is the one kept from before a crash,
+        when the turn is resumed)."""
         now = self._clock()
-        found = await self.store.get_checkpoint(inbound.dedupe_key)
-        if found is not None and found.status == "abandoned":
-            log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
-            return None
         if found is None or found.session_id != session_id:
             found = Checkpoint(
                 run_key=inbound.dedupe_key,
