@@ -91,10 +91,6 @@ class HistoryCache:
             _, evicted = self._entries.popitem(last=False)
             self._held -= len(evicted.messages)
 
-    def forget(self, session_id: str) -> None:
-        """Drop what is cached for a session."""
-        self._take(session_id)
-
     def _take(self, session_id: str) -> _Entry | None:
         entry = self._entries.pop(session_id, None)
         if entry is not None:
