@@ -4,8 +4,8 @@ messages on the bus's `inbound` queue and takes the answers off `outbound.telegr
 The hops are measured from the envelopes' own timestamps (one machine, one clock): enqueue to
 pick-up runs from the inbound's `received_at` to the `created_at` of the worker's first answer
 to it (the typing indicator, sent as the turn starts, so the worker's receive, mailbox
-hand-off, claim and checkpoint are in it); reply to outbound runs from each answer's
-`created_at` to the moment the driver received it.
+hand-off, claim, duplicate check and checkpoint read are in it); reply to outbound runs from
+each answer's `created_at` to the moment the driver received it.
 """
 
 from __future__ import annotations
