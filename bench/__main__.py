@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
-from bench.common import BenchError, save
+from bench.common import RESULTS, BenchError, save
 from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
@@ -36,7 +37,14 @@ def _runner(name: str, quick: bool) -> Callable[[], dict[str, Any]]:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("workloads", nargs=-1, type=click.Choice([*WORKLOADS, "all"]))
 @click.option("--quick", is_flag=True, help="Smaller runs, for trying the harness out.")
-def main(workloads: tuple[str, ...], quick: bool) -> None:
+@click.option(
+    "--results",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=RESULTS,
+    show_default=True,
+    help="Folder for the JSON files.",
+)
+def main(workloads: tuple[str, ...], quick: bool, results: Path) -> None:
     """Run Switchboard's benchmark workloads (all of them by default).
 
     \b
@@ -59,7 +67,7 @@ def main(workloads: tuple[str, ...], quick: bool) -> None:
         except KeyboardInterrupt:
             console.print(f"{name} interrupted; nothing saved")
             sys.exit(130)
-        path = save(name + ("-quick" if quick else ""), figures)
+        path = save(name + ("-quick" if quick else ""), figures, results)
         console.print(f"{name} took {time.monotonic() - started:.0f} s; figures in {path}\n")
 
 

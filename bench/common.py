@@ -172,11 +172,11 @@ def run_child(
     return result
 
 
-def save(workload: str, payload: dict[str, Any]) -> Path:
-    """Write one workload's figures to bench/results/<workload>-<UTC time>.json."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
+def save(workload: str, payload: dict[str, Any], folder: Path = RESULTS) -> Path:
+    """Write one workload's figures to <folder>/<workload>-<UTC time>.json."""
+    folder.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = RESULTS / f"{workload}-{stamp}.json"
+    path = folder / f"{workload}-{stamp}.json"
     body = {"workload": workload, "at": stamp, "machine": machine(), **payload}
     path.write_text(json.dumps(body, indent=2) + "\n")
     return path

@@ -1,0 +1,49 @@
+"""The benchmark harness runs end to end (the smallest W1) and saves what it printed.
+
+No figure is judged here: performance targets are printed by `make bench`, never asserted.
+What is checked is that the harness still drives both engines against both fake APIs, that
+every turn ended with the calculator's answer (the harness refuses to save otherwise) and that
+the saved JSON holds the figures the tables show.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.processes import REPO, clean_env
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_quick_w1_compares_both_engines_on_both_vendors(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "w1", "--quick", "--results", str(tmp_path)],
+        cwd=REPO,
+        env=clean_env(tmp_path, redis_url=None),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "W1: one session, 60 turns" in done.stdout
+    [saved] = tmp_path.glob("w1-quick-*.json")
+    report = json.loads(saved.read_text())
+    assert report["machine"]["cpus"] >= 1
+    for vendor in ("openai", "anthropic"):
+        figures = report[vendor]["figures"]
+        for engine in ("floor", "ours"):
+            [run] = report[vendor]["runs"][engine]
+            assert run["turns"] == 60 and len(run["turn_ms"]) == 60
+            assert figures[engine]["p50_ms"] > 0 and figures[engine]["peak_rss_mb"] > 0
+        assert set(report[vendor]["targets"]) == {
+            "p50 within 2.5x the floor",
+            "growth at most 1.5x",
+            "peak RSS at most 90 MB",
+        }
