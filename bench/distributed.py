@@ -6,7 +6,9 @@ and takes the answers off `outbound.telegram`. Each phase gets a fresh redis-ser
 workers talk to a fake OpenAI API answering at once.
 
 Each worker may run as many turns at once as there are conversations, so no message waits
-for a free place: the hops (see bench.driver) are the queue path's, not a backlog's.
+for a free place in a worker; at saturation it still waits for the CPU, so the hops (see
+bench.driver) are measured a second time with one message at a time, where they are the
+queue path's alone.
 """
 
 from __future__ import annotations
