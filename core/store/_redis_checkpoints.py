@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 
 from core import redis_keys
 from core.checkpoints import Checkpoint, CheckpointStatus
-from core.store._schedules import epoch_micros
+from core.store._shared import epoch_micros
 
 __all__ = ["RedisCheckpoints"]
 

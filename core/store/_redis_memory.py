@@ -29,7 +29,7 @@ import redis.asyncio as aioredis
 from core import redis_keys
 from core.errors import StoreError
 from core.memory import MemoryFact, MemoryQuery, search_terms
-from core.store._schedules import epoch_micros
+from core.store._shared import epoch_micros
 
 __all__ = ["RedisMemory"]
 

@@ -26,7 +26,7 @@ from core import redis_keys
 from core.envelopes import Address
 from core.errors import StoreError
 from core.scheduling.models import Schedule, ScheduleRun
-from core.store._schedules import delivers_to, epoch_micros
+from core.store._shared import delivers_to, epoch_micros
 
 __all__ = ["RedisSchedules"]
 

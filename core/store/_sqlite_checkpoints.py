@@ -13,7 +13,7 @@ from typing import Final
 import aiosqlite
 
 from core.checkpoints import Checkpoint, CheckpointStatus
-from core.store._schedules import utc_text
+from core.store._shared import utc_text
 
 __all__ = [
     "MIGRATION",

@@ -9,14 +9,13 @@ Each function runs on a connection the caller holds, as in `_sqlite_schedules.py
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import aiosqlite
 
 from core.errors import StoreError
 from core.memory import MemoryFact, MemoryQuery
-from core.store._schedules import utc_text
+from core.store._shared import from_utc_text, utc_text
 
 __all__ = ["MIGRATION", "forget_fact", "list_facts", "remember_fact", "search_facts"]
 
@@ -133,6 +132,6 @@ def _fact(row: Any) -> MemoryFact:
         id=fact_id,
         scope=scope,
         text=text,
-        created_at=datetime.fromisoformat(created_at).astimezone(UTC),
+        created_at=from_utc_text(created_at),
         source_session=source_session,
     )

@@ -15,7 +15,7 @@ import aiosqlite
 from core.envelopes import Address
 from core.errors import StoreError
 from core.scheduling.models import Schedule, ScheduleRun
-from core.store._schedules import utc_text
+from core.store._shared import utc_text
 
 __all__ = [
     "delete_schedule",

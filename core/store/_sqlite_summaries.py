@@ -7,13 +7,12 @@ the one with the highest marker. Each function runs on a connection the caller h
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Final
 
 import aiosqlite
 
 from core.errors import StoreError
-from core.store._schedules import utc_text
+from core.store._shared import from_utc_text, utc_text
 from core.store.base import CompactionSummary
 
 __all__ = ["MIGRATION", "latest_summary", "save_summary"]
@@ -57,6 +56,6 @@ async def latest_summary(db: aiosqlite.Connection, session_id: str) -> Compactio
         return CompactionSummary(
             up_to_seq=up_to_seq,
             text=text,
-            created_at=datetime.fromisoformat(created_at).astimezone(UTC),
+            created_at=from_utc_text(created_at),
         )
     return None

@@ -48,7 +48,7 @@ from core.store._redis_checkpoints import RedisCheckpoints
 from core.store._redis_memory import RedisMemory
 from core.store._redis_schedules import RedisSchedules
 from core.store._redis_summaries import RedisSummaries
-from core.store._schedules import check_aware, epoch_micros
+from core.store._shared import check_aware, check_limit, epoch_micros, from_utc_text, utc_text
 from core.store.base import CompactionSummary, CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
@@ -61,8 +61,6 @@ DEFAULT_PROCESSED_TTL: Final = timedelta(days=30)
 # How long a write's receipt outlives it: far longer than the client keeps retrying.
 _RECEIPT_SECONDS: Final = 600
 
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND: Final = timedelta(microseconds=1)
 # A fresh session id colliding with a stored one is all but impossible; retry a few times.
 _ID_ATTEMPTS: Final = 3
 
@@ -252,7 +250,7 @@ class RedisStore:
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
         """Sessions, most recently updated first (on equal times, the newer session first)."""
-        _check_limit(limit)
+        check_limit(limit)
         if limit == 0:
             return []
         async with self._translated("list sessions"):
@@ -284,8 +282,8 @@ class RedisStore:
                     fence.lease_key if fence else redis_keys.lease("none"),
                 ],
                 args=[
-                    _to_text(now),
-                    _micros(now),
+                    utc_text(now),
+                    epoch_micros(now),
                     body,
                     _RECEIPT_SECONDS,
                     fence.token if fence else "",
@@ -302,7 +300,7 @@ class RedisStore:
     ) -> list[Message]:
         """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
         if limit is not None:
-            _check_limit(limit)
+            check_limit(limit)
             if limit == 0:
                 return []
         # `seq` is the list index plus one; a negative index would count from the end.
@@ -336,7 +334,7 @@ class RedisStore:
         """
         # A unique marker tells a replay of our own SET (it finds the marker it wrote) from a
         # key that someone else marked first.
-        marker = f"{_to_text(self._now())} {uuid4().hex}"
+        marker = f"{utc_text(self._now())} {uuid4().hex}"
         async with self._translated(f"mark {key!r} processed"):
             before = await self._client.set(
                 redis_keys.processed(key), marker, nx=True, px=self._processed_ttl_ms, get=True
@@ -382,7 +380,7 @@ class RedisStore:
                     usage.cache_read_tokens,
                     usage.cache_write_tokens,
                     "" if entry.cost_usd is None else repr(entry.cost_usd),
-                    _micros(entry.at),
+                    epoch_micros(entry.at),
                     _RECEIPT_SECONDS,
                 ],
             )
@@ -410,7 +408,7 @@ class RedisStore:
         Only sessions with ledger entries appear. "Most recently charged" is the latest entry
         `at`; on a tie the session whose newest entry was recorded last comes first.
         """
-        _check_limit(limit)
+        check_limit(limit)
         if limit == 0:
             return []
         async with self._translated("sum costs by session"):
@@ -457,7 +455,7 @@ class RedisStore:
 
         Equal due times go oldest schedule first. Raises `StoreError` for a naive `now`.
         """
-        _check_limit(limit)
+        check_limit(limit)
         if now.utcoffset() is None:
             raise StoreError("`now` is a naive datetime; it must be aware")
         async with self._translated("find due schedules"):
@@ -474,7 +472,7 @@ class RedisStore:
 
     async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
         """A schedule's runs, newest (by `started_at`) first."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._translated(f"list the runs of schedule {schedule_id!r}"):
             return await self._schedules.list_runs(schedule_id, limit)
 
@@ -497,13 +495,13 @@ class RedisStore:
     async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
         """The facts of `scope` sharing the most terms with `query`, then the newest; without
         search terms, the newest facts."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._translated(f"search the facts of {scope!r}"):
             return await self._memory.search_facts(scope, MemoryQuery.parse(query), limit)
 
     async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
         """The facts of `scope`, newest first."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._translated(f"list the facts of {scope!r}"):
             return await self._memory.list_facts(scope, limit)
 
@@ -524,7 +522,7 @@ class RedisStore:
                     redis_keys.session_order(),
                     redis_keys.session(new_id),
                 ],
-                args=[new_id, key, _to_text(now), _micros(now), mode],
+                args=[new_id, key, utc_text(now), epoch_micros(now), mode],
             )
             outcome = int(reply[0])
             if outcome == 1:
@@ -621,25 +619,6 @@ def _describe(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}"
 
 
-def _check_limit(limit: int) -> None:
-    if limit < 0:
-        raise ValueError(f"limit must not be negative, got {limit}")
-
-
-def _to_text(moment: datetime) -> str:
-    # The same fixed-width form as the SQLite store: always microseconds, always +00:00.
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _from_text(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
-def _micros(moment: datetime) -> int:
-    """Epoch microseconds: exact as a sorted-set score (a double) until the year 2255."""
-    return (moment - _EPOCH) // _MICROSECOND
-
-
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -654,8 +633,8 @@ def _session(fields: Sequence[bytes], message_count: int) -> SessionRecord:
     return SessionRecord(
         id=session_id,
         key=key,
-        created_at=_from_text(created_at),
-        updated_at=_from_text(updated_at),
+        created_at=from_utc_text(created_at),
+        updated_at=from_utc_text(updated_at),
         message_count=message_count,
     )
 

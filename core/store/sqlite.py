@@ -34,7 +34,7 @@ from core.store import _sqlite_checkpoints as _checkpoints
 from core.store import _sqlite_memory as _memory
 from core.store import _sqlite_schedules as _schedules
 from core.store import _sqlite_summaries as _summaries
-from core.store._schedules import check_aware
+from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store.base import CompactionSummary, CostEntry, CostSummary, Fence, SessionRecord
 from core.tools.base import utc_now
 
@@ -211,7 +211,7 @@ class SqliteStore:
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
         """Sessions, most recently updated first."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._read("list sessions"):
             rows = await self._db.execute_fetchall(
                 f"SELECT {_SESSION_COLUMNS} FROM sessions AS s"
@@ -232,7 +232,7 @@ class SqliteStore:
         async with self._write(f"append a message to session {session_id!r}"):
             now = self._now()
             updated = await self._db.execute(
-                "UPDATE sessions SET updated_at = ? WHERE id = ?", (_to_text(now), session_id)
+                "UPDATE sessions SET updated_at = ? WHERE id = ?", (utc_text(now), session_id)
             )
             if updated.rowcount != 1:
                 raise StoreError(f"cannot append a message: no session has id {session_id!r}")
@@ -244,7 +244,7 @@ class SqliteStore:
             await self._db.execute(
                 "INSERT INTO messages (session_id, seq, role, body, created_at)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (session_id, seq, message.role, body, _to_text(now)),
+                (session_id, seq, message.role, body, utc_text(now)),
             )
         return message.model_copy(update={"seq": seq, "created_at": now})
 
@@ -253,7 +253,7 @@ class SqliteStore:
     ) -> list[Message]:
         """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
         if limit is not None:
-            _check_limit(limit)
+            check_limit(limit)
         async with self._read(f"list the messages of session {session_id!r}"):
             rows = await self._db.execute_fetchall(
                 "SELECT seq, body, created_at FROM messages"
@@ -284,7 +284,7 @@ class SqliteStore:
         async with self._write(f"mark {key!r} processed"):
             cursor = await self._db.execute(
                 "INSERT OR IGNORE INTO processed (key, at) VALUES (?, ?)",
-                (key, _to_text(self._now())),
+                (key, utc_text(self._now())),
             )
             return cursor.rowcount == 1
 
@@ -325,7 +325,7 @@ class SqliteStore:
                     usage.cache_read_tokens,
                     usage.cache_write_tokens,
                     entry.cost_usd,
-                    _to_text(entry.at),
+                    utc_text(entry.at),
                 ),
             )
 
@@ -351,7 +351,7 @@ class SqliteStore:
         Only sessions with ledger entries appear. "Most recently charged" is the latest entry
         `at`; on a tie the session whose newest entry was recorded last comes first.
         """
-        _check_limit(limit)
+        check_limit(limit)
         async with self._read("sum costs by session"):
             rows = await self._db.execute_fetchall(
                 f"SELECT session_id, {_COST_AGGREGATES} FROM costs GROUP BY session_id"
@@ -392,7 +392,7 @@ class SqliteStore:
 
         Equal due times go oldest schedule first. Raises `StoreError` for a naive `now`.
         """
-        _check_limit(limit)
+        check_limit(limit)
         if now.utcoffset() is None:
             raise StoreError("`now` is a naive datetime; it must be aware")
         async with self._read("find due schedules"):
@@ -409,7 +409,7 @@ class SqliteStore:
 
     async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
         """A schedule's runs, newest (by `started_at`) first."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._read(f"list the runs of schedule {schedule_id!r}"):
             return await _schedules.list_runs(self._db, schedule_id, limit)
 
@@ -431,13 +431,13 @@ class SqliteStore:
 
     async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
         """The facts of `scope` best matching `query` (by `bm25`), or the newest without terms."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._read(f"search the facts of {scope!r}"):
             return await _memory.search_facts(self._db, scope, MemoryQuery.parse(query), limit)
 
     async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
         """The facts of `scope`, newest first."""
-        _check_limit(limit)
+        check_limit(limit)
         async with self._read(f"list the facts of {scope!r}"):
             return await _memory.list_facts(self._db, scope, limit)
 
@@ -513,7 +513,7 @@ class SqliteStore:
         record = SessionRecord(id=uuid4().hex[:12], key=key, created_at=now, updated_at=now)
         await self._db.execute(
             "INSERT INTO sessions (id, key, created_at, updated_at) VALUES (?, ?, ?, ?)",
-            (record.id, key, _to_text(now), _to_text(now)),
+            (record.id, key, utc_text(now), utc_text(now)),
         )
         return record
 
@@ -559,27 +559,13 @@ async def _translated(action: str) -> AsyncIterator[None]:
         raise StoreError(f"SQLite store could not {action}: stored data is invalid: {exc}") from exc
 
 
-def _check_limit(limit: int) -> None:
-    if limit < 0:
-        raise ValueError(f"limit must not be negative, got {limit}")
-
-
-def _to_text(moment: datetime) -> str:
-    # A fixed width (always microseconds, always +00:00) keeps text order equal to time order.
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _from_text(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
 def _session_from_row(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
     session_id, key, created_at, updated_at, message_count = row
     return SessionRecord(
         id=session_id,
         key=key,
-        created_at=_from_text(created_at),
-        updated_at=_from_text(updated_at),
+        created_at=from_utc_text(created_at),
+        updated_at=from_utc_text(updated_at),
         message_count=message_count,
     )
 
@@ -613,4 +599,4 @@ def _encode_body(message: Message) -> str:
 
 def _decode_body(body: str, *, seq: int, created_at: str) -> Message:
     message = Message.model_validate_json(body)
-    return message.model_copy(update={"seq": seq, "created_at": _from_text(created_at)})
+    return message.model_copy(update={"seq": seq, "created_at": from_utc_text(created_at)})

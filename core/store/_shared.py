@@ -1,4 +1,5 @@
-"""What both stores do alike with schedules: refuse naive times, match deliveries, order rows."""
+"""What both stores do alike: time as text and as scores, naive times refused, limits checked,
+schedules matched to deliveries."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from core.envelopes import Address
 from core.errors import StoreError
 from core.scheduling.models import Schedule
 
-__all__ = ["check_aware", "delivers_to", "epoch_micros", "utc_text"]
+__all__ = [
+    "check_aware",
+    "check_limit",
+    "delivers_to",
+    "epoch_micros",
+    "from_utc_text",
+    "utc_text",
+]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND: Final = timedelta(microseconds=1)
@@ -43,6 +51,17 @@ def delivers_to(schedule: Schedule, address: Address) -> bool:
 def utc_text(moment: datetime) -> str:
     """Fixed-width UTC text (always microseconds, always +00:00): text order is time order."""
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def from_utc_text(text: str) -> datetime:
+    """The aware UTC datetime of a stored time text."""
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def check_limit(limit: int) -> None:
+    """Refuse a negative `limit` for a listing."""
+    if limit < 0:
+        raise ValueError(f"limit must not be negative, got {limit}")
 
 
 def epoch_micros(moment: datetime) -> int:
