@@ -401,6 +401,11 @@ async def test_a_standby_gateway_takes_over_polling_when_the_active_one_stops(
         # Only the active one talks to Telegram (each Bot API request is an httpx log line).
         assert "/getUpdates" in active.log, active.describe()
         assert "/bot" not in standby.log, standby.describe()
+        # A first message is not the whole answer: the stop comes once every turn is over and
+        # delivered. (A gateway stopped mid-stream leaves the rest to the other one, which
+        # sends the final text as a message of its own; that is not what this test is about.)
+        async with redis_client(redis_url) as client:
+            await until(settled(client), 20, "work settled", deployment.describe)
 
         loop = asyncio.get_running_loop()
         stopped = loop.time()
