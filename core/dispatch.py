@@ -23,10 +23,11 @@ from core.bus.base import Bus, Delivery, Subscription
 from core.bus.names import CONTROL, INBOUND
 from core.checkpoints import Checkpoint, CrashPolicy
 from core.clock import utc_now
+from core.commands import CommandRegistry, builtin_commands
 from core.confirm import Confirmations
 from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
-from core.handling import HELP_TEXT, REFUSAL_TEXT, InboundHandler
+from core.handling import REFUSAL_TEXT, InboundHandler
 from core.mailbox.base import Claim, Mailboxes
 from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
@@ -38,7 +39,7 @@ from core.tasks import cancel_and_wait
 if TYPE_CHECKING:
     from core.scheduling.book import ScheduleBook
 
-__all__ = ["HELP_TEXT", "REFUSAL_TEXT", "Worker"]
+__all__ = ["REFUSAL_TEXT", "Worker"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class Worker:
         sweep_interval: float = 5.0,
         attempts: int = 3,
         book: ScheduleBook | None = None,
+        commands: CommandRegistry | None = None,
         confirmations: Confirmations | None = None,
         on_crash: CrashPolicy | None = None,
         crash_age: timedelta = timedelta(0),
@@ -88,6 +90,7 @@ class Worker:
             prompt_hints=prompt_hints or {},
             stream_interval=stream_interval,
             book=book,
+            commands=commands or CommandRegistry(builtin_commands()),
         )
         self._slots = asyncio.Semaphore(concurrency)
         # Bounds how many deliveries are being handed to mailboxes at once.

@@ -19,6 +19,7 @@ from core.bus.base import Bus
 from core.bus.names import EVENTS, outbound_queue
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
+from core.commands import CommandContext, CommandRegistry
 from core.envelopes import EventEnvelope, Inbound, Outbound, OutboundKind
 from core.errors import StoreError
 from core.events import (
@@ -35,21 +36,16 @@ from core.events import (
 from core.messages import Message
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
-from core.pricing import format_usd
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.base import Fence, Store
 
 if TYPE_CHECKING:
     from core.scheduling.book import ScheduleBook
 
-__all__ = ["HELP_TEXT", "REFUSAL_TEXT", "InboundHandler"]
+__all__ = ["REFUSAL_TEXT", "InboundHandler"]
 
 log = logging.getLogger(__name__)
 
-HELP_TEXT = (
-    "Talk to me in plain words. Commands: /new starts a fresh conversation, "
-    "/cost shows what this conversation has used, /help shows this message."
-)
 REFUSAL_TEXT = "Sorry, this bot only answers the people it was set up for."
 
 
@@ -66,6 +62,7 @@ class InboundHandler:
         policy: ChannelPolicy,
         prompt_hints: Mapping[str, str],
         stream_interval: float,
+        commands: CommandRegistry,
         book: ScheduleBook | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
@@ -78,6 +75,7 @@ class InboundHandler:
         self._stream_interval = stream_interval
         self._started: dict[str, float] = {}
         self.book = book
+        self.commands = commands
         self._clock = clock
 
     async def handle(
@@ -204,33 +202,23 @@ class InboundHandler:
             await self.reply(inbound, "notice", REFUSAL_TEXT)
 
     async def _command(self, inbound: Inbound) -> None:
-        key = inbound.session_key
-        match (inbound.command or "").lower():
-            case "new" | "reset":
-                await self.store.create_session(key)
-                await self.reply(inbound, "notice", "Started a new conversation.")
-            case "cost" | "usage":
-                session = await self.store.current_session(key)
-                await self.reply(inbound, "notice", await self._usage_text(session.id))
-            case "help" | "start":
-                await self.reply(inbound, "notice", HELP_TEXT)
-            case other:
-                await self.reply(inbound, "notice", f"Unknown command /{other}. {HELP_TEXT}")
-
-    async def _usage_text(self, session_id: str) -> str:
-        spent = await self.store.cost_summary(session_id)
-        usage = spent.usage
-        calls = f"{spent.calls} model call{'' if spent.calls == 1 else 's'}"
-        if spent.unpriced_calls:
-            money = f"at least {format_usd(spent.cost_usd)} over {calls} "
-            money += f"({spent.unpriced_calls} with a model that has no known price)"
+        word = (inbound.command or "").lower()
+        is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
+        command = self.commands.find(word)
+        if command is None:
+            text = self.commands.unknown_text(word, admin=is_admin)
+        elif command.info.admin_only and not is_admin:
+            text = f"Only an admin of this bot can use /{command.info.name}."
         else:
-            money = f"{format_usd(spent.cost_usd)} over {calls}"
-        return (
-            f"This conversation has cost {money}: {usage.input_tokens:,} tokens in, "
-            f"{usage.output_tokens:,} out, {usage.cache_read_tokens:,} read from cache, "
-            f"{usage.cache_write_tokens:,} written to cache."
-        )
+            context = CommandContext(
+                inbound=inbound,
+                args=_arguments(inbound.text),
+                is_admin=is_admin,
+                store=self.store,
+                registry=self.commands,
+            )
+            text = await command.handler(context)
+        await self.reply(inbound, "notice", text)
 
     async def _turn(self, inbound: Inbound, cancel: asyncio.Event, fence: Fence | None) -> None:
         if not inbound.text.strip() and not inbound.images:
@@ -415,3 +403,12 @@ class _DeltaStream:
             await self.flush()
         except Exception as exc:
             log.info("could not send streamed text: %s", exc)
+
+
+def _arguments(text: str) -> str:
+    """What follows the command word in a command's text (`/approve ABC` -> `ABC`)."""
+    text = text.strip()
+    if text.startswith("/"):
+        parts = text.split(maxsplit=1)
+        text = parts[1] if len(parts) > 1 else ""
+    return text.strip()

@@ -17,7 +17,8 @@ import pytest
 from pydantic import BaseModel
 
 from core.bus import EVENTS, INBOUND, MemoryBus, outbound_queue
-from core.dispatch import HELP_TEXT, Worker
+from core.commands import CommandRegistry, builtin_commands
+from core.dispatch import Worker
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.errors import ProviderError
 from core.events import ModelEvent
@@ -28,6 +29,8 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
+
+HELP_TEXT = CommandRegistry(builtin_commands()).help_text()
 
 # How long a test waits for something that should happen at once before it fails instead of
 # hanging; only reached when the behaviour under test is broken.
@@ -402,7 +405,7 @@ async def test_cost_reports_the_tokens_of_the_current_conversation(
     [
         ("help", HELP_TEXT),
         ("HELP", HELP_TEXT),
-        ("frobnicate", f"Unknown command /frobnicate. {HELP_TEXT}"),
+        ("frobnicate", f"Unknown command /frobnicate.\n{HELP_TEXT}"),
     ],
 )
 async def test_help_and_unknown_commands_answer_with_a_notice_and_no_model_call(

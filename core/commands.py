@@ -1,0 +1,152 @@
+"""Chat commands (`/new`, `/cost`, `/help`): one registry, the single place a command is spelled.
+
+A `ChatCommand` is a name, a one-line description, its aliases, whether only admins may use
+it, and the handler a worker runs. The help text and every platform's native command menu
+(Telegram `setMyCommands`, Slack slash commands, Discord application commands) are derived
+from the registry's `menu()`, which carries no handlers, so a gateway can build its menu
+without a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.envelopes import Inbound
+from core.pricing import format_usd
+
+if TYPE_CHECKING:
+    from core.store.base import Store
+
+__all__ = [
+    "ChatCommand",
+    "CommandContext",
+    "CommandHandler",
+    "CommandInfo",
+    "CommandRegistry",
+    "builtin_commands",
+]
+
+
+class CommandInfo(BaseModel):
+    """What a platform needs to list a command: no handler, safe to send anywhere."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # Lower-case letters, digits and underscores: the strictest platform's rule (Telegram).
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    description: str = Field(min_length=1, max_length=100)
+    aliases: tuple[str, ...] = ()
+    admin_only: bool = False
+
+
+@dataclass(frozen=True)
+class CommandContext:
+    """What a command handler gets: the message, who sent it, and the parts it may use."""
+
+    inbound: Inbound
+    # The text after the command word, stripped.
+    args: str
+    is_admin: bool
+    store: Store
+    registry: CommandRegistry
+
+
+CommandHandler = Callable[[CommandContext], Awaitable[str]]
+"""Runs the command; returns the text of the notice sent back to the chat."""
+
+
+@dataclass(frozen=True)
+class ChatCommand:
+    """One chat command: how it is listed and what it does."""
+
+    info: CommandInfo
+    handler: CommandHandler
+
+
+class CommandRegistry:
+    """The chat commands one bot understands, looked up by name or alias."""
+
+    def __init__(self, commands: Iterable[ChatCommand]) -> None:
+        self._commands: list[ChatCommand] = []
+        self._by_word: dict[str, ChatCommand] = {}
+        for command in commands:
+            for word in (command.info.name, *command.info.aliases):
+                if word in self._by_word:
+                    raise ValueError(f"two chat commands answer to /{word}")
+                self._by_word[word] = command
+            self._commands.append(command)
+
+    def find(self, word: str) -> ChatCommand | None:
+        """The command `word` (name or alias, any case) names, or None."""
+        return self._by_word.get(word.lower())
+
+    def menu(self) -> tuple[CommandInfo, ...]:
+        """Every command's listing, in registration order (admin-only ones marked)."""
+        return tuple(command.info for command in self._commands)
+
+    def words(self) -> frozenset[str]:
+        """Every name and alias: what a platform parsing plain text should treat as a command."""
+        return frozenset(self._by_word)
+
+    def help_text(self, *, admin: bool = False) -> str:
+        """The reply to `/help`: what the bot is, then one line per command this person may use."""
+        lines = ["Talk to me in plain words. Commands:"]
+        for info in self.menu():
+            if info.admin_only and not admin:
+                continue
+            lines.append(f"/{info.name}: {info.description}")
+        return "\n".join(lines)
+
+    def unknown_text(self, word: str, *, admin: bool = False) -> str:
+        """The reply to a command nobody registered."""
+        return f"Unknown command /{word}.\n{self.help_text(admin=admin)}"
+
+
+async def _new(context: CommandContext) -> str:
+    await context.store.create_session(context.inbound.session_key)
+    return "Started a new conversation."
+
+
+async def _cost(context: CommandContext) -> str:
+    session = await context.store.current_session(context.inbound.session_key)
+    spent = await context.store.cost_summary(session.id)
+    usage = spent.usage
+    calls = f"{spent.calls} model call{'' if spent.calls == 1 else 's'}"
+    if spent.unpriced_calls:
+        money = f"at least {format_usd(spent.cost_usd)} over {calls} "
+        money += f"({spent.unpriced_calls} with a model that has no known price)"
+    else:
+        money = f"{format_usd(spent.cost_usd)} over {calls}"
+    return (
+        f"This conversation has cost {money}: {usage.input_tokens:,} tokens in, "
+        f"{usage.output_tokens:,} out, {usage.cache_read_tokens:,} read from cache, "
+        f"{usage.cache_write_tokens:,} written to cache."
+    )
+
+
+async def _help(context: CommandContext) -> str:
+    return context.registry.help_text(admin=context.is_admin)
+
+
+def builtin_commands() -> Sequence[ChatCommand]:
+    """The commands every bot has; later parts of the product add theirs beside these."""
+    return (
+        ChatCommand(
+            CommandInfo(name="new", description="Start a fresh conversation", aliases=("reset",)),
+            _new,
+        ),
+        ChatCommand(
+            CommandInfo(
+                name="cost", description="What this conversation has cost", aliases=("usage",)
+            ),
+            _cost,
+        ),
+        ChatCommand(
+            CommandInfo(name="help", description="How to talk to this bot", aliases=("start",)),
+            _help,
+        ),
+    )
