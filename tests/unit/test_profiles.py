@@ -202,7 +202,7 @@ def test_an_invalid_skill_names_the_file_and_the_key(folder: Path, text: str, me
     assert message in str(caught.value)
 
 
-def test_front_matter_quotes_comments_and_other_keys():
+def test_front_matter_quotes_comments_and_other_keys() -> None:
     parsed = Skill.parse(
         "---\n"
         "# a comment\n"
@@ -220,12 +220,12 @@ def test_front_matter_quotes_comments_and_other_keys():
     )
 
 
-def test_a_description_too_long_for_the_index_is_refused():
+def test_a_description_too_long_for_the_index_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"^S\.md: description: longer than 1024"):
         Skill.parse(f"---\nname: x\ndescription: {'d' * 1025}\n---\nbody\n", source="S.md")
 
 
-def test_the_repository_default_profile_loads_with_its_example_skill():
+def test_the_repository_default_profile_loads_with_its_example_skill() -> None:
     profile = load_profile(REPO / "profiles", "default")
     assert profile.identity.startswith("You are Switchboard")
     assert [s.name for s in profile.skills] == ["summarize"]

@@ -27,28 +27,28 @@ SKILLS = [
 CONTEXT = ToolContext(session_id="s1")
 
 
-async def test_returns_the_body_of_the_named_skill():
+async def test_returns_the_body_of_the_named_skill() -> None:
     tool = read_skill_tool(SKILLS)
     assert await tool({"name": "translate"}, CONTEXT) == "Keep the tone."
     assert await tool({"name": " summarize "}, CONTEXT) == "Lead with the point."
 
 
-async def test_the_name_is_matched_without_case_when_unambiguous():
+async def test_the_name_is_matched_without_case_when_unambiguous() -> None:
     assert await read_skill_tool(SKILLS)({"name": "Summarize"}, CONTEXT) == "Lead with the point."
 
 
-async def test_an_unknown_name_lists_the_skills():
+async def test_an_unknown_name_lists_the_skills() -> None:
     with pytest.raises(ToolError) as caught:
         await read_skill_tool(SKILLS)({"name": "poetry"}, CONTEXT)
     assert str(caught.value) == "Unknown skill 'poetry'. Available skills: summarize, translate."
 
 
-async def test_without_skills_every_call_says_there_are_none():
+async def test_without_skills_every_call_says_there_are_none() -> None:
     with pytest.raises(ToolError, match=r"Available skills: none \(this bot has no skills\)"):
         await read_skill_tool([])({"name": "summarize"}, CONTEXT)
 
 
-async def test_missing_or_empty_name_is_a_correctable_error():
+async def test_missing_or_empty_name_is_a_correctable_error() -> None:
     tool = read_skill_tool(SKILLS)
     with pytest.raises(ToolError, match="Invalid arguments for read_skill: name"):
         await tool({}, CONTEXT)
@@ -56,7 +56,7 @@ async def test_missing_or_empty_name_is_a_correctable_error():
         await tool({"name": ""}, CONTEXT)
 
 
-def test_is_read_only_and_describes_its_argument():
+def test_is_read_only_and_describes_its_argument() -> None:
     tool = read_skill_tool(SKILLS)
     assert tool.name == "read_skill"
     assert tool.tier is SafetyTier.READ_ONLY
@@ -64,7 +64,7 @@ def test_is_read_only_and_describes_its_argument():
     assert tool.spec.parameters["properties"]["name"]["type"] == "string"
 
 
-def test_offered_by_every_mode_with_tools():
+def test_offered_by_every_mode_with_tools() -> None:
     registry = ToolRegistry([*builtin_tools(), read_skill_tool(SKILLS)])
     assert "read_skill" in SAFE_CHAT_TOOLS
     for mode in (FULL, SAFE_CHAT, DISCORD):
