@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 import click
+from pydantic import ValidationError
 
 from bots.commands.chat import chat, cost, sessions
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
@@ -66,6 +67,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except SwitchboardError as exc:
         click.echo(f"switchboard: error: {exc}", err=True)
+        sys.exit(1)
+    except ValidationError as exc:
+        # A value that got past the options' own checks: one line, not pydantic's report.
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"]) or exc.title
+        click.echo(f"switchboard: error: {where}: {first['msg']}", err=True)
         sys.exit(1)
     except Exception as exc:
         log.debug("unexpected failure", exc_info=True)

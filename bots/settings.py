@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
+from dotenv.parser import parse_stream
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -13,13 +15,14 @@ from core.errors import ConfigError
 __all__ = ["Settings", "load_settings"]
 
 LogLevel = Literal["debug", "info", "warning", "error"]
+ENV_FILE: Final = Path(".env")
 
 
 class Settings(BaseSettings):
     """Environment variables of ARCHITECTURE's configuration table."""
 
     model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+        env_file=ENV_FILE, env_file_encoding="utf-8", extra="ignore", populate_by_name=True
     )
 
     data_dir: Path = Field(default=Path("data"), alias="SWITCHBOARD_DATA_DIR")
@@ -71,6 +74,7 @@ class Settings(BaseSettings):
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment with command-line overrides; `ConfigError` if invalid."""
     given = {k: v for k, v in overrides.items() if v is not None}
+    check_env_file(ENV_FILE)
     try:
         return Settings(**given)  # type: ignore[arg-type]
     except ValidationError as exc:
@@ -78,3 +82,31 @@ def load_settings(**overrides: object) -> Settings:
         field = str(first["loc"][0]) if first["loc"] else "settings"
         name = Settings.model_fields[field].alias if field in Settings.model_fields else field
         raise ConfigError(f"{name}: {first['msg']}") from None
+
+
+def check_env_file(path: Path) -> None:
+    """`ConfigError` naming the file and line when `path` exists but cannot be read whole.
+
+    python-dotenv skips a line it cannot parse with a warning, so a key with an unclosed quote
+    would silently vanish (and the bot fall back to the demo model). Values are never shown:
+    the line may hold a secret.
+    """
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path} line {line}: not UTF-8 text; save the file as UTF-8") from None
+    for binding in parse_stream(io.StringIO(text)):
+        if binding.error:
+            name = binding.original.string.partition("=")[0].strip()
+            what = f"the value of {name}" if "=" in binding.original.string else "this line"
+            raise ConfigError(
+                f"{path} line {binding.original.line}: cannot parse {what}; write NAME=value "
+                "(quote values with spaces, and close every quote)"
+            )

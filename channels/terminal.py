@@ -62,6 +62,8 @@ class TerminalAdapter:
         self._stopping = asyncio.Event()
         self._sink: InboundSink | None = None
         self._session: PromptSession[str] | None = None
+        # Answers that were apologies (the model or a tool failed): a piped chat exits non-zero.
+        self.failed_turns = 0
 
     @property
     def platform(self) -> str:
@@ -94,8 +96,13 @@ class TerminalAdapter:
         if outbound.kind == "question":
             await self._ask(outbound)
             return
+        if outbound.failed and outbound.ends_turn:
+            self.failed_turns += 1
         if self.interactive:
             self._show(outbound)
+        elif outbound.failed and outbound.ends_turn:
+            # On stderr: a script reading stdout must not take an apology for the answer.
+            print(outbound.text, file=sys.stderr, flush=True)
         elif outbound.ends_turn or outbound.kind == "notification":
             self._console.print(outbound.text, markup=False)
         if outbound.ends_turn and outbound.reply_to in self._answered:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -14,11 +17,12 @@ from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
 from bots.commands.processes import run_with_gateways
 from bots.profiles import load_profile
+from bots.providers import build_registry
 from bots.settings import Settings
 from channels.gateway import Gateway
 from channels.terminal import TerminalAdapter
 from core.envelopes import new_id
-from core.errors import ConfigError
+from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
 from core.pricing import format_usd
 from core.store.base import Store
@@ -58,6 +62,9 @@ def chat(
     turn and each final answer is printed on stdout.
     """
     settings = settings_from(ctx, provider=provider, model=model, profile=profile)
+    if provider is not None:
+        # Named on the command line: a missing key is an error, not a quiet fall back to demo.
+        build_registry(settings).require(provider)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     asyncio.run(_chat(settings, session_name, interactive))
 
@@ -79,10 +86,27 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
         await run_with_gateways(parts, [Gateway(adapter, parts.bus)])
         if interactive:
             err.print(
-                f"Resume this conversation with: switchboard chat --session {chat_name}",
+                f"Resume this conversation with: {_own_command()} chat --session {chat_name}",
                 style="dim",
                 markup=False,
             )
+    if adapter.failed_turns and not interactive:
+        turns = "turn" if adapter.failed_turns == 1 else "turns"
+        raise SwitchboardError(f"{adapter.failed_turns} {turns} could not be answered (see above)")
+
+
+def _own_command() -> str:
+    """How the person can run this command again: `switchboard` when that is on PATH and is
+    this program, else the path it was started by (`.venv/bin/switchboard` after `make chat`)."""
+    started = Path(sys.argv[0])
+    on_path = shutil.which("switchboard")
+    if on_path is not None and Path(on_path).resolve() == started.resolve():
+        return "switchboard"
+    if started.name != "switchboard":
+        return "switchboard"  # run as a module or from a test: nothing better to say
+    with contextlib.suppress(ValueError):
+        return str(started.resolve().relative_to(Path.cwd()))
+    return str(started)
 
 
 async def _terminal_chat(store: Store, name: str | None) -> str:

@@ -62,6 +62,8 @@ def schedule() -> None:
 def add(ctx: click.Context, /, **options: Any) -> None:
     """Add a schedule."""
     settings = settings_from(ctx)
+    if not options["prompt"].strip():
+        raise ConfigError("--prompt: the prompt is empty; say what to ask at each run")
     cadence = _cadence(options["at"], options["every"], options["cron"], options["tz"])
     try:
         address = Address.parse(options["deliver_to"])

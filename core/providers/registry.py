@@ -45,6 +45,15 @@ class ProviderRegistry:
         """Known provider names, in preference order."""
         return list(self._entries)
 
+    def require(self, name: str) -> None:
+        """`ConfigError` unless `name` is a known provider that can be used now."""
+        if name not in self._entries:
+            known = ", ".join(self._entries) or "none"
+            raise ConfigError(f"unknown provider {name!r} (known: {known})")
+        entry = self._entries[name]
+        if not entry.available:
+            raise ConfigError(f"provider {name}: {entry.unavailable_reason or 'unavailable'}")
+
     def resolve(self, preferred: str | None = None, model: str | None = None) -> Resolved:
         """The preferred provider when it is available, else the first available one.
 

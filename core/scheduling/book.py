@@ -64,7 +64,10 @@ class ScheduleBook:
         notify: NotifyPolicy = "always",
         misfire: Literal["skip", "run_once"] = "skip",
     ) -> Schedule:
-        """Validate and store a new active schedule; `CadenceError` if it would never run."""
+        """Validate and store a new active schedule; `CadenceError` if it would never run or
+        has nothing to ask."""
+        if not prompt.strip():
+            raise CadenceError("the prompt is empty: say what to ask at each run")
         now = self._clock()
         first = first_run(cadence, now)
         if first is None or first <= now:

@@ -143,3 +143,50 @@ def test_every_command_has_help(env: dict[str, str], tmp_path: Path, args: list[
     result = run([*args, "--help"], env, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Usage: switchboard" in result.stdout
+
+
+def test_an_explicit_provider_without_its_key_is_an_error(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    result = run(["chat", "--provider", "anthropic"], env, tmp_path, stdin="hello\n")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.strip() == (
+        "switchboard: error: provider anthropic: ANTHROPIC_API_KEY is not set"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b'OPENAI_API_KEY="sk-abc\n', ".env line 1: cannot parse the value of OPENAI_API_KEY"),
+        (b"SWITCHBOARD_PROFILE=default\nnot a setting\n", ".env line 2: cannot parse this line"),
+        (b"SWITCHBOARD_PROFILE=caf\xe9\n", ".env line 1: not UTF-8 text"),
+    ],
+)
+def test_a_broken_env_file_is_one_line_naming_the_file_and_line(
+    env: dict[str, str], tmp_path: Path, content: bytes, expected: str
+) -> None:
+    (tmp_path / ".env").write_bytes(content)
+    result = run(["chat"], env, tmp_path, stdin="hello\n")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"switchboard: error: {expected}")
+    assert "sk-abc" not in result.stderr  # the line may hold a secret: never echoed
+
+
+@pytest.mark.parametrize("prompt", ["", "   "])
+def test_an_empty_schedule_prompt_is_one_line(
+    env: dict[str, str], tmp_path: Path, prompt: str
+) -> None:
+    result = run(
+        ["schedule", "add", "--every", "5m", "--prompt", prompt, "--deliver-to", "terminal"],
+        env,
+        tmp_path,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        "switchboard: error: --prompt: the prompt is empty; say what to ask at each run"
+    )

@@ -132,8 +132,14 @@ async def test_a_rejected_key_is_one_clear_sentence_naming_the_variable(
 
     code, out, err = await switchboard(["chat"], env, tmp_path, "hello\n")
 
-    assert code == 0
-    assert "setup problem" in out
+    # The apology goes to stderr and the exit code says the turn failed: a script can tell.
+    assert code == 1
+    assert out.strip() == ""
+    assert "setup problem" in err
+    assert (
+        err.strip().splitlines()[-1]
+        == "switchboard: error: 1 turn could not be answered (see above)"
+    )
     assert "ANTHROPIC_API_KEY" in err
     assert wrong not in out + err
     assert "Traceback" not in err
