@@ -1,7 +1,11 @@
 """The `demo` provider: offline, deterministic, and clearly labelled as a demo.
 
 It lets the whole loop run without an API key, through the real tools: arithmetic goes to the
-`calculator` tool, questions about the time to `current_time`, anything else is echoed.
+`calculator` tool, questions about the time to `current_time`, "remember that ..." to
+`remember`, "what do you remember" (or a question about something remembered) to `recall`,
+"remind me in ..." and "every ..." to `schedule_create`, "my schedules" to `schedule_list`.
+"What can you do" lists these and says how to connect a real model; anything
+else is echoed.
 """
 
 from __future__ import annotations
@@ -17,6 +21,18 @@ __all__ = ["DEMO_NOTICE", "DemoProvider"]
 
 DEMO_NOTICE = (
     "(Demo mode: answers are canned. Set ANTHROPIC_API_KEY or OPENAI_API_KEY for real answers.)"
+)
+CAPABILITIES = (
+    "I am the offline demo model: I understand a few kinds of request, and each one goes "
+    "through the bot's real tools.\n"
+    "- arithmetic: what is 17*23?\n"
+    "- the time: what time is it in Asia/Tokyo?\n"
+    "- memory: remember that my favourite colour is green, then: what do you remember?\n"
+    "- reminders: remind me in 10 minutes to stretch; every 1 hour check the oven\n"
+    "- schedules: list my schedules\n"
+    "For real answers, connect a model: set ANTHROPIC_API_KEY or OPENAI_API_KEY (or "
+    "OPENAI_BASE_URL for a local OpenAI-compatible server such as Ollama) in the environment "
+    "or a .env file, and start again."
 )
 
 # A run of arithmetic characters with at least one operator between two operands.
@@ -35,6 +51,18 @@ _EVERY = re.compile(rf"\bevery (\d+)\s*{_UNIT}\b[,:]?\s*(.+)", re.IGNORECASE)
 _REMINDER_PREFIX = "Reminder:"
 _IANA_ZONE = re.compile(r"\b(UTC|[A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
 _ECHO_LIMIT = 500
+_CAPABILITIES_QUESTION = re.compile(
+    r"what can you do|what do you do|who are you|what are you|how do (?:i|you) use|^\s*help\W*$",
+    re.IGNORECASE,
+)
+_REMEMBER = re.compile(r"^\s*(?:please\s+)?remember(?:\s+that)?\s+(.+)", re.IGNORECASE)
+_RECALL_ALL = re.compile(
+    r"what do you (?:remember|know)(?: about me)?|what have you remembered", re.IGNORECASE
+)
+_RECALL_ABOUT = re.compile(r"^\s*(?:what|which|who|where) (?:is|are|was) my (.+?)\??\s*$", re.I)
+_LIST_SCHEDULES = re.compile(
+    r"\b(?:list|show)?\s*(?:my|the)\s+(?:schedules|reminders)\b", re.IGNORECASE
+)
 
 
 class DemoProvider:
@@ -85,6 +113,15 @@ def _plan(last: Message, offered: set[str], *, call_id: str) -> tuple[ToolCall |
     scheduled = _schedule_request(text, offered, call_id)
     if scheduled is not None:
         return scheduled
+    remembered = _memory_request(text, offered, call_id)
+    if remembered is not None:
+        return remembered
+    if _LIST_SCHEDULES.search(text):
+        if "schedule_list" in offered:
+            return ToolCall(id=call_id, name="schedule_list", arguments={}), ""
+        return None, "I would list your schedules, but scheduling is off in this chat."
+    if _CAPABILITIES_QUESTION.search(text):
+        return None, CAPABILITIES
     if text.startswith(_REMINDER_PREFIX):
         return None, f"\u23f0 {text}"  # a reminder coming due: say it
     expression = find_arithmetic(text)
@@ -124,6 +161,25 @@ def _schedule_request(
     return ToolCall(id=call_id, name="schedule_create", arguments=arguments), ""
 
 
+def _memory_request(
+    text: str, offered: set[str], call_id: str
+) -> tuple[ToolCall | None, str] | None:
+    """ "remember that X" becomes `remember`; "what do you remember" and "what is my X"
+    become `recall`."""
+    remember, everything = _REMEMBER.match(text), _RECALL_ALL.search(text)
+    about = _RECALL_ABOUT.match(text)
+    if remember is None and everything is None and about is None:
+        return None
+    wanted = "remember" if remember is not None else "recall"
+    if wanted not in offered:
+        return None, "I would use my memory for that, but memory is off in this chat."
+    if remember is not None:
+        fact = remember.group(1).strip().rstrip(".!")
+        return ToolCall(id=call_id, name="remember", arguments={"text": fact}), ""
+    query = about.group(1).strip() if about is not None else ""
+    return ToolCall(id=call_id, name="recall", arguments={"query": query}), ""
+
+
 def find_arithmetic(text: str) -> str | None:
     """The longest arithmetic expression in `text`, or None when there is none."""
     best: str | None = None
@@ -151,6 +207,13 @@ def _answer_from_tools(messages: list[Message]) -> str:
             lines.append(f"It is {result.text}.")
         elif result.name == "schedule_create":
             lines.append(f"Done. {result.text}")
+        elif result.name == "remember":
+            fact = result.text.partition(": ")[2] or result.text
+            lines.append(f"I will remember that: {fact}")
+        elif result.name == "recall":
+            lines.append(f"Here is what I remember:\n{result.text}")
+        elif result.name == "schedule_list":
+            lines.append(result.text)
         else:
             lines.append(f"{result.name} says: {result.text}")
     return "\n".join(lines)

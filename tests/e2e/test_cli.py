@@ -190,3 +190,22 @@ def test_an_empty_schedule_prompt_is_one_line(
     assert result.stderr.strip() == (
         "switchboard: error: --prompt: the prompt is empty; say what to ask at each run"
     )
+
+
+def test_the_demo_model_shows_what_the_tools_can_do(env: dict[str, str], tmp_path: Path) -> None:
+    first = run(
+        ["chat"],
+        env,
+        tmp_path,
+        stdin="hello, what can you do?\nremember that my favourite colour is green\n",
+    )
+    assert first.returncode == 0, first.stderr
+    assert "set ANTHROPIC_API_KEY or OPENAI_API_KEY" in first.stdout
+    assert "remember that my favourite colour is green" in first.stdout  # the listed example
+    assert "I will remember that: my favourite colour is green" in first.stdout
+
+    # Remembered facts belong to the person, so a new conversation still knows them.
+    second = run(["chat"], env, tmp_path, stdin="what is my favourite colour?\n")
+    assert second.returncode == 0, second.stderr
+    assert "Here is what I remember:" in second.stdout
+    assert "my favourite colour is green" in second.stdout

@@ -569,7 +569,7 @@ async def test_a_command_after_a_mention_runs(fake_slack: FakeSlack, store: Sqli
     async with serving(fake, store, DemoProvider()) as bot:
         mention = fake.channel_message("/help", mention=True)
         await bot.send(mention)
-        reply = await reply_containing(fake, GENERAL, "/new starts")
+        reply = await reply_containing(fake, GENERAL, "/new: Start a fresh conversation")
 
     assert reply.thread_ts == mention["event"]["ts"]
 
