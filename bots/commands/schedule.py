@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -38,8 +39,14 @@ def schedule() -> None:
 
 
 @schedule.command("add")
-@click.option("--at", "at", metavar="ISO", help="Once, at this time (ISO 8601, read in --tz).")
-@click.option("--every", metavar="DURATION", help="Repeatedly, every 30s, 5m, 2h, 1d...")
+@click.option(
+    "--at",
+    "at",
+    metavar="TIME",
+    help="Once, at this time, read in --tz: 2026-06-01T09:00, 'tomorrow 9:00', 'friday 17:30'.",
+)
+@click.option("--in", "after", metavar="DURATION", help="Once, after this long: 10m, 2h, 1.5h...")
+@click.option("--every", metavar="DURATION", help="Repeatedly: every 30s, 5m, 90m, 2 hours, 1d...")
 @click.option("--cron", metavar="EXPR", help="At the times of a 5-field cron expression.")
 @click.option("--tz", default="UTC", show_default=True, help="IANA timezone for --at and --cron.")
 @click.option("--prompt", required=True, help="What to ask the model at each run.")
@@ -64,7 +71,9 @@ def add(ctx: click.Context, /, **options: Any) -> None:
     settings = settings_from(ctx)
     if not options["prompt"].strip():
         raise ConfigError("--prompt: the prompt is empty; say what to ask at each run")
-    cadence = _cadence(options["at"], options["every"], options["cron"], options["tz"])
+    cadence = _cadence(
+        options["at"], options["after"], options["every"], options["cron"], options["tz"]
+    )
     try:
         address = Address.parse(options["deliver_to"])
     except ValueError as exc:
@@ -72,10 +81,13 @@ def add(ctx: click.Context, /, **options: Any) -> None:
     asyncio.run(_add(settings, cadence, options, address))
 
 
-def _cadence(at: str | None, every: str | None, cron: str | None, tz: str) -> Cadence:
-    given = [name for name, value in (("--at", at), ("--every", every), ("--cron", cron)) if value]
+def _cadence(
+    at: str | None, after: str | None, every: str | None, cron: str | None, tz: str
+) -> Cadence:
+    choices = (("--at", at), ("--in", after), ("--every", every), ("--cron", cron))
+    given = [name for name, value in choices if value is not None]
     if len(given) != 1:
-        raise ConfigError("give exactly one of --at, --every or --cron")
+        raise ConfigError("give exactly one of --at, --in, --every or --cron")
     try:
         parse_timezone(tz)  # checked even when --every ignores it: a typo never passes silently
     except CadenceError as exc:
@@ -86,6 +98,8 @@ def _cadence(at: str | None, every: str | None, cron: str | None, tz: str) -> Ca
             return IntervalCadence(seconds=parse_duration(every), start=now)
         if at is not None:
             return OnceCadence(at=parse_at(at, tz=tz, now=now))
+        if after is not None:
+            return OnceCadence(at=now + timedelta(seconds=parse_duration(after)))
         assert cron is not None
         return make_cron(cron, tz)
     except CadenceError as exc:

@@ -90,7 +90,7 @@ class Plan:
 
 # --- parsers -----------------------------------------------------------------------------
 
-_DURATION_HINT = "use e.g. 30s, 5m, 2h or 1d"
+_DURATION_HINT = "use e.g. 30s, 5m, 90 minutes, 1.5h, 2 hours or 1d"
 _UNIT_SECONDS: dict[str, int] = {
     **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), 604_800),
     **dict.fromkeys(("d", "day", "days"), 86_400),
@@ -104,10 +104,11 @@ _DURATION_PART = re.compile(r"([0-9]+)\s*([a-z]+)", re.ASCII)
 
 
 def parse_duration(text: str) -> int:
-    """Seconds in a duration: ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, ``2 minutes``, ``90``.
+    """Seconds in a duration: ``30s``, ``5m``, ``2h``, ``1d``, ``1h30m``, ``2 minutes``, ``90``,
+    ``hourly``, and what dateparser reads as a delay (``1.5h``, ``an hour``).
 
-    Units go from largest to smallest, each once; a bare number is seconds. Zero, negative,
-    unknown and longer-than-366-days durations raise CadenceError.
+    In the compact forms units go from largest to smallest, each once; a bare number is
+    seconds. Zero, negative, unknown and longer-than-366-days durations raise CadenceError.
     """
     shown = text.strip()
     cleaned = shown.lower()
@@ -116,6 +117,8 @@ def parse_duration(text: str) -> int:
     if cleaned.startswith("-") and _seconds_in(cleaned[1:].strip()) is not None:
         raise CadenceError(f"{shown!r} is negative; a duration must be at least 1 second")
     seconds = _seconds_in(cleaned)
+    if seconds is None:
+        seconds = _natural_seconds(cleaned)
     if seconds is None:
         raise CadenceError(f"{shown!r} is not a duration; {_DURATION_HINT}")
     if seconds == 0:
@@ -145,6 +148,54 @@ def _seconds_in(cleaned: str) -> int | None:
     return total
 
 
+# Words people use for a period; everything else beyond the compact forms goes to dateparser.
+_PERIOD_WORDS: dict[str, int] = {"hourly": 3_600, "daily": 86_400, "weekly": 604_800}
+# Any fixed instant works as the base of a relative phrase; one far from DST changes is clearer.
+_DURATION_BASE = datetime(2001, 1, 1, tzinfo=UTC)
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}", re.ASCII)
+
+
+def _natural_seconds(cleaned: str) -> int | None:
+    """Seconds in what people type beyond the compact forms ("1.5h", "an hour and a half",
+    "hourly"), read by dateparser as a delay from a fixed instant; None if it cannot tell."""
+    if cleaned in _PERIOD_WORDS:
+        return _PERIOD_WORDS[cleaned]
+    # The compact shape with units out of order ("30m1h", "5m5m") is a typo, not a sum.
+    if len(cleaned) > 64 or not cleaned.isascii() or _DURATION_SHAPE.fullmatch(cleaned):
+        return None
+    if cleaned.startswith("-"):
+        return None
+    later = _dateparser(f"in {cleaned}", zone=ZoneInfo("UTC"), base=_DURATION_BASE)
+    if later is None:
+        return None
+    seconds = (later.replace(tzinfo=UTC) - _DURATION_BASE).total_seconds()
+    return round(seconds) if seconds >= 1 else None
+
+
+def _dateparser(text: str, *, zone: ZoneInfo, base: datetime) -> datetime | None:
+    """The wall time in `zone` that `text` names as dateparser reads it (English, future
+    preferred, relative to `base`); naive, or None when it is not a time.
+
+    The result is left naive on purpose: dateparser applies the offset `base` has, which is
+    wrong across a DST change ("tomorrow 9:00" on the day clocks go forward), so the caller
+    puts it in the zone with zoneinfo.
+    """
+    # Imported on first use: it is only needed past the forms parsed here by hand.
+    import dateparser
+
+    settings = {
+        "RELATIVE_BASE": base.astimezone(zone).replace(tzinfo=None),
+        "TIMEZONE": zone.key,
+        "RETURN_AS_TIMEZONE_AWARE": False,
+        "PREFER_DATES_FROM": "future",
+    }
+    try:
+        parsed = dateparser.parse(text, languages=["en"], settings=settings)
+    except (ValueError, OverflowError):
+        return None
+    return parsed if isinstance(parsed, datetime) else None
+
+
 _ZONE_HINT = "use an IANA name such as Europe/Paris, America/New_York or UTC"
 # IANA names are ASCII words joined by "/"; anything else (dots, absolute paths, NULs) is
 # refused before the name gets near the filesystem lookup ZoneInfo does.
@@ -166,13 +217,14 @@ def parse_timezone(name: str) -> ZoneInfo:
 
 
 _AT_HINT = (
-    "use an ISO 8601 time such as 2025-06-01T09:00 or 2025-06-01T09:00+02:00, "
+    "use a time such as 2025-06-01T09:00, 'tomorrow 9:00' or 'friday at 17:30', "
     "or a delay such as 'in 10 minutes'"
 )
 
 
 def parse_at(text: str, *, tz: str = "UTC", now: datetime) -> datetime:
-    """The instant `text` names, in UTC: an ISO 8601 time or ``in <duration>`` from `now`.
+    """The instant `text` names, in UTC: an ISO 8601 time, ``in <duration>`` from `now`, or
+    what dateparser reads as a future time ("tomorrow 9:00", "friday at 17:30", "9pm").
 
     A time without an offset is read in `tz`; one the clocks skip (a DST gap) is refused, one
     they pass twice is its first occurrence. A time before `now` raises CadenceError.
@@ -185,7 +237,16 @@ def parse_at(text: str, *, tz: str = "UTC", now: datetime) -> datetime:
     first, _, rest = cleaned.partition(" ")
     if first.lower() == "in":
         return now + timedelta(seconds=parse_duration(rest))
-    at = _parse_iso(cleaned, zone)
+    try:
+        at = _parse_iso(cleaned, zone)
+    except CadenceError:
+        # "tomorrow 9:00", "friday at 17:30", "9pm": what people type, read in `tz`.
+        if _ISO_DATE.match(cleaned) or len(cleaned) > 100:
+            raise  # meant as ISO 8601: a bad one is refused, not guessed at
+        found = _dateparser(cleaned, zone=zone, base=now)
+        if found is None:
+            raise
+        at = _in_zone(found, zone, cleaned).astimezone(UTC)
     if at < now:
         raise CadenceError(f"{cleaned!r} ({at:%Y-%m-%d %H:%M:%S} UTC) is in the past")
     return at
@@ -197,17 +258,22 @@ def _parse_iso(cleaned: str, zone: ZoneInfo) -> datetime:
     except ValueError as exc:
         raise CadenceError(f"{cleaned!r} is not a time; {_AT_HINT}") from exc
     if parsed.tzinfo is None:
-        local = parsed.replace(tzinfo=zone)
-        # A wall time inside a DST gap does not survive the round trip through UTC.
-        if local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != parsed:
-            raise CadenceError(
-                f"{cleaned!r} does not exist in {zone.key} (the clocks skip it that day)"
-            )
-        parsed = local
+        parsed = _in_zone(parsed, zone, cleaned)
     try:
         return parsed.astimezone(UTC)
     except OverflowError as exc:
         raise CadenceError(f"{cleaned!r} is out of range; {_AT_HINT}") from exc
+
+
+def _in_zone(wall: datetime, zone: ZoneInfo, cleaned: str) -> datetime:
+    """A naive wall time read in `zone`; `CadenceError` for one the clocks skip (a DST gap)."""
+    local = wall.replace(tzinfo=zone)
+    # A wall time inside a DST gap does not survive the round trip through UTC.
+    if local.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != wall:
+        raise CadenceError(
+            f"{cleaned!r} does not exist in {zone.key} (the clocks skip it that day)"
+        )
+    return local
 
 
 _CRON_FIELDS = "minute hour day-of-month month day-of-week"

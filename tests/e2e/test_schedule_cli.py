@@ -143,13 +143,16 @@ def test_pause_resume_runs_and_remove(env: dict[str, str], tmp_path: Path) -> No
         (["--every", "soon"], "--every: 'soon' is not a duration"),
         (["--every", "0s"], "--every: '0s' is zero"),
         (["--every", "2s", "--deliver-to", "mail:x"], "--deliver-to: 'mail:x'"),
-        (["--every", "2s", "--cron", "0 9 * * *"], "exactly one of --at, --every or --cron"),
-        ([], "exactly one of --at, --every or --cron"),
+        (["--every", "2s", "--cron", "0 9 * * *"], "exactly one of --at, --in, --every or --cron"),
+        ([], "exactly one of --at, --in, --every or --cron"),
         (["--cron", "61 * * * *"], "--cron: '61 * * * *' is not a valid cron expression"),
         (["--at", "2020-01-01T09:00"], "--at: '2020-01-01T09:00'"),
         (["--cron", "0 9 * * *", "--tz", "Mars/Base"], "'Mars/Base'"),
         (["--at", "2099-01-01T09:00", "--tz", "Mars/Base"], "'Mars/Base'"),
         (["--every", "2s", "--tz", "Mars/Base"], "--tz: unknown timezone 'Mars/Base'"),
+        (["--at", "the day after soon"], "--at: 'the day after soon' is not a time"),
+        (["--in", "a while"], "--in: 'a while' is not a duration"),
+        (["--at", "yesterday"], "--at: 'yesterday' ("),
     ],
 )
 def test_a_schedule_that_cannot_run_is_refused_in_one_line(
@@ -162,6 +165,30 @@ def test_a_schedule_that_cannot_run_is_refused_in_one_line(
 
     assert_one_line_error(refused, needle)
     assert "No schedules." in run(["schedule", "list"], env, tmp_path).stdout
+
+
+@pytest.mark.parametrize(
+    ("options", "described"),
+    [
+        (["--every", "90m"], "every 90m"),
+        (["--every", "1.5 hours"], "every 90m"),
+        (["--in", "2h"], "once at "),
+        (["--at", "tomorrow 9:00", "--tz", "Europe/Paris"], "once at "),
+    ],
+)
+def test_what_people_type_for_a_time_is_understood(
+    env: dict[str, str], tmp_path: Path, options: list[str], described: str
+) -> None:
+    added = run(
+        ["schedule", "add", "--prompt", "stretch", "--deliver-to", "terminal", *options],
+        env,
+        tmp_path,
+    )
+
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("Added schedule ")
+    assert described in added.stdout
+    assert added.stderr == ""
 
 
 @pytest.mark.parametrize("command", ["pause", "resume", "remove", "runs"])

@@ -27,10 +27,10 @@ from core.scheduling.cadence import (
 from core.scheduling.models import Cadence, CronCadence, IntervalCadence, OnceCadence, Schedule
 
 PARIS = ZoneInfo("Europe/Paris")
-DURATION_HINT = "use e.g. 30s, 5m, 2h or 1d"
+DURATION_HINT = "use e.g. 30s, 5m, 90 minutes, 1.5h, 2 hours or 1d"
 ZONE_HINT = "use an IANA name such as Europe/Paris, America/New_York or UTC"
 AT_HINT = (
-    "use an ISO 8601 time such as 2025-06-01T09:00 or 2025-06-01T09:00+02:00, "
+    "use a time such as 2025-06-01T09:00, 'tomorrow 9:00' or 'friday at 17:30', "
     "or a delay such as 'in 10 minutes'"
 )
 CRON_FIELDS = "minute hour day-of-month month day-of-week"
@@ -97,6 +97,14 @@ def schedule(
         ("  5M  ", 300),
         ("1d12h", 129_600),
         ("366d", 366 * 86_400),
+        # Past the compact forms: what people type, read by dateparser.
+        ("1.5h", 5_400),
+        ("1.5 hours", 5_400),
+        ("1h30", 5_400),
+        ("an hour", 3_600),
+        ("90 min", 5_400),
+        ("hourly", 3_600),
+        ("daily", 86_400),
     ],
 )
 def test_parse_duration_reads_units_and_bare_seconds(text: str, seconds: int) -> None:
@@ -111,8 +119,6 @@ def test_parse_duration_reads_units_and_bare_seconds(text: str, seconds: int) ->
         ("soon", f"'soon' is not a duration; {DURATION_HINT}"),
         ("5x", f"'5x' is not a duration; {DURATION_HINT}"),
         ("m", f"'m' is not a duration; {DURATION_HINT}"),
-        ("1.5h", f"'1.5h' is not a duration; {DURATION_HINT}"),
-        ("1h30", f"'1h30' is not a duration; {DURATION_HINT}"),
         ("30m1h", f"'30m1h' is not a duration; {DURATION_HINT}"),
         ("5m5m", f"'5m5m' is not a duration; {DURATION_HINT}"),
         ("-soon", f"'-soon' is not a duration; {DURATION_HINT}"),
@@ -196,6 +202,11 @@ NOW = utc(2025, 3, 29, 12, 0)
         ("2025-12-01T09:00", "Europe/Paris", utc(2025, 12, 1, 8, 0)),
         # 02:30 happens twice on the fall-back day; the first one is meant.
         ("2025-10-26T02:30", "Europe/Paris", utc(2025, 10, 26, 0, 30)),
+        # What people type, read by dateparser in the zone (Paris is UTC+1 until the 30th).
+        ("tomorrow 9:00", "Europe/Paris", utc(2025, 3, 30, 7, 0)),
+        ("tomorrow", "UTC", utc(2025, 3, 30, 12, 0)),
+        ("monday at 17:30", "UTC", utc(2025, 3, 31, 17, 30)),
+        ("9pm", "UTC", utc(2025, 3, 29, 21, 0)),
         # Exactly now is not in the past.
         ("2025-03-29T12:00:00+00:00", "UTC", NOW),
     ],
@@ -215,7 +226,8 @@ def test_parse_at_is_relative_to_the_given_now_in_any_zone() -> None:
     ("text", "tz", "message"),
     [
         ("", "UTC", f"a time is required; {AT_HINT}"),
-        ("tomorrow", "UTC", f"'tomorrow' is not a time; {AT_HINT}"),
+        ("the day after soon", "UTC", f"'the day after soon' is not a time; {AT_HINT}"),
+        ("yesterday", "UTC", "'yesterday' (2025-03-28 12:00:00 UTC) is in the past"),
         ("2025-13-01T09:00", "UTC", f"'2025-13-01T09:00' is not a time; {AT_HINT}"),
         ("in soon", "UTC", f"'soon' is not a duration; {DURATION_HINT}"),
         ("in 0s", "UTC", "'0s' is zero; a duration must be at least 1 second"),
