@@ -126,9 +126,12 @@ class AnthropicProvider:
     async def _events(self, response: Any, model: str) -> AsyncIterator[ModelEvent]:
         usage = Usage()
         stop: StopReason = "end_turn"
+        ended = False
         tools: dict[int, tuple[str, str, list[str]]] = {}
         async for event in response:
             match event.type:
+                case "message_stop":
+                    ended = True
                 case "message_start":
                     reported = event.message.usage
                     usage = Usage(
@@ -155,6 +158,12 @@ class AnthropicProvider:
                         usage = usage.model_copy(
                             update={"output_tokens": event.usage.output_tokens}
                         )
+        if not ended:
+            # The connection closed before `message_stop`: whatever came is a fragment, and
+            # must not be taken (or stored) for the whole answer.
+            raise ProviderError(
+                "server", "anthropic's answer was cut off before its end", provider=self.name
+            )
         yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
 
 

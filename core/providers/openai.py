@@ -148,6 +148,7 @@ class OpenAIProvider:
     ) -> AsyncIterator[ModelEvent]:
         usage = Usage()
         stop: StopReason = "end_turn"
+        ended = False
         calls: dict[int, tuple[list[str], list[str], list[str]]] = {}
         async for chunk in response:
             if chunk.usage is not None:
@@ -172,7 +173,14 @@ class OpenAIProvider:
                         if fragment.function.arguments:
                             arguments.append(fragment.function.arguments)
                 if choice.finish_reason:
+                    ended = True
                     stop = _STOP_REASONS.get(choice.finish_reason, "other")
+        if not ended:
+            # The connection closed before the answer said it was done: whatever came is a
+            # fragment, and must not be taken (or stored) for the whole answer.
+            raise ProviderError(
+                "server", "openai's answer was cut off before its end", provider=self.name
+            )
         for index in sorted(calls):
             ids, names, arguments = calls[index]
             # Some compatible servers send no id; the runtime needs one to pair the result.

@@ -8,6 +8,7 @@ from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.llm_script import (
     NO_SCRIPT_MESSAGE,
+    Cut,
     Error,
     Recorded,
     Reply,
@@ -24,6 +25,7 @@ from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage, Webhook
 __all__ = [
     "NO_SCRIPT_MESSAGE",
     "Call",
+    "Cut",
     "Error",
     "FakeAnthropic",
     "FakeDiscord",

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from tests.fakes.llm_script import (
     Answer,
+    Cut,
     ScriptedLLMServer,
     StreamError,
     Text,
@@ -148,6 +149,10 @@ def _stream_events(message_id: str, model: str, reply: Answer) -> Iterator[_Even
             yield from _text_block(0, reply.after_text, 40, stop=False)
         error = {"type": reply.kind, "message": reply.message}
         yield "error", {"type": "error", "error": error}
+        return
+    if isinstance(reply, Cut):
+        # No content_block_stop, message_delta or message_stop: the stream just ends.
+        yield from _text_block(0, reply.text, 40, stop=False)
         return
     index = 0
     if isinstance(reply, Text):

@@ -98,15 +98,26 @@ class StreamError:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """HTTP 200, the stream starts (with `text` if any), then ends cleanly without the vendor's
+    end marker: what a proxy timeout or a dropped upstream leaves behind.
+
+    A request that did not ask to stream gets an HTTP 502 instead.
+    """
+
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class Stall:
     """Accept the request, send nothing for `seconds`, then drop the connection."""
 
     seconds: float
 
 
-Reply: TypeAlias = Text | ToolUse | Error | StreamError | Stall
+Reply: TypeAlias = Text | ToolUse | Error | StreamError | Cut | Stall
 Step: TypeAlias = Reply | Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
-Answer: TypeAlias = Text | ToolUse | StreamError
+Answer: TypeAlias = Text | ToolUse | StreamError | Cut
 
 
 @dataclass(frozen=True)
@@ -247,6 +258,8 @@ class ScriptedLLMServer(ABC):
                 return self._error(status, kind, message, extra)
             case Stall(seconds=seconds):
                 return await self._stall(request, seconds)
+            case Cut() if not streaming:
+                return self._error(502, self._no_script_kind, "upstream connection lost")
             case StreamError(kind=kind, message=message) if not streaming:
                 return self._error(self._status_for(kind), kind, message)
             case Text() | ToolUse() if not streaming:

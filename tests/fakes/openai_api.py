@@ -16,6 +16,7 @@ from aiohttp import web
 
 from tests.fakes.llm_script import (
     Answer,
+    Cut,
     ScriptedLLMServer,
     StreamError,
     Text,
@@ -110,7 +111,7 @@ class FakeOpenAI(ScriptedLLMServer):
         with_usage = isinstance(options, dict) and options.get("include_usage") is True
         chunks = _Chunks(self._new_id("chatcmpl-"), body["model"], with_usage)
         frames = [f"data: {json.dumps(data)}\n\n".encode() for data in chunks.events(reply)]
-        if not isinstance(reply, StreamError):
+        if not isinstance(reply, StreamError | Cut):
             frames.append(b"data: [DONE]\n\n")
         return await self._send(response, frames)
 
@@ -190,6 +191,12 @@ class _Chunks:
             for piece in text_pieces(reply.after_text):
                 yield self._chunk({"content": piece})
             yield {"error": error_object(reply.kind, reply.message)}
+            return
+        if isinstance(reply, Cut):
+            # No finish_reason, no usage chunk, no [DONE]: the stream just ends.
+            yield self._chunk({"role": "assistant", "content": "", "refusal": None})
+            for piece in text_pieces(reply.text):
+                yield self._chunk({"content": piece})
             return
         content = "" if isinstance(reply, Text) or reply.text else None
         yield self._chunk({"role": "assistant", "content": content, "refusal": None})
