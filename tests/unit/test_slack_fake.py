@@ -39,7 +39,7 @@ def client(fake_slack: FakeSlack) -> AsyncWebClient:
 
 async def test_auth_test_names_the_bot_and_refuses_other_tokens(
     fake_slack: FakeSlack, client: AsyncWebClient
-):
+) -> None:
     response = await client.auth_test()
     assert (response["team_id"], response["user_id"]) == (TEAM_ID, BOT_USER_ID)
     with pytest.raises(SlackApiError) as refused:
@@ -51,7 +51,9 @@ async def test_auth_test_names_the_bot_and_refuses_other_tokens(
     assert wrong_type.value.response["error"] == "not_allowed_token_type"
 
 
-async def test_messages_are_posted_updated_and_kept(fake_slack: FakeSlack, client: AsyncWebClient):
+async def test_messages_are_posted_updated_and_kept(
+    fake_slack: FakeSlack, client: AsyncWebClient
+) -> None:
     posted = await client.chat_postMessage(channel="C1", text="first", thread_ts="1.000001")
     await client.chat_update(channel="C1", ts=posted["ts"], text="second")
     [message] = fake_slack.sent("C1")
@@ -63,7 +65,7 @@ async def test_messages_are_posted_updated_and_kept(fake_slack: FakeSlack, clien
 
 async def test_a_429_carries_retry_after_and_the_retry_handler_waits_it_out(
     fake_slack: FakeSlack, client: AsyncWebClient
-):
+) -> None:
     fake_slack.fail_next("chat.postMessage", retry_after=3)
     with pytest.raises(SlackApiError) as limited:
         await client.chat_postMessage(channel="C1", text="hi")
@@ -80,7 +82,9 @@ async def test_a_429_carries_retry_after_and_the_retry_handler_waits_it_out(
     assert fake_slack.sent_texts("C1") == ["after the wait"]
 
 
-async def test_reactions_and_assistant_status(fake_slack: FakeSlack, client: AsyncWebClient):
+async def test_reactions_and_assistant_status(
+    fake_slack: FakeSlack, client: AsyncWebClient
+) -> None:
     await client.reactions_add(channel="C1", timestamp="1.1", name="eyes")
     with pytest.raises(SlackApiError, match="already_reacted"):
         await client.reactions_add(channel="C1", timestamp="1.1", name="eyes")
@@ -97,7 +101,7 @@ async def test_reactions_and_assistant_status(fake_slack: FakeSlack, client: Asy
         await client.assistant_threads_setStatus(channel_id="C1", thread_ts="1.1", status="x")
 
 
-async def test_files_need_the_bot_token(fake_slack: FakeSlack):
+async def test_files_need_the_bot_token(fake_slack: FakeSlack) -> None:
     file = fake_slack.add_file("F1", b"\x89PNG...", mimetype="image/png")
     async with aiohttp.ClientSession() as session:
         headers = {"Authorization": f"Bearer {fake_slack.bot_token}"}
@@ -108,7 +112,7 @@ async def test_files_need_the_bot_token(fake_slack: FakeSlack):
     assert fake_slack.downloads == [("F1", True), ("F1", False)]
 
 
-async def test_events_are_signed_the_way_bolt_verifies_them(fake_slack: FakeSlack):
+async def test_events_are_signed_the_way_bolt_verifies_them(fake_slack: FakeSlack) -> None:
     body = json.dumps(fake_slack.dm("hello")).encode()
     now = str(int(time.time()))
     verifier = SignatureVerifier(fake_slack.signing_secret)
@@ -148,7 +152,7 @@ async def socket_client(fake_slack: FakeSlack) -> AsyncIterator[SocketModeClient
 
 async def test_socket_mode_delivers_envelopes_and_records_acks(
     fake_slack: FakeSlack, socket_client: SocketModeClient
-):
+) -> None:
     received: list[SocketModeRequest] = []
 
     async def ack(client: Any, request: SocketModeRequest) -> None:
