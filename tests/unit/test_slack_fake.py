@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -130,7 +130,7 @@ async def test_events_are_signed_the_way_bolt_verifies_them(fake_slack: FakeSlac
     async def remember(event: dict[str, Any]) -> None:
         seen.append(event)
 
-    headers = {
+    headers: dict[str, str | Sequence[str]] = {
         "x-slack-request-timestamp": now,
         "x-slack-signature": fake_slack.signature(now, body),
     }
@@ -145,7 +145,7 @@ async def socket_client(fake_slack: FakeSlack) -> AsyncIterator[SocketModeClient
     web = AsyncWebClient(base_url=fake_slack.api_url)
     client = SocketModeClient(app_token=fake_slack.app_token, web_client=web)
     yield client
-    await client.close()
+    await client.close()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
     tasks = [client.message_processor, client.current_session_monitor, client.message_receiver]
     await asyncio.wait([task for task in tasks if task is not None])
 
@@ -160,7 +160,7 @@ async def test_socket_mode_delivers_envelopes_and_records_acks(
         await client.send_socket_mode_response(SocketModeResponse(request.envelope_id))
 
     socket_client.socket_mode_request_listeners.append(ack)
-    await socket_client.connect()
+    await socket_client.connect()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
     await fake_slack.wait_socket_connected()
     envelope_id = await fake_slack.send_socket_event(
         fake_slack.dm("over the socket"), retry_attempt=1
