@@ -39,7 +39,7 @@ format: install ## Reformat the code and apply safe lint fixes
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-typecheck: install ## Check types (mypy; strict on core/)
+typecheck: install ## Check types (mypy, strict: core, channels, bots, bench and tests)
 	$(BIN)/mypy
 
 clean: ## Remove the virtualenv and caches (keeps ./data)

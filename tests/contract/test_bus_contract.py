@@ -334,6 +334,7 @@ async def test_after_max_deliveries_by_nack_the_entry_is_dead_lettered(
     caplog.set_level(logging.WARNING)
     poison = _inbound("poison")
     entry_id = await bus.enqueue(queue, poison)
+    assert entry_id is not None
     for attempt in range(1, MAX_DELIVERIES + 1):
         delivery = await _receive(bus, queue)
         assert delivery.attempt == attempt

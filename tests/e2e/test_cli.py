@@ -42,7 +42,9 @@ def run(
     )
 
 
-def test_piped_arithmetic_is_answered_with_the_calculator(env: dict[str, str], tmp_path: Path):
+def test_piped_arithmetic_is_answered_with_the_calculator(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     result = run(["chat"], env, tmp_path, stdin="what is 17*23?\n")
     assert result.returncode == 0, result.stderr
     assert "391" in result.stdout
@@ -63,7 +65,7 @@ def test_piped_arithmetic_is_answered_with_the_calculator(env: dict[str, str], t
     assert "→ calculator({'expression': '17*23'})" in shown.stdout
 
 
-def test_each_piped_line_is_one_turn_answered_in_order(env: dict[str, str], tmp_path: Path):
+def test_each_piped_line_is_one_turn_answered_in_order(env: dict[str, str], tmp_path: Path) -> None:
     result = run(["chat"], env, tmp_path, stdin="hello there\n\nwhat is 2+2\nbye now\n")
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -75,7 +77,7 @@ def test_each_piped_line_is_one_turn_answered_in_order(env: dict[str, str], tmp_
     assert out.count("Demo mode") == 1  # said once per session
 
 
-def test_session_resumes_by_name_and_by_id(env: dict[str, str], tmp_path: Path):
+def test_session_resumes_by_name_and_by_id(env: dict[str, str], tmp_path: Path) -> None:
     first = run(["chat", "--session", "notes"], env, tmp_path, stdin="remember me\n")
     assert first.returncode == 0, first.stderr
     assert "Demo mode" in first.stdout
@@ -93,7 +95,7 @@ def test_session_resumes_by_name_and_by_id(env: dict[str, str], tmp_path: Path):
     assert "user: third" in shown and "user: remember me" in shown
 
 
-def test_new_command_starts_a_fresh_session(env: dict[str, str], tmp_path: Path):
+def test_new_command_starts_a_fresh_session(env: dict[str, str], tmp_path: Path) -> None:
     result = run(["chat", "--session", "t"], env, tmp_path, stdin="one\n/new\ntwo\n")
     assert result.returncode == 0, result.stderr
     assert "Started a new conversation." in result.stdout
@@ -116,7 +118,7 @@ def test_new_command_starts_a_fresh_session(env: dict[str, str], tmp_path: Path)
 )
 def test_bad_input_is_one_clear_line_and_nonzero_exit(
     env: dict[str, str], tmp_path: Path, args: list[str], extra_env: dict[str, str], expected: str
-):
+) -> None:
     result = run(args, env | extra_env, tmp_path, stdin="hi\n")
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
@@ -125,7 +127,7 @@ def test_bad_input_is_one_clear_line_and_nonzero_exit(
     assert "Traceback" not in result.stderr
 
 
-def test_invalid_profile_names_file_and_key(env: dict[str, str], tmp_path: Path):
+def test_invalid_profile_names_file_and_key(env: dict[str, str], tmp_path: Path) -> None:
     profile = tmp_path / "profiles" / "broken"
     profile.mkdir(parents=True)
     (profile / "profile.toml").write_text("max_stepz = 3\n")
@@ -139,7 +141,7 @@ def test_invalid_profile_names_file_and_key(env: dict[str, str], tmp_path: Path)
 @pytest.mark.parametrize(
     "args", [[], ["chat"], ["serve"], ["sessions"], ["sessions", "list"], ["sessions", "show"]]
 )
-def test_every_command_has_help(env: dict[str, str], tmp_path: Path, args: list[str]):
+def test_every_command_has_help(env: dict[str, str], tmp_path: Path, args: list[str]) -> None:
     result = run([*args, "--help"], env, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Usage: switchboard" in result.stdout

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,10 +21,16 @@ KEY = "test-key"
 
 
 def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return processes.clean_env(tmp_path, redis_url=None, **extra)
+    # `extra` goes on last, as `processes.clean_env` would put it; passed on as `**extra`,
+    # mypy could not rule out a key naming its `telegram` or `openai` parameter.
+    env = processes.clean_env(tmp_path, redis_url=None)
+    env.update(extra)
+    return env
 
 
-async def switchboard(args: list[str], env: dict[str, str], cwd: Path, stdin: str = "") -> Any:
+async def switchboard(
+    args: list[str], env: dict[str, str], cwd: Path, stdin: str = ""
+) -> tuple[int | None, str, str]:
     process = await asyncio.create_subprocess_exec(
         str(SWITCHBOARD),
         *args,

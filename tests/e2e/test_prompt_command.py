@@ -54,7 +54,9 @@ def split_footer(text: str) -> tuple[str, str]:
     return head, match.group(1)
 
 
-def test_telegram_shows_the_telegram_hint_and_the_safe_chat_rules(env, tmp_path: Path):
+def test_telegram_shows_the_telegram_hint_and_the_safe_chat_rules(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     result = run(["--channel", "telegram"], env, tmp_path)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -66,7 +68,9 @@ def test_telegram_shows_the_telegram_hint_and_the_safe_chat_rules(env, tmp_path:
     assert split_footer(out)[1] == "<session>"
 
 
-def test_the_output_is_what_a_turn_on_that_channel_sends(env, tmp_path: Path):
+def test_the_output_is_what_a_turn_on_that_channel_sends(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     profile = load_profile(REPO / "profiles", "default")
 
     def expected() -> str:
@@ -82,7 +86,7 @@ def test_the_output_is_what_a_turn_on_that_channel_sends(env, tmp_path: Path):
     assert result.stdout in {before + "\n", after + "\n"}
 
 
-def test_terminal_shows_the_full_mode(env, tmp_path: Path):
+def test_terminal_shows_the_full_mode(env: dict[str, str], tmp_path: Path) -> None:
     result = run(["--channel", "terminal"], env, tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"## Capabilities\n{FULL.prompt_rules}\n\n" in result.stdout
@@ -90,13 +94,13 @@ def test_terminal_shows_the_full_mode(env, tmp_path: Path):
     assert SAFE_CHAT.prompt_rules not in result.stdout
 
 
-def test_discord_uses_its_own_mode(env, tmp_path: Path):
+def test_discord_uses_its_own_mode(env: dict[str, str], tmp_path: Path) -> None:
     result = run(["--channel", "discord"], env, tmp_path)
     assert result.returncode == 0, result.stderr
     assert f"## Capabilities\n{DISCORD.prompt_rules}\n\n" in result.stdout
 
 
-def test_an_unknown_channel_is_one_line_and_exit_2(env, tmp_path: Path):
+def test_an_unknown_channel_is_one_line_and_exit_2(env: dict[str, str], tmp_path: Path) -> None:
     result = run(["--channel", "irc"], env, tmp_path)
     assert result.returncode == 2
     assert result.stdout == ""
@@ -106,7 +110,7 @@ def test_an_unknown_channel_is_one_line_and_exit_2(env, tmp_path: Path):
     assert "telegram" in lines[0]
 
 
-def test_a_profile_with_every_part_and_a_chat_mode(env, tmp_path: Path):
+def test_a_profile_with_every_part_and_a_chat_mode(env: dict[str, str], tmp_path: Path) -> None:
     profiles = tmp_path / "profiles"
     bot = profiles / "helper"
     (bot / "skills" / "sql").mkdir(parents=True)
@@ -142,7 +146,9 @@ def test_a_profile_with_every_part_and_a_chat_mode(env, tmp_path: Path):
     assert "- sql — Writing SQL." in other.stdout
 
 
-def test_an_invalid_profile_is_one_line_naming_file_and_key(env, tmp_path: Path):
+def test_an_invalid_profile_is_one_line_naming_file_and_key(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     profiles = tmp_path / "profiles"
     (profiles / "broken").mkdir(parents=True)
     (profiles / "broken" / "profile.toml").write_text("max_steps = 0\n", encoding="utf-8")

@@ -92,7 +92,7 @@ def env(fake_discord: FakeDiscord, fake_openai: FakeOpenAI, tmp_path: Path) -> d
 
 async def test_serve_answers_on_discord(
     fake_discord: FakeDiscord, env: dict[str, str], tmp_path: Path
-):
+) -> None:
     fake = fake_discord
     async with Deployment(env, tmp_path) as deployment:
         served = await deployment.start("serve")
@@ -164,7 +164,7 @@ async def test_serve_answers_on_discord(
 @pytest.mark.timeout(90)
 async def test_gateway_discord_serves_workers_over_redis_one_connection_at_a_time(
     redis_url: str, fake_discord: FakeDiscord, fake_openai: FakeOpenAI, tmp_path: Path
-):
+) -> None:
     fake = fake_discord
     env = discord_env(fake, fake_openai, tmp_path, redis_url)
     took, standing_by = r"took discord-gateway:", r"holds discord-gateway:\S+; standing by"

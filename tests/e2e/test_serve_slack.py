@@ -58,7 +58,7 @@ def env(fake_slack: FakeSlack, tmp_path: Path) -> dict[str, str]:
 
 async def test_serve_answers_slack_events_over_http(
     fake_slack: FakeSlack, env: dict[str, str], tmp_path: Path
-):
+) -> None:
     fake = fake_slack
     port = free_port()
     env.update(SLACK_SIGNING_SECRET=fake.signing_secret, SLACK_PORT=str(port))
@@ -134,7 +134,7 @@ def _long_markdown() -> tuple[str, str]:
 
 async def test_serve_answers_over_socket_mode_and_splits_a_long_answer(
     fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, env: dict[str, str], tmp_path: Path
-):
+) -> None:
     fake = fake_slack
     markdown, code = _long_markdown()
     assert 9_500 <= len(markdown) <= 11_000
@@ -167,7 +167,7 @@ async def test_serve_answers_over_socket_mode_and_splits_a_long_answer(
 
 async def test_gateway_slack_runs_alone_on_the_bus_with_a_worker(
     fake_slack: FakeSlack, redis_url: str, tmp_path: Path
-):
+) -> None:
     fake = fake_slack
     env = clean_env(
         tmp_path,

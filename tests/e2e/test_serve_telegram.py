@@ -52,7 +52,7 @@ def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
 
 async def test_serve_answers_telegram_by_long_polling(
     fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
-):
+) -> None:
     fake = fake_telegram
     async with serve(env, tmp_path) as served:
         await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
@@ -93,7 +93,7 @@ async def test_serve_answers_telegram_by_long_polling(
 
 async def test_serve_answers_telegram_through_a_webhook(
     fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
-):
+) -> None:
     fake = fake_telegram
     port = free_port()
     url = f"http://127.0.0.1:{port}/hook"

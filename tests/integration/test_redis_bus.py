@@ -11,9 +11,11 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
+from redis.typing import EncodableT, FieldT
 
 from core.bus import RedisBus
 from core.envelopes import Address, EventEnvelope, Outbound
@@ -46,6 +48,18 @@ async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
         yield client
     finally:
         await client.aclose()
+
+
+async def _add(raw: aioredis.Redis, stream: str, fields: dict[FieldT, EncodableT]) -> str:
+    """`XADD` straight to a stream; the new entry's id."""
+    entry_id = await raw.xadd(stream, fields)
+    assert isinstance(entry_id, bytes)  # `raw` does not decode responses
+    return entry_id.decode()
+
+
+async def _entries(raw: aioredis.Redis, stream: str) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """`XRANGE` of a whole stream, typed as `raw` (which does not decode responses) returns it."""
+    return cast(list[tuple[bytes, dict[bytes, bytes]]], await raw.xrange(stream))
 
 
 @pytest.fixture
@@ -131,6 +145,7 @@ async def test_maxlen_keeps_the_stream_bounded(
 ) -> None:
     bus = await open_bus(maxlen=10)
     first_id = await bus.enqueue(queue, _outbound("n0"))
+    assert first_id is not None
     for n in range(1, 500):
         await bus.enqueue(queue, _outbound(f"n{n}"))
 
@@ -145,8 +160,8 @@ async def test_an_undecodable_entry_is_dead_lettered_without_blocking_the_queue(
 ) -> None:
     caplog.set_level(logging.WARNING)
     bus = await open_bus()
-    garbage_id = (await raw.xadd(queue_stream(queue), {"data": b"\xc1 not msgpack"})).decode()
-    fieldless_id = (await raw.xadd(queue_stream(queue), {"other": b"x"})).decode()
+    garbage_id = await _add(raw, queue_stream(queue), {"data": b"\xc1 not msgpack"})
+    fieldless_id = await _add(raw, queue_stream(queue), {"other": b"x"})
     good = _outbound("after the garbage")
     await bus.enqueue(queue, good)
 
@@ -156,7 +171,7 @@ async def test_an_undecodable_entry_is_dead_lettered_without_blocking_the_queue(
     await delivery.ack()
     assert await bus.receive(queue, consumer="c1", timeout=0) is None
 
-    buried = await raw.xrange(dead_letters(queue))
+    buried = await _entries(raw, dead_letters(queue))
     assert [(fields[b"id"].decode(), fields[b"reason"]) for _, fields in buried] == [
         (garbage_id, b"undecodable"),
         (fieldless_id, b"undecodable"),

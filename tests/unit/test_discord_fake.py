@@ -79,7 +79,7 @@ async def client(
         await running
 
 
-async def test_login_identify_ready_and_guilds(client: Recorder, fake_discord: FakeDiscord):
+async def test_login_identify_ready_and_guilds(client: Recorder, fake_discord: FakeDiscord) -> None:
     fake = fake_discord
     assert client.user is not None and client.user.id == fake.bot_id
     assert client.application_id == fake.application_id
@@ -93,7 +93,7 @@ async def test_login_identify_ready_and_guilds(client: Recorder, fake_discord: F
     assert guild.default_role.id == GUILD
 
 
-async def test_messages_in_and_replies_out(client: Recorder, fake_discord: FakeDiscord):
+async def test_messages_in_and_replies_out(client: Recorder, fake_discord: FakeDiscord) -> None:
     fake = fake_discord
     fake.dm(42, "hello in private")
     private = await client.next_message()
@@ -121,7 +121,7 @@ async def test_messages_in_and_replies_out(client: Recorder, fake_discord: FakeD
     assert reply.reference.resolved.author.id == fake.bot_id
 
 
-async def test_pings_follow_allowed_mentions(client: Recorder, fake_discord: FakeDiscord):
+async def test_pings_follow_allowed_mentions(client: Recorder, fake_discord: FakeDiscord) -> None:
     fake = fake_discord
     channel = client.get_partial_messageable(CHANNEL)
     loud = "@everyone <@42> <@7> <@&5>"
@@ -136,7 +136,7 @@ async def test_pings_follow_allowed_mentions(client: Recorder, fake_discord: Fak
     ]
 
 
-async def test_errors_and_rate_limits(client: Recorder, fake_discord: FakeDiscord):
+async def test_errors_and_rate_limits(client: Recorder, fake_discord: FakeDiscord) -> None:
     fake = fake_discord
     channel = client.get_partial_messageable(CHANNEL)
     fake.fail_next("create_message", retry_after=0.3)
@@ -160,7 +160,7 @@ async def test_errors_and_rate_limits(client: Recorder, fake_discord: FakeDiscor
 
 async def test_a_wrong_token_fails_login(
     fake_discord: FakeDiscord, monkeypatch: pytest.MonkeyPatch
-):
+) -> None:
     monkeypatch.setattr(discord.http.Route, "BASE", fake_discord.api_url)
     bot = Recorder()
     try:
@@ -170,7 +170,9 @@ async def test_a_wrong_token_fails_login(
         await bot.close()
 
 
-async def test_slash_command_deferred_then_edited(client: Recorder, fake_discord: FakeDiscord):
+async def test_slash_command_deferred_then_edited(
+    client: Recorder, fake_discord: FakeDiscord
+) -> None:
     fake = fake_discord
     assert client.application_id is not None
     await client.tree.sync()
@@ -191,7 +193,7 @@ async def test_slash_command_deferred_then_edited(client: Recorder, fake_discord
     assert fake.sent_texts(CHANNEL) == ["pong: hi"]
 
 
-async def test_resume_delivers_what_was_missed(client: Recorder, fake_discord: FakeDiscord):
+async def test_resume_delivers_what_was_missed(client: Recorder, fake_discord: FakeDiscord) -> None:
     fake = fake_discord
     fake.dm(42, "before")
     await client.next_message()
@@ -208,7 +210,7 @@ async def test_resume_delivers_what_was_missed(client: Recorder, fake_discord: F
     assert (await client.next_message()).content == "while away"  # replayed on purpose
 
 
-async def test_attachments_download(client: Recorder, fake_discord: FakeDiscord):
+async def test_attachments_download(client: Recorder, fake_discord: FakeDiscord) -> None:
     fake = fake_discord
     attachment = fake.add_attachment(b"\x89PNG-bytes", filename="a.png")
     fake.dm(42, "look", attachments=[attachment])

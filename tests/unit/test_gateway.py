@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from channels.base import InboundSink
 from channels.gateway import Gateway
+from core.bus import BusPayload
 from core.bus.memory import MemoryBus
 from core.bus.names import INBOUND
-from core.envelopes import Address, Inbound
+from core.envelopes import Address, Inbound, Outbound
 from core.errors import BusError
 
 
@@ -18,7 +18,9 @@ class _FlakyBus(MemoryBus):
         super().__init__()
         self.failures = failures
 
-    async def enqueue(self, queue: str, envelope: Any, *, dedupe_id: str | None = None) -> Any:
+    async def enqueue(
+        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+    ) -> str | None:
         if self.failures:
             self.failures -= 1
             raise BusError("connection refused")
@@ -26,12 +28,23 @@ class _FlakyBus(MemoryBus):
 
 
 class _Adapter:
+    """A channel adapter that is never run: the test only publishes through the gateway."""
+
     platform = "terminal"
+
+    async def run(self, sink: InboundSink) -> None:
+        """Never called."""
+
+    async def deliver(self, outbound: Outbound) -> None:
+        """Never called."""
+
+    async def stop(self) -> None:
+        """Nothing to stop."""
 
 
 async def test_a_message_waits_for_the_bus_instead_of_being_dropped() -> None:
     bus = _FlakyBus(failures=2)
-    gateway = Gateway(_Adapter(), bus)  # type: ignore[arg-type]
+    gateway = Gateway(_Adapter(), bus)
     inbound = Inbound(address=Address(platform="terminal", chat="c"), text="hello")
 
     await gateway.publish(inbound)

@@ -14,6 +14,8 @@ import aiohttp
 import anthropic
 import openai
 import pytest
+from anthropic.types import ContentBlock, Message, MessageParam, TextBlock, ToolUseBlock
+from openai.types.chat import ChatCompletionMessageFunctionToolCall, ChatCompletionMessageParam
 
 from tests.fakes import (
     NO_SCRIPT_MESSAGE,
@@ -33,7 +35,9 @@ SHARED_FIXTURES = (fake_anthropic, fake_openai)
 LONG_TEXT = "".join(f"{i % 10}" if i % 97 else "\n" for i in range(10_000))
 WEATHER = ("toolu_01", "get_weather", {"city": "Paris", "units": "metric", "days": [1, 2]})
 CLOCK = ("toolu_02", "get_time", {"timezone": "Europe/Paris"})
-USER_TURN = [{"role": "user", "content": "hello"}]
+# One user turn in each SDK's own message type: the fakes must accept what callers send.
+USER_TURN: list[MessageParam] = [{"role": "user", "content": "hello"}]
+GPT_USER_TURN: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
 
 
 @pytest.fixture
@@ -52,24 +56,37 @@ async def gpt(fake_openai: FakeOpenAI) -> AsyncIterator[openai.AsyncOpenAI]:
         yield client
 
 
-async def _claude_stream(client: anthropic.AsyncAnthropic) -> tuple[list[str], Any]:
+async def _claude_stream(client: anthropic.AsyncAnthropic) -> tuple[list[str], Message]:
     """Stream one turn; the event types seen and the SDK's final message."""
     async with client.messages.stream(
         model="claude-test", max_tokens=1024, messages=USER_TURN
     ) as stream:
-        seen = [event.type async for event in stream]
+        seen: list[str] = [event.type async for event in stream]
         return seen, await stream.get_final_message()
+
+
+def _text(block: ContentBlock) -> str:
+    """A text block's text; any other block fails the test."""
+    assert isinstance(block, TextBlock), block
+    return block.text
+
+
+def _tool_use(block: ContentBlock) -> tuple[str, str, object]:
+    """A tool-use block's id, name and input; any other block fails the test."""
+    assert isinstance(block, ToolUseBlock), block
+    return block.id, block.name, block.input
 
 
 async def _gpt_stream(client: openai.AsyncOpenAI) -> dict[str, Any]:
     """Stream one turn and assemble it the way a provider must: text, tool calls by index."""
     stream = await client.chat.completions.create(
         model="gpt-test",
-        messages=[{"role": "user", "content": "hello"}],
+        messages=GPT_USER_TURN,
         stream=True,
         stream_options={"include_usage": True},
     )
-    text, calls, finish, usage, chunks = "", {}, None, None, 0
+    calls: dict[int, dict[str, Any]] = {}
+    text, finish, usage, chunks = "", None, None, 0
     async for chunk in stream:
         chunks += 1
         if chunk.usage is not None:
@@ -110,7 +127,7 @@ async def test_anthropic_stream_reassembles_text(
     seen, message = await _claude_stream(claude)
 
     assert [block.type for block in message.content] == ["text"]
-    assert message.content[0].text == text
+    assert _text(message.content[0]) == text
     assert message.model == "claude-test"
     assert message.stop_reason == "end_turn"
     assert message.usage.input_tokens == 120
@@ -149,8 +166,8 @@ async def test_anthropic_parallel_tool_use_streams_json_fragments(
     seen, message = await _claude_stream(claude)
 
     assert [block.type for block in message.content] == ["text", "tool_use", "tool_use"]
-    assert message.content[0].text == "Checking both."
-    calls = [(block.id, block.name, block.input) for block in message.content[1:]]
+    assert _text(message.content[0]) == "Checking both."
+    calls = [_tool_use(block) for block in message.content[1:]]
     assert calls == [WEATHER, CLOCK]
     assert message.stop_reason == "tool_use"
     assert message.usage.output_tokens == 33
@@ -165,12 +182,12 @@ async def test_anthropic_non_streamed_message(
     text = await claude.messages.create(model="claude-x", max_tokens=64, messages=USER_TURN)
     tool = await claude.messages.create(model="claude-x", max_tokens=64, messages=USER_TURN)
 
-    assert (text.content[0].text, text.stop_reason, text.usage.output_tokens) == (
+    assert (_text(text.content[0]), text.stop_reason, text.usage.output_tokens) == (
         "plain",
         "end_turn",
         2,
     )
-    assert tool.content[0].input == CLOCK[2]
+    assert _tool_use(tool.content[0])[2] == CLOCK[2]
     assert tool.stop_reason == "tool_use"
 
 
@@ -225,6 +242,7 @@ async def test_anthropic_rate_limit_exposes_retry_after(
 
     assert caught.value.response.headers["retry-after"] == "7"
     assert caught.value.type == "rate_limit_error"
+    assert isinstance(caught.value.body, dict)
     assert caught.value.body["error"]["message"] == "slow down"
 
 
@@ -288,6 +306,7 @@ async def test_anthropic_error_mid_stream_raises_during_iteration(
     assert received == "Partial an"
     assert caught.value.status_code == 200
     assert caught.value.type == "overloaded_error"
+    assert isinstance(caught.value.body, dict)
     assert caught.value.body["error"]["message"] == "Overloaded"
 
 
@@ -305,7 +324,7 @@ async def test_anthropic_callable_step_answers_from_the_request(
 
     _, message = await _claude_stream(claude)
 
-    assert message.content[0].text == "HELLO"
+    assert _text(message.content[0]) == "HELLO"
 
 
 async def test_anthropic_async_step_and_stream_error_without_streaming(
@@ -382,13 +401,16 @@ async def test_openai_non_streamed_completion(
 ) -> None:
     fake_openai.script(Text("plain", output_tokens=2), ToolUse([CLOCK]))
 
-    text = await gpt.chat.completions.create(model="gpt-x", messages=USER_TURN)
-    tool = await gpt.chat.completions.create(model="gpt-x", messages=USER_TURN)
+    text = await gpt.chat.completions.create(model="gpt-x", messages=GPT_USER_TURN)
+    tool = await gpt.chat.completions.create(model="gpt-x", messages=GPT_USER_TURN)
 
     assert text.choices[0].message.content == "plain"
+    assert text.usage is not None
     assert (text.choices[0].finish_reason, text.usage.completion_tokens) == ("stop", 2)
     assert text.model == "gpt-x"
+    assert tool.choices[0].message.tool_calls is not None
     (call,) = tool.choices[0].message.tool_calls
+    assert isinstance(call, ChatCompletionMessageFunctionToolCall)
     assert (call.id, call.function.name) == CLOCK[:2]
     assert json.loads(call.function.arguments) == CLOCK[2]
     assert tool.choices[0].finish_reason == "tool_calls"
@@ -415,11 +437,12 @@ async def test_openai_insufficient_quota_is_a_rate_limit_error_with_its_code(
     )
 
     with pytest.raises(openai.RateLimitError) as quota:
-        await gpt.chat.completions.create(model="m", messages=USER_TURN)
+        await gpt.chat.completions.create(model="m", messages=GPT_USER_TURN)
     with pytest.raises(openai.RateLimitError) as limit:
-        await gpt.chat.completions.create(model="m", messages=USER_TURN, stream=True)
+        await gpt.chat.completions.create(model="m", messages=GPT_USER_TURN, stream=True)
 
     assert quota.value.code == "insufficient_quota"
+    assert isinstance(quota.value.body, dict)
     assert quota.value.body["code"] == "insufficient_quota"  # body is the inner error object
     assert quota.value.type == "insufficient_quota"
     assert limit.value.code == "rate_limit_exceeded"
@@ -444,7 +467,7 @@ async def test_openai_errors_raise_the_sdk_classes(
     fake_openai.script(Error(status, kind))
 
     with pytest.raises(raised) as caught:
-        await gpt.chat.completions.create(model="m", messages=USER_TURN)
+        await gpt.chat.completions.create(model="m", messages=GPT_USER_TURN)
 
     assert (caught.value.status_code, caught.value.code) == (status, kind)
 
@@ -454,7 +477,7 @@ async def test_openai_wrong_key_is_authentication_error(fake_openai: FakeOpenAI)
 
     async with openai.AsyncOpenAI(api_key="sk-wrong-key", base_url=fake_openai.url) as client:
         with pytest.raises(openai.AuthenticationError) as caught:
-            await client.chat.completions.create(model="m", messages=USER_TURN)
+            await client.chat.completions.create(model="m", messages=GPT_USER_TURN)
 
     assert caught.value.code == "invalid_api_key"
     assert fake_openai.pending == 1
@@ -466,7 +489,7 @@ async def test_openai_error_mid_stream_is_a_plain_api_error(
     fake_openai.script(StreamError("server_error", "The server had an error.", after_text="Par"))
     received = ""
 
-    stream = await gpt.chat.completions.create(model="m", messages=USER_TURN, stream=True)
+    stream = await gpt.chat.completions.create(model="m", messages=GPT_USER_TURN, stream=True)
     with pytest.raises(openai.APIError) as caught:
         async for chunk in stream:
             received += chunk.choices[0].delta.content or ""
@@ -483,7 +506,7 @@ async def test_openai_rejects_stream_options_without_stream(
 ) -> None:
     with pytest.raises(openai.BadRequestError) as caught:
         await gpt.chat.completions.create(
-            model="m", messages=USER_TURN, stream_options={"include_usage": True}
+            model="m", messages=GPT_USER_TURN, stream_options={"include_usage": True}
         )
 
     assert caught.value.param == "stream_options"
@@ -491,7 +514,7 @@ async def test_openai_rejects_stream_options_without_stream(
 
 async def test_openai_exhausted_script_is_a_visible_500(gpt: openai.AsyncOpenAI) -> None:
     with pytest.raises(openai.InternalServerError, match=NO_SCRIPT_MESSAGE):
-        await gpt.chat.completions.create(model="m", messages=USER_TURN)
+        await gpt.chat.completions.create(model="m", messages=GPT_USER_TURN)
 
 
 async def test_openai_stall_times_the_client_out(fake_openai: FakeOpenAI) -> None:
@@ -501,7 +524,7 @@ async def test_openai_stall_times_the_client_out(fake_openai: FakeOpenAI) -> Non
         api_key=TEST_API_KEY, base_url=fake_openai.url, max_retries=0, timeout=0.2
     ) as client:
         with pytest.raises(openai.APITimeoutError):
-            await client.chat.completions.create(model="m", messages=USER_TURN, stream=True)
+            await client.chat.completions.create(model="m", messages=GPT_USER_TURN, stream=True)
 
 
 async def test_stall_ending_drops_the_connection(fake_openai: FakeOpenAI) -> None:
@@ -511,6 +534,6 @@ async def test_stall_ending_drops_the_connection(fake_openai: FakeOpenAI) -> Non
         api_key=TEST_API_KEY, base_url=fake_openai.url, max_retries=0, timeout=5
     ) as client:
         with pytest.raises(openai.APIConnectionError) as caught:
-            await client.chat.completions.create(model="m", messages=USER_TURN)
+            await client.chat.completions.create(model="m", messages=GPT_USER_TURN)
 
     assert not isinstance(caught.value, openai.APITimeoutError)

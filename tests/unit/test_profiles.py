@@ -42,7 +42,7 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path / "bot"
 
 
-def test_every_file_kind_is_read(folder: Path):
+def test_every_file_kind_is_read(folder: Path) -> None:
     write(folder / "profile.toml", 'model = "m1"\nmax_steps = 3\n[modes]\ntelegram = "full"\n')
     write(folder / "SOUL.md", "\nI am Soul.\n\n")
     write(folder / "MEMORY.md", "The office moved to Lyon.\n")
@@ -67,26 +67,26 @@ def test_every_file_kind_is_read(folder: Path):
     assert profile.skills[0].body == "Step one.\nStep two."
 
 
-def test_an_empty_folder_gives_the_defaults(folder: Path):
+def test_an_empty_folder_gives_the_defaults(folder: Path) -> None:
     folder.mkdir()
     profile = load_profile(folder.parent, "bot")
     assert profile.identity == DEFAULT_IDENTITY
     assert (profile.system, profile.memory, profile.user, profile.skills) == (None, "", "", [])
 
 
-def test_default_without_a_folder_gives_the_built_in_profile(tmp_path: Path):
+def test_default_without_a_folder_gives_the_built_in_profile(tmp_path: Path) -> None:
     profile = load_profile(tmp_path, "default")
     assert profile.name == "default"
     assert profile.identity == DEFAULT_IDENTITY
     assert profile.skills == []
 
 
-def test_another_missing_profile_is_an_error(tmp_path: Path):
+def test_another_missing_profile_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="profile 'nope' not found"):
         load_profile(tmp_path, "nope")
 
 
-def test_system_md_replaces_the_identity_in_the_prompt(folder: Path):
+def test_system_md_replaces_the_identity_in_the_prompt(folder: Path) -> None:
     write(folder / "SOUL.md", "I am Soul.")
     write(folder / "SYSTEM.md", "You are a terse SQL assistant.")
     profile = load_profile(folder.parent, "bot")
@@ -97,7 +97,7 @@ def test_system_md_replaces_the_identity_in_the_prompt(folder: Path):
     assert "I am Soul." not in text
 
 
-def test_blank_files_count_as_absent(folder: Path):
+def test_blank_files_count_as_absent(folder: Path) -> None:
     write(folder / "SOUL.md", "  \n")
     write(folder / "SYSTEM.md", "\n")
     write(folder / "MEMORY.md", "")
@@ -107,7 +107,7 @@ def test_blank_files_count_as_absent(folder: Path):
     assert profile.memory == ""
 
 
-def test_windows_line_endings_and_a_bom_are_normalised(folder: Path):
+def test_windows_line_endings_and_a_bom_are_normalised(folder: Path) -> None:
     (folder / "skills" / "x").mkdir(parents=True)
     (folder / "USER.md").write_bytes("\ufeffline one\r\nline two\r\n".encode())
     (folder / "skills" / "x" / "SKILL.md").write_bytes(
@@ -127,21 +127,21 @@ def test_windows_line_endings_and_a_bom_are_normalised(folder: Path):
         ('group_replies = "sometimes"\n', "group_replies"),
     ],
 )
-def test_bad_settings_name_the_file_and_the_key(folder: Path, toml: str, key: str):
+def test_bad_settings_name_the_file_and_the_key(folder: Path, toml: str, key: str) -> None:
     path = write(folder / "profile.toml", toml)
     with pytest.raises(ConfigError) as caught:
         load_profile(folder.parent, "bot")
     assert str(caught.value).startswith(f"{path}: {key}: ")
 
 
-def test_bad_toml_names_the_file(folder: Path):
+def test_bad_toml_names_the_file(folder: Path) -> None:
     path = write(folder / "profile.toml", "max_steps = = 3\n")
     with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: "):
         load_profile(folder.parent, "bot")
 
 
 @pytest.mark.parametrize("name", ["SOUL.md", "SYSTEM.md", "MEMORY.md", "USER.md", "profile.toml"])
-def test_a_file_that_is_not_utf8_is_named(folder: Path, name: str):
+def test_a_file_that_is_not_utf8_is_named(folder: Path, name: str) -> None:
     path = folder / name
     folder.mkdir()
     path.write_bytes(b"caf\xe9\n")
@@ -149,14 +149,14 @@ def test_a_file_that_is_not_utf8_is_named(folder: Path, name: str):
         load_profile(folder.parent, "bot")
 
 
-def test_a_folder_in_place_of_a_file_is_named(folder: Path):
+def test_a_folder_in_place_of_a_file_is_named(folder: Path) -> None:
     (folder / "MEMORY.md").mkdir(parents=True)
     path = folder / "MEMORY.md"
     with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: not a file$"):
         load_profile(folder.parent, "bot")
 
 
-def test_skills_in_name_order_whatever_the_folder_names(folder: Path):
+def test_skills_in_name_order_whatever_the_folder_names(folder: Path) -> None:
     write(folder / "skills" / "a-folder" / "SKILL.md", SKILL.format(name="zeta", description="z"))
     write(folder / "skills" / "b-folder" / "SKILL.md", SKILL.format(name="alpha", description="a"))
     write(folder / "skills" / "README.md", "notes beside the skills are ignored")
@@ -164,13 +164,13 @@ def test_skills_in_name_order_whatever_the_folder_names(folder: Path):
     assert [s.name for s in load_profile(folder.parent, "bot").skills] == ["alpha", "zeta"]
 
 
-def test_a_skill_folder_without_skill_md_is_named(folder: Path):
+def test_a_skill_folder_without_skill_md_is_named(folder: Path) -> None:
     (folder / "skills" / "empty").mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"empty: a skill folder needs a SKILL\.md"):
         load_profile(folder.parent, "bot")
 
 
-def test_two_skills_with_one_name_name_both_files(folder: Path):
+def test_two_skills_with_one_name_name_both_files(folder: Path) -> None:
     first = write(folder / "skills" / "a" / "SKILL.md", SKILL.format(name="same", description="1"))
     second = write(folder / "skills" / "b" / "SKILL.md", SKILL.format(name="same", description="2"))
     with pytest.raises(ConfigError) as caught:
@@ -194,7 +194,7 @@ def test_two_skills_with_one_name_name_both_files(folder: Path):
         ("---\nname: x\ndescription: d\n---\n\n", "no instructions after the front matter"),
     ],
 )
-def test_an_invalid_skill_names_the_file_and_the_key(folder: Path, text: str, message: str):
+def test_an_invalid_skill_names_the_file_and_the_key(folder: Path, text: str, message: str) -> None:
     path = write(folder / "skills" / "x" / "SKILL.md", text)
     with pytest.raises(ConfigError) as caught:
         load_profile(folder.parent, "bot")

@@ -75,7 +75,7 @@ def test_a_blank_identity_falls_back_to_the_default() -> None:
 
 
 @pytest.mark.parametrize("mode", [FULL, SAFE_CHAT, DISCORD])
-def test_skills_are_indexed_where_read_skill_is_offered(mode: CapabilityMode):
+def test_skills_are_indexed_where_read_skill_is_offered(mode: CapabilityMode) -> None:
     assert "## Skills\n" in build(FULL_PROMPT, mode=mode)
 
 

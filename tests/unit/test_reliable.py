@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from core.errors import ProviderError
 from core.events import Finished, ModelEvent, TextDelta
 from core.messages import Message
-from core.providers import ModelRequest, ScriptedProvider, text_reply
+from core.providers import ModelRequest, Provider, ScriptedProvider, text_reply
 from core.providers.reliable import (
     BreakerState,
     CircuitBreaker,
@@ -45,7 +46,12 @@ def error(kind: Any, retry_after: float | None = None) -> ProviderError:
     return ProviderError(kind, f"{kind} happened", provider="scripted", retry_after=retry_after)
 
 
-async def collect(provider: Any, request: ModelRequest = REQUEST) -> list[ModelEvent]:
+def state(breaker: CircuitBreaker) -> BreakerState:
+    """`breaker.state`, read afresh: mypy keeps a property narrowed across calls that change it."""
+    return breaker.state
+
+
+async def collect(provider: Provider, request: ModelRequest = REQUEST) -> list[ModelEvent]:
     return [event async for event in provider.stream(request)]
 
 
@@ -131,10 +137,13 @@ async def test_no_retry_once_text_has_streamed() -> None:
         def __init__(self) -> None:
             self.calls = 0
 
-        async def stream(self, request: ModelRequest) -> Any:
+        async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
             self.calls += 1
             yield TextDelta(text="partial ")
             raise error("server")
+
+        async def aclose(self) -> None:
+            """Nothing to release."""
 
     inner = HalfThenFail()
     provider = ReliableProvider(inner, sleep=Sleeps())
@@ -163,21 +172,21 @@ def test_breaker_opens_after_threshold_and_probes_after_cooldown() -> None:
 
     for _ in range(2):
         breaker.record_failure()
-    assert breaker.state is BreakerState.CLOSED and breaker.allow()
+    assert state(breaker) is BreakerState.CLOSED and breaker.allow()
     breaker.record_failure()
-    assert breaker.state is BreakerState.OPEN and not breaker.allow()
+    assert state(breaker) is BreakerState.OPEN and not breaker.allow()
 
     clock.now += 30.0
-    assert breaker.state is BreakerState.HALF_OPEN
+    assert state(breaker) is BreakerState.HALF_OPEN
     assert breaker.allow()  # the probe
     assert not breaker.allow()  # only one probe at a time
     breaker.record_failure()
-    assert breaker.state is BreakerState.OPEN  # a failed probe reopens at once
+    assert state(breaker) is BreakerState.OPEN  # a failed probe reopens at once
 
     clock.now += 30.0
     assert breaker.allow()
     breaker.record_success()
-    assert breaker.state is BreakerState.CLOSED and breaker.allow()
+    assert state(breaker) is BreakerState.CLOSED and breaker.allow()
 
 
 async def test_an_open_breaker_refuses_without_calling_and_stops_retries() -> None:

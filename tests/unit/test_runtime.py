@@ -480,6 +480,9 @@ class _SteadyStream:
             yield TextDelta(text=f"{i} ")
         yield Finished()
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
 
 async def test_the_provider_timeout_bounds_silence_not_a_long_streaming_answer(
     store: SqliteStore, session_id: str

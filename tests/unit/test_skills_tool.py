@@ -81,7 +81,7 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
         await opened.close()
 
 
-async def test_a_safe_chat_turn_reads_a_skill_listed_in_its_prompt(store: SqliteStore):
+async def test_a_safe_chat_turn_reads_a_skill_listed_in_its_prompt(store: SqliteStore) -> None:
     profile = Profile(name="p", skills=SKILLS)
     seen: list[ModelRequest] = []
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import aiohttp
@@ -39,7 +39,7 @@ def client(fake_slack: FakeSlack) -> AsyncWebClient:
 
 async def test_auth_test_names_the_bot_and_refuses_other_tokens(
     fake_slack: FakeSlack, client: AsyncWebClient
-):
+) -> None:
     response = await client.auth_test()
     assert (response["team_id"], response["user_id"]) == (TEAM_ID, BOT_USER_ID)
     with pytest.raises(SlackApiError) as refused:
@@ -51,7 +51,9 @@ async def test_auth_test_names_the_bot_and_refuses_other_tokens(
     assert wrong_type.value.response["error"] == "not_allowed_token_type"
 
 
-async def test_messages_are_posted_updated_and_kept(fake_slack: FakeSlack, client: AsyncWebClient):
+async def test_messages_are_posted_updated_and_kept(
+    fake_slack: FakeSlack, client: AsyncWebClient
+) -> None:
     posted = await client.chat_postMessage(channel="C1", text="first", thread_ts="1.000001")
     await client.chat_update(channel="C1", ts=posted["ts"], text="second")
     [message] = fake_slack.sent("C1")
@@ -63,7 +65,7 @@ async def test_messages_are_posted_updated_and_kept(fake_slack: FakeSlack, clien
 
 async def test_a_429_carries_retry_after_and_the_retry_handler_waits_it_out(
     fake_slack: FakeSlack, client: AsyncWebClient
-):
+) -> None:
     fake_slack.fail_next("chat.postMessage", retry_after=3)
     with pytest.raises(SlackApiError) as limited:
         await client.chat_postMessage(channel="C1", text="hi")
@@ -80,7 +82,9 @@ async def test_a_429_carries_retry_after_and_the_retry_handler_waits_it_out(
     assert fake_slack.sent_texts("C1") == ["after the wait"]
 
 
-async def test_reactions_and_assistant_status(fake_slack: FakeSlack, client: AsyncWebClient):
+async def test_reactions_and_assistant_status(
+    fake_slack: FakeSlack, client: AsyncWebClient
+) -> None:
     await client.reactions_add(channel="C1", timestamp="1.1", name="eyes")
     with pytest.raises(SlackApiError, match="already_reacted"):
         await client.reactions_add(channel="C1", timestamp="1.1", name="eyes")
@@ -97,7 +101,7 @@ async def test_reactions_and_assistant_status(fake_slack: FakeSlack, client: Asy
         await client.assistant_threads_setStatus(channel_id="C1", thread_ts="1.1", status="x")
 
 
-async def test_files_need_the_bot_token(fake_slack: FakeSlack):
+async def test_files_need_the_bot_token(fake_slack: FakeSlack) -> None:
     file = fake_slack.add_file("F1", b"\x89PNG...", mimetype="image/png")
     async with aiohttp.ClientSession() as session:
         headers = {"Authorization": f"Bearer {fake_slack.bot_token}"}
@@ -108,7 +112,7 @@ async def test_files_need_the_bot_token(fake_slack: FakeSlack):
     assert fake_slack.downloads == [("F1", True), ("F1", False)]
 
 
-async def test_events_are_signed_the_way_bolt_verifies_them(fake_slack: FakeSlack):
+async def test_events_are_signed_the_way_bolt_verifies_them(fake_slack: FakeSlack) -> None:
     body = json.dumps(fake_slack.dm("hello")).encode()
     now = str(int(time.time()))
     verifier = SignatureVerifier(fake_slack.signing_secret)
@@ -126,7 +130,7 @@ async def test_events_are_signed_the_way_bolt_verifies_them(fake_slack: FakeSlac
     async def remember(event: dict[str, Any]) -> None:
         seen.append(event)
 
-    headers = {
+    headers: dict[str, str | Sequence[str]] = {
         "x-slack-request-timestamp": now,
         "x-slack-signature": fake_slack.signature(now, body),
     }
@@ -141,14 +145,14 @@ async def socket_client(fake_slack: FakeSlack) -> AsyncIterator[SocketModeClient
     web = AsyncWebClient(base_url=fake_slack.api_url)
     client = SocketModeClient(app_token=fake_slack.app_token, web_client=web)
     yield client
-    await client.close()
+    await client.close()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
     tasks = [client.message_processor, client.current_session_monitor, client.message_receiver]
     await asyncio.wait([task for task in tasks if task is not None])
 
 
 async def test_socket_mode_delivers_envelopes_and_records_acks(
     fake_slack: FakeSlack, socket_client: SocketModeClient
-):
+) -> None:
     received: list[SocketModeRequest] = []
 
     async def ack(client: Any, request: SocketModeRequest) -> None:
@@ -156,7 +160,7 @@ async def test_socket_mode_delivers_envelopes_and_records_acks(
         await client.send_socket_mode_response(SocketModeResponse(request.envelope_id))
 
     socket_client.socket_mode_request_listeners.append(ack)
-    await socket_client.connect()
+    await socket_client.connect()  # type: ignore[no-untyped-call]  # slack_sdk leaves it unannotated
     await fake_slack.wait_socket_connected()
     envelope_id = await fake_slack.send_socket_event(
         fake_slack.dm("over the socket"), retry_attempt=1

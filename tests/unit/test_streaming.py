@@ -34,7 +34,7 @@ class _Chat:
                 await self.changed.wait()
 
 
-async def test_text_added_while_a_delayed_update_is_on_its_way_follows_it():
+async def test_text_added_while_a_delayed_update_is_on_its_way_follows_it() -> None:
     chat = _Chat()
     reply = EditedReply(send=chat.send, edit=chat.edit, render=lambda t: [t], interval=0.05)
     await reply.add("one")  # sent at once
