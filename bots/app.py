@@ -180,7 +180,6 @@ async def worker_for(
             store=found.store,
             limits=RuntimeLimits(
                 max_steps=options.max_steps,
-                provider_timeout=options.provider_timeout,
                 tool_timeout=options.tool_timeout,
                 max_tokens=options.max_tokens,
                 max_spend_usd=options.max_spend_usd,

@@ -73,7 +73,11 @@ def build_provider(settings: Settings, profile: Profile) -> tuple[Provider, Reso
     primary = registry.resolve(
         settings.provider or options.provider, settings.model or options.model
     )
-    policy = RetryPolicy(max_attempts=options.retry_attempts, max_seconds=options.retry_seconds)
+    policy = RetryPolicy(
+        max_attempts=options.retry_attempts,
+        max_seconds=options.retry_seconds,
+        call_timeout=options.provider_timeout,
+    )
     chain: list[tuple[Provider, str]] = [
         (ReliableProvider(primary.provider, policy=policy), primary.model)
     ]

@@ -31,6 +31,7 @@ class ProfileSettings(BaseModel):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_steps: int = Field(default=8, ge=1, le=100)
     max_tokens: int = Field(default=4096, ge=1)
+    # Seconds one model call may take, streaming included (each retry gets its own).
     provider_timeout: float = Field(default=120.0, gt=0)
     tool_timeout: float = Field(default=30.0, gt=0)
     max_input_chars: int = Field(default=20_000, ge=1)

@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,7 @@ from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.window import TurnWindow
 
 __all__ = [
+    "MODEL_TOO_SLOW",
     "MODEL_UNAVAILABLE",
     "AgentRuntime",
     "ChannelContext",
@@ -66,6 +67,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MODEL_UNAVAILABLE = "The model is unavailable right now, please try again in a minute."
+MODEL_TOO_SLOW = "The model took too long to answer. Please try again."
 _INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
 _MAX_TOOL_OUTPUT = 16_000
 
@@ -79,8 +81,6 @@ class RuntimeLimits(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     max_steps: int = Field(default=8, ge=1, le=100)
-    # Longest silence allowed from the provider: before its first event and between events.
-    provider_timeout: float = Field(default=120.0, gt=0)
     tool_timeout: float = Field(default=30.0, gt=0)
     max_tokens: int = Field(default=4096, ge=1)
     # Spending limit per session in USD, checked before every model call; None: no limit.
@@ -417,18 +417,6 @@ class AgentRuntime:
                     self._redact(str(exc)),
                 )
                 return self._provider_failure(run_id, exc)
-            except TimeoutError:
-                log.warning(
-                    "provider %s timed out after %ss",
-                    self.provider.name,
-                    self.limits.provider_timeout,
-                )
-                return RunFailed(
-                    run_id=run_id,
-                    failure="timeout",
-                    message="The model took too long to answer. Please try again.",
-                    detail=f"no answer within {self.limits.provider_timeout:g}s",
-                )
             await self.hooks.after_model(
                 request, ModelCompletion(text=text, tool_calls=calls, finished=finished)
             )
@@ -483,26 +471,26 @@ class AgentRuntime:
         parts: list[str] = []
         calls: list[ToolCall] = []
         finished = Finished()
-        loop = asyncio.get_running_loop()
-        patience = self.limits.provider_timeout
-        # The timeout bounds the silence between events, so a long answer that keeps
-        # streaming is not cut off, while a stalled one is.
-        async with asyncio.timeout(patience) as deadline:
-            async for event in self.provider.stream(request):
-                deadline.reschedule(loop.time() + patience)
-                match event:
-                    case TextDelta(text=chunk):
-                        parts.append(chunk)
-                        emit(event)
-                    case ToolCall():
-                        calls.append(event)
-                    case Finished():
-                        finished = event
+        # Deadlines are the provider's (ReliableProvider gives each attempt one): only it can
+        # tell the time spent waiting between retries from a model that is slow to answer.
+        async for event in self.provider.stream(request):
+            match event:
+                case TextDelta(text=chunk):
+                    parts.append(chunk)
+                    emit(event)
+                case ToolCall():
+                    calls.append(event)
+                case Finished():
+                    finished = event
         return "".join(parts), calls, finished
 
     def _provider_failure(self, run_id: str, exc: ProviderError) -> RunFailed:
         message = MODEL_UNAVAILABLE
-        if exc.kind in ("auth", "billing", "model_not_found"):
+        failure: Literal["provider", "timeout"] = "provider"
+        if exc.kind == "timeout":
+            message = MODEL_TOO_SLOW
+            failure = "timeout"
+        elif exc.kind in ("auth", "billing", "model_not_found"):
             # Waiting will not help here; the operator has to act.
             message = (
                 "I cannot reach my model because of a setup problem on the bot's side; "
@@ -514,7 +502,7 @@ class AgentRuntime:
             message = "This conversation is too long for the model. Send /new to start afresh."
         return RunFailed(
             run_id=run_id,
-            failure="provider",
+            failure=failure,
             message=message,
             detail=self._redact(f"{exc.provider or self.provider.name} {exc.kind}: {exc}"),
         )

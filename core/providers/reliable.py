@@ -3,6 +3,9 @@
 `ReliableProvider` retries failures that may pass (rate limits, overload, server errors,
 timeouts) with tenacity, honouring the API's `retry-after`, within a total time bound, and only
 before the first event streamed: once text reached the user a retry would repeat it. Each
+attempt has a deadline for the whole call (`call_timeout`), streaming included; the waits
+between attempts count toward the retry bound (`max_seconds`), never toward that deadline, so
+a failure is reported for what it was (overloaded, rate limited), not as slowness. Each
 provider has a `CircuitBreaker`; `FallbackProvider` moves on to the next provider of the chain
 when one is unavailable or its breaker is open.
 """
@@ -53,6 +56,9 @@ class RetryPolicy(BaseModel):
     max_seconds: float = Field(default=60.0, gt=0)
     initial_delay: float = Field(default=1.0, ge=0)
     max_delay: float = Field(default=20.0, ge=0)
+    # Each attempt, from the request to the last streamed event, must end within this; None:
+    # only the SDK's own network timeouts bound it.
+    call_timeout: float | None = Field(default=None, gt=0)
 
 
 class BreakerState(enum.StrEnum):
@@ -180,14 +186,32 @@ class ReliableProvider:
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         started = False
+        events = self.inner.stream(request)
+        limit = self.policy.call_timeout
+        deadline = None if limit is None else asyncio.get_running_loop().time() + limit
         try:
-            async for event in self.inner.stream(request):
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise ProviderError(
+                        "timeout",
+                        f"{self.name} did not finish its answer within {limit:g}s",
+                        provider=self.name,
+                    ) from None
                 started = True
                 yield event
         except ProviderError as exc:
             if not started:
                 self._count(exc)
             raise
+        finally:
+            closing = getattr(events, "aclose", None)
+            if closing is not None:
+                await closing()
         if not started:
             self._count(ProviderError("server", "empty answer", provider=self.name))
             raise ProviderError("server", f"{self.name} sent an empty answer", provider=self.name)

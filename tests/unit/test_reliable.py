@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -155,6 +156,63 @@ async def test_no_retry_once_text_has_streamed() -> None:
 
     assert seen == [TextDelta(text="partial ")]
     assert inner.calls == 1
+
+
+class _SteadyStream:
+    """Streams `pieces` deltas, each after `gap` seconds: never silent for long, slow overall."""
+
+    name = "steady"
+
+    def __init__(self, pieces: int, gap: float) -> None:
+        self.pieces, self.gap = pieces, gap
+        self.calls = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        self.calls += 1
+        for i in range(self.pieces):
+            await asyncio.sleep(self.gap)
+            yield TextDelta(text=f"{i} ")
+        yield Finished()
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+async def test_the_call_timeout_bounds_the_whole_call_not_the_silence() -> None:
+    # Twenty pieces 0.02 s apart keep talking for 0.4 s: past the 0.15 s deadline.
+    inner = _SteadyStream(pieces=20, gap=0.02)
+    provider = ReliableProvider(inner, policy=RetryPolicy(call_timeout=0.15), sleep=Sleeps())
+    seen: list[ModelEvent] = []
+
+    with pytest.raises(ProviderError) as raised:
+        async for event in provider.stream(REQUEST):
+            seen.append(event)
+
+    assert raised.value.kind == "timeout"
+    assert str(raised.value) == "steady did not finish its answer within 0.15s"
+    assert 0 < len(seen) < 20
+    assert inner.calls == 1  # text was shown: not tried again
+
+
+async def test_a_call_that_finishes_in_time_is_not_cut() -> None:
+    provider = ReliableProvider(
+        _SteadyStream(pieces=3, gap=0.01), policy=RetryPolicy(call_timeout=5), sleep=Sleeps()
+    )
+
+    events = await collect(provider)
+
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["0 ", "1 ", "2 "]
+
+
+async def test_retry_waits_do_not_count_toward_the_call_timeout() -> None:
+    """Each attempt gets its own deadline, started after the wait (a real one here)."""
+    inner = ScriptedProvider([error("overloaded", retry_after=0.2), text_reply("after the wait")])
+    provider = ReliableProvider(inner, policy=RetryPolicy(call_timeout=0.1))
+
+    events = await collect(provider)
+
+    assert TextDelta(text="after the wait") in events
+    assert len(inner.requests) == 2
 
 
 async def test_an_empty_answer_counts_as_a_server_failure() -> None:
