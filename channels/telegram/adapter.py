@@ -32,6 +32,7 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
+from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.streaming import EditedReply, ReplyStreams
 from channels.telegram.format import telegram_chunks
@@ -94,6 +95,7 @@ class TelegramAdapter:
         self._replies = ReplyStreams()
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
+        self._bad_requests = BadRequestLog(log)
         self.webhook_port: int | None = None
         self.username = ""
         self.bot_id = 0
@@ -271,21 +273,29 @@ class TelegramAdapter:
         log.info("telegram webhook listening on port %s at %s", self.webhook_port, path)
 
     async def _on_webhook(self, request: web.Request) -> web.Response:
+        """Take one update from Telegram. A bad request is refused with a 4xx decided before
+        anything that could raise; a body over the server's size limit gets aiohttp's 413."""
         secret = self.settings.webhook_secret
         assert secret is not None
         given = request.headers.get("X-Telegram-Bot-Api-Secret-Token", "")
         if not hmac.compare_digest(given.encode(), secret.get_secret_value().encode()):
-            log.warning("refused a webhook call without the right secret from %s", request.remote)
-            return web.Response(status=403, text="forbidden")
+            return self._refuse(request, 403, "forbidden", "no or a wrong secret token")
         try:
-            body = await request.json(loads=json.loads)
+            body = json.loads(await request.read())
+        except ValueError:  # UnicodeDecodeError is one too
+            return self._refuse(request, 400, "malformed update", "the body is not JSON")
+        if not isinstance(body, dict) or not isinstance(body.get("update_id"), int):
+            return self._refuse(request, 400, "malformed update", "not a Telegram update")
+        try:
             update = Update.de_json(body, self._app.bot)
-        except (ValueError, TypeError, KeyError) as exc:
-            log.warning("refused a malformed webhook body: %s", exc)
-            return web.Response(status=400, text="malformed update")
-        if update is not None:
-            await self._app.update_queue.put(update)
+        except Exception as exc:  # whatever PTB trips over in a body it did not expect
+            return self._refuse(request, 400, "malformed update", f"unreadable update ({exc})")
+        await self._app.update_queue.put(update)
         return web.Response(text="ok")
+
+    def _refuse(self, request: web.Request, status: int, text: str, reason: str) -> web.Response:
+        self._bad_requests.refused(status, reason, request.remote)
+        return web.Response(status=status, text=text)
 
     # --- delivering ------------------------------------------------------------------------
 
