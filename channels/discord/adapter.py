@@ -36,6 +36,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from channels.attachments import ReceivedImages
 from channels.base import InboundSink
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import discord_chunks
@@ -243,13 +244,14 @@ class DiscordAdapter:
             thread = await self._open_thread(message, text)
             if thread is not None:
                 quote = None  # the thread starts at the message
+        received = await self._images(message)
         inbound = Inbound(
             kind="message",
             address=self._address(chat, thread),
             user_id=str(author.id),
             user_name=author.display_name,
-            text=text,
-            images=await self._images(message),
+            text=received.text_with_note(text),
+            images=received.images,
             is_direct=is_direct,
             mentions_bot=addressed,
             team=str(message.guild.id) if message.guild else None,
@@ -331,22 +333,24 @@ class DiscordAdapter:
             text = text.replace(channel.mention, f"#{channel.name}")
         return text.strip()
 
-    async def _images(self, message: discord.Message) -> list[ImagePart]:
-        images: list[ImagePart] = []
+    async def _images(self, message: discord.Message) -> ReceivedImages:
+        received = ReceivedImages()
         for attachment in message.attachments:
             media_type = (attachment.content_type or "").split(";")[0].strip().lower()
-            if media_type not in _IMAGE_TYPES or len(images) >= _MAX_IMAGES:
+            if media_type not in _IMAGE_TYPES or len(received.images) >= _MAX_IMAGES:
                 continue
             if attachment.size > _MAX_IMAGE_BYTES:
-                log.info("ignoring a %d-byte image", attachment.size)
+                log.info("not reading a %d-byte image", attachment.size)
+                received.add(None)
                 continue
             try:
                 data = await attachment.read()
             except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
                 log.warning("could not download an image: %s", exc)
+                received.add(None)
                 continue
-            images.append(ImagePart(media_type=media_type, data=data))
-        return images
+            received.add(ImagePart(media_type=media_type, data=data))
+        return received
 
     async def _open_thread(self, message: discord.Message, text: str) -> int | None:
         """A thread started on `message` for the answer; None if Discord would not."""

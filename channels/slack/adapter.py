@@ -37,6 +37,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.slack.format import mrkdwn_to_text, slack_chunks
@@ -345,7 +346,10 @@ class SlackAdapter:
         self, inbound: Inbound, files: list[dict[str, Any]], before: asyncio.Task[None] | None
     ) -> None:
         if files:
-            inbound = inbound.model_copy(update={"images": await self._images(files)})
+            received = await self._images(files)
+            inbound = inbound.model_copy(
+                update={"images": received.images, "text": received.text_with_note(inbound.text)}
+            )
         if before is not None:  # keep a chat's messages in the order Slack sent them
             await asyncio.wait({before})
         assert self._sink is not None
@@ -410,23 +414,24 @@ class SlackAdapter:
             platform_message_id=ts,
         )
 
-    async def _images(self, files: list[dict[str, Any]]) -> list[ImagePart]:
-        images: list[ImagePart] = []
+    async def _images(self, files: list[dict[str, Any]]) -> ReceivedImages:
+        received = ReceivedImages()
         for file in files:
             mimetype = str(file.get("mimetype") or "")
             url = str(file.get("url_private_download") or file.get("url_private") or "")
             if mimetype not in _IMAGE_TYPES or not url:
                 continue
             if int(file.get("size") or 0) > _MAX_IMAGE_BYTES:
-                log.info("ignoring a %s-byte image", file.get("size"))
+                log.info("not reading a %s-byte image", file.get("size"))
+                received.add(None)
                 continue
             if not self._trusted(url):
                 log.warning("not downloading a file from %s", urlparse(url).hostname)
+                received.add(None)
                 continue
             data = await self._download(url)
-            if data is not None:
-                images.append(ImagePart(media_type=mimetype, data=data))
-        return images
+            received.add(None if data is None else ImagePart(media_type=mimetype, data=data))
+        return received
 
     def _trusted(self, url: str) -> bool:
         """Whether `url` is Slack's (or the configured API's): the bot token goes with it."""

@@ -32,6 +32,7 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
+from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.streaming import EditedReply, ReplyStreams
@@ -187,6 +188,7 @@ class TelegramAdapter:
         if self.username:
             text = text.replace(f"@{self.username}", "").strip()
         thread = message.message_thread_id if message.is_topic_message else None
+        received = await self._images(message)
         inbound = Inbound(
             kind="command" if command else "message",
             command=command,
@@ -198,8 +200,8 @@ class TelegramAdapter:
             ),
             user_id=str(message.from_user.id),
             user_name=message.from_user.full_name,
-            text=text,
-            images=await self._images(message),
+            text=received.text_with_note(text),
+            images=received.images,
             is_direct=message.chat.type == ChatType.PRIVATE,
             mentions_bot=command is not None or self._addressed(message),
             platform_message_id=str(message.message_id),
@@ -230,20 +232,24 @@ class TelegramAdapter:
         replied = message.reply_to_message
         return bool(replied and replied.from_user and replied.from_user.id == self.bot_id)
 
-    async def _images(self, message: Message) -> list[ImagePart]:
+    async def _images(self, message: Message) -> ReceivedImages:
+        received = ReceivedImages()
         if not message.photo:
-            return []
+            return received
         largest = message.photo[-1]
         if largest.file_size and largest.file_size > _MAX_IMAGE_BYTES:
-            log.info("ignoring a %d-byte photo", largest.file_size)
-            return []
+            log.info("not reading a %d-byte photo", largest.file_size)
+            received.add(None)
+            return received
         try:
             file = await largest.get_file()
             data = bytes(await file.download_as_bytearray())
         except TelegramError as exc:
             log.warning("could not download a photo: %s", exc)
-            return []
-        return [ImagePart(media_type="image/jpeg", data=data)]
+            received.add(None)
+            return received
+        received.add(ImagePart(media_type="image/jpeg", data=data))
+        return received
 
     async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.error("telegram update handling failed: %s", context.error, exc_info=context.error)
