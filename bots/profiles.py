@@ -6,6 +6,7 @@ file, no permission, not UTF-8) or is invalid stops the start with a `ConfigErro
 
 from __future__ import annotations
 
+import importlib.util
 import tomllib
 from pathlib import Path
 
@@ -18,12 +19,35 @@ __all__ = ["load_profile"]
 
 def load_profile(profiles_dir: Path, name: str) -> Profile:
     """Read `profiles/<name>/`: `profile.toml`, `SOUL.md`, `SYSTEM.md`, `MEMORY.md`,
-    `USER.md` and `skills/*/SKILL.md`; built-in defaults when `default` has no folder."""
+    `USER.md` and `skills/*/SKILL.md`. `default` without a folder there is the copy that ships
+    inside the package (so the bot keeps its persona and skills when run from any folder)."""
     folder = profiles_dir / name
     if not folder.is_dir():
         if name == "default":
-            return Profile(name=name)
+            return _packaged_default()
         raise ConfigError(f"profile {name!r} not found: no folder {folder}")
+    return _read_profile(folder, name)
+
+
+def packaged_profiles() -> Path | None:
+    """The folder of the profiles installed with the package, if there is one on disk."""
+    # `profiles` is a namespace package of data files: look where its import path points.
+    spec = importlib.util.find_spec("profiles")
+    locations = spec.submodule_search_locations if spec is not None else None
+    for location in locations or ():
+        if (Path(location) / "default").is_dir():
+            return Path(location)
+    return None
+
+
+def _packaged_default() -> Profile:
+    packaged = packaged_profiles()
+    if packaged is None:
+        return Profile(name="default")  # a build without the data: the built-in defaults
+    return _read_profile(packaged / "default", "default")
+
+
+def _read_profile(folder: Path, name: str) -> Profile:
     toml_path = folder / "profile.toml"
     data: dict[str, object] = {}
     toml_text = _read_optional(toml_path)

@@ -159,3 +159,18 @@ def test_an_invalid_profile_is_one_line_naming_file_and_key(
     assert len(lines) == 1, result.stderr
     assert f"{profiles / 'broken' / 'profile.toml'}: max_steps: " in lines[0]
     assert "Traceback" not in result.stderr
+
+
+def test_run_from_another_folder_the_shipped_default_profile_is_used(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """No profiles/ folder where the command runs: the default persona and skills still apply."""
+    elsewhere = {k: v for k, v in env.items() if k != "SWITCHBOARD_PROFILES_DIR"}
+    assert not (tmp_path / "profiles").exists()
+
+    result = run([], elsewhere, tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    shipped = (REPO / "profiles" / "default" / "SOUL.md").read_text(encoding="utf-8").strip()
+    assert result.stdout.startswith(shipped.splitlines()[0])
+    assert "- summarize — " in result.stdout
