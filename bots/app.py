@@ -8,7 +8,6 @@ mailboxes live in this process.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
-from core.redact import RedactingFilter, Redactor
+from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
@@ -46,7 +45,6 @@ __all__ = [
     "Backends",
     "Components",
     "backends",
-    "configure_logging",
     "embedded",
     "open_store",
     "worker_for",
@@ -94,16 +92,6 @@ class Components:
     def scheduler(self) -> Scheduler:
         """A scheduler over this process's store and bus."""
         return Scheduler(store=self.store, bus=self.bus)
-
-
-def configure_logging(level: str, redactor: Redactor) -> None:
-    """Log lines to stderr, scrubbed of secrets."""
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactingFilter(redactor))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
 
 
 @asynccontextmanager

@@ -14,21 +14,32 @@ from bots.commands.processes import events, gateway, health, scheduler, serve, w
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
 from bots.commands.schedule import schedule
-from core.errors import SwitchboardError
+from bots.logs import LogLevels
+from core.errors import ConfigError, SwitchboardError
 
 __all__ = ["cli", "main"]
 
 log = logging.getLogger("switchboard")
 
-_LOG_LEVELS = click.Choice(["debug", "info", "warning", "error"], case_sensitive=False)
+
+def _check_log_level(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:
+        try:
+            LogLevels.parse(value)
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.option(
     "--log-level",
-    type=_LOG_LEVELS,
+    metavar="LEVEL[,NAME=LEVEL]",
+    callback=_check_log_level,
     default=None,
-    help="Log detail on stderr (default: SWITCHBOARD_LOG_LEVEL or warning).",
+    help="Log detail on stderr: debug, info, warning or error, then optional NAME=LEVEL "
+    "pairs (libraries=debug for third-party libraries). Default: SWITCHBOARD_LOG_LEVEL or "
+    "warning.",
 )
 @click.version_option(package_name="switchboard", prog_name="switchboard")
 @click.pass_context

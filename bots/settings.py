@@ -14,7 +14,6 @@ from core.errors import ConfigError
 
 __all__ = ["Settings", "load_settings"]
 
-LogLevel = Literal["debug", "info", "warning", "error"]
 ENV_FILE: Final = Path(".env")
 
 
@@ -30,7 +29,9 @@ class Settings(BaseSettings):
     profiles_dir: Path = Field(default=Path("profiles"), alias="SWITCHBOARD_PROFILES_DIR")
     provider: str | None = Field(default=None, alias="SWITCHBOARD_PROVIDER")
     model: str | None = Field(default=None, alias="SWITCHBOARD_MODEL")
-    log_level: LogLevel = Field(default="warning", alias="SWITCHBOARD_LOG_LEVEL")
+    # A level, then optional NAME=LEVEL pairs (bots/logs.py); checked by `LogLevels.parse`.
+    log_level: str = Field(default="warning", alias="SWITCHBOARD_LOG_LEVEL")
+    log_format: Literal["text", "json"] = Field(default="text", alias="SWITCHBOARD_LOG_FORMAT")
 
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")

@@ -22,7 +22,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import SecretStr
 
-from bots.app import configure_logging
+from bots.logs import configure_logging
 from channels.discord.adapter import INTENTS, DiscordAdapter, DiscordSettings
 from channels.discord.format import DISCORD_LIMIT
 from core.bus.names import outbound_queue
@@ -562,7 +562,7 @@ def product_logging(
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     secrets = [fake_discord.token] if request.param == "configured" else []
-    configure_logging("debug", Redactor(secrets))
+    configure_logging("debug,libraries=debug", Redactor(secrets))
     output = io.StringIO()
     for handler in root.handlers:
         assert isinstance(handler, logging.StreamHandler)

@@ -21,7 +21,7 @@ from typing import Literal
 import pytest
 from pydantic import SecretStr
 
-from bots.app import configure_logging
+from bots.logs import configure_logging
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from channels.slack.format import SLACK_LIMIT
 from core.dispatch import REFUSAL_TEXT
@@ -586,7 +586,7 @@ def product_logging() -> Iterator[io.StringIO]:
     """
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
-    configure_logging("debug", Redactor([]))
+    configure_logging("debug,libraries=debug", Redactor([]))
     output = io.StringIO()
     for handler in root.handlers:
         assert isinstance(handler, logging.StreamHandler)
