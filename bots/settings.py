@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     discord_bot_token: SecretStr | None = Field(default=None, alias="DISCORD_BOT_TOKEN")
     discord_api_url: str = Field(default="https://discord.com/api/v10", alias="DISCORD_API_URL")
     discord_gateway_url: str | None = Field(default=None, alias="DISCORD_GATEWAY_URL")
+    metrics_port: int | None = Field(default=None, alias="SWITCHBOARD_METRICS_PORT", ge=0, le=65535)
+    metrics_host: str = Field(default="127.0.0.1", alias="SWITCHBOARD_METRICS_HOST")
+    metrics_token: SecretStr | None = Field(default=None, alias="SWITCHBOARD_METRICS_TOKEN")
 
     def secrets(self) -> list[str]:
         """Every configured secret value, for scrubbing logs and tool output."""
@@ -63,6 +66,7 @@ class Settings(BaseSettings):
             self.slack_signing_secret,
             self.slack_app_token,
             self.discord_bot_token,
+            self.metrics_token,
         )
         return [v.get_secret_value() for v in values if v is not None]
 

@@ -1,0 +1,98 @@
+"""The operations endpoints of a long-running process: `/metrics`, `/healthz` and `/readyz`.
+
+Off unless `SWITCHBOARD_METRICS_PORT` is set. Like every listener of Switchboard it binds to
+127.0.0.1 unless told otherwise and wants a token: `Authorization: Bearer
+<SWITCHBOARD_METRICS_TOKEN>` on every request (Prometheus' `authorization` setting, a
+container health check's header). `/healthz` says the process is alive; `/readyz` answers 503
+while a loop is down or a dependency (store, bus) does not answer.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from dataclasses import dataclass
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from core.errors import ConfigError
+from core.metrics import CONTENT_TYPE, Metrics
+from core.readiness import Readiness
+
+__all__ = ["MIN_TOKEN_LENGTH", "OperationsServer", "OperationsSettings"]
+
+log = logging.getLogger(__name__)
+
+MIN_TOKEN_LENGTH = 24
+
+
+@dataclass(frozen=True)
+class OperationsSettings:
+    """Where the endpoints listen and the token they want."""
+
+    port: int
+    token: str
+    host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if len(self.token) < MIN_TOKEN_LENGTH:
+            raise ConfigError(
+                f"SWITCHBOARD_METRICS_TOKEN must be set, at least {MIN_TOKEN_LENGTH} characters, "
+                "when SWITCHBOARD_METRICS_PORT is (e.g. `openssl rand -hex 24`)"
+            )
+
+
+class OperationsServer:
+    """Serves the endpoints until `close()`."""
+
+    def __init__(
+        self, settings: OperationsSettings, *, metrics: Metrics, readiness: Readiness
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.readiness = readiness
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+        """The port it listens on, once started (the given one, or the one chosen for 0)."""
+
+    async def start(self) -> None:
+        """Listen; `OSError` if the port cannot be had."""
+        app = web.Application(middlewares=[self._authenticate])
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/healthz", self._alive)
+        app.router.add_get("/readyz", self._ready)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.settings.host, self.settings.port).start()
+        addresses = self._runner.addresses
+        self.port = int(addresses[0][1]) if addresses else self.settings.port
+        log.info("operations endpoints on http://%s:%s", self.settings.host, self.port)
+
+    async def close(self) -> None:
+        """Stop listening."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        given = request.headers.get("Authorization", "")
+        expected = f"Bearer {self.settings.token}"
+        if not hmac.compare_digest(given.encode(), expected.encode()):
+            return web.Response(status=401, text="unauthorized")
+        return await handler(request)
+
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
+
+    async def _alive(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _ready(self, _request: web.Request) -> web.Response:
+        report = await self.readiness.report()
+        body = json.dumps({"ready": report.ready, "checks": report.details})
+        return web.Response(
+            status=200 if report.ready else 503, text=body, content_type="application/json"
+        )

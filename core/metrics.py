@@ -1,0 +1,112 @@
+"""Prometheus metrics of one process: what it did (turns, model and tool calls, deliveries,
+schedule runs) and how it is doing (queue depths, dead letters, open breakers).
+
+Every metric lives in the `Metrics` object's own registry, made by the process and passed to
+the parts that record; nothing registers itself at import time. `render()` is the text a
+`/metrics` endpoint answers with.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+__all__ = ["CONTENT_TYPE", "Metrics"]
+
+CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
+
+# Seconds: from a quick tool-less answer to a long tool-using turn.
+_TURN_BUCKETS: Final = (0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300)
+_FIRST_TOKEN_BUCKETS: Final = (0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60)
+
+
+class Metrics:
+    """The metrics of one process: one attribute per metric, labelled as its help says."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.turns = Counter(
+            "switchboard_turns",
+            "Turns answered, by platform, capability mode and outcome.",
+            ["platform", "mode", "outcome"],
+            registry=r,
+        )
+        self.turn_seconds = Histogram(
+            "switchboard_turn_seconds",
+            "How long a turn took, from start to its last event.",
+            ["platform"],
+            buckets=_TURN_BUCKETS,
+            registry=r,
+        )
+        self.first_token_seconds = Histogram(
+            "switchboard_first_token_seconds",
+            "From the start of a turn to the first text the model streamed.",
+            ["platform"],
+            buckets=_FIRST_TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.model_calls = Counter(
+            "switchboard_model_calls",
+            "Model calls that answered, by provider and model.",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.model_tokens = Counter(
+            "switchboard_model_tokens",
+            "Tokens of answered model calls, by kind (input, output, cache_read, cache_write).",
+            ["provider", "model", "kind"],
+            registry=r,
+        )
+        self.cost_usd = Counter(
+            "switchboard_cost_usd",
+            "What model calls with a known price cost, in US dollars.",
+            ["provider", "model"],
+            registry=r,
+        )
+        self.tool_calls = Counter(
+            "switchboard_tool_calls",
+            "Tool calls, by tool and outcome (ok or error).",
+            ["tool", "outcome"],
+            registry=r,
+        )
+        self.deliveries = Counter(
+            "switchboard_deliveries",
+            "Deliveries a gateway showed or gave up, by platform and outcome.",
+            ["platform", "outcome"],
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "switchboard_queue_depth",
+            "Entries waiting in a work queue, when last looked at.",
+            ["queue"],
+            registry=r,
+        )
+        self.queue_oldest_seconds = Gauge(
+            "switchboard_queue_oldest_seconds",
+            "Age of the oldest entry waiting in a work queue, when last looked at.",
+            ["queue"],
+            registry=r,
+        )
+        self.dead_letters = Gauge(
+            "switchboard_dead_letters",
+            "Entries in the dead-letter queues, when last looked at.",
+            registry=r,
+        )
+        self.schedule_runs = Counter(
+            "switchboard_schedule_runs",
+            "Scheduled runs, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self.breaker_open = Gauge(
+            "switchboard_provider_breaker_open",
+            "1 while a provider's circuit breaker refuses calls, else 0.",
+            ["provider"],
+            registry=r,
+        )
+
+    def render(self) -> bytes:
+        """Every metric in the Prometheus text format."""
+        return generate_latest(self.registry)
