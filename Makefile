@@ -34,6 +34,7 @@ bench: install ## Run the benchmarks (docs/performance.md); tables printed, JSON
 lint: install ## Check style and common bugs (ruff)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/hadolint Dockerfile
 
 format: install ## Reformat the code and apply safe lint fixes
 	$(BIN)/ruff format .
