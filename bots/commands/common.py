@@ -16,7 +16,6 @@ from rich.console import Console
 from bots.app import configure_logging
 from bots.settings import Settings, load_settings
 from core.errors import ConfigError
-from core.redact import Redactor
 
 __all__ = ["LOG", "on_signals", "require_redis", "settings_from", "stdout"]
 
@@ -27,7 +26,7 @@ def settings_from(ctx: click.Context, **overrides: object) -> Settings:
     """Settings from the environment and flags; logging configured to match."""
     settings = load_settings(**overrides)
     level = (ctx.find_root().obj or {}).get("log_level") or settings.log_level
-    configure_logging(level, Redactor(settings.secrets()))
+    configure_logging(level, settings.redactor())
     return settings
 
 

@@ -36,6 +36,7 @@ from core.store.sqlite import SqliteStore
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.fakes.slack_events import BOB, BOT_USER_ID, DM_CHANNEL, GENERAL, TEAM_ID
 from tests.integration.slack_helpers import (
+    MENU,
     code_blocks,
     reply_containing,
     serving,
@@ -269,7 +270,8 @@ async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack:
             signing_secret=SecretStr(fake.signing_secret),
             api_url=fake.api_url,
             port=0,
-        )
+        ),
+        menu=MENU,
     )
     with pytest.raises(ConfigError, match=r"SLACK_BOT_TOKEN \(invalid_auth\)"):
         await wrong_bot.run(_no_sink)
@@ -278,7 +280,8 @@ async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack:
             bot_token=SecretStr(fake.bot_token),
             app_token=SecretStr(fake.bot_token),  # a bot token where the app token belongs
             api_url=fake.api_url,
-        )
+        ),
+        menu=MENU,
     )
     with pytest.raises(ConfigError, match=r"SLACK_APP_TOKEN \(not_allowed_token_type\)"):
         await wrong_app.run(_no_sink)
@@ -569,7 +572,7 @@ async def test_a_command_after_a_mention_runs(fake_slack: FakeSlack, store: Sqli
     async with serving(fake, store, DemoProvider()) as bot:
         mention = fake.channel_message("/help", mention=True)
         await bot.send(mention)
-        reply = await reply_containing(fake, GENERAL, "/new starts")
+        reply = await reply_containing(fake, GENERAL, "/new: Start a fresh conversation")
 
     assert reply.thread_ts == mention["event"]["ts"]
 

@@ -21,6 +21,7 @@ import pytest
 from pydantic import SecretStr
 
 from bots.app import configure_logging
+from bots.platforms import REGISTERED
 from channels.telegram.format import TELEGRAM_LIMIT
 from core.dispatch import REFUSAL_TEXT
 from core.messages import Message
@@ -295,7 +296,7 @@ async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
             after = edit.index + 1
         provider.gates[-1].set()  # the answer ends: the final text is already on screen
         fake.private_text(DM, "/help")  # answered after the reply was delivered
-        await reply_containing(fake, DM, "/new starts")
+        await reply_containing(fake, DM, "/new: Start a fresh conversation")
 
     final = "Alpha. Beta. Gamma. Delta."
     assert fake.sent_texts(DM)[0] == final
@@ -386,8 +387,8 @@ async def test_stickers_edits_channel_posts_and_joins_are_ignored_quietly(
         # Commands need no model: one in each chat shows the updates before it were handled.
         fake.private_text(DM, "/help")
         fake.group_text(GROUP, "/help", user_id=8, command=True, mention=True)
-        await reply_containing(fake, DM, "/new starts")
-        await reply_containing(fake, GROUP, "/new starts")
+        await reply_containing(fake, DM, "/new: Start a fresh conversation")
+        await reply_containing(fake, GROUP, "/new: Start a fresh conversation")
 
     assert len(provider.requests) == 1
     assert set(fake.messages) == {DM, GROUP}
@@ -511,7 +512,7 @@ def product_logging(
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     secrets = [fake_telegram.token] if request.param == "configured" else []
-    configure_logging("debug", Redactor(secrets))
+    configure_logging("debug", Redactor(secrets, patterns=REGISTERED.secret_patterns()))
     output = io.StringIO()
     for handler in root.handlers:
         assert isinstance(handler, logging.StreamHandler)
