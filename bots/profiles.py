@@ -29,7 +29,7 @@ def load_profile(profiles_dir: Path, name: str, platforms: Platforms = REGISTERE
     if not folder.is_dir():
         if name == "default":
             return Profile.parse(
-                name, with_platform_defaults({}, platforms), source="built-in", identity=None
+                name, _with_platform_defaults({}, platforms), source="built-in", identity=None
             )
         raise ConfigError(f"profile {name!r} not found: no folder {folder}")
     toml_path = folder / "profile.toml"
@@ -42,7 +42,7 @@ def load_profile(profiles_dir: Path, name: str, platforms: Platforms = REGISTERE
             raise ConfigError(f"{toml_path}: {exc}") from None
     profile = Profile.parse(
         name,
-        with_platform_defaults(data, platforms),
+        _with_platform_defaults(data, platforms),
         source=str(toml_path),
         identity=_read_optional(folder / "SOUL.md"),
         system=_read_optional(folder / "SYSTEM.md"),
@@ -58,7 +58,7 @@ def load_profile(profiles_dir: Path, name: str, platforms: Platforms = REGISTERE
     return profile
 
 
-def with_platform_defaults(data: dict[str, object], platforms: Platforms) -> dict[str, object]:
+def _with_platform_defaults(data: dict[str, object], platforms: Platforms) -> dict[str, object]:
     """`profile.toml` data with each platform's default mode and the default admins filled in
     where the file gives none."""
     filled = dict(data)

@@ -13,6 +13,9 @@ from core.addresses import AddressGrammar
 
 __all__ = ["SPEC", "DiscordOptions"]
 
+# Seconds between edits of a streamed reply: the platforms rate-limit edits of one message.
+_STREAM_INTERVAL = 1.0
+
 _ENV = {
     "token": "DISCORD_BOT_TOKEN",
     "api_url": "DISCORD_API_URL",
@@ -34,7 +37,11 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
 
     options = setup.options if isinstance(setup.options, DiscordOptions) else DiscordOptions()
     settings = settings_from_env(
-        DiscordSettings, setup.env, _ENV, reply_in_thread=options.reply_in_thread
+        DiscordSettings,
+        setup.env,
+        _ENV,
+        reply_in_thread=options.reply_in_thread,
+        edit_interval=_STREAM_INTERVAL,
     )
     return DiscordAdapter(settings, menu=setup.menu)
 
@@ -57,7 +64,7 @@ SPEC = ChannelSpec(
     secret_patterns=(r"(?<![\w-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}",),
     options=DiscordOptions,
     leader_role=_leader_role,
-    stream_interval=1.0,
+    stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.
     shows_progress=False,
 )

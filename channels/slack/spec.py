@@ -8,6 +8,9 @@ from core.addresses import AddressGrammar
 
 __all__ = ["SPEC"]
 
+# Seconds between edits of a streamed reply: the platforms rate-limit edits of one message.
+_STREAM_INTERVAL = 1.0
+
 _ENV = {
     "bot_token": "SLACK_BOT_TOKEN",
     "signing_secret": "SLACK_SIGNING_SECRET",
@@ -21,7 +24,10 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
     # The adapter refuses a configuration with neither a signing secret nor an app token.
     from channels.slack.adapter import SlackAdapter, SlackSettings
 
-    return SlackAdapter(settings_from_env(SlackSettings, setup.env, _ENV), menu=setup.menu)
+    return SlackAdapter(
+        settings_from_env(SlackSettings, setup.env, _ENV, edit_interval=_STREAM_INTERVAL),
+        menu=setup.menu,
+    )
 
 
 SPEC = ChannelSpec(
@@ -34,7 +40,7 @@ SPEC = ChannelSpec(
     secret_env=("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
     secret_patterns=(r"xox[abposr]-[A-Za-z0-9\-]{10,}", r"xapp-[A-Za-z0-9\-]{10,}"),
     # Every replica may serve: Events API requests and Socket Mode connections share the load.
-    stream_interval=1.0,
+    stream_interval=_STREAM_INTERVAL,
     # `progress` renews the assistant status Slack drops after two minutes.
     shows_progress=True,
 )

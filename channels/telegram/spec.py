@@ -11,6 +11,9 @@ from core.addresses import AddressGrammar
 
 __all__ = ["SPEC"]
 
+# Seconds between edits of a streamed reply: the platforms rate-limit edits of one message.
+_STREAM_INTERVAL = 1.0
+
 _ENV = {
     "token": "TELEGRAM_BOT_TOKEN",
     "api_url": "TELEGRAM_API_URL",
@@ -26,7 +29,10 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
     os.environ.setdefault("PTB_TIMEDELTA", "1")
     from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 
-    return TelegramAdapter(settings_from_env(TelegramSettings, setup.env, _ENV), menu=setup.menu)
+    return TelegramAdapter(
+        settings_from_env(TelegramSettings, setup.env, _ENV, edit_interval=_STREAM_INTERVAL),
+        menu=setup.menu,
+    )
 
 
 def _leader_role(env: Mapping[str, str]) -> str | None:
@@ -50,7 +56,7 @@ SPEC = ChannelSpec(
     # A bot token, also inside Bot API URLs (".../bot<token>/getUpdates").
     secret_patterns=(r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}",),
     leader_role=_leader_role,
-    stream_interval=1.0,
+    stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.
     shows_progress=False,
 )
