@@ -39,6 +39,7 @@ def build_tree(
         await handle(interaction, None, question)
 
     for info in menu:
+        # `/ask` is Discord's way to ask in a channel without a mention: it stays ours.
         if not info.admin_only and info.name != "ask":
             tree.add_command(_menu_command(info, handle))
 
