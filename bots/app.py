@@ -13,9 +13,9 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
+from bots.platforms import REGISTERED
 from bots.providers import build_provider
 from bots.settings import Settings
-from channels import discord, slack, telegram, terminal
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
 from core.compaction import Compactor
@@ -29,7 +29,6 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
-from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
@@ -53,12 +52,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 # Each platform's formatting rules for the system prompt, keyed by platform.
-PROMPT_HINTS: dict[str, str] = {
-    "terminal": terminal.PROMPT_HINT,
-    "telegram": telegram.PROMPT_HINT,
-    "slack": slack.PROMPT_HINT,
-    "discord": discord.PROMPT_HINT,
-}
+PROMPT_HINTS: dict[str, str] = REGISTERED.prompt_hints()
 
 # Leases of the distributed deployment: a worker that dies holds a session for at most
 # TURN_LEASE seconds, and work it took off the bus comes back after BUS_LEASE seconds.
@@ -144,7 +138,7 @@ async def worker_for(
 
     With `recover`, the worker applies the profile's `on_crash` to turns a crash cut off.
     """
-    redactor = Redactor(settings.secrets())
+    redactor = settings.redactor()
     options = profile.settings
     modes = ModeCatalog()
     for mode in {*options.modes.values(), *options.chat_modes.values()}:

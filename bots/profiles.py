@@ -10,6 +10,7 @@ import importlib.util
 import tomllib
 from pathlib import Path
 
+from bots.platforms import REGISTERED, Platforms
 from core.errors import ConfigError
 from core.profile import Profile
 from core.skills import Skill
@@ -17,16 +18,21 @@ from core.skills import Skill
 __all__ = ["load_profile"]
 
 
-def load_profile(profiles_dir: Path, name: str) -> Profile:
+def load_profile(profiles_dir: Path, name: str, platforms: Platforms = REGISTERED) -> Profile:
     """Read `profiles/<name>/`: `profile.toml`, `SOUL.md`, `SYSTEM.md`, `MEMORY.md`,
     `USER.md` and `skills/*/SKILL.md`. `default` without a folder there is the copy that ships
-    inside the package (so the bot keeps its persona and skills when run from any folder)."""
+    inside the package (so the bot keeps its persona and skills when run from any folder).
+
+    What the file leaves out of `[modes]` and `admins` comes from the platforms (each one's
+    default mode, the operators of local channels); `[channels.<platform>]` tables are checked
+    by their platforms.
+    """
     folder = profiles_dir / name
     if not folder.is_dir():
         if name == "default":
-            return _packaged_default()
+            return _packaged_default(platforms)
         raise ConfigError(f"profile {name!r} not found: no folder {folder}")
-    return _read_profile(folder, name)
+    return _read_profile(folder, name, platforms)
 
 
 def packaged_profiles() -> Path | None:
@@ -40,14 +46,15 @@ def packaged_profiles() -> Path | None:
     return None
 
 
-def _packaged_default() -> Profile:
+def _packaged_default(platforms: Platforms) -> Profile:
     packaged = packaged_profiles()
-    if packaged is None:
-        return Profile(name="default")  # a build without the data: the built-in defaults
-    return _read_profile(packaged / "default", "default")
+    if packaged is None:  # a build without the data: the built-in defaults
+        data = _with_platform_defaults({}, platforms)
+        return Profile.parse("default", data, source="built-in", identity=None)
+    return _read_profile(packaged / "default", "default", platforms)
 
 
-def _read_profile(folder: Path, name: str) -> Profile:
+def _read_profile(folder: Path, name: str, platforms: Platforms) -> Profile:
     toml_path = folder / "profile.toml"
     data: dict[str, object] = {}
     toml_text = _read_optional(toml_path)
@@ -56,9 +63,9 @@ def _read_profile(folder: Path, name: str) -> Profile:
             data = tomllib.loads(toml_text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{toml_path}: {exc}") from None
-    return Profile.parse(
+    profile = Profile.parse(
         name,
-        data,
+        _with_platform_defaults(data, platforms),
         source=str(toml_path),
         identity=_read_optional(folder / "SOUL.md"),
         system=_read_optional(folder / "SYSTEM.md"),
@@ -66,6 +73,28 @@ def _read_profile(folder: Path, name: str) -> Profile:
         user=_read_optional(folder / "USER.md") or "",
         skills=_read_skills(folder / "skills"),
     )
+    for platform, table in profile.settings.channels.items():
+        try:
+            platforms.get(platform).parse_options(table)
+        except (ValueError, ConfigError) as exc:
+            raise ConfigError(f"{toml_path}: {exc}") from None
+    return profile
+
+
+def _with_platform_defaults(data: dict[str, object], platforms: Platforms) -> dict[str, object]:
+    """`profile.toml` data with each platform's default mode and the default admins filled in
+    where the file gives none."""
+    filled = dict(data)
+    # The key of earlier versions, before platforms had their own [channels.<name>] tables.
+    if "discord_reply_in_thread" in filled:
+        channels = filled.setdefault("channels", {})
+        if isinstance(channels, dict):
+            table = channels.setdefault("discord", {})
+            if isinstance(table, dict):
+                table.setdefault("reply_in_thread", filled.pop("discord_reply_in_thread"))
+    filled.setdefault("modes", platforms.default_modes())
+    filled.setdefault("admins", platforms.default_admins())
+    return filled
 
 
 def _read_skills(skills_dir: Path) -> list[Skill]:

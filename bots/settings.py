@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
 
+from dotenv import dotenv_values
 from dotenv.parser import parse_stream
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.errors import ConfigError
+from core.redact import Redactor
 
 __all__ = ["Settings", "load_settings"]
 
@@ -37,38 +41,39 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
     openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
-    telegram_bot_token: SecretStr | None = Field(default=None, alias="TELEGRAM_BOT_TOKEN")
-    telegram_api_url: str = Field(default="https://api.telegram.org", alias="TELEGRAM_API_URL")
-    telegram_webhook_url: str | None = Field(default=None, alias="TELEGRAM_WEBHOOK_URL")
-    telegram_webhook_secret: SecretStr | None = Field(default=None, alias="TELEGRAM_WEBHOOK_SECRET")
-    telegram_webhook_port: int = Field(default=8443, alias="TELEGRAM_WEBHOOK_PORT", ge=0, le=65535)
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
-    slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
-    slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
-    slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
-    slack_api_url: str = Field(default="https://slack.com/api/", alias="SLACK_API_URL")
-    slack_port: int = Field(default=3000, alias="SLACK_PORT", ge=0, le=65535)
-    discord_bot_token: SecretStr | None = Field(default=None, alias="DISCORD_BOT_TOKEN")
-    discord_api_url: str = Field(default="https://discord.com/api/v10", alias="DISCORD_API_URL")
-    discord_gateway_url: str | None = Field(default=None, alias="DISCORD_GATEWAY_URL")
     metrics_port: int | None = Field(default=None, alias="SWITCHBOARD_METRICS_PORT", ge=0, le=65535)
     metrics_host: str = Field(default="127.0.0.1", alias="SWITCHBOARD_METRICS_HOST")
     metrics_token: SecretStr | None = Field(default=None, alias="SWITCHBOARD_METRICS_TOKEN")
 
+    # The whole environment (with `.env`), for the chat platforms: each reads its own
+    # variables (channels/<platform>/spec.py), so adding one changes nothing here.
+    _environ: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @property
+    def environ(self) -> Mapping[str, str]:
+        """The variables the chat platforms read their settings from."""
+        return self._environ
+
+    def with_environ(self, environ: Mapping[str, str]) -> Settings:
+        """A copy of these settings with `environ` as the platforms' variables."""
+        copy = self.model_copy()
+        copy._environ = dict(environ)
+        return copy
+
     def secrets(self) -> list[str]:
         """Every configured secret value, for scrubbing logs and tool output."""
-        values = (
-            self.anthropic_api_key,
-            self.openai_api_key,
-            self.telegram_bot_token,
-            self.telegram_webhook_secret,
-            self.slack_bot_token,
-            self.slack_signing_secret,
-            self.slack_app_token,
-            self.discord_bot_token,
-            self.metrics_token,
-        )
-        return [v.get_secret_value() for v in values if v is not None]
+        from bots.platforms import REGISTERED
+
+        values = (self.anthropic_api_key, self.openai_api_key, self.metrics_token)
+        own = [v.get_secret_value() for v in values if v is not None]
+        return own + REGISTERED.secrets(self.environ)
+
+    def redactor(self) -> Redactor:
+        """A scrubber of the configured secrets and of every platform's credential shapes."""
+        from bots.platforms import REGISTERED
+
+        return Redactor(self.secrets(), patterns=REGISTERED.secret_patterns())
 
     @property
     def database_path(self) -> Path:
@@ -81,12 +86,19 @@ def load_settings(**overrides: object) -> Settings:
     given = {k: v for k, v in overrides.items() if v is not None}
     check_env_file(ENV_FILE)
     try:
-        return Settings(**given)  # type: ignore[arg-type]
+        settings = Settings(**given)  # type: ignore[arg-type]
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         field = str(first["loc"][0]) if first["loc"] else "settings"
         name = Settings.model_fields[field].alias if field in Settings.model_fields else field
         raise ConfigError(f"{name}: {first['msg']}") from None
+    return settings.with_environ(_environ())
+
+
+def _environ() -> dict[str, str]:
+    """`.env` under the process environment, as pydantic-settings reads them."""
+    from_file = dotenv_values(ENV_FILE) if ENV_FILE.is_file() else {}
+    return {**{k: v for k, v in from_file.items() if v is not None}, **os.environ}
 
 
 def check_env_file(path: Path) -> None:

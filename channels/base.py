@@ -1,21 +1,39 @@
-"""The channel adapter contract.
+"""The channel contract: the `ChannelAdapter` protocol and the `ChannelSpec` of a platform.
 
 A `ChannelAdapter` turns a platform's updates into `Inbound` work and shows `Outbound`
 deliveries in the platform's chats. It knows nothing of workers, stores or deployments: the
-`Gateway` connects it to the bus. Every platform (terminal, web, Telegram, Slack, Discord)
-implements the same four members, so adding one never changes `core/`.
+`Gateway` connects it to the bus. A `ChannelSpec` is everything else the product needs to know
+about a platform (its settings, prompt hint, default capability mode, address grammar, whether
+one process at a time may read it, its command menu), so adding a platform is one package under
+`channels/` and one line in `bots/platforms.py`: `core/` never changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from core.addresses import AddressGrammar
+from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
+from core.errors import ConfigError
 
-__all__ = ["Address", "ChannelAdapter", "Inbound", "InboundSink", "Outbound"]
+__all__ = [
+    "Address",
+    "ChannelAdapter",
+    "ChannelSetup",
+    "ChannelSpec",
+    "Inbound",
+    "InboundSink",
+    "Outbound",
+    "settings_from_env",
+]
 
 InboundSink = Callable[[Inbound], Awaitable[None]]
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class ChannelAdapter(Protocol):
@@ -24,6 +42,12 @@ class ChannelAdapter(Protocol):
     @property
     def platform(self) -> str:
         """The platform key: the first part of session keys and of `outbound.<platform>`."""
+        ...
+
+    @property
+    def bot_key(self) -> str:
+        """Which bot of the platform this is (stable across restarts and replicas): it names
+        the bot's single-reader lease, so two bots on one platform do not share it."""
         ...
 
     async def run(self, sink: InboundSink) -> None:
@@ -44,3 +68,87 @@ class ChannelAdapter(Protocol):
     async def stop(self) -> None:
         """Stop receiving; `run()` returns soon after."""
         ...
+
+
+@dataclass(frozen=True)
+class ChannelSetup:
+    """What building an adapter gets from the wiring in `bots/`."""
+
+    # The process environment (with `.env`): each channel reads its own variables.
+    env: Mapping[str, str]
+    # The profile's `[channels.<platform>]` table, validated by the spec's `options` model.
+    options: BaseModel | None
+    # The chat commands to offer in the platform's native menu.
+    menu: tuple[CommandInfo, ...]
+
+
+def _no_leader(env: Mapping[str, str]) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """One platform, as the wiring sees it: registered once, in `bots/platforms.py`."""
+
+    # The platform key (session keys, `outbound.<name>`, `[modes]` and `[allow]` tables).
+    name: str
+    # The platform's formatting rules, added to the system prompt of its turns.
+    prompt_hint: str
+    # The capability mode its chats get unless the profile's [modes] says otherwise.
+    default_mode: str
+    # How a person writes one of its chats (`switchboard schedule add --deliver-to`).
+    address: AddressGrammar
+    # Builds the adapter a gateway runs; None for a channel the CLI drives itself (terminal).
+    build: Callable[[ChannelSetup], ChannelAdapter] | None = None
+    # The variables that configure it; a gateway process serves it when the first one is set.
+    env: tuple[str, ...] = ()
+    # Those of `env` that hold secrets (scrubbed from logs, events and tool output).
+    secret_env: tuple[str, ...] = ()
+    # Shapes of its credentials (regular expressions), scrubbed even when not configured here.
+    secret_patterns: tuple[str, ...] = ()
+    # The model of the profile's `[channels.<name>]` table; None: the platform takes none.
+    options: type[BaseModel] | None = None
+    # The lease role when only one process at a time may read the platform (long polling, a
+    # gateway websocket), given the environment; None when every replica may serve.
+    leader_role: Callable[[Mapping[str, str]], str | None] = field(default=_no_leader)
+    # Seconds between edits of a streamed reply.
+    stream_interval: float = 1.0
+    # Whether the platform shows `progress` Outbounds (notes on tool activity).
+    shows_progress: bool = True
+    # User ids trusted with everything by default (the person at a local terminal).
+    operators: tuple[str, ...] = ()
+
+    def configured(self, env: Mapping[str, str]) -> bool:
+        """Whether the environment asks for this platform to be served."""
+        return self.build is not None and bool(self.env) and bool(env.get(self.env[0]))
+
+    def secrets(self, env: Mapping[str, str]) -> list[str]:
+        """The configured values of its secret variables."""
+        return [env[name] for name in self.secret_env if env.get(name)]
+
+    def parse_options(self, table: Mapping[str, Any] | None) -> BaseModel | None:
+        """The profile's `[channels.<name>]` table, validated; `ValueError` naming the key."""
+        if self.options is None:
+            if table:
+                raise ValueError(f"channels.{self.name}: this platform takes no options")
+            return None
+        try:
+            return self.options.model_validate(dict(table or {}))
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            key = ".".join(str(p) for p in first["loc"])
+            raise ValueError(f"channels.{self.name}.{key}: {first['msg']}") from None
+
+
+def settings_from_env(
+    model: type[_Model], env: Mapping[str, str], names: Mapping[str, str], **fixed: Any
+) -> _Model:
+    """`model` from the variables `names` maps its fields to (unset ones keep their defaults);
+    `ConfigError` naming the variable when a value is invalid."""
+    values = {field: env[var] for field, var in names.items() if env.get(var)}
+    try:
+        return model.model_validate({**values, **fixed})
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = str(first["loc"][0]) if first["loc"] else ""
+        raise ConfigError(f"{names.get(where, where or model.__name__)}: {first['msg']}") from None

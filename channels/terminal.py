@@ -11,10 +11,12 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from channels.base import InboundSink
+from channels.base import ChannelSpec, InboundSink
+from core.addresses import AddressGrammar
+from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 
 if TYPE_CHECKING:
@@ -22,17 +24,44 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from rich.console import Console
 
-__all__ = ["PROMPT_HINT", "TerminalAdapter"]
+__all__ = ["PROMPT_HINT", "SPEC", "TerminalAdapter", "local_help"]
 
 PROMPT_HINT = (
     "Replies are shown in a terminal about 80 columns wide. Use plain text or light Markdown "
     "(short lists, `code`); avoid wide tables and images."
 )
 
-_LOCAL_HELP = (
-    "Commands: /new starts a fresh conversation, /cost shows what this one used, "
-    "/quit leaves (Ctrl-D too). Ctrl-C stops an answer that is being written."
+# The bot and user of every terminal chat: the person at the keyboard runs the bot.
+_BOT = "local"
+_USER = "local"
+_QUIT = ("quit", "exit")
+
+SPEC = ChannelSpec(
+    name="terminal",
+    prompt_hint=PROMPT_HINT,
+    default_mode="full",
+    # Schedules made at the terminal are shown in whichever terminal chat runs next.
+    address=AddressGrammar(
+        platform="terminal",
+        usage="terminal",
+        bare=Address(platform="terminal", bot=_BOT, chat="any"),
+    ),
+    # `switchboard chat` builds the adapter itself: it is never served by a gateway.
+    build=None,
+    # Answers are printed piece by piece as they come.
+    stream_interval=0.0,
+    shows_progress=True,
+    operators=(_USER,),
 )
+
+
+def local_help(menu: Sequence[CommandInfo]) -> str:
+    """What `/help` prints at the terminal: the chat commands, then the terminal's own."""
+    listed = ", ".join(f"/{info.name} ({info.description.lower()})" for info in menu)
+    return (
+        f"Commands: {listed}; /quit leaves (Ctrl-D too). "
+        "Ctrl-C stops an answer that is being written."
+    )
 
 
 class TerminalAdapter:
@@ -43,12 +72,15 @@ class TerminalAdapter:
         *,
         chat: str,
         interactive: bool,
+        menu: Sequence[CommandInfo],
         stdin: TextIO | None = None,
         console: Console | None = None,
         user_name: str = "you",
     ) -> None:
-        self.address = Address(platform="terminal", bot="local", chat=chat)
+        self.address = Address(platform=SPEC.name, bot=_BOT, chat=chat)
         self.interactive = interactive
+        self._help = local_help(menu)
+        self._words = frozenset(w for info in menu for w in (info.name, *info.aliases))
         self._stdin = stdin or sys.stdin
         if console is None:
             from rich.console import Console
@@ -67,7 +99,11 @@ class TerminalAdapter:
 
     @property
     def platform(self) -> str:
-        return "terminal"
+        return SPEC.name
+
+    @property
+    def bot_key(self) -> str:
+        return _BOT
 
     async def run(self, sink: InboundSink) -> None:
         """Read turns until end of input, `/quit` or `stop()`; each waits for its answer."""
@@ -84,10 +120,10 @@ class TerminalAdapter:
             text = line.strip()
             if not text:
                 continue
-            if text in ("/quit", "/exit"):
+            if text[1:] in _QUIT and text.startswith("/"):
                 return
             if text == "/help":
-                self._console.print(_LOCAL_HELP, style="dim", markup=False)
+                self._console.print(self._help, style="dim", markup=False)
                 continue
             await self._send(sink, self._inbound(text))
 
@@ -124,13 +160,16 @@ class TerminalAdapter:
         self._stopping.set()
 
     def _inbound(self, text: str) -> Inbound:
-        if text.startswith("/") and len(text) > 1 and " " not in text:
+        word = (text[1:].split(maxsplit=1) or [""])[0].lower() if text.startswith("/") else ""
+        # A listed command may take words after it; any other lone `/word` goes to the worker
+        # too, which answers with the list of commands.
+        if word and (word in self._words or " " not in text):
             return Inbound(
                 kind="command",
                 address=self.address,
-                command=text[1:],
+                command=word,
                 text=text,
-                user_id="local",
+                user_id=_USER,
                 user_name=self._user_name,
                 is_direct=True,
             )
@@ -159,7 +198,7 @@ class TerminalAdapter:
     async def _cancel(self, sink: InboundSink) -> None:
         self._end_line()
         self._console.print("(cancelling…)", style="dim", markup=False)
-        await sink(Inbound(kind="cancel", address=self.address, user_id="local"))
+        await sink(Inbound(kind="cancel", address=self.address, user_id=_USER))
 
     async def _read_line(self, session: PromptSession[str] | None) -> str | None:
         if session is None:

@@ -51,28 +51,18 @@ class Address(BaseModel):
 
     @classmethod
     def parse(cls, text: str) -> Address:
-        """A delivery address: `telegram:<chat>[:<thread>]`, `slack:<channel>`,
-        `discord:<channel>` or `terminal`; `ValueError` with the accepted forms otherwise."""
-        parts = text.strip().split(":")
-        platform = parts[0].lower()
-        usage = (
-            f"{text!r} is not a delivery address; use telegram:<chat id>[:<thread id>], "
-            "slack:<channel id>, discord:<channel id> or terminal"
-        )
-        if platform == "terminal" and len(parts) == 1:
-            return cls(platform="terminal", bot="local", chat="any")
-        if platform == "telegram" and len(parts) in (2, 3):
-            if not all(_is_int(p) for p in parts[1:]):
-                raise ValueError(usage)
-            thread = parts[2] if len(parts) == 3 else None
-            return cls(platform="telegram", chat=parts[1], thread=thread)
-        if platform in ("slack", "discord") and len(parts) == 2 and parts[1].isalnum():
-            return cls(platform=platform, chat=parts[1])
-        raise ValueError(usage)
+        """The generic form `<platform>:<chat>[:<thread>]`; `ValueError` otherwise.
+
+        Platforms' own grammars (which ids they accept, a bare platform name) live with the
+        channels; `core.addresses.AddressBook` applies them.
+        """
+        platform, _, rest = text.strip().partition(":")
+        chat, _, thread = rest.partition(":")
+        if not platform or not chat or ":" in thread:
+            raise ValueError(f"{text!r} is not an address; use <platform>:<chat>[:<thread>]")
+        return cls(platform=platform.lower(), chat=chat, thread=thread or None)
 
     def __str__(self) -> str:
-        if self.platform == "terminal":
-            return "terminal"
         text = f"{self.platform}:{self.chat}"
         return f"{text}:{self.thread}" if self.thread else text
 
@@ -202,10 +192,6 @@ def decode(data: bytes) -> Inbound | Outbound | EventEnvelope:
         return _ENVELOPE.validate_python(raw["body"])
     except (KeyError, ValidationError) as exc:
         raise BusError(f"malformed bus envelope: {exc}") from exc
-
-
-def _is_int(text: str) -> bool:
-    return text.lstrip("-").isdigit()
 
 
 def _default(value: object) -> object:

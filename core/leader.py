@@ -1,7 +1,8 @@
 """`Leadership`: one holder at a time of a named role, across processes, on a Redis lease.
 
-Telegram's long polling allows one reader per bot token; with several gateway replicas, the
-one holding the `telegram-poller:<bot>` lease polls and the others wait to take over.
+Some platforms allow one reader per bot (long polling, a gateway websocket); with several
+gateway replicas, the one holding the `<role>:<bot>` lease its channel names reads, and the
+others wait to take over.
 """
 
 from __future__ import annotations

@@ -8,15 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.envelopes import Address, Inbound
 
-__all__ = ["DEFAULT_CHANNEL_MODES", "AllowList", "ChannelPolicy"]
-
-DEFAULT_CHANNEL_MODES: dict[str, str] = {
-    "terminal": "full",
-    "web": "full",
-    "telegram": "safe-chat",
-    "slack": "safe-chat",
-    "discord": "discord",
-}
+__all__ = ["AllowList", "ChannelPolicy"]
 
 
 class AllowList(BaseModel):
@@ -26,7 +18,7 @@ class AllowList(BaseModel):
 
     users: frozenset[str] = frozenset()
     chats: frozenset[str] = frozenset()
-    # Whole workspaces (Slack team ids) or servers (Discord guild ids).
+    # Whole workspaces or servers (the `team` of an `Inbound`).
     teams: frozenset[str] = frozenset()
 
 
@@ -35,7 +27,8 @@ class ChannelPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    modes: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_CHANNEL_MODES))
+    # Per platform; each platform's default comes from its channel (wired in `bots/`).
+    modes: dict[str, str] = Field(default_factory=dict)
     # Overrides for one chat, keyed by session key prefix `<platform>:<bot>:<chat>`.
     chat_modes: dict[str, str] = Field(default_factory=dict)
     default_mode: str = "safe-chat"
@@ -45,8 +38,8 @@ class ChannelPolicy(BaseModel):
     # In group chats: answer only messages addressed to the bot, or every message.
     group_replies: Literal["mention", "all"] = "mention"
     # "<platform>:<user id>" of the people trusted with `full` everywhere (and schedules
-    # that run in `full`); the local terminal's user is the operator.
-    admins: frozenset[str] = frozenset({"terminal:local"})
+    # that run in `full`); `bots/` adds the operator of a local channel by default.
+    admins: frozenset[str] = frozenset()
 
     def is_admin(self, platform: str, user_id: str) -> bool:
         """Whether this person is one of the admins."""

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.checkpoints import CrashPolicy
 from core.errors import ConfigError
-from core.policy import DEFAULT_CHANNEL_MODES, AllowList
+from core.policy import AllowList
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.skills import Skill
 
@@ -43,18 +43,21 @@ class ProfileSettings(BaseModel):
     # Attempts per model call and the time they may take in all, for retryable failures.
     retry_attempts: int = Field(default=4, ge=1, le=20)
     retry_seconds: float = Field(default=60.0, gt=0)
-    # Capability mode per platform, e.g. {telegram = "safe-chat"}.
-    modes: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_CHANNEL_MODES))
+    # Capability mode per platform, e.g. {<platform> = "safe-chat"}. The profile loader in
+    # `bots/` fills in each platform's default mode when the file has no [modes] table.
+    modes: dict[str, str] = Field(default_factory=dict)
     # Capability mode per chat, keyed `<platform>:<bot>:<chat>`.
     chat_modes: dict[str, str] = Field(default_factory=dict)
-    # Allowlists per platform: `[allow.telegram] users = ["123"]`; no entry: open to all.
+    # Allowlists per platform: `[allow.<platform>] users = ["123"]`; no entry: open to all.
     allow: dict[str, AllowList] = Field(default_factory=dict)
     # In groups: answer only when addressed ("mention") or every message ("all").
     group_replies: Literal["mention", "all"] = "mention"
-    # Discord: answer a mention in a new thread started from the message.
-    discord_reply_in_thread: bool = False
-    # People trusted with everything: "<platform>:<user id>", e.g. "telegram:12345".
-    admins: list[str] = Field(default_factory=lambda: ["terminal:local"])
+    # Options of one platform, `[channels.<platform>]`: each channel validates its own table
+    # (the profile loader in `bots/` does, so a typo stops the start).
+    channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # People trusted with everything: "<platform>:<user id>". The profile loader fills in
+    # the operators of local channels when the file has no `admins`.
+    admins: list[str] = Field(default_factory=list)
     # The model's context window in tokens; unset: the built-in table's (core/context.py).
     context_window: int | None = Field(default=None, ge=1_000)
     # Compact (summarize older turns) when a request nears this share of the window...

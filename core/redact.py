@@ -29,22 +29,16 @@ _PATTERNS = (
     re.compile(r"(?<![A-Za-z0-9])sk-ant-[A-Za-z0-9_\-]{16,}"),
     re.compile(r"(?<![A-Za-z0-9])sk-(?:proj-)?[A-Za-z0-9_\-]{20,}"),
     re.compile(r"(?<![A-Za-z0-9])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    re.compile(r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"xapp-[A-Za-z0-9\-]{10,}"),
     re.compile(r"(?<![A-Za-z0-9])gh[pousr]_[A-Za-z0-9]{30,}"),
     re.compile(r"(?<![A-Za-z0-9])github_pat_[A-Za-z0-9_]{22,}"),
     re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"),
     re.compile(r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_\-]{35}"),
     # A JSON web token: three base64url parts, the first two encoded JSON objects.
     re.compile(r"(?<![\w-])eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,}"),
-    # A Telegram bot token, also inside Bot API URLs (".../bot<token>/getUpdates").
-    re.compile(r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}"),
-    # A Discord bot token: the bot's id in base64, a timestamp, an HMAC, dot-separated.
-    re.compile(r"(?<![\w-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}"),
 )
 
 # Names of settings, fields and parameters whose value is a secret: `api_key`, `apikey`,
-# `AWS_SECRET_ACCESS_KEY`, `SLACK_BOT_TOKEN`, `db_password`; not `max_tokens` or `keyboard`.
+# `AWS_SECRET_ACCESS_KEY`, `CHAT_BOT_TOKEN`, `db_password`; not `max_tokens` or `keyboard`.
 _SECRET_NAME = (
     r"[\w.\-]*?(?:api[_\-]?key|access[_\-]?key|secret[_\-]?key|private[_\-]?key|token"
     r"|secret|passwd|password|pwd)"
@@ -116,17 +110,22 @@ def _high_entropy(match: re.Match[str]) -> str:
 
 
 class Redactor:
-    """Replaces known secret values and credential-shaped strings with `[redacted]`."""
+    """Replaces known secret values and credential-shaped strings with `[redacted]`.
 
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
+    `patterns` adds shapes of credentials to the built-in ones (regular expressions whose
+    whole match is the secret): the chat platforms contribute their token formats this way.
+    """
+
+    def __init__(self, secrets: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
         # Short values would shred ordinary text; real secrets are long.
         values = sorted({s for s in secrets if s and len(s) >= 8}, key=len, reverse=True)
         self._exact = re.compile("|".join(re.escape(v) for v in values)) if values else None
+        self._patterns = (*_PATTERNS, *(re.compile(p) for p in patterns))
 
     def __call__(self, text: str) -> str:
         if self._exact is not None:
             text = self._exact.sub(REDACTED, text)
-        for pattern in _PATTERNS:
+        for pattern in self._patterns:
             text = pattern.sub(REDACTED, text)
         # The header before the generic pairs: it keeps the scheme (`Bearer [redacted]`).
         text = _AUTHORIZATION.sub(_keep_lead, text)

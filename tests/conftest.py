@@ -3,7 +3,8 @@
 import os
 
 # python-telegram-bot 22 warns (an error under filterwarnings=error) whenever a RetryAfter
-# is built unless time periods are timedeltas; bots/channels.py sets the same for the product.
+# is built unless time periods are timedeltas; channels/telegram/spec.py sets the same for
+# the product.
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 from collections.abc import AsyncIterator, Iterator

@@ -16,6 +16,7 @@ from rich.table import Table
 from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
 from bots.commands.processes import run_with_gateways
+from bots.platforms import command_registry
 from bots.profiles import load_profile
 from bots.providers import build_registry
 from bots.settings import Settings
@@ -74,7 +75,9 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
     # The terminal's work stays in this process; with REDIS_URL its history goes to Redis.
     async with embedded(settings, profile, local_bus=True) as parts:
         chat_name = await _terminal_chat(parts.store, session_name)
-        adapter = TerminalAdapter(chat=chat_name, interactive=interactive)
+        adapter = TerminalAdapter(
+            chat=chat_name, interactive=interactive, menu=command_registry().menu()
+        )
         err = Console(stderr=True, highlight=False)
         if interactive:
             err.print(

@@ -17,7 +17,6 @@ from bots.logs import configure_logging
 from bots.settings import Settings, load_settings
 from core.errors import ConfigError
 from core.logcontext import bind_log_context
-from core.redact import Redactor
 
 __all__ = ["LOG", "on_signals", "require_redis", "settings_from", "stdout"]
 
@@ -28,7 +27,7 @@ def settings_from(ctx: click.Context, **overrides: object) -> Settings:
     """Settings from the environment and flags; logging configured to match."""
     settings = load_settings(**overrides)
     level = (ctx.find_root().obj or {}).get("log_level") or settings.log_level
-    configure_logging(level, Redactor(settings.secrets()), fmt=settings.log_format)
+    configure_logging(level, settings.redactor(), fmt=settings.log_format)
     # The command (`serve`, `worker`, `gateway`...) is the process's role in every log line.
     words = ctx.command_path.split()
     bind_log_context(role=words[1] if len(words) > 1 else words[0])

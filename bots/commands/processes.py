@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from bots.app import Components, backends, embedded, worker_for
-from bots.channels import PLATFORMS, adapter_for, configured_adapters
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
+from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
-from channels.base import ChannelAdapter
 from channels.gateway import Gateway
 from core.bus.base import Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
@@ -73,11 +72,14 @@ def serve(ctx: click.Context, profile: str | None) -> None:
 
 async def _serve_platforms(settings: Settings) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    adapters = configured_adapters(settings, profile)
+    menu = command_registry().menu()
+    adapters = REGISTERED.configured_adapters(settings.environ, profile, menu)
     if not adapters:
+        tokens = [spec.env[0] for spec in REGISTERED.specs if spec.build and spec.env]
+        listed = f"{', '.join(tokens[:-1])} or {tokens[-1]}" if len(tokens) > 1 else tokens[0]
         raise ConfigError(
-            "no chat platform is configured: set TELEGRAM_BOT_TOKEN, SLACK_BOT_TOKEN or "
-            "DISCORD_BOT_TOKEN (or use `switchboard chat` for the terminal)"
+            f"no chat platform is configured: set {listed} "
+            "(or use `switchboard chat` for the terminal)"
         )
     async with embedded(settings, profile) as parts:
         gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
@@ -86,7 +88,7 @@ async def _serve_platforms(settings: Settings) -> None:
 
 
 @click.command()
-@click.argument("platform", type=click.Choice(PLATFORMS))
+@click.argument("platform", type=click.Choice(REGISTERED.served()))
 @click.pass_context
 def gateway(ctx: click.Context, platform: str) -> None:
     """Run one platform's adapter alone against the Redis bus (distributed deployment).
@@ -102,14 +104,12 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 
 async def _gateway(settings: Settings, platform: str) -> None:
-    adapter = adapter_for(
-        platform,
-        settings,
-        await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile),
-    )
+    profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
+    adapter = REGISTERED.adapter_for(platform, settings.environ, profile, command_registry().menu())
     async with backends(settings) as found:
         runner = Gateway(adapter, found.bus)
-        leadership = _poller_leadership(settings, platform, adapter, runner.consumer)
+        role = REGISTERED.leader_role(adapter, settings.environ)
+        leadership = _leadership(settings, role, runner.consumer) if role else None
         stopped = asyncio.Event()
 
         async def stop() -> None:
@@ -143,17 +143,8 @@ async def _gateway(settings: Settings, platform: str) -> None:
             await leadership.release()
 
 
-def _poller_leadership(
-    settings: Settings, platform: str, adapter: ChannelAdapter, owner: str
-) -> Leadership | None:
-    if platform == "telegram" and not settings.telegram_webhook_url:
-        role = "telegram-poller"
-    elif platform == "discord":
-        # Every gateway connection of a bot gets every event, and a slash command is answered
-        # by editing a response only the process that acknowledged it can edit.
-        role = "discord-gateway"
-    else:
-        return None
+def _leadership(settings: Settings, role: str, owner: str) -> Leadership:
+    """The lease of a platform only one gateway at a time may read (its spec names the role)."""
     import redis.asyncio as aioredis
     from redis.asyncio.retry import Retry
     from redis.backoff import ExponentialWithJitterBackoff
@@ -165,8 +156,7 @@ def _poller_leadership(
     # with a Redis restart; releasing the lease on SIGTERM must not fail for that.
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     client = aioredis.Redis.from_url(settings.redis_url, retry=retry)
-    bot = getattr(adapter, "bot_key", "bot")
-    return Leadership(client, f"{role}:{bot}", owner=owner)
+    return Leadership(client, role, owner=owner)
 
 
 @click.command()

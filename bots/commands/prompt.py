@@ -6,6 +6,7 @@ import click
 
 from bots.app import PROMPT_HINTS
 from bots.commands.common import settings_from
+from bots.platforms import REGISTERED
 from bots.profiles import load_profile
 from core.clock import utc_now
 from core.envelopes import Address
@@ -15,9 +16,6 @@ from core.policy import ChannelPolicy
 from core.profile import Profile
 
 __all__ = ["prompt"]
-
-# The bot part of a terminal chat's session key (channels/terminal.py).
-_TERMINAL_BOT = "local"
 
 
 @click.command()
@@ -83,5 +81,12 @@ def _mode_name(profile: Profile, channel: str, chat: str | None) -> str:
                 f"chat {chat_id!r} has different modes under several bots "
                 f"({', '.join(sorted(bots))}); pass --chat BOT:{chat_id}"
             )
-        bot = min(bots, default=_TERMINAL_BOT if channel == "terminal" else "default")
+        bot = min(bots, default=_default_bot(channel))
     return policy.mode_for_address(Address(platform=channel, bot=bot, chat=chat_id))
+
+
+def _default_bot(channel: str) -> str:
+    """The bot part of a chat's session key when the profile names none: a platform whose
+    bare address stands for its one local bot uses that bot's name."""
+    bare = REGISTERED.get(channel).address.bare
+    return bare.bot if bare is not None else "default"

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from bots.app import open_store
 from bots.commands.common import settings_from, stdout
+from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.clock import utc_now
 from core.envelopes import Address
@@ -28,14 +29,17 @@ from core.scheduling.tools import describe_cadence
 
 __all__ = ["schedule"]
 
+# Delivery addresses as each registered platform writes them.
+_ADDRESSES = REGISTERED.addresses()
 
-@click.group()
+
+@click.group(
+    help="Run a prompt later or again and again; its answers go to a chat.\n\n"
+    f"Addresses: {_ADDRESSES.usage()}. `switchboard serve` (or `switchboard scheduler` with "
+    "Redis) fires them."
+)
 def schedule() -> None:
-    """Run a prompt later or again and again; its answers go to a chat.
-
-    Addresses: telegram:<chat id>[:<thread id>], slack:<channel id>, discord:<channel id> or
-    terminal. `switchboard serve` (or `switchboard scheduler` with Redis) fires them.
-    """
+    """Run a prompt later or again and again; its answers go to a chat."""
 
 
 @schedule.command("add")
@@ -50,7 +54,13 @@ def schedule() -> None:
 @click.option("--cron", metavar="EXPR", help="At the times of a 5-field cron expression.")
 @click.option("--tz", default="UTC", show_default=True, help="IANA timezone for --at and --cron.")
 @click.option("--prompt", required=True, help="What to ask the model at each run.")
-@click.option("--deliver-to", "deliver_to", required=True, metavar="ADDRESS", help="Chat.")
+@click.option(
+    "--deliver-to",
+    "deliver_to",
+    required=True,
+    metavar="ADDRESS",
+    help=f"Chat: {_ADDRESSES.usage()}.",
+)
 @click.option(
     "--policy",
     type=click.Choice(["always", "conditional", "never"]),
@@ -75,7 +85,7 @@ def add(ctx: click.Context, /, **options: Any) -> None:
         options["at"], options["after"], options["every"], options["cron"], options["tz"]
     )
     try:
-        address = Address.parse(options["deliver_to"])
+        address = _ADDRESSES.parse(options["deliver_to"])
     except ValueError as exc:
         raise ConfigError(f"--deliver-to: {exc}") from None
     asyncio.run(_add(settings, cadence, options, address))
@@ -120,8 +130,9 @@ async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to
             )
         except CadenceError as exc:
             raise ConfigError(str(exc)) from None
+    where = _ADDRESSES.format(to)
     click.echo(
-        f"Added schedule {made.id}: {describe_cadence(made.cadence)}, delivered to {to}; "
+        f"Added schedule {made.id}: {describe_cadence(made.cadence)}, delivered to {where}; "
         f"next run {made.next_run_at:%Y-%m-%d %H:%M:%S} UTC."
     )
 
@@ -157,7 +168,7 @@ async def _list(settings: Settings) -> None:
         table.add_row(
             item.id,
             describe_cadence(item.cadence),
-            str(item.deliver_to),
+            _ADDRESSES.format(item.deliver_to),
             item.notify,
             item.status,
             f"{item.next_run_at:%Y-%m-%d %H:%M:%S}" if item.next_run_at else "-",

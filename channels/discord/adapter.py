@@ -25,7 +25,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -41,6 +41,7 @@ from channels.base import InboundSink
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import discord_chunks
 from channels.streaming import EditedReply, ReplyStreams
+from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
@@ -132,8 +133,9 @@ class _Client(discord.Client):
 class DiscordAdapter:
     """One Discord bot, seen as a `ChannelAdapter`."""
 
-    def __init__(self, settings: DiscordSettings) -> None:
+    def __init__(self, settings: DiscordSettings, *, menu: Sequence[CommandInfo]) -> None:
         self.settings = settings
+        self._menu = tuple(menu)
         # A bot token starts with the bot's user id in base64: known without a request.
         self.bot_key = _bot_id_from_token(settings.token.get_secret_value()) or "bot"
         self.bot_id = 0
@@ -163,7 +165,7 @@ class DiscordAdapter:
         if self.settings.gateway_url:
             DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.settings.gateway_url)
         client = self._client = _Client(self)
-        tree = build_tree(client, self._on_slash)
+        tree = build_tree(client, self._on_slash, self._menu)
         connecting: asyncio.Task[None] | None = None
         try:
             await self._login(client)

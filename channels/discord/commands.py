@@ -1,4 +1,5 @@
-"""The bot's slash commands (`/ask`, `/new`, `/cost`) and registering them with Discord.
+"""The bot's slash commands (`/ask`, and one per chat command on the menu) and registering
+them with Discord.
 
 Registering is a PUT of every global command, which Discord rate-limits hard (and which makes
 clients refresh their command lists), so it happens only when the definitions differ from what
@@ -9,11 +10,13 @@ it holds across restarts, machines and replicas.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import discord
 from discord import app_commands
+
+from core.commands import CommandInfo
 
 __all__ = ["SlashHandler", "build_tree", "command_shapes", "sync_commands"]
 
@@ -23,8 +26,11 @@ SlashHandler = Callable[[discord.Interaction, str | None, str], Awaitable[None]]
 """Called with the interaction, the command word (None for `/ask`) and the question."""
 
 
-def build_tree(client: discord.Client, handle: SlashHandler) -> app_commands.CommandTree:
-    """A command tree on `client` with the three commands, each passed on to `handle`."""
+def build_tree(
+    client: discord.Client, handle: SlashHandler, menu: Sequence[CommandInfo]
+) -> app_commands.CommandTree:
+    """A command tree on `client`: `/ask`, then every command of `menu` anyone may use (admin-only
+    ones are left to `/help`), each passed on to `handle`."""
     tree = app_commands.CommandTree(client)
 
     @tree.command(name="ask", description="Ask the bot a question")
@@ -32,19 +38,25 @@ def build_tree(client: discord.Client, handle: SlashHandler) -> app_commands.Com
     async def ask(interaction: discord.Interaction, question: str) -> None:
         await handle(interaction, None, question)
 
-    @tree.command(name="new", description="Start a fresh conversation")
-    async def new(interaction: discord.Interaction) -> None:
-        await handle(interaction, "new", "")
-
-    @tree.command(name="cost", description="What this conversation has cost")
-    async def cost(interaction: discord.Interaction) -> None:
-        await handle(interaction, "cost", "")
+    for info in menu:
+        # `/ask` is Discord's way to ask in a channel without a mention: it stays ours.
+        if not info.admin_only and info.name != "ask":
+            tree.add_command(_menu_command(info, handle))
 
     @tree.error
     async def failed(interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
         log.error("slash command %s failed: %s", interaction.data, error, exc_info=error)
 
     return tree
+
+
+def _menu_command(info: CommandInfo, handle: SlashHandler) -> app_commands.Command[Any, Any, None]:
+    word = info.name
+
+    async def run(interaction: discord.Interaction) -> None:
+        await handle(interaction, word, "")
+
+    return app_commands.Command(name=word, description=info.description, callback=run)
 
 
 async def sync_commands(tree: app_commands.CommandTree, client: discord.Client) -> bool:

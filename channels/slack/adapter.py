@@ -18,7 +18,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlparse
@@ -43,6 +43,7 @@ from channels.base import InboundSink
 from channels.slack.format import mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
 from channels.streaming import EditedReply, ReplyStreams
+from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
@@ -58,8 +59,7 @@ _NO_STATUS = frozenset({"not_allowed_token_type", "unknown_method", "missing_sco
 _BAD_TOKEN = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
 )
-_COMMANDS = frozenset({"new", "reset", "cost", "usage", "help", "start"})
-_COMMAND = re.compile(r"/([A-Za-z]+)(?:\s|$)")
+_COMMAND = re.compile(r"/([A-Za-z][A-Za-z0-9_]*)(?:\s|$)")
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 _REMEMBERED = 10_000  # event ids and threads kept in memory
@@ -102,13 +102,15 @@ class _Working:
 class SlackAdapter:
     """One Slack app in one workspace, seen as a `ChannelAdapter`."""
 
-    def __init__(self, settings: SlackSettings) -> None:
+    def __init__(self, settings: SlackSettings, *, menu: Sequence[CommandInfo]) -> None:
         if settings.app_token is None and settings.signing_secret is None:
             raise ConfigError(
                 "Slack needs SLACK_SIGNING_SECRET (Events API over HTTP) or SLACK_APP_TOKEN "
                 "(Socket Mode)"
             )
         self.settings = settings
+        # Commands arrive as message text (`@bot /new`): any name or alias on the menu.
+        self._words = frozenset(w for info in menu for w in (info.name, *info.aliases))
         api_url = settings.api_url if settings.api_url.endswith("/") else f"{settings.api_url}/"
         self._api_host = urlparse(api_url).hostname or ""
         # 429s are waited out (Retry-After) and tried again, twice, before a ChannelError.
@@ -395,7 +397,7 @@ class SlackAdapter:
             if addressed:
                 _remember(self._threads, (channel, thread))
         text = mrkdwn_to_text(raw_text, drop_user=bot_user)
-        command = _command(text) if addressed or is_direct else None
+        command = _command(text, self._words) if addressed or is_direct else None
         team = event.get("user_team") or event.get("team") or body.get("team_id")
         profile = event.get("user_profile")
         name = ""
@@ -578,9 +580,9 @@ class SlackAdapter:
             log.info("could not remove the working reaction: %s", exc)
 
 
-def _command(text: str) -> str | None:
+def _command(text: str, words: frozenset[str]) -> str | None:
     match = _COMMAND.match(text)
-    if match is None or match.group(1).lower() not in _COMMANDS:
+    if match is None or match.group(1).lower() not in words:
         return None
     return match.group(1).lower()
 

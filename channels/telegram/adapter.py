@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -37,19 +37,15 @@ from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.streaming import EditedReply, ReplyStreams
 from channels.telegram.format import telegram_chunks
+from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
 
-__all__ = ["COMMANDS", "TelegramAdapter", "TelegramSettings"]
+__all__ = ["TelegramAdapter", "TelegramSettings", "bot_commands"]
 
 log = logging.getLogger(__name__)
 
-COMMANDS = [
-    BotCommand("new", "Start a fresh conversation"),
-    BotCommand("cost", "What this conversation has cost"),
-    BotCommand("help", "How to talk to this bot"),
-]
 _T = TypeVar("_T")
 # Telegram accepts 1-256 of these characters; short secrets are guessable and too short for
 # the log scrubber to recognise, so at least 16 are required.
@@ -74,10 +70,16 @@ class TelegramSettings(BaseModel):
     typing_interval: float = Field(default=4.0, gt=0)
 
 
+def bot_commands(menu: Sequence[CommandInfo]) -> list[BotCommand]:
+    """The `setMyCommands` list: every command anyone may use (admin-only ones are left to
+    `/help`, which lists them for admins)."""
+    return [BotCommand(info.name, info.description) for info in menu if not info.admin_only]
+
+
 class TelegramAdapter:
     """One Telegram bot, seen as a `ChannelAdapter`."""
 
-    def __init__(self, settings: TelegramSettings) -> None:
+    def __init__(self, settings: TelegramSettings, *, menu: Sequence[CommandInfo]) -> None:
         if settings.webhook_url:
             secret = settings.webhook_secret
             if secret is None:
@@ -87,6 +89,7 @@ class TelegramAdapter:
                     "TELEGRAM_WEBHOOK_SECRET must be 16 to 256 letters, digits, '_' or '-'"
                 )
         self.settings = settings
+        self._commands = bot_commands(menu)
         token = settings.token.get_secret_value()
         # The bot's numeric id is the token's first part: stable, and known without a request.
         self.bot_key = token.partition(":")[0] or "bot"
@@ -141,7 +144,7 @@ class TelegramAdapter:
         try:
             self.username = app.bot.username or ""
             self.bot_id = app.bot.id
-            await app.bot.set_my_commands(COMMANDS)
+            await app.bot.set_my_commands(self._commands)
             if self.settings.webhook_url:
                 await self._start_webhook()
             else:

@@ -68,7 +68,7 @@ def clean_env(
     env.update(
         SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_LOG_LEVEL="info",
+        SWITCHBOARD_LOG_LEVEL="info,httpx=info",
         PTB_TIMEDELTA="1",
         PYTHONFAULTHANDLER="1",
     )

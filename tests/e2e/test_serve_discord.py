@@ -78,7 +78,7 @@ def discord_env(
         tmp_path,
         redis_url=redis_url,
         openai=openai,
-        SWITCHBOARD_LOG_LEVEL="debug",
+        SWITCHBOARD_LOG_LEVEL="debug,libraries=debug",
         DISCORD_BOT_TOKEN=fake.token,
         DISCORD_API_URL=fake.api_url,
         DISCORD_GATEWAY_URL=fake.gateway_url,
@@ -97,7 +97,7 @@ async def test_serve_answers_on_discord(
     async with Deployment(env, tmp_path) as deployment:
         served = await deployment.start("serve")
         await deployment.ready(fake.wait_ready(START_PATIENCE))
-        assert [c["name"] for c in fake.commands] == ["ask", "new", "cost"]
+        assert [c["name"] for c in fake.commands] == ["ask", "new", "cost", "help"]
 
         # A DM: answered in the DM channel, through the calculator tool.
         fake.dm(ALICE, "what is 6*7?")

@@ -49,7 +49,7 @@ def env(fake_slack: FakeSlack, tmp_path: Path) -> dict[str, str]:
     keep.update(
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
         SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
-        SWITCHBOARD_LOG_LEVEL="debug",
+        SWITCHBOARD_LOG_LEVEL="debug,libraries=debug",
         SLACK_BOT_TOKEN=fake_slack.bot_token,
         SLACK_API_URL=fake_slack.api_url,
     )

@@ -43,7 +43,7 @@ def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
     keep.update(
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
         SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
-        SWITCHBOARD_LOG_LEVEL="debug",
+        SWITCHBOARD_LOG_LEVEL="debug,libraries=debug",
         TELEGRAM_BOT_TOKEN=fake_telegram.token,
         TELEGRAM_API_URL=fake_telegram.url,
     )

@@ -18,10 +18,12 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from bots.platforms import REGISTERED, command_registry
 from channels import discord as discord_channel
 from channels.discord.adapter import DiscordAdapter, DiscordSettings
 from channels.gateway import Gateway
 from core.bus.memory import MemoryBus
+from core.commands import CommandRegistry
 from core.dispatch import Worker
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
@@ -32,6 +34,10 @@ from tests.fakes.discord_api import FakeDiscord, SentMessage
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
+
+# The chat commands of the product: the worker runs them, the gateway lists them.
+COMMANDS = command_registry()
+MENU = COMMANDS.menu()
 
 _FENCE = re.compile(r"^```", re.MULTILINE)
 _CODE_BLOCK = re.compile(r"^```[\w+#.-]*\n(.*?)\n```$", re.DOTALL | re.MULTILINE)
@@ -57,6 +63,7 @@ async def serving(
     provider: Provider,
     *,
     policy: ChannelPolicy | None = None,
+    commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
     **options: Any,
 ) -> AsyncIterator[Serving]:
@@ -71,7 +78,8 @@ async def serving(
             api_url=fake.api_url,
             gateway_url=fake.gateway_url,
             **settings,
-        )
+        ),
+        menu=(commands or COMMANDS).menu(),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
@@ -81,7 +89,8 @@ async def serving(
         bus=bus,
         store=store,
         runtime=runtime,
-        policy=policy,
+        policy=policy or ChannelPolicy(modes=REGISTERED.default_modes()),
+        commands=commands or COMMANDS,
         prompt_hints={"discord": discord_channel.PROMPT_HINT},
         stream_interval=stream_interval,
     )

@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
+from bots.platforms import REGISTERED, command_registry
 from channels import slack
 from channels.gateway import Gateway
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from core.bus.memory import MemoryBus
+from core.commands import CommandRegistry
 from core.dispatch import Worker
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
@@ -31,6 +33,10 @@ from tests.fakes.slack_api import FakeSlack, SentMessage
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
+
+# The chat commands of the product: the worker runs them, the gateway lists them.
+COMMANDS = command_registry()
+MENU = COMMANDS.menu()
 
 _CODE_BLOCK = re.compile(r"```\n(.*?)\n```", re.DOTALL)
 
@@ -70,6 +76,7 @@ async def serving(
     *,
     mode: Literal["http", "socket"] = "http",
     policy: ChannelPolicy | None = None,
+    commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
     **options: Any,
 ) -> AsyncIterator[Serving]:
@@ -88,7 +95,8 @@ async def serving(
             bot_token=SecretStr(fake.bot_token),
             api_url=fake.api_url,
             **(credentials | settings | options),
-        )
+        ),
+        menu=(commands or COMMANDS).menu(),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
@@ -101,7 +109,8 @@ async def serving(
         bus=bus,
         store=store,
         runtime=runtime,
-        policy=policy,
+        policy=policy or ChannelPolicy(modes=REGISTERED.default_modes()),
+        commands=commands or COMMANDS,
         prompt_hints={"slack": slack.PROMPT_HINT},
         stream_interval=stream_interval,
     )

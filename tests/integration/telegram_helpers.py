@@ -18,10 +18,12 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from bots.platforms import REGISTERED, command_registry
 from channels import telegram
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.memory import MemoryBus
+from core.commands import CommandRegistry
 from core.dispatch import Worker
 from core.events import Finished, ModelEvent, TextDelta
 from core.policy import ChannelPolicy
@@ -36,6 +38,10 @@ PATIENCE = 5.0
 
 # The bot's key in session keys: the numeric part of the fake's default token.
 BOT_KEY = "123456789"
+
+# The chat commands of the product: the worker runs them, the gateway lists them.
+COMMANDS = command_registry()
+MENU = COMMANDS.menu()
 
 _PRE = re.compile(r"<pre>(?:<code[^>]*>)?(.*?)(?:</code>)?</pre>", re.DOTALL)
 
@@ -60,6 +66,7 @@ async def serving(
     provider: Provider,
     *,
     policy: ChannelPolicy | None = None,
+    commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
     **options: Any,
 ) -> AsyncIterator[Serving]:
@@ -70,7 +77,8 @@ async def serving(
     """
     settings: dict[str, Any] = {"poll_timeout": 1, "edit_interval": 0.05} | options
     adapter = TelegramAdapter(
-        TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings)
+        TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings),
+        menu=(commands or COMMANDS).menu(),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
@@ -83,7 +91,8 @@ async def serving(
         bus=bus,
         store=store,
         runtime=runtime,
-        policy=policy,
+        policy=policy or ChannelPolicy(modes=REGISTERED.default_modes()),
+        commands=commands or COMMANDS,
         prompt_hints={"telegram": telegram.PROMPT_HINT},
         stream_interval=stream_interval,
     )

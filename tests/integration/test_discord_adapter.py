@@ -23,6 +23,7 @@ from discord.http import Route
 from pydantic import SecretStr
 
 from bots.logs import configure_logging
+from bots.platforms import REGISTERED
 from channels.discord.adapter import INTENTS, DiscordAdapter, DiscordSettings
 from channels.discord.format import DISCORD_LIMIT
 from core.bus.names import outbound_queue
@@ -39,6 +40,7 @@ from core.store.sqlite import SqliteStore
 from tests.fakes.discord_api import FakeDiscord, Request
 from tests.fakes.discord_events import CHANNEL, GUILD, OTHER_CHANNEL, token_for
 from tests.integration.discord_helpers import (
+    MENU,
     PATIENCE,
     code_blocks,
     fences_balanced,
@@ -352,7 +354,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
     fake = fake_discord
     provider = scripted("Because of 42.", "x " * 1500)
     async with serving(fake, store, provider):
-        assert [c["name"] for c in fake.commands] == ["ask", "new", "cost"]
+        assert [c["name"] for c in fake.commands] == ["ask", "new", "cost", "help"]
         ask = fake.slash("ask", channel_id=CHANNEL, user_id=ALICE, options={"question": "why?"})
         await reply_containing(fake, CHANNEL, "Because of 42.")
         key = f"{bot_key(fake)}:{CHANNEL}"
@@ -514,7 +516,8 @@ def _adapter(fake: FakeDiscord, token: str | None = None) -> DiscordAdapter:
             token=SecretStr(token or fake.token),
             api_url=fake.api_url,
             gateway_url=fake.gateway_url,
-        )
+        ),
+        menu=MENU,
     )
 
 
@@ -562,7 +565,9 @@ def product_logging(
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     secrets = [fake_discord.token] if request.param == "configured" else []
-    configure_logging("debug,libraries=debug", Redactor(secrets))
+    configure_logging(
+        "debug,libraries=debug", Redactor(secrets, patterns=REGISTERED.secret_patterns())
+    )
     output = io.StringIO()
     for handler in root.handlers:
         assert isinstance(handler, logging.StreamHandler)

@@ -22,6 +22,7 @@ import pytest
 from pydantic import SecretStr
 
 from bots.logs import configure_logging
+from bots.platforms import REGISTERED
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from channels.slack.format import SLACK_LIMIT
 from core.dispatch import REFUSAL_TEXT
@@ -36,6 +37,7 @@ from core.store.sqlite import SqliteStore
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.fakes.slack_events import BOB, BOT_USER_ID, DM_CHANNEL, GENERAL, TEAM_ID
 from tests.integration.slack_helpers import (
+    MENU,
     code_blocks,
     reply_containing,
     serving,
@@ -269,7 +271,8 @@ async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack:
             signing_secret=SecretStr(fake.signing_secret),
             api_url=fake.api_url,
             port=0,
-        )
+        ),
+        menu=MENU,
     )
     with pytest.raises(ConfigError, match=r"SLACK_BOT_TOKEN \(invalid_auth\)"):
         await wrong_bot.run(_no_sink)
@@ -278,7 +281,8 @@ async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack:
             bot_token=SecretStr(fake.bot_token),
             app_token=SecretStr(fake.bot_token),  # a bot token where the app token belongs
             api_url=fake.api_url,
-        )
+        ),
+        menu=MENU,
     )
     with pytest.raises(ConfigError, match=r"SLACK_APP_TOKEN \(not_allowed_token_type\)"):
         await wrong_app.run(_no_sink)
@@ -586,7 +590,7 @@ def product_logging() -> Iterator[io.StringIO]:
     """
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
-    configure_logging("debug,libraries=debug", Redactor([]))
+    configure_logging("debug,libraries=debug", Redactor([], patterns=REGISTERED.secret_patterns()))
     output = io.StringIO()
     for handler in root.handlers:
         assert isinstance(handler, logging.StreamHandler)

@@ -21,6 +21,7 @@ import pytest
 from pydantic import SecretStr
 
 from bots.logs import configure_logging
+from bots.platforms import REGISTERED
 from channels.telegram.format import TELEGRAM_LIMIT
 from core.dispatch import REFUSAL_TEXT
 from core.messages import Message
@@ -511,7 +512,9 @@ def product_logging(
     root = logging.getLogger()
     saved = (root.handlers[:], root.level)
     secrets = [fake_telegram.token] if request.param == "configured" else []
-    configure_logging("debug,libraries=debug", Redactor(secrets))
+    configure_logging(
+        "debug,libraries=debug", Redactor(secrets, patterns=REGISTERED.secret_patterns())
+    )
     output = io.StringIO()
     for handler in root.handlers:
         assert isinstance(handler, logging.StreamHandler)

@@ -23,6 +23,7 @@ from core.envelopes import Address, Inbound, Outbound
 from core.events import AgentEvent, RunCompleted, ToolFinished
 from core.messages import Message, ToolCall
 from core.modes import FULL, NO_TOOLS, SAFE_CHAT, CapabilityMode
+from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
@@ -236,7 +237,10 @@ def make_worker(
         store=store,
         confirm=gate.confirm,
     )
-    return Worker(bus=bus, store=store, runtime=runtime, confirmations=gate), provider
+    # The terminal's chats run in `full` (its spec's default mode), where privileged tools ask.
+    policy = ChannelPolicy(modes={"terminal": "full"})
+    worker = Worker(bus=bus, store=store, runtime=runtime, confirmations=gate, policy=policy)
+    return worker, provider
 
 
 @asynccontextmanager

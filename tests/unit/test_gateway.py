@@ -31,6 +31,7 @@ class _Adapter:
     """A channel adapter that is never run: the test only publishes through the gateway."""
 
     platform = "terminal"
+    bot_key = "local"
 
     async def run(self, sink: InboundSink) -> None:
         """Never called."""

@@ -74,11 +74,12 @@ def test_an_empty_folder_gives_the_defaults(folder: Path) -> None:
     assert (profile.system, profile.memory, profile.user, profile.skills) == (None, "", "", [])
 
 
-def test_default_without_a_folder_gives_the_built_in_profile(tmp_path: Path) -> None:
+def test_default_without_a_folder_is_the_copy_shipped_in_the_package(tmp_path: Path) -> None:
     profile = load_profile(tmp_path, "default")
-    assert profile.name == "default"
-    assert profile.identity == DEFAULT_IDENTITY
-    assert profile.skills == []
+    shipped = load_profile(Path(__file__).resolve().parents[2] / "profiles", "default")
+    assert profile == shipped
+    assert profile.identity != DEFAULT_IDENTITY
+    assert [skill.name for skill in profile.skills] == ["summarize"]
 
 
 def test_another_missing_profile_is_an_error(tmp_path: Path) -> None:

@@ -6,9 +6,11 @@ import logging
 
 import pytest
 
+from bots.platforms import REGISTERED
 from core.redact import REDACTED, RedactingFilter, Redactor, looks_like_secret
 
-redact = Redactor()
+# With the chat platforms' credential shapes, as the wiring builds it.
+redact = Redactor(patterns=REGISTERED.secret_patterns())
 
 
 @pytest.mark.parametrize(

@@ -2,39 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from pydantic import SecretStr
 
-from bots.channels import adapter_for, configured_adapters
-from bots.settings import Settings
+from bots.platforms import REGISTERED, command_registry
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from core.errors import ConfigError
 
 TOKEN = "xoxb-1111111111-2222222222-FakeBotTokenForTestsOnly"
-
-
-def settings(**values: Any) -> Settings:
-    """Settings from these values alone: no `.env` file is read."""
-    return Settings(_env_file=None, **values)
+MENU = command_registry().menu()
 
 
 def test_the_adapter_needs_a_signing_secret_or_an_app_token() -> None:
     with pytest.raises(ConfigError, match=r"SLACK_SIGNING_SECRET.*SLACK_APP_TOKEN"):
-        SlackAdapter(SlackSettings(bot_token=SecretStr(TOKEN)))
+        SlackAdapter(SlackSettings(bot_token=SecretStr(TOKEN)), menu=MENU)
 
 
 def test_serve_runs_slack_when_the_bot_token_is_set() -> None:
-    assert configured_adapters(settings()) == []
-    [adapter] = configured_adapters(
-        settings(
-            slack_bot_token=SecretStr(TOKEN),
-            slack_signing_secret=SecretStr("s3cret"),
-            slack_port=3456,
-            slack_api_url="http://127.0.0.1:9/api",
-        )
-    )
+    assert REGISTERED.configured_adapters({}, None, MENU) == []
+    env = {
+        "SLACK_BOT_TOKEN": TOKEN,
+        "SLACK_SIGNING_SECRET": "s3cret",
+        "SLACK_PORT": "3456",
+        "SLACK_API_URL": "http://127.0.0.1:9/api",
+    }
+    [adapter] = REGISTERED.configured_adapters(env, None, MENU)
     assert isinstance(adapter, SlackAdapter)
     assert adapter.platform == "slack"
     assert (adapter.settings.port, adapter.settings.app_token) == (3456, None)
@@ -43,10 +35,17 @@ def test_serve_runs_slack_when_the_bot_token_is_set() -> None:
 
 def test_the_slack_gateway_names_what_is_missing() -> None:
     with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN"):
-        adapter_for("slack", settings())
+        REGISTERED.adapter_for("slack", {}, None, MENU)
     with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
-        adapter_for("slack", settings(slack_bot_token=SecretStr(TOKEN)))
-    socket_mode = adapter_for(
-        "slack", settings(slack_bot_token=SecretStr(TOKEN), slack_app_token=SecretStr("xapp-1"))
+        REGISTERED.adapter_for("slack", {"SLACK_BOT_TOKEN": TOKEN}, None, MENU)
+    with pytest.raises(ConfigError, match="SLACK_PORT"):
+        REGISTERED.adapter_for(
+            "slack",
+            {"SLACK_BOT_TOKEN": TOKEN, "SLACK_APP_TOKEN": "x", "SLACK_PORT": "no"},
+            None,
+            MENU,
+        )
+    socket_mode = REGISTERED.adapter_for(
+        "slack", {"SLACK_BOT_TOKEN": TOKEN, "SLACK_APP_TOKEN": "xapp-1"}, None, MENU
     )
     assert isinstance(socket_mode, SlackAdapter)

@@ -5,15 +5,20 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from bots.platforms import command_registry
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.errors import ConfigError
+
+MENU = command_registry().menu()
 
 TOKEN = SecretStr("123456789:AAF-test-token-abcdefghijklmnopqrstuv")
 
 
 def test_webhook_mode_needs_a_secret() -> None:
     with pytest.raises(ConfigError, match="TELEGRAM_WEBHOOK_SECRET"):
-        TelegramAdapter(TelegramSettings(token=TOKEN, webhook_url="https://bot.example/tg"))
+        TelegramAdapter(
+            TelegramSettings(token=TOKEN, webhook_url="https://bot.example/tg"), menu=MENU
+        )
 
 
 @pytest.mark.parametrize("secret", ["short", "has spaces in it, sixteen+", "x" * 257])
@@ -22,9 +27,10 @@ def test_webhook_secret_must_be_long_and_plain(secret: str) -> None:
         TelegramAdapter(
             TelegramSettings(
                 token=TOKEN, webhook_url="https://bot.example/tg", webhook_secret=SecretStr(secret)
-            )
+            ),
+            menu=MENU,
         )
 
 
 def test_the_bot_key_is_the_token_id() -> None:
-    assert TelegramAdapter(TelegramSettings(token=TOKEN)).bot_key == "123456789"
+    assert TelegramAdapter(TelegramSettings(token=TOKEN), menu=MENU).bot_key == "123456789"

@@ -17,6 +17,7 @@ async def test_a_question_is_shown_and_the_next_line_goes_back_as_the_answer() -
         interactive=False,
         stdin=io.StringIO("yes\n"),
         console=Console(file=printed, highlight=False),
+        menu=(),
     )
     sent: list[Inbound] = []
 
@@ -39,7 +40,11 @@ async def test_a_question_is_shown_and_the_next_line_goes_back_as_the_answer() -
 
 async def test_no_line_means_no_answer() -> None:
     adapter = TerminalAdapter(
-        chat="c", interactive=False, stdin=io.StringIO(""), console=Console(file=io.StringIO())
+        chat="c",
+        interactive=False,
+        stdin=io.StringIO(""),
+        console=Console(file=io.StringIO()),
+        menu=(),
     )
     sent: list[Inbound] = []
 

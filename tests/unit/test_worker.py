@@ -93,6 +93,7 @@ def make_worker(
         provider=provider, model="test-model", tools=ToolRegistry(tools), store=store
     )
     options.setdefault("prompt_hints", {"terminal": "Plain text only."})
+    options.setdefault("policy", ChannelPolicy(modes={"terminal": "full"}))
     return Worker(bus=bus, store=store, runtime=runtime, **options), provider
 
 
@@ -496,7 +497,9 @@ async def test_the_capability_mode_comes_from_the_channel_policy(
         run=send_email,
     )
     trusted = Address(platform="telegram", chat="owner")
-    policy = ChannelPolicy(chat_modes={"telegram:default:owner": "full"})
+    policy = ChannelPolicy(
+        modes={"terminal": "full"}, chat_modes={"telegram:default:owner": "full"}
+    )
     worker, provider = make_worker(
         bus, store, [text_reply("ok")] * 3, tools=[email, *builtin_tools()], policy=policy
     )

@@ -1,0 +1,123 @@
+"""The chat platforms this product knows: one `ChannelSpec` each, registered in one list.
+
+Everything platform-specific the wiring needs comes from the specs: which platforms a process
+serves (from the environment), how to build their adapters, prompt hints, default capability
+modes, delivery-address grammars, secrets and their shapes, and single-reader leases. Adding a
+platform is a package under `channels/` and one line in `PLATFORMS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from channels import terminal
+from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec
+from channels.discord.spec import SPEC as DISCORD
+from channels.slack.spec import SPEC as SLACK
+from channels.telegram.spec import SPEC as TELEGRAM
+from core.addresses import AddressBook
+from core.commands import CommandInfo, CommandRegistry, builtin_commands
+from core.errors import ConfigError
+from core.profile import Profile
+
+__all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
+
+PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC)
+
+# Chats of platforms with no adapter yet, and their modes: the local web page is the operator's,
+# like the terminal. (When it gets a `channels/web` package, its spec says so instead.)
+_UNREGISTERED_MODES = {"web": "full"}
+
+
+def command_registry() -> CommandRegistry:
+    """The chat commands of this bot: the worker runs them, every platform lists them."""
+    return CommandRegistry(builtin_commands())
+
+
+class Platforms:
+    """A list of registered platforms and what the wiring derives from it."""
+
+    def __init__(self, specs: Iterable[ChannelSpec]) -> None:
+        self.specs = tuple(specs)
+        names = [spec.name for spec in self.specs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"a platform is registered twice: {names}")
+
+    def get(self, name: str) -> ChannelSpec:
+        """The spec named `name`; `ConfigError` listing the known ones."""
+        for spec in self.specs:
+            if spec.name == name:
+                return spec
+        raise ConfigError(f"unknown platform {name!r} (known: {', '.join(self.served())})")
+
+    def served(self) -> tuple[str, ...]:
+        """The platforms a gateway can run (those with an adapter builder)."""
+        return tuple(spec.name for spec in self.specs if spec.build is not None)
+
+    def prompt_hints(self) -> dict[str, str]:
+        """Each platform's formatting rules for the system prompt."""
+        return {spec.name: spec.prompt_hint for spec in self.specs}
+
+    def default_modes(self) -> dict[str, str]:
+        """The capability mode per platform when a profile has no [modes] table."""
+        return {**_UNREGISTERED_MODES, **{spec.name: spec.default_mode for spec in self.specs}}
+
+    def default_admins(self) -> list[str]:
+        """The people trusted with everything when a profile has no `admins`."""
+        return [f"{spec.name}:{user}" for spec in self.specs for user in spec.operators]
+
+    def addresses(self) -> AddressBook:
+        """The delivery-address grammars of every platform."""
+        return AddressBook(spec.address for spec in self.specs)
+
+    def secret_patterns(self) -> list[str]:
+        """The shapes of every platform's credentials."""
+        return [pattern for spec in self.specs for pattern in spec.secret_patterns]
+
+    def secrets(self, env: Mapping[str, str]) -> list[str]:
+        """Every platform's configured secret values."""
+        return [value for spec in self.specs for value in spec.secrets(env)]
+
+    def adapter_for(
+        self,
+        name: str,
+        env: Mapping[str, str],
+        profile: Profile | None,
+        menu: Sequence[CommandInfo],
+    ) -> ChannelAdapter:
+        """The adapter of one platform; `ConfigError` naming what is missing.
+
+        Platform libraries are imported by the builders, so a process loads only those it
+        serves.
+        """
+        spec = self.get(name)
+        if spec.build is None:
+            raise ConfigError(f"{name} is not served by a gateway")
+        required = spec.env[0] if spec.env else None
+        if required and not env.get(required):
+            raise ConfigError(f"{required} is not set")
+        table = profile.settings.channels.get(name) if profile else None
+        try:
+            options = spec.parse_options(table)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return spec.build(ChannelSetup(env=env, options=options, menu=tuple(menu)))
+
+    def configured_adapters(
+        self, env: Mapping[str, str], profile: Profile | None, menu: Sequence[CommandInfo]
+    ) -> list[ChannelAdapter]:
+        """An adapter for every platform the environment configures."""
+        return [
+            self.adapter_for(spec.name, env, profile, menu)
+            for spec in self.specs
+            if spec.configured(env)
+        ]
+
+    def leader_role(self, adapter: ChannelAdapter, env: Mapping[str, str]) -> str | None:
+        """The lease a gateway must hold to serve `adapter`, or None when replicas may all
+        serve: `<role>:<bot>`, one per bot."""
+        role = self.get(adapter.platform).leader_role(env)
+        return f"{role}:{adapter.bot_key}" if role else None
+
+
+REGISTERED = Platforms(PLATFORMS)

@@ -1,0 +1,70 @@
+"""Discord as the wiring sees it: settings from the environment and the profile, hint, mode,
+addresses."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict
+
+from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
+from channels.discord.hint import PROMPT_HINT
+from core.addresses import AddressGrammar
+
+__all__ = ["SPEC", "DiscordOptions"]
+
+# Seconds between edits of a streamed reply: the platforms rate-limit edits of one message.
+_STREAM_INTERVAL = 1.0
+
+_ENV = {
+    "token": "DISCORD_BOT_TOKEN",
+    "api_url": "DISCORD_API_URL",
+    "gateway_url": "DISCORD_GATEWAY_URL",
+}
+
+
+class DiscordOptions(BaseModel):
+    """The profile's `[channels.discord]` table."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Answer a mention in a new thread started from the message.
+    reply_in_thread: bool = False
+
+
+def _build(setup: ChannelSetup) -> ChannelAdapter:
+    from channels.discord.adapter import DiscordAdapter, DiscordSettings
+
+    options = setup.options if isinstance(setup.options, DiscordOptions) else DiscordOptions()
+    settings = settings_from_env(
+        DiscordSettings,
+        setup.env,
+        _ENV,
+        reply_in_thread=options.reply_in_thread,
+        edit_interval=_STREAM_INTERVAL,
+    )
+    return DiscordAdapter(settings, menu=setup.menu)
+
+
+def _leader_role(env: Mapping[str, str]) -> str | None:
+    # Every gateway connection of a bot gets every event, and a slash command is answered by
+    # editing a response only the process that acknowledged it can edit.
+    return "discord-gateway"
+
+
+SPEC = ChannelSpec(
+    name="discord",
+    prompt_hint=PROMPT_HINT,
+    default_mode="discord",
+    address=AddressGrammar(platform="discord", usage="discord:<channel id>", chat=r"[A-Za-z0-9]+"),
+    build=_build,
+    env=tuple(_ENV.values()),
+    secret_env=("DISCORD_BOT_TOKEN",),
+    # A bot token: the bot's id in base64, a timestamp, an HMAC, dot-separated.
+    secret_patterns=(r"(?<![\w-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}",),
+    options=DiscordOptions,
+    leader_role=_leader_role,
+    stream_interval=_STREAM_INTERVAL,
+    # Tool notes would be messages of their own; the typing indicator says the bot works.
+    shows_progress=False,
+)

@@ -1,0 +1,188 @@
+"""The registered platforms and what the wiring derives from their specs.
+
+The defaults that used to be spelled in `core/` (modes per platform, the terminal's admin,
+address grammars, token shapes, single-reader leases) now come from each channel's spec; these
+tests pin that the derived values are the ones the product had.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from bots.platforms import PLATFORMS, REGISTERED, Platforms, command_registry
+from bots.profiles import load_profile
+from bots.settings import load_settings
+from channels.base import ChannelSpec
+from channels.discord.adapter import DiscordAdapter
+from channels.terminal import TerminalAdapter
+from core.addresses import AddressGrammar
+from core.commands import CommandInfo
+from core.envelopes import Address
+from core.errors import ConfigError
+from core.redact import REDACTED
+
+MENU = command_registry().menu()
+TELEGRAM_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+DISCORD_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.abcdefghijklmnopqrstuvwxyz0123456"
+
+
+def test_the_derived_defaults_are_the_products() -> None:
+    assert REGISTERED.default_modes() == {
+        "web": "full",
+        "terminal": "full",
+        "telegram": "safe-chat",
+        "slack": "safe-chat",
+        "discord": "discord",
+    }
+    assert REGISTERED.default_admins() == ["terminal:local"]
+    assert set(REGISTERED.prompt_hints()) == {"terminal", "telegram", "slack", "discord"}
+    assert REGISTERED.served() == ("telegram", "slack", "discord")
+
+
+def test_the_streaming_facts_of_each_platform() -> None:
+    facts = {spec.name: (spec.stream_interval, spec.shows_progress) for spec in PLATFORMS}
+    assert facts == {
+        "telegram": (1.0, False),
+        "slack": (1.0, True),
+        "discord": (1.0, False),
+        "terminal": (0.0, True),
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "address", "written"),
+    [
+        ("telegram:-1001:7", Address(platform="telegram", chat="-1001", thread="7"), None),
+        ("Telegram:42", Address(platform="telegram", chat="42"), "telegram:42"),
+        ("slack:C0GENERAL", Address(platform="slack", chat="C0GENERAL"), None),
+        ("discord:1234", Address(platform="discord", chat="1234"), None),
+        ("terminal", Address(platform="terminal", bot="local", chat="any"), None),
+    ],
+)
+def test_addresses_parse_and_format_back(text: str, address: Address, written: str | None) -> None:
+    book = REGISTERED.addresses()
+    assert book.parse(text) == address
+    assert book.format(address) == (written or text)
+
+
+@pytest.mark.parametrize(
+    "text", ["telegram:abc", "telegram:1:2:3", "slack:C0:T1", "discord:", "terminal:x", "irc:1"]
+)
+def test_a_bad_address_names_every_accepted_form(text: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        REGISTERED.addresses().parse(text)
+    assert str(raised.value) == (
+        f"{text!r} is not a delivery address; use telegram:<chat id>[:<thread id>], "
+        "slack:<channel id>, discord:<channel id> or terminal"
+    )
+
+
+def test_the_leases_of_single_reader_platforms() -> None:
+    polling = REGISTERED.adapter_for("telegram", {"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN}, None, MENU)
+    assert REGISTERED.leader_role(polling, {}) == "telegram-poller:123456789"
+    webhook_env = {"TELEGRAM_WEBHOOK_URL": "https://bot.example/tg"}
+    assert REGISTERED.leader_role(polling, webhook_env) is None
+    discord = REGISTERED.adapter_for("discord", {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, None, MENU)
+    assert REGISTERED.leader_role(discord, {}) == "discord-gateway:123456789012345678"
+    slack_env = {"SLACK_BOT_TOKEN": "xoxb-1-2-x", "SLACK_APP_TOKEN": "xapp-1"}
+    slack = REGISTERED.adapter_for("slack", slack_env, None, MENU)
+    assert REGISTERED.leader_role(slack, slack_env) is None
+
+
+def test_platform_secrets_and_their_shapes_are_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", "signing-secret-of-the-app")
+    settings = load_settings()
+    assert "signing-secret-of-the-app" in settings.secrets()
+    redact = settings.redactor()
+    text = f"token {TELEGRAM_TOKEN} and {DISCORD_TOKEN}, signed signing-secret-of-the-app"
+    assert redact(text) == f"token {REDACTED} and {REDACTED}, signed {REDACTED}"
+
+
+def test_settings_read_the_platforms_variables_from_dotenv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TELEGRAM_BOT_TOKEN", raising=False)
+    (tmp_path / ".env").write_text(f"TELEGRAM_BOT_TOKEN={TELEGRAM_TOKEN}\n")
+    settings = load_settings()
+    assert settings.environ["TELEGRAM_BOT_TOKEN"] == TELEGRAM_TOKEN
+    assert [a.platform for a in REGISTERED.configured_adapters(settings.environ, None, MENU)] == [
+        "telegram"
+    ]
+
+
+def test_discord_options_come_from_the_profiles_channels_table(tmp_path: Path) -> None:
+    folder = tmp_path / "bot"
+    folder.mkdir()
+    (folder / "profile.toml").write_text("[channels.discord]\nreply_in_thread = true\n")
+    profile = load_profile(tmp_path, "bot")
+    adapter = REGISTERED.adapter_for("discord", {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, profile, MENU)
+    assert isinstance(adapter, DiscordAdapter)
+    assert adapter.settings.reply_in_thread is True
+    # What the file left out comes from the platforms.
+    assert profile.settings.modes == REGISTERED.default_modes()
+    assert profile.settings.admins == ["terminal:local"]
+
+
+def test_the_old_discord_key_still_works(tmp_path: Path) -> None:
+    folder = tmp_path / "bot"
+    folder.mkdir()
+    (folder / "profile.toml").write_text("discord_reply_in_thread = true\n")
+    profile = load_profile(tmp_path, "bot")
+    assert profile.settings.channels == {"discord": {"reply_in_thread": True}}
+
+
+@pytest.mark.parametrize(
+    ("table", "error"),
+    [
+        ("[channels.discord]\nreply_in_threads = true\n", "channels.discord.reply_in_threads"),
+        ("[channels.telegram]\nx = 1\n", "channels.telegram: this platform takes no options"),
+        ("[channels.irc]\nx = 1\n", "unknown platform 'irc'"),
+    ],
+)
+def test_a_bad_channels_table_stops_the_start(tmp_path: Path, table: str, error: str) -> None:
+    folder = tmp_path / "bot"
+    folder.mkdir()
+    (folder / "profile.toml").write_text(table)
+    with pytest.raises(ConfigError, match=r"profile\.toml: ") as raised:
+        load_profile(tmp_path, "bot")
+    assert error in str(raised.value)
+
+
+def test_a_platform_is_registered_once() -> None:
+    twice = ChannelSpec(
+        name="telegram",
+        prompt_hint="",
+        default_mode="no-tools",
+        address=AddressGrammar(platform="telegram", usage="telegram"),
+    )
+    with pytest.raises(ValueError, match="registered twice"):
+        Platforms((*PLATFORMS, twice))
+
+
+async def test_the_terminal_help_lists_the_menu() -> None:
+    printed = io.StringIO()
+    menu = (*MENU, CommandInfo(name="ping", description="Check the bot answers"))
+    adapter = TerminalAdapter(
+        chat="c",
+        interactive=False,
+        stdin=io.StringIO("/help\n"),
+        console=Console(file=printed, highlight=False, width=400),
+        menu=menu,
+    )
+
+    async def nothing_expected(inbound: object) -> None:
+        raise AssertionError(f"/help is answered at the terminal, not sent: {inbound}")
+
+    await adapter.run(nothing_expected)
+    text = printed.getvalue()
+    assert "/new (start a fresh conversation)" in text
+    assert "/ping (check the bot answers)" in text
+    assert "/quit leaves" in text
