@@ -22,9 +22,9 @@ from core.bus.memory import MemoryBus
 from core.compaction import Compactor
 from core.confirm import Confirmations
 from core.dispatch import Worker
+from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
-from core.memory import memory_block, memory_scope
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.pricing import PriceBook
@@ -38,7 +38,7 @@ from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
-from core.tools.memory import memory_tools
+from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
 
 __all__ = [

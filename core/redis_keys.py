@@ -207,7 +207,7 @@ def schedule_run_order(schedule_id: str) -> str:
 
 
 # --- memory --------------------------------------------------------------------------------
-# One person's facts with one bot form a scope (`profile:platform:user_id`, see core/memory.py).
+# One person's facts with one bot form a scope (`profile:platform:user_id`, see core/facts.py).
 # The kind of key comes before the scope, and terms hold no colon, so no two keys can meet.
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.checkpoints import Checkpoint, CheckpointStatus
 from core.envelopes import Address
-from core.memory import MemoryFact
+from core.facts import MemoryFact
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
 
@@ -208,7 +208,7 @@ class Store(Protocol):
         ...
 
     async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
-        """The facts of `scope` that share terms with `query` (see `core.memory.MemoryQuery`),
+        """The facts of `scope` that share terms with `query` (see `core.facts.MemoryQuery`),
         best matches first; a query without search terms lists the newest facts."""
         ...
 

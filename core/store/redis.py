@@ -11,7 +11,7 @@ replayed script finds the receipt of its first run and returns that run's reply 
 storing a message or a charge twice. `mark_processed` needs Redis 7 (`SET NX GET`).
 
 Schedules and their runs are kept by `core/store/_redis_schedules.py`, remembered facts by
-`core/store/_redis_memory.py`, compaction summaries by `core/store/_redis_summaries.py`, turn
+`core/store/_redis_facts.py`, compaction summaries by `core/store/_redis_summaries.py`, turn
 checkpoints by `core/store/_redis_checkpoints.py`, on the same terms.
 
 Durability: a write is done when the server has run it. Whether it survives a crash of the
@@ -39,18 +39,18 @@ from redis.exceptions import RedisError
 
 from core import redis_keys
 from core.checkpoints import Checkpoint, CheckpointStatus
+from core.clock import utc_now
 from core.envelopes import Address
 from core.errors import StoreError
-from core.memory import MemoryFact, MemoryQuery
+from core.facts import MemoryFact, MemoryQuery
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
 from core.store._redis_checkpoints import RedisCheckpoints
-from core.store._redis_memory import RedisMemory
+from core.store._redis_facts import RedisMemory
 from core.store._redis_schedules import RedisSchedules
 from core.store._redis_summaries import RedisSummaries
 from core.store._shared import check_aware, check_limit, epoch_micros, from_utc_text, utc_text
 from core.store.base import CompactionSummary, CostEntry, CostSummary, Fence, SessionRecord
-from core.tools.base import utc_now
 
 __all__ = ["DEFAULT_PROCESSED_TTL", "RedisStore"]
 

@@ -5,7 +5,7 @@ a time on its own thread; an `asyncio.Lock` on top keeps the statements of one t
 together, so concurrent `append_message` calls cannot interleave their `max(seq) + 1`.
 
 The SQL of schedules and their runs lives in `core/store/_sqlite_schedules.py`, that of
-remembered facts in `core/store/_sqlite_memory.py`, compaction summaries in
+remembered facts in `core/store/_sqlite_facts.py`, compaction summaries in
 `core/store/_sqlite_summaries.py`, turn checkpoints in `core/store/_sqlite_checkpoints.py`.
 """
 
@@ -25,18 +25,18 @@ import aiosqlite
 from pydantic import ValidationError
 
 from core.checkpoints import Checkpoint, CheckpointStatus
+from core.clock import utc_now
 from core.envelopes import Address
 from core.errors import StoreError
-from core.memory import MemoryFact, MemoryQuery
+from core.facts import MemoryFact, MemoryQuery
 from core.messages import Message, Usage
 from core.scheduling.models import Schedule, ScheduleRun
 from core.store import _sqlite_checkpoints as _checkpoints
-from core.store import _sqlite_memory as _memory
+from core.store import _sqlite_facts as _memory
 from core.store import _sqlite_schedules as _schedules
 from core.store import _sqlite_summaries as _summaries
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store.base import CompactionSummary, CostEntry, CostSummary, Fence, SessionRecord
-from core.tools.base import utc_now
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 

@@ -17,7 +17,7 @@ import pytest
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.errors import StoreError
-from core.memory import MAX_FACT_CHARS, MemoryFact
+from core.facts import MAX_FACT_CHARS, MemoryFact
 from core.messages import ImagePart, Message, TextPart, ToolCall, Usage
 from core.scheduling.models import (
     Cadence,

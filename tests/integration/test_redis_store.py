@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from core import redis_keys
 from core.envelopes import Address
 from core.errors import StoreError
-from core.memory import MemoryFact
+from core.facts import MemoryFact
 from core.messages import Message, Usage
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry, RedisStore, SqliteStore, Store

@@ -15,7 +15,7 @@ import pytest
 
 from core.envelopes import Address
 from core.errors import StoreError
-from core.memory import MemoryFact
+from core.facts import MemoryFact
 from core.messages import ImagePart, Message, Usage
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry

@@ -3,7 +3,7 @@
 Layout per scope (keys in `core/redis_keys.py`): a hash of the facts' JSON, a hash of the terms
 each fact was indexed under, a sorted set of fact ids by `created_at`, a set of fact ids per
 term, and the scope's vocabulary (a sorted set of its terms, for prefix matching). Terms are
-`core.memory.search_terms`, the same rules the SQLite store's FTS5 tokenizer follows.
+`core.facts.search_terms`, the same rules the SQLite store's FTS5 tokenizer follows.
 
 A search ranks facts by how many of the query's terms they contain (the prefix counts as one
 term, however many terms it begins), then newest first. It is one script, so it sees the index
@@ -28,7 +28,7 @@ import redis.asyncio as aioredis
 
 from core import redis_keys
 from core.errors import StoreError
-from core.memory import MemoryFact, MemoryQuery, search_terms
+from core.facts import MemoryFact, MemoryQuery, search_terms
 from core.store._shared import epoch_micros
 
 __all__ = ["RedisMemory"]

@@ -14,7 +14,7 @@ from typing import Any, Final
 import aiosqlite
 
 from core.errors import StoreError
-from core.memory import MemoryFact, MemoryQuery
+from core.facts import MemoryFact, MemoryQuery
 from core.store._shared import from_utc_text, utc_text
 
 __all__ = ["MIGRATION", "forget_fact", "list_facts", "remember_fact", "search_facts"]

@@ -12,7 +12,7 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 from core.errors import ToolError
-from core.memory import MAX_FACT_CHARS, MemoryFact, memory_scope
+from core.facts import MAX_FACT_CHARS, MemoryFact, memory_scope
 from core.store.base import Store
 from core.tools.base import SafetyTier, Tool, ToolContext
 
