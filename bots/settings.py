@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.errors import ConfigError
+from core.redis_keys import RedisKeys
 
 __all__ = ["Settings", "load_settings"]
 
@@ -39,6 +40,12 @@ class Settings(BaseSettings):
     telegram_webhook_secret: SecretStr | None = Field(default=None, alias="TELEGRAM_WEBHOOK_SECRET")
     telegram_webhook_port: int = Field(default=8443, alias="TELEGRAM_WEBHOOK_PORT", ge=0, le=65535)
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    # Namespace of this bot's queues, keys and sessions on a shared Redis (core/redis_keys.py).
+    bot_id: str = Field(
+        default="default",
+        alias="SWITCHBOARD_BOT_ID",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+    )
     slack_bot_token: SecretStr | None = Field(default=None, alias="SLACK_BOT_TOKEN")
     slack_signing_secret: SecretStr | None = Field(default=None, alias="SLACK_SIGNING_SECRET")
     slack_app_token: SecretStr | None = Field(default=None, alias="SLACK_APP_TOKEN")
@@ -61,6 +68,11 @@ class Settings(BaseSettings):
             self.discord_bot_token,
         )
         return [v.get_secret_value() for v in values if v is not None]
+
+    @property
+    def redis_keys(self) -> RedisKeys:
+        """The Redis keys of this bot's namespace (`SWITCHBOARD_BOT_ID`)."""
+        return RedisKeys(self.bot_id)
 
     @property
     def database_path(self) -> Path:

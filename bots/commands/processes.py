@@ -166,7 +166,7 @@ def _poller_leadership(
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     client = aioredis.Redis.from_url(settings.redis_url, retry=retry)
     bot = getattr(adapter, "bot_key", "bot")
-    return Leadership(client, f"{role}:{bot}", owner=owner)
+    return Leadership(client, f"{role}:{bot}", owner=owner, keys=settings.redis_keys)
 
 
 @click.command()

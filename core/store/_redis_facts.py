@@ -15,7 +15,8 @@ first run did. Forgetting takes the fact out of each term's set, which the scrip
 given as KEYS: the caller reads the fact's terms first, and the script refuses (and the caller
 reads again) if they changed in between.
 
-Methods raise the client's errors as they come; `RedisStore` turns them into `StoreError`s.
+The public methods check their arguments and turn client errors into `StoreError`s; the
+private ones do the Redis work.
 """
 
 from __future__ import annotations
@@ -24,14 +25,12 @@ from datetime import UTC
 from typing import Final, cast
 from uuid import uuid4
 
-import redis.asyncio as aioredis
-
-from core import redis_keys
 from core.errors import StoreError
 from core.facts import MemoryFact, MemoryQuery, search_terms
-from core.store._shared import epoch_micros
+from core.store._redis_base import RECEIPT_SECONDS, RedisBase
+from core.store._shared import check_aware, check_limit, epoch_micros
 
-__all__ = ["RedisMemory"]
+__all__ = ["RedisFacts"]
 
 # How often a forget reads the fact's terms again when another write changed them meanwhile.
 _ATTEMPTS: Final = 5
@@ -120,29 +119,48 @@ return found
 """
 
 
-class RedisMemory:
-    """Remembered facts on a Redis client made with `decode_responses=False`."""
-
-    def __init__(self, client: aioredis.Redis, *, receipt_seconds: int) -> None:
-        """Register the scripts on `client`; receipts of writes live `receipt_seconds`."""
-        self._client = client
-        self._receipt_seconds = receipt_seconds
-        self._remember = client.register_script(_REMEMBER)
-        self._forget = client.register_script(_FORGET)
-        self._search = client.register_script(_SEARCH)
+class RedisFacts(RedisBase):
+    """The `FactStore` of `RedisStore`."""
 
     async def remember_fact(self, fact: MemoryFact) -> None:
+        """Store a fact in its scope; the same fact again changes nothing.
+
+        Raises `StoreError` for another fact with an id the scope holds, or a naive time.
+        """
+        check_aware(fact, f"fact {fact.id!r}")
+        async with self._translated(f"remember fact {fact.id!r} of {fact.scope!r}"):
+            await self._remember_fact(fact)
+
+    async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
+        """The facts of `scope` sharing the most terms with `query`, then the newest; without
+        search terms, the newest facts."""
+        check_limit(limit)
+        async with self._translated(f"search the facts of {scope!r}"):
+            return await self._search_facts(scope, MemoryQuery.parse(query), limit)
+
+    async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
+        """The facts of `scope`, newest first."""
+        check_limit(limit)
+        async with self._translated(f"list the facts of {scope!r}"):
+            return await self._list_facts(scope, limit)
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
+        async with self._translated(f"forget fact {fact_id!r} of {scope!r}"):
+            return await self._forget_fact(scope, fact_id)
+
+    async def _remember_fact(self, fact: MemoryFact) -> None:
         """Store and index the fact; `StoreError` if another fact of its scope has its id."""
         scope = fact.scope
         terms = search_terms(fact.text)
         fact = fact.model_copy(update={"created_at": fact.created_at.astimezone(UTC)})
-        stored = await self._remember(
+        stored = await self._script(_REMEMBER)(
             keys=[
-                redis_keys.memory_facts(scope),
-                redis_keys.memory_fact_terms(scope),
-                redis_keys.memory_order(scope),
-                redis_keys.memory_vocabulary(scope),
-                *(redis_keys.memory_term(scope, term) for term in terms),
+                self._keys.memory_facts(scope),
+                self._keys.memory_fact_terms(scope),
+                self._keys.memory_order(scope),
+                self._keys.memory_vocabulary(scope),
+                *(self._keys.memory_term(scope, term) for term in terms),
             ],
             args=[
                 fact.id,
@@ -155,59 +173,59 @@ class RedisMemory:
         if int(stored) == 0:
             raise StoreError(f"scope {scope!r} already holds another fact with id {fact.id!r}")
 
-    async def search_facts(self, scope: str, query: MemoryQuery, limit: int) -> list[MemoryFact]:
+    async def _search_facts(self, scope: str, query: MemoryQuery, limit: int) -> list[MemoryFact]:
         """The scope's facts sharing the most terms with `query`, then the newest."""
         if query.empty:
-            return await self.list_facts(scope, limit)
+            return await self._list_facts(scope, limit)
         if limit == 0:
             return []
         groups = [[term] for term in query.terms]
         if query.prefix is not None:
             groups.append(await self._terms_beginning(scope, query.prefix))
-        found = await self._search(
+        found = await self._script(_SEARCH)(
             keys=[
-                redis_keys.memory_facts(scope),
-                redis_keys.memory_order(scope),
-                *(redis_keys.memory_term(scope, term) for group in groups for term in group),
+                self._keys.memory_facts(scope),
+                self._keys.memory_order(scope),
+                *(self._keys.memory_term(scope, term) for group in groups for term in group),
             ],
             args=[limit, len(groups), *(len(group) for group in groups)],
         )
         return [MemoryFact.model_validate_json(body) for body in cast(list[bytes], found)]
 
-    async def list_facts(self, scope: str, limit: int) -> list[MemoryFact]:
+    async def _list_facts(self, scope: str, limit: int) -> list[MemoryFact]:
         """The scope's newest facts first (equal times: the greater id first)."""
         if limit == 0:
             return []
         ids = cast(
             list[bytes],
-            await self._client.zrevrange(redis_keys.memory_order(scope), 0, limit - 1),
+            await self._client.zrevrange(self._keys.memory_order(scope), 0, limit - 1),
         )
         if not ids:
             return []
         bodies = cast(
-            list[bytes | None], await self._client.hmget(redis_keys.memory_facts(scope), ids)
+            list[bytes | None], await self._client.hmget(self._keys.memory_facts(scope), ids)
         )
         # A fact forgotten between the two reads is simply left out.
         return [MemoryFact.model_validate_json(b) for b in bodies if b is not None]
 
-    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+    async def _forget_fact(self, scope: str, fact_id: str) -> bool:
         """Delete the fact and its index entries; False if the scope holds no such fact."""
         for _ in range(_ATTEMPTS):
-            stored = await self._client.hget(redis_keys.memory_fact_terms(scope), fact_id)
+            stored = await self._client.hget(self._keys.memory_fact_terms(scope), fact_id)
             if stored is None:
                 return False
             terms = _text(stored).split()
             forgotten = int(
-                await self._forget(
+                await self._script(_FORGET)(
                     keys=[
-                        redis_keys.memory_facts(scope),
-                        redis_keys.memory_fact_terms(scope),
-                        redis_keys.memory_order(scope),
-                        redis_keys.memory_vocabulary(scope),
-                        redis_keys.write_receipt(uuid4().hex),
-                        *(redis_keys.memory_term(scope, term) for term in terms),
+                        self._keys.memory_facts(scope),
+                        self._keys.memory_fact_terms(scope),
+                        self._keys.memory_order(scope),
+                        self._keys.memory_vocabulary(scope),
+                        self._keys.write_receipt(uuid4().hex),
+                        *(self._keys.memory_term(scope, term) for term in terms),
                     ],
-                    args=[fact_id, stored, self._receipt_seconds, *terms],
+                    args=[fact_id, stored, RECEIPT_SECONDS, *terms],
                 )
             )
             if forgotten >= 0:
@@ -219,7 +237,7 @@ class RedisMemory:
         start = b"[" + prefix.encode()
         # 0xff never occurs in UTF-8, so every term that begins with `prefix` sorts before it.
         found = await self._client.zrangebylex(
-            redis_keys.memory_vocabulary(scope), start, start + b"\xff", 0, _MAX_PREFIX_TERMS
+            self._keys.memory_vocabulary(scope), start, start + b"\xff", 0, _MAX_PREFIX_TERMS
         )
         return [_text(term) for term in cast(list[bytes], found)]
 

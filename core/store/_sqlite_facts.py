@@ -15,9 +15,10 @@ import aiosqlite
 
 from core.errors import StoreError
 from core.facts import MemoryFact, MemoryQuery
-from core.store._shared import from_utc_text, utc_text
+from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
+from core.store._sqlite_base import SqliteBase
 
-__all__ = ["MIGRATION", "forget_fact", "list_facts", "remember_fact", "search_facts"]
+__all__ = ["MIGRATION", "SqliteFacts"]
 
 # Schema version 4. `number` is the FTS index's rowid: an INTEGER PRIMARY KEY keeps it stable,
 # where a table's implicit rowid may change on VACUUM and leave the index pointing elsewhere.
@@ -67,7 +68,7 @@ _COLUMNS: Final = "f.id, f.scope, f.text, f.created_at, f.source_session"
 _NEWEST_FIRST: Final = "ORDER BY f.created_at DESC, f.id DESC"
 
 
-async def remember_fact(db: aiosqlite.Connection, fact: MemoryFact) -> None:
+async def _remember_fact(db: aiosqlite.Connection, fact: MemoryFact) -> None:
     """Insert the fact; the same fact again is a no-op, another with its id a `StoreError`."""
     row = (fact.text, utc_text(fact.created_at), fact.source_session)
     cursor = await db.execute(
@@ -85,12 +86,12 @@ async def remember_fact(db: aiosqlite.Connection, fact: MemoryFact) -> None:
         raise StoreError(f"scope {fact.scope!r} already holds another fact with id {fact.id!r}")
 
 
-async def search_facts(
+async def _search_facts(
     db: aiosqlite.Connection, scope: str, query: MemoryQuery, limit: int
 ) -> list[MemoryFact]:
     """The scope's facts matching any term of `query`, best `bm25` first, then newest."""
     if query.empty:
-        return await list_facts(db, scope, limit)
+        return await _list_facts(db, scope, limit)
     phrases = [_quoted(term) for term in query.terms]
     if query.prefix is not None:
         phrases.append(f"{_quoted(query.prefix)}*")
@@ -104,7 +105,7 @@ async def search_facts(
     return [_fact(row) for row in rows]
 
 
-async def list_facts(db: aiosqlite.Connection, scope: str, limit: int) -> list[MemoryFact]:
+async def _list_facts(db: aiosqlite.Connection, scope: str, limit: int) -> list[MemoryFact]:
     """The scope's newest facts first."""
     rows = await db.execute_fetchall(
         f"SELECT {_COLUMNS} FROM memory_facts AS f WHERE f.scope = ? {_NEWEST_FIRST} LIMIT ?",
@@ -113,7 +114,7 @@ async def list_facts(db: aiosqlite.Connection, scope: str, limit: int) -> list[M
     return [_fact(row) for row in rows]
 
 
-async def forget_fact(db: aiosqlite.Connection, scope: str, fact_id: str) -> bool:
+async def _forget_fact(db: aiosqlite.Connection, scope: str, fact_id: str) -> bool:
     """Delete the scope's fact (the trigger unindexes it); False if there was none."""
     cursor = await db.execute(
         "DELETE FROM memory_facts WHERE scope = ? AND id = ?", (scope, fact_id)
@@ -135,3 +136,33 @@ def _fact(row: Any) -> MemoryFact:
         created_at=from_utc_text(created_at),
         source_session=source_session,
     )
+
+
+class SqliteFacts(SqliteBase):
+    """The `FactStore` of `SqliteStore`."""
+
+    async def remember_fact(self, fact: MemoryFact) -> None:
+        """Store a fact in its scope; the same fact again changes nothing.
+
+        Raises `StoreError` for another fact with an id the scope holds, or a naive time.
+        """
+        check_aware(fact, f"fact {fact.id!r}")
+        async with self._write(f"remember fact {fact.id!r} of {fact.scope!r}"):
+            await _remember_fact(self._db, fact)
+
+    async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
+        """The facts of `scope` best matching `query` (by `bm25`), or the newest without terms."""
+        check_limit(limit)
+        async with self._read(f"search the facts of {scope!r}"):
+            return await _search_facts(self._db, scope, MemoryQuery.parse(query), limit)
+
+    async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
+        """The facts of `scope`, newest first."""
+        check_limit(limit)
+        async with self._read(f"list the facts of {scope!r}"):
+            return await _list_facts(self._db, scope, limit)
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
+        async with self._write(f"forget fact {fact_id!r} of {scope!r}"):
+            return await _forget_fact(self._db, scope, fact_id)

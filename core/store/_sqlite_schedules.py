@@ -15,25 +15,17 @@ import aiosqlite
 from core.envelopes import Address
 from core.errors import StoreError
 from core.scheduling.models import Schedule, ScheduleRun
-from core.store._shared import utc_text
+from core.store._shared import check_aware, check_limit, utc_text
+from core.store._sqlite_base import SqliteBase
 
-__all__ = [
-    "delete_schedule",
-    "due_schedules",
-    "get_schedule",
-    "list_runs",
-    "list_schedules",
-    "prune_runs",
-    "save_run",
-    "save_schedule",
-]
+__all__ = ["SqliteSchedules"]
 
 # `id` breaks ties of time, so both stores list equal times in the same order.
 _OLDEST_FIRST: Final = "ORDER BY created_at, id"
 _NEWEST_RUN_FIRST: Final = "ORDER BY started_at DESC, id DESC"
 
 
-async def save_schedule(db: aiosqlite.Connection, schedule: Schedule) -> None:
+async def _save_schedule(db: aiosqlite.Connection, schedule: Schedule) -> None:
     """Insert or replace the schedule's row."""
     target = schedule.deliver_to
     # An upsert, not INSERT OR REPLACE: replacing deletes the row, and with it (by the
@@ -60,7 +52,7 @@ async def save_schedule(db: aiosqlite.Connection, schedule: Schedule) -> None:
     )
 
 
-async def get_schedule(db: aiosqlite.Connection, schedule_id: str) -> Schedule | None:
+async def _get_schedule(db: aiosqlite.Connection, schedule_id: str) -> Schedule | None:
     """The schedule with this id, or None."""
     rows = await db.execute_fetchall("SELECT body FROM schedules WHERE id = ?", (schedule_id,))
     for (body,) in rows:
@@ -68,7 +60,7 @@ async def get_schedule(db: aiosqlite.Connection, schedule_id: str) -> Schedule |
     return None
 
 
-async def list_schedules(
+async def _list_schedules(
     db: aiosqlite.Connection, *, owner: str | None, deliver_to: Address | None
 ) -> list[Schedule]:
     """Schedules of `owner` and to `deliver_to` (platform, chat, thread) when given."""
@@ -86,13 +78,13 @@ async def list_schedules(
     return [Schedule.model_validate_json(body) for (body,) in rows]
 
 
-async def delete_schedule(db: aiosqlite.Connection, schedule_id: str) -> bool:
+async def _delete_schedule(db: aiosqlite.Connection, schedule_id: str) -> bool:
     """Delete the schedule (its runs go by the cascade); False if there was none."""
     cursor = await db.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,))
     return cursor.rowcount == 1
 
 
-async def due_schedules(db: aiosqlite.Connection, now: datetime, limit: int) -> list[Schedule]:
+async def _due_schedules(db: aiosqlite.Connection, now: datetime, limit: int) -> list[Schedule]:
     """Active schedules due at `now`, the longest due first."""
     rows = await db.execute_fetchall(
         "SELECT body FROM schedules WHERE status = 'active' AND next_run_at <= ?"
@@ -102,7 +94,7 @@ async def due_schedules(db: aiosqlite.Connection, now: datetime, limit: int) -> 
     return [Schedule.model_validate_json(body) for (body,) in rows]
 
 
-async def save_run(db: aiosqlite.Connection, run: ScheduleRun) -> None:
+async def _save_run(db: aiosqlite.Connection, run: ScheduleRun) -> None:
     """Insert or replace the run's row; `StoreError` when its schedule is unknown."""
     rows = await db.execute_fetchall("SELECT 1 FROM schedules WHERE id = ?", (run.schedule_id,))
     if next(iter(rows), None) is None:
@@ -115,7 +107,7 @@ async def save_run(db: aiosqlite.Connection, run: ScheduleRun) -> None:
     )
 
 
-async def list_runs(db: aiosqlite.Connection, schedule_id: str, limit: int) -> list[ScheduleRun]:
+async def _list_runs(db: aiosqlite.Connection, schedule_id: str, limit: int) -> list[ScheduleRun]:
     """The schedule's newest runs first, at most `limit`."""
     rows = await db.execute_fetchall(
         f"SELECT body FROM schedule_runs WHERE schedule_id = ? {_NEWEST_RUN_FIRST} LIMIT ?",
@@ -124,7 +116,7 @@ async def list_runs(db: aiosqlite.Connection, schedule_id: str, limit: int) -> l
     return [ScheduleRun.model_validate_json(body) for (body,) in rows]
 
 
-async def prune_runs(db: aiosqlite.Connection, schedule_id: str, keep: int) -> int:
+async def _prune_runs(db: aiosqlite.Connection, schedule_id: str, keep: int) -> int:
     """Delete all but the newest `keep` runs of the schedule; returns how many went."""
     cursor = await db.execute(
         "DELETE FROM schedule_runs WHERE schedule_id = ? AND id NOT IN"
@@ -132,3 +124,67 @@ async def prune_runs(db: aiosqlite.Connection, schedule_id: str, keep: int) -> i
         (schedule_id, schedule_id, keep),
     )
     return cursor.rowcount
+
+
+class SqliteSchedules(SqliteBase):
+    """The `ScheduleStore` of `SqliteStore`."""
+
+    async def save_schedule(self, schedule: Schedule) -> None:
+        """Insert the schedule, or replace the stored one with the same id (its runs stay).
+
+        Raises `StoreError` when any of its times is naive.
+        """
+        check_aware(schedule, f"schedule {schedule.id!r}")
+        async with self._write(f"save schedule {schedule.id!r}"):
+            await _save_schedule(self._db, schedule)
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        """The schedule with this id, or None."""
+        async with self._read(f"read schedule {schedule_id!r}"):
+            return await _get_schedule(self._db, schedule_id)
+
+    async def list_schedules(
+        self, *, owner: str | None = None, deliver_to: Address | None = None
+    ) -> list[Schedule]:
+        """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
+        given), oldest first; `deliver_to.bot` is ignored."""
+        async with self._read("list schedules"):
+            return await _list_schedules(self._db, owner=owner, deliver_to=deliver_to)
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Remove a schedule and its runs; False if there was none."""
+        async with self._write(f"delete schedule {schedule_id!r}"):
+            return await _delete_schedule(self._db, schedule_id)
+
+    async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
+        """Active schedules whose `next_run_at` is not after `now`, the longest due first.
+
+        Equal due times go oldest schedule first. Raises `StoreError` for a naive `now`.
+        """
+        check_limit(limit)
+        if now.utcoffset() is None:
+            raise StoreError("`now` is a naive datetime; it must be aware")
+        async with self._read("find due schedules"):
+            return await _due_schedules(self._db, now, limit)
+
+    async def save_run(self, run: ScheduleRun) -> None:
+        """Insert a run, or replace the stored one with the same id.
+
+        Raises `StoreError` for an unknown schedule or a naive time.
+        """
+        check_aware(run, f"run {run.id!r}")
+        async with self._write(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
+            await _save_run(self._db, run)
+
+    async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
+        """A schedule's runs, newest (by `started_at`) first."""
+        check_limit(limit)
+        async with self._read(f"list the runs of schedule {schedule_id!r}"):
+            return await _list_runs(self._db, schedule_id, limit)
+
+    async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
+        """Delete all but the newest `keep` runs of a schedule; returns how many went."""
+        if keep < 0:
+            raise ValueError(f"keep must not be negative, got {keep}")
+        async with self._write(f"prune the runs of schedule {schedule_id!r}"):
+            return await _prune_runs(self._db, schedule_id, keep)
