@@ -9,7 +9,7 @@ to a mailbox is never lost.
 Each claim carries a `Fence` (`core/fencing.py`) with an epoch that grows with every claim on
 the session; a store refuses a write fenced with an older epoch than one it saw, so a worker
 that stalled past its lease cannot write after the next holder did. Epochs are counters
-floored by the clock (milliseconds since 1970), so they keep growing even when the mailboxes'
+floored by the clock (microseconds since 1970), so they keep growing even when the mailboxes'
 own state is lost (a process restart, a Redis emptied) while the store remembers old epochs.
 """
 

@@ -67,7 +67,7 @@ class MemoryMailboxes:
             return None
         self.held.add(session_key)
         # Floored by the clock: a restarted process still outbids the epochs a store kept.
-        epoch = max(self._epochs.get(session_key, 0) + 1, time.time_ns() // 1_000_000)
+        epoch = max(self._epochs.get(session_key, 0) + 1, time.time_ns() // 1_000)
         self._epochs[session_key] = epoch
         return _MemoryClaim(self, session_key, epoch)
 

@@ -5,7 +5,7 @@ so turns run in arrival order whichever worker took them off the bus. The claim 
 is a lease (`SET NX PX` holding a random token) renewed while turns run; removing a finished
 item checks the token atomically. Granting a lease also issues the claim's fencing epoch
 (`core/fencing.py`), in the same script: the session's epoch counter, raised to at least the
-server's clock in milliseconds, so it outgrows every earlier epoch even after Redis lost the
+server's clock in microseconds, so it outgrows every earlier epoch even after Redis lost the
 counter. Whatever store the turns write to refuses writes with an overtaken epoch.
 """
 
@@ -50,7 +50,7 @@ return 1
 _CLAIM = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
 local now = redis.call('TIME')
-local floor = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local epoch = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
 if epoch < floor then epoch = floor end
 redis.call('SET', KEYS[2], string.format('%d', epoch))
