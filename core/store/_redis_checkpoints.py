@@ -1,4 +1,4 @@
-"""The Redis side of `RedisStore`'s turn checkpoints.
+"""The `CheckpointStore` of `RedisStore`: turn checkpoints.
 
 Per turn (keys in `core/redis_keys.py`): a hash holding the checkpoint's JSON under `body`;
 and one sorted set of the run keys of `running` checkpoints, scored by `updated_at` (epoch

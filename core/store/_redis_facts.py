@@ -1,4 +1,4 @@
-"""The Redis side of `RedisStore`'s remembered facts: an inverted index without modules.
+"""The `FactStore` of `RedisStore`: remembered facts in an inverted index without modules.
 
 Layout per scope (keys in `core/redis_keys.py`): a hash of the facts' JSON, a hash of the terms
 each fact was indexed under, a sorted set of fact ids by `created_at`, a set of fact ids per

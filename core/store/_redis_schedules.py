@@ -1,4 +1,4 @@
-"""The Redis side of `RedisStore`'s schedules and runs: the scripts and the reads.
+"""The `ScheduleStore` of `RedisStore`: schedules and their runs.
 
 Layout (keys in `core/redis_keys.py`): a hash per schedule holding its JSON; a set of every
 schedule id and one per owner, for listing; `due_schedules`, the active schedules that have a

@@ -1,4 +1,4 @@
-"""The SQL behind `SqliteStore`'s turn checkpoints (the table of schema version 6).
+"""The `CheckpointStore` of `SqliteStore`: turn checkpoints (the table of schema version 6).
 
 One row per turn, keyed by its run key; `running` rows are the ones recovery looks at. Finished
 rows are pruned a week after they finished. Each function runs on a connection the caller

@@ -1,4 +1,4 @@
-"""The SQL behind `SqliteStore`'s remembered facts (tables of schema version 4).
+"""The `FactStore` of `SqliteStore`: remembered facts (tables of schema version 4).
 
 `memory_facts` holds the facts; `memory_fts`, an FTS5 index over their text kept in step by
 triggers, finds them. Searches never pass the asker's text to FTS5 as syntax: the query is
