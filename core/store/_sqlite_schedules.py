@@ -1,8 +1,9 @@
 """The `ScheduleStore` of `SqliteStore`: schedules and runs (tables of schema version 3).
 
 The module's functions hold the SQL and run on a connection the caller holds; the class's
-methods check arguments and wrap them in the connection's lock and, for writes, a transaction. The `body` column (the model's JSON) is the record; the other
-columns repeat parts of it so that queries can filter and sort.
+methods check arguments and wrap them in the connection's lock and, for writes, a
+transaction. The `body` column (the model's JSON) is the record; the other columns repeat parts
+of it so that queries can filter and sort.
 """
 
 from __future__ import annotations

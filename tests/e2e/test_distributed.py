@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from core.bus.names import EVENTS, INBOUND, outbound_queue
+from core.bus.names import CONTROL, EVENTS, INBOUND, outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import EventEnvelope
 from core.redis_keys import RedisKeys
@@ -308,8 +308,11 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
 
             # Subscriptions come back by themselves; a message sent now is answered too.
             recovered = {
-                printer: ["subscription to sb:t:events restored"],
-                worker: ["subscription to sb:t:control restored", "receiving work again"],
+                printer: [f"subscription to {keys.topic_channel(EVENTS)} restored"],
+                worker: [
+                    f"subscription to {keys.topic_channel(CONTROL)} restored",
+                    "receiving work again",
+                ],
                 gateway: ["receiving deliveries again"],
             }
             for launched in (printer, worker):
