@@ -174,27 +174,27 @@ class RedisKeys:
         """Sorted set of a schedule's run ids, scored by `started_at` (epoch microseconds)."""
         return f"{self.prefix}schedule-run-order:{schedule_id}"
 
-    # --- memory --------------------------------------------------------------------------------
+    # --- remembered facts ------------------------------------------------------------
     # One person's facts with one bot form a scope (`profile:platform:user_id`, see core/facts.py).
     # The kind of key comes before the scope, and terms hold no colon, so no two keys can meet.
 
-    def memory_facts(self, scope: str) -> str:
+    def facts(self, scope: str) -> str:
         """Hash of a scope's facts: fact id → the fact's JSON."""
         return f"{self.prefix}memory:facts:{scope}"
 
-    def memory_fact_terms(self, scope: str) -> str:
+    def fact_terms(self, scope: str) -> str:
         """Hash of a scope's indexed terms per fact: fact id → its terms, space-separated."""
         return f"{self.prefix}memory:fact-terms:{scope}"
 
-    def memory_order(self, scope: str) -> str:
+    def fact_order(self, scope: str) -> str:
         """Sorted set of a scope's fact ids, scored by `created_at` (epoch microseconds)."""
         return f"{self.prefix}memory:order:{scope}"
 
-    def memory_term(self, scope: str, term: str) -> str:
+    def fact_term(self, scope: str, term: str) -> str:
         """Set of the ids of a scope's facts that contain `term` (the inverted index)."""
         return f"{self.prefix}memory:term:{scope}:{term}"
 
-    def memory_vocabulary(self, scope: str) -> str:
+    def fact_vocabulary(self, scope: str) -> str:
         """Sorted set (all scores 0, so ordered by text) of a scope's terms, for prefixes."""
         return f"{self.prefix}memory:vocabulary:{scope}"
 

@@ -156,11 +156,11 @@ class RedisFacts(RedisBase):
         fact = fact.model_copy(update={"created_at": fact.created_at.astimezone(UTC)})
         stored = await self._script(_REMEMBER)(
             keys=[
-                self._keys.memory_facts(scope),
-                self._keys.memory_fact_terms(scope),
-                self._keys.memory_order(scope),
-                self._keys.memory_vocabulary(scope),
-                *(self._keys.memory_term(scope, term) for term in terms),
+                self._keys.facts(scope),
+                self._keys.fact_terms(scope),
+                self._keys.fact_order(scope),
+                self._keys.fact_vocabulary(scope),
+                *(self._keys.fact_term(scope, term) for term in terms),
             ],
             args=[
                 fact.id,
@@ -184,9 +184,9 @@ class RedisFacts(RedisBase):
             groups.append(await self._terms_beginning(scope, query.prefix))
         found = await self._script(_SEARCH)(
             keys=[
-                self._keys.memory_facts(scope),
-                self._keys.memory_order(scope),
-                *(self._keys.memory_term(scope, term) for group in groups for term in group),
+                self._keys.facts(scope),
+                self._keys.fact_order(scope),
+                *(self._keys.fact_term(scope, term) for group in groups for term in group),
             ],
             args=[limit, len(groups), *(len(group) for group in groups)],
         )
@@ -198,32 +198,30 @@ class RedisFacts(RedisBase):
             return []
         ids = cast(
             list[bytes],
-            await self._client.zrevrange(self._keys.memory_order(scope), 0, limit - 1),
+            await self._client.zrevrange(self._keys.fact_order(scope), 0, limit - 1),
         )
         if not ids:
             return []
-        bodies = cast(
-            list[bytes | None], await self._client.hmget(self._keys.memory_facts(scope), ids)
-        )
+        bodies = cast(list[bytes | None], await self._client.hmget(self._keys.facts(scope), ids))
         # A fact forgotten between the two reads is simply left out.
         return [MemoryFact.model_validate_json(b) for b in bodies if b is not None]
 
     async def _forget_fact(self, scope: str, fact_id: str) -> bool:
         """Delete the fact and its index entries; False if the scope holds no such fact."""
         for _ in range(_ATTEMPTS):
-            stored = await self._client.hget(self._keys.memory_fact_terms(scope), fact_id)
+            stored = await self._client.hget(self._keys.fact_terms(scope), fact_id)
             if stored is None:
                 return False
             terms = _text(stored).split()
             forgotten = int(
                 await self._script(_FORGET)(
                     keys=[
-                        self._keys.memory_facts(scope),
-                        self._keys.memory_fact_terms(scope),
-                        self._keys.memory_order(scope),
-                        self._keys.memory_vocabulary(scope),
+                        self._keys.facts(scope),
+                        self._keys.fact_terms(scope),
+                        self._keys.fact_order(scope),
+                        self._keys.fact_vocabulary(scope),
                         self._keys.write_receipt(uuid4().hex),
-                        *(self._keys.memory_term(scope, term) for term in terms),
+                        *(self._keys.fact_term(scope, term) for term in terms),
                     ],
                     args=[fact_id, stored, RECEIPT_SECONDS, *terms],
                 )
@@ -237,7 +235,7 @@ class RedisFacts(RedisBase):
         start = b"[" + prefix.encode()
         # 0xff never occurs in UTF-8, so every term that begins with `prefix` sorts before it.
         found = await self._client.zrangebylex(
-            self._keys.memory_vocabulary(scope), start, start + b"\xff", 0, _MAX_PREFIX_TERMS
+            self._keys.fact_vocabulary(scope), start, start + b"\xff", 0, _MAX_PREFIX_TERMS
         )
         return [_text(term) for term in cast(list[bytes], found)]
 

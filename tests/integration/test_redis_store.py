@@ -465,13 +465,13 @@ async def test_a_forgotten_fact_leaves_no_index_behind(
 
     assert await store.forget_fact(scope, "gone") is True
 
-    assert await raw.hkeys(KEYS.memory_facts(scope)) == [b"kept"]
-    assert await raw.hkeys(KEYS.memory_fact_terms(scope)) == [b"kept"]
-    assert await raw.zrange(KEYS.memory_order(scope), 0, -1) == [b"kept"]
-    assert await raw.zrange(KEYS.memory_vocabulary(scope), 0, -1) == [b"cello", b"plays"]
-    assert sorted(await raw.keys(KEYS.memory_term(scope, "*"))) == [
-        KEYS.memory_term(scope, "cello").encode(),
-        KEYS.memory_term(scope, "plays").encode(),
+    assert await raw.hkeys(KEYS.facts(scope)) == [b"kept"]
+    assert await raw.hkeys(KEYS.fact_terms(scope)) == [b"kept"]
+    assert await raw.zrange(KEYS.fact_order(scope), 0, -1) == [b"kept"]
+    assert await raw.zrange(KEYS.fact_vocabulary(scope), 0, -1) == [b"cello", b"plays"]
+    assert sorted(await raw.keys(KEYS.fact_term(scope, "*"))) == [
+        KEYS.fact_term(scope, "cello").encode(),
+        KEYS.fact_term(scope, "plays").encode(),
     ]
     assert await store.forget_fact(scope, "kept") is True
     assert await raw.keys("*memory*") == []
