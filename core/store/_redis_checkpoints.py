@@ -8,8 +8,7 @@ checkpoints expire a week after they finished.
 A checkpoint has one writer at a time (the worker holding its session's lease, or `recover`),
 so finishing one reads and rewrites it without a script.
 
-The public methods check their arguments and turn client errors into `StoreError`s; the
-private ones do the Redis work.
+Each method checks its arguments and turns client errors into `StoreError`s.
 """
 
 from __future__ import annotations
@@ -34,12 +33,25 @@ class RedisCheckpoints(RedisBase):
         """Insert the checkpoint, or replace the stored one with the same run key."""
         check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
         async with self._translated(f"save checkpoint {checkpoint.run_key!r}"):
-            await self._save_checkpoint(checkpoint)
+            key = self._keys.checkpoint(checkpoint.run_key)
+            running = self._keys.running_checkpoints()
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, "body", checkpoint.model_dump_json())
+                if checkpoint.status == "running":
+                    pipe.persist(key)
+                    pipe.zadd(running, {checkpoint.run_key: epoch_micros(checkpoint.updated_at)})
+                else:
+                    pipe.expire(key, _KEEP_FINISHED)
+                    pipe.zrem(running, checkpoint.run_key)
+                await pipe.execute()
 
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
         async with self._translated(f"read checkpoint {run_key!r}"):
-            return await self._get_checkpoint(run_key)
+            raw = await self._client.hget(self._keys.checkpoint(run_key), "body")
+            if raw is None:
+                return None
+            return Checkpoint.model_validate_json(raw)
 
     async def incomplete_checkpoints(
         self, *, older_than: datetime | None = None
@@ -49,53 +61,27 @@ class RedisCheckpoints(RedisBase):
         if older_than is not None and older_than.tzinfo is None:
             raise StoreError("incomplete_checkpoints needs an aware datetime")
         async with self._translated("list incomplete checkpoints"):
-            return await self._incomplete_checkpoints(older_than)
+            top: float | str = "+inf" if older_than is None else f"({epoch_micros(older_than)}"
+            members = await self._client.zrangebyscore(
+                self._keys.running_checkpoints(), "-inf", top
+            )
+            found: list[Checkpoint] = []
+            for member in members:
+                run_key = member.decode() if isinstance(member, bytes) else str(member)
+                checkpoint = await self.get_checkpoint(run_key)
+                if checkpoint is not None and checkpoint.status == "running":
+                    found.append(checkpoint)
+            found.sort(key=lambda c: (c.started_at, c.run_key))
+            return found
 
     async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
         """Set a checkpoint's status; False if there is none."""
         async with self._translated(f"finish checkpoint {run_key!r}"):
-            return await self._finish_checkpoint(run_key, status, self._now())
-
-    async def _save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Insert the checkpoint, or replace the stored one with the same run key."""
-        key = self._keys.checkpoint(checkpoint.run_key)
-        running = self._keys.running_checkpoints()
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "body", checkpoint.model_dump_json())
-            if checkpoint.status == "running":
-                pipe.persist(key)
-                pipe.zadd(running, {checkpoint.run_key: epoch_micros(checkpoint.updated_at)})
-            else:
-                pipe.expire(key, _KEEP_FINISHED)
-                pipe.zrem(running, checkpoint.run_key)
-            await pipe.execute()
-
-    async def _get_checkpoint(self, run_key: str) -> Checkpoint | None:
-        """The checkpoint of `run_key`, or None."""
-        raw = await self._client.hget(self._keys.checkpoint(run_key), "body")
-        if raw is None:
-            return None
-        return Checkpoint.model_validate_json(raw)
-
-    async def _incomplete_checkpoints(self, older_than: datetime | None) -> list[Checkpoint]:
-        """`running` checkpoints (last updated before `older_than`, when given), oldest first."""
-        top: float | str = "+inf" if older_than is None else f"({epoch_micros(older_than)}"
-        members = await self._client.zrangebyscore(self._keys.running_checkpoints(), "-inf", top)
-        found: list[Checkpoint] = []
-        for member in members:
-            run_key = member.decode() if isinstance(member, bytes) else str(member)
-            checkpoint = await self._get_checkpoint(run_key)
-            if checkpoint is not None and checkpoint.status == "running":
-                found.append(checkpoint)
-        found.sort(key=lambda c: (c.started_at, c.run_key))
-        return found
-
-    async def _finish_checkpoint(
-        self, run_key: str, status: CheckpointStatus, now: datetime
-    ) -> bool:
-        """Set the checkpoint's status (and `updated_at` to `now`); False if there is none."""
-        found = await self._get_checkpoint(run_key)
-        if found is None:
-            return False
-        await self._save_checkpoint(found.model_copy(update={"status": status, "updated_at": now}))
-        return True
+            now = self._now()
+            found = await self.get_checkpoint(run_key)
+            if found is None:
+                return False
+            await self.save_checkpoint(
+                found.model_copy(update={"status": status, "updated_at": now})
+            )
+            return True

@@ -15,8 +15,7 @@ first run did. Forgetting takes the fact out of each term's set, which the scrip
 given as KEYS: the caller reads the fact's terms first, and the script refuses (and the caller
 reads again) if they changed in between.
 
-The public methods check their arguments and turn client errors into `StoreError`s; the
-private ones do the Redis work.
+Each method checks its arguments and turns client errors into `StoreError`s.
 """
 
 from __future__ import annotations
@@ -129,106 +128,93 @@ class RedisFacts(RedisBase):
         """
         check_aware(fact, f"fact {fact.id!r}")
         async with self._translated(f"remember fact {fact.id!r} of {fact.scope!r}"):
-            await self._remember_fact(fact)
+            scope = fact.scope
+            terms = search_terms(fact.text)
+            fact = fact.model_copy(update={"created_at": fact.created_at.astimezone(UTC)})
+            stored = await self._script(_REMEMBER)(
+                keys=[
+                    self._keys.facts(scope),
+                    self._keys.fact_terms(scope),
+                    self._keys.fact_order(scope),
+                    self._keys.fact_vocabulary(scope),
+                    *(self._keys.fact_term(scope, term) for term in terms),
+                ],
+                args=[
+                    fact.id,
+                    fact.model_dump_json(),
+                    " ".join(terms),
+                    epoch_micros(fact.created_at),
+                    *terms,
+                ],
+            )
+            if int(stored) == 0:
+                raise StoreError(f"scope {scope!r} already holds another fact with id {fact.id!r}")
 
     async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
         """The facts of `scope` sharing the most terms with `query`, then the newest; without
         search terms, the newest facts."""
         check_limit(limit)
         async with self._translated(f"search the facts of {scope!r}"):
-            return await self._search_facts(scope, MemoryQuery.parse(query), limit)
+            parsed = MemoryQuery.parse(query)
+            if parsed.empty:
+                return await self.list_facts(scope, limit=limit)
+            if limit == 0:
+                return []
+            groups = [[term] for term in parsed.terms]
+            if parsed.prefix is not None:
+                groups.append(await self._terms_beginning(scope, parsed.prefix))
+            found = await self._script(_SEARCH)(
+                keys=[
+                    self._keys.facts(scope),
+                    self._keys.fact_order(scope),
+                    *(self._keys.fact_term(scope, term) for group in groups for term in group),
+                ],
+                args=[limit, len(groups), *(len(group) for group in groups)],
+            )
+            return [MemoryFact.model_validate_json(body) for body in cast(list[bytes], found)]
 
     async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
         """The facts of `scope`, newest first."""
         check_limit(limit)
         async with self._translated(f"list the facts of {scope!r}"):
-            return await self._list_facts(scope, limit)
+            if limit == 0:
+                return []
+            ids = cast(
+                list[bytes],
+                await self._client.zrevrange(self._keys.fact_order(scope), 0, limit - 1),
+            )
+            if not ids:
+                return []
+            bodies = cast(
+                list[bytes | None], await self._client.hmget(self._keys.facts(scope), ids)
+            )
+            # A fact forgotten between the two reads is simply left out.
+            return [MemoryFact.model_validate_json(b) for b in bodies if b is not None]
 
     async def forget_fact(self, scope: str, fact_id: str) -> bool:
         """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
         async with self._translated(f"forget fact {fact_id!r} of {scope!r}"):
-            return await self._forget_fact(scope, fact_id)
-
-    async def _remember_fact(self, fact: MemoryFact) -> None:
-        """Store and index the fact; `StoreError` if another fact of its scope has its id."""
-        scope = fact.scope
-        terms = search_terms(fact.text)
-        fact = fact.model_copy(update={"created_at": fact.created_at.astimezone(UTC)})
-        stored = await self._script(_REMEMBER)(
-            keys=[
-                self._keys.facts(scope),
-                self._keys.fact_terms(scope),
-                self._keys.fact_order(scope),
-                self._keys.fact_vocabulary(scope),
-                *(self._keys.fact_term(scope, term) for term in terms),
-            ],
-            args=[
-                fact.id,
-                fact.model_dump_json(),
-                " ".join(terms),
-                epoch_micros(fact.created_at),
-                *terms,
-            ],
-        )
-        if int(stored) == 0:
-            raise StoreError(f"scope {scope!r} already holds another fact with id {fact.id!r}")
-
-    async def _search_facts(self, scope: str, query: MemoryQuery, limit: int) -> list[MemoryFact]:
-        """The scope's facts sharing the most terms with `query`, then the newest."""
-        if query.empty:
-            return await self._list_facts(scope, limit)
-        if limit == 0:
-            return []
-        groups = [[term] for term in query.terms]
-        if query.prefix is not None:
-            groups.append(await self._terms_beginning(scope, query.prefix))
-        found = await self._script(_SEARCH)(
-            keys=[
-                self._keys.facts(scope),
-                self._keys.fact_order(scope),
-                *(self._keys.fact_term(scope, term) for group in groups for term in group),
-            ],
-            args=[limit, len(groups), *(len(group) for group in groups)],
-        )
-        return [MemoryFact.model_validate_json(body) for body in cast(list[bytes], found)]
-
-    async def _list_facts(self, scope: str, limit: int) -> list[MemoryFact]:
-        """The scope's newest facts first (equal times: the greater id first)."""
-        if limit == 0:
-            return []
-        ids = cast(
-            list[bytes],
-            await self._client.zrevrange(self._keys.fact_order(scope), 0, limit - 1),
-        )
-        if not ids:
-            return []
-        bodies = cast(list[bytes | None], await self._client.hmget(self._keys.facts(scope), ids))
-        # A fact forgotten between the two reads is simply left out.
-        return [MemoryFact.model_validate_json(b) for b in bodies if b is not None]
-
-    async def _forget_fact(self, scope: str, fact_id: str) -> bool:
-        """Delete the fact and its index entries; False if the scope holds no such fact."""
-        for _ in range(_ATTEMPTS):
-            stored = await self._client.hget(self._keys.fact_terms(scope), fact_id)
-            if stored is None:
-                return False
-            terms = _text(stored).split()
-            forgotten = int(
-                await self._script(_FORGET)(
-                    keys=[
-                        self._keys.facts(scope),
-                        self._keys.fact_terms(scope),
-                        self._keys.fact_order(scope),
-                        self._keys.fact_vocabulary(scope),
-                        self._keys.write_receipt(uuid4().hex),
-                        *(self._keys.fact_term(scope, term) for term in terms),
-                    ],
-                    args=[fact_id, stored, RECEIPT_SECONDS, *terms],
+            for _ in range(_ATTEMPTS):
+                stored = await self._client.hget(self._keys.fact_terms(scope), fact_id)
+                if stored is None:
+                    return False
+                terms = _text(stored).split()
+                forgotten = int(
+                    await self._script(_FORGET)(
+                        keys=[
+                            self._keys.facts(scope),
+                            self._keys.fact_terms(scope),
+                            self._keys.fact_order(scope),
+                            self._keys.fact_vocabulary(scope),
+                            self._keys.write_receipt(uuid4().hex),
+                            *(self._keys.fact_term(scope, term) for term in terms),
+                        ],
+                        args=[fact_id, stored, RECEIPT_SECONDS, *terms],
+                    )
                 )
-            )
-            if forgotten >= 0:
-                return forgotten == 1
-        raise StoreError(f"fact {fact_id!r} of {scope!r} kept changing while being forgotten")
+                if forgotten >= 0:
+                    return forgotten == 1
+            raise StoreError(f"fact {fact_id!r} of {scope!r} kept changing while being forgotten")
 
     async def _terms_beginning(self, scope: str, prefix: str) -> list[str]:
         """The scope's indexed terms that begin with `prefix` (itself included)."""

@@ -199,34 +199,26 @@ class RedisLog(RedisBase):
         """
         check_aware(summary, f"the summary of session {session_id!r}")
         async with self._translated(f"save a summary of session {session_id!r}"):
-            await self._save_summary(session_id, summary)
+            saved = await self._script(_SAVE)(
+                keys=[
+                    self._keys.session(session_id),
+                    self._keys.summaries(session_id),
+                    self._keys.summary_order(session_id),
+                ],
+                args=[summary.up_to_seq, summary.model_dump_json()],
+            )
+            if int(saved) != 1:
+                raise StoreError(f"cannot save a summary: no session has id {session_id!r}")
 
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         async with self._translated(f"read the summary of session {session_id!r}"):
-            return await self._latest_summary(session_id)
-
-    async def _save_summary(self, session_id: str, summary: CompactionSummary) -> None:
-        """Store the summary, replacing one with the same marker; `StoreError` for no session."""
-        saved = await self._script(_SAVE)(
-            keys=[
-                self._keys.session(session_id),
-                self._keys.summaries(session_id),
-                self._keys.summary_order(session_id),
-            ],
-            args=[summary.up_to_seq, summary.model_dump_json()],
-        )
-        if int(saved) != 1:
-            raise StoreError(f"cannot save a summary: no session has id {session_id!r}")
-
-    async def _latest_summary(self, session_id: str) -> CompactionSummary | None:
-        """The summary with the highest marker, or None."""
-        raw = await self._script(_LATEST)(
-            keys=[self._keys.summaries(session_id), self._keys.summary_order(session_id)]
-        )
-        if raw is None:
-            return None
-        return CompactionSummary.model_validate_json(raw)
+            raw = await self._script(_LATEST)(
+                keys=[self._keys.summaries(session_id), self._keys.summary_order(session_id)]
+            )
+            if raw is None:
+                return None
+            return CompactionSummary.model_validate_json(raw)
 
     async def _open(self, key: str, *, mode: Literal["current", "create"]) -> SessionRecord:
         """The key's newest session (`mode="current"`) or a new one, atomically."""

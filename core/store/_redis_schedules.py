@@ -11,8 +11,7 @@ prune keep a receipt so that a replay answers what the first run did. A script t
 keys in its KEYS, so one that must take a schedule out of its stored owner's set is told that
 owner, and refuses when the schedule's owner changed since; the caller reads and tries again.
 
-The public methods check their arguments and turn client errors into `StoreError`s; the
-private ones do the Redis work.
+Each method checks its arguments and turns client errors into `StoreError`s.
 """
 
 from __future__ import annotations
@@ -117,12 +116,32 @@ class RedisSchedules(RedisBase):
         """
         check_aware(schedule, f"schedule {schedule.id!r}")
         async with self._translated(f"save schedule {schedule.id!r}"):
-            await self._save_schedule(schedule)
+            key = self._keys.schedule(schedule.id)
+            due_at = schedule.next_run_at if schedule.status == "active" else None
+            member = "" if due_at is None else _due_member(schedule)
+            score = 0 if due_at is None else epoch_micros(due_at)
+            body = schedule.model_dump_json()
+            for _ in range(_ATTEMPTS):
+                stored = await self._stored_owner(key)
+                saved = await self._script(_SAVE_SCHEDULE)(
+                    keys=[
+                        key,
+                        self._keys.schedules(),
+                        self._keys.due_schedules(),
+                        self._keys.schedules_by_owner(schedule.owner),
+                        self._keys.schedules_by_owner(schedule.owner if stored is None else stored),
+                    ],
+                    args=[schedule.id, body, schedule.owner, _expected(stored), member, score],
+                )
+                if int(saved) == 1:
+                    return
+            raise StoreError(f"schedule {schedule.id!r} kept changing owner while being saved")
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
         async with self._translated(f"read schedule {schedule_id!r}"):
-            return await self._get_schedule(schedule_id)
+            body = await self._client.hget(self._keys.schedule(schedule_id), "body")
+            return None if body is None else Schedule.model_validate_json(body)
 
     async def list_schedules(
         self, *, owner: str | None = None, deliver_to: Address | None = None
@@ -130,12 +149,41 @@ class RedisSchedules(RedisBase):
         """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
         given), oldest first; `deliver_to.bot` is ignored."""
         async with self._translated("list schedules"):
-            return await self._list_schedules(owner=owner, deliver_to=deliver_to)
+            index = (
+                self._keys.schedules() if owner is None else self._keys.schedules_by_owner(owner)
+            )
+            ids = [_text(i) for i in cast(set[bytes], await self._client.smembers(index))]
+            found = await self._read_schedules(ids)
+            if deliver_to is not None:
+                found = [s for s in found if delivers_to(s, deliver_to)]
+            # The id breaks ties of time, as in the SQLite store.
+            return sorted(found, key=lambda s: (s.created_at, s.id))
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Remove a schedule and its runs; False if there was none."""
         async with self._translated(f"delete schedule {schedule_id!r}"):
-            return await self._delete_schedule(schedule_id)
+            key = self._keys.schedule(schedule_id)
+            for _ in range(_ATTEMPTS):
+                stored = await self._stored_owner(key)
+                if stored is None:
+                    return False
+                deleted = int(
+                    await self._script(_DELETE_SCHEDULE)(
+                        keys=[
+                            key,
+                            self._keys.schedules(),
+                            self._keys.due_schedules(),
+                            self._keys.schedules_by_owner(stored),
+                            self._keys.schedule_runs(schedule_id),
+                            self._keys.schedule_run_order(schedule_id),
+                            self._keys.write_receipt(uuid4().hex),
+                        ],
+                        args=[schedule_id, _expected(stored), RECEIPT_SECONDS],
+                    )
+                )
+                if deleted >= 0:
+                    return deleted == 1
+            raise StoreError(f"schedule {schedule_id!r} kept changing owner while being deleted")
 
     async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
         """Active schedules whose `next_run_at` is not after `now`, the longest due first.
@@ -146,7 +194,16 @@ class RedisSchedules(RedisBase):
         if now.utcoffset() is None:
             raise StoreError("`now` is a naive datetime; it must be aware")
         async with self._translated("find due schedules"):
-            return await self._due_schedules(epoch_micros(now), limit)
+            now_micros = epoch_micros(now)
+            if limit == 0:
+                return []
+            members = cast(
+                list[bytes],
+                await self._client.zrangebyscore(
+                    self._keys.due_schedules(), "-inf", now_micros, start=0, num=limit
+                ),
+            )
+            return await self._read_schedules([_text(m).split(":", 1)[1] for m in members])
 
     async def save_run(self, run: ScheduleRun) -> None:
         """Insert a run, or replace the stored one with the same id.
@@ -155,139 +212,52 @@ class RedisSchedules(RedisBase):
         """
         check_aware(run, f"run {run.id!r}")
         async with self._translated(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
-            await self._save_run(run)
+            saved = await self._script(_SAVE_RUN)(
+                keys=[
+                    self._keys.schedule(run.schedule_id),
+                    self._keys.schedule_runs(run.schedule_id),
+                    self._keys.schedule_run_order(run.schedule_id),
+                ],
+                args=[run.id, run.model_dump_json(), epoch_micros(run.started_at)],
+            )
+            if int(saved) == 0:
+                raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
 
     async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
         """A schedule's runs, newest (by `started_at`) first."""
         check_limit(limit)
         async with self._translated(f"list the runs of schedule {schedule_id!r}"):
-            return await self._list_runs(schedule_id, limit)
+            if limit == 0:
+                return []
+            ids = cast(
+                list[bytes],
+                await self._client.zrevrange(
+                    self._keys.schedule_run_order(schedule_id), 0, limit - 1
+                ),
+            )
+            if not ids:
+                return []
+            bodies = cast(
+                list[bytes | None],
+                await self._client.hmget(self._keys.schedule_runs(schedule_id), ids),
+            )
+            # A run pruned between the two reads is simply left out.
+            return [ScheduleRun.model_validate_json(b) for b in bodies if b is not None]
 
     async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
         """Delete all but the newest `keep` runs of a schedule; returns how many went."""
         if keep < 0:
             raise ValueError(f"keep must not be negative, got {keep}")
         async with self._translated(f"prune the runs of schedule {schedule_id!r}"):
-            return await self._prune_runs(schedule_id, keep)
-
-    async def _save_schedule(self, schedule: Schedule) -> None:
-        """Insert or replace the schedule, keeping the due and owner indexes in step."""
-        key = self._keys.schedule(schedule.id)
-        due_at = schedule.next_run_at if schedule.status == "active" else None
-        member = "" if due_at is None else _due_member(schedule)
-        score = 0 if due_at is None else epoch_micros(due_at)
-        body = schedule.model_dump_json()
-        for _ in range(_ATTEMPTS):
-            stored = await self._stored_owner(key)
-            saved = await self._script(_SAVE_SCHEDULE)(
+            gone = await self._script(_PRUNE_RUNS)(
                 keys=[
-                    key,
-                    self._keys.schedules(),
-                    self._keys.due_schedules(),
-                    self._keys.schedules_by_owner(schedule.owner),
-                    self._keys.schedules_by_owner(schedule.owner if stored is None else stored),
+                    self._keys.schedule_runs(schedule_id),
+                    self._keys.schedule_run_order(schedule_id),
+                    self._keys.write_receipt(uuid4().hex),
                 ],
-                args=[schedule.id, body, schedule.owner, _expected(stored), member, score],
+                args=[keep, RECEIPT_SECONDS],
             )
-            if int(saved) == 1:
-                return
-        raise StoreError(f"schedule {schedule.id!r} kept changing owner while being saved")
-
-    async def _get_schedule(self, schedule_id: str) -> Schedule | None:
-        """The schedule with this id, or None."""
-        body = await self._client.hget(self._keys.schedule(schedule_id), "body")
-        return None if body is None else Schedule.model_validate_json(body)
-
-    async def _list_schedules(
-        self, *, owner: str | None, deliver_to: Address | None
-    ) -> list[Schedule]:
-        """Schedules of `owner` and to `deliver_to` when given, oldest first."""
-        index = self._keys.schedules() if owner is None else self._keys.schedules_by_owner(owner)
-        ids = [_text(i) for i in cast(set[bytes], await self._client.smembers(index))]
-        found = await self._read_schedules(ids)
-        if deliver_to is not None:
-            found = [s for s in found if delivers_to(s, deliver_to)]
-        # The id breaks ties of time, as in the SQLite store.
-        return sorted(found, key=lambda s: (s.created_at, s.id))
-
-    async def _delete_schedule(self, schedule_id: str) -> bool:
-        """Remove the schedule, its runs and its index entries; False if there was none."""
-        key = self._keys.schedule(schedule_id)
-        for _ in range(_ATTEMPTS):
-            stored = await self._stored_owner(key)
-            if stored is None:
-                return False
-            deleted = int(
-                await self._script(_DELETE_SCHEDULE)(
-                    keys=[
-                        key,
-                        self._keys.schedules(),
-                        self._keys.due_schedules(),
-                        self._keys.schedules_by_owner(stored),
-                        self._keys.schedule_runs(schedule_id),
-                        self._keys.schedule_run_order(schedule_id),
-                        self._keys.write_receipt(uuid4().hex),
-                    ],
-                    args=[schedule_id, _expected(stored), RECEIPT_SECONDS],
-                )
-            )
-            if deleted >= 0:
-                return deleted == 1
-        raise StoreError(f"schedule {schedule_id!r} kept changing owner while being deleted")
-
-    async def _due_schedules(self, now_micros: int, limit: int) -> list[Schedule]:
-        """At most `limit` active schedules due at `now_micros`, the longest due first."""
-        if limit == 0:
-            return []
-        members = cast(
-            list[bytes],
-            await self._client.zrangebyscore(
-                self._keys.due_schedules(), "-inf", now_micros, start=0, num=limit
-            ),
-        )
-        return await self._read_schedules([_text(m).split(":", 1)[1] for m in members])
-
-    async def _save_run(self, run: ScheduleRun) -> None:
-        """Insert or replace the run; `StoreError` when its schedule is unknown."""
-        saved = await self._script(_SAVE_RUN)(
-            keys=[
-                self._keys.schedule(run.schedule_id),
-                self._keys.schedule_runs(run.schedule_id),
-                self._keys.schedule_run_order(run.schedule_id),
-            ],
-            args=[run.id, run.model_dump_json(), epoch_micros(run.started_at)],
-        )
-        if int(saved) == 0:
-            raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
-
-    async def _list_runs(self, schedule_id: str, limit: int) -> list[ScheduleRun]:
-        """The schedule's newest runs first, at most `limit`."""
-        if limit == 0:
-            return []
-        ids = cast(
-            list[bytes],
-            await self._client.zrevrange(self._keys.schedule_run_order(schedule_id), 0, limit - 1),
-        )
-        if not ids:
-            return []
-        bodies = cast(
-            list[bytes | None],
-            await self._client.hmget(self._keys.schedule_runs(schedule_id), ids),
-        )
-        # A run pruned between the two reads is simply left out.
-        return [ScheduleRun.model_validate_json(b) for b in bodies if b is not None]
-
-    async def _prune_runs(self, schedule_id: str, keep: int) -> int:
-        """Delete all but the newest `keep` runs of the schedule; returns how many went."""
-        gone = await self._script(_PRUNE_RUNS)(
-            keys=[
-                self._keys.schedule_runs(schedule_id),
-                self._keys.schedule_run_order(schedule_id),
-                self._keys.write_receipt(uuid4().hex),
-            ],
-            args=[keep, RECEIPT_SECONDS],
-        )
-        return int(gone)
+            return int(gone)
 
     async def _stored_owner(self, key: str) -> str | None:
         owner = await self._client.hget(key, "owner")
