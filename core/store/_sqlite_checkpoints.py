@@ -1,8 +1,8 @@
 """The `CheckpointStore` of `SqliteStore`: turn checkpoints (the table of schema version 6).
 
 One row per turn, keyed by its run key; `running` rows are the ones recovery looks at. Finished
-rows are pruned a week after they finished. Each function runs on a connection the caller
-holds, as in `_sqlite_schedules.py`.
+rows are pruned a week after they finished. The two functions read and write one row on a
+connection the caller holds: `finish_checkpoint` uses them inside its own transaction.
 """
 
 from __future__ import annotations
@@ -61,34 +61,6 @@ async def _get_checkpoint(db: aiosqlite.Connection, run_key: str) -> Checkpoint 
     return None
 
 
-async def _incomplete_checkpoints(
-    db: aiosqlite.Connection, older_than: datetime | None
-) -> list[Checkpoint]:
-    """`running` checkpoints (last updated before `older_than`, when given), oldest first."""
-    sql = "SELECT body FROM checkpoints WHERE status = 'running'"
-    params: tuple[str, ...] = ()
-    if older_than is not None:
-        sql += " AND updated_at < ?"
-        params = (utc_text(older_than),)
-    rows = await db.execute_fetchall(sql + " ORDER BY started_at, run_key", params)
-    return [Checkpoint.model_validate_json(body) for (body,) in rows]
-
-
-async def _finish_checkpoint(
-    db: aiosqlite.Connection, run_key: str, status: CheckpointStatus, now: datetime
-) -> bool:
-    """Set the checkpoint's status (and `updated_at` to `now`); False if there is none."""
-    found = await _get_checkpoint(db, run_key)
-    if found is None:
-        return False
-    await _save_checkpoint(db, found.model_copy(update={"status": status, "updated_at": now}))
-    await db.execute(
-        "DELETE FROM checkpoints WHERE status != 'running' AND updated_at < ?",
-        (utc_text(now - _KEEP_FINISHED),),
-    )
-    return True
-
-
 class SqliteCheckpoints(SqliteBase):
     """The `CheckpointStore` of `SqliteStore`."""
 
@@ -111,9 +83,26 @@ class SqliteCheckpoints(SqliteBase):
         if older_than is not None and older_than.tzinfo is None:
             raise StoreError("incomplete_checkpoints needs an aware datetime")
         async with self._read("list incomplete checkpoints"):
-            return await _incomplete_checkpoints(self._db, older_than)
+            sql = "SELECT body FROM checkpoints WHERE status = 'running'"
+            params: tuple[str, ...] = ()
+            if older_than is not None:
+                sql += " AND updated_at < ?"
+                params = (utc_text(older_than),)
+            rows = await self._db.execute_fetchall(sql + " ORDER BY started_at, run_key", params)
+            return [Checkpoint.model_validate_json(body) for (body,) in rows]
 
     async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
         """Set a checkpoint's status; False if there is none."""
         async with self._write(f"finish checkpoint {run_key!r}"):
-            return await _finish_checkpoint(self._db, run_key, status, self._now())
+            now = self._now()
+            found = await _get_checkpoint(self._db, run_key)
+            if found is None:
+                return False
+            await _save_checkpoint(
+                self._db, found.model_copy(update={"status": status, "updated_at": now})
+            )
+            await self._db.execute(
+                "DELETE FROM checkpoints WHERE status != 'running' AND updated_at < ?",
+                (utc_text(now - _KEEP_FINISHED),),
+            )
+            return True

@@ -4,7 +4,8 @@
 triggers, finds them. Searches never pass the asker's text to FTS5 as syntax: the query is
 rebuilt from `MemoryQuery` terms, each quoted as a string, joined with OR, ranked by `bm25`.
 
-Each function runs on a connection the caller holds, as in `_sqlite_schedules.py`.
+Each method runs its SQL under the connection's lock (`_sqlite_base.py`); `_list_facts` also
+serves `search_facts` inside its read.
 """
 
 from __future__ import annotations
@@ -68,43 +69,6 @@ _COLUMNS: Final = "f.id, f.scope, f.text, f.created_at, f.source_session"
 _NEWEST_FIRST: Final = "ORDER BY f.created_at DESC, f.id DESC"
 
 
-async def _remember_fact(db: aiosqlite.Connection, fact: MemoryFact) -> None:
-    """Insert the fact; the same fact again is a no-op, another with its id a `StoreError`."""
-    row = (fact.text, utc_text(fact.created_at), fact.source_session)
-    cursor = await db.execute(
-        "INSERT INTO memory_facts (scope, id, text, created_at, source_session)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope, id) DO NOTHING",
-        (fact.scope, fact.id, *row),
-    )
-    if cursor.rowcount == 1:
-        return
-    stored = await db.execute_fetchall(
-        "SELECT text, created_at, source_session FROM memory_facts WHERE scope = ? AND id = ?",
-        (fact.scope, fact.id),
-    )
-    if [tuple(r) for r in stored] != [row]:
-        raise StoreError(f"scope {fact.scope!r} already holds another fact with id {fact.id!r}")
-
-
-async def _search_facts(
-    db: aiosqlite.Connection, scope: str, query: MemoryQuery, limit: int
-) -> list[MemoryFact]:
-    """The scope's facts matching any term of `query`, best `bm25` first, then newest."""
-    if query.empty:
-        return await _list_facts(db, scope, limit)
-    phrases = [_quoted(term) for term in query.terms]
-    if query.prefix is not None:
-        phrases.append(f"{_quoted(query.prefix)}*")
-    rows = await db.execute_fetchall(
-        f"SELECT {_COLUMNS} FROM memory_fts JOIN memory_facts AS f"
-        " ON f.number = memory_fts.rowid"
-        " WHERE memory_fts MATCH ? AND f.scope = ?"
-        " ORDER BY bm25(memory_fts), f.created_at DESC, f.id DESC LIMIT ?",
-        (" OR ".join(phrases), scope, limit),
-    )
-    return [_fact(row) for row in rows]
-
-
 async def _list_facts(db: aiosqlite.Connection, scope: str, limit: int) -> list[MemoryFact]:
     """The scope's newest facts first."""
     rows = await db.execute_fetchall(
@@ -112,14 +76,6 @@ async def _list_facts(db: aiosqlite.Connection, scope: str, limit: int) -> list[
         (scope, limit),
     )
     return [_fact(row) for row in rows]
-
-
-async def _forget_fact(db: aiosqlite.Connection, scope: str, fact_id: str) -> bool:
-    """Delete the scope's fact (the trigger unindexes it); False if there was none."""
-    cursor = await db.execute(
-        "DELETE FROM memory_facts WHERE scope = ? AND id = ?", (scope, fact_id)
-    )
-    return cursor.rowcount == 1
 
 
 def _quoted(term: str) -> str:
@@ -148,13 +104,42 @@ class SqliteFacts(SqliteBase):
         """
         check_aware(fact, f"fact {fact.id!r}")
         async with self._write(f"remember fact {fact.id!r} of {fact.scope!r}"):
-            await _remember_fact(self._db, fact)
+            row = (fact.text, utc_text(fact.created_at), fact.source_session)
+            cursor = await self._db.execute(
+                "INSERT INTO memory_facts (scope, id, text, created_at, source_session)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (scope, id) DO NOTHING",
+                (fact.scope, fact.id, *row),
+            )
+            if cursor.rowcount == 1:
+                return
+            stored = await self._db.execute_fetchall(
+                "SELECT text, created_at, source_session FROM memory_facts"
+                " WHERE scope = ? AND id = ?",
+                (fact.scope, fact.id),
+            )
+            if [tuple(r) for r in stored] != [row]:
+                raise StoreError(
+                    f"scope {fact.scope!r} already holds another fact with id {fact.id!r}"
+                )
 
     async def search_facts(self, scope: str, query: str, *, limit: int = 5) -> list[MemoryFact]:
         """The facts of `scope` best matching `query` (by `bm25`), or the newest without terms."""
         check_limit(limit)
         async with self._read(f"search the facts of {scope!r}"):
-            return await _search_facts(self._db, scope, MemoryQuery.parse(query), limit)
+            parsed = MemoryQuery.parse(query)
+            if parsed.empty:
+                return await _list_facts(self._db, scope, limit)
+            phrases = [_quoted(term) for term in parsed.terms]
+            if parsed.prefix is not None:
+                phrases.append(f"{_quoted(parsed.prefix)}*")
+            rows = await self._db.execute_fetchall(
+                f"SELECT {_COLUMNS} FROM memory_fts JOIN memory_facts AS f"
+                " ON f.number = memory_fts.rowid"
+                " WHERE memory_fts MATCH ? AND f.scope = ?"
+                " ORDER BY bm25(memory_fts), f.created_at DESC, f.id DESC LIMIT ?",
+                (" OR ".join(phrases), scope, limit),
+            )
+            return [_fact(row) for row in rows]
 
     async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
         """The facts of `scope`, newest first."""
@@ -165,4 +150,7 @@ class SqliteFacts(SqliteBase):
     async def forget_fact(self, scope: str, fact_id: str) -> bool:
         """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
         async with self._write(f"forget fact {fact_id!r} of {scope!r}"):
-            return await _forget_fact(self._db, scope, fact_id)
+            cursor = await self._db.execute(
+                "DELETE FROM memory_facts WHERE scope = ? AND id = ?", (scope, fact_id)
+            )
+            return cursor.rowcount == 1

@@ -12,8 +12,6 @@ from collections.abc import Iterable
 from typing import Any, Final
 from uuid import uuid4
 
-import aiosqlite
-
 from core.errors import StoreError
 from core.fencing import Fence
 from core.messages import Message
@@ -134,12 +132,34 @@ class SqliteLog(SqliteBase):
         """
         check_aware(summary, f"the summary of session {session_id!r}")
         async with self._write(f"save a summary of session {session_id!r}"):
-            await _save_summary(self._db, session_id, summary)
+            rows = await self._db.execute_fetchall(
+                "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+            )
+            if next(iter(rows), None) is None:
+                raise StoreError(f"cannot save a summary: no session has id {session_id!r}")
+            await self._db.execute(
+                "INSERT INTO summaries (session_id, up_to_seq, text, created_at)"
+                " VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session_id, up_to_seq)"
+                " DO UPDATE SET text = excluded.text, created_at = excluded.created_at",
+                (session_id, summary.up_to_seq, summary.text, utc_text(summary.created_at)),
+            )
 
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         async with self._read(f"read the summary of session {session_id!r}"):
-            return await _latest_summary(self._db, session_id)
+            rows = await self._db.execute_fetchall(
+                "SELECT up_to_seq, text, created_at FROM summaries"
+                " WHERE session_id = ? ORDER BY up_to_seq DESC LIMIT 1",
+                (session_id,),
+            )
+            for up_to_seq, text, created_at in rows:
+                return CompactionSummary(
+                    up_to_seq=up_to_seq,
+                    text=text,
+                    created_at=from_utc_text(created_at),
+                )
+            return None
 
     async def _check_fence(self, fence: Fence) -> None:
         """Refuse an overtaken `fence`, else record it as the newest seen (in the caller's
@@ -203,34 +223,3 @@ def _encode_body(message: Message) -> str:
 def _decode_body(body: str, *, seq: int, created_at: str) -> Message:
     message = Message.model_validate_json(body)
     return message.model_copy(update={"seq": seq, "created_at": from_utc_text(created_at)})
-
-
-async def _save_summary(
-    db: aiosqlite.Connection, session_id: str, summary: CompactionSummary
-) -> None:
-    """Insert the summary, replacing one with the same marker; `StoreError` for no session."""
-    rows = await db.execute_fetchall("SELECT 1 FROM sessions WHERE id = ?", (session_id,))
-    if next(iter(rows), None) is None:
-        raise StoreError(f"cannot save a summary: no session has id {session_id!r}")
-    await db.execute(
-        "INSERT INTO summaries (session_id, up_to_seq, text, created_at) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (session_id, up_to_seq)"
-        " DO UPDATE SET text = excluded.text, created_at = excluded.created_at",
-        (session_id, summary.up_to_seq, summary.text, utc_text(summary.created_at)),
-    )
-
-
-async def _latest_summary(db: aiosqlite.Connection, session_id: str) -> CompactionSummary | None:
-    """The summary with the highest marker, or None."""
-    rows = await db.execute_fetchall(
-        "SELECT up_to_seq, text, created_at FROM summaries"
-        " WHERE session_id = ? ORDER BY up_to_seq DESC LIMIT 1",
-        (session_id,),
-    )
-    for up_to_seq, text, created_at in rows:
-        return CompactionSummary(
-            up_to_seq=up_to_seq,
-            text=text,
-            created_at=from_utc_text(created_at),
-        )
-    return None

@@ -1,17 +1,14 @@
 """The `ScheduleStore` of `SqliteStore`: schedules and runs (tables of schema version 3).
 
-The module's functions hold the SQL and run on a connection the caller holds; the class's
-methods check arguments and wrap them in the connection's lock and, for writes, a
-transaction. The `body` column (the model's JSON) is the record; the other columns repeat parts
-of it so that queries can filter and sort.
+Each method checks its arguments and runs its SQL under the connection's lock and, for writes,
+in one transaction (`_sqlite_base.py`). The `body` column (the model's JSON) is the record;
+the other columns repeat parts of it so that queries can filter and sort.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Final
-
-import aiosqlite
 
 from core.envelopes import Address
 from core.errors import StoreError
@@ -26,107 +23,6 @@ _OLDEST_FIRST: Final = "ORDER BY created_at, id"
 _NEWEST_RUN_FIRST: Final = "ORDER BY started_at DESC, id DESC"
 
 
-async def _save_schedule(db: aiosqlite.Connection, schedule: Schedule) -> None:
-    """Insert or replace the schedule's row."""
-    target = schedule.deliver_to
-    # An upsert, not INSERT OR REPLACE: replacing deletes the row, and with it (by the
-    # cascade) every run of the schedule.
-    await db.execute(
-        "INSERT INTO schedules"
-        " (id, owner, platform, chat, thread, status, next_run_at, created_at, body)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (id) DO UPDATE SET owner = excluded.owner,"
-        " platform = excluded.platform, chat = excluded.chat, thread = excluded.thread,"
-        " status = excluded.status, next_run_at = excluded.next_run_at,"
-        " created_at = excluded.created_at, body = excluded.body",
-        (
-            schedule.id,
-            schedule.owner,
-            target.platform,
-            target.chat,
-            target.thread,
-            schedule.status,
-            None if schedule.next_run_at is None else utc_text(schedule.next_run_at),
-            utc_text(schedule.created_at),
-            schedule.model_dump_json(),
-        ),
-    )
-
-
-async def _get_schedule(db: aiosqlite.Connection, schedule_id: str) -> Schedule | None:
-    """The schedule with this id, or None."""
-    rows = await db.execute_fetchall("SELECT body FROM schedules WHERE id = ?", (schedule_id,))
-    for (body,) in rows:
-        return Schedule.model_validate_json(body)
-    return None
-
-
-async def _list_schedules(
-    db: aiosqlite.Connection, *, owner: str | None, deliver_to: Address | None
-) -> list[Schedule]:
-    """Schedules of `owner` and to `deliver_to` (platform, chat, thread) when given."""
-    conditions: list[str] = []
-    params: list[Any] = []
-    if owner is not None:
-        conditions.append("owner = ?")
-        params.append(owner)
-    if deliver_to is not None:
-        # IS, not =: a schedule without a thread matches only an address without one.
-        conditions.append("platform = ? AND chat = ? AND thread IS ?")
-        params.extend((deliver_to.platform, deliver_to.chat, deliver_to.thread))
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    rows = await db.execute_fetchall(f"SELECT body FROM schedules{where} {_OLDEST_FIRST}", params)
-    return [Schedule.model_validate_json(body) for (body,) in rows]
-
-
-async def _delete_schedule(db: aiosqlite.Connection, schedule_id: str) -> bool:
-    """Delete the schedule (its runs go by the cascade); False if there was none."""
-    cursor = await db.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,))
-    return cursor.rowcount == 1
-
-
-async def _due_schedules(db: aiosqlite.Connection, now: datetime, limit: int) -> list[Schedule]:
-    """Active schedules due at `now`, the longest due first."""
-    rows = await db.execute_fetchall(
-        "SELECT body FROM schedules WHERE status = 'active' AND next_run_at <= ?"
-        " ORDER BY next_run_at, created_at, id LIMIT ?",
-        (utc_text(now), limit),
-    )
-    return [Schedule.model_validate_json(body) for (body,) in rows]
-
-
-async def _save_run(db: aiosqlite.Connection, run: ScheduleRun) -> None:
-    """Insert or replace the run's row; `StoreError` when its schedule is unknown."""
-    rows = await db.execute_fetchall("SELECT 1 FROM schedules WHERE id = ?", (run.schedule_id,))
-    if next(iter(rows), None) is None:
-        raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
-    await db.execute(
-        "INSERT INTO schedule_runs (id, schedule_id, started_at, body) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (id) DO UPDATE SET schedule_id = excluded.schedule_id,"
-        " started_at = excluded.started_at, body = excluded.body",
-        (run.id, run.schedule_id, utc_text(run.started_at), run.model_dump_json()),
-    )
-
-
-async def _list_runs(db: aiosqlite.Connection, schedule_id: str, limit: int) -> list[ScheduleRun]:
-    """The schedule's newest runs first, at most `limit`."""
-    rows = await db.execute_fetchall(
-        f"SELECT body FROM schedule_runs WHERE schedule_id = ? {_NEWEST_RUN_FIRST} LIMIT ?",
-        (schedule_id, limit),
-    )
-    return [ScheduleRun.model_validate_json(body) for (body,) in rows]
-
-
-async def _prune_runs(db: aiosqlite.Connection, schedule_id: str, keep: int) -> int:
-    """Delete all but the newest `keep` runs of the schedule; returns how many went."""
-    cursor = await db.execute(
-        "DELETE FROM schedule_runs WHERE schedule_id = ? AND id NOT IN"
-        f" (SELECT id FROM schedule_runs WHERE schedule_id = ? {_NEWEST_RUN_FIRST} LIMIT ?)",
-        (schedule_id, schedule_id, keep),
-    )
-    return cursor.rowcount
-
-
 class SqliteSchedules(SqliteBase):
     """The `ScheduleStore` of `SqliteStore`."""
 
@@ -137,12 +33,39 @@ class SqliteSchedules(SqliteBase):
         """
         check_aware(schedule, f"schedule {schedule.id!r}")
         async with self._write(f"save schedule {schedule.id!r}"):
-            await _save_schedule(self._db, schedule)
+            target = schedule.deliver_to
+            # An upsert, not INSERT OR REPLACE: replacing deletes the row, and with it (by the
+            # cascade) every run of the schedule.
+            await self._db.execute(
+                "INSERT INTO schedules"
+                " (id, owner, platform, chat, thread, status, next_run_at, created_at, body)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET owner = excluded.owner,"
+                " platform = excluded.platform, chat = excluded.chat, thread = excluded.thread,"
+                " status = excluded.status, next_run_at = excluded.next_run_at,"
+                " created_at = excluded.created_at, body = excluded.body",
+                (
+                    schedule.id,
+                    schedule.owner,
+                    target.platform,
+                    target.chat,
+                    target.thread,
+                    schedule.status,
+                    None if schedule.next_run_at is None else utc_text(schedule.next_run_at),
+                    utc_text(schedule.created_at),
+                    schedule.model_dump_json(),
+                ),
+            )
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
         async with self._read(f"read schedule {schedule_id!r}"):
-            return await _get_schedule(self._db, schedule_id)
+            rows = await self._db.execute_fetchall(
+                "SELECT body FROM schedules WHERE id = ?", (schedule_id,)
+            )
+            for (body,) in rows:
+                return Schedule.model_validate_json(body)
+            return None
 
     async def list_schedules(
         self, *, owner: str | None = None, deliver_to: Address | None = None
@@ -150,12 +73,26 @@ class SqliteSchedules(SqliteBase):
         """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
         given), oldest first; `deliver_to.bot` is ignored."""
         async with self._read("list schedules"):
-            return await _list_schedules(self._db, owner=owner, deliver_to=deliver_to)
+            conditions: list[str] = []
+            params: list[Any] = []
+            if owner is not None:
+                conditions.append("owner = ?")
+                params.append(owner)
+            if deliver_to is not None:
+                # IS, not =: a schedule without a thread matches only an address without one.
+                conditions.append("platform = ? AND chat = ? AND thread IS ?")
+                params.extend((deliver_to.platform, deliver_to.chat, deliver_to.thread))
+            where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+            rows = await self._db.execute_fetchall(
+                f"SELECT body FROM schedules{where} {_OLDEST_FIRST}", params
+            )
+            return [Schedule.model_validate_json(body) for (body,) in rows]
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Remove a schedule and its runs; False if there was none."""
         async with self._write(f"delete schedule {schedule_id!r}"):
-            return await _delete_schedule(self._db, schedule_id)
+            cursor = await self._db.execute("DELETE FROM schedules WHERE id = ?", (schedule_id,))
+            return cursor.rowcount == 1
 
     async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
         """Active schedules whose `next_run_at` is not after `now`, the longest due first.
@@ -166,7 +103,12 @@ class SqliteSchedules(SqliteBase):
         if now.utcoffset() is None:
             raise StoreError("`now` is a naive datetime; it must be aware")
         async with self._read("find due schedules"):
-            return await _due_schedules(self._db, now, limit)
+            rows = await self._db.execute_fetchall(
+                "SELECT body FROM schedules WHERE status = 'active' AND next_run_at <= ?"
+                " ORDER BY next_run_at, created_at, id LIMIT ?",
+                (utc_text(now), limit),
+            )
+            return [Schedule.model_validate_json(body) for (body,) in rows]
 
     async def save_run(self, run: ScheduleRun) -> None:
         """Insert a run, or replace the stored one with the same id.
@@ -175,17 +117,37 @@ class SqliteSchedules(SqliteBase):
         """
         check_aware(run, f"run {run.id!r}")
         async with self._write(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
-            await _save_run(self._db, run)
+            rows = await self._db.execute_fetchall(
+                "SELECT 1 FROM schedules WHERE id = ?", (run.schedule_id,)
+            )
+            if next(iter(rows), None) is None:
+                raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
+            await self._db.execute(
+                "INSERT INTO schedule_runs (id, schedule_id, started_at, body) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (id) DO UPDATE SET schedule_id = excluded.schedule_id,"
+                " started_at = excluded.started_at, body = excluded.body",
+                (run.id, run.schedule_id, utc_text(run.started_at), run.model_dump_json()),
+            )
 
     async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
         """A schedule's runs, newest (by `started_at`) first."""
         check_limit(limit)
         async with self._read(f"list the runs of schedule {schedule_id!r}"):
-            return await _list_runs(self._db, schedule_id, limit)
+            rows = await self._db.execute_fetchall(
+                f"SELECT body FROM schedule_runs WHERE schedule_id = ? {_NEWEST_RUN_FIRST} LIMIT ?",
+                (schedule_id, limit),
+            )
+            return [ScheduleRun.model_validate_json(body) for (body,) in rows]
 
     async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
         """Delete all but the newest `keep` runs of a schedule; returns how many went."""
         if keep < 0:
             raise ValueError(f"keep must not be negative, got {keep}")
         async with self._write(f"prune the runs of schedule {schedule_id!r}"):
-            return await _prune_runs(self._db, schedule_id, keep)
+            cursor = await self._db.execute(
+                "DELETE FROM schedule_runs WHERE schedule_id = ? AND id NOT IN"
+                " (SELECT id FROM schedule_runs WHERE schedule_id = ?"
+                f" {_NEWEST_RUN_FIRST} LIMIT ?)",
+                (schedule_id, schedule_id, keep),
+            )
+            return cursor.rowcount
