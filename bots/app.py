@@ -2,7 +2,8 @@
 
 Where work and history live depends on `REDIS_URL` alone: set, the store, bus and mailboxes
 are in Redis and shared by every process; unset, the store is an SQLite file and the bus and
-mailboxes live in this process.
+mailboxes live in this process. On Redis, every key is in the namespace of `SWITCHBOARD_BOT_ID`,
+so several bots can share one server.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from core.bus.memory import MemoryBus
 from core.compaction import Compactor
 from core.confirm import Confirmations
 from core.dispatch import Worker
+from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
-from core.memory import memory_block, memory_scope
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.pricing import PriceBook
@@ -34,9 +35,10 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
+from core.store.facts import FactStore
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
-from core.tools.memory import memory_tools
+from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
 
 __all__ = [
@@ -110,17 +112,17 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
         from core.mailbox.redis import RedisMailboxes
         from core.store.redis import RedisStore
 
-        url = settings.redis_url
-        redis_store = await RedisStore.open(url)
+        url, keys = settings.redis_url, settings.redis_keys
+        redis_store = await RedisStore.open(url, keys=keys)
         stack.push_async_callback(redis_store.close)
         if local_bus:
             memory = MemoryBus()
             stack.push_async_callback(memory.close)
             yield Backends(redis_store, memory, MemoryMailboxes(), distributed=False)
             return
-        redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS)
+        redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
         stack.push_async_callback(redis_bus.close)
-        mailboxes = RedisMailboxes.from_url(url, lease_seconds=TURN_LEASE_SECONDS)
+        mailboxes = RedisMailboxes.from_url(url, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
         stack.push_async_callback(mailboxes.aclose)
         yield Backends(redis_store, redis_bus, mailboxes, distributed=True)
 
@@ -221,7 +223,7 @@ def _crash_age(settings: Settings, provider_timeout: float, tool_timeout: float)
     return timedelta(seconds=2 * (provider_timeout + tool_timeout))
 
 
-def _memory_context(store: Store, profile: str) -> TurnContext:
+def _memory_context(store: FactStore, profile: str) -> TurnContext:
     """The asking person's most relevant remembered facts, for each turn."""
 
     async def relevant(context: ChannelContext, asked: str) -> str:
@@ -257,7 +259,7 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
     else:
         from core.store.redis import RedisStore
 
-        store = await RedisStore.open(settings.redis_url)
+        store = await RedisStore.open(settings.redis_url, keys=settings.redis_keys)
     try:
         yield store
     finally:

@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.errors import ConfigError
 from core.redact import Redactor
+from core.redis_keys import RedisKeys
 
 __all__ = ["Settings", "load_settings"]
 
@@ -42,6 +43,12 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    # Namespace of this bot's queues, keys and sessions on a shared Redis (core/redis_keys.py).
+    bot_id: str = Field(
+        default="default",
+        alias="SWITCHBOARD_BOT_ID",
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+    )
     metrics_port: int | None = Field(default=None, alias="SWITCHBOARD_METRICS_PORT", ge=0, le=65535)
     metrics_host: str = Field(default="127.0.0.1", alias="SWITCHBOARD_METRICS_HOST")
     metrics_token: SecretStr | None = Field(default=None, alias="SWITCHBOARD_METRICS_TOKEN")
@@ -74,6 +81,11 @@ class Settings(BaseSettings):
         from bots.platforms import REGISTERED
 
         return Redactor(self.secrets(), patterns=REGISTERED.secret_patterns())
+
+    @property
+    def redis_keys(self) -> RedisKeys:
+        """The Redis keys of this bot's namespace (`SWITCHBOARD_BOT_ID`)."""
+        return RedisKeys(self.bot_id)
 
     @property
     def database_path(self) -> Path:

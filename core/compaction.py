@@ -21,7 +21,7 @@ from core.clock import utc_now
 from core.context import estimate_text
 from core.messages import Message
 from core.providers.base import ModelRequest, Provider, complete
-from core.store.base import CompactionSummary, Store
+from core.store.log import CompactionSummary, ConversationLog
 
 __all__ = ["Compaction", "CompactionSummary", "Compactor", "summary_messages"]
 
@@ -106,7 +106,7 @@ class Compactor:
 
     async def compact(
         self,
-        store: Store,
+        store: ConversationLog,
         session_id: str,
         messages: Sequence[Message],
         *,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from core.context import Sanitizer
 from core.messages import Message
-from core.store.base import Store
+from core.store.log import ConversationLog
 
 __all__ = ["HistoryCache"]
 
@@ -43,7 +43,7 @@ class HistoryCache:
         return self._held
 
     async def load(
-        self, store: Store, session_id: str, *, after_seq: int
+        self, store: ConversationLog, session_id: str, *, after_seq: int
     ) -> tuple[list[Message], Sanitizer | None]:
         """The session's messages with `seq > after_seq`, oldest first (a new list), and the
         sanitizer kept with them, if any.

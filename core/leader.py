@@ -14,7 +14,7 @@ import secrets
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from core import redis_keys as keys
+from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
 __all__ = ["Leadership"]
@@ -42,11 +42,13 @@ class Leadership:
         role: str,
         *,
         owner: str,
+        keys: RedisKeys | None = None,
         ttl: float = 15.0,
         retry_every: float = 2.0,
     ) -> None:
         self._client = client
-        self._key = keys.lease(role)
+        # The lease lives in the bot's namespace: two bots may each have a poller of their own.
+        self._key = (keys or RedisKeys()).lease(role)
         self._token = f"{owner}:{secrets.token_hex(8)}"
         self._ttl = ttl
         self._retry_every = retry_every

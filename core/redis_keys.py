@@ -1,254 +1,222 @@
-"""Every Redis key Switchboard uses, spelled once. All keys start with `sb:`.
+"""Every Redis key Switchboard uses, spelled once, under one bot's namespace.
+
+Several bots (deployments with their own profile and tokens) may share one Redis: each builds
+its keys with `RedisKeys(bot_id)`, and every key (queue streams, dead letters, topics, the
+store's records, mailboxes, leases, fencing epochs) starts with `sb:<bot id>:`, e.g.
+`sb:default:q:inbound`, `sb:support:session:3f2a9c01b7d4`, `sb:support:lease:turn:<session key>`.
+A bot id holds no colon, so no bot's keys can fall inside another's namespace. Nothing here is
+global: `RedisBus`, `RedisStore`, `RedisMailboxes` and `Leadership` each take their `RedisKeys`.
 
 Payloads are msgpack of pydantic models (bus) or JSON of pydantic models (store); never pickle.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "CONSUMER_GROUP",
-    "PREFIX",
-    "all_cost_totals",
-    "checkpoint",
-    "cost_order",
-    "cost_totals",
-    "costs",
-    "dead_letters",
-    "due_schedules",
-    "enqueued",
-    "lease",
-    "mailbox",
-    "mailboxes",
-    "memory_fact_terms",
-    "memory_facts",
-    "memory_order",
-    "memory_term",
-    "memory_vocabulary",
-    "message_seq",
-    "messages",
-    "processed",
-    "queue_stream",
-    "running_checkpoints",
-    "schedule",
-    "schedule_run_order",
-    "schedule_runs",
-    "schedules",
-    "schedules_by_owner",
-    "session",
-    "session_order",
-    "sessions_by_key",
-    "sessions_by_update",
-    "sessions_with_costs",
-    "summaries",
-    "summary_order",
-    "topic_channel",
-    "write_receipt",
-]
+import re
+from typing import Final
 
-PREFIX = "sb:"
+__all__ = ["CONSUMER_GROUP", "DEFAULT_BOT_ID", "PREFIX", "RedisKeys", "check_bot_id"]
 
-# --- bus -----------------------------------------------------------------------------------
+# The root of every key; the bot id comes next.
+PREFIX: Final = "sb:"
+
+# The namespace of a deployment that names no bot (`SWITCHBOARD_BOT_ID` unset).
+DEFAULT_BOT_ID: Final = "default"
 
 # The one consumer group of every work queue: consumers compete for entries.
-CONSUMER_GROUP = "switchboard"
+CONSUMER_GROUP: Final = "switchboard"
 
+_BOT_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
-def queue_stream(queue: str) -> str:
-    """The stream holding a work queue (`inbound`, `outbound.telegram`)."""
-    return f"{PREFIX}q:{queue}"
 
+def check_bot_id(bot_id: str) -> str:
+    """`bot_id` if it can name a namespace (letters, digits, `_`, `.`, `-`; no colon), else
+    `ValueError`."""
+    if not _BOT_ID.fullmatch(bot_id):
+        raise ValueError(
+            f"bot id {bot_id!r}: use 1-64 letters, digits, '_', '.' or '-', starting with a"
+            " letter or digit"
+        )
+    return bot_id
 
-def dead_letters(queue: str) -> str:
-    """The stream of entries given up after too many deliveries."""
-    return f"{PREFIX}dlq:{queue}"
 
+class RedisKeys:
+    """The keys of one bot's namespace, `sb:<bot id>:`."""
 
-def enqueued(dedupe_id: str) -> str:
-    """Marker that an envelope with this dedupe id was enqueued (expires after a day)."""
-    return f"{PREFIX}enqueued:{dedupe_id}"
+    def __init__(self, bot_id: str = DEFAULT_BOT_ID) -> None:
+        """Keys under `bot_id`'s namespace; `ValueError` for an id that cannot be one."""
+        self.bot_id = check_bot_id(bot_id)
+        self.prefix = f"{PREFIX}{bot_id}:"
 
+    # --- bus -------------------------------------------------------------------------------
 
-def topic_channel(topic: str) -> str:
-    """The pub/sub channel of a fan-out topic (`events`)."""
-    return f"{PREFIX}t:{topic}"
+    def queue_stream(self, queue: str) -> str:
+        """The stream holding a work queue (`inbound`, `outbound.telegram`)."""
+        return f"{self.prefix}q:{queue}"
 
+    def dead_letters(self, queue: str) -> str:
+        """The stream of entries given up after too many deliveries."""
+        return f"{self.prefix}dlq:{queue}"
 
-# --- store ---------------------------------------------------------------------------------
+    def enqueued(self, dedupe_id: str) -> str:
+        """Marker that an envelope with this dedupe id was enqueued (expires after a day)."""
+        return f"{self.prefix}enqueued:{dedupe_id}"
 
+    def topic_channel(self, topic: str) -> str:
+        """The pub/sub channel of a fan-out topic (`events`)."""
+        return f"{self.prefix}t:{topic}"
 
-def session(session_id: str) -> str:
-    """Hash: id, key, created_at, updated_at."""
-    return f"{PREFIX}session:{session_id}"
+    # --- store -----------------------------------------------------------------------------
 
+    def session(self, session_id: str) -> str:
+        """Hash: id, key, created_at, updated_at."""
+        return f"{self.prefix}session:{session_id}"
 
-def sessions_by_key(key: str) -> str:
-    """Sorted set of the session ids of one conversation key, scored by creation order."""
-    return f"{PREFIX}sessions:key:{key}"
+    def sessions_by_key(self, key: str) -> str:
+        """Sorted set of the session ids of one conversation key, scored by creation order."""
+        return f"{self.prefix}sessions:key:{key}"
 
+    def sessions_by_update(self) -> str:
+        """Sorted set of every session, scored by last update time (epoch microseconds).
 
-def sessions_by_update() -> str:
-    """Sorted set of every session, scored by last update time (epoch microseconds).
+        Members are `<creation order, 20 digits>:<session id>`, so equal times list the session
+        created last first.
+        """
+        return f"{self.prefix}sessions:updated"
 
-    Members are `<creation order, 20 digits>:<session id>`, so equal times list the session
-    created last first.
-    """
-    return f"{PREFIX}sessions:updated"
+    def messages(self, session_id: str) -> str:
+        """List of the session's messages (JSON), in `seq` order."""
+        return f"{self.prefix}messages:{session_id}"
 
+    def message_seq(self, session_id: str) -> str:
+        """Counter giving out the session's `seq` numbers."""
+        return f"{self.prefix}seq:{session_id}"
 
-def messages(session_id: str) -> str:
-    """List of the session's messages (JSON), in `seq` order."""
-    return f"{PREFIX}messages:{session_id}"
+    def summaries(self, session_id: str) -> str:
+        """Hash of the session's compaction summaries: `up_to_seq` → the summary's JSON."""
+        return f"{self.prefix}summaries:{session_id}"
 
+    def summary_order(self, session_id: str) -> str:
+        """Sorted set of the `up_to_seq` markers of the session's summaries, scored by them."""
+        return f"{self.prefix}summary-order:{session_id}"
 
-def message_seq(session_id: str) -> str:
-    """Counter giving out the session's `seq` numbers."""
-    return f"{PREFIX}seq:{session_id}"
+    def checkpoint(self, run_key: str) -> str:
+        """Hash of a turn's checkpoint: `body` → the checkpoint's JSON."""
+        return f"{self.prefix}checkpoint:{run_key}"
 
+    def running_checkpoints(self) -> str:
+        """Sorted set of the run keys of `running` checkpoints, scored by `updated_at` (µs)."""
+        return f"{self.prefix}checkpoints-running"
 
-def summaries(session_id: str) -> str:
-    """Hash of the session's compaction summaries: `up_to_seq` → the summary's JSON."""
-    return f"{PREFIX}summaries:{session_id}"
+    def processed(self, key: str) -> str:
+        """Marker that an inbound message (or a refusal) was handled."""
+        return f"{self.prefix}processed:{key}"
 
+    def costs(self, session_id: str) -> str:
+        """List of the session's cost ledger entries (JSON)."""
+        return f"{self.prefix}costs:{session_id}"
 
-def summary_order(session_id: str) -> str:
-    """Sorted set of the `up_to_seq` markers of the session's summaries, scored by them."""
-    return f"{PREFIX}summary-order:{session_id}"
+    def sessions_with_costs(self) -> str:
+        """Sorted set of the sessions with ledger entries, scored by the latest entry's `at`.
 
+        Members are `<ledger order of the session's last recorded entry, 20 digits>:<session id>`,
+        so on equal times the session charged last comes first.
+        """
+        return f"{self.prefix}costs:sessions"
 
-def checkpoint(run_key: str) -> str:
-    """Hash of a turn's checkpoint: `body` → the checkpoint's JSON."""
-    return f"{PREFIX}checkpoint:{run_key}"
+    def cost_totals(self, session_id: str) -> str:
+        """Hash of the session's running ledger totals (calls, tokens, cost, unpriced calls)."""
+        return f"{self.prefix}cost-totals:{session_id}"
 
+    def all_cost_totals(self) -> str:
+        """Hash of the running ledger totals of every session together."""
+        return f"{self.prefix}cost-totals"
 
-def running_checkpoints() -> str:
-    """Sorted set of the run keys of `running` checkpoints, scored by `updated_at` (epoch µs)."""
-    return f"{PREFIX}checkpoints-running"
+    def session_order(self) -> str:
+        """Counter numbering sessions in creation order (ties of time are broken by it)."""
+        return f"{self.prefix}sessions:order"
 
+    def cost_order(self) -> str:
+        """Counter numbering ledger entries in the order they were recorded."""
+        return f"{self.prefix}cost-order"
 
-def processed(key: str) -> str:
-    """Marker that an inbound message (or a refusal) was handled."""
-    return f"{PREFIX}processed:{key}"
+    def write_receipt(self, token: str) -> str:
+        """The reply of one store write, kept briefly so that a retried write is not redone."""
+        return f"{self.prefix}receipt:{token}"
 
+    # --- schedules -----------------------------------------------------------------------------
 
-def costs(session_id: str) -> str:
-    """List of the session's cost ledger entries (JSON)."""
-    return f"{PREFIX}costs:{session_id}"
+    def schedule(self, schedule_id: str) -> str:
+        """Hash: the schedule's JSON `body`, its `owner` and its `due_schedules` member, if any."""
+        return f"{self.prefix}schedule:{schedule_id}"
 
+    def schedules(self) -> str:
+        """Set of every schedule id."""
+        return f"{self.prefix}schedules"
 
-def sessions_with_costs() -> str:
-    """Sorted set of the sessions with ledger entries, scored by the latest entry's `at`.
+    def schedules_by_owner(self, owner: str) -> str:
+        """Set of the ids of one owner's schedules."""
+        return f"{self.prefix}schedules:owner:{owner}"
 
-    Members are `<ledger order of the session's last recorded entry, 20 digits>:<session id>`,
-    so on equal times the session charged last comes first.
-    """
-    return f"{PREFIX}costs:sessions"
+    def due_schedules(self) -> str:
+        """Sorted set of the active schedules with a next run, scored by `next_run_at` (epoch µs).
 
+        Members are `<created_at, epoch µs, 20 digits>:<schedule id>`, so equal due times list the
+        oldest schedule first.
+        """
+        return f"{self.prefix}schedules:due"
 
-def cost_totals(session_id: str) -> str:
-    """Hash of the session's running ledger totals (calls, tokens, cost, unpriced calls)."""
-    return f"{PREFIX}cost-totals:{session_id}"
+    def schedule_runs(self, schedule_id: str) -> str:
+        """Hash of a schedule's runs: run id → the run's JSON."""
+        return f"{self.prefix}schedule-runs:{schedule_id}"
 
+    def schedule_run_order(self, schedule_id: str) -> str:
+        """Sorted set of a schedule's run ids, scored by `started_at` (epoch microseconds)."""
+        return f"{self.prefix}schedule-run-order:{schedule_id}"
 
-def all_cost_totals() -> str:
-    """Hash of the running ledger totals of every session together."""
-    return f"{PREFIX}cost-totals"
+    # --- remembered facts ------------------------------------------------------------
+    # One person's facts with one bot form a scope (`profile:platform:user_id`, see core/facts.py).
+    # The kind of key comes before the scope, and terms hold no colon, so no two keys can meet.
 
+    def facts(self, scope: str) -> str:
+        """Hash of a scope's facts: fact id → the fact's JSON."""
+        return f"{self.prefix}memory:facts:{scope}"
 
-def session_order() -> str:
-    """Counter numbering sessions in creation order (ties of time are broken by it)."""
-    return f"{PREFIX}sessions:order"
+    def fact_terms(self, scope: str) -> str:
+        """Hash of a scope's indexed terms per fact: fact id → its terms, space-separated."""
+        return f"{self.prefix}memory:fact-terms:{scope}"
 
+    def fact_order(self, scope: str) -> str:
+        """Sorted set of a scope's fact ids, scored by `created_at` (epoch microseconds)."""
+        return f"{self.prefix}memory:order:{scope}"
 
-def cost_order() -> str:
-    """Counter numbering ledger entries in the order they were recorded."""
-    return f"{PREFIX}cost-order"
+    def fact_term(self, scope: str, term: str) -> str:
+        """Set of the ids of a scope's facts that contain `term` (the inverted index)."""
+        return f"{self.prefix}memory:term:{scope}:{term}"
 
+    def fact_vocabulary(self, scope: str) -> str:
+        """Sorted set (all scores 0, so ordered by text) of a scope's terms, for prefixes."""
+        return f"{self.prefix}memory:vocabulary:{scope}"
 
-def write_receipt(token: str) -> str:
-    """The reply of one store write, kept briefly so that a retried write is not applied twice."""
-    return f"{PREFIX}receipt:{token}"
+    # --- coordination --------------------------------------------------------------------------
 
+    def mailbox(self, session_key: str) -> str:
+        """Sorted set of a session's waiting `Inbound`s, scored by arrival time."""
+        return f"{self.prefix}mailbox:{session_key}"
 
-# --- schedules -----------------------------------------------------------------------------
+    def mailboxes(self) -> str:
+        """Set of the session keys whose mailboxes may hold work."""
+        return f"{self.prefix}mailboxes"
 
+    def lease(self, name: str) -> str:
+        """A lease (`SET NX PX` with a fencing token): a session's turn, a poller's leadership."""
+        return f"{self.prefix}lease:{name}"
 
-def schedule(schedule_id: str) -> str:
-    """Hash: the schedule's JSON `body`, its `owner` and its `due_schedules` member, if any."""
-    return f"{PREFIX}schedule:{schedule_id}"
+    def claim_epoch(self, session_key: str) -> str:
+        """Counter of the fencing epochs the mailboxes gave the session's claims."""
+        return f"{self.prefix}claim-epoch:{session_key}"
 
-
-def schedules() -> str:
-    """Set of every schedule id."""
-    return f"{PREFIX}schedules"
-
-
-def schedules_by_owner(owner: str) -> str:
-    """Set of the ids of one owner's schedules."""
-    return f"{PREFIX}schedules:owner:{owner}"
-
-
-def due_schedules() -> str:
-    """Sorted set of the active schedules with a next run, scored by `next_run_at` (epoch µs).
-
-    Members are `<created_at, epoch µs, 20 digits>:<schedule id>`, so equal due times list the
-    oldest schedule first.
-    """
-    return f"{PREFIX}schedules:due"
-
-
-def schedule_runs(schedule_id: str) -> str:
-    """Hash of a schedule's runs: run id → the run's JSON."""
-    return f"{PREFIX}schedule-runs:{schedule_id}"
-
-
-def schedule_run_order(schedule_id: str) -> str:
-    """Sorted set of a schedule's run ids, scored by `started_at` (epoch microseconds)."""
-    return f"{PREFIX}schedule-run-order:{schedule_id}"
-
-
-# --- memory --------------------------------------------------------------------------------
-# One person's facts with one bot form a scope (`profile:platform:user_id`, see core/memory.py).
-# The kind of key comes before the scope, and terms hold no colon, so no two keys can meet.
-
-
-def memory_facts(scope: str) -> str:
-    """Hash of a scope's facts: fact id → the fact's JSON."""
-    return f"{PREFIX}memory:facts:{scope}"
-
-
-def memory_fact_terms(scope: str) -> str:
-    """Hash of a scope's indexed terms per fact: fact id → its terms, space-separated."""
-    return f"{PREFIX}memory:fact-terms:{scope}"
-
-
-def memory_order(scope: str) -> str:
-    """Sorted set of a scope's fact ids, scored by `created_at` (epoch microseconds)."""
-    return f"{PREFIX}memory:order:{scope}"
-
-
-def memory_term(scope: str, term: str) -> str:
-    """Set of the ids of a scope's facts that contain `term` (the inverted index)."""
-    return f"{PREFIX}memory:term:{scope}:{term}"
-
-
-def memory_vocabulary(scope: str) -> str:
-    """Sorted set (all scores 0, so ordered by text) of a scope's indexed terms, for prefixes."""
-    return f"{PREFIX}memory:vocabulary:{scope}"
-
-
-# --- coordination --------------------------------------------------------------------------
-
-
-def mailbox(session_key: str) -> str:
-    """Sorted set of a session's waiting `Inbound`s, scored by arrival time."""
-    return f"{PREFIX}mailbox:{session_key}"
-
-
-def mailboxes() -> str:
-    """Set of the session keys whose mailboxes may hold work."""
-    return f"{PREFIX}mailboxes"
-
-
-def lease(name: str) -> str:
-    """A lease (`SET NX PX` with a fencing token): a session's turn, a poller's leadership."""
-    return f"{PREFIX}lease:{name}"
+    def fence(self, session_key: str) -> str:
+        """The highest fencing epoch the store saw on a write for the session (the store's
+        side of the fence; a store elsewhere keeps it there)."""
+        return f"{self.prefix}fence:{session_key}"

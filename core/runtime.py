@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -42,6 +42,7 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
+from core.fencing import Fence
 from core.history import HistoryCache
 from core.hooks import HookChain, Hooks, ModelCompletion
 from core.messages import Message, ToolCall, Usage
@@ -50,7 +51,8 @@ from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
 from core.safety import LOOP_STOPPED, ToolCallMonitor, fence_tool_output, scan_tool_output
-from core.store.base import CompactionSummary, CostEntry, Fence, Store
+from core.store.ledger import CostEntry, CostLedger
+from core.store.log import CompactionSummary, ConversationLog
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.window import TurnWindow
 
@@ -62,6 +64,7 @@ __all__ = [
     "CostFunction",
     "RuntimeLimits",
     "TurnContext",
+    "TurnStore",
 ]
 
 log = logging.getLogger(__name__)
@@ -117,6 +120,10 @@ class _Cancel:
         self.requested = False
 
 
+class TurnStore(ConversationLog, CostLedger, Protocol):
+    """What a turn keeps: its messages and summaries, and what its model calls cost."""
+
+
 class AgentRuntime:
     """Runs turns of a conversation against one provider with one tool registry."""
 
@@ -126,7 +133,7 @@ class AgentRuntime:
         provider: Provider,
         model: str,
         tools: ToolRegistry,
-        store: Store,
+        store: TurnStore,
         limits: RuntimeLimits | None = None,
         prompt: SystemPrompt | None = None,
         temperature: float | None = None,

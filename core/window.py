@@ -15,7 +15,7 @@ from core.compaction import Compactor, summary_messages
 from core.context import Sanitizer, estimate_tokens, fit, strip_old_images
 from core.events import Compacted
 from core.messages import Message
-from core.store.base import CompactionSummary, Store
+from core.store.log import CompactionSummary, ConversationLog
 
 __all__ = ["TurnWindow"]
 
@@ -30,7 +30,7 @@ class TurnWindow:
     def __init__(
         self,
         *,
-        store: Store,
+        store: ConversationLog,
         session_id: str,
         window_tokens: int,
         max_tokens: int,

@@ -26,7 +26,7 @@ from core.envelopes import new_id
 from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
 from core.pricing import format_usd
-from core.store.base import Store
+from core.store.log import ConversationLog
 
 if TYPE_CHECKING:
     pass
@@ -112,7 +112,7 @@ def _own_command() -> str:
     return str(started)
 
 
-async def _terminal_chat(store: Store, name: str | None) -> str:
+async def _terminal_chat(store: ConversationLog, name: str | None) -> str:
     if name is None:
         return new_id()[:8]
     record = await store.get_session(name)

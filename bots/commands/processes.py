@@ -156,7 +156,7 @@ def _leadership(settings: Settings, role: str, owner: str) -> Leadership:
     # with a Redis restart; releasing the lease on SIGTERM must not fail for that.
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
     client = aioredis.Redis.from_url(settings.redis_url, retry=retry)
-    return Leadership(client, role, owner=owner)
+    return Leadership(client, role, owner=owner, keys=settings.redis_keys)
 
 
 @click.command()

@@ -16,7 +16,7 @@ from core.bus.names import outbound_queue
 from core.checkpoints import Checkpoint
 from core.envelopes import Outbound
 from core.errors import ConfigError
-from core.store.base import Store
+from core.store.checkpoints import CheckpointStore
 
 __all__ = ["recover"]
 
@@ -120,7 +120,7 @@ async def _resume(settings: Settings, run_key: str) -> None:
         )
 
 
-async def _running(store: Store, run_key: str) -> Checkpoint:
+async def _running(store: CheckpointStore, run_key: str) -> Checkpoint:
     """The unfinished turn `run_key`; `ConfigError` when there is none."""
     found = await store.get_checkpoint(run_key)
     if found is None:

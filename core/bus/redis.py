@@ -31,7 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from core.bus.base import Bus, BusPayload, Delivery, Subscription
 from core.envelopes import decode, encode
 from core.errors import BusError
-from core.redis_keys import CONSUMER_GROUP, dead_letters, enqueued, queue_stream, topic_channel
+from core.redis_keys import CONSUMER_GROUP, RedisKeys
 from core.tasks import cancel_and_wait
 
 __all__ = ["RedisBus"]
@@ -371,7 +371,10 @@ class RedisBus(Bus):
         max_deliveries: int = 5,
         maxlen: int = 100_000,
         client: aioredis.Redis | None = None,
+        keys: RedisKeys | None = None,
     ) -> None:
+        """A bus on the Redis at `url` (or `client`), its streams and channels in the namespace
+        of `keys` (the default bot's when None)."""
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
         if max_deliveries < 1:
@@ -380,6 +383,7 @@ class RedisBus(Bus):
             raise ValueError("maxlen must be at least 1")
         if client is not None and client.connection_pool.connection_kwargs.get("decode_responses"):
             raise ValueError("the Redis client must not decode responses (payloads are msgpack)")
+        self._keys = keys or RedisKeys()
         self._lease_ms = max(1, math.ceil(lease_seconds * 1000))
         self._max_deliveries = max_deliveries
         self._maxlen = maxlen
@@ -416,6 +420,7 @@ class RedisBus(Bus):
         max_deliveries: int = 5,
         maxlen: int = 100_000,
         client: aioredis.Redis | None = None,
+        keys: RedisKeys | None = None,
     ) -> RedisBus:
         """A bus whose Redis answered a PING; `BusError` if it is unreachable."""
         bus = cls(
@@ -424,6 +429,7 @@ class RedisBus(Bus):
             max_deliveries=max_deliveries,
             maxlen=maxlen,
             client=client,
+            keys=keys,
         )
         try:
             with bus._command("connect"):
@@ -445,11 +451,14 @@ class RedisBus(Bus):
         with self._command(f"enqueue on {queue}"):
             if dedupe_id is None:
                 entry_id = await self._client.xadd(
-                    queue_stream(queue), {"data": data}, maxlen=self._maxlen, approximate=True
+                    self._keys.queue_stream(queue),
+                    {"data": data},
+                    maxlen=self._maxlen,
+                    approximate=True,
                 )
             else:
                 entry_id = await self._enqueue_once_script(
-                    keys=[queue_stream(queue), enqueued(dedupe_id)],
+                    keys=[self._keys.queue_stream(queue), self._keys.enqueued(dedupe_id)],
                     args=[self._maxlen, data, _DEDUPE_SECONDS],
                 )
                 if entry_id is None:
@@ -492,13 +501,13 @@ class RedisBus(Bus):
         """`PUBLISH` to the topic's channel (nobody subscribed: dropped)."""
         data = self._encode(envelope)
         with self._command(f"publish on {topic}"):
-            await self._client.publish(topic_channel(topic), data)
+            await self._client.publish(self._keys.topic_channel(topic), data)
 
     async def subscribe(self, topic: str) -> Subscription:
         """A subscription, on a connection of its own, to envelopes published from now on."""
         self._check_open()
         subscription = _RedisSubscription(
-            self._client.pubsub(), topic_channel(topic), self._subscriptions.discard
+            self._client.pubsub(), self._keys.topic_channel(topic), self._subscriptions.discard
         )
         try:
             with self._command(f"subscribe to {topic}"):
@@ -515,7 +524,7 @@ class RedisBus(Bus):
         Entries whose last allowed lease ran out are moved there first. Entries dead-lettered
         as undecodable stay in the dead-letter stream but are not listed.
         """
-        stream, dlq = queue_stream(queue), dead_letters(queue)
+        stream, dlq = self._keys.queue_stream(queue), self._keys.dead_letters(queue)
         with self._command(f"read the dead letters of {queue}"):
             try:
                 swept = await self._sweep_script(
@@ -559,7 +568,7 @@ class RedisBus(Bus):
 
     async def _take(self, queue: str, consumer: str) -> Delivery | None:
         """Claim an expired entry or read a new one, without waiting."""
-        stream, dlq = queue_stream(queue), dead_letters(queue)
+        stream, dlq = self._keys.queue_stream(queue), self._keys.dead_letters(queue)
 
         async def take() -> list[Any]:
             reply: list[Any] = await self._take_script(
@@ -581,7 +590,7 @@ class RedisBus(Bus):
 
     async def _read_new(self, queue: str, consumer: str, wait: float) -> Delivery | None:
         """Block up to `wait` seconds for a new entry; `close` cancels the wait."""
-        stream = queue_stream(queue)
+        stream = self._keys.queue_stream(queue)
         block_ms = max(1, math.ceil(wait * 1000))  # BLOCK 0 would mean forever
 
         async def blocking_read() -> Any:
@@ -644,7 +653,7 @@ class RedisBus(Bus):
         with self._command(f"{action} entry {entry_id} on {queue}"):
             try:
                 await self._settle_script(
-                    keys=[queue_stream(queue), dead_letters(queue)],
+                    keys=[self._keys.queue_stream(queue), self._keys.dead_letters(queue)],
                     args=[
                         CONSUMER_GROUP,
                         entry_id,

@@ -5,6 +5,12 @@ distributed deployment) and acks the bus. Whoever holds the session's `Claim` ru
 in order: `head()`, handle it, `done()`. A claim is a lease: a worker that dies lets it lapse,
 and another worker finds the mailbox still full (`pending()`) and carries on, so work handed
 to a mailbox is never lost.
+
+Each claim carries a `Fence` (`core/fencing.py`) with an epoch that grows with every claim on
+the session; a store refuses a write fenced with an older epoch than one it saw, so a worker
+that stalled past its lease cannot write after the next holder did. Epochs are counters
+floored by the clock (microseconds since 1970), so they keep growing even when the mailboxes'
+own state is lost (a process restart, a Redis emptied) while the store remembers old epochs.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import asyncio
 from typing import Protocol
 
 from core.envelopes import Inbound
-from core.store.base import Fence
+from core.fencing import Fence
 
 __all__ = ["Claim", "Mailboxes"]
 
@@ -27,8 +33,9 @@ class Claim(Protocol):
         ...
 
     @property
-    def fence(self) -> Fence | None:
-        """Proof of the claim for store writes; None where one process owns everything."""
+    def fence(self) -> Fence:
+        """Proof of the claim for fenced store writes: its epoch is larger than that of every
+        earlier claim on the session, so a store refuses the writes of a claim overtaken."""
         ...
 
     @property

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 
 from core.envelopes import Inbound
+from core.fencing import Fence
 from core.mailbox.base import Claim
-from core.store.base import Fence
 
 __all__ = ["MemoryMailboxes"]
 
 
 class _MemoryClaim:
-    def __init__(self, boxes: MemoryMailboxes, session_key: str) -> None:
+    def __init__(self, boxes: MemoryMailboxes, session_key: str, epoch: int) -> None:
         self._boxes = boxes
         self._key = session_key
+        self._fence = Fence(session_key=session_key, epoch=epoch)
         self._lost = asyncio.Event()
 
     @property
@@ -23,8 +25,8 @@ class _MemoryClaim:
         return self._key
 
     @property
-    def fence(self) -> Fence | None:
-        return None
+    def fence(self) -> Fence:
+        return self._fence
 
     @property
     def lost(self) -> asyncio.Event:
@@ -54,6 +56,7 @@ class MemoryMailboxes:
     def __init__(self) -> None:
         self.boxes: dict[str, collections.deque[Inbound]] = {}
         self.held: set[str] = set()
+        self._epochs: dict[str, int] = {}
 
     async def put(self, inbound: Inbound) -> None:
         key = inbound.session_key
@@ -63,7 +66,10 @@ class MemoryMailboxes:
         if session_key in self.held:
             return None
         self.held.add(session_key)
-        return _MemoryClaim(self, session_key)
+        # Floored by the clock: a restarted process still outbids the epochs a store kept.
+        epoch = max(self._epochs.get(session_key, 0) + 1, time.time_ns() // 1_000)
+        self._epochs[session_key] = epoch
+        return _MemoryClaim(self, session_key, epoch)
 
     async def pending(self) -> list[str]:
         return [key for key, box in self.boxes.items() if box]

@@ -3,8 +3,10 @@
 A mailbox is a sorted set of encoded `Inbound`s scored by the time the gateway received them,
 so turns run in arrival order whichever worker took them off the bus. The claim on a session
 is a lease (`SET NX PX` holding a random token) renewed while turns run; removing a finished
-item and (in the Redis store) writing messages check the token atomically, so a worker whose
-lease lapsed cannot act for the session any more.
+item checks the token atomically. Granting a lease also issues the claim's fencing epoch
+(`core/fencing.py`), in the same script: the session's epoch counter, raised to at least the
+server's clock in microseconds, so it outgrows every earlier epoch even after Redis lost the
+counter. Whatever store the turns write to refuses writes with an overtaken epoch.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
-from core import redis_keys as keys
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
+from core.fencing import Fence
 from core.mailbox.base import Claim
-from core.store.base import Fence
+from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
 __all__ = ["RedisMailboxes"]
@@ -43,6 +45,17 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('ZREM', KEYS[2], ARGV[2])
 return 1
 """
+# KEYS: lease, fence epoch counter; ARGV: token, ttl ms.
+# Returns the claim's epoch when the lease was free, 0 when someone holds it.
+_CLAIM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+local now = redis.call('TIME')
+local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local epoch = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
+if epoch < floor then epoch = floor end
+redis.call('SET', KEYS[2], string.format('%d', epoch))
+return epoch
+"""
 # KEYS: lease; ARGV: token, ttl ms. 1 when renewed, 0 when the lease is someone else's.
 _RENEW = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
@@ -52,11 +65,12 @@ return 1
 
 
 class _RedisClaim:
-    def __init__(self, mailboxes: RedisMailboxes, session_key: str, token: str) -> None:
+    def __init__(self, mailboxes: RedisMailboxes, session_key: str, token: str, epoch: int) -> None:
         self._boxes = mailboxes
         self._key = session_key
         self._token = token
-        self._lease = keys.lease(f"turn:{session_key}")
+        self._fence = Fence(session_key=session_key, epoch=epoch)
+        self._lease = mailboxes.keys.lease(f"turn:{session_key}")
         self._lost = asyncio.Event()
         self._heads: dict[str, bytes] = {}
         self._renewer = asyncio.create_task(self._renew_forever())
@@ -66,8 +80,8 @@ class _RedisClaim:
         return self._key
 
     @property
-    def fence(self) -> Fence | None:
-        return Fence(lease_key=self._lease, token=self._token)
+    def fence(self) -> Fence:
+        return self._fence
 
     @property
     def lost(self) -> asyncio.Event:
@@ -76,7 +90,7 @@ class _RedisClaim:
     async def head(self) -> Inbound | None:
         redis = self._boxes.client
         while True:
-            found = await _call(redis.zrange(keys.mailbox(self._key), 0, 0))
+            found = await _call(redis.zrange(self._boxes.keys.mailbox(self._key), 0, 0))
             if not found:
                 return None
             raw: bytes = found[0]
@@ -84,10 +98,10 @@ class _RedisClaim:
                 envelope = decode(raw)
             except BusError as exc:
                 log.error("dropping an unreadable mailbox entry of %s: %s", self._key, exc)
-                await _call(redis.zrem(keys.mailbox(self._key), raw))
+                await _call(redis.zrem(self._boxes.keys.mailbox(self._key), raw))
                 continue
             if not isinstance(envelope, Inbound):
-                await _call(redis.zrem(keys.mailbox(self._key), raw))
+                await _call(redis.zrem(self._boxes.keys.mailbox(self._key), raw))
                 continue
             self._heads[envelope.id] = raw
             return envelope
@@ -96,7 +110,7 @@ class _RedisClaim:
         raw = self._heads.pop(inbound.id, None) or encode(inbound)
         removed = await _call(
             self._boxes.script_done(
-                keys=[self._lease, keys.mailbox(self._key)], args=[self._token, raw]
+                keys=[self._lease, self._boxes.keys.mailbox(self._key)], args=[self._token, raw]
             )
         )
         if not removed:
@@ -106,7 +120,11 @@ class _RedisClaim:
         await cancel_and_wait(self._renewer)
         left = await _call(
             self._boxes.script_release(
-                keys=[self._lease, keys.mailbox(self._key), keys.mailboxes()],
+                keys=[
+                    self._lease,
+                    self._boxes.keys.mailbox(self._key),
+                    self._boxes.keys.mailboxes(),
+                ],
                 args=[self._token, self._key],
             )
         )
@@ -138,40 +156,54 @@ class _RedisClaim:
 class RedisMailboxes:
     """Mailboxes and turn leases in the Redis every worker shares."""
 
-    def __init__(self, client: aioredis.Redis, *, lease_seconds: float = 30.0) -> None:
+    def __init__(
+        self, client: aioredis.Redis, *, keys: RedisKeys | None = None, lease_seconds: float = 30.0
+    ) -> None:
+        """Mailboxes in the namespace of `keys` (the default bot's when None)."""
         self.client = client
+        self.keys = keys or RedisKeys()
         self.lease_seconds = lease_seconds
         self.script_release: Any = client.register_script(_RELEASE)
         self.script_done: Any = client.register_script(_DONE)
         self.script_renew: Any = client.register_script(_RENEW)
+        self.script_claim: Any = client.register_script(_CLAIM)
 
     @classmethod
-    def from_url(cls, url: str, *, lease_seconds: float = 30.0) -> RedisMailboxes:
-        """Mailboxes on the Redis at `url`."""
-        return cls(aioredis.Redis.from_url(url, retry=_quick_retry()), lease_seconds=lease_seconds)
+    def from_url(
+        cls, url: str, *, keys: RedisKeys | None = None, lease_seconds: float = 30.0
+    ) -> RedisMailboxes:
+        """Mailboxes on the Redis at `url`, in the namespace of `keys`."""
+        return cls(
+            aioredis.Redis.from_url(url, retry=_quick_retry()),
+            keys=keys,
+            lease_seconds=lease_seconds,
+        )
 
     async def put(self, inbound: Inbound) -> None:
         """Add work in the order the gateway received it."""
         key = inbound.session_key
         async with self.client.pipeline(transaction=True) as pipe:
-            pipe.zadd(keys.mailbox(key), {encode(inbound): inbound.received_at.timestamp()})
-            pipe.sadd(keys.mailboxes(), key)
+            pipe.zadd(self.keys.mailbox(key), {encode(inbound): inbound.received_at.timestamp()})
+            pipe.sadd(self.keys.mailboxes(), key)
             await _call(pipe.execute())
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
-        """The session's lease if nobody holds it."""
+        """The session's lease if nobody holds it, with a new fencing epoch."""
         token = f"{owner}:{secrets.token_hex(8)}"
         ttl_ms = int(self.lease_seconds * 1000)
-        got = await _call(
-            self.client.set(keys.lease(f"turn:{session_key}"), token, nx=True, px=ttl_ms)
+        epoch = await _call(
+            self.script_claim(
+                keys=[self.keys.lease(f"turn:{session_key}"), self.keys.claim_epoch(session_key)],
+                args=[token, ttl_ms],
+            )
         )
-        if not got:
+        if not epoch:
             return None
-        return _RedisClaim(self, session_key, token)
+        return _RedisClaim(self, session_key, token, int(epoch))
 
     async def pending(self) -> list[str]:
         """Sessions with waiting work (held or not)."""
-        members = await _call(self.client.smembers(keys.mailboxes()))
+        members = await _call(self.client.smembers(self.keys.mailboxes()))
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     async def aclose(self) -> None:

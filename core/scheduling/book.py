@@ -17,7 +17,7 @@ from core.envelopes import Address, new_id
 from core.errors import StoreError
 from core.scheduling.cadence import CadenceError, first_run
 from core.scheduling.models import Cadence, NotifyPolicy, Schedule, ScheduleRun, ScheduleStatus
-from core.store.base import Store
+from core.store.schedules import ScheduleStore
 
 __all__ = ["NOTIFY_MARKER", "Notification", "ScheduleBook"]
 
@@ -40,7 +40,7 @@ class ScheduleBook:
 
     def __init__(
         self,
-        store: Store,
+        store: ScheduleStore,
         *,
         clock: Clock = utc_now,
         notify_after: int = 3,

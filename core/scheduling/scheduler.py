@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from core.bus.base import Bus
 from core.bus.names import INBOUND
@@ -20,9 +21,10 @@ from core.envelopes import Address, Inbound, new_id
 from core.errors import BusError, StoreError
 from core.scheduling.cadence import first_run, plan
 from core.scheduling.models import Schedule, ScheduleRun
-from core.store.base import Store
+from core.store.processed import ProcessedMarks
+from core.store.schedules import ScheduleStore
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "SchedulerStore"]
 
 log = logging.getLogger(__name__)
 
@@ -31,13 +33,17 @@ log = logging.getLogger(__name__)
 _ABANDONED_CLAIM = timedelta(minutes=2)
 
 
+class SchedulerStore(ScheduleStore, ProcessedMarks, Protocol):
+    """What the scheduler keeps: the schedules, and marks so one occurrence fires once."""
+
+
 class Scheduler:
     """Fires due schedules; run one or several (they never fire an occurrence twice)."""
 
     def __init__(
         self,
         *,
-        store: Store,
+        store: SchedulerStore,
         bus: Bus,
         clock: Clock = utc_now,
         tick: float = 1.0,

@@ -1,4 +1,6 @@
-"""Storage: the `Store` protocol and its implementations.
+"""Storage: one small protocol per concern, the composite `Store`, and two implementations.
+
+`core/store/base.py` lists the concerns and says how a new one is added.
 
 `RedisStore` is imported on first use, so a process without Redis never loads redis-py.
 """
@@ -7,17 +9,35 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from core.store.base import CompactionSummary, CostEntry, CostSummary, SessionRecord, Store
+from core.store.base import (
+    CheckpointStore,
+    CompactionSummary,
+    ConversationLog,
+    CostEntry,
+    CostLedger,
+    CostSummary,
+    FactStore,
+    ProcessedMarks,
+    ScheduleStore,
+    SessionRecord,
+    Store,
+)
 from core.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from core.store.redis import RedisStore
 
 __all__ = [
+    "CheckpointStore",
     "CompactionSummary",
+    "ConversationLog",
     "CostEntry",
+    "CostLedger",
     "CostSummary",
+    "FactStore",
+    "ProcessedMarks",
     "RedisStore",
+    "ScheduleStore",
     "SessionRecord",
     "SqliteStore",
     "Store",

@@ -1,4 +1,4 @@
-"""The Redis side of `RedisStore`'s turn checkpoints.
+"""The `CheckpointStore` of `RedisStore`: turn checkpoints.
 
 Per turn (keys in `core/redis_keys.py`): a hash holding the checkpoint's JSON under `body`;
 and one sorted set of the run keys of `running` checkpoints, scored by `updated_at` (epoch
@@ -8,7 +8,7 @@ checkpoints expire a week after they finished.
 A checkpoint has one writer at a time (the worker holding its session's lease, or `recover`),
 so finishing one reads and rewrites it without a script.
 
-Methods raise the client's errors as they come; `RedisStore` turns them into `StoreError`s.
+Each method checks its arguments and turns client errors into `StoreError`s.
 """
 
 from __future__ import annotations
@@ -16,63 +16,72 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Final
 
-import redis.asyncio as aioredis
-
-from core import redis_keys
 from core.checkpoints import Checkpoint, CheckpointStatus
-from core.store._shared import epoch_micros
+from core.errors import StoreError
+from core.store._redis_base import RedisBase
+from core.store._shared import check_aware, epoch_micros
 
 __all__ = ["RedisCheckpoints"]
 
 _KEEP_FINISHED: Final = timedelta(days=7)
 
 
-class RedisCheckpoints:
-    """Turn checkpoints on a Redis client made with `decode_responses=False`."""
-
-    def __init__(self, client: aioredis.Redis) -> None:
-        self._client = client
+class RedisCheckpoints(RedisBase):
+    """The `CheckpointStore` of `RedisStore`."""
 
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Insert the checkpoint, or replace the stored one with the same run key."""
-        key = redis_keys.checkpoint(checkpoint.run_key)
-        running = redis_keys.running_checkpoints()
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.hset(key, "body", checkpoint.model_dump_json())
-            if checkpoint.status == "running":
-                pipe.persist(key)
-                pipe.zadd(running, {checkpoint.run_key: epoch_micros(checkpoint.updated_at)})
-            else:
-                pipe.expire(key, _KEEP_FINISHED)
-                pipe.zrem(running, checkpoint.run_key)
-            await pipe.execute()
+        check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
+        async with self._translated(f"save checkpoint {checkpoint.run_key!r}"):
+            key = self._keys.checkpoint(checkpoint.run_key)
+            running = self._keys.running_checkpoints()
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hset(key, "body", checkpoint.model_dump_json())
+                if checkpoint.status == "running":
+                    pipe.persist(key)
+                    pipe.zadd(running, {checkpoint.run_key: epoch_micros(checkpoint.updated_at)})
+                else:
+                    pipe.expire(key, _KEEP_FINISHED)
+                    pipe.zrem(running, checkpoint.run_key)
+                await pipe.execute()
 
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
-        raw = await self._client.hget(redis_keys.checkpoint(run_key), "body")
-        if raw is None:
-            return None
-        return Checkpoint.model_validate_json(raw)
+        async with self._translated(f"read checkpoint {run_key!r}"):
+            raw = await self._client.hget(self._keys.checkpoint(run_key), "body")
+            if raw is None:
+                return None
+            return Checkpoint.model_validate_json(raw)
 
-    async def incomplete_checkpoints(self, older_than: datetime | None) -> list[Checkpoint]:
-        """`running` checkpoints (last updated before `older_than`, when given), oldest first."""
-        top: float | str = "+inf" if older_than is None else f"({epoch_micros(older_than)}"
-        members = await self._client.zrangebyscore(redis_keys.running_checkpoints(), "-inf", top)
-        found: list[Checkpoint] = []
-        for member in members:
-            run_key = member.decode() if isinstance(member, bytes) else str(member)
-            checkpoint = await self.get_checkpoint(run_key)
-            if checkpoint is not None and checkpoint.status == "running":
-                found.append(checkpoint)
-        found.sort(key=lambda c: (c.started_at, c.run_key))
-        return found
+    async def incomplete_checkpoints(
+        self, *, older_than: datetime | None = None
+    ) -> list[Checkpoint]:
+        """`running` checkpoints last updated before `older_than` (all when None), oldest
+        started first."""
+        if older_than is not None and older_than.tzinfo is None:
+            raise StoreError("incomplete_checkpoints needs an aware datetime")
+        async with self._translated("list incomplete checkpoints"):
+            top: float | str = "+inf" if older_than is None else f"({epoch_micros(older_than)}"
+            members = await self._client.zrangebyscore(
+                self._keys.running_checkpoints(), "-inf", top
+            )
+            found: list[Checkpoint] = []
+            for member in members:
+                run_key = member.decode() if isinstance(member, bytes) else str(member)
+                checkpoint = await self.get_checkpoint(run_key)
+                if checkpoint is not None and checkpoint.status == "running":
+                    found.append(checkpoint)
+            found.sort(key=lambda c: (c.started_at, c.run_key))
+            return found
 
-    async def finish_checkpoint(
-        self, run_key: str, status: CheckpointStatus, now: datetime
-    ) -> bool:
-        """Set the checkpoint's status (and `updated_at` to `now`); False if there is none."""
-        found = await self.get_checkpoint(run_key)
-        if found is None:
-            return False
-        await self.save_checkpoint(found.model_copy(update={"status": status, "updated_at": now}))
-        return True
+    async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
+        """Set a checkpoint's status; False if there is none."""
+        async with self._translated(f"finish checkpoint {run_key!r}"):
+            now = self._now()
+            found = await self.get_checkpoint(run_key)
+            if found is None:
+                return False
+            await self.save_checkpoint(
+                found.model_copy(update={"status": status, "updated_at": now})
+            )
+            return True

@@ -1,4 +1,4 @@
-"""The Redis side of `RedisStore`'s schedules and runs: the scripts and the reads.
+"""The `ScheduleStore` of `RedisStore`: schedules and their runs.
 
 Layout (keys in `core/redis_keys.py`): a hash per schedule holding its JSON; a set of every
 schedule id and one per owner, for listing; `due_schedules`, the active schedules that have a
@@ -11,22 +11,21 @@ prune keep a receipt so that a replay answers what the first run did. A script t
 keys in its KEYS, so one that must take a schedule out of its stored owner's set is told that
 owner, and refuses when the schedule's owner changed since; the caller reads and tries again.
 
-Methods raise the client's errors as they come; `RedisStore` turns them into `StoreError`s.
+Each method checks its arguments and turns client errors into `StoreError`s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Final, cast
 from uuid import uuid4
 
-import redis.asyncio as aioredis
-
-from core import redis_keys
 from core.envelopes import Address
 from core.errors import StoreError
 from core.scheduling.models import Schedule, ScheduleRun
-from core.store._shared import delivers_to, epoch_micros
+from core.store._redis_base import RECEIPT_SECONDS, RedisBase
+from core.store._shared import check_aware, check_limit, delivers_to, epoch_micros
 
 __all__ = ["RedisSchedules"]
 
@@ -107,148 +106,170 @@ return gone
 """
 
 
-class RedisSchedules:
-    """Schedules and their runs on a Redis client made with `decode_responses=False`."""
-
-    def __init__(self, client: aioredis.Redis, *, receipt_seconds: int) -> None:
-        """Register the scripts on `client`; receipts of writes live `receipt_seconds`."""
-        self._client = client
-        self._receipt_seconds = receipt_seconds
-        self._save_schedule = client.register_script(_SAVE_SCHEDULE)
-        self._delete_schedule = client.register_script(_DELETE_SCHEDULE)
-        self._save_run = client.register_script(_SAVE_RUN)
-        self._prune_runs = client.register_script(_PRUNE_RUNS)
+class RedisSchedules(RedisBase):
+    """The `ScheduleStore` of `RedisStore`."""
 
     async def save_schedule(self, schedule: Schedule) -> None:
-        """Insert or replace the schedule, keeping the due and owner indexes in step."""
-        key = redis_keys.schedule(schedule.id)
-        due_at = schedule.next_run_at if schedule.status == "active" else None
-        member = "" if due_at is None else _due_member(schedule)
-        score = 0 if due_at is None else epoch_micros(due_at)
-        body = schedule.model_dump_json()
-        for _ in range(_ATTEMPTS):
-            stored = await self._stored_owner(key)
-            saved = await self._save_schedule(
-                keys=[
-                    key,
-                    redis_keys.schedules(),
-                    redis_keys.due_schedules(),
-                    redis_keys.schedules_by_owner(schedule.owner),
-                    redis_keys.schedules_by_owner(schedule.owner if stored is None else stored),
-                ],
-                args=[schedule.id, body, schedule.owner, _expected(stored), member, score],
-            )
-            if int(saved) == 1:
-                return
-        raise StoreError(f"schedule {schedule.id!r} kept changing owner while being saved")
+        """Insert the schedule, or replace the stored one with the same id (its runs stay).
+
+        Raises `StoreError` when any of its times is naive.
+        """
+        check_aware(schedule, f"schedule {schedule.id!r}")
+        async with self._translated(f"save schedule {schedule.id!r}"):
+            key = self._keys.schedule(schedule.id)
+            due_at = schedule.next_run_at if schedule.status == "active" else None
+            member = "" if due_at is None else _due_member(schedule)
+            score = 0 if due_at is None else epoch_micros(due_at)
+            body = schedule.model_dump_json()
+            for _ in range(_ATTEMPTS):
+                stored = await self._stored_owner(key)
+                saved = await self._script(_SAVE_SCHEDULE)(
+                    keys=[
+                        key,
+                        self._keys.schedules(),
+                        self._keys.due_schedules(),
+                        self._keys.schedules_by_owner(schedule.owner),
+                        self._keys.schedules_by_owner(schedule.owner if stored is None else stored),
+                    ],
+                    args=[schedule.id, body, schedule.owner, _expected(stored), member, score],
+                )
+                if int(saved) == 1:
+                    return
+            raise StoreError(f"schedule {schedule.id!r} kept changing owner while being saved")
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
-        body = await self._client.hget(redis_keys.schedule(schedule_id), "body")
-        return None if body is None else Schedule.model_validate_json(body)
+        async with self._translated(f"read schedule {schedule_id!r}"):
+            body = await self._client.hget(self._keys.schedule(schedule_id), "body")
+            return None if body is None else Schedule.model_validate_json(body)
 
     async def list_schedules(
-        self, *, owner: str | None, deliver_to: Address | None
+        self, *, owner: str | None = None, deliver_to: Address | None = None
     ) -> list[Schedule]:
-        """Schedules of `owner` and to `deliver_to` when given, oldest first."""
-        index = redis_keys.schedules() if owner is None else redis_keys.schedules_by_owner(owner)
-        ids = [_text(i) for i in cast(set[bytes], await self._client.smembers(index))]
-        found = await self._read(ids)
-        if deliver_to is not None:
-            found = [s for s in found if delivers_to(s, deliver_to)]
-        # The id breaks ties of time, as in the SQLite store.
-        return sorted(found, key=lambda s: (s.created_at, s.id))
+        """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
+        given), oldest first; `deliver_to.bot` is ignored."""
+        async with self._translated("list schedules"):
+            index = (
+                self._keys.schedules() if owner is None else self._keys.schedules_by_owner(owner)
+            )
+            ids = [_text(i) for i in cast(set[bytes], await self._client.smembers(index))]
+            found = await self._read_schedules(ids)
+            if deliver_to is not None:
+                found = [s for s in found if delivers_to(s, deliver_to)]
+            # The id breaks ties of time, as in the SQLite store.
+            return sorted(found, key=lambda s: (s.created_at, s.id))
 
     async def delete_schedule(self, schedule_id: str) -> bool:
-        """Remove the schedule, its runs and its index entries; False if there was none."""
-        key = redis_keys.schedule(schedule_id)
-        for _ in range(_ATTEMPTS):
-            stored = await self._stored_owner(key)
-            if stored is None:
-                return False
-            deleted = int(
-                await self._delete_schedule(
-                    keys=[
-                        key,
-                        redis_keys.schedules(),
-                        redis_keys.due_schedules(),
-                        redis_keys.schedules_by_owner(stored),
-                        redis_keys.schedule_runs(schedule_id),
-                        redis_keys.schedule_run_order(schedule_id),
-                        redis_keys.write_receipt(uuid4().hex),
-                    ],
-                    args=[schedule_id, _expected(stored), self._receipt_seconds],
+        """Remove a schedule and its runs; False if there was none."""
+        async with self._translated(f"delete schedule {schedule_id!r}"):
+            key = self._keys.schedule(schedule_id)
+            for _ in range(_ATTEMPTS):
+                stored = await self._stored_owner(key)
+                if stored is None:
+                    return False
+                deleted = int(
+                    await self._script(_DELETE_SCHEDULE)(
+                        keys=[
+                            key,
+                            self._keys.schedules(),
+                            self._keys.due_schedules(),
+                            self._keys.schedules_by_owner(stored),
+                            self._keys.schedule_runs(schedule_id),
+                            self._keys.schedule_run_order(schedule_id),
+                            self._keys.write_receipt(uuid4().hex),
+                        ],
+                        args=[schedule_id, _expected(stored), RECEIPT_SECONDS],
+                    )
                 )
-            )
-            if deleted >= 0:
-                return deleted == 1
-        raise StoreError(f"schedule {schedule_id!r} kept changing owner while being deleted")
+                if deleted >= 0:
+                    return deleted == 1
+            raise StoreError(f"schedule {schedule_id!r} kept changing owner while being deleted")
 
-    async def due_schedules(self, now_micros: int, limit: int) -> list[Schedule]:
-        """At most `limit` active schedules due at `now_micros`, the longest due first."""
-        if limit == 0:
-            return []
-        members = cast(
-            list[bytes],
-            await self._client.zrangebyscore(
-                redis_keys.due_schedules(), "-inf", now_micros, start=0, num=limit
-            ),
-        )
-        return await self._read([_text(m).split(":", 1)[1] for m in members])
+    async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
+        """Active schedules whose `next_run_at` is not after `now`, the longest due first.
+
+        Equal due times go oldest schedule first. Raises `StoreError` for a naive `now`.
+        """
+        check_limit(limit)
+        if now.utcoffset() is None:
+            raise StoreError("`now` is a naive datetime; it must be aware")
+        async with self._translated("find due schedules"):
+            now_micros = epoch_micros(now)
+            if limit == 0:
+                return []
+            members = cast(
+                list[bytes],
+                await self._client.zrangebyscore(
+                    self._keys.due_schedules(), "-inf", now_micros, start=0, num=limit
+                ),
+            )
+            return await self._read_schedules([_text(m).split(":", 1)[1] for m in members])
 
     async def save_run(self, run: ScheduleRun) -> None:
-        """Insert or replace the run; `StoreError` when its schedule is unknown."""
-        saved = await self._save_run(
-            keys=[
-                redis_keys.schedule(run.schedule_id),
-                redis_keys.schedule_runs(run.schedule_id),
-                redis_keys.schedule_run_order(run.schedule_id),
-            ],
-            args=[run.id, run.model_dump_json(), epoch_micros(run.started_at)],
-        )
-        if int(saved) == 0:
-            raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
+        """Insert a run, or replace the stored one with the same id.
 
-    async def list_runs(self, schedule_id: str, limit: int) -> list[ScheduleRun]:
-        """The schedule's newest runs first, at most `limit`."""
-        if limit == 0:
-            return []
-        ids = cast(
-            list[bytes],
-            await self._client.zrevrange(redis_keys.schedule_run_order(schedule_id), 0, limit - 1),
-        )
-        if not ids:
-            return []
-        bodies = cast(
-            list[bytes | None],
-            await self._client.hmget(redis_keys.schedule_runs(schedule_id), ids),
-        )
-        # A run pruned between the two reads is simply left out.
-        return [ScheduleRun.model_validate_json(b) for b in bodies if b is not None]
+        Raises `StoreError` for an unknown schedule or a naive time.
+        """
+        check_aware(run, f"run {run.id!r}")
+        async with self._translated(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
+            saved = await self._script(_SAVE_RUN)(
+                keys=[
+                    self._keys.schedule(run.schedule_id),
+                    self._keys.schedule_runs(run.schedule_id),
+                    self._keys.schedule_run_order(run.schedule_id),
+                ],
+                args=[run.id, run.model_dump_json(), epoch_micros(run.started_at)],
+            )
+            if int(saved) == 0:
+                raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
 
-    async def prune_runs(self, schedule_id: str, keep: int) -> int:
-        """Delete all but the newest `keep` runs of the schedule; returns how many went."""
-        gone = await self._prune_runs(
-            keys=[
-                redis_keys.schedule_runs(schedule_id),
-                redis_keys.schedule_run_order(schedule_id),
-                redis_keys.write_receipt(uuid4().hex),
-            ],
-            args=[keep, self._receipt_seconds],
-        )
-        return int(gone)
+    async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
+        """A schedule's runs, newest (by `started_at`) first."""
+        check_limit(limit)
+        async with self._translated(f"list the runs of schedule {schedule_id!r}"):
+            if limit == 0:
+                return []
+            ids = cast(
+                list[bytes],
+                await self._client.zrevrange(
+                    self._keys.schedule_run_order(schedule_id), 0, limit - 1
+                ),
+            )
+            if not ids:
+                return []
+            bodies = cast(
+                list[bytes | None],
+                await self._client.hmget(self._keys.schedule_runs(schedule_id), ids),
+            )
+            # A run pruned between the two reads is simply left out.
+            return [ScheduleRun.model_validate_json(b) for b in bodies if b is not None]
+
+    async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
+        """Delete all but the newest `keep` runs of a schedule; returns how many went."""
+        if keep < 0:
+            raise ValueError(f"keep must not be negative, got {keep}")
+        async with self._translated(f"prune the runs of schedule {schedule_id!r}"):
+            gone = await self._script(_PRUNE_RUNS)(
+                keys=[
+                    self._keys.schedule_runs(schedule_id),
+                    self._keys.schedule_run_order(schedule_id),
+                    self._keys.write_receipt(uuid4().hex),
+                ],
+                args=[keep, RECEIPT_SECONDS],
+            )
+            return int(gone)
 
     async def _stored_owner(self, key: str) -> str | None:
         owner = await self._client.hget(key, "owner")
         return None if owner is None else _text(owner)
 
-    async def _read(self, schedule_ids: Sequence[str]) -> list[Schedule]:
+    async def _read_schedules(self, schedule_ids: Sequence[str]) -> list[Schedule]:
         """These schedules in order, leaving out ids deleted meanwhile."""
         if not schedule_ids:
             return []
         async with self._client.pipeline(transaction=True) as pipe:
             for schedule_id in schedule_ids:
-                pipe.hget(redis_keys.schedule(schedule_id), "body")
+                pipe.hget(self._keys.schedule(schedule_id), "body")
             bodies = cast(list[bytes | None], await pipe.execute())
         return [Schedule.model_validate_json(b) for b in bodies if b is not None]
 

@@ -1,8 +1,8 @@
-"""The SQL behind `SqliteStore`'s turn checkpoints (the table of schema version 6).
+"""The `CheckpointStore` of `SqliteStore`: turn checkpoints (the table of schema version 6).
 
 One row per turn, keyed by its run key; `running` rows are the ones recovery looks at. Finished
-rows are pruned a week after they finished. Each function runs on a connection the caller
-holds, as in `_sqlite_schedules.py`.
+rows are pruned a week after they finished. The two functions read and write one row on a
+connection the caller holds: `finish_checkpoint` uses them inside its own transaction.
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ from typing import Final
 import aiosqlite
 
 from core.checkpoints import Checkpoint, CheckpointStatus
-from core.store._shared import utc_text
+from core.errors import StoreError
+from core.store._shared import check_aware, utc_text
+from core.store._sqlite_base import SqliteBase
 
-__all__ = [
-    "MIGRATION",
-    "finish_checkpoint",
-    "get_checkpoint",
-    "incomplete_checkpoints",
-    "save_checkpoint",
-]
+__all__ = ["MIGRATION", "SqliteCheckpoints"]
 
 # Finished checkpoints are kept this long (for `recover` to say what happened), then pruned.
 _KEEP_FINISHED: Final = timedelta(days=7)
@@ -40,7 +36,7 @@ MIGRATION: Final = (
 )
 
 
-async def save_checkpoint(db: aiosqlite.Connection, checkpoint: Checkpoint) -> None:
+async def _save_checkpoint(db: aiosqlite.Connection, checkpoint: Checkpoint) -> None:
     """Insert the checkpoint, or replace the stored one with the same run key."""
     await db.execute(
         "INSERT INTO checkpoints (run_key, status, started_at, updated_at, body)"
@@ -57,7 +53,7 @@ async def save_checkpoint(db: aiosqlite.Connection, checkpoint: Checkpoint) -> N
     )
 
 
-async def get_checkpoint(db: aiosqlite.Connection, run_key: str) -> Checkpoint | None:
+async def _get_checkpoint(db: aiosqlite.Connection, run_key: str) -> Checkpoint | None:
     """The checkpoint of `run_key`, or None."""
     rows = await db.execute_fetchall("SELECT body FROM checkpoints WHERE run_key = ?", (run_key,))
     for (body,) in rows:
@@ -65,29 +61,48 @@ async def get_checkpoint(db: aiosqlite.Connection, run_key: str) -> Checkpoint |
     return None
 
 
-async def incomplete_checkpoints(
-    db: aiosqlite.Connection, older_than: datetime | None
-) -> list[Checkpoint]:
-    """`running` checkpoints (last updated before `older_than`, when given), oldest first."""
-    sql = "SELECT body FROM checkpoints WHERE status = 'running'"
-    params: tuple[str, ...] = ()
-    if older_than is not None:
-        sql += " AND updated_at < ?"
-        params = (utc_text(older_than),)
-    rows = await db.execute_fetchall(sql + " ORDER BY started_at, run_key", params)
-    return [Checkpoint.model_validate_json(body) for (body,) in rows]
+class SqliteCheckpoints(SqliteBase):
+    """The `CheckpointStore` of `SqliteStore`."""
 
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Insert the checkpoint, or replace the stored one with the same run key."""
+        check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
+        async with self._write(f"save checkpoint {checkpoint.run_key!r}"):
+            await _save_checkpoint(self._db, checkpoint)
 
-async def finish_checkpoint(
-    db: aiosqlite.Connection, run_key: str, status: CheckpointStatus, now: datetime
-) -> bool:
-    """Set the checkpoint's status (and `updated_at` to `now`); False if there is none."""
-    found = await get_checkpoint(db, run_key)
-    if found is None:
-        return False
-    await save_checkpoint(db, found.model_copy(update={"status": status, "updated_at": now}))
-    await db.execute(
-        "DELETE FROM checkpoints WHERE status != 'running' AND updated_at < ?",
-        (utc_text(now - _KEEP_FINISHED),),
-    )
-    return True
+    async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
+        """The checkpoint of `run_key`, or None."""
+        async with self._read(f"read checkpoint {run_key!r}"):
+            return await _get_checkpoint(self._db, run_key)
+
+    async def incomplete_checkpoints(
+        self, *, older_than: datetime | None = None
+    ) -> list[Checkpoint]:
+        """`running` checkpoints last updated before `older_than` (all when None), oldest
+        started first."""
+        if older_than is not None and older_than.tzinfo is None:
+            raise StoreError("incomplete_checkpoints needs an aware datetime")
+        async with self._read("list incomplete checkpoints"):
+            sql = "SELECT body FROM checkpoints WHERE status = 'running'"
+            params: tuple[str, ...] = ()
+            if older_than is not None:
+                sql += " AND updated_at < ?"
+                params = (utc_text(older_than),)
+            rows = await self._db.execute_fetchall(sql + " ORDER BY started_at, run_key", params)
+            return [Checkpoint.model_validate_json(body) for (body,) in rows]
+
+    async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
+        """Set a checkpoint's status; False if there is none."""
+        async with self._write(f"finish checkpoint {run_key!r}"):
+            now = self._now()
+            found = await _get_checkpoint(self._db, run_key)
+            if found is None:
+                return False
+            await _save_checkpoint(
+                self._db, found.model_copy(update={"status": status, "updated_at": now})
+            )
+            await self._db.execute(
+                "DELETE FROM checkpoints WHERE status != 'running' AND updated_at < ?",
+                (utc_text(now - _KEEP_FINISHED),),
+            )
+            return True

@@ -21,10 +21,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from core import redis_keys as keys
-from core.bus.names import EVENTS, INBOUND, outbound_queue
+from core.bus.names import CONTROL, EVENTS, INBOUND, outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import EventEnvelope
+from core.redis_keys import RedisKeys
 from tests.e2e.processes import Deployment, clean_env, run_once, until
 from tests.fakes import FakeOpenAI, FakeTelegram, Reply, Text
 from tests.redis_server import RedisServer, free_port
@@ -33,6 +33,8 @@ pytestmark = pytest.mark.e2e
 
 # The model's latency in the load tests: long enough that a killed worker holds turns.
 LATENCY = 0.4
+# The deployment names no bot (SWITCHBOARD_BOT_ID unset): the default namespace.
+keys = RedisKeys()
 # Turns the fake model can answer in one test (more than any test asks for).
 MAX_TURNS = 200
 # How long every chat may take to be answered in the acceptance scenario.
@@ -306,8 +308,11 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
 
             # Subscriptions come back by themselves; a message sent now is answered too.
             recovered = {
-                printer: ["subscription to sb:t:events restored"],
-                worker: ["subscription to sb:t:control restored", "receiving work again"],
+                printer: [f"subscription to {keys.topic_channel(EVENTS)} restored"],
+                worker: [
+                    f"subscription to {keys.topic_channel(CONTROL)} restored",
+                    "receiving work again",
+                ],
                 gateway: ["receiving deliveries again"],
             }
             for launched in (printer, worker):

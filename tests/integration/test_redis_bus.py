@@ -20,10 +20,12 @@ from redis.typing import EncodableT, FieldT
 from core.bus import RedisBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import BusError
-from core.redis_keys import dead_letters, queue_stream
+from core.redis_keys import RedisKeys
 from tests.redis_server import RedisServer
 
 LEASE = 0.2
+# The default bot's keys: the buses here name no bot.
+KEYS = RedisKeys()
 PATIENCE = LEASE * 10
 
 ADDRESS = Address(platform="telegram", chat="42")
@@ -136,8 +138,8 @@ async def test_two_buses_share_a_queue_without_duplicates(
     assert set(everything) == enqueued
     assert received["first"] and received["second"]
     # Acked entries are deleted, not only acknowledged.
-    assert await raw.xlen(queue_stream(queue)) == 0
-    assert (await raw.xpending(queue_stream(queue), "switchboard"))["pending"] == 0
+    assert await raw.xlen(KEYS.queue_stream(queue)) == 0
+    assert (await raw.xpending(KEYS.queue_stream(queue), "switchboard"))["pending"] == 0
 
 
 async def test_maxlen_keeps_the_stream_bounded(
@@ -150,9 +152,9 @@ async def test_maxlen_keeps_the_stream_bounded(
         await bus.enqueue(queue, _outbound(f"n{n}"))
 
     # `MAXLEN ~` trims whole stream nodes (100 entries each by default), so "about" 10.
-    length = await raw.xlen(queue_stream(queue))
+    length = await raw.xlen(KEYS.queue_stream(queue))
     assert 10 <= length <= 10 + 100
-    assert await raw.xrange(queue_stream(queue), first_id, first_id) == []
+    assert await raw.xrange(KEYS.queue_stream(queue), first_id, first_id) == []
 
 
 async def test_an_undecodable_entry_is_dead_lettered_without_blocking_the_queue(
@@ -160,8 +162,8 @@ async def test_an_undecodable_entry_is_dead_lettered_without_blocking_the_queue(
 ) -> None:
     caplog.set_level(logging.WARNING)
     bus = await open_bus()
-    garbage_id = await _add(raw, queue_stream(queue), {"data": b"\xc1 not msgpack"})
-    fieldless_id = await _add(raw, queue_stream(queue), {"other": b"x"})
+    garbage_id = await _add(raw, KEYS.queue_stream(queue), {"data": b"\xc1 not msgpack"})
+    fieldless_id = await _add(raw, KEYS.queue_stream(queue), {"other": b"x"})
     good = _outbound("after the garbage")
     await bus.enqueue(queue, good)
 
@@ -171,7 +173,7 @@ async def test_an_undecodable_entry_is_dead_lettered_without_blocking_the_queue(
     await delivery.ack()
     assert await bus.receive(queue, consumer="c1", timeout=0) is None
 
-    buried = await _entries(raw, dead_letters(queue))
+    buried = await _entries(raw, KEYS.dead_letters(queue))
     assert [(fields[b"id"].decode(), fields[b"reason"]) for _, fields in buried] == [
         (garbage_id, b"undecodable"),
         (fieldless_id, b"undecodable"),

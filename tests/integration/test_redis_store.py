@@ -13,17 +13,19 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from core import redis_keys
 from core.envelopes import Address
 from core.errors import StoreError
-from core.memory import MemoryFact
+from core.facts import MemoryFact
 from core.messages import Message, Usage
+from core.redis_keys import RedisKeys
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry, RedisStore, SqliteStore, Store
 from core.store.redis import DEFAULT_PROCESSED_TTL
 from tests.redis_server import RedisServer
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+# The stores here name no bot: the default namespace.
+KEYS = RedisKeys()
 
 OpenStore = Callable[..., Awaitable[RedisStore]]
 
@@ -130,9 +132,9 @@ async def test_processed_markers_expire_after_the_ttl(
     assert await default.mark_processed("slack:evt:2") is True
 
     hour_ms = 3_600_000
-    assert hour_ms - 60_000 < await raw.pttl(redis_keys.processed("slack:evt:1")) <= hour_ms
+    assert hour_ms - 60_000 < await raw.pttl(KEYS.processed("slack:evt:1")) <= hour_ms
     thirty_days_ms = 30 * 24 * hour_ms
-    ttl = await raw.pttl(redis_keys.processed("slack:evt:2"))
+    ttl = await raw.pttl(KEYS.processed("slack:evt:2"))
     assert thirty_days_ms - 60_000 < ttl <= thirty_days_ms
 
 
@@ -393,9 +395,9 @@ async def test_a_deleted_schedule_leaves_no_key_behind(
     assert await store.delete_schedule("sched-1") is True
 
     assert await raw.keys("*sched-1*") == []
-    assert await raw.smembers(redis_keys.schedules()) == {b"kept"}
-    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:7")) == {b"kept"}
-    assert len(await raw.zrange(redis_keys.due_schedules(), 0, -1)) == 1
+    assert await raw.smembers(KEYS.schedules()) == {b"kept"}
+    assert await raw.smembers(KEYS.schedules_by_owner("telegram:7")) == {b"kept"}
+    assert len(await raw.zrange(KEYS.due_schedules(), 0, -1)) == 1
 
 
 async def test_a_replayed_delete_still_reports_the_deletion(
@@ -432,8 +434,7 @@ async def test_a_schedule_saved_while_its_owner_changes_lands_in_the_right_sets(
     store = await open_store()
     await store.save_schedule(_schedule(owner="telegram:7"))
     other = await open_store()
-    schedules = store._schedules
-    read_owner = schedules._stored_owner
+    read_owner = store._stored_owner
 
     async def owner_then_change(key: str) -> str | None:
         found = await read_owner(key)
@@ -441,12 +442,12 @@ async def test_a_schedule_saved_while_its_owner_changes_lands_in_the_right_sets(
             await other.save_schedule(_schedule(owner="telegram:8"))
         return found
 
-    monkeypatch.setattr(schedules, "_stored_owner", owner_then_change)
+    monkeypatch.setattr(store, "_stored_owner", owner_then_change)
     await store.save_schedule(_schedule(owner="telegram:9"))
 
-    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:7")) == set()
-    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:8")) == set()
-    assert await raw.smembers(redis_keys.schedules_by_owner("telegram:9")) == {b"sched-1"}
+    assert await raw.smembers(KEYS.schedules_by_owner("telegram:7")) == set()
+    assert await raw.smembers(KEYS.schedules_by_owner("telegram:8")) == set()
+    assert await raw.smembers(KEYS.schedules_by_owner("telegram:9")) == {b"sched-1"}
     assert [s.owner for s in await store.list_schedules()] == ["telegram:9"]
 
 
@@ -464,13 +465,13 @@ async def test_a_forgotten_fact_leaves_no_index_behind(
 
     assert await store.forget_fact(scope, "gone") is True
 
-    assert await raw.hkeys(redis_keys.memory_facts(scope)) == [b"kept"]
-    assert await raw.hkeys(redis_keys.memory_fact_terms(scope)) == [b"kept"]
-    assert await raw.zrange(redis_keys.memory_order(scope), 0, -1) == [b"kept"]
-    assert await raw.zrange(redis_keys.memory_vocabulary(scope), 0, -1) == [b"cello", b"plays"]
-    assert sorted(await raw.keys(redis_keys.memory_term(scope, "*"))) == [
-        redis_keys.memory_term(scope, "cello").encode(),
-        redis_keys.memory_term(scope, "plays").encode(),
+    assert await raw.hkeys(KEYS.facts(scope)) == [b"kept"]
+    assert await raw.hkeys(KEYS.fact_terms(scope)) == [b"kept"]
+    assert await raw.zrange(KEYS.fact_order(scope), 0, -1) == [b"kept"]
+    assert await raw.zrange(KEYS.fact_vocabulary(scope), 0, -1) == [b"cello", b"plays"]
+    assert sorted(await raw.keys(KEYS.fact_term(scope, "*"))) == [
+        KEYS.fact_term(scope, "cello").encode(),
+        KEYS.fact_term(scope, "plays").encode(),
     ]
     assert await store.forget_fact(scope, "kept") is True
     assert await raw.keys("*memory*") == []

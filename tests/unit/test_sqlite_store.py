@@ -15,7 +15,8 @@ import pytest
 
 from core.envelopes import Address
 from core.errors import StoreError
-from core.memory import MemoryFact
+from core.facts import MemoryFact
+from core.fencing import Fence
 from core.messages import ImagePart, Message, Usage
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry
@@ -105,6 +106,27 @@ async def test_data_survives_close_and_reopen(tmp_path: Path) -> None:
         assert (await reopened.append_message(session.id, Message.user("again"))).seq == 3
     finally:
         await reopened.close()
+
+
+async def test_the_highest_fence_seen_survives_close_and_reopen(tmp_path: Path) -> None:
+    """A restarted process's store still refuses a claim that was overtaken before it."""
+    path = tmp_path / "switchboard.db"
+    store = await SqliteStore.open(path)
+    session = await store.current_session("telegram:42")
+    await store.append_message(session.id, Message.user("new"), fence=_fence(9))
+    await store.close()
+
+    reopened = await SqliteStore.open(path)
+    try:
+        with pytest.raises(StoreError, match="overtaken"):
+            await reopened.append_message(session.id, Message.user("old"), fence=_fence(8))
+        assert [m.text for m in await reopened.list_messages(session.id)] == ["new"]
+    finally:
+        await reopened.close()
+
+
+def _fence(epoch: int) -> Fence:
+    return Fence(session_key="telegram:42", epoch=epoch)
 
 
 async def test_open_creates_parent_directories_and_sets_up_the_file(tmp_path: Path) -> None:

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from core.errors import ToolError
-from core.memory import MAX_FACT_CHARS, MemoryFact, memory_scope
+from core.facts import MAX_FACT_CHARS, MemoryFact, memory_scope
 from core.modes import SAFE_CHAT, SAFE_CHAT_TOOLS
 from core.store import SqliteStore, Store
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
-from core.tools.memory import MAX_FACTS_PER_SCOPE, memory_tools
+from core.tools.facts import MAX_FACTS_PER_SCOPE, memory_tools
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

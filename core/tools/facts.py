@@ -12,8 +12,8 @@ from typing import Any, Final
 from pydantic import BaseModel, Field
 
 from core.errors import ToolError
-from core.memory import MAX_FACT_CHARS, MemoryFact, memory_scope
-from core.store.base import Store
+from core.facts import MAX_FACT_CHARS, MemoryFact, memory_scope
+from core.store.facts import FactStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 
 __all__ = ["MAX_FACTS_PER_SCOPE", "memory_tools"]
@@ -52,7 +52,7 @@ class ForgetArgs(BaseModel):
     fact_id: str = Field(min_length=1, max_length=64)
 
 
-def memory_tools(store: Store, profile: str) -> list[Tool[Any]]:
+def memory_tools(store: FactStore, profile: str) -> list[Tool[Any]]:
     """`remember`, `recall` and `forget` over `store`, for the bot of profile `profile`."""
     if not profile:
         raise ValueError("memory tools need a profile name")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.memory import memory_block, memory_scope
+from core.facts import memory_block, memory_scope
 from core.messages import Message, ToolCall
 from core.modes import SAFE_CHAT
 from core.providers import ScriptedProvider, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.sqlite import SqliteStore
 from core.tools import ToolRegistry
-from core.tools.memory import memory_tools
+from core.tools.facts import memory_tools
 
 
 async def test_a_fact_remembered_in_one_turn_is_context_in_the_next(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from uuid import uuid4
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
-    from core.store.base import Store
+    from core.store.facts import FactStore
 
 __all__ = [
     "MAX_FACT_CHARS",
@@ -138,7 +138,7 @@ class MemoryQuery:
 
 
 async def memory_block(
-    store: Store, scope: str, query: str, *, limit: int = 5, max_chars: int = 1500
+    store: FactStore, scope: str, query: str, *, limit: int = 5, max_chars: int = 1500
 ) -> str:
     """The facts of `scope` that best match `query`, as a prompt section of at most `max_chars`.
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.memory import (
+from core.facts import (
     MEMORY_HEADING,
     MemoryFact,
     MemoryQuery,

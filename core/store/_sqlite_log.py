@@ -1,0 +1,225 @@
+"""The `ConversationLog` of `SqliteStore`: sessions, messages, compaction summaries, and the
+fencing epochs its fenced writes check (`core/fencing.py`).
+
+A session keeps every summary it was given, one per archive marker (`up_to_seq`); requests use
+the one with the highest marker.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import Any, Final
+from uuid import uuid4
+
+from core.errors import StoreError
+from core.fencing import Fence
+from core.messages import Message
+from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
+from core.store._sqlite_base import SqliteBase
+from core.store.log import CompactionSummary, SessionRecord
+
+__all__ = ["FENCES_MIGRATION", "SUMMARIES_MIGRATION", "SqliteLog"]
+
+SUMMARIES_MIGRATION: Final = (
+    """
+    CREATE TABLE summaries (
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+        up_to_seq INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (session_id, up_to_seq)
+    )
+    """,
+)
+
+# The highest fencing epoch a write was seen with, per session key.
+FENCES_MIGRATION: Final = (
+    "CREATE TABLE fences (session_key TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",
+)
+
+# Every read of a session fills `message_count`, so all of them share this column list.
+_SESSION_COLUMNS: Final = (
+    "s.id, s.key, s.created_at, s.updated_at,"
+    " (SELECT COUNT(*) FROM messages AS m WHERE m.session_id = s.id)"
+)
+
+
+class SqliteLog(SqliteBase):
+    """The `ConversationLog` of `SqliteStore`."""
+
+    async def create_session(self, key: str) -> SessionRecord:
+        """Start a new session for `key`; it becomes the key's current session."""
+        async with self._write(f"create a session for {key!r}"):
+            return await self._insert_session(key)
+
+    async def current_session(self, key: str) -> SessionRecord:
+        """The newest session for `key`, created if the key has none yet."""
+        async with self._write(f"find the current session of {key!r}"):
+            found = await self._newest_session(key)
+            return found if found is not None else await self._insert_session(key)
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or `None`."""
+        async with self._read(f"read session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions AS s WHERE s.id = ?", (session_id,)
+            )
+        return _first_session(rows)
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
+        """Sessions, most recently updated first."""
+        check_limit(limit)
+        async with self._read("list sessions"):
+            rows = await self._db.execute_fetchall(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions AS s"
+                " ORDER BY s.updated_at DESC, s.rowid DESC LIMIT ?",
+                (limit,),
+            )
+        return [_session_from_row(row) for row in rows]
+
+    async def append_message(
+        self, session_id: str, message: Message, *, fence: Fence | None = None
+    ) -> Message:
+        """Store `message` at the end of the session; returns it with `seq` and `created_at`.
+
+        Raises `StoreError` for an unknown session, or for a `fence` older than one a write of
+        its session key was seen with (checked and recorded in the same transaction).
+        """
+        body = _encode_body(message)
+        async with self._write(f"append a message to session {session_id!r}"):
+            if fence is not None:
+                await self._check_fence(fence)
+            now = self._now()
+            updated = await self._db.execute(
+                "UPDATE sessions SET updated_at = ? WHERE id = ?", (utc_text(now), session_id)
+            )
+            if updated.rowcount != 1:
+                raise StoreError(f"cannot append a message: no session has id {session_id!r}")
+            rows = await self._db.execute_fetchall(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
+                (session_id,),
+            )
+            seq = int(next(iter(rows))[0])
+            await self._db.execute(
+                "INSERT INTO messages (session_id, seq, role, body, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (session_id, seq, message.role, body, utc_text(now)),
+            )
+        return message.model_copy(update={"seq": seq, "created_at": now})
+
+    async def list_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
+        if limit is not None:
+            check_limit(limit)
+        async with self._read(f"list the messages of session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                "SELECT seq, body, created_at FROM messages"
+                " WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                # SQLite reads a negative LIMIT as "no limit".
+                (session_id, after_seq, -1 if limit is None else limit),
+            )
+        return [
+            _decode_body(body, seq=seq, created_at=created_at) for seq, body, created_at in rows
+        ]
+
+    async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
+        """Store a compaction summary; one with the same `up_to_seq` replaces the stored one.
+
+        Raises `StoreError` for an unknown session or a naive time.
+        """
+        check_aware(summary, f"the summary of session {session_id!r}")
+        async with self._write(f"save a summary of session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+            )
+            if next(iter(rows), None) is None:
+                raise StoreError(f"cannot save a summary: no session has id {session_id!r}")
+            await self._db.execute(
+                "INSERT INTO summaries (session_id, up_to_seq, text, created_at)"
+                " VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session_id, up_to_seq)"
+                " DO UPDATE SET text = excluded.text, created_at = excluded.created_at",
+                (session_id, summary.up_to_seq, summary.text, utc_text(summary.created_at)),
+            )
+
+    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
+        """The session's summary with the highest `up_to_seq`, or None."""
+        async with self._read(f"read the summary of session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                "SELECT up_to_seq, text, created_at FROM summaries"
+                " WHERE session_id = ? ORDER BY up_to_seq DESC LIMIT 1",
+                (session_id,),
+            )
+            for up_to_seq, text, created_at in rows:
+                return CompactionSummary(
+                    up_to_seq=up_to_seq,
+                    text=text,
+                    created_at=from_utc_text(created_at),
+                )
+            return None
+
+    async def _check_fence(self, fence: Fence) -> None:
+        """Refuse an overtaken `fence`, else record it as the newest seen (in the caller's
+        transaction, so the check and the write it guards commit together)."""
+        rows = await self._db.execute_fetchall(
+            "SELECT epoch FROM fences WHERE session_key = ?", (fence.session_key,)
+        )
+        seen = next((int(row[0]) for row in rows), 0)
+        if fence.epoch < seen:
+            raise StoreError(
+                f"cannot write to {fence.session_key!r}: its claim was overtaken"
+                f" (epoch {fence.epoch} < {seen})"
+            )
+        if fence.epoch > seen:
+            await self._db.execute(
+                "INSERT INTO fences (session_key, epoch) VALUES (?, ?)"
+                " ON CONFLICT (session_key) DO UPDATE SET epoch = excluded.epoch",
+                (fence.session_key, fence.epoch),
+            )
+
+    async def _insert_session(self, key: str) -> SessionRecord:
+        now = self._now()
+        record = SessionRecord(id=uuid4().hex[:12], key=key, created_at=now, updated_at=now)
+        await self._db.execute(
+            "INSERT INTO sessions (id, key, created_at, updated_at) VALUES (?, ?, ?, ?)",
+            (record.id, key, utc_text(now), utc_text(now)),
+        )
+        return record
+
+    async def _newest_session(self, key: str) -> SessionRecord | None:
+        rows = await self._db.execute_fetchall(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions AS s WHERE s.key = ?"
+            " ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1",
+            (key,),
+        )
+        return _first_session(rows)
+
+
+def _session_from_row(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:
+    session_id, key, created_at, updated_at, message_count = row
+    return SessionRecord(
+        id=session_id,
+        key=key,
+        created_at=from_utc_text(created_at),
+        updated_at=from_utc_text(updated_at),
+        message_count=message_count,
+    )
+
+
+def _first_session(rows: Iterable[sqlite3.Row]) -> SessionRecord | None:
+    for row in rows:
+        return _session_from_row(row)
+    return None
+
+
+def _encode_body(message: Message) -> str:
+    """The message as JSON; `seq` and `created_at` live in their own columns."""
+    return message.model_dump_json(exclude={"seq", "created_at"})
+
+
+def _decode_body(body: str, *, seq: int, created_at: str) -> Message:
+    message = Message.model_validate_json(body)
+    return message.model_copy(update={"seq": seq, "created_at": from_utc_text(created_at)})

@@ -1,0 +1,87 @@
+"""The conversation log: sessions, their messages (written through, one at a time) and the
+compaction summaries that stand in for a session's older messages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.fencing import Fence
+from core.messages import Message
+
+__all__ = ["CompactionSummary", "ConversationLog", "SessionRecord"]
+
+
+class SessionRecord(BaseModel):
+    """A stored conversation. Several sessions may share a key: `/new` starts another."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    key: str
+    created_at: datetime
+    updated_at: datetime
+    message_count: int = 0
+
+
+class CompactionSummary(BaseModel):
+    """A summary of a session's messages up to `up_to_seq`, standing in for them in requests.
+
+    `up_to_seq` is the archive marker: later requests send the summary and the messages after
+    it. The messages themselves stay in the store.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    up_to_seq: int = Field(ge=1)
+    text: str
+    created_at: datetime
+
+
+class ConversationLog(Protocol):
+    """Sessions, their messages and their compaction summaries."""
+
+    async def create_session(self, key: str) -> SessionRecord:
+        """Start a new session for `key`; it becomes the key's current session."""
+        ...
+
+    async def current_session(self, key: str) -> SessionRecord:
+        """The newest session for `key`, created if the key has none yet."""
+        ...
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or `None`."""
+        ...
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
+        """Sessions, most recently updated first."""
+        ...
+
+    async def append_message(
+        self, session_id: str, message: Message, *, fence: Fence | None = None
+    ) -> Message:
+        """Store `message` at the end of the session; returns it with `seq` and `created_at`.
+
+        `seq` starts at 1 and grows by one per message of the session. Raises `StoreError` for
+        an unknown session, and when `fence` is older than a fence this store already saw for
+        its session key (a newer claim wrote since); otherwise `fence` becomes the newest seen.
+        The check and the write are one atomic step.
+        """
+        ...
+
+    async def list_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
+        ...
+
+    async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
+        """Store a compaction summary of the session; one with the same `up_to_seq` replaces
+        the stored one. Raises `StoreError` for an unknown session or a naive time."""
+        ...
+
+    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
+        """The session's summary with the highest `up_to_seq`, or None."""
+        ...

@@ -1,0 +1,50 @@
+"""Schedules and the history of their runs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Protocol
+
+from core.envelopes import Address
+from core.scheduling.models import Schedule, ScheduleRun
+
+__all__ = ["ScheduleStore"]
+
+
+class ScheduleStore(Protocol):
+    """Schedules, which of them are due, and their runs."""
+
+    async def save_schedule(self, schedule: Schedule) -> None:
+        """Insert the schedule, or replace the stored one with the same id."""
+        ...
+
+    async def get_schedule(self, schedule_id: str) -> Schedule | None:
+        """The schedule with this id, or None."""
+        ...
+
+    async def list_schedules(
+        self, *, owner: str | None = None, deliver_to: Address | None = None
+    ) -> list[Schedule]:
+        """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
+        given), oldest first."""
+        ...
+
+    async def delete_schedule(self, schedule_id: str) -> bool:
+        """Remove a schedule and its runs; False if there was none."""
+        ...
+
+    async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
+        """Active schedules whose `next_run_at` is not after `now`, the longest due first."""
+        ...
+
+    async def save_run(self, run: ScheduleRun) -> None:
+        """Insert a run, or replace the stored one with the same id."""
+        ...
+
+    async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
+        """A schedule's runs, newest (by `started_at`) first."""
+        ...
+
+    async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
+        """Delete all but the newest `keep` runs of a schedule; returns how many went."""
+        ...

@@ -1,0 +1,47 @@
+"""The `store` fixture of the store contract modules: one empty store of each implementation.
+
+To add an implementation, add its name to the params of `store_location` (and, if it needs a
+server, a branch there asking for that fixture) and one branch in `store` that opens it with
+the given clock. Each concern's cases live in `test_store_<concern>.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.store import RedisStore, SqliteStore, Store
+from tests.contract.store_support import TickingClock
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """Each implementation's name and where its empty store lives.
+
+    A sync fixture on purpose: it asks for `redis_url` (and so starts the test redis-server)
+    only for "redis", and an async fixture cannot resolve async fixtures by name.
+    """
+    name = str(request.param)
+    if name == "redis":
+        return name, request.getfixturevalue("redis_url")
+    return name, str(tmp_path / "data" / "switchboard.db")
+
+
+@pytest.fixture
+async def store(store_location: tuple[str, str]) -> AsyncIterator[Store]:
+    """An empty store of each implementation, closed after the test."""
+    clock = TickingClock()
+    opened: Store
+    name, location = store_location
+    if name == "sqlite":
+        opened = await SqliteStore.open(location, clock=clock)
+    elif name == "redis":
+        opened = await RedisStore.open(location, clock=clock)
+    else:
+        raise AssertionError(f"no store implementation named {name!r}")
+    try:
+        yield opened
+    finally:
+        await opened.close()

@@ -1,0 +1,167 @@
+"""The cost ledger contract (`CostLedger`). Costs belong to the log's sessions, so the cases take
+the composite store.
+
+Run against every implementation by the `store` fixture of `tests/contract/conftest.py`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from core.errors import StoreError
+from core.messages import Usage
+from core.store import CostEntry, CostSummary, Store
+from tests.contract.store_support import START
+
+# Cost ledger
+
+
+def _cost(
+    session_id: str,
+    cost_usd: float | None,
+    *,
+    at: datetime = START,
+    model: str = "claude-sonnet-4-5",
+    usage: Usage | None = None,
+) -> CostEntry:
+    return CostEntry(
+        session_id=session_id,
+        run_id="run-1",
+        provider="anthropic",
+        model=model,
+        usage=usage if usage is not None else Usage(input_tokens=10, output_tokens=5),
+        cost_usd=cost_usd,
+        at=at,
+    )
+
+
+async def test_empty_ledger_sums_to_zero(store: Store) -> None:
+    session = await store.current_session("terminal")
+
+    assert await store.cost_summary() == CostSummary()
+    assert await store.cost_summary(session.id) == CostSummary(session_id=session.id)
+    assert await store.cost_summary("nosuchsessio") == CostSummary(session_id="nosuchsessio")
+    assert await store.costs_by_session() == []
+
+
+async def test_cost_summary_totals_known_costs_and_counts_unpriced_calls(store: Store) -> None:
+    session = await store.current_session("terminal")
+    await store.record_cost(_cost(session.id, 0.25))
+    await store.record_cost(_cost(session.id, None, model="mystery-1"))
+    await store.record_cost(_cost(session.id, 0.5))
+    await store.record_cost(_cost(session.id, None, model="mystery-1"))
+    await store.record_cost(_cost(session.id, 0.0, model="demo-1"))
+
+    summary = await store.cost_summary(session.id)
+
+    assert summary.session_id == session.id
+    assert summary.calls == 5
+    assert summary.cost_usd == pytest.approx(0.75)
+    # A zero-priced call is known to be free; only missing prices are unpriced.
+    assert summary.unpriced_calls == 2
+
+
+async def test_cost_summary_sums_every_token_kind(store: Store) -> None:
+    session = await store.current_session("terminal")
+    await store.record_cost(
+        _cost(
+            session.id,
+            0.01,
+            usage=Usage(
+                input_tokens=100, output_tokens=20, cache_read_tokens=3000, cache_write_tokens=400
+            ),
+        )
+    )
+    await store.record_cost(
+        _cost(
+            session.id,
+            None,
+            usage=Usage(input_tokens=1, output_tokens=2, cache_read_tokens=3, cache_write_tokens=4),
+        )
+    )
+
+    summary = await store.cost_summary(session.id)
+
+    assert summary.usage == Usage(
+        input_tokens=101, output_tokens=22, cache_read_tokens=3003, cache_write_tokens=404
+    )
+
+
+async def test_cost_summary_per_session_and_for_all(store: Store) -> None:
+    a = await store.create_session("a")
+    b = await store.create_session("b")
+    await store.record_cost(_cost(a.id, 1.0, usage=Usage(input_tokens=100)))
+    await store.record_cost(_cost(a.id, None, usage=Usage(output_tokens=7)))
+    await store.record_cost(_cost(b.id, 2.5, usage=Usage(input_tokens=50, cache_read_tokens=9)))
+
+    only_a = await store.cost_summary(a.id)
+    only_b = await store.cost_summary(b.id)
+    everything = await store.cost_summary()
+
+    assert (only_a.calls, only_a.unpriced_calls) == (2, 1)
+    assert only_a.cost_usd == pytest.approx(1.0)
+    assert only_a.usage == Usage(input_tokens=100, output_tokens=7)
+    assert (only_b.calls, only_b.unpriced_calls) == (1, 0)
+    assert only_b.cost_usd == pytest.approx(2.5)
+    assert everything.session_id is None
+    assert (everything.calls, everything.unpriced_calls) == (3, 1)
+    assert everything.cost_usd == pytest.approx(3.5)
+    assert everything.usage == Usage(input_tokens=150, output_tokens=7, cache_read_tokens=9)
+
+
+async def test_costs_by_session_latest_charge_first(store: Store) -> None:
+    a, b, c, idle = [await store.create_session(key) for key in ("a", "b", "c", "idle")]
+    minute = timedelta(minutes=1)
+    # Recorded out of time order: the ledger orders by `at`, not by when the row was written.
+    await store.record_cost(_cost(a.id, 1.0, at=START + 5 * minute))
+    await store.record_cost(_cost(b.id, 2.0, at=START + 3 * minute))
+    await store.record_cost(_cost(c.id, None, at=START + 4 * minute))
+    await store.record_cost(_cost(a.id, 0.5, at=START + 1 * minute))
+    await store.record_cost(_cost(b.id, 0.25, at=START))
+
+    listed = await store.costs_by_session()
+
+    assert [s.session_id for s in listed] == [a.id, c.id, b.id]
+    assert idle.id not in {s.session_id for s in listed}
+    by_id = {s.session_id: s for s in listed}
+    assert by_id[a.id].calls == 2 and by_id[a.id].cost_usd == pytest.approx(1.5)
+    assert by_id[b.id].calls == 2 and by_id[b.id].cost_usd == pytest.approx(2.25)
+    assert by_id[c.id].unpriced_calls == 1 and by_id[c.id].cost_usd == 0.0
+    assert listed[0] == await store.cost_summary(a.id)
+
+
+async def test_costs_by_session_tie_goes_to_the_later_recorded_session(store: Store) -> None:
+    a, b, c = [await store.create_session(key) for key in ("a", "b", "c")]
+    await store.record_cost(_cost(b.id, 1.0))
+    await store.record_cost(_cost(a.id, 1.0))
+    await store.record_cost(_cost(c.id, 1.0))
+    await store.record_cost(_cost(b.id, 1.0))
+
+    listed = await store.costs_by_session()
+
+    assert [s.session_id for s in listed] == [b.id, c.id, a.id]
+
+
+async def test_costs_by_session_honours_limit(store: Store) -> None:
+    sessions = [await store.create_session(f"key{i}") for i in range(4)]
+    for i, session in enumerate(sessions):
+        await store.record_cost(_cost(session.id, 0.1, at=START + timedelta(seconds=i)))
+
+    listed = await store.costs_by_session(limit=2)
+
+    assert [s.session_id for s in listed] == [sessions[3].id, sessions[2].id]
+    assert await store.costs_by_session(limit=0) == []
+
+
+async def test_record_cost_for_unknown_session_raises_store_error(store: Store) -> None:
+    session = await store.current_session("terminal")
+
+    with pytest.raises(StoreError, match="nosuchsessio"):
+        await store.record_cost(_cost("nosuchsessio", 1.0))
+
+    assert await store.cost_summary() == CostSummary()
+    assert await store.costs_by_session() == []
+    await store.record_cost(_cost(session.id, 1.0))
+    assert (await store.cost_summary()).calls == 1
