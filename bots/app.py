@@ -19,9 +19,9 @@ from bots.settings import Settings
 from channels import discord, slack, telegram, terminal
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
+from core.commands import CommandRegistry, builtin_commands
 from core.compaction import Compactor
 from core.confirm import Confirmations
-from core.dispatch import Worker
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
 from core.memory import memory_block, memory_scope
@@ -31,6 +31,7 @@ from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
 from core.redact import RedactingFilter, Redactor
+from core.replies import MemoryReplyRecords, ReplyRecords
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
@@ -40,9 +41,20 @@ from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.memory import memory_tools
 from core.tools.skills import read_skill_tool
+from core.turns import (
+    Contexts,
+    InboundHandler,
+    Lifecycle,
+    Outbox,
+    ScheduledRuns,
+    StreamPolicy,
+    TurnRunner,
+)
+from core.worker import Worker
 
 __all__ = [
     "PROMPT_HINTS",
+    "STREAM_POLICIES",
     "Backends",
     "Components",
     "backends",
@@ -62,6 +74,15 @@ PROMPT_HINTS: dict[str, str] = {
     "discord": discord.PROMPT_HINT,
 }
 
+# How each platform shows a running turn: the most often a streamed reply is edited (the
+# worker paces its pieces so) and whether notes of tool activity are shown at all.
+STREAM_POLICIES: dict[str, StreamPolicy] = {
+    "terminal": StreamPolicy(interval=0.0, shows_progress=True),
+    "telegram": StreamPolicy(interval=1.0, shows_progress=False),
+    "slack": StreamPolicy(interval=1.0, shows_progress=True),
+    "discord": StreamPolicy(interval=1.0, shows_progress=False),
+}
+
 # Leases of the distributed deployment: a worker that dies holds a session for at most
 # TURN_LEASE seconds, and work it took off the bus comes back after BUS_LEASE seconds.
 TURN_LEASE_SECONDS = 10.0
@@ -75,6 +96,8 @@ class Backends:
     store: Store
     bus: Bus
     mailboxes: Mailboxes
+    # What each reply shows, shared by the gateways that show it (`core/replies.py`).
+    replies: ReplyRecords
     distributed: bool
 
 
@@ -90,6 +113,7 @@ class Components:
     runtime: AgentRuntime
     worker: Worker
     book: ScheduleBook
+    replies: ReplyRecords
 
     def scheduler(self) -> Scheduler:
         """A scheduler over this process's store and bus."""
@@ -115,17 +139,21 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
     """
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
+            from core.replies_sqlite import SqliteReplyRecords
             from core.store.sqlite import SqliteStore
 
             sqlite = await SqliteStore.open(settings.database_path)
             stack.push_async_callback(sqlite.close)
+            records = await SqliteReplyRecords.open(settings.database_path)
+            stack.push_async_callback(records.close)
             memory_bus = MemoryBus()
             stack.push_async_callback(memory_bus.close)
-            yield Backends(sqlite, memory_bus, MemoryMailboxes(), distributed=False)
+            yield Backends(sqlite, memory_bus, MemoryMailboxes(), records, distributed=False)
             return
         # Imported here: redis-py is only loaded by processes that use it.
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
+        from core.replies_redis import RedisReplyRecords
         from core.store.redis import RedisStore
 
         url = settings.redis_url
@@ -134,13 +162,18 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
         if local_bus:
             memory = MemoryBus()
             stack.push_async_callback(memory.close)
-            yield Backends(redis_store, memory, MemoryMailboxes(), distributed=False)
+            # The terminal's replies are shown by this process alone.
+            yield Backends(
+                redis_store, memory, MemoryMailboxes(), MemoryReplyRecords(), distributed=False
+            )
             return
         redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS)
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes.from_url(url, lease_seconds=TURN_LEASE_SECONDS)
         stack.push_async_callback(mailboxes.aclose)
-        yield Backends(redis_store, redis_bus, mailboxes, distributed=True)
+        replies = RedisReplyRecords.from_url(url)
+        stack.push_async_callback(replies.aclose)
+        yield Backends(redis_store, redis_bus, mailboxes, replies, distributed=True)
 
 
 @asynccontextmanager
@@ -200,29 +233,52 @@ async def worker_for(
             ),
             context_window=options.context_window,
         )
+        policy = ChannelPolicy(
+            modes=options.modes,
+            chat_modes=options.chat_modes,
+            max_input_chars=options.max_input_chars,
+            allow=options.allow,
+            group_replies=options.group_replies,
+            admins=frozenset(options.admins),
+        )
+        contexts = Contexts(modes=modes, policy=policy, prompt_hints=PROMPT_HINTS)
+        outbox = Outbox(found.bus, STREAM_POLICIES)
+        turns = TurnRunner(
+            runtime=runtime, store=found.store, outbox=outbox, lifecycle=Lifecycle(found.bus)
+        )
+        handler = InboundHandler(
+            store=found.store,
+            policy=policy,
+            commands=CommandRegistry(builtin_commands()),
+            contexts=contexts,
+            turns=turns,
+            scheduled=ScheduledRuns(
+                bus=found.bus, store=found.store, book=book, contexts=contexts, turns=turns
+            ),
+            outbox=outbox,
+        )
         worker = Worker(
             bus=found.bus,
             store=found.store,
-            runtime=runtime,
-            modes=modes,
-            policy=ChannelPolicy(
-                modes=options.modes,
-                chat_modes=options.chat_modes,
-                max_input_chars=options.max_input_chars,
-                allow=options.allow,
-                group_replies=options.group_replies,
-                admins=frozenset(options.admins),
-            ),
-            prompt_hints=PROMPT_HINTS,
             mailboxes=found.mailboxes,
-            concurrency=concurrency or options.concurrency,
-            sweep_interval=2.0 if found.distributed else 5.0,
-            book=book,
+            handler=handler,
             confirmations=gate,
             on_crash=options.on_crash if recover else None,
+            concurrency=concurrency or options.concurrency,
+            sweep_interval=2.0 if found.distributed else 5.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
         )
-        yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker, book)
+        yield Components(
+            settings,
+            profile,
+            found.store,
+            found.bus,
+            resolved,
+            runtime,
+            worker,
+            book,
+            found.replies,
+        )
     finally:
         await provider.aclose()
 

@@ -6,6 +6,7 @@ import os
 
 from bots.settings import Settings
 from channels.base import ChannelAdapter
+from channels.streaming import ReplyStreams
 from core.errors import ConfigError
 from core.profile import Profile
 
@@ -15,32 +16,38 @@ PLATFORMS = ("telegram", "slack", "discord")
 
 
 def adapter_for(
-    platform: str, settings: Settings, profile: Profile | None = None
+    platform: str, settings: Settings, profile: Profile | None = None, *, replies: ReplyStreams
 ) -> ChannelAdapter:
     """The adapter of one platform; `ConfigError` naming the missing variable.
 
     Platform libraries are imported here, so a process loads only those it serves.
     """
     if platform == "telegram":
-        return _telegram(settings)
+        return _telegram(settings, replies)
     if platform == "slack":
-        return _slack(settings)
+        return _slack(settings, replies)
     if platform == "discord":
-        return _discord(settings, profile)
+        return _discord(settings, profile, replies)
     raise ConfigError(f"unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
 
 
-def configured_adapters(settings: Settings, profile: Profile | None = None) -> list[ChannelAdapter]:
+def configured_adapters(
+    settings: Settings, profile: Profile | None = None, *, replies: ReplyStreams
+) -> list[ChannelAdapter]:
     """An adapter for every platform whose token is set."""
     tokens = {
         "telegram": settings.telegram_bot_token,
         "slack": settings.slack_bot_token,
         "discord": settings.discord_bot_token,
     }
-    return [adapter_for(name, settings, profile) for name, token in tokens.items() if token]
+    return [
+        adapter_for(name, settings, profile, replies=replies)
+        for name, token in tokens.items()
+        if token
+    ]
 
 
-def _telegram(settings: Settings) -> ChannelAdapter:
+def _telegram(settings: Settings, replies: ReplyStreams) -> ChannelAdapter:
     if settings.telegram_bot_token is None:
         raise ConfigError("TELEGRAM_BOT_TOKEN is not set")
     # Time periods as timedeltas, python-telegram-bot's future default: without it, every
@@ -55,11 +62,12 @@ def _telegram(settings: Settings) -> ChannelAdapter:
             webhook_url=settings.telegram_webhook_url,
             webhook_secret=settings.telegram_webhook_secret,
             webhook_port=settings.telegram_webhook_port,
-        )
+        ),
+        replies=replies,
     )
 
 
-def _slack(settings: Settings) -> ChannelAdapter:
+def _slack(settings: Settings, replies: ReplyStreams) -> ChannelAdapter:
     if settings.slack_bot_token is None:
         raise ConfigError("SLACK_BOT_TOKEN is not set")
     if settings.slack_app_token is None and settings.slack_signing_secret is None:
@@ -76,11 +84,12 @@ def _slack(settings: Settings) -> ChannelAdapter:
             app_token=settings.slack_app_token,
             api_url=settings.slack_api_url,
             port=settings.slack_port,
-        )
+        ),
+        replies=replies,
     )
 
 
-def _discord(settings: Settings, profile: Profile | None) -> ChannelAdapter:
+def _discord(settings: Settings, profile: Profile | None, replies: ReplyStreams) -> ChannelAdapter:
     if settings.discord_bot_token is None:
         raise ConfigError("DISCORD_BOT_TOKEN is not set")
     from channels.discord.adapter import DiscordAdapter, DiscordSettings
@@ -91,5 +100,6 @@ def _discord(settings: Settings, profile: Profile | None) -> ChannelAdapter:
             api_url=settings.discord_api_url,
             gateway_url=settings.discord_gateway_url,
             reply_in_thread=profile.settings.discord_reply_in_thread if profile else False,
-        )
+        ),
+        replies=replies,
     )

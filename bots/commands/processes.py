@@ -15,6 +15,7 @@ from bots.profiles import load_profile
 from bots.settings import Settings
 from channels.base import ChannelAdapter
 from channels.gateway import Gateway
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.base import Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
 from core.envelopes import EventEnvelope
@@ -73,13 +74,14 @@ def serve(ctx: click.Context, profile: str | None) -> None:
 
 async def _serve_platforms(settings: Settings) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    adapters = configured_adapters(settings, profile)
-    if not adapters:
-        raise ConfigError(
-            "no chat platform is configured: set TELEGRAM_BOT_TOKEN, SLACK_BOT_TOKEN or "
-            "DISCORD_BOT_TOKEN (or use `switchboard chat` for the terminal)"
-        )
     async with embedded(settings, profile) as parts:
+        replies = ReplyStreams(parts.replies, IncrementalRender())
+        adapters = configured_adapters(settings, profile, replies=replies)
+        if not adapters:
+            raise ConfigError(
+                "no chat platform is configured: set TELEGRAM_BOT_TOKEN, SLACK_BOT_TOKEN or "
+                "DISCORD_BOT_TOKEN (or use `switchboard chat` for the terminal)"
+            )
         gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
         on_signals(lambda: [g.stop() for g in gateways])
         await run_with_gateways(parts, gateways)
@@ -102,12 +104,10 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 
 async def _gateway(settings: Settings, platform: str) -> None:
-    adapter = adapter_for(
-        platform,
-        settings,
-        await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile),
-    )
+    profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     async with backends(settings) as found:
+        replies = ReplyStreams(found.replies, IncrementalRender())
+        adapter = adapter_for(platform, settings, profile, replies=replies)
         runner = Gateway(adapter, found.bus)
         leadership = _poller_leadership(settings, platform, adapter, runner.consumer)
         stopped = asyncio.Event()

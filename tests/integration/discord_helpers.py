@@ -21,14 +21,17 @@ from pydantic import SecretStr
 from channels import discord as discord_channel
 from channels.discord.adapter import DiscordAdapter, DiscordSettings
 from channels.gateway import Gateway
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.memory import MemoryBus
-from core.dispatch import Worker
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
+from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.tools import ToolRegistry, builtin_tools
+from core.worker import Worker
 from tests.fakes.discord_api import FakeDiscord, SentMessage
+from tests.workers import build_worker
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
@@ -71,13 +74,14 @@ async def serving(
             api_url=fake.api_url,
             gateway_url=fake.gateway_url,
             **settings,
-        )
+        ),
+        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
         provider=provider, model="test-model", tools=ToolRegistry(builtin_tools()), store=store
     )
-    worker = Worker(
+    worker = build_worker(
         bus=bus,
         store=store,
         runtime=runtime,

@@ -20,14 +20,17 @@ from pydantic import SecretStr
 from channels import slack
 from channels.gateway import Gateway
 from channels.slack.adapter import SlackAdapter, SlackSettings
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.memory import MemoryBus
-from core.dispatch import Worker
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
+from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.tools import ToolRegistry, builtin_tools
+from core.worker import Worker
 from tests.fakes.slack_api import FakeSlack, SentMessage
+from tests.workers import build_worker
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
@@ -88,7 +91,8 @@ async def serving(
             bot_token=SecretStr(fake.bot_token),
             api_url=fake.api_url,
             **(credentials | settings | options),
-        )
+        ),
+        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
@@ -97,7 +101,7 @@ async def serving(
         tools=ToolRegistry(builtin_tools()),
         store=store,
     )
-    worker = Worker(
+    worker = build_worker(
         bus=bus,
         store=store,
         runtime=runtime,

@@ -20,16 +20,19 @@ from pydantic import SecretStr
 
 from channels import telegram
 from channels.gateway import Gateway
+from channels.streaming import IncrementalRender, ReplyStreams
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.memory import MemoryBus
-from core.dispatch import Worker
 from core.events import Finished, ModelEvent, TextDelta
 from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest, Provider
+from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.tools import ToolRegistry, builtin_tools
+from core.worker import Worker
 from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage
+from tests.workers import build_worker
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
@@ -70,7 +73,8 @@ async def serving(
     """
     settings: dict[str, Any] = {"poll_timeout": 1, "edit_interval": 0.05} | options
     adapter = TelegramAdapter(
-        TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings)
+        TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings),
+        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
@@ -79,7 +83,7 @@ async def serving(
         tools=ToolRegistry(builtin_tools()),
         store=store,
     )
-    worker = Worker(
+    worker = build_worker(
         bus=bus,
         store=store,
         runtime=runtime,

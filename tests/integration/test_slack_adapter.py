@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from bots.app import configure_logging
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from channels.slack.format import SLACK_LIMIT
-from core.dispatch import REFUSAL_TEXT
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.envelopes import Inbound
 from core.errors import ConfigError
 from core.messages import Message
@@ -32,7 +32,9 @@ from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
+from core.replies import MemoryReplyRecords
 from core.store.sqlite import SqliteStore
+from core.turns import REFUSAL_TEXT
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.fakes.slack_events import BOB, BOT_USER_ID, DM_CHANNEL, GENERAL, TEAM_ID
 from tests.integration.slack_helpers import (
@@ -264,21 +266,23 @@ async def _no_sink(inbound: Inbound) -> None:
 async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack: FakeSlack):
     fake = fake_slack
     wrong_bot = SlackAdapter(
-        SlackSettings(
+        replies=_replies(),
+        settings=SlackSettings(
             bot_token=SecretStr("xoxb-0000-wrong"),
             signing_secret=SecretStr(fake.signing_secret),
             api_url=fake.api_url,
             port=0,
-        )
+        ),
     )
     with pytest.raises(ConfigError, match=r"SLACK_BOT_TOKEN \(invalid_auth\)"):
         await wrong_bot.run(_no_sink)
     wrong_app = SlackAdapter(
-        SlackSettings(
+        replies=_replies(),
+        settings=SlackSettings(
             bot_token=SecretStr(fake.bot_token),
             app_token=SecretStr(fake.bot_token),  # a bot token where the app token belongs
             api_url=fake.api_url,
-        )
+        ),
     )
     with pytest.raises(ConfigError, match=r"SLACK_APP_TOKEN \(not_allowed_token_type\)"):
         await wrong_app.run(_no_sink)
@@ -451,8 +455,8 @@ async def test_a_streamed_answer_is_posted_then_updated_at_most_once_per_interva
         seen_at.append(time.monotonic())
         return True
 
-    # stream_interval=0: the worker passes every piece on at once; the pacing is the adapter's.
-    async with serving(fake, store, provider, edit_interval=0.3, stream_interval=0.0) as bot:
+    # The worker paces the pieces (the platform's edit interval); the gateway shows each.
+    async with serving(fake, store, provider, stream_interval=0.3) as bot:
         await bot.send(fake.dm("tell me slowly"))
         sent = await fake.wait_for_call("chat.postMessage", lambda c: arrived(c, "Alpha."))
         after = sent.index + 1
@@ -569,7 +573,7 @@ async def test_a_command_after_a_mention_runs(fake_slack: FakeSlack, store: Sqli
     async with serving(fake, store, DemoProvider()) as bot:
         mention = fake.channel_message("/help", mention=True)
         await bot.send(mention)
-        reply = await reply_containing(fake, GENERAL, "/new starts")
+        reply = await reply_containing(fake, GENERAL, "/new: Start a fresh conversation")
 
     assert reply.thread_ts == mention["event"]["ts"]
 
@@ -614,3 +618,7 @@ async def test_the_tokens_never_reach_the_logs(
     assert fake.bot_token not in written
     assert fake.app_token not in written
     assert fake.signing_secret not in written
+
+
+def _replies() -> ReplyStreams:
+    return ReplyStreams(MemoryReplyRecords(), IncrementalRender())

@@ -22,13 +22,13 @@ from pydantic import SecretStr
 
 from bots.app import configure_logging
 from channels.telegram.format import TELEGRAM_LIMIT
-from core.dispatch import REFUSAL_TEXT
 from core.messages import Message
 from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import REDACTED, Redactor
 from core.store.sqlite import SqliteStore
+from core.turns import REFUSAL_TEXT
 from tests.fakes.telegram_api import SECRET_HEADER, Call, FakeTelegram
 from tests.integration.telegram_helpers import (
     BOT_KEY,
@@ -282,8 +282,8 @@ async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
         seen_at.append(time.monotonic())
         return True
 
-    # stream_interval=0: the worker passes every piece on at once; the pacing is the adapter's.
-    async with serving(fake, store, provider, edit_interval=0.3, stream_interval=0.0):
+    # The worker paces the pieces (the platform's edit interval); the gateway shows each.
+    async with serving(fake, store, provider, stream_interval=0.3):
         fake.private_text(DM, "tell me slowly")
         sent = await fake.wait_for_call("sendMessage", lambda c: arrived(c, "Alpha."))
         after = sent.index + 1
@@ -295,7 +295,7 @@ async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
             after = edit.index + 1
         provider.gates[-1].set()  # the answer ends: the final text is already on screen
         fake.private_text(DM, "/help")  # answered after the reply was delivered
-        await reply_containing(fake, DM, "/new starts")
+        await reply_containing(fake, DM, "/new: Start a fresh conversation")
 
     final = "Alpha. Beta. Gamma. Delta."
     assert fake.sent_texts(DM)[0] == final
@@ -386,8 +386,8 @@ async def test_stickers_edits_channel_posts_and_joins_are_ignored_quietly(
         # Commands need no model: one in each chat shows the updates before it were handled.
         fake.private_text(DM, "/help")
         fake.group_text(GROUP, "/help", user_id=8, command=True, mention=True)
-        await reply_containing(fake, DM, "/new starts")
-        await reply_containing(fake, GROUP, "/new starts")
+        await reply_containing(fake, DM, "/new: Start a fresh conversation")
+        await reply_containing(fake, GROUP, "/new: Start a fresh conversation")
 
     assert len(provider.requests) == 1
     assert set(fake.messages) == {DM, GROUP}

@@ -18,7 +18,6 @@ from pydantic import BaseModel
 
 from core.bus import INBOUND, MemoryBus, outbound_queue
 from core.confirm import Confirmations, parse_answer
-from core.dispatch import Worker
 from core.envelopes import Address, Inbound, Outbound
 from core.events import AgentEvent, RunCompleted, ToolFinished
 from core.messages import Message, ToolCall
@@ -28,6 +27,8 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.worker import Worker
+from tests.workers import build_worker
 
 # How long a test waits for something that should happen at once before it fails instead of
 # hanging; only reached when the behaviour under test is broken.
@@ -236,7 +237,7 @@ def make_worker(
         store=store,
         confirm=gate.confirm,
     )
-    return Worker(bus=bus, store=store, runtime=runtime, confirmations=gate), provider
+    return build_worker(bus=bus, store=store, runtime=runtime, confirmations=gate), provider
 
 
 @asynccontextmanager

@@ -8,7 +8,9 @@ from pydantic import SecretStr
 from bots.channels import adapter_for, configured_adapters
 from bots.settings import Settings
 from channels.slack.adapter import SlackAdapter, SlackSettings
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.errors import ConfigError
+from core.replies import MemoryReplyRecords
 
 TOKEN = "xoxb-1111111111-2222222222-FakeBotTokenForTestsOnly"
 
@@ -19,18 +21,19 @@ def settings(**values: object) -> Settings:
 
 def test_the_adapter_needs_a_signing_secret_or_an_app_token() -> None:
     with pytest.raises(ConfigError, match=r"SLACK_SIGNING_SECRET.*SLACK_APP_TOKEN"):
-        SlackAdapter(SlackSettings(bot_token=SecretStr(TOKEN)))
+        SlackAdapter(replies=_replies(), settings=SlackSettings(bot_token=SecretStr(TOKEN)))
 
 
 def test_serve_runs_slack_when_the_bot_token_is_set() -> None:
-    assert configured_adapters(settings()) == []
+    assert configured_adapters(settings(), replies=_replies()) == []
     [adapter] = configured_adapters(
         settings(
             slack_bot_token=SecretStr(TOKEN),
             slack_signing_secret=SecretStr("s3cret"),
             slack_port=3456,
             slack_api_url="http://127.0.0.1:9/api",
-        )
+        ),
+        replies=_replies(),
     )
     assert isinstance(adapter, SlackAdapter)
     assert adapter.platform == "slack"
@@ -40,10 +43,16 @@ def test_serve_runs_slack_when_the_bot_token_is_set() -> None:
 
 def test_the_slack_gateway_names_what_is_missing() -> None:
     with pytest.raises(ConfigError, match="SLACK_BOT_TOKEN"):
-        adapter_for("slack", settings())
+        adapter_for("slack", settings(), replies=_replies())
     with pytest.raises(ConfigError, match="SLACK_SIGNING_SECRET"):
-        adapter_for("slack", settings(slack_bot_token=SecretStr(TOKEN)))
+        adapter_for("slack", settings(slack_bot_token=SecretStr(TOKEN)), replies=_replies())
     socket_mode = adapter_for(
-        "slack", settings(slack_bot_token=SecretStr(TOKEN), slack_app_token=SecretStr("xapp-1"))
+        "slack",
+        settings(slack_bot_token=SecretStr(TOKEN), slack_app_token=SecretStr("xapp-1")),
+        replies=_replies(),
     )
     assert isinstance(socket_mode, SlackAdapter)
+
+
+def _replies() -> ReplyStreams:
+    return ReplyStreams(MemoryReplyRecords(), IncrementalRender())
