@@ -77,7 +77,6 @@ class DiscordSettings(BaseModel):
     api_url: str = "https://discord.com/api/v10"
     gateway_url: str | None = None
     reply_in_thread: bool = False
-    edit_interval: float = Field(default=1.0, ge=0)
     # Discord shows "typing…" for 10 s per call.
     typing_interval: float = Field(default=8.0, gt=0)
 

@@ -77,7 +77,6 @@ class SlackSettings(BaseModel):
     host: str = "0.0.0.0"  # Slack must be able to reach it (through a proxy)
     port: int = Field(default=3000, ge=0, le=65535)
     path: str = "/slack/events"
-    edit_interval: float = Field(default=1.0, ge=0)
     working_status: str = "is thinking…"
     working_reaction: str = "hourglass_flowing_sand"
     # Slack drops a status after two minutes without a message; tool use renews it after this.

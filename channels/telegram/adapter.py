@@ -68,7 +68,6 @@ class TelegramSettings(BaseModel):
     webhook_host: str = "0.0.0.0"  # Telegram must be able to reach it
     webhook_port: int = Field(default=8443, ge=0, le=65535)
     poll_timeout: int = Field(default=30, ge=0)
-    edit_interval: float = Field(default=1.0, ge=0)
     typing_interval: float = Field(default=4.0, gt=0)
 
 

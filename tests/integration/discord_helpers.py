@@ -67,7 +67,7 @@ async def serving(
 
     Yields once the bot has identified and the fake has sent READY and its GUILD_CREATE.
     """
-    settings: dict[str, Any] = {"edit_interval": 0.05} | options
+    settings: dict[str, Any] = dict(options)
     adapter = DiscordAdapter(
         DiscordSettings(
             token=SecretStr(fake.token),

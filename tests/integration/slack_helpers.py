@@ -85,7 +85,7 @@ async def serving(
         if mode == "socket"
         else {"signing_secret": SecretStr(fake.signing_secret)}
     )
-    settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "edit_interval": 0.05}
+    settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0}
     adapter = SlackAdapter(
         SlackSettings(
             bot_token=SecretStr(fake.bot_token),

@@ -71,7 +71,7 @@ async def serving(
     Yields once the bot is listening: its first `getUpdates` is held, or, for a webhook,
     `setWebhook` was called (the adapter's server is up before it calls).
     """
-    settings: dict[str, Any] = {"poll_timeout": 1, "edit_interval": 0.05} | options
+    settings: dict[str, Any] = {"poll_timeout": 1} | options
     adapter = TelegramAdapter(
         TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings),
         replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),

@@ -192,6 +192,12 @@ async def test_two_slack_gateways_show_every_streamed_reply_whole_and_once(
             return all(fake.sent_texts(c) == texts for c, texts in expected.items())
 
         await fake.until(whole, "every answer shown whole", PATIENCE)
+        # The working reaction is gone from every question, whichever gateway put it there.
+        await fake.until(
+            lambda: len(fake.calls_to("reactions.remove")) == len(channels),
+            "the working reactions removed",
+            PATIENCE,
+        )
         pieces = [g.pieces for g in gateways]
 
     for question, channel in channels.items():
@@ -204,6 +210,7 @@ async def test_two_slack_gateways_show_every_streamed_reply_whole_and_once(
         assert len(posted) == len(texts)
     # Both gateways took pieces of the replies.
     assert all(count > 0 for count in pieces), pieces
+    assert not any(fake.reactions.values()), fake.reactions
 
 
 async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and_once(
@@ -219,6 +226,7 @@ async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and
             webhook_secret=SecretStr(SECRET),
             webhook_host="127.0.0.1",
             webhook_port=0,
+            typing_interval=0.05,
         )
         return TelegramAdapter(settings, replies=replies)
 
@@ -247,6 +255,9 @@ async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and
             return all(fake.sent_texts(c) == texts for c, texts in expected.items())
 
         await telegram_until(fake, whole, "every answer shown whole", PATIENCE)
+        # Typing started by one gateway stops when the other showed the answer: the reply's
+        # record says it is finished (else it would be renewed for minutes).
+        await _until_typing_stops(adapters)
         pieces = [g.pieces for g in gateways]
 
     for question, chat in chats.items():
@@ -261,3 +272,14 @@ async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and
         ]
         assert len(sends) == len(texts)
     assert all(count > 0 for count in pieces), pieces
+
+
+async def _until_typing_stops(adapters: Sequence[ChannelAdapter]) -> None:
+    """Return once no adapter renews a typing indicator; fail if one keeps on."""
+    tasks: list[asyncio.Task[None]] = [
+        task for adapter in adapters for task in getattr(adapter, "_typing", {}).values()
+    ]
+    if not tasks:
+        return  # each reply's typing was stopped by the gateway that showed it
+    _, renewing = await asyncio.wait(tasks, timeout=PATIENCE)
+    assert not renewing, f"{len(renewing)} typing indicator(s) still renewed"
