@@ -2,7 +2,8 @@
 
 Every gateway of the embedded deployment runs in one process, so the hold on a reply is an
 asyncio lock; the records are written to their own table so a restart still knows what was
-shown (a redelivered final reply is recognised). Rows older than a day are pruned on open.
+shown (a redelivered final reply is recognised). Rows older than a day are pruned on open and
+every `_PRUNE_EVERY` saves.
 """
 
 from __future__ import annotations
@@ -27,12 +28,16 @@ _SCHEMA = (
 )
 
 
+_PRUNE_EVERY = 1000
+
+
 class SqliteReplyRecords:
     """Reply records in a SQLite file (`await SqliteReplyRecords.open(path)`, then `close`)."""
 
     def __init__(self, db: aiosqlite.Connection) -> None:
         self._db = db
         self._holds = LocalHolds()
+        self._saves = 0
 
     @classmethod
     async def open(cls, path: Path | str) -> SqliteReplyRecords:
@@ -47,8 +52,7 @@ class SqliteReplyRecords:
         try:
             await db.execute("PRAGMA busy_timeout = 5000")
             await db.execute(_SCHEMA)
-            cutoff = time.time() - RECORD_TTL_SECONDS
-            await db.execute("DELETE FROM reply_records WHERE updated_at < ?", (cutoff,))
+            await _prune(db)
         except BaseException:
             await db.close()
             raise
@@ -81,9 +85,18 @@ class SqliteReplyRecords:
                 " updated_at = excluded.updated_at",
                 (record.key, record.model_dump_json(), time.time()),
             )
+            self._saves += 1
+            if self._saves % _PRUNE_EVERY == 0:
+                await _prune(self._db)
         except sqlite3.Error as exc:
             raise ChannelError(f"cannot save the record of reply {record.key}: {exc}") from exc
 
     def hold(self, key: str) -> AbstractAsyncContextManager[None]:
         """Hold reply `key` (one process: an asyncio lock)."""
         return self._holds.hold(key)
+
+
+async def _prune(db: aiosqlite.Connection) -> None:
+    """Forget records older than a day."""
+    cutoff = time.time() - RECORD_TTL_SECONDS
+    await db.execute("DELETE FROM reply_records WHERE updated_at < ?", (cutoff,))

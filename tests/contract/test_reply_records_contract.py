@@ -41,7 +41,7 @@ def _key() -> str:
     return f"telegram:bot:42:{uuid.uuid4().hex}"
 
 
-async def test_a_saved_record_reads_back_and_an_unknown_one_is_none(records: ReplyRecords):
+async def test_a_saved_record_reads_back_and_an_unknown_one_is_none(records: ReplyRecords) -> None:
     key = _key()
     assert await records.get(key) is None
     record = ReplyRecord(
@@ -56,7 +56,7 @@ async def test_a_saved_record_reads_back_and_an_unknown_one_is_none(records: Rep
     assert (await records.get(key) or record).message_ids == ["7"]
 
 
-async def test_a_reply_has_one_holder_at_a_time(records: ReplyRecords):
+async def test_a_reply_has_one_holder_at_a_time(records: ReplyRecords) -> None:
     key = _key()
     inside = 0
     most = 0
@@ -79,7 +79,7 @@ async def test_a_reply_has_one_holder_at_a_time(records: ReplyRecords):
     assert entered.is_set() and most == 1
 
 
-async def test_different_replies_are_held_independently(records: ReplyRecords):
+async def test_different_replies_are_held_independently(records: ReplyRecords) -> None:
     first, second = _key(), _key()
     async with asyncio.timeout(PATIENCE), records.hold(first), records.hold(second):
         await records.save(ReplyRecord(key=second, seq=1))

@@ -100,10 +100,13 @@ def _answer(request: ModelRequest) -> list[ModelEvent]:
 def _expected(answer: str, render: Callable[[str], list[str]], size: int) -> list[str]:
     """The messages one gateway alone shows for `answer`."""
 
-    async def unused(*_: object) -> str:
+    async def send(index: int, chunk: str) -> str:
         raise AssertionError("not called")
 
-    target = ReplyTarget(send=unused, edit=unused, render=render, part_size=size)
+    async def edit(message_id: str, chunk: str) -> None:
+        raise AssertionError("not called")
+
+    target = ReplyTarget(send=send, edit=edit, render=render, part_size=size)
     return IncrementalRender()(answer, target)
 
 
@@ -155,7 +158,7 @@ async def _stopped(gateway: Gateway, run: asyncio.Task[None]) -> None:
 
 async def test_two_slack_gateways_show_every_streamed_reply_whole_and_once(
     fake_slack: FakeSlack, redis_url: str, tmp_path: Path
-):
+) -> None:
     fake = fake_slack
 
     def slack(replies: ReplyStreams) -> SlackAdapter:
@@ -215,7 +218,7 @@ async def test_two_slack_gateways_show_every_streamed_reply_whole_and_once(
 
 async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and_once(
     fake_telegram: FakeTelegram, redis_url: str, tmp_path: Path
-):
+) -> None:
     fake = fake_telegram
 
     def telegram(replies: ReplyStreams) -> TelegramAdapter:

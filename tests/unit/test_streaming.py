@@ -59,7 +59,7 @@ def piece(text: str, seq: int, kind: OutboundKind = "delta") -> Outbound:
 # --- gateways: ReplyStreams ----------------------------------------------------------------
 
 
-async def test_a_piece_older_than_what_is_shown_is_skipped():
+async def test_a_piece_older_than_what_is_shown_is_skipped() -> None:
     chat = _Chat()
     streams = ReplyStreams(MemoryReplyRecords(), IncrementalRender())
     target = chat.target()
@@ -72,7 +72,7 @@ async def test_a_piece_older_than_what_is_shown_is_skipped():
     assert chat.edits == [("m1", "Hello ther")]
 
 
-async def test_a_final_text_is_shown_once_and_a_redelivery_changes_nothing():
+async def test_a_final_text_is_shown_once_and_a_redelivery_changes_nothing() -> None:
     chat = _Chat()
     records = MemoryReplyRecords()
     target = chat.target()
@@ -88,7 +88,7 @@ async def test_a_final_text_is_shown_once_and_a_redelivery_changes_nothing():
     assert await first.finished("r1") and not await first.finished("other")
 
 
-async def test_two_gateways_showing_pieces_at_once_never_both_send_the_first_message():
+async def test_two_gateways_showing_pieces_at_once_never_both_send_the_first_message() -> None:
     chat = _Chat()
     records = MemoryReplyRecords()
     target = chat.target()
@@ -106,7 +106,7 @@ async def test_two_gateways_showing_pieces_at_once_never_both_send_the_first_mes
     assert "".join(chat.messages.values()) == ("word " * 8).strip()
 
 
-async def test_messages_sent_before_a_refusal_are_kept_for_the_retry():
+async def test_messages_sent_before_a_refusal_are_kept_for_the_retry() -> None:
     chat = _Chat()
     streams = ReplyStreams(MemoryReplyRecords(), IncrementalRender())
     target = chat.target()
@@ -125,7 +125,7 @@ async def test_messages_sent_before_a_refusal_are_kept_for_the_retry():
 # --- incremental rendering -----------------------------------------------------------------
 
 
-def test_sealed_parts_cut_at_paragraph_breaks_outside_code_blocks_and_stay_put():
+def test_sealed_parts_cut_at_paragraph_breaks_outside_code_blocks_and_stay_put() -> None:
     text = "a" * 30 + "\n\n```\n" + "b" * 10 + "\n\ncode\n```\n\n" + "c" * 30 + "\n\n" + "d" * 5
     parts, tail = sealed_parts(text, 40)
     assert "".join(parts) + tail == text
@@ -136,7 +136,7 @@ def test_sealed_parts_cut_at_paragraph_breaks_outside_code_blocks_and_stay_put()
     assert grown[: len(parts)] == parts
 
 
-def test_only_the_open_tail_is_rendered_again_as_an_answer_grows():
+def test_only_the_open_tail_is_rendered_again_as_an_answer_grows() -> None:
     rendered: list[str] = []
 
     def render(text: str) -> list[str]:
@@ -157,7 +157,7 @@ def test_only_the_open_tail_is_rendered_again_as_an_answer_grows():
 # --- the worker's coalescer ----------------------------------------------------------------
 
 
-async def test_text_added_while_a_piece_is_on_its_way_follows_it_whole():
+async def test_text_added_while_a_piece_is_on_its_way_follows_it_whole() -> None:
     sent: list[tuple[str, int]] = []
     sending = asyncio.Event()
     release = asyncio.Event()
