@@ -1,9 +1,9 @@
 """`RedisReplyRecords`: reply records in Redis, shared by every gateway of a deployment.
 
 A record is msgpack of `{v, body}` under `sb:reply:<key>`, kept for a day. The hold on a reply
-is a short lease, `SET NX PX` of a random token under `sb:reply-hold:<key>`, removed by its
-holder only (a Lua compare-and-delete); a gateway that dies while holding a reply blocks it
-for at most `lease_seconds`.
+is a short lease, `SET NX PX` of a random token under `sb:reply-hold:<key>`, renewed while held
+(a platform call may wait out a rate limit) and removed by its holder only (Lua compare-and-
+delete); a gateway that dies while holding a reply blocks it for at most `lease_seconds`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from core.errors import ChannelError
 from core.replies import RECORD_TTL_SECONDS, REPLY_RECORD_VERSION, LocalHolds, ReplyRecord
+from core.tasks import cancel_and_wait
 
 __all__ = ["RedisReplyRecords", "hold_key", "record_key"]
 
@@ -41,6 +42,13 @@ def hold_key(key: str) -> str:
 # KEYS: hold; ARGV: token. Deletes the hold only if it is still ours.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+# KEYS: hold; ARGV: token, ttl ms. Extends the hold only if it is still ours.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return 0
 """
 
@@ -105,13 +113,25 @@ class RedisReplyRecords:
         async with self._local.hold(key):
             token = secrets.token_hex(8)
             await self._acquire(key, token)
+            renewing = asyncio.create_task(self._renew(key, token))
             try:
                 yield
             finally:
+                await cancel_and_wait(renewing)
                 try:
                     await self._redis.eval(_RELEASE, 1, hold_key(key), token)
                 except RedisError:
                     pass  # the lease lapses by itself
+
+    async def _renew(self, key: str, token: str) -> None:
+        """Keep the hold while its holder works (a third of the lease at a time)."""
+        while True:
+            await asyncio.sleep(self._lease_ms / 3000)
+            try:
+                if not await self._redis.eval(_RENEW, 1, hold_key(key), token, self._lease_ms):
+                    return  # lapsed (Redis was away); the holder finishes regardless
+            except RedisError:
+                continue  # a later renewal may still make it
 
     async def _acquire(self, key: str, token: str) -> None:
         loop = asyncio.get_running_loop()
