@@ -89,7 +89,7 @@ async def our_turns(args: argparse.Namespace) -> dict[str, Any]:
     profile = load_profile(settings.profiles_dir, settings.profile)
     async with embedded(settings, profile) as parts:
         runtime, store = parts.runtime, parts.store
-        mode = parts.worker.handler.modes.get("safe-chat")
+        mode = parts.worker.handler.contexts.modes.get("safe-chat")
         sessions: dict[str, str] = {}
 
         async def turn(key: str, text: str) -> str:

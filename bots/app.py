@@ -14,14 +14,13 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
-from bots.platforms import REGISTERED
+from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_provider
 from bots.settings import Settings
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
 from core.compaction import Compactor
 from core.confirm import Confirmations
-from core.dispatch import Worker
 from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
@@ -30,6 +29,7 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
+from core.replies import MemoryReplyRecords, ReplyRecords
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
@@ -40,9 +40,20 @@ from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
+from core.turns import (
+    Contexts,
+    InboundHandler,
+    Lifecycle,
+    Outbox,
+    ScheduledRuns,
+    StreamPolicy,
+    TurnRunner,
+)
+from core.worker import Worker
 
 __all__ = [
     "PROMPT_HINTS",
+    "STREAM_POLICIES",
     "Backends",
     "Components",
     "backends",
@@ -55,6 +66,9 @@ log = logging.getLogger(__name__)
 
 # Each platform's formatting rules for the system prompt, keyed by platform.
 PROMPT_HINTS: dict[str, str] = REGISTERED.prompt_hints()
+
+# How each platform shows a running turn (its ChannelSpec's stream interval and progress).
+STREAM_POLICIES: dict[str, StreamPolicy] = REGISTERED.stream_policies()
 
 # Leases of the distributed deployment: a worker that dies holds a session for at most
 # TURN_LEASE seconds, and work it took off the bus comes back after BUS_LEASE seconds.
@@ -69,6 +83,8 @@ class Backends:
     store: Store
     bus: Bus
     mailboxes: Mailboxes
+    # What each reply shows, shared by the gateways that show it (`core/replies.py`).
+    replies: ReplyRecords
     distributed: bool
 
 
@@ -84,6 +100,7 @@ class Components:
     runtime: AgentRuntime
     worker: Worker
     book: ScheduleBook
+    replies: ReplyRecords
 
     def scheduler(self) -> Scheduler:
         """A scheduler over this process's store and bus."""
@@ -99,17 +116,21 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
     """
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
+            from core.replies_sqlite import SqliteReplyRecords
             from core.store.sqlite import SqliteStore
 
             sqlite = await SqliteStore.open(settings.database_path)
             stack.push_async_callback(sqlite.close)
+            records = await SqliteReplyRecords.open(settings.database_path)
+            stack.push_async_callback(records.close)
             memory_bus = MemoryBus()
             stack.push_async_callback(memory_bus.close)
-            yield Backends(sqlite, memory_bus, MemoryMailboxes(), distributed=False)
+            yield Backends(sqlite, memory_bus, MemoryMailboxes(), records, distributed=False)
             return
         # Imported here: redis-py is only loaded by processes that use it.
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
+        from core.replies_redis import RedisReplyRecords
         from core.store.redis import RedisStore
 
         url, keys = settings.redis_url, settings.redis_keys
@@ -118,13 +139,18 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
         if local_bus:
             memory = MemoryBus()
             stack.push_async_callback(memory.close)
-            yield Backends(redis_store, memory, MemoryMailboxes(), distributed=False)
+            # The terminal's replies are shown by this process alone.
+            yield Backends(
+                redis_store, memory, MemoryMailboxes(), MemoryReplyRecords(), distributed=False
+            )
             return
         redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes.from_url(url, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
         stack.push_async_callback(mailboxes.aclose)
-        yield Backends(redis_store, redis_bus, mailboxes, distributed=True)
+        replies = RedisReplyRecords.from_url(url, keys=keys)
+        stack.push_async_callback(replies.aclose)
+        yield Backends(redis_store, redis_bus, mailboxes, replies, distributed=True)
 
 
 @asynccontextmanager
@@ -183,29 +209,52 @@ async def worker_for(
             ),
             context_window=options.context_window,
         )
+        policy = ChannelPolicy(
+            modes=options.modes,
+            chat_modes=options.chat_modes,
+            max_input_chars=options.max_input_chars,
+            allow=options.allow,
+            group_replies=options.group_replies,
+            admins=frozenset(options.admins),
+        )
+        contexts = Contexts(modes=modes, policy=policy, prompt_hints=PROMPT_HINTS)
+        outbox = Outbox(found.bus, STREAM_POLICIES)
+        turns = TurnRunner(
+            runtime=runtime, store=found.store, outbox=outbox, lifecycle=Lifecycle(found.bus)
+        )
+        handler = InboundHandler(
+            store=found.store,
+            policy=policy,
+            commands=command_registry(),
+            contexts=contexts,
+            turns=turns,
+            scheduled=ScheduledRuns(
+                bus=found.bus, store=found.store, book=book, contexts=contexts, turns=turns
+            ),
+            outbox=outbox,
+        )
         worker = Worker(
             bus=found.bus,
             store=found.store,
-            runtime=runtime,
-            modes=modes,
-            policy=ChannelPolicy(
-                modes=options.modes,
-                chat_modes=options.chat_modes,
-                max_input_chars=options.max_input_chars,
-                allow=options.allow,
-                group_replies=options.group_replies,
-                admins=frozenset(options.admins),
-            ),
-            prompt_hints=PROMPT_HINTS,
             mailboxes=found.mailboxes,
-            concurrency=concurrency or options.concurrency,
-            sweep_interval=2.0 if found.distributed else 5.0,
-            book=book,
+            handler=handler,
             confirmations=gate,
             on_crash=options.on_crash if recover else None,
+            concurrency=concurrency or options.concurrency,
+            sweep_interval=2.0 if found.distributed else 5.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
         )
-        yield Components(settings, profile, found.store, found.bus, resolved, runtime, worker, book)
+        yield Components(
+            settings,
+            profile,
+            found.store,
+            found.bus,
+            resolved,
+            runtime,
+            worker,
+            book,
+            found.replies,
+        )
     finally:
         await provider.aclose()
 

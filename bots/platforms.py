@@ -14,11 +14,13 @@ from channels import terminal
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec
 from channels.discord.spec import SPEC as DISCORD
 from channels.slack.spec import SPEC as SLACK
+from channels.streaming import ReplyStreams
 from channels.telegram.spec import SPEC as TELEGRAM
 from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
 from core.errors import ConfigError
 from core.profile import Profile
+from core.turns import StreamPolicy
 
 __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
 
@@ -66,6 +68,16 @@ class Platforms:
         """The people trusted with everything when a profile has no `admins`."""
         return [f"{spec.name}:{user}" for spec in self.specs for user in spec.operators]
 
+    def stream_policies(self) -> dict[str, StreamPolicy]:
+        """How each platform shows a running turn: how often a streamed reply may be edited
+        (the worker paces its pieces so), and whether tool notes are shown at all."""
+        return {
+            spec.name: StreamPolicy(
+                interval=spec.stream_interval, shows_progress=spec.shows_progress
+            )
+            for spec in self.specs
+        }
+
     def addresses(self) -> AddressBook:
         """The delivery-address grammars of every platform."""
         return AddressBook(spec.address for spec in self.specs)
@@ -84,6 +96,7 @@ class Platforms:
         env: Mapping[str, str],
         profile: Profile | None,
         menu: Sequence[CommandInfo],
+        replies: ReplyStreams,
     ) -> ChannelAdapter:
         """The adapter of one platform; `ConfigError` naming what is missing.
 
@@ -101,14 +114,19 @@ class Platforms:
             options = spec.parse_options(table)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        return spec.build(ChannelSetup(env=env, options=options, menu=tuple(menu)))
+        setup = ChannelSetup(env=env, options=options, menu=tuple(menu), replies=replies)
+        return spec.build(setup)
 
     def configured_adapters(
-        self, env: Mapping[str, str], profile: Profile | None, menu: Sequence[CommandInfo]
+        self,
+        env: Mapping[str, str],
+        profile: Profile | None,
+        menu: Sequence[CommandInfo],
+        replies: ReplyStreams,
     ) -> list[ChannelAdapter]:
         """An adapter for every platform the environment configures."""
         return [
-            self.adapter_for(spec.name, env, profile, menu)
+            self.adapter_for(spec.name, env, profile, menu, replies)
             for spec in self.specs
             if spec.configured(env)
         ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,6 +20,9 @@ from core.addresses import AddressGrammar
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from channels.streaming import ReplyStreams
 
 __all__ = [
     "Address",
@@ -80,6 +83,8 @@ class ChannelSetup:
     options: BaseModel | None
     # The chat commands to offer in the platform's native menu.
     menu: tuple[CommandInfo, ...]
+    # How this process shows streamed replies, through records every gateway shares.
+    replies: ReplyStreams
 
 
 def _no_leader(env: Mapping[str, str]) -> str | None:

@@ -3,6 +3,9 @@
 Inbound work goes onto the `inbound` queue; the platform's `outbound.<platform>` queue is
 consumed and each entry handed to the adapter, acked once it is shown. Ephemeral deliveries
 (typing, progress, stream pieces) that fail are dropped; replies and notifications are retried.
+Several gateways of one platform may share the queue: each piece of a streamed reply carries
+the whole text so far, and the adapters show it through shared reply records
+(`channels/streaming.py`), so any gateway may take any piece.
 """
 
 from __future__ import annotations

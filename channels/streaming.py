@@ -1,148 +1,174 @@
-"""Streaming a reply by editing messages, for platforms that can edit what the bot sent.
+"""Showing a reply by sending messages and editing them, from whichever gateway takes a piece.
 
-`EditedReply` shows a growing answer: the first text is sent as a message, later text edits it
-at most once per `interval`, and text past the platform's length limit continues in further
-messages. `finish` shows the final text whole, however the stream went.
+The worker paces a streamed answer (`core/turns/stream.py`); each piece it sends is the whole
+text so far with a sequence number. `ReplyStreams.show` applies a piece at once: under the
+reply's hold it reads the reply record (`core/replies.py`), skips a piece older than what is
+shown, renders the text into the platform's messages, edits those that changed, sends the new
+ones, and records their ids. Any gateway of the platform may show any piece.
+
+Rendering is incremental (`IncrementalRender`): the answer is cut at paragraph breaks outside
+code blocks into parts of about one message each; a part followed by enough text is sealed and
+its rendering remembered, so only the open tail is rendered again as the answer grows. The cut
+depends on the text alone, so every gateway renders the same messages.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import time
+import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from core.envelopes import Outbound
 from core.errors import ChannelError
+from core.replies import ReplyRecord, ReplyRecords, ShownMessage, digest
 
-__all__ = ["EditedReply", "ReplyStreams"]
+__all__ = ["IncrementalRender", "ReplyStreams", "ReplyTarget", "sealed_parts"]
 
-log = logging.getLogger(__name__)
-
-Send = Callable[[str], Awaitable[str]]
+Send = Callable[[int, str], Awaitable[str]]
+"""`send(index, chunk) -> message id`: post message `index` (0 first) of a reply."""
 Edit = Callable[[str, str], Awaitable[None]]
+"""`edit(message id, chunk)`: change what a message of the reply shows."""
 Render = Callable[[str], list[str]]
+"""`render(markdown) -> chunks`: the platform's markup, split at its length limit."""
+
+_PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
+_FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
 
 
-class EditedReply:
-    """One streamed answer: `add` pieces as they come, then `finish` with the whole text.
+@dataclass(frozen=True)
+class ReplyTarget:
+    """How one reply reaches its chat."""
 
-    `send(chunk) -> message id` and `edit(message id, chunk)` talk to the platform;
-    `render(markdown) -> chunks` formats and splits at the platform's limit.
+    send: Send
+    edit: Edit
+    render: Render
+    # Markdown characters per sealed part: about what one message holds.
+    part_size: int
+
+
+def sealed_parts(text: str, size: int) -> tuple[list[str], str]:
+    """`text` cut into sealed parts and the open tail (they concatenate to `text`).
+
+    A part ends at the last paragraph break outside a code block within `size` characters of
+    its start (or the first one after, for a longer block), and is sealed only once more than
+    `size` characters follow its start, so later text cannot move the cut.
     """
+    breaks = _breaks(text)
+    parts: list[str] = []
+    start = 0
+    while len(text) - start > size:
+        inside = [end for end in breaks if start < end <= start + size]
+        if inside:
+            end = inside[-1]
+        else:
+            end = next((end for end in breaks if end > start + size), len(text))
+        if end >= len(text):
+            break
+        parts.append(text[start:end])
+        start = end
+    return parts, text[start:]
 
-    def __init__(
-        self,
-        *,
-        send: Send,
-        edit: Edit,
-        render: Render,
-        interval: float = 1.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._send = send
-        self._edit = edit
-        self._render = render
-        self._interval = interval
-        self._clock = clock
-        self._text = ""
-        self._shown: list[tuple[str, str]] = []  # (message id, chunk on screen)
-        self._last_flush = -interval
-        self._pending: asyncio.Task[None] | None = None
-        self._lock = asyncio.Lock()
-        self.finished = False
 
-    @property
-    def message_ids(self) -> list[str]:
-        """The platform ids of the messages this reply uses so far."""
-        return [message_id for message_id, _ in self._shown]
+def _breaks(text: str) -> list[int]:
+    """Where paragraph breaks outside code blocks end."""
+    fences = [match.start() for match in _FENCE.finditer(text)]
+    breaks: list[int] = []
+    for match in _PARAGRAPH_BREAK.finditer(text):
+        opened = sum(1 for at in fences if at < match.start())
+        if opened % 2 == 0:
+            breaks.append(match.end())
+    return breaks
 
-    async def add(self, piece: str) -> None:
-        """More text: shown now if the last update is `interval` old, else a little later."""
-        self._text += piece
-        wait = self._last_flush + self._interval - self._clock()
-        if wait <= 0:
-            await self._flush(self._text)
-        elif self._pending is None or self._pending.done():
-            self._pending = asyncio.create_task(self._flush_later(wait))
 
-    async def finish(self, text: str) -> None:
-        """Show `text` as the whole answer, in as many messages as it needs."""
-        if self._pending is not None:
-            self._pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pending
-        self._text = text
-        await self._flush(text)
-        self.finished = True
+class IncrementalRender:
+    """Renders growing answers, remembering the rendering of sealed parts (newest `capacity`)."""
 
-    async def close(self) -> None:
-        """Drop a pending update (the reply was abandoned)."""
-        if self._pending is not None:
-            self._pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pending
+    def __init__(self, capacity: int = 512) -> None:
+        self._done: OrderedDict[tuple[Render, str], list[str]] = OrderedDict()
+        self._capacity = capacity
 
-    async def _flush_later(self, wait: float) -> None:
-        await asyncio.sleep(wait)
-        shown: str | None = None
-        while shown != self._text:
-            shown = self._text
-            try:
-                await self._flush(shown)
-            except Exception as exc:
-                # An intermediate update is expendable: the next one or `finish` shows the text.
-                log.info("could not update a streamed reply: %s", exc)
-                return
-            # Text added while that update was on its way (`add` saw this task still running)
-            # goes out one interval later.
-            await asyncio.sleep(max(0.0, self._last_flush + self._interval - self._clock()))
+    def __call__(self, text: str, target: ReplyTarget) -> list[str]:
+        """The messages showing `text` (none for blank text)."""
+        parts, tail = sealed_parts(text, target.part_size)
+        chunks: list[str] = []
+        for part in parts:
+            chunks.extend(self._sealed(part, target.render))
+        if tail.strip():
+            chunks.extend(target.render(tail))
+        return chunks
 
-    async def _flush(self, text: str) -> None:
-        async with self._lock:
-            self._last_flush = self._clock()
-            chunks = self._render(text) if text.strip() else []
-            for index, chunk in enumerate(chunks):
-                if index < len(self._shown):
-                    message_id, on_screen = self._shown[index]
-                    if on_screen != chunk:
-                        await self._edit(message_id, chunk)
-                        self._shown[index] = (message_id, chunk)
-                else:
-                    self._shown.append((await self._send(chunk), chunk))
+    def _sealed(self, part: str, render: Render) -> list[str]:
+        key = (render, part)
+        found = self._done.get(key)
+        if found is None:
+            found = self._done[key] = render(part) if part.strip() else []
+            while len(self._done) > self._capacity:
+                self._done.popitem(last=False)
+        else:
+            self._done.move_to_end(key)
+        return found
 
 
 class ReplyStreams:
-    """An adapter's streamed replies in progress, keyed by the inbound message they answer.
+    """Shows replies and their streamed pieces idempotently, sharing state through records."""
 
-    `add` shows a `delta`, `finish` the final text; a final delivery that fails for a reason
-    that may pass keeps its reply, so the retry continues in the same messages.
-    """
+    def __init__(self, records: ReplyRecords, render: IncrementalRender) -> None:
+        self._records = records
+        self._render = render
 
-    def __init__(self) -> None:
-        self._replies: dict[str, EditedReply] = {}
+    async def show(self, outbound: Outbound, target: Callable[[Outbound], ReplyTarget]) -> bool:
+        """Show `outbound` (a `delta` or a final text); False when it was skipped as shown.
 
-    async def add(self, outbound: Outbound, make: Callable[[Outbound], EditedReply]) -> None:
-        """More streamed text for the reply to `outbound.reply_to`."""
-        key = outbound.reply_to or outbound.id
-        reply = self._replies.get(key)
-        if reply is None:
-            reply = self._replies[key] = make(outbound)
-        await reply.add(outbound.text)
+        A `delta` older than what is shown is skipped; a final text is shown unless the final
+        text of the reply was shown already (a redelivery). Raises the platform's
+        `ChannelError`; the messages sent before it are recorded, so a retry continues in them.
+        """
+        key = outbound.record_key
+        final = outbound.kind != "delta"
+        async with self._records.hold(key):
+            record = await self._records.get(key) or ReplyRecord(key=key)
+            if record.finished or (not final and outbound.seq <= record.seq):
+                return False
+            into = target(outbound)
+            chunks = self._render(outbound.text, into)
+            shown = list(record.messages)
+            try:
+                await _apply(chunks, shown, into)
+            except Exception:
+                await self._records.save(record.model_copy(update={"messages": tuple(shown)}))
+                raise
+            await self._records.save(
+                record.model_copy(
+                    update={
+                        "messages": tuple(shown),
+                        "seq": max(record.seq, outbound.seq),
+                        "finished": final,
+                    }
+                )
+            )
+        return True
 
-    async def finish(self, outbound: Outbound, make: Callable[[Outbound], EditedReply]) -> None:
-        """Show the whole final text (in the streamed messages, if there were any)."""
-        key = outbound.reply_to or outbound.id
-        reply = self._replies.pop(key, None) or make(outbound)
+    async def finished(self, key: str) -> bool:
+        """Whether the final text of reply `key` is shown (by any gateway); False if unknown.
+
+        Typing indicators ask this, so one started here stops when another gateway answers.
+        """
         try:
-            await reply.finish(outbound.text)
-        except ChannelError as exc:
-            if not exc.permanent:
-                self._replies[key] = reply  # a retry continues where this stopped
-            raise
+            record = await self._records.get(key)
+        except ChannelError:
+            return False
+        return record is not None and record.finished
 
-    async def close(self) -> None:
-        """Drop pending updates (the adapter is stopping); final texts may still follow."""
-        for reply in self._replies.values():
-            await reply.close()
+
+async def _apply(chunks: list[str], shown: list[ShownMessage], into: ReplyTarget) -> None:
+    """Edit the messages whose text changed and send the missing ones; `shown` keeps up."""
+    for index, chunk in enumerate(chunks):
+        fingerprint = digest(chunk)
+        if index < len(shown):
+            if shown[index].digest != fingerprint:
+                await into.edit(shown[index].message_id, chunk)
+                shown[index] = ShownMessage(message_id=shown[index].message_id, digest=fingerprint)
+        else:
+            message_id = await into.send(index, chunk)
+            shown.append(ShownMessage(message_id=message_id, digest=fingerprint))

@@ -89,7 +89,8 @@ class TerminalAdapter:
         self._console = console
         self._user_name = user_name
         self._answered: dict[str, asyncio.Event] = {}
-        self._streamed: set[str] = set()
+        # How much of each streamed reply is printed (pieces carry the whole text so far).
+        self._printed: dict[str, int] = {}
         self._line_open = False
         self._stopping = asyncio.Event()
         self._sink: InboundSink | None = None
@@ -193,7 +194,7 @@ class TerminalAdapter:
             if cancel_installed:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
             del self._answered[inbound.id]
-            self._streamed.discard(inbound.id)
+            self._printed.pop(inbound.dedupe_key, None)
 
     async def _cancel(self, sink: InboundSink) -> None:
         self._end_line()
@@ -216,10 +217,12 @@ class TerminalAdapter:
     def _show(self, outbound: Outbound) -> None:
         match outbound.kind:
             case "delta":
-                if outbound.reply_to:
-                    self._streamed.add(outbound.reply_to)
-                self._console.print(outbound.text, end="", markup=False)
-                self._line_open = not outbound.text.endswith("\n")
+                printed = self._printed.get(outbound.record_key, 0)
+                piece = outbound.text[printed:]
+                if piece:
+                    self._printed[outbound.record_key] = len(outbound.text)
+                    self._console.print(piece, end="", markup=False)
+                    self._line_open = not piece.endswith("\n")
             case "progress":
                 self._end_line()
                 self._console.print(f"  ↳ {outbound.text}", style="dim", markup=False)
@@ -227,7 +230,7 @@ class TerminalAdapter:
                 if outbound.failed:
                     self._end_line()
                     self._console.print(outbound.text, style="red", markup=False)
-                elif outbound.reply_to in self._streamed:
+                elif outbound.record_key in self._printed:
                     self._end_line()
                 else:
                     self._console.print(outbound.text, markup=False)

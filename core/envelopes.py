@@ -11,7 +11,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 import msgpack
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from core.clock import utc_now
 from core.errors import BusError
@@ -97,13 +104,32 @@ class Inbound(BaseModel):
     platform_message_id: str | None = None
     # For kind == "command": the command word without the slash (`new`, `cost`, `help`).
     command: str | None = None
+    # "user": a person wrote it (`user_id` is their id on the platform). "scheduled": a run
+    # of a schedule; `address` is the chat its answer goes to, `owner` who made the schedule.
     origin: Literal["user", "scheduled"] = "user"
-    # For origin == "scheduled": the schedule and run, where the answer goes and when.
+    # For origin == "scheduled": the schedule and run, who made it and when it is delivered.
     schedule_id: str | None = None
     run_id: str | None = None
-    deliver_to: Address | None = None
+    # "<platform>:<user id>" of the person who made the schedule, or "cli" for the operator.
+    owner: str | None = None
     notify: Literal["always", "conditional", "never"] = "always"
     received_at: datetime = Field(default_factory=utc_now)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scheduled_before_owner(cls, data: Any) -> Any:
+        """Read a scheduled run written before `owner` (checkpoints, mailboxes): it had a
+        made-up `scheduled` address, its target in `deliver_to` and its owner in `user_id`."""
+        if (
+            isinstance(data, dict)
+            and data.get("origin") == "scheduled"
+            and data.get("deliver_to") is not None
+            and "owner" not in data
+        ):
+            data = {**data, "address": data["deliver_to"], "owner": data.get("user_id") or None}
+            data["user_id"] = ""
+            data.pop("deliver_to")
+        return data
 
     @property
     def session_key(self) -> str:
@@ -114,7 +140,9 @@ class Inbound(BaseModel):
 
     @property
     def dedupe_key(self) -> str:
-        """The identity of this message across redeliveries."""
+        """The identity of this message across redeliveries (of a scheduled run: its run)."""
+        if self.origin == "scheduled" and self.run_id:
+            return f"scheduled:{self.schedule_id}:{self.run_id}"
         ident = self.platform_message_id or self.id
         return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
 
@@ -127,7 +155,9 @@ class Outbound(BaseModel):
 
     * `typing`: the bot is working (adapters renew a typing indicator).
     * `progress`: a short note about tool activity.
-    * `delta`: more answer text for a streamed reply (`text` is the new piece).
+    * `delta`: a streamed reply so far: `text` is the whole answer up to now and `seq` orders
+      the pieces of one reply, so whichever gateway takes a piece shows it or skips it as
+      older than what is shown (`core/replies.py`).
     * `reply`: the whole final answer of a turn (`failed` when it is an apology).
     * `notice`: a short system answer (a command's confirmation, a cancelled turn).
     * `notification`: a proactive message nobody asked for just now (schedules).
@@ -144,8 +174,18 @@ class Outbound(BaseModel):
     # The `Inbound.id` this answers, so a channel can thread it and correlate stream pieces.
     reply_to: str | None = None
     reply_to_platform_id: str | None = None
+    # The reply this is (part of): the answered `Inbound.dedupe_key`; its pieces and final text
+    # share it, and it keys the reply's record. None: the delivery stands alone (its `id`).
+    reply_key: str | None = None
+    # Orders the pieces of one reply (`delta`s, then the final text): higher is newer.
+    seq: int = 0
     failed: bool = False
     created_at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def record_key(self) -> str:
+        """The key of the reply record this delivery is shown under."""
+        return self.reply_key or self.id
 
     @property
     def ends_turn(self) -> bool:

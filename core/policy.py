@@ -68,7 +68,7 @@ class ChannelPolicy(BaseModel):
 
     def mode_for(self, inbound: Inbound) -> str:
         """The name of the capability mode for this message's chat."""
-        return self.mode_for_address(inbound.deliver_to or inbound.address)
+        return self.mode_for_address(inbound.address)
 
     def mode_for_address(self, address: Address) -> str:
         """The name of the capability mode of a chat."""

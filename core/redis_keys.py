@@ -104,6 +104,14 @@ class RedisKeys:
         """Hash of a turn's checkpoint: `body` → the checkpoint's JSON."""
         return f"{self.prefix}checkpoint:{run_key}"
 
+    def reply_record(self, key: str) -> str:
+        """What a streamed reply shows: its pieces' sequence and message ids (msgpack)."""
+        return f"{self.prefix}reply:{key}"
+
+    def reply_hold(self, key: str) -> str:
+        """The lease of the gateway working on a reply now."""
+        return f"{self.prefix}reply-hold:{key}"
+
     def running_checkpoints(self) -> str:
         """Sorted set of the run keys of `running` checkpoints, scored by `updated_at` (µs)."""
         return f"{self.prefix}checkpoints-running"

@@ -14,6 +14,7 @@ from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
 from channels.gateway import Gateway
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.base import Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
 from core.envelopes import EventEnvelope
@@ -72,9 +73,7 @@ def serve(ctx: click.Context, profile: str | None) -> None:
 
 async def _serve_platforms(settings: Settings) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    menu = command_registry().menu()
-    adapters = REGISTERED.configured_adapters(settings.environ, profile, menu)
-    if not adapters:
+    if not any(spec.configured(settings.environ) for spec in REGISTERED.specs if spec.build):
         tokens = [spec.env[0] for spec in REGISTERED.specs if spec.build and spec.env]
         listed = f"{', '.join(tokens[:-1])} or {tokens[-1]}" if len(tokens) > 1 else tokens[0]
         raise ConfigError(
@@ -82,6 +81,9 @@ async def _serve_platforms(settings: Settings) -> None:
             "(or use `switchboard chat` for the terminal)"
         )
     async with embedded(settings, profile) as parts:
+        replies = ReplyStreams(parts.replies, IncrementalRender())
+        menu = command_registry().menu()
+        adapters = REGISTERED.configured_adapters(settings.environ, profile, menu, replies)
         gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
         on_signals(lambda: [g.stop() for g in gateways])
         await run_with_gateways(parts, gateways)
@@ -105,8 +107,10 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 async def _gateway(settings: Settings, platform: str) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    adapter = REGISTERED.adapter_for(platform, settings.environ, profile, command_registry().menu())
     async with backends(settings) as found:
+        replies = ReplyStreams(found.replies, IncrementalRender())
+        menu = command_registry().menu()
+        adapter = REGISTERED.adapter_for(platform, settings.environ, profile, menu, replies)
         runner = Gateway(adapter, found.bus)
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None

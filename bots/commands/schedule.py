@@ -124,7 +124,6 @@ async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to
                 prompt=options["prompt"],
                 deliver_to=to,
                 owner="cli",
-                owner_is_admin=True,
                 notify=options["policy"],
                 misfire=options["misfire"],
             )

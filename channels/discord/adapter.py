@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from channels.attachments import ReceivedImages
 from channels.base import InboundSink
 from channels.discord.commands import build_tree, sync_commands
-from channels.discord.format import discord_chunks
-from channels.streaming import EditedReply, ReplyStreams
+from channels.discord.format import DISCORD_LIMIT, discord_chunks
+from channels.streaming import ReplyStreams, ReplyTarget
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
@@ -56,7 +56,7 @@ INTENTS = discord.Intents(guilds=True, guild_messages=True, dm_messages=True, me
 Message Content intent must be switched on in the developer portal)."""
 
 _T = TypeVar("_T")
-_Send = Callable[[str], Awaitable[str]]
+_Send = Callable[[int, str], Awaitable[str]]
 _Edit = Callable[[str, str], Awaitable[None]]
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 _MAX_IMAGES = 4
@@ -79,7 +79,6 @@ class DiscordSettings(BaseModel):
     api_url: str = "https://discord.com/api/v10"
     gateway_url: str | None = None
     reply_in_thread: bool = False
-    edit_interval: float = Field(default=1.0, ge=0)
     # Discord shows "typing…" for 10 s per call.
     typing_interval: float = Field(default=8.0, gt=0)
 
@@ -133,7 +132,11 @@ class _Client(discord.Client):
 class DiscordAdapter:
     """One Discord bot, seen as a `ChannelAdapter`."""
 
-    def __init__(self, settings: DiscordSettings, *, menu: Sequence[CommandInfo]) -> None:
+    def __init__(
+        self, settings: DiscordSettings, *, menu: Sequence[CommandInfo], replies: ReplyStreams
+    ) -> None:
+        """`menu` is the chat commands to offer; `replies` shows streamed replies through
+        records every gateway shares."""
         self.settings = settings
         self._menu = tuple(menu)
         # A bot token starts with the bot's user id in base64: known without a request.
@@ -146,7 +149,7 @@ class DiscordAdapter:
         self._logged_in = asyncio.Event()
         self._intake = asyncio.Lock()
         self._asks: OrderedDict[str, _Ask] = OrderedDict()
-        self._replies = ReplyStreams()
+        self._replies = replies
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._threads: set[int] = set()  # threads the bot wrote in or opened
 
@@ -209,7 +212,6 @@ class DiscordAdapter:
     async def _shutdown(self, client: _Client, connecting: asyncio.Task[None] | None) -> None:
         for task in self._typing.values():
             task.cancel()
-        await self._replies.close()
         await client.close()
         if connecting is not None:
             with contextlib.suppress(Exception):  # the error, if any, was raised already
@@ -382,17 +384,17 @@ class DiscordAdapter:
             case "typing":
                 ask = self._asks.get(key)
                 if ask is None or ask.live_interaction() is None:  # "thinking…" shows already
-                    await self._start_typing(outbound.address)
+                    await self._start_typing(outbound.address, outbound.record_key)
             case "progress":
-                pass  # tool activity would be noise in a chat; typing shows the bot works
+                pass  # not queued for Discord (the worker's stream policy); typing shows work
             case "delta":
-                await self._replies.add(outbound, self._reply_for)
+                await self._replies.show(outbound, self._reply_for)
             case "reply" | "notice" | "notification" | "question":
                 self._stop_typing(outbound.address)
-                await self._replies.finish(outbound, self._reply_for)
+                await self._replies.show(outbound, self._reply_for)
                 self._asks.pop(key, None)
 
-    def _reply_for(self, outbound: Outbound) -> EditedReply:
+    def _reply_for(self, outbound: Outbound) -> ReplyTarget:
         ask = self._asks.get(outbound.reply_to) if outbound.reply_to else None
         # Only the asker may be pinged, by the reply itself or by a mention the model wrote.
         mentions = discord.AllowedMentions(
@@ -407,9 +409,7 @@ class DiscordAdapter:
         else:
             key = outbound.reply_to or outbound.id
             send, edit = self._channel_calls(outbound.address, key, ask, mentions)
-        return EditedReply(
-            send=send, edit=edit, render=discord_chunks, interval=self.settings.edit_interval
-        )
+        return ReplyTarget(send=send, edit=edit, render=discord_chunks, part_size=DISCORD_LIMIT)
 
     def _channel_calls(
         self, address: Address, key: str, ask: _Ask | None, mentions: discord.AllowedMentions
@@ -417,15 +417,14 @@ class DiscordAdapter:
         assert self._client is not None
         target = int(address.thread or address.chat)
         channel = self._client.get_partial_messageable(target)
-        quote = ask.quote if ask else None
-        sent = 0
+        quoted = ask.quote if ask else None
 
-        async def send(chunk: str) -> str:
-            nonlocal quote, sent
+        async def send(index: int, chunk: str) -> str:
             # The same nonce for the same message of the same answer: Discord creates it once,
             # however often it is sent (a retry after a lost response, another gateway taking
             # over a half-shown answer) and returns the one it has.
-            nonce = _nonce(key, sent)
+            nonce = _nonce(key, index)
+            quote = quoted if index == 0 else None  # only the first message quotes the question
             if quote is None:
                 sending = channel.send(chunk, allowed_mentions=mentions, nonce=nonce)
             else:
@@ -438,8 +437,6 @@ class DiscordAdapter:
             message = await _translate(sending)
             if message.content != chunk:  # the one sent before shows an earlier text
                 await _translate(message.edit(content=chunk, allowed_mentions=mentions))
-            quote = None  # only the first message of an answer quotes the question
-            sent += 1
             if address.thread:
                 self._threads.add(target)
             return str(message.id)
@@ -450,7 +447,7 @@ class DiscordAdapter:
 
         return send, edit
 
-    async def _start_typing(self, address: Address) -> None:
+    async def _start_typing(self, address: Address, reply: str) -> None:
         key = address.session_key
         if key in self._typing and not self._typing[key].done():
             return
@@ -458,19 +455,24 @@ class DiscordAdapter:
         channel = self._client.get_partial_messageable(int(address.thread or address.chat))
         # The first indicator before anything else is delivered; renewals in the background.
         await self._typing_once(channel)
-        self._typing[key] = asyncio.create_task(self._keep_typing(channel))
+        self._typing[key] = asyncio.create_task(self._keep_typing(channel, reply))
 
     def _stop_typing(self, address: Address) -> None:
         task = self._typing.pop(address.session_key, None)
         if task is not None:
             task.cancel()
 
-    async def _keep_typing(self, channel: discord.PartialMessageable) -> None:
-        """Discord shows "typing…" for about 10 s per call; renew it while the turn runs."""
+    async def _keep_typing(self, channel: discord.PartialMessageable, reply: str) -> None:
+        """Discord shows "typing…" for about 10 s per call; renew it while the turn runs.
+
+        The reply may be shown by another gateway: its record says so, and renewing stops.
+        """
         loop = asyncio.get_running_loop()
         until = loop.time() + _MAX_TYPING_SECONDS
         while loop.time() < until:
             await asyncio.sleep(self.settings.typing_interval)
+            if await self._replies.finished(reply):
+                return
             await self._typing_once(channel)
 
     async def _typing_once(self, channel: discord.PartialMessageable) -> None:
@@ -484,15 +486,12 @@ def _interaction_calls(
     """Send and edit for a slash command's answer: its deferred response first, then
     follow-up messages for what does not fit."""
     original = "@original"
-    shown = False
 
-    async def send(chunk: str) -> str:
-        nonlocal shown
-        if not shown:
+    async def send(index: int, chunk: str) -> str:
+        if index == 0:
             await _translate(
                 interaction.edit_original_response(content=chunk, allowed_mentions=mentions)
             )
-            shown = True
             return original
         message = await _translate(
             interaction.followup.send(chunk, allowed_mentions=mentions, wait=True)

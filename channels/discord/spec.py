@@ -41,9 +41,8 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         setup.env,
         _ENV,
         reply_in_thread=options.reply_in_thread,
-        edit_interval=_STREAM_INTERVAL,
     )
-    return DiscordAdapter(settings, menu=setup.menu)
+    return DiscordAdapter(settings, menu=setup.menu, replies=setup.replies)
 
 
 def _leader_role(env: Mapping[str, str]) -> str | None:

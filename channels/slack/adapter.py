@@ -40,9 +40,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
-from channels.slack.format import mrkdwn_to_text, slack_chunks
+from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
-from channels.streaming import EditedReply, ReplyStreams
+from channels.streaming import ReplyStreams, ReplyTarget
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
@@ -82,7 +82,6 @@ class SlackSettings(BaseModel):
     host: str = "0.0.0.0"  # Slack must be able to reach it (through a proxy)
     port: int = Field(default=3000, ge=0, le=65535)
     path: str = "/slack/events"
-    edit_interval: float = Field(default=1.0, ge=0)
     working_status: str = "is thinking…"
     working_reaction: str = "hourglass_flowing_sand"
     # Slack drops a status after two minutes without a message; tool use renews it after this.
@@ -102,7 +101,11 @@ class _Working:
 class SlackAdapter:
     """One Slack app in one workspace, seen as a `ChannelAdapter`."""
 
-    def __init__(self, settings: SlackSettings, *, menu: Sequence[CommandInfo]) -> None:
+    def __init__(
+        self, settings: SlackSettings, *, menu: Sequence[CommandInfo], replies: ReplyStreams
+    ) -> None:
+        """`menu` is the chat commands to offer; `replies` shows streamed replies through
+        records every gateway shares."""
         if settings.app_token is None and settings.signing_secret is None:
             raise ConfigError(
                 "Slack needs SLACK_SIGNING_SECRET (Events API over HTTP) or SLACK_APP_TOKEN "
@@ -121,7 +124,7 @@ class SlackAdapter:
         self._app = self._build(AsyncWebClient(base_url=api_url, retry_handlers=retries))
         self._sink: InboundSink | None = None
         self._stopped = asyncio.Event()
-        self._replies = ReplyStreams()
+        self._replies = replies
         self._working: dict[str, _Working] = {}
         self._status_available = True
         self._seen_events: OrderedDict[str, None] = OrderedDict()
@@ -315,7 +318,6 @@ class SlackAdapter:
             await asyncio.wait(set(self._receiving), timeout=_HANDOFF_GRACE)
         for task in list(self._receiving):
             task.cancel()
-        await self._replies.close()
 
     # --- receiving -------------------------------------------------------------------------
 
@@ -482,21 +484,21 @@ class SlackAdapter:
                 # Tool activity would be noise in a channel; the working state shows it.
                 await self._renew_working(key)
             case "delta":
-                await self._replies.add(outbound, self._reply_for)
+                await self._replies.show(outbound, self._reply_for)
             case "reply" | "notice" | "notification" | "question":
                 try:
-                    await self._replies.finish(outbound, self._reply_for)
+                    await self._replies.show(outbound, self._reply_for)
                 except ChannelError as exc:
                     if exc.permanent:
-                        await self._end_working(key)
+                        await self._end_working(key, outbound)
                     raise
-                await self._end_working(key)
+                await self._end_working(key, outbound)
 
-    def _reply_for(self, outbound: Outbound) -> EditedReply:
+    def _reply_for(self, outbound: Outbound) -> ReplyTarget:
         address = outbound.address
         channel, thread = address.chat, address.thread
 
-        async def send(chunk: str) -> str:
+        async def send(index: int, chunk: str) -> str:
             response = await call(
                 self._client.chat_postMessage(channel=channel, text=chunk, thread_ts=thread)
             )
@@ -507,14 +509,12 @@ class SlackAdapter:
         async def edit(ts: str, chunk: str) -> None:
             await call(self._client.chat_update(channel=channel, ts=ts, text=chunk))
 
-        return EditedReply(
-            send=send, edit=edit, render=slack_chunks, interval=self.settings.edit_interval
-        )
+        return ReplyTarget(send=send, edit=edit, render=slack_chunks, part_size=SLACK_LIMIT)
 
     async def _show_working(self, key: str, outbound: Outbound) -> None:
         """The assistant status of the thread where the app may set one; else a reaction."""
-        if key in self._working:
-            return
+        if key in self._working or await self._replies.finished(outbound.record_key):
+            return  # shown already, or answered already (by another gateway)
         address = outbound.address
         if address.thread is not None and await self._set_status(address.chat, address.thread):
             # Slack clears the status when the app replies in the thread.
@@ -564,9 +564,18 @@ class SlackAdapter:
             raise ChannelError(f"slack unreachable: {exc}") from exc
         return True
 
-    async def _end_working(self, key: str) -> None:
+    async def _end_working(self, key: str, outbound: Outbound) -> None:
+        """Take the working reaction off the question, whichever gateway put it there.
+
+        Another gateway may have reacted: without a local note, the reply's own reference to
+        the question says where (a reaction that is not there is no error).
+        """
         working = self._working.pop(key, None)
-        if working is None or working.reaction_ts is None:
+        if working is None:
+            if outbound.kind != "reply" or outbound.reply_to_platform_id is None:
+                return
+            working = _Working(outbound.address.chat, reaction_ts=outbound.reply_to_platform_id)
+        if working.reaction_ts is None:
             return
         try:
             await call(
@@ -576,6 +585,9 @@ class SlackAdapter:
                     name=self.settings.working_reaction,
                 )
             )
+        except Refused as exc:
+            if exc.error != "no_reaction":
+                log.info("could not remove the working reaction: %s", exc)
         except ChannelError as exc:
             log.info("could not remove the working reaction: %s", exc)
 

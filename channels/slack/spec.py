@@ -25,8 +25,9 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
     from channels.slack.adapter import SlackAdapter, SlackSettings
 
     return SlackAdapter(
-        settings_from_env(SlackSettings, setup.env, _ENV, edit_interval=_STREAM_INTERVAL),
+        settings_from_env(SlackSettings, setup.env, _ENV),
         menu=setup.menu,
+        replies=setup.replies,
     )
 
 

@@ -35,8 +35,8 @@ from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandl
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
-from channels.streaming import EditedReply, ReplyStreams
-from channels.telegram.format import telegram_chunks
+from channels.streaming import ReplyStreams, ReplyTarget
+from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
@@ -66,7 +66,6 @@ class TelegramSettings(BaseModel):
     webhook_host: str = "0.0.0.0"  # Telegram must be able to reach it
     webhook_port: int = Field(default=8443, ge=0, le=65535)
     poll_timeout: int = Field(default=30, ge=0)
-    edit_interval: float = Field(default=1.0, ge=0)
     typing_interval: float = Field(default=4.0, gt=0)
 
 
@@ -79,7 +78,11 @@ def bot_commands(menu: Sequence[CommandInfo]) -> list[BotCommand]:
 class TelegramAdapter:
     """One Telegram bot, seen as a `ChannelAdapter`."""
 
-    def __init__(self, settings: TelegramSettings, *, menu: Sequence[CommandInfo]) -> None:
+    def __init__(
+        self, settings: TelegramSettings, *, menu: Sequence[CommandInfo], replies: ReplyStreams
+    ) -> None:
+        """`menu` is the chat commands to offer; `replies` shows streamed replies through
+        records every gateway shares."""
         if settings.webhook_url:
             secret = settings.webhook_secret
             if secret is None:
@@ -96,7 +99,7 @@ class TelegramAdapter:
         self._app = self._build(token)
         self._sink: InboundSink | None = None
         self._stopped = asyncio.Event()
-        self._replies = ReplyStreams()
+        self._replies = replies
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
         self._bad_requests = BadRequestLog(log)
@@ -168,7 +171,6 @@ class TelegramAdapter:
     async def _shutdown(self) -> None:
         for task in self._typing.values():
             task.cancel()
-        await self._replies.close()
         if self._webhook_runner is not None:
             await self._webhook_runner.cleanup()
         app = self._app
@@ -312,37 +314,32 @@ class TelegramAdapter:
         """Show typing, stream pieces and final answers in their chat."""
         match outbound.kind:
             case "typing":
-                self._start_typing(outbound.address)
+                self._start_typing(outbound.address, outbound.record_key)
             case "progress":
-                pass  # tool activity would be noise in a chat; typing shows the bot works
+                pass  # not queued for Telegram (the worker's stream policy); typing shows work
             case "delta":
-                await self._replies.add(outbound, self._reply_for)
+                await self._replies.show(outbound, self._reply_for)
             case "reply" | "notice" | "notification" | "question":
                 self._stop_typing(outbound.address)
-                await self._replies.finish(outbound, self._reply_for)
+                await self._replies.show(outbound, self._reply_for)
 
-    def _reply_for(self, outbound: Outbound) -> EditedReply:
+    def _reply_for(self, outbound: Outbound) -> ReplyTarget:
         address = outbound.address
         chat_id = int(address.chat)
         thread = int(address.thread) if address.thread else None
         quote = outbound.reply_to_platform_id if chat_id < 0 else None
-        sent_any = False
 
-        async def send(chunk: str) -> str:
-            nonlocal sent_any
+        async def send(index: int, chunk: str) -> str:
             reply = None
-            if quote and not sent_any:
+            if quote and index == 0:
                 reply = ReplyParameters(message_id=int(quote), allow_sending_without_reply=True)
             message = await self._send(chat_id, chunk, thread=thread, reply=reply)
-            sent_any = True
             return str(message.message_id)
 
         async def edit(message_id: str, chunk: str) -> None:
             await self._edit(chat_id, int(message_id), chunk)
 
-        return EditedReply(
-            send=send, edit=edit, render=telegram_chunks, interval=self.settings.edit_interval
-        )
+        return ReplyTarget(send=send, edit=edit, render=telegram_chunks, part_size=TELEGRAM_LIMIT)
 
     async def _send(
         self, chat_id: int, html: str, *, thread: int | None, reply: ReplyParameters | None
@@ -381,23 +378,26 @@ class TelegramAdapter:
         except _NotModified:
             pass
 
-    def _start_typing(self, address: Address) -> None:
+    def _start_typing(self, address: Address, reply: str) -> None:
         key = address.session_key
         if key in self._typing and not self._typing[key].done():
             return
-        self._typing[key] = asyncio.create_task(self._keep_typing(address))
+        self._typing[key] = asyncio.create_task(self._keep_typing(address, reply))
 
     def _stop_typing(self, address: Address) -> None:
         task = self._typing.pop(address.session_key, None)
         if task is not None:
             task.cancel()
 
-    async def _keep_typing(self, address: Address) -> None:
-        """Telegram shows "typing…" for about 5 s per call; renew it while the turn runs."""
+    async def _keep_typing(self, address: Address, reply: str) -> None:
+        """Telegram shows "typing…" for about 5 s per call; renew it while the turn runs.
+
+        The reply may be shown by another gateway: its record says so, and renewing stops.
+        """
         thread = int(address.thread) if address.thread else None
         loop = asyncio.get_running_loop()
         until = loop.time() + _MAX_TYPING_SECONDS
-        while loop.time() < until:
+        while loop.time() < until and not await self._replies.finished(reply):
             with contextlib.suppress(TelegramError):
                 await self._app.bot.send_chat_action(
                     int(address.chat), ChatAction.TYPING, message_thread_id=thread

@@ -30,8 +30,9 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
     from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 
     return TelegramAdapter(
-        settings_from_env(TelegramSettings, setup.env, _ENV, edit_interval=_STREAM_INTERVAL),
+        settings_from_env(TelegramSettings, setup.env, _ENV),
         menu=setup.menu,
+        replies=setup.replies,
     )
 
 

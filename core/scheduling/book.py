@@ -60,7 +60,6 @@ class ScheduleBook:
         prompt: str,
         deliver_to: Address,
         owner: str,
-        owner_is_admin: bool = False,
         notify: NotifyPolicy = "always",
         misfire: Literal["skip", "run_once"] = "skip",
     ) -> Schedule:
@@ -79,7 +78,6 @@ class ScheduleBook:
             deliver_to=deliver_to,
             notify=notify,
             owner=owner,
-            owner_is_admin=owner_is_admin,
             next_run_at=first,
             misfire=misfire,
             created_at=now,

@@ -68,9 +68,10 @@ class Schedule(BaseModel):
     prompt: str = Field(min_length=1)
     deliver_to: Address
     notify: NotifyPolicy = "always"
-    # Who made it: "<platform>:<user id>", or "cli" for the operator.
+    # Who made it: "<platform>:<user id>", or "cli" for the operator. Whether the owner is an
+    # admin is read from the policy when it runs (records written with `owner_is_admin` load:
+    # the field is ignored).
     owner: str
-    owner_is_admin: bool = False
     status: ScheduleStatus = "active"
     # When the next run is due; None once nothing is left to run.
     next_run_at: datetime | None

@@ -17,7 +17,7 @@ from typing import Protocol
 from core.bus.base import Bus
 from core.bus.names import INBOUND
 from core.clock import Clock, utc_now
-from core.envelopes import Address, Inbound, new_id
+from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
 from core.scheduling.cadence import first_run, plan
 from core.scheduling.models import Schedule, ScheduleRun
@@ -120,14 +120,12 @@ class Scheduler:
             INBOUND,
             Inbound(
                 origin="scheduled",
-                address=Address(platform="scheduled", bot="scheduler", chat=schedule.id),
+                address=schedule.deliver_to,
                 text=schedule.prompt,
-                user_id=schedule.owner,
+                owner=schedule.owner,
                 is_direct=True,
-                platform_message_id=run.id,
                 schedule_id=schedule.id,
                 run_id=run.id,
-                deliver_to=schedule.deliver_to,
                 notify=schedule.notify,
             ),
         )

@@ -96,7 +96,6 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
                 prompt=args.prompt,
                 deliver_to=address,
                 owner=owner,
-                owner_is_admin=context.is_admin,
                 notify=args.notify,
             )
         except CadenceError as exc:
@@ -179,7 +178,7 @@ def _cadence(args: ScheduleCreateArgs, now: datetime) -> Cadence:
 
 
 def _chat(context: ToolContext) -> Address:
-    if context.address is None or context.address.platform == "scheduled":
+    if context.address is None:
         raise ToolError("Schedules can only be made from a chat.")
     return context.address
 

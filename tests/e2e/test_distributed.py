@@ -299,7 +299,7 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
             # Down until every process has noticed, then back on the same port, data intact.
             outage = {
                 gateway: r"WARNING channels\.gateway: cannot receive deliveries",
-                worker: r"WARNING core\.dispatch: cannot receive work",
+                worker: r"WARNING core\.worker: cannot receive work",
                 printer: r"subscription to \S+ interrupted",
             }
             for launched, noticed in outage.items():

@@ -22,15 +22,18 @@ from bots.platforms import REGISTERED, command_registry
 from channels import discord as discord_channel
 from channels.discord.adapter import DiscordAdapter, DiscordSettings
 from channels.gateway import Gateway
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
-from core.dispatch import Worker
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
+from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.tools import ToolRegistry, builtin_tools
+from core.worker import Worker
 from tests.fakes.discord_api import FakeDiscord, SentMessage
+from tests.workers import build_worker
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
@@ -71,7 +74,7 @@ async def serving(
 
     Yields once the bot has identified and the fake has sent READY and its GUILD_CREATE.
     """
-    settings: dict[str, Any] = {"edit_interval": 0.05} | options
+    settings: dict[str, Any] = dict(options)
     adapter = DiscordAdapter(
         DiscordSettings(
             token=SecretStr(fake.token),
@@ -80,12 +83,13 @@ async def serving(
             **settings,
         ),
         menu=(commands or COMMANDS).menu(),
+        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
         provider=provider, model="test-model", tools=ToolRegistry(builtin_tools()), store=store
     )
-    worker = Worker(
+    worker = build_worker(
         bus=bus,
         store=store,
         runtime=runtime,

@@ -21,15 +21,18 @@ from bots.platforms import REGISTERED, command_registry
 from channels import slack
 from channels.gateway import Gateway
 from channels.slack.adapter import SlackAdapter, SlackSettings
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
-from core.dispatch import Worker
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
+from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.tools import ToolRegistry, builtin_tools
+from core.worker import Worker
 from tests.fakes.slack_api import FakeSlack, SentMessage
+from tests.workers import build_worker
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
@@ -89,7 +92,7 @@ async def serving(
         if mode == "socket"
         else {"signing_secret": SecretStr(fake.signing_secret)}
     )
-    settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0, "edit_interval": 0.05}
+    settings: dict[str, Any] = {"host": "127.0.0.1", "port": 0}
     adapter = SlackAdapter(
         SlackSettings(
             bot_token=SecretStr(fake.bot_token),
@@ -97,6 +100,7 @@ async def serving(
             **(credentials | settings | options),
         ),
         menu=(commands or COMMANDS).menu(),
+        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
@@ -105,7 +109,7 @@ async def serving(
         tools=ToolRegistry(builtin_tools()),
         store=store,
     )
-    worker = Worker(
+    worker = build_worker(
         bus=bus,
         store=store,
         runtime=runtime,

@@ -21,17 +21,20 @@ from pydantic import SecretStr
 from bots.platforms import REGISTERED, command_registry
 from channels import telegram
 from channels.gateway import Gateway
+from channels.streaming import IncrementalRender, ReplyStreams
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
-from core.dispatch import Worker
 from core.events import Finished, ModelEvent, TextDelta
 from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest, Provider
+from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.tools import ToolRegistry, builtin_tools
+from core.worker import Worker
 from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage
+from tests.workers import build_worker
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
@@ -75,10 +78,11 @@ async def serving(
     Yields once the bot is listening: its first `getUpdates` is held, or, for a webhook,
     `setWebhook` was called (the adapter's server is up before it calls).
     """
-    settings: dict[str, Any] = {"poll_timeout": 1, "edit_interval": 0.05} | options
+    settings: dict[str, Any] = {"poll_timeout": 1} | options
     adapter = TelegramAdapter(
         TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings),
         menu=(commands or COMMANDS).menu(),
+        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
     )
     bus = MemoryBus()
     runtime = AgentRuntime(
@@ -87,7 +91,7 @@ async def serving(
         tools=ToolRegistry(builtin_tools()),
         store=store,
     )
-    worker = Worker(
+    worker = build_worker(
         bus=bus,
         store=store,
         runtime=runtime,

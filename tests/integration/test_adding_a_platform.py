@@ -19,17 +19,19 @@ from bots.platforms import PLATFORMS, Platforms, command_registry
 from bots.profiles import load_profile
 from channels.base import ChannelSetup, ChannelSpec, InboundSink
 from channels.gateway import Gateway
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.addresses import AddressGrammar
 from core.bus.memory import MemoryBus
 from core.commands import CommandInfo
-from core.dispatch import Worker
 from core.envelopes import Address, Inbound, Outbound
 from core.policy import ChannelPolicy
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import REDACTED, Redactor
+from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.sqlite import SqliteStore
 from core.tools import ToolRegistry, builtin_tools
+from tests.workers import build_worker
 
 PATIENCE = 5.0
 TOKEN = "pgr_0123456789abcdefghij"
@@ -124,7 +126,8 @@ async def test_a_platform_defined_in_a_test_answers_a_turn_end_to_end(
     (tmp_path / "bot").mkdir()
     profile = load_profile(tmp_path, "bot", WITH_PAGER)  # a profile without [modes]
     commands = command_registry()
-    [adapter] = WITH_PAGER.configured_adapters(env, profile, commands.menu())
+    replies = ReplyStreams(MemoryReplyRecords(), IncrementalRender())
+    [adapter] = WITH_PAGER.configured_adapters(env, profile, commands.menu(), replies)
     assert isinstance(adapter, PagerAdapter)
     assert adapter.menu == commands.menu()
 
@@ -133,7 +136,7 @@ async def test_a_platform_defined_in_a_test_answers_a_turn_end_to_end(
         provider=provider, model="test-model", tools=ToolRegistry(builtin_tools()), store=store
     )
     bus = MemoryBus()
-    worker = Worker(
+    worker = build_worker(
         bus=bus,
         store=store,
         runtime=runtime,
@@ -141,6 +144,7 @@ async def test_a_platform_defined_in_a_test_answers_a_turn_end_to_end(
             modes=profile.settings.modes, admins=frozenset(profile.settings.admins)
         ),
         prompt_hints=WITH_PAGER.prompt_hints(),
+        streaming=WITH_PAGER.stream_policies(),
         commands=commands,
     )
     gateway = Gateway(adapter, bus)

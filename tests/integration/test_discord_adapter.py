@@ -26,8 +26,8 @@ from bots.logs import configure_logging
 from bots.platforms import REGISTERED
 from channels.discord.adapter import INTENTS, DiscordAdapter, DiscordSettings
 from channels.discord.format import DISCORD_LIMIT
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.names import outbound_queue
-from core.dispatch import REFUSAL_TEXT
 from core.envelopes import Address, Outbound
 from core.errors import ConfigError
 from core.messages import Message
@@ -36,7 +36,9 @@ from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
+from core.replies import MemoryReplyRecords
 from core.store.sqlite import SqliteStore
+from core.turns import REFUSAL_TEXT
 from tests.fakes.discord_api import FakeDiscord, Request
 from tests.fakes.discord_events import CHANNEL, GUILD, OTHER_CHANNEL, token_for
 from tests.integration.discord_helpers import (
@@ -78,7 +80,7 @@ def bot_key(fake: FakeDiscord) -> str:
 # --- direct messages -----------------------------------------------------------------------
 
 
-async def test_a_dm_is_answered_after_typing(fake_discord: FakeDiscord, store: SqliteStore):
+async def test_a_dm_is_answered_after_typing(fake_discord: FakeDiscord, store: SqliteStore) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()):
         fake.dm(ALICE, "what is 6*7?")
@@ -102,7 +104,7 @@ async def test_a_dm_is_answered_after_typing(fake_discord: FakeDiscord, store: S
 
 async def test_a_server_message_is_answered_only_when_the_bot_is_mentioned(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     provider = scripted("hello Alice")
     async with serving(fake, store, provider):
@@ -120,7 +122,9 @@ async def test_a_server_message_is_answered_only_when_the_bot_is_mentioned(
     assert "calculator" in offered and offered <= SAFE_CHAT_TOOLS
 
 
-async def test_a_reply_to_the_bot_is_answered(fake_discord: FakeDiscord, store: SqliteStore):
+async def test_a_reply_to_the_bot_is_answered(
+    fake_discord: FakeDiscord, store: SqliteStore
+) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()):
         fake.post(CHANNEL, "hello bot", user_id=ALICE, mention=True)
@@ -133,7 +137,7 @@ async def test_a_reply_to_the_bot_is_answered(fake_discord: FakeDiscord, store: 
 
 async def test_threads_the_bot_takes_part_in_are_answered_each_in_its_own_session(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()):
         joined = int(fake.start_thread(CHANNEL, "planning")["id"])
@@ -158,7 +162,7 @@ async def test_threads_the_bot_takes_part_in_are_answered_each_in_its_own_sessio
 
 async def test_reply_in_thread_answers_a_mention_in_a_new_thread(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider(), reply_in_thread=True):
         asked = fake.post(CHANNEL, "plan the offsite", user_id=ALICE, mention=True)
@@ -182,7 +186,7 @@ async def test_reply_in_thread_answers_a_mention_in_a_new_thread(
 
 async def test_messages_of_bots_and_of_the_bot_itself_are_ignored(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     provider = scripted("only for the human")
     async with serving(fake, store, provider):
@@ -200,7 +204,7 @@ async def test_messages_of_bots_and_of_the_bot_itself_are_ignored(
 
 async def test_model_output_pings_nobody_but_the_asker(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     loud = f"@everyone @here <@&{GUILD}> <@{BOB}> and you, <@{ALICE}>"
     async with serving(fake, store, scripted(loud, loud)):
@@ -220,7 +224,7 @@ async def test_model_output_pings_nobody_but_the_asker(
 
 async def test_a_long_answer_is_split_with_balanced_code_fences(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     code = "\n".join(f"def step_{n:03d}(x):\n    return x * {n}  # `{n}`" for n in range(130))
     prose = "\n\n".join(f"Paragraph {n}: " + "words and more words. " * 12 for n in range(16))
@@ -242,7 +246,7 @@ async def test_a_long_answer_is_split_with_balanced_code_fences(
 
 async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     pieces = ["Alpha. ", "Beta. ", "Gamma. ", "Delta."]
     provider = PacedProvider(pieces)
@@ -254,7 +258,7 @@ async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
         seen_at.append(time.monotonic())
         return True
 
-    async with serving(fake, store, provider, edit_interval=0.3, stream_interval=0.0):
+    async with serving(fake, store, provider, stream_interval=0.3):
         fake.dm(ALICE, "tell me slowly")
         dm = fake.dm_channel_id(ALICE)
         sent = await fake.wait_for_request("create_message", lambda r: arrived(r, "Alpha."))
@@ -280,7 +284,7 @@ async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
 
 async def test_a_rate_limited_reply_waits_and_arrives_once(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     fake.fail_next("create_message", retry_after=0.3)
     async with serving(fake, store, scripted("worth the wait")):
@@ -295,7 +299,7 @@ async def test_a_rate_limited_reply_waits_and_arrives_once(
 
 async def test_an_image_reaches_the_model_and_other_files_do_not(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
     image = fake.add_attachment(png, filename="chart.png", content_type="image/png")
@@ -313,7 +317,9 @@ async def test_an_image_reaches_the_model_and_other_files_do_not(
     assert fake.downloads == [image["url"].split("/", 3)[3]]
 
 
-async def test_typing_is_renewed_while_a_turn_runs(fake_discord: FakeDiscord, store: SqliteStore):
+async def test_typing_is_renewed_while_a_turn_runs(
+    fake_discord: FakeDiscord, store: SqliteStore
+) -> None:
     fake = fake_discord
     provider = PacedProvider(["Thought about it."])
     async with serving(fake, store, provider, typing_interval=0.05, stream_interval=0.0):
@@ -328,7 +334,7 @@ async def test_typing_is_renewed_while_a_turn_runs(fake_discord: FakeDiscord, st
 
 async def test_a_scheduled_notification_reaches_its_channel_and_pings_nobody(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()) as bot:
         await bot.bus.enqueue(
@@ -350,7 +356,7 @@ async def test_a_scheduled_notification_reaches_its_channel_and_pings_nobody(
 
 async def test_slash_commands_are_deferred_then_answered_by_editing_the_response(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     provider = scripted("Because of 42.", "x " * 1500)
     async with serving(fake, store, provider):
@@ -383,7 +389,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
 
 async def test_slash_commands_are_registered_only_when_they_changed(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()) as first:
         assert first.adapter.commands_synced is True
@@ -405,7 +411,7 @@ async def test_slash_commands_are_registered_only_when_they_changed(
 
 async def test_a_resume_or_reconnect_never_answers_a_message_twice(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     provider = scripted("first answer", "second answer", "third answer")
     async with serving(fake, store, provider):
@@ -440,7 +446,7 @@ async def test_a_resume_or_reconnect_never_answers_a_message_twice(
 
 async def test_a_replayed_slash_command_is_answered_once(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     provider = scripted("once", "next")
     async with serving(fake, store, provider):
@@ -460,7 +466,7 @@ async def test_a_replayed_slash_command_is_answered_once(
 
 async def test_an_answer_taken_over_by_another_gateway_is_not_posted_twice(
     fake_discord: FakeDiscord,
-):
+) -> None:
     fake = fake_discord
     dm = fake.dm_channel_id(ALICE)
     first, second = _adapter(fake), _adapter(fake)
@@ -482,7 +488,9 @@ async def test_an_answer_taken_over_by_another_gateway_is_not_posted_twice(
 
     assert fake.sent_texts(dm) == ["Half and whole."]
     assert fake.messages[dm][0].edits == 1
-    assert len(fake.requests_named("create_message", dm)) == 3
+    # The second gateway's send found the first one's message by its nonce; the redelivery
+    # was then recognised by the second gateway's reply record and not sent at all.
+    assert len(fake.requests_named("create_message", dm)) == 2
 
 
 # --- who may talk ---------------------------------------------------------------------------
@@ -490,7 +498,7 @@ async def test_an_answer_taken_over_by_another_gateway_is_not_posted_twice(
 
 async def test_a_guild_allowlist_answers_that_server_and_refuses_others(
     fake_discord: FakeDiscord, store: SqliteStore
-):
+) -> None:
     fake = fake_discord
     provider = scripted("hello server", "hello admin")
     policy = ChannelPolicy(
@@ -512,7 +520,8 @@ async def test_a_guild_allowlist_answers_that_server_and_refuses_others(
 
 def _adapter(fake: FakeDiscord, token: str | None = None) -> DiscordAdapter:
     return DiscordAdapter(
-        DiscordSettings(
+        replies=_replies(),
+        settings=DiscordSettings(
             token=SecretStr(token or fake.token),
             api_url=fake.api_url,
             gateway_url=fake.gateway_url,
@@ -525,7 +534,7 @@ async def _sink(_: object) -> None:
     raise AssertionError("no message expected")
 
 
-async def test_a_rejected_token_or_intent_is_a_config_error(fake_discord: FakeDiscord):
+async def test_a_rejected_token_or_intent_is_a_config_error(fake_discord: FakeDiscord) -> None:
     saved = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
     wrong = token_for(fake_discord.bot_id + 1)
     with pytest.raises(ConfigError, match="DISCORD_BOT_TOKEN"):
@@ -536,7 +545,7 @@ async def test_a_rejected_token_or_intent_is_a_config_error(fake_discord: FakeDi
     assert (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY) == saved  # restored
 
 
-async def test_stopping_restores_discord_py_endpoints(fake_discord: FakeDiscord):
+async def test_stopping_restores_discord_py_endpoints(fake_discord: FakeDiscord) -> None:
     saved = (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
     adapter = _adapter(fake_discord)
     assert adapter.bot_key == str(fake_discord.bot_id)  # read from the token
@@ -584,7 +593,7 @@ async def test_the_bot_token_never_reaches_a_log_record(
     store: SqliteStore,
     product_logging: io.StringIO,
     caplog: pytest.LogCaptureFixture,
-):
+) -> None:
     caplog.set_level(logging.DEBUG)
     fake = fake_discord
     fake.fail_next("create_message", retry_after=0.1)
@@ -602,3 +611,7 @@ async def test_the_bot_token_never_reaches_a_log_record(
     assert "rate limited" in written  # the 429 went through the logs too
     assert "RESUMED" in written or "resumed" in written
     assert fake.token not in written
+
+
+def _replies() -> ReplyStreams:
+    return ReplyStreams(MemoryReplyRecords(), IncrementalRender())

@@ -25,7 +25,7 @@ from bots.logs import configure_logging
 from bots.platforms import REGISTERED
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from channels.slack.format import SLACK_LIMIT
-from core.dispatch import REFUSAL_TEXT
+from channels.streaming import IncrementalRender, ReplyStreams
 from core.envelopes import Inbound
 from core.errors import ConfigError
 from core.messages import Message
@@ -33,7 +33,9 @@ from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
+from core.replies import MemoryReplyRecords
 from core.store.sqlite import SqliteStore
+from core.turns import REFUSAL_TEXT
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.fakes.slack_events import BOB, BOT_USER_ID, DM_CHANNEL, GENERAL, TEAM_ID
 from tests.integration.slack_helpers import (
@@ -74,7 +76,7 @@ def last_user_message(provider: ScriptedProvider, call: int = -1) -> Message:
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_a_direct_message_is_answered_in_the_dm(
     fake_slack: FakeSlack, store: SqliteStore, mode: Mode
-):
+) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider(), mode=mode) as bot:
         await bot.send(fake.dm("what is 6*7?"))
@@ -91,7 +93,7 @@ async def test_a_direct_message_is_answered_in_the_dm(
 
 async def test_every_dm_is_one_conversation_and_each_thread_another(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
         await bot.send(fake.dm("first"))
@@ -121,7 +123,7 @@ async def test_every_dm_is_one_conversation_and_each_thread_another(
 
 async def test_a_mention_is_answered_in_its_thread_once_for_both_events(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     provider = scripted("Hello from the thread", "Still here")
     async with serving(fake, store, provider) as bot:
@@ -144,7 +146,7 @@ async def test_a_mention_is_answered_in_its_thread_once_for_both_events(
 
 async def test_a_channel_message_without_a_mention_is_not_answered(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
         chatter = fake.channel_message("just chatting among us")
@@ -160,7 +162,7 @@ async def test_a_channel_message_without_a_mention_is_not_answered(
 
 async def test_later_messages_in_a_thread_with_the_bot_need_no_mention(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
         mention = fake.channel_message("hello bot", mention=True)
@@ -190,7 +192,7 @@ async def test_later_messages_in_a_thread_with_the_bot_need_no_mention(
 
 async def test_bots_edits_and_joins_are_ignored(
     fake_slack: FakeSlack, store: SqliteStore, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     caplog.set_level(logging.WARNING)
     fake = fake_slack
     provider = scripted("only this", "and this")
@@ -217,7 +219,7 @@ async def test_bots_edits_and_joins_are_ignored(
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_a_retried_event_gets_no_second_reply(
     fake_slack: FakeSlack, store: SqliteStore, mode: Mode
-):
+) -> None:
     fake = fake_slack
     provider = scripted("first answer", "second answer")
     async with serving(fake, store, provider, mode=mode) as bot:
@@ -232,7 +234,9 @@ async def test_a_retried_event_gets_no_second_reply(
     assert len(provider.requests) == 2
 
 
-async def test_a_retry_after_a_restart_is_not_answered_again(fake_slack: FakeSlack, tmp_path: Path):
+async def test_a_retry_after_a_restart_is_not_answered_again(
+    fake_slack: FakeSlack, tmp_path: Path
+) -> None:
     fake = fake_slack
     path = tmp_path / "switchboard.db"
     first_store = await SqliteStore.open(path)
@@ -263,10 +267,11 @@ async def _no_sink(inbound: Inbound) -> None:
     raise AssertionError(f"nothing should be received: {inbound}")
 
 
-async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack: FakeSlack):
+async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack: FakeSlack) -> None:
     fake = fake_slack
     wrong_bot = SlackAdapter(
-        SlackSettings(
+        replies=_replies(),
+        settings=SlackSettings(
             bot_token=SecretStr("xoxb-0000-wrong"),
             signing_secret=SecretStr(fake.signing_secret),
             api_url=fake.api_url,
@@ -277,7 +282,8 @@ async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack:
     with pytest.raises(ConfigError, match=r"SLACK_BOT_TOKEN \(invalid_auth\)"):
         await wrong_bot.run(_no_sink)
     wrong_app = SlackAdapter(
-        SlackSettings(
+        replies=_replies(),
+        settings=SlackSettings(
             bot_token=SecretStr(fake.bot_token),
             app_token=SecretStr(fake.bot_token),  # a bot token where the app token belongs
             api_url=fake.api_url,
@@ -295,7 +301,7 @@ async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack:
 
 async def test_requests_without_a_valid_signature_are_refused(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     provider = scripted("only for the signed one")
     async with serving(fake, store, provider) as bot:
@@ -322,7 +328,7 @@ async def test_requests_without_a_valid_signature_are_refused(
 
 async def test_the_assistant_status_shows_work_in_a_thread(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     async with serving(fake, store, scripted("done")) as bot:
         mention = fake.channel_message("work on this", mention=True)
@@ -340,7 +346,7 @@ async def test_the_assistant_status_shows_work_in_a_thread(
 
 async def test_tool_use_renews_the_status_slack_would_drop_after_two_minutes(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider(), status_renewal=0.0) as bot:
         await bot.send(fake.channel_message("what is 6*7?", mention=True))
@@ -352,7 +358,9 @@ async def test_tool_use_renews_the_status_slack_would_drop_after_two_minutes(
 
 
 @pytest.mark.parametrize("error", ["missing_scope", "not_allowed_token_type", "unknown_method"])
-async def test_without_the_assistant_feature_a_reaction_shows_work(store: SqliteStore, error: str):
+async def test_without_the_assistant_feature_a_reaction_shows_work(
+    store: SqliteStore, error: str
+) -> None:
     async with (
         FakeSlack(assistant_error=error) as fake,
         serving(fake, store, scripted("first", "second")) as bot,
@@ -375,7 +383,7 @@ async def test_without_the_assistant_feature_a_reaction_shows_work(store: Sqlite
     assert not any(fake.reactions.values())
 
 
-async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: SqliteStore):
+async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: SqliteStore) -> None:
     fake = fake_slack
     async with serving(fake, store, scripted("done")) as bot:
         event = fake.dm("work on this")
@@ -393,7 +401,7 @@ async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: Sql
 # --- answers ---------------------------------------------------------------------------------
 
 
-async def test_markdown_becomes_mrkdwn(fake_slack: FakeSlack, store: SqliteStore):
+async def test_markdown_becomes_mrkdwn(fake_slack: FakeSlack, store: SqliteStore) -> None:
     fake = fake_slack
     answer = "**Bold** _it_ ~~gone~~ `x < y` & [docs](https://example.org/a?b=1&c=2)"
     async with serving(fake, store, scripted(answer)) as bot:
@@ -422,7 +430,7 @@ def _long_markdown() -> tuple[str, str]:
 
 async def test_a_long_answer_is_split_with_its_code_block_intact(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     markdown, code = _long_markdown()
     assert 9_500 <= len(markdown) <= 11_000 and 2_800 <= len(code) <= 3_500
@@ -443,7 +451,7 @@ async def test_a_long_answer_is_split_with_its_code_block_intact(
 
 async def test_a_streamed_answer_is_posted_then_updated_at_most_once_per_interval(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     pieces = ["Alpha. ", "Beta. ", "Gamma. ", "Delta."]
     provider = PacedProvider(pieces)
@@ -455,8 +463,8 @@ async def test_a_streamed_answer_is_posted_then_updated_at_most_once_per_interva
         seen_at.append(time.monotonic())
         return True
 
-    # stream_interval=0: the worker passes every piece on at once; the pacing is the adapter's.
-    async with serving(fake, store, provider, edit_interval=0.3, stream_interval=0.0) as bot:
+    # The worker paces the pieces (the platform's edit interval); the gateway shows each.
+    async with serving(fake, store, provider, stream_interval=0.3) as bot:
         await bot.send(fake.dm("tell me slowly"))
         sent = await fake.wait_for_call("chat.postMessage", lambda c: arrived(c, "Alpha."))
         after = sent.index + 1
@@ -484,7 +492,7 @@ async def test_a_streamed_answer_is_posted_then_updated_at_most_once_per_interva
 
 async def test_a_rate_limited_reply_waits_for_retry_after(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     fake.fail_next("chat.postMessage", retry_after=1)
     async with serving(fake, store, scripted("worth the wait")) as bot:
@@ -499,7 +507,7 @@ async def test_a_rate_limited_reply_waits_for_retry_after(
 
 async def test_a_reply_slack_refuses_for_good_is_not_retried(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     # The streamed start of the answer and the final answer each try once, and give up.
     fake.fail_next(
@@ -521,7 +529,7 @@ async def test_a_reply_slack_refuses_for_good_is_not_retried(
 
 async def test_an_image_reaches_the_model_downloaded_with_the_bot_token(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     file = fake.add_file("F0IMG", PNG, mimetype="image/png")
     provider = scripted("A test pattern.")
@@ -538,7 +546,7 @@ async def test_an_image_reaches_the_model_downloaded_with_the_bot_token(
 
 async def test_the_allowlist_admits_a_workspace_and_refuses_others(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     provider = scripted("welcome, colleague")
     policy = ChannelPolicy(allow={"slack": AllowList(teams=frozenset({TEAM_ID}))})
@@ -556,7 +564,7 @@ async def test_the_allowlist_admits_a_workspace_and_refuses_others(
 
 async def test_slack_chats_get_safe_chat_and_the_slack_hint(
     fake_slack: FakeSlack, store: SqliteStore
-):
+) -> None:
     fake = fake_slack
     provider = scripted("noted")
     async with serving(fake, store, provider) as bot:
@@ -568,7 +576,7 @@ async def test_slack_chats_get_safe_chat_and_the_slack_hint(
     assert "You are answering in Slack" in request.system
 
 
-async def test_a_command_after_a_mention_runs(fake_slack: FakeSlack, store: SqliteStore):
+async def test_a_command_after_a_mention_runs(fake_slack: FakeSlack, store: SqliteStore) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
         mention = fake.channel_message("/help", mention=True)
@@ -605,7 +613,7 @@ def product_logging() -> Iterator[io.StringIO]:
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_the_tokens_never_reach_the_logs(
     fake_slack: FakeSlack, store: SqliteStore, product_logging: io.StringIO, mode: Mode
-):
+) -> None:
     fake = fake_slack
     fake.fail_next("chat.postMessage", retry_after=0)
     file = fake.add_file("F0IMG", PNG)
@@ -618,3 +626,7 @@ async def test_the_tokens_never_reach_the_logs(
     assert fake.bot_token not in written
     assert fake.app_token not in written
     assert fake.signing_secret not in written
+
+
+def _replies() -> ReplyStreams:
+    return ReplyStreams(MemoryReplyRecords(), IncrementalRender())

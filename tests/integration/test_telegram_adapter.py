@@ -23,13 +23,13 @@ from pydantic import SecretStr
 from bots.logs import configure_logging
 from bots.platforms import REGISTERED
 from channels.telegram.format import TELEGRAM_LIMIT
-from core.dispatch import REFUSAL_TEXT
 from core.messages import Message
 from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import REDACTED, Redactor
 from core.store.sqlite import SqliteStore
+from core.turns import REFUSAL_TEXT
 from tests.fakes.telegram_api import SECRET_HEADER, Call, FakeTelegram
 from tests.integration.telegram_helpers import (
     BOT_KEY,
@@ -69,7 +69,7 @@ def last_user_message(provider: ScriptedProvider | PacedProvider, call: int = -1
 
 async def test_private_question_is_answered_in_html_after_typing(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
         assert [c["command"] for c in fake.commands] == ["new", "cost", "help"]
@@ -90,7 +90,7 @@ async def test_private_question_is_answered_in_html_after_typing(
 
 async def test_group_message_without_mention_is_read_but_not_answered(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
         fake.group_text(GROUP, "just chatting among us", user_id=7)
@@ -105,7 +105,9 @@ async def test_group_message_without_mention_is_read_but_not_answered(
     assert reply.reply_to == asked["message"]["message_id"]
 
 
-async def test_group_reply_to_the_bot_is_answered(fake_telegram: FakeTelegram, store: SqliteStore):
+async def test_group_reply_to_the_bot_is_answered(
+    fake_telegram: FakeTelegram, store: SqliteStore
+) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
         fake.group_text(GROUP, "hello bot", user_id=7, mention=True)
@@ -118,7 +120,7 @@ async def test_group_reply_to_the_bot_is_answered(fake_telegram: FakeTelegram, s
 
 async def test_group_commands_for_us_run_and_for_other_bots_are_ignored(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     key = f"telegram:{BOT_KEY}:{GROUP}"
     async with serving(fake, store, DemoProvider()):
@@ -146,7 +148,7 @@ async def test_group_commands_for_us_run_and_for_other_bots_are_ignored(
 
 async def test_group_replies_all_answers_every_group_message(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider(), policy=ChannelPolicy(group_replies="all")):
         fake.group_text(GROUP, "first without mention", user_id=7)
@@ -163,7 +165,7 @@ async def test_group_replies_all_answers_every_group_message(
 
 async def test_one_session_per_private_chat_group_and_forum_topic(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
         fake.private_text(DM, "in private")
@@ -189,7 +191,7 @@ async def test_one_session_per_private_chat_group_and_forum_topic(
 
 async def test_a_message_delivered_twice_is_answered_once(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     async with serving(fake, store, scripted("first answer", "second answer")) as bot:
         update = fake.private_text(DM, "hello")
@@ -203,7 +205,7 @@ async def test_a_message_delivered_twice_is_answered_once(
 
 async def test_a_redelivered_update_after_a_restart_is_not_answered_again(
     fake_telegram: FakeTelegram, tmp_path: Path
-):
+) -> None:
     fake = fake_telegram
     path = tmp_path / "switchboard.db"
     first_store = await SqliteStore.open(path)
@@ -251,7 +253,7 @@ def _long_markdown() -> tuple[str, str]:
 
 async def test_a_long_markdown_answer_is_split_with_its_code_block_intact(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     markdown, code = _long_markdown()
     assert 9_500 <= len(markdown) <= 11_000 and 2_800 <= len(code) <= 3_500
@@ -271,7 +273,7 @@ async def test_a_long_markdown_answer_is_split_with_its_code_block_intact(
 
 async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     pieces = ["Alpha. ", "Beta. ", "Gamma. ", "Delta."]
     provider = PacedProvider(pieces)
@@ -283,8 +285,8 @@ async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
         seen_at.append(time.monotonic())
         return True
 
-    # stream_interval=0: the worker passes every piece on at once; the pacing is the adapter's.
-    async with serving(fake, store, provider, edit_interval=0.3, stream_interval=0.0):
+    # The worker paces the pieces (the platform's edit interval); the gateway shows each.
+    async with serving(fake, store, provider, stream_interval=0.3):
         fake.private_text(DM, "tell me slowly")
         sent = await fake.wait_for_call("sendMessage", lambda c: arrived(c, "Alpha."))
         after = sent.index + 1
@@ -314,7 +316,7 @@ async def test_a_streamed_answer_is_sent_then_edited_at_most_once_per_interval(
 
 async def test_flood_control_delays_a_reply_without_losing_it(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     fake.fail_next("sendMessage", retry_after=1)
     async with serving(fake, store, scripted("worth the wait")):
@@ -328,7 +330,7 @@ async def test_flood_control_delays_a_reply_without_losing_it(
 
 async def test_html_telegram_cannot_parse_is_sent_again_as_plain_text(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     fake.fail_next(
         "sendMessage",
@@ -353,7 +355,7 @@ async def test_html_telegram_cannot_parse_is_sent_again_as_plain_text(
 
 async def test_a_photo_reaches_the_model_as_image_bytes(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     jpeg = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8 + b"\xff\xd9"
     fake.add_file("photo-1", jpeg)
@@ -372,7 +374,7 @@ async def test_a_photo_reaches_the_model_as_image_bytes(
 
 async def test_stickers_edits_channel_posts_and_joins_are_ignored_quietly(
     fake_telegram: FakeTelegram, store: SqliteStore, caplog: pytest.LogCaptureFixture
-):
+) -> None:
     caplog.set_level(logging.ERROR)
     fake = fake_telegram
     provider = scripted("only this")
@@ -399,7 +401,7 @@ async def test_stickers_edits_channel_posts_and_joins_are_ignored_quietly(
 
 async def test_an_over_long_message_gets_a_notice_and_no_model_call(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     provider = ScriptedProvider([])
     async with serving(fake, store, provider, policy=ChannelPolicy(max_input_chars=100)):
@@ -412,7 +414,7 @@ async def test_an_over_long_message_gets_a_notice_and_no_model_call(
 
 async def test_the_allowlist_answers_allowed_users_and_refuses_others_once(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     provider = scripted("hello 42", "hello again 42")
     policy = ChannelPolicy(allow={"telegram": AllowList(users=frozenset({"42"}))})
@@ -437,7 +439,7 @@ async def test_the_allowlist_answers_allowed_users_and_refuses_others_once(
 
 async def test_a_chat_mode_override_takes_the_tools_away(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     provider = scripted("no tools here", "tools here")
     policy = ChannelPolicy(chat_modes={f"telegram:{BOT_KEY}:{DM}": "no-tools"})
@@ -459,7 +461,7 @@ async def test_a_chat_mode_override_takes_the_tools_away(
 
 async def test_webhook_mode_checks_the_secret_and_answers(
     fake_telegram: FakeTelegram, store: SqliteStore
-):
+) -> None:
     fake = fake_telegram
     provider = scripted("answered by webhook")
     async with serving(
@@ -531,7 +533,7 @@ async def test_the_bot_token_never_reaches_a_log_record(
     store: SqliteStore,
     product_logging: io.StringIO,
     caplog: pytest.LogCaptureFixture,  # after product_logging: torn down before it
-):
+) -> None:
     caplog.set_level(logging.DEBUG)
     fake = fake_telegram
     fake.fail_next("sendMessage", retry_after=1)

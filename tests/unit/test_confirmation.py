@@ -18,7 +18,6 @@ from pydantic import BaseModel
 
 from core.bus import INBOUND, MemoryBus, outbound_queue
 from core.confirm import Confirmations, parse_answer
-from core.dispatch import Worker
 from core.envelopes import Address, Inbound, Outbound
 from core.events import AgentEvent, RunCompleted, ToolFinished
 from core.messages import Message, ToolCall
@@ -29,6 +28,8 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.worker import Worker
+from tests.workers import build_worker
 
 # How long a test waits for something that should happen at once before it fails instead of
 # hanging; only reached when the behaviour under test is broken.
@@ -239,7 +240,7 @@ def make_worker(
     )
     # The terminal's chats run in `full` (its spec's default mode), where privileged tools ask.
     policy = ChannelPolicy(modes={"terminal": "full"})
-    worker = Worker(bus=bus, store=store, runtime=runtime, confirmations=gate, policy=policy)
+    worker = build_worker(bus=bus, store=store, runtime=runtime, confirmations=gate, policy=policy)
     return worker, provider
 
 

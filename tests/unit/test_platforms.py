@@ -18,14 +18,17 @@ from bots.profiles import load_profile
 from bots.settings import load_settings
 from channels.base import ChannelSpec
 from channels.discord.adapter import DiscordAdapter
+from channels.streaming import IncrementalRender, ReplyStreams
 from channels.terminal import TerminalAdapter
 from core.addresses import AddressGrammar
 from core.commands import CommandInfo
 from core.envelopes import Address
 from core.errors import ConfigError
 from core.redact import REDACTED
+from core.replies import MemoryReplyRecords
 
 MENU = command_registry().menu()
+REPLIES = ReplyStreams(MemoryReplyRecords(), IncrementalRender())
 TELEGRAM_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
 DISCORD_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.abcdefghijklmnopqrstuvwxyz0123456"
 
@@ -82,14 +85,18 @@ def test_a_bad_address_names_every_accepted_form(text: str) -> None:
 
 
 def test_the_leases_of_single_reader_platforms() -> None:
-    polling = REGISTERED.adapter_for("telegram", {"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN}, None, MENU)
+    polling = REGISTERED.adapter_for(
+        "telegram", {"TELEGRAM_BOT_TOKEN": TELEGRAM_TOKEN}, None, MENU, REPLIES
+    )
     assert REGISTERED.leader_role(polling, {}) == "telegram-poller:123456789"
     webhook_env = {"TELEGRAM_WEBHOOK_URL": "https://bot.example/tg"}
     assert REGISTERED.leader_role(polling, webhook_env) is None
-    discord = REGISTERED.adapter_for("discord", {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, None, MENU)
+    discord = REGISTERED.adapter_for(
+        "discord", {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, None, MENU, REPLIES
+    )
     assert REGISTERED.leader_role(discord, {}) == "discord-gateway:123456789012345678"
     slack_env = {"SLACK_BOT_TOKEN": "xoxb-1-2-x", "SLACK_APP_TOKEN": "xapp-1"}
-    slack = REGISTERED.adapter_for("slack", slack_env, None, MENU)
+    slack = REGISTERED.adapter_for("slack", slack_env, None, MENU, REPLIES)
     assert REGISTERED.leader_role(slack, slack_env) is None
 
 
@@ -113,9 +120,9 @@ def test_settings_read_the_platforms_variables_from_dotenv(
     (tmp_path / ".env").write_text(f"TELEGRAM_BOT_TOKEN={TELEGRAM_TOKEN}\n")
     settings = load_settings()
     assert settings.environ["TELEGRAM_BOT_TOKEN"] == TELEGRAM_TOKEN
-    assert [a.platform for a in REGISTERED.configured_adapters(settings.environ, None, MENU)] == [
-        "telegram"
-    ]
+    assert [
+        a.platform for a in REGISTERED.configured_adapters(settings.environ, None, MENU, REPLIES)
+    ] == ["telegram"]
 
 
 def test_discord_options_come_from_the_profiles_channels_table(tmp_path: Path) -> None:
@@ -123,7 +130,9 @@ def test_discord_options_come_from_the_profiles_channels_table(tmp_path: Path) -
     folder.mkdir()
     (folder / "profile.toml").write_text("[channels.discord]\nreply_in_thread = true\n")
     profile = load_profile(tmp_path, "bot")
-    adapter = REGISTERED.adapter_for("discord", {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, profile, MENU)
+    adapter = REGISTERED.adapter_for(
+        "discord", {"DISCORD_BOT_TOKEN": DISCORD_TOKEN}, profile, MENU, REPLIES
+    )
     assert isinstance(adapter, DiscordAdapter)
     assert adapter.settings.reply_in_thread is True
     # What the file left out comes from the platforms.

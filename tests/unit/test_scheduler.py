@@ -121,10 +121,12 @@ async def test_a_due_interval_schedule_fires_once_and_moves_on(
     (inbound,) = await fired(bus)
     assert inbound.origin == "scheduled"
     assert inbound.schedule_id == made.id
-    assert inbound.deliver_to == CHAT
+    # Addressed to the chat the answer goes to, on behalf of the schedule's owner.
+    assert inbound.address == CHAT
     assert inbound.notify == "conditional"
     assert inbound.text == "Is it raining?"
-    assert inbound.user_id == "telegram:77"
+    assert (inbound.owner, inbound.user_id) == ("telegram:77", "")
+    assert inbound.dedupe_key == f"scheduled:{made.id}:{inbound.run_id}"
     assert inbound.session_key == f"scheduled:{made.id}"
     (run,) = await store.list_runs(made.id)
     assert inbound.run_id == run.id
@@ -388,3 +390,19 @@ async def test_run_ticks_until_stopped(
     assert delivery.envelope.schedule_id == made.id
     await runner.stop()
     await asyncio.wait_for(task, 5.0)
+
+
+def test_a_scheduled_run_written_before_owner_reads_as_one_with_its_target_and_owner() -> None:
+    old = {
+        "type": "inbound",
+        "origin": "scheduled",
+        "address": {"platform": "scheduled", "bot": "scheduler", "chat": "s1"},
+        "user_id": "telegram:77",
+        "text": "Is it raining?",
+        "schedule_id": "s1",
+        "run_id": "r1",
+        "deliver_to": CHAT.model_dump(),
+    }
+    inbound = Inbound.model_validate(old)
+    assert (inbound.address, inbound.owner, inbound.user_id) == (CHAT, "telegram:77", "")
+    assert inbound.session_key == "scheduled:s1"

@@ -1,50 +1,185 @@
-"""`EditedReply`: a streamed answer shown by sending a message and editing it."""
+"""Streaming: the worker's one coalescer (`ReplyStream`) and the gateways' idempotent
+`ReplyStreams` over a reply record, with incremental rendering."""
 
 from __future__ import annotations
 
 import asyncio
 
-from channels.streaming import EditedReply
+import pytest
+
+from channels.streaming import IncrementalRender, ReplyStreams, ReplyTarget, sealed_parts
+from core.envelopes import Address, Outbound, OutboundKind
+from core.errors import ChannelError
+from core.replies import MemoryReplyRecords
+from core.turns.stream import ReplyStream
+
+CHAT = Address(platform="slack", chat="C1")
 
 
 class _Chat:
-    """Records sends and edits; the first edit waits until `release` is set."""
+    """A platform chat: records sends (with their index) and edits; can refuse the next call."""
 
     def __init__(self) -> None:
-        self.sent: list[str] = []
-        self.edits: list[str] = []
-        self.editing = asyncio.Event()
-        self.release = asyncio.Event()
-        self.changed = asyncio.Event()
+        self.messages: dict[str, str] = {}
+        self.sent: list[tuple[int, str]] = []
+        self.edits: list[tuple[str, str]] = []
+        self.refuse_next = False
 
-    async def send(self, chunk: str) -> str:
-        self.sent.append(chunk)
-        return f"m{len(self.sent)}"
+    async def send(self, index: int, chunk: str) -> str:
+        self._maybe_refuse()
+        self.sent.append((index, chunk))
+        message_id = f"m{len(self.sent)}"
+        self.messages[message_id] = chunk
+        return message_id
 
     async def edit(self, message_id: str, chunk: str) -> None:
-        self.editing.set()
-        await self.release.wait()
-        self.edits.append(chunk)
-        self.changed.set()
+        self._maybe_refuse()
+        self.edits.append((message_id, chunk))
+        self.messages[message_id] = chunk
 
-    async def until_edits(self, count: int) -> None:
-        async with asyncio.timeout(5):
-            while len(self.edits) < count:
-                self.changed.clear()
-                await self.changed.wait()
+    def _maybe_refuse(self) -> None:
+        if self.refuse_next:
+            self.refuse_next = False
+            raise ChannelError("try later")
+
+    def target(self) -> ReplyTarget:
+        return ReplyTarget(send=self.send, edit=self.edit, render=_tens, part_size=1000)
 
 
-async def test_text_added_while_a_delayed_update_is_on_its_way_follows_it() -> None:
+def _tens(text: str) -> list[str]:
+    """A platform whose messages hold ten characters."""
+    text = text.strip()
+    return [text[i : i + 10] for i in range(0, len(text), 10)]
+
+
+def piece(text: str, seq: int, kind: OutboundKind = "delta") -> Outbound:
+    return Outbound(kind=kind, address=CHAT, text=text, reply_key="r1", seq=seq)
+
+
+# --- gateways: ReplyStreams ----------------------------------------------------------------
+
+
+async def test_a_piece_older_than_what_is_shown_is_skipped() -> None:
     chat = _Chat()
-    reply = EditedReply(send=chat.send, edit=chat.edit, render=lambda t: [t], interval=0.05)
-    await reply.add("one")  # sent at once
-    await reply.add(" two")  # within the interval: a delayed update
-    await chat.editing.wait()  # that update is on its way…
-    await reply.add(" three")  # …when more text comes
-    chat.release.set()
-    await chat.until_edits(2)  # shown without waiting for `finish`
+    streams = ReplyStreams(MemoryReplyRecords(), IncrementalRender())
+    target = chat.target()
 
-    assert chat.sent == ["one"]
-    assert chat.edits == ["one two", "one two three"]
-    await reply.finish("one two three")
-    assert chat.edits == ["one two", "one two three"]  # nothing left to change
+    assert await streams.show(piece("Hello", 1), lambda _: target)
+    assert await streams.show(piece("Hello there", 3), lambda _: target)
+    assert not await streams.show(piece("Hello th", 2), lambda _: target)
+
+    assert chat.sent == [(0, "Hello"), (1, "e")]
+    assert chat.edits == [("m1", "Hello ther")]
+
+
+async def test_a_final_text_is_shown_once_and_a_redelivery_changes_nothing() -> None:
+    chat = _Chat()
+    records = MemoryReplyRecords()
+    target = chat.target()
+    first, second = (ReplyStreams(records, IncrementalRender()) for _ in range(2))
+
+    await first.show(piece("Partial", 1), lambda _: target)
+    assert await second.show(piece("Partial answer", 2, kind="reply"), lambda _: target)
+    assert not await first.show(piece("Partial answer", 2, kind="reply"), lambda _: target)
+    assert not await first.show(piece("Partial", 3), lambda _: target)
+
+    assert list(chat.messages.values()) == ["Partial an", "swer"]
+    assert chat.sent == [(0, "Partial"), (1, "swer")]
+    assert await first.finished("r1") and not await first.finished("other")
+
+
+async def test_two_gateways_showing_pieces_at_once_never_both_send_the_first_message() -> None:
+    chat = _Chat()
+    records = MemoryReplyRecords()
+    target = chat.target()
+    gateways = [ReplyStreams(records, IncrementalRender()) for _ in range(2)]
+
+    await asyncio.gather(
+        *(
+            gateways[seq % 2].show(piece("word " * seq, seq), lambda _: target)
+            for seq in range(1, 9)
+        )
+    )
+    await gateways[0].show(piece("word " * 8, 9, kind="reply"), lambda _: target)
+
+    assert [index for index, _ in chat.sent] == list(range(len(chat.sent)))
+    assert "".join(chat.messages.values()) == ("word " * 8).strip()
+
+
+async def test_messages_sent_before_a_refusal_are_kept_for_the_retry() -> None:
+    chat = _Chat()
+    streams = ReplyStreams(MemoryReplyRecords(), IncrementalRender())
+    target = chat.target()
+    final = piece("0123456789abcdefghij", 1, kind="reply")
+    await streams.show(piece("0123", 0), lambda _: target)
+
+    chat.refuse_next = True
+    with pytest.raises(ChannelError):
+        await streams.show(final, lambda _: target)
+    await streams.show(final, lambda _: target)  # the gateway's retry
+
+    assert chat.sent == [(0, "0123"), (1, "abcdefghij")]
+    assert chat.messages == {"m1": "0123456789", "m2": "abcdefghij"}
+
+
+# --- incremental rendering -----------------------------------------------------------------
+
+
+def test_sealed_parts_cut_at_paragraph_breaks_outside_code_blocks_and_stay_put() -> None:
+    text = "a" * 30 + "\n\n```\n" + "b" * 10 + "\n\ncode\n```\n\n" + "c" * 30 + "\n\n" + "d" * 5
+    parts, tail = sealed_parts(text, 40)
+    assert "".join(parts) + tail == text
+    assert all(part.count("```") % 2 == 0 for part in parts)
+    assert parts[0] == "a" * 30 + "\n\n"
+    # Growing the text never moves a cut made before.
+    grown, _ = sealed_parts(text + "e" * 100, 40)
+    assert grown[: len(parts)] == parts
+
+
+def test_only_the_open_tail_is_rendered_again_as_an_answer_grows() -> None:
+    rendered: list[str] = []
+
+    def render(text: str) -> list[str]:
+        rendered.append(text)
+        return [text.strip()]
+
+    target = ReplyTarget(send=_Chat().send, edit=_Chat().edit, render=render, part_size=20)
+    incremental = IncrementalRender()
+    text = "first paragraph.\n\nsecond paragraph.\n\nthird"
+    whole = incremental(text, target)
+    rendered.clear()
+    again = incremental(text + " grows", target)
+
+    assert again[:-1] == whole[:-1] and again[-1] == "third grows"
+    assert rendered == ["third grows"]  # the sealed parts came from memory
+
+
+# --- the worker's coalescer ----------------------------------------------------------------
+
+
+async def test_text_added_while_a_piece_is_on_its_way_follows_it_whole() -> None:
+    sent: list[tuple[str, int]] = []
+    sending = asyncio.Event()
+    release = asyncio.Event()
+    done = asyncio.Event()
+
+    async def send(text: str, seq: int) -> None:
+        if seq == 2:
+            sending.set()
+            await release.wait()
+        sent.append((text, seq))
+        if seq == 3:
+            done.set()
+
+    stream = ReplyStream(send, interval=0.05)
+    await stream.add("one")  # sent at once
+    await stream.add(" two")  # within the interval: a piece later
+    await sending.wait()  # that piece is on its way…
+    await stream.add(" three")  # …when more text comes
+    release.set()
+    async with asyncio.timeout(5):
+        await done.wait()
+    await stream.close()
+
+    assert sent == [("one", 1), ("one two", 2), ("one two three", 3)]
+    assert stream.next_seq == 4

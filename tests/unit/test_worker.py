@@ -18,10 +18,9 @@ from pydantic import BaseModel
 
 from core.bus import EVENTS, INBOUND, MemoryBus, outbound_queue
 from core.commands import CommandRegistry, builtin_commands
-from core.dispatch import Worker
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.errors import ProviderError
-from core.events import ModelEvent
+from core.events import Finished, ModelEvent, TextDelta
 from core.messages import ToolCall, Usage
 from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
@@ -29,6 +28,9 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
+from core.turns import StreamPolicy
+from core.worker import Worker
+from tests.workers import build_worker
 
 HELP_TEXT = CommandRegistry(builtin_commands()).help_text()
 
@@ -94,7 +96,7 @@ def make_worker(
     )
     options.setdefault("prompt_hints", {"terminal": "Plain text only."})
     options.setdefault("policy", ChannelPolicy(modes={"terminal": "full"}))
-    return Worker(bus=bus, store=store, runtime=runtime, **options), provider
+    return build_worker(bus=bus, store=store, runtime=runtime, **options), provider
 
 
 @asynccontextmanager
@@ -217,7 +219,8 @@ async def test_tool_activity_is_shown_as_progress_before_the_reply(
         tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "6*7"})),
         text_reply("42"),
     ]
-    worker, _ = make_worker(bus, store, script, tools=builtin_tools())
+    # Pieces at most once a minute: after the progress note, "42" waits for the pace…
+    worker, _ = make_worker(bus, store, script, tools=builtin_tools(), stream_interval=60.0)
     outbox = Outbox(bus)
     inbound = message("6*7?")
 
@@ -225,12 +228,54 @@ async def test_tool_activity_is_shown_as_progress_before_the_reply(
         await send(bus, inbound)
         sent = await outbox.turn_of(inbound)
 
+    # …and the final text carries it: no piece is sent for what the final text shows.
     assert [(o.kind, o.text) for o in sent] == [
         ("typing", ""),
         ("progress", "calculator(expression='6*7')"),
-        ("delta", "42"),
         ("reply", "42"),
     ]
+    assert sent[-1].seq > 0 and {o.reply_key for o in sent} == {inbound.dedupe_key}
+
+
+async def test_progress_is_not_queued_for_a_platform_that_does_not_show_it(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    script: list[ScriptStep] = [
+        tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "6*7"})),
+        text_reply("42"),
+    ]
+    streaming = {"terminal": StreamPolicy(interval=0.0, shows_progress=False)}
+    worker, _ = make_worker(bus, store, script, tools=builtin_tools(), streaming=streaming)
+    outbox = Outbox(bus)
+    inbound = message("6*7?")
+
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+
+    assert [(o.kind, o.text) for o in sent] == [("typing", ""), ("delta", "42"), ("reply", "42")]
+
+
+async def test_streamed_pieces_carry_the_whole_text_so_far_in_order(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    streaming = {"terminal": StreamPolicy(interval=0.0, shows_progress=True)}
+    worker, _ = make_worker(
+        bus,
+        store,
+        [[*(TextDelta(text=t) for t in ("Hello ", "there, ", "Alice.")), Finished()]],
+        streaming=streaming,
+    )
+    outbox = Outbox(bus)
+    inbound = message("hi")
+
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+
+    pieces = [(o.text, o.seq) for o in sent if o.kind == "delta"]
+    assert pieces == [("Hello ", 1), ("Hello there, ", 2), ("Hello there, Alice.", 3)]
+    assert (sent[-1].kind, sent[-1].text, sent[-1].seq) == ("reply", "Hello there, Alice.", 4)
 
 
 # --- ordering within and across sessions ---------------------------------------------------

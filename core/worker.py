@@ -1,4 +1,4 @@
-"""The worker: takes `Inbound` work off the bus and runs each session's turns in order.
+"""`Worker`: takes `Inbound` work off the bus and runs each session's turns in order.
 
 Work taken off the `inbound` queue goes into its session's mailbox and is acked. A worker
 that claims the session (a lease, across processes in the distributed deployment) runs the
@@ -15,31 +15,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from core.bus.base import Bus, Delivery, Subscription
 from core.bus.names import CONTROL, INBOUND
 from core.checkpoints import Checkpoint, CrashPolicy
 from core.clock import utc_now
-from core.commands import CommandRegistry, builtin_commands
 from core.confirm import Confirmations
 from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
-from core.handling import REFUSAL_TEXT, InboundHandler
 from core.mailbox.base import Claim, Mailboxes
-from core.mailbox.memory import MemoryMailboxes
-from core.modes import ModeCatalog
-from core.policy import ChannelPolicy
-from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.tasks import cancel_and_wait
+from core.turns.intake import InboundHandler
 
-if TYPE_CHECKING:
-    from core.scheduling.book import ScheduleBook
-
-__all__ = ["REFUSAL_TEXT", "Worker"]
+__all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
 
@@ -52,46 +44,31 @@ class Worker:
         *,
         bus: Bus,
         store: Store,
-        runtime: AgentRuntime,
-        modes: ModeCatalog | None = None,
-        policy: ChannelPolicy | None = None,
-        prompt_hints: Mapping[str, str] | None = None,
-        mailboxes: Mailboxes | None = None,
+        mailboxes: Mailboxes,
+        handler: InboundHandler,
+        confirmations: Confirmations | None,
+        on_crash: CrashPolicy | None,
         name: str | None = None,
         concurrency: int = 8,
-        stream_interval: float = 0.05,
         sweep_interval: float = 5.0,
         attempts: int = 3,
-        book: ScheduleBook | None = None,
-        commands: CommandRegistry | None = None,
-        confirmations: Confirmations | None = None,
-        on_crash: CrashPolicy | None = None,
         crash_age: timedelta = timedelta(0),
     ) -> None:
-        """`confirmations` is the gate the runtime's `confirm` asks through; its answers
-        are taken off the inbound queue here instead of waiting in the session's mailbox.
+        """`handler` answers each item; `mailboxes` order each session's work.
 
-        `on_crash` (None: leave them be) is what `run` does with turns a crash cut off whose
-        checkpoint has not moved for `crash_age` (zero when no other process runs turns)."""
+        `confirmations` is the gate the runtime's `confirm` asks through (None: nothing asks);
+        its answers are taken off the inbound queue here instead of waiting in the session's
+        mailbox. `on_crash` (None: leave them be) is what `run` does with turns a crash cut off
+        whose checkpoint has not moved for `crash_age` (zero when no other process runs turns).
+        """
         self.on_crash = on_crash
         self._crash_age = crash_age
         self.bus = bus
         self.confirmations = confirmations
         self.store = store
-        self.runtime = runtime
-        self.mailboxes = mailboxes or MemoryMailboxes()
+        self.mailboxes = mailboxes
+        self.handler = handler
         self.name = name or f"worker-{new_id()[:8]}"
-        self.handler = InboundHandler(
-            bus=bus,
-            store=store,
-            runtime=runtime,
-            modes=modes or ModeCatalog(),
-            policy=policy or ChannelPolicy(),
-            prompt_hints=prompt_hints or {},
-            stream_interval=stream_interval,
-            book=book,
-            commands=commands or CommandRegistry(builtin_commands()),
-        )
         self._slots = asyncio.Semaphore(concurrency)
         # Bounds how many deliveries are being handed to mailboxes at once.
         self._intake = asyncio.Semaphore(concurrency * 4)
@@ -146,7 +123,7 @@ class Worker:
         elif policy == "resume":
             log.info("resuming turn %s cut off by a crash", checkpoint.run_key)
             await self.mailboxes.put(inbound)
-            self._schedule(inbound.session_key)
+            self._wake(inbound.session_key)
         else:
             log.info("abandoning turn %s cut off by a crash", checkpoint.run_key)
             await self.handler.abandon(inbound)
@@ -233,9 +210,10 @@ class Worker:
         finally:
             self._intake.release()
         if not control:
-            self._schedule(inbound.session_key)
+            self._wake(inbound.session_key)
 
-    def _schedule(self, session_key: str) -> None:
+    def _wake(self, session_key: str) -> None:
+        """Drain the session's mailbox unless this worker does already (or is stopping)."""
         if session_key in self._draining or self._stopping.is_set():
             return
         self._draining.add(session_key)
@@ -260,7 +238,7 @@ class Worker:
         finally:
             self._draining.discard(session_key)
         if more:
-            self._schedule(session_key)
+            self._wake(session_key)
 
     async def _release(self, claim: Claim) -> bool:
         try:
@@ -327,7 +305,7 @@ class Worker:
         while True:
             try:
                 for session_key in await self.mailboxes.pending():
-                    self._schedule(session_key)
+                    self._wake(session_key)
             except BusError as exc:
                 log.warning("could not look for waiting work: %s", exc)
             await asyncio.sleep(self._sweep_interval)

@@ -1,0 +1,174 @@
+"""`InboundHandler`: what a worker does with one `Inbound` once it is that session's turn.
+
+The intake rules, in order: an answered message is skipped (dedupe); a scheduled run goes to
+`ScheduledRuns`; a group message for someone else is read, not answered; someone the policy
+does not admit gets one polite refusal per chat; a command is answered from the registry
+(`core/commands.py`); a message too long is refused; anything else is a turn
+(`core/turns/turn.py`), checkpointed so a crash mid-turn can be recovered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import datetime
+
+from core.checkpoints import ABANDONED_TEXT, Checkpoint
+from core.clock import utc_now
+from core.commands import CommandContext, CommandRegistry
+from core.envelopes import Inbound
+from core.policy import ChannelPolicy
+from core.store.base import Fence, Store
+from core.turns.outbox import Outbox
+from core.turns.scheduled import ScheduledRuns
+from core.turns.turn import Contexts, TurnRunner
+
+__all__ = ["REFUSAL_TEXT", "InboundHandler"]
+
+log = logging.getLogger(__name__)
+
+REFUSAL_TEXT = "Sorry, this bot only answers the people it was set up for."
+APOLOGY_TEXT = "Sorry, something went wrong on my side and I could not answer that message."
+
+
+class InboundHandler:
+    """Handles inbound work of any session; the worker makes sure one session at a time."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        policy: ChannelPolicy,
+        commands: CommandRegistry,
+        contexts: Contexts,
+        turns: TurnRunner,
+        scheduled: ScheduledRuns,
+        outbox: Outbox,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.store = store
+        self.policy = policy
+        self.commands = commands
+        self.contexts = contexts
+        self.turns = turns
+        self.scheduled = scheduled
+        self.outbox = outbox
+        self._clock = clock
+
+    async def handle(
+        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
+    ) -> None:
+        """Answer `inbound` unless it was answered before; mark it answered."""
+        if await self.store.is_processed(inbound.dedupe_key):
+            log.info("skipping %s: already answered", inbound.dedupe_key)
+            return
+        if inbound.origin == "scheduled":
+            await self.scheduled.run(inbound, cancel=cancel, fence=fence)
+        elif not self.policy.addressed(inbound):
+            pass  # a group message for someone else: read, not answered
+        elif not self.policy.admits(inbound):
+            await self._refuse(inbound)
+        elif inbound.kind == "command":
+            await self._command(inbound)
+        else:
+            await self._turn(inbound, cancel, fence)
+        await self.store.mark_processed(inbound.dedupe_key)
+
+    async def apologize(self, inbound: Inbound) -> None:
+        """Tell the user their message could not be handled (after repeated failures)."""
+        await self.outbox.send(inbound, "reply", APOLOGY_TEXT, failed=True)
+        # The user was told: a restart must not take the turn up again.
+        await self.store.finish_checkpoint(inbound.dedupe_key, "abandoned")
+
+    async def abandon(self, inbound: Inbound) -> None:
+        """Give up a turn a crash cut off: tell the user once, then mark it abandoned."""
+        await self.outbox.send(inbound, "notice", ABANDONED_TEXT, failed=True)
+        await self.store.finish_checkpoint(inbound.dedupe_key, "abandoned")
+
+    async def _refuse(self, inbound: Inbound) -> None:
+        address = inbound.address
+        log.info("refused %s user %s in %s", address.platform, inbound.user_id, address.chat)
+        # One polite refusal per chat; after that, silence (no noise in a busy group).
+        first = await self.store.mark_processed(
+            f"refused:{address.platform}:{address.bot}:{address.chat}"
+        )
+        if first:
+            await self.outbox.send(inbound, "notice", REFUSAL_TEXT)
+
+    async def _command(self, inbound: Inbound) -> None:
+        word = (inbound.command or "").lower()
+        is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
+        command = self.commands.find(word)
+        if command is None:
+            text = self.commands.unknown_text(word, admin=is_admin)
+        elif command.info.admin_only and not is_admin:
+            text = f"Only an admin of this bot can use /{command.info.name}."
+        else:
+            context = CommandContext(
+                inbound=inbound,
+                args=_arguments(inbound.text),
+                is_admin=is_admin,
+                store=self.store,
+                registry=self.commands,
+            )
+            text = await command.handler(context)
+        await self.outbox.send(inbound, "notice", text)
+
+    async def _turn(self, inbound: Inbound, cancel: asyncio.Event, fence: Fence | None) -> None:
+        if not inbound.text.strip() and not inbound.images:
+            return
+        limit = self.policy.max_input_chars
+        if len(inbound.text) > limit:
+            await self.outbox.send(
+                inbound,
+                "notice",
+                f"That message is too long ({len(inbound.text):,} characters; the limit is "
+                f"{limit:,}). Please send a shorter one.",
+            )
+            return
+        found = await self.store.get_checkpoint(inbound.dedupe_key)
+        if found is not None and found.status == "abandoned":
+            log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
+            return  # the user was told to send it again
+        # Typing shows before the session lookup and the checkpoint write (Redis round trips).
+        await self.outbox.send(inbound, "typing", "")
+        session = await self.store.current_session(inbound.session_key)
+        context = self.contexts.for_message(inbound)
+        checkpoint = await self._checkpoint(inbound, session.id, found)
+        await self.turns.run(
+            inbound,
+            context,
+            session.id,
+            cancel=cancel,
+            fence=fence,
+            checkpoint=checkpoint,
+            shown=True,
+        )
+
+    async def _checkpoint(
+        self, inbound: Inbound, session_id: str, found: Checkpoint | None
+    ) -> Checkpoint:
+        """Save the turn's `running` checkpoint (`found` is the one kept from before a crash,
+        when the turn is resumed)."""
+        now = self._clock()
+        if found is None or found.session_id != session_id:
+            found = Checkpoint(
+                run_key=inbound.dedupe_key,
+                session_id=session_id,
+                inbound=inbound,
+                started_at=now,
+                updated_at=now,
+            )
+        checkpoint = found.model_copy(update={"status": "running", "updated_at": now})
+        await self.store.save_checkpoint(checkpoint)
+        return checkpoint
+
+
+def _arguments(text: str) -> str:
+    """What follows the command word in a command's text (`/approve ABC` -> `ABC`)."""
+    text = text.strip()
+    if text.startswith("/"):
+        parts = text.split(maxsplit=1)
+        text = parts[1] if len(parts) > 1 else ""
+    return text.strip()

@@ -1,0 +1,61 @@
+"""`Outbox`: what a worker sends about one `Inbound` to its platform's outbound queue."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.bus.base import Bus
+from core.bus.names import outbound_queue
+from core.envelopes import Inbound, Outbound, OutboundKind
+from core.errors import ConfigError
+from core.turns.stream import StreamPolicy
+
+__all__ = ["Outbox"]
+
+
+class Outbox:
+    """Sends deliveries answering an inbound message, per each platform's `StreamPolicy`."""
+
+    def __init__(self, bus: Bus, streaming: Mapping[str, StreamPolicy]) -> None:
+        self.bus = bus
+        self._streaming = dict(streaming)
+
+    def policy(self, platform: str) -> StreamPolicy:
+        """How `platform` shows a running turn; `ConfigError` for a platform not configured."""
+        try:
+            return self._streaming[platform]
+        except KeyError:
+            known = ", ".join(sorted(self._streaming)) or "none"
+            raise ConfigError(
+                f"no stream policy for platform {platform!r} (known: {known})"
+            ) from None
+
+    async def send(
+        self,
+        inbound: Inbound,
+        kind: OutboundKind,
+        text: str,
+        *,
+        seq: int = 0,
+        failed: bool = False,
+    ) -> None:
+        """One delivery about `inbound`, part of the reply keyed by its dedupe key.
+
+        The final answer is enqueued under a dedupe id: a turn repeated by another worker
+        after a crash does not reach the user twice.
+        """
+        final = kind in ("reply", "notice")
+        await self.bus.enqueue(
+            outbound_queue(inbound.address.platform),
+            Outbound(
+                kind=kind,
+                address=inbound.address,
+                text=text,
+                reply_to=inbound.id,
+                reply_to_platform_id=inbound.platform_message_id,
+                reply_key=inbound.dedupe_key,
+                seq=seq,
+                failed=failed,
+            ),
+            dedupe_id=f"{inbound.dedupe_key}:final" if final else None,
+        )
