@@ -8,38 +8,25 @@ observes, never for time.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import SecretStr
 
-from bots.platforms import REGISTERED, command_registry
-from channels import discord as discord_channel
 from channels.discord.adapter import DiscordAdapter, DiscordSettings
 from channels.gateway import Gateway
-from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
-from core.replies import MemoryReplyRecords
-from core.runtime import AgentRuntime
 from core.store.base import Store
-from core.tools import ToolRegistry, builtin_tools
 from core.worker import Worker
 from tests.fakes.discord_api import FakeDiscord, SentMessage
-from tests.workers import build_worker
+from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
 
-# How long a wait lasts before the test fails instead of hanging; only reached when broken.
-PATIENCE = 5.0
-
-# The chat commands of the product: the worker runs them, the gateway lists them.
-COMMANDS = command_registry()
 MENU = COMMANDS.menu()
 
 _FENCE = re.compile(r"^```", re.MULTILINE)
@@ -74,59 +61,27 @@ async def serving(
 
     Yields once the bot has identified and the fake has sent READY and its GUILD_CREATE.
     """
-    settings: dict[str, Any] = dict(options)
     adapter = DiscordAdapter(
         DiscordSettings(
             token=SecretStr(fake.token),
             api_url=fake.api_url,
             gateway_url=fake.gateway_url,
-            **settings,
+            **options,
         ),
         menu=(commands or COMMANDS).menu(),
-        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
+        replies=local_replies(),
     )
-    bus = MemoryBus()
-    runtime = AgentRuntime(
-        provider=provider, model="test-model", tools=ToolRegistry(builtin_tools()), store=store
-    )
-    worker = build_worker(
-        bus=bus,
-        store=store,
-        runtime=runtime,
-        policy=policy or ChannelPolicy(modes=REGISTERED.default_modes()),
-        commands=commands or COMMANDS,
-        prompt_hints={"discord": discord_channel.PROMPT_HINT},
-        stream_interval=stream_interval,
-    )
-    gateway = Gateway(adapter, bus)
     sessions = fake.ready_count
-    worker_task = asyncio.create_task(worker.run(), name="test-worker")
-    gateway_task = asyncio.create_task(gateway.run(), name="test-gateway")
-    try:
-        await unless_failed(fake.wait_ready(PATIENCE, sessions=sessions + 1), gateway_task)
-        yield Serving(fake, adapter, gateway, worker, bus, store, provider)
-    finally:
-        await gateway.stop()
-        async with asyncio.timeout(PATIENCE):
-            await gateway_task
-        await worker.stop(grace=PATIENCE)
-        async with asyncio.timeout(PATIENCE):
-            await worker_task
-        await bus.close()
-        await provider.aclose()
-
-
-async def unless_failed(ready: Awaitable[Any], task: asyncio.Task[None]) -> None:
-    """Await `ready`, but fail at once with the task's error if the task ends first."""
-    waiting = asyncio.ensure_future(ready)
-    done, _ = await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
-    if waiting not in done:
-        waiting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await waiting
-        task.result()
-        raise AssertionError("the gateway stopped before the bot was connected")
-    waiting.result()
+    async with running_bot(
+        adapter,
+        store,
+        provider,
+        ready=lambda: fake.wait_ready(PATIENCE, sessions=sessions + 1),
+        policy=policy,
+        commands=commands,
+        stream_interval=stream_interval,
+    ) as bot:
+        yield Serving(fake, adapter, bot.gateway, bot.worker, bot.bus, store, provider)
 
 
 async def reply_containing(

@@ -7,8 +7,6 @@ and stops it cleanly. Events go in over signed HTTP or the Socket Mode websocket
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -17,28 +15,16 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
-from bots.platforms import REGISTERED, command_registry
-from channels import slack
 from channels.gateway import Gateway
 from channels.slack.adapter import SlackAdapter, SlackSettings
-from channels.streaming import IncrementalRender, ReplyStreams
-from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
-from core.replies import MemoryReplyRecords
-from core.runtime import AgentRuntime
 from core.store.base import Store
-from core.tools import ToolRegistry, builtin_tools
 from core.worker import Worker
 from tests.fakes.slack_api import FakeSlack, SentMessage
-from tests.workers import build_worker
+from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
 
-# How long a wait lasts before the test fails instead of hanging; only reached when broken.
-PATIENCE = 5.0
-
-# The chat commands of the product: the worker runs them, the gateway lists them.
-COMMANDS = command_registry()
 MENU = COMMANDS.menu()
 
 _CODE_BLOCK = re.compile(r"```\n(.*?)\n```", re.DOTALL)
@@ -100,57 +86,24 @@ async def serving(
             **(credentials | settings | options),
         ),
         menu=(commands or COMMANDS).menu(),
-        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
+        replies=local_replies(),
     )
-    bus = MemoryBus()
-    runtime = AgentRuntime(
-        provider=provider,
-        model="test-model",
-        tools=ToolRegistry(builtin_tools()),
-        store=store,
-    )
-    worker = build_worker(
-        bus=bus,
-        store=store,
-        runtime=runtime,
-        policy=policy or ChannelPolicy(modes=REGISTERED.default_modes()),
-        commands=commands or COMMANDS,
-        prompt_hints={"slack": slack.PROMPT_HINT},
-        stream_interval=stream_interval,
-    )
-    gateway = Gateway(adapter, bus)
-    worker_task = asyncio.create_task(worker.run(), name="test-worker")
-    gateway_task = asyncio.create_task(gateway.run(), name="test-gateway")
-    try:
-        await _unless_failed(adapter.listening.wait(), gateway_task)
+
+    async def ready() -> None:
+        await adapter.listening.wait()
         if mode == "socket":
             await fake.wait_socket_connected(timeout=PATIENCE)
-        yield Serving(fake, adapter, gateway, worker, store, provider, mode)
-    finally:
-        await gateway.stop()
-        async with asyncio.timeout(PATIENCE):
-            await gateway_task
-        await worker.stop(grace=PATIENCE)
-        async with asyncio.timeout(PATIENCE):
-            await worker_task
-        await bus.close()
-        await provider.aclose()
 
-
-async def _unless_failed(ready: Any, task: asyncio.Task[None]) -> None:
-    """Await `ready`, but fail at once with the task's error if the task ends first."""
-    waiting = asyncio.ensure_future(ready)
-    done, _ = await asyncio.wait(
-        {waiting, task}, timeout=PATIENCE, return_when=asyncio.FIRST_COMPLETED
-    )
-    if waiting not in done:
-        waiting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await waiting
-        if task.done():
-            task.result()
-        raise AssertionError("the Slack gateway did not start listening")
-    waiting.result()
+    async with running_bot(
+        adapter,
+        store,
+        provider,
+        ready=ready,
+        policy=policy,
+        commands=commands,
+        stream_interval=stream_interval,
+    ) as bot:
+        yield Serving(fake, adapter, bot.gateway, bot.worker, store, provider, mode)
 
 
 async def reply_containing(

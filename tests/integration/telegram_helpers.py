@@ -8,42 +8,30 @@ and stops it cleanly. Every wait here is for something the fake observes, never 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import html
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import SecretStr
 
-from bots.platforms import REGISTERED, command_registry
-from channels import telegram
 from channels.gateway import Gateway
-from channels.streaming import IncrementalRender, ReplyStreams
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.events import Finished, ModelEvent, TextDelta
 from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest, Provider
-from core.replies import MemoryReplyRecords
-from core.runtime import AgentRuntime
 from core.store.base import Store
-from core.tools import ToolRegistry, builtin_tools
 from core.worker import Worker
 from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage
-from tests.workers import build_worker
-
-# How long a wait lasts before the test fails instead of hanging; only reached when broken.
-PATIENCE = 5.0
+from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
 
 # The bot's key in session keys: the numeric part of the fake's default token.
 BOT_KEY = "123456789"
 
-# The chat commands of the product: the worker runs them, the gateway lists them.
-COMMANDS = command_registry()
 MENU = COMMANDS.menu()
 
 _PRE = re.compile(r"<pre>(?:<code[^>]*>)?(.*?)(?:</code>)?</pre>", re.DOTALL)
@@ -82,57 +70,24 @@ async def serving(
     adapter = TelegramAdapter(
         TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings),
         menu=(commands or COMMANDS).menu(),
-        replies=ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
+        replies=local_replies(),
     )
-    bus = MemoryBus()
-    runtime = AgentRuntime(
-        provider=provider,
-        model="test-model",
-        tools=ToolRegistry(builtin_tools()),
-        store=store,
-    )
-    worker = build_worker(
-        bus=bus,
-        store=store,
-        runtime=runtime,
-        policy=policy or ChannelPolicy(modes=REGISTERED.default_modes()),
-        commands=commands or COMMANDS,
-        prompt_hints={"telegram": telegram.PROMPT_HINT},
+
+    def ready() -> Awaitable[Any]:
+        if adapter.settings.webhook_url:
+            return fake.wait_for_call("setWebhook", timeout=PATIENCE)
+        return fake.wait_idle_poll(timeout=PATIENCE)
+
+    async with running_bot(
+        adapter,
+        store,
+        provider,
+        ready=ready,
+        policy=policy,
+        commands=commands,
         stream_interval=stream_interval,
-    )
-    gateway = Gateway(adapter, bus)
-    worker_task = asyncio.create_task(worker.run(), name="test-worker")
-    gateway_task = asyncio.create_task(gateway.run(), name="test-gateway")
-    try:
-        ready = (
-            fake.wait_for_call("setWebhook", timeout=PATIENCE)
-            if adapter.settings.webhook_url
-            else fake.wait_idle_poll(timeout=PATIENCE)
-        )
-        await _unless_failed(ready, gateway_task)
-        yield Serving(fake, adapter, gateway, worker, bus, store, provider)
-    finally:
-        await gateway.stop()
-        async with asyncio.timeout(PATIENCE):
-            await gateway_task
-        await worker.stop(grace=PATIENCE)
-        async with asyncio.timeout(PATIENCE):
-            await worker_task
-        await bus.close()
-        await provider.aclose()
-
-
-async def _unless_failed(ready: Any, task: asyncio.Task[None]) -> None:
-    """Await `ready`, but fail at once with the task's error if the task ends first."""
-    waiting = asyncio.ensure_future(ready)
-    done, _ = await asyncio.wait({waiting, task}, return_when=asyncio.FIRST_COMPLETED)
-    if waiting not in done:
-        waiting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await waiting
-        task.result()
-        raise AssertionError("the gateway stopped before the bot was listening")
-    waiting.result()
+    ) as bot:
+        yield Serving(fake, adapter, bot.gateway, bot.worker, bot.bus, store, provider)
 
 
 async def until(

@@ -43,12 +43,12 @@ from tests.fakes.discord_api import FakeDiscord, Request
 from tests.fakes.discord_events import CHANNEL, GUILD, OTHER_CHANNEL, token_for
 from tests.integration.discord_helpers import (
     MENU,
-    PATIENCE,
     code_blocks,
     fences_balanced,
     reply_containing,
     serving,
 )
+from tests.integration.serving import PATIENCE
 from tests.integration.telegram_helpers import PacedProvider
 
 ALICE = 42
