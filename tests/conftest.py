@@ -8,10 +8,12 @@ import os
 os.environ.setdefault("PTB_TIMEDELTA", "1")
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
 
+from core.store.sqlite import SqliteStore
 from tests.fakes.fixtures import (
     fake_anthropic,
     fake_discord,
@@ -29,6 +31,8 @@ __all__ = [
     "fake_telegram",
     "redis_server",
     "redis_url",
+    "session_id",
+    "store",
 ]
 
 
@@ -48,3 +52,19 @@ async def redis_url(redis_server: RedisServer) -> AsyncIterator[str]:
     await client.flushall()
     await client.aclose()
     yield redis_server.url
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    """An SQLite store in the test's own folder, closed afterwards."""
+    opened = await SqliteStore.open(tmp_path / "switchboard.db")
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+async def session_id(store: SqliteStore) -> str:
+    """A terminal conversation's session in `store`."""
+    return (await store.current_session("terminal:default:it")).id

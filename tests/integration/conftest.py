@@ -7,14 +7,12 @@ connection would otherwise surface as a ResourceWarning (an error under our warn
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Protocol
 
 import pytest
 
 from core.providers.anthropic import AnthropicProvider
 from core.providers.openai import OpenAIProvider
-from core.store.sqlite import SqliteStore
 from tests.fakes import FakeAnthropic, FakeOpenAI
 from tests.fakes.fixtures import TEST_API_KEY
 
@@ -67,17 +65,3 @@ def claude(make_anthropic: MakeAnthropic) -> AnthropicProvider:
 def gpt(make_openai: MakeOpenAI) -> OpenAIProvider:
     """An `OpenAIProvider` on the fake, with the accepted key."""
     return make_openai()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def session_id(store: SqliteStore) -> str:
-    return (await store.current_session("terminal:default:it")).id

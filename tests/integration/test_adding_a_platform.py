@@ -10,10 +10,7 @@ the adapter's Inbound goes over the bus to a worker and its answer comes back as
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from bots.platforms import PLATFORMS, Platforms, command_registry
 from bots.profiles import load_profile
@@ -108,15 +105,6 @@ SPEC = ChannelSpec(
 
 # The one registration line.
 WITH_PAGER = Platforms((*PLATFORMS, SPEC))
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "switchboard.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_a_platform_defined_in_a_test_answers_a_turn_end_to_end(

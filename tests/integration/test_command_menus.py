@@ -8,11 +8,6 @@ the admin-only command stays out of the public menus.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
-import pytest
-
 from core.commands import (
     ChatCommand,
     CommandContext,
@@ -51,15 +46,6 @@ def extended() -> CommandRegistry:
             ),
         ]
     )
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "switchboard.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_telegram_lists_a_new_command_and_runs_it(

@@ -14,8 +14,7 @@ import io
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 from discord.gateway import DiscordWebSocket
@@ -53,15 +52,6 @@ from tests.integration.telegram_helpers import PacedProvider
 
 ALICE = 42
 BOB = 43
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "switchboard.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def scripted(*answers: str) -> ScriptedProvider:

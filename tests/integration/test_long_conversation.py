@@ -8,10 +8,8 @@ way and every turn is answered; the store still holds every message.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
-import pytest
 from pydantic import BaseModel
 
 from core.compaction import Compactor
@@ -85,15 +83,6 @@ def sentence(rng: random.Random, chars: int) -> str:
     while len(text) < chars:
         text += rng.choice(WORDS) + " "
     return text[:chars]
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "long.sqlite")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_a_300_turn_conversation_stays_in_a_small_window(store: SqliteStore) -> None:

@@ -14,7 +14,7 @@ import io
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -50,15 +50,6 @@ from tests.integration.telegram_helpers import PacedProvider
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 1200  # ~300 kB: more than one read
 RANDOM = "C0RANDOM"
 Mode = Literal["http", "socket"]
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "switchboard.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def scripted(*answers: str) -> ScriptedProvider:

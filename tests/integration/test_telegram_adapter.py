@@ -13,7 +13,7 @@ import io
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -44,15 +44,6 @@ DM = 555  # a private chat: the user's id is the chat's id
 GROUP = -100123
 FORUM = -100777
 ANSWER_42 = "The answer is 42"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "switchboard.db")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def scripted(*answers: str) -> ScriptedProvider:

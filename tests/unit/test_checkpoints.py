@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -30,15 +29,6 @@ START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 @pytest.fixture
 async def bus() -> AsyncIterator[MemoryBus]:
     opened = MemoryBus()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
         yield opened
     finally:

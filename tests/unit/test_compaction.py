@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -55,20 +54,6 @@ class Responder:
             yield event
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def session_id(store: SqliteStore) -> str:
-    return (await store.current_session("terminal:default:t")).id
-
-
 def make_runtime(
     store: SqliteStore,
     provider: Responder,
@@ -101,7 +86,7 @@ def make_runtime(
 
 
 async def run_turn(runtime: AgentRuntime, session_id: str, text: str) -> list[AgentEvent]:
-    context = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:t")
+    context = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
     return [e async for e in runtime.run(session_id, Message.user(text), context)]
 
 

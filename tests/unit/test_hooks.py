@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,20 +37,6 @@ WORDS = "lorem ipsum dolor sit amet " * 8
 
 class NoArgs(BaseModel):
     """A tool that takes no arguments."""
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def session_id(store: SqliteStore) -> str:
-    return (await store.current_session("terminal:default:t")).id
 
 
 class Recorder(NoHooks):
@@ -137,7 +122,7 @@ def make_runtime(
 
 
 def context() -> ChannelContext:
-    return ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:t")
+    return ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
 
 
 async def run_turn(runtime: AgentRuntime, session_id: str, text: str) -> list[AgentEvent]:

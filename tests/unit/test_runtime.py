@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
-from pathlib import Path
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import pytest
@@ -76,21 +75,7 @@ def call(call_id: str, name: str, **arguments: Any) -> ToolCall:
 
 
 def context(mode: CapabilityMode = FULL) -> ChannelContext:
-    return ChannelContext(platform="terminal", mode=mode, session_key="terminal:default:t")
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def session_id(store: SqliteStore) -> str:
-    return (await store.current_session("terminal:default:t")).id
+    return ChannelContext(platform="terminal", mode=mode, session_key="terminal:default:it")
 
 
 def make_runtime(

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
@@ -54,20 +53,6 @@ def call(call_id: str, name: str, **arguments: Any) -> ToolCall:
     return ToolCall(id=call_id, name=name, arguments=arguments)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def session_id(store: SqliteStore) -> str:
-    return (await store.current_session("terminal:default:t")).id
-
-
 async def run_turn(
     store: SqliteStore,
     session_id: str,
@@ -79,7 +64,7 @@ async def run_turn(
     runtime = AgentRuntime(
         provider=provider, model="test-model", tools=ToolRegistry(tools), store=store, **options
     )
-    context = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:t")
+    context = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
     events = [e async for e in runtime.run(session_id, Message.user("go"), context)]
     return events, provider
 

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from core.errors import ToolError
@@ -70,15 +67,6 @@ def test_offered_by_every_mode_with_tools() -> None:
     for mode in (FULL, SAFE_CHAT, DISCORD):
         assert "read_skill" in [t.name for t in mode.allowed_tools(registry)]
     assert NO_TOOLS.allowed_tools(registry) == []
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 async def test_a_safe_chat_turn_reads_a_skill_listed_in_its_prompt(store: SqliteStore) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,15 +62,6 @@ def clock() -> LeaseClock:
 @pytest.fixture
 async def bus(clock: LeaseClock) -> AsyncIterator[MemoryBus]:
     opened = MemoryBus(lease_seconds=LEASE, clock=clock)
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
     try:
         yield opened
     finally:
