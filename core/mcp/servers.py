@@ -185,8 +185,12 @@ class _Connection:
         except Exception as exc:
             if not served:
                 raise
-            # Leaving a dead session often raises from its transport; it is already gone.
-            log.debug("MCP server %r closed with %s", self.name, _reason(exc))
+            if self._broken.is_set():
+                # A call saw it die (and said so); leaving the dead session raised as well.
+                log.debug("MCP server %r closed with %s", self.name, _reason(exc))
+            else:
+                # The transport failed by itself (the HTTP server went away, say).
+                log.warning("MCP server %r stopped (%s); restarting it", self.name, _reason(exc))
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> ClientSession:
         settings = self.settings

@@ -69,10 +69,8 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture
-async def http_server() -> AsyncIterator[str]:
-    """The fake server over streamable HTTP on 127.0.0.1; yields its endpoint URL."""
-    port = free_port()
+async def start_http(port: int) -> asyncio.subprocess.Process:
+    """The fake server over streamable HTTP on 127.0.0.1:`port`, once it accepts connections."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -84,21 +82,33 @@ async def http_server() -> AsyncIterator[str]:
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
+    async with asyncio.timeout(PATIENCE):
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.05)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            return process
+
+
+async def stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.terminate()
+    await process.wait()
+
+
+@pytest.fixture
+async def http_server() -> AsyncIterator[str]:
+    """The fake server over streamable HTTP; yields its endpoint URL."""
+    port = free_port()
+    process = await start_http(port)
     try:
-        async with asyncio.timeout(PATIENCE):
-            while True:  # until the server accepts connections
-                try:
-                    _, writer = await asyncio.open_connection("127.0.0.1", port)
-                except OSError:
-                    await asyncio.sleep(0.05)
-                    continue
-                writer.close()
-                await writer.wait_closed()
-                break
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.terminate()
-        await process.wait()
+        await stop(process)
 
 
 async def test_tools_are_named_server__tool_with_the_servers_description_and_schema(
@@ -319,3 +329,35 @@ async def test_a_streamable_http_server_is_listed_and_called(http_server: str) -
         assert await tools["remote__add"]({"a": 4, "b": 5}, CONTEXT) == "9"
     finally:
         await servers.aclose()
+
+
+async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    port = free_port()
+    process = await start_http(port)
+    servers = McpServers(
+        {"remote": McpServerSettings(url=f"http://127.0.0.1:{port}/mcp", tier="read_only")},
+        grace=0.1,
+        backoff=0.05,
+        backoff_max=0.2,
+    )
+    try:
+        async with asyncio.timeout(PATIENCE):
+            await servers.start()
+        add = by_name(servers)["remote__add"]
+        await stop(process)
+
+        with pytest.raises(ToolError, match="'remote'"):
+            await add({"a": 1, "b": 1}, CONTEXT)
+        with pytest.raises(ToolError, match=r"not running \(it is being restarted\)"):
+            await add({"a": 1, "b": 1}, CONTEXT)
+
+        process = await start_http(port)
+        async with asyncio.timeout(PATIENCE):
+            await servers.wait_running("remote")
+        assert await add({"a": 2, "b": 2}, CONTEXT) == "4"
+        assert any("could not be restarted" in r.getMessage() for r in caplog.records)
+    finally:
+        await servers.aclose()
+        await stop(process)
