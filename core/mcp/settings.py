@@ -48,8 +48,9 @@ class McpServerSettings(BaseModel):
     exclude: list[str] = Field(default_factory=list)
     # The capability modes that offer this server's tools; enforced at dispatch too.
     modes: list[str] = Field(default_factory=lambda: ["full"])
-    # Seconds one tool call may take before the model is told the server is too slow.
-    timeout: float = Field(default=60.0, gt=0)
+    # Seconds one tool call may take before the model is told the server is too slow; keep
+    # it under the profile's `tool_timeout` (30 s), which cuts every tool call short.
+    timeout: float = Field(default=20.0, gt=0)
     # Seconds to start the server, shake hands and list its tools.
     startup_timeout: float = Field(default=30.0, gt=0)
 

@@ -45,8 +45,9 @@ class WorkspaceSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     root: Path
-    # Seconds a command may run before its whole process group is killed.
-    timeout: float = Field(default=60.0, gt=0)
+    # Seconds a command may run before its whole process group is killed; under the
+    # profile's `tool_timeout` (30 s) so the command's own partial output is what comes back.
+    timeout: float = Field(default=20.0, gt=0)
     # Bytes of command output kept (stdout and stderr together); the rest is dropped.
     max_output: int = Field(default=16_000, gt=0)
     # Largest file `files` reads or writes, in bytes.
