@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types
 from mcp.client.session import ClientSession
@@ -36,6 +37,14 @@ __all__ = ["McpServers"]
 
 log = logging.getLogger(__name__)
 
+# Failures that mean the connection is gone (the session is started again).
+_TRANSPORT_ERRORS = (
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    httpx2.TransportError,
+    OSError,
+)
 # Connect and read timeouts of the HTTP client; a streamable-HTTP server may hold a stream.
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
@@ -117,12 +126,15 @@ class _Connection:
             raise ToolError(
                 f"MCP server {self.name!r} stopped while running {tool}; it is being restarted."
             ) from exc
-        except Exception as exc:
-            self._mark_broken(session, f"{type(exc).__name__}: {exc}")
+        except _TRANSPORT_ERRORS as exc:
+            self._mark_broken(session, _reason(exc))
             raise ToolError(
                 f"MCP server {self.name!r} failed while running {tool} "
                 f"({type(exc).__name__}); it is being restarted."
             ) from exc
+        except Exception as exc:
+            # The session still works (a result that breaks its own schema, say).
+            raise ToolError(f"MCP server {self.name!r} failed on {tool}: {_reason(exc)}") from exc
         return render_result(result)
 
     def _mark_broken(self, session: ClientSession, why: str) -> None:
@@ -233,6 +245,8 @@ def _reason(exc: BaseException | None) -> str:
         return "unknown error"
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
+        return "it closed the connection; did the command exit?"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -262,9 +276,7 @@ class McpServers:
     async def start(self) -> None:
         """Start every server at once; one that fails is a WARNING line and offers nothing."""
         names = list(self._connections)
-        outcomes = await asyncio.gather(
-            *(self._start_one(self._connections[n]) for n in names), return_exceptions=False
-        )
+        outcomes = await asyncio.gather(*(self._start_one(self._connections[n]) for n in names))
         taken: set[str] = set()
         for connection, listed in zip(self._connections.values(), outcomes, strict=True):
             for remote in listed:

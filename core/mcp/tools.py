@@ -17,6 +17,7 @@ from typing import Any
 import mcp_types
 from jsonschema import exceptions as schema_errors
 from jsonschema import validators
+from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict
 
 from core.errors import ToolError
@@ -110,9 +111,9 @@ def _clean(schema: dict[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
-def _validator_for(schema: dict[str, Any]) -> Any:
+def _validator_for(schema: dict[str, Any]) -> Validator | None:
     """A validator for `schema`, or None when the server sent a schema that is not valid."""
-    cls = validators.validator_for(schema)
+    cls: type[Validator] = validators.validator_for(schema)
     try:
         cls.check_schema(schema)
     except schema_errors.SchemaError:

@@ -348,7 +348,7 @@ def web_fetch_tool(
         description=(
             "Fetch a public web page or text file by URL (http or https) and return its "
             "text. Web pages are turned into plain text with links. Private and local "
-            "addresses are refused; at most 2 MB are read."
+            f"addresses are refused; at most {fetcher.settings.max_bytes / 2**20:g} MB are read."
         ),
         args=WebFetchArgs,
         tier=SafetyTier.READ_ONLY,

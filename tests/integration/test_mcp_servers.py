@@ -22,12 +22,16 @@ from core.events import AgentEvent, ToolFinished
 from core.mcp import McpServers, McpServerSettings, McpTool
 from core.messages import Message, ToolCall
 from core.modes import FULL, ModeCatalog
-from core.providers import ScriptedProvider
+from core.providers import Provider, ScriptedProvider
+from core.providers.anthropic import AnthropicProvider
+from core.providers.openai import OpenAIProvider
 from core.providers.scripted import text_reply, tool_reply
 from core.redact import REDACTED, Redactor
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, ToolContext, ToolRegistry
+from tests.fakes import FakeAnthropic, FakeOpenAI, Text, ToolUse
+from tests.integration.helpers import GPT, SONNET, completed, of_type
 
 ROOT = Path(__file__).resolve().parents[2]
 # How long a test waits for what should happen promptly before failing instead of hanging.
@@ -212,6 +216,34 @@ async def test_a_server_that_cannot_start_is_one_warning_and_the_others_work(
         await servers.aclose()
 
 
+@pytest.mark.parametrize(
+    ("settings", "why"),
+    [
+        (McpServerSettings(command=[sys.executable, "-c", "pass"]), "did not start ("),
+        (
+            McpServerSettings(
+                command=[sys.executable, "-c", "import sys; sys.stdin.read()"],
+                startup_timeout=0.3,
+            ),
+            "did not start (timed out)",
+        ),
+        (McpServerSettings(url="http://127.0.0.1:9/mcp"), "did not start ("),
+    ],
+    ids=["exits-at-once", "never-answers", "nothing-listening"],
+)
+async def test_every_way_of_not_starting_is_one_warning(
+    settings: McpServerSettings, why: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    servers = McpServers({"bad": settings})
+    with caplog.at_level(logging.WARNING, logger="core.mcp"):
+        async with asyncio.timeout(PATIENCE):
+            await servers.start()
+    await servers.aclose()
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert f"MCP server 'bad' {why}" in warning
+    assert servers.tools() == []
+
+
 async def test_include_exclude_and_per_tool_tiers_shape_what_is_offered() -> None:
     servers = McpServers(
         {
@@ -361,3 +393,66 @@ async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back(
     finally:
         await servers.aclose()
         await stop(process)
+
+
+async def provider_round_trip(
+    provider: Provider, model: str, servers: McpServers, store: SqliteStore, session_id: str
+) -> list[AgentEvent]:
+    runtime = AgentRuntime(
+        provider=provider, model=model, tools=ToolRegistry(servers.tools()), store=store
+    )
+    context = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
+    return [e async for e in runtime.run(session_id, Message.user("20+22?"), context)]
+
+
+async def test_an_mcp_tool_round_trip_through_the_anthropic_api(
+    calc: McpServers,
+    fake_anthropic: FakeAnthropic,
+    claude: AnthropicProvider,
+    store: SqliteStore,
+    session_id: str,
+) -> None:
+    fake_anthropic.script(
+        ToolUse([("toolu_01", "calc__add", {"a": 20, "b": 22})]), Text("It is 42.")
+    )
+
+    events = await provider_round_trip(claude, SONNET, calc, store, session_id)
+
+    assert completed(events).text == "It is 42."
+    [finished] = of_type(events, ToolFinished)
+    assert (finished.output, finished.is_error) == ("42", False)
+    first, second = (r.json for r in fake_anthropic.requests)
+    add = next(t for t in first["tools"] if t["name"] == "calc__add")
+    assert add["input_schema"]["required"] == ["a", "b"]
+    [block] = second["messages"][-1]["content"]
+    assert (block["type"], block["tool_use_id"], block["is_error"]) == (
+        "tool_result",
+        "toolu_01",
+        False,
+    )
+    assert "42" in str(block["content"])
+
+
+async def test_an_mcp_tool_round_trip_through_the_openai_api(
+    calc: McpServers,
+    fake_openai: FakeOpenAI,
+    gpt: OpenAIProvider,
+    store: SqliteStore,
+    session_id: str,
+) -> None:
+    fake_openai.script(ToolUse([("call_1", "calc__echo", {"text": "hi"})]), Text("Done."))
+
+    events = await provider_round_trip(gpt, GPT, calc, store, session_id)
+
+    assert completed(events).text == "Done."
+    [finished] = of_type(events, ToolFinished)
+    assert finished.output == "echo: hi"
+    first, second = (r.json for r in fake_openai.requests)
+    echo = next(t for t in first["tools"] if t["function"]["name"] == "calc__echo")
+    assert echo["function"]["parameters"]["properties"]["text"]["type"] == "string"
+    result = second["messages"][-1]
+    assert (result["role"], result["tool_call_id"], result["content"]) == (
+        "tool",
+        "call_1",
+        "echo: hi",
+    )
