@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import httpx2
@@ -57,10 +57,17 @@ class _Connection:
     """One MCP server: a task owning its session, restarting it when it breaks."""
 
     def __init__(
-        self, name: str, settings: McpServerSettings, *, backoff: float, backoff_max: float
+        self,
+        name: str,
+        settings: McpServerSettings,
+        *,
+        backoff: float,
+        backoff_max: float,
+        errlog: TextIO | None,
     ) -> None:
         self.name = name
         self.settings = settings
+        self._errlog = errlog
         self.restarts = 0
         self._backoff = backoff
         self._backoff_max = backoff_max
@@ -213,7 +220,12 @@ class _Connection:
                 env=settings.env or None,
                 cwd=settings.cwd,
             )
-            read, write = await stack.enter_async_context(stdio_client(params))
+            transport = (
+                stdio_client(params)
+                if self._errlog is None
+                else stdio_client(params, errlog=self._errlog)
+            )
+            read, write = await stack.enter_async_context(transport)
         else:
             assert settings.url is not None
             client = await stack.enter_async_context(
@@ -255,7 +267,9 @@ class McpServers:
     """The MCP servers a profile declares, as tools; owned by the worker process.
 
     `grace` is how long a call waits for a restarting server before it answers with an
-    error; `backoff` and `backoff_max` shape the waits between failed restarts.
+    error; `backoff` and `backoff_max` shape the waits between failed restarts. `errlog` is
+    where stdio servers write their stderr (a file with a descriptor; default: this
+    process's stderr), e.g. a log file in the data folder for the terminal chat.
     """
 
     def __init__(
@@ -265,10 +279,11 @@ class McpServers:
         grace: float = 5.0,
         backoff: float = 0.5,
         backoff_max: float = 30.0,
+        errlog: TextIO | None = None,
     ) -> None:
         self._grace = grace
         self._connections = {
-            name: _Connection(name, server, backoff=backoff, backoff_max=backoff_max)
+            name: _Connection(name, server, backoff=backoff, backoff_max=backoff_max, errlog=errlog)
             for name, server in settings.items()
         }
         self._tools: list[McpTool] = []

@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import base64
 import os
+import sys
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -61,6 +62,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     options = parser.parse_args()
     server = build_server()
+    print(f"switchboard test server ({options.transport}) starting", file=sys.stderr)
     if options.transport == "stdio":
         server.run("stdio")
     else:

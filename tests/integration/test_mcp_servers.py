@@ -244,6 +244,16 @@ async def test_every_way_of_not_starting_is_one_warning(
     assert servers.tools() == []
 
 
+async def test_a_stdio_servers_stderr_goes_where_the_bot_says(tmp_path: Path) -> None:
+    log_path = tmp_path / "mcp.log"
+    with log_path.open("w") as errlog:
+        servers = McpServers({"calc": stdio()}, errlog=errlog)
+        async with asyncio.timeout(PATIENCE):
+            await servers.start()
+        await servers.aclose()
+    assert "switchboard test server (stdio) starting" in log_path.read_text()
+
+
 async def test_include_exclude_and_per_tool_tiers_shape_what_is_offered() -> None:
     servers = McpServers(
         {

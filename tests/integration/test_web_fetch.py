@@ -196,6 +196,10 @@ async def test_loopback_is_refused_without_the_test_setting(site: Site) -> None:
         ("http://[fe80::1]/", "a link-local address"),
         ("http://0.0.0.0/", "an unspecified address"),
         ("http://224.0.0.1/", "a multicast address"),
+        # Other spellings of 127.0.0.1, resolved (without DNS) and then checked.
+        ("http://2130706433/", "a loopback address"),
+        ("http://127.1/", "a loopback address"),
+        ("http://0x7f000001/", "a loopback address"),
     ],
 )
 async def test_forbidden_addresses_are_refused_before_connecting(url: str, why: str) -> None:
