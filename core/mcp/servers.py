@@ -5,9 +5,10 @@ lists its tools and turns them into `McpTool`s; a server that cannot start is on
 line and offers no tools, and the rest of the bot runs. `aclose()` stops them all.
 
 Each server lives in one task that owns the SDK's transport and `ClientSession` context
-managers (anyio requires them to be entered and left in the same task). A call that finds the
-connection closed marks the server broken; the task then leaves the session, starts a new one
-(tenacity's exponential backoff between failed attempts) and calls wait a little for it.
+managers (anyio requires them to be entered and left in the same task). The end of the
+server's messages, or a call that finds the connection closed, marks it broken; the task
+then leaves the session and starts a new one (tenacity's exponential backoff between failed
+attempts), and calls wait a little for it.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
 from typing import Any, TextIO
 
 import anyio
 import httpx2
 import mcp_types
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
 from core.errors import ToolError
@@ -73,6 +76,8 @@ class _Connection:
         self._backoff_max = backoff_max
         self._session: ClientSession | None = None
         self._ready = asyncio.Event()
+        self._down = asyncio.Event()
+        self._down.set()
         self._broken = asyncio.Event()
         self._listed: asyncio.Future[list[mcp_types.Tool]] | None = None
         self._task: asyncio.Task[None] | None = None
@@ -103,6 +108,14 @@ class _Connection:
     async def wait_running(self) -> None:
         """Return once a session is up (for tests and health checks)."""
         await self._ready.wait()
+
+    async def wait_stopped(self) -> None:
+        """Return once no session is up (the server died and is not back yet)."""
+        await self._down.wait()
+
+    def _set_running(self, running: bool) -> None:
+        (self._ready if running else self._down).set()
+        (self._down if running else self._ready).clear()
 
     async def call(self, tool: str, arguments: dict[str, Any], *, grace: float) -> str:
         """Call the server's `tool`; every failure is a `ToolError` the model can read."""
@@ -145,10 +158,29 @@ class _Connection:
         return render_result(result)
 
     def _mark_broken(self, session: ClientSession, why: str) -> None:
-        if self._session is session and not self._broken.is_set():
+        if self._session is session:
+            self._lost(why)
+
+    def _lost(self, why: str) -> None:
+        """The running session is gone: say so once and let the serving task restart it."""
+        if self._session is not None and not self._broken.is_set():
             log.warning("MCP server %r stopped answering (%s); restarting it", self.name, why)
-            self._ready.clear()
+            self._set_running(False)
             self._broken.set()
+
+    async def _watch(
+        self,
+        incoming: AsyncIterable[SessionMessage | Exception],
+        forward: MemoryObjectSendStream[SessionMessage | Exception],
+    ) -> None:
+        """Pass the server's messages to the session; their end means the server is gone.
+
+        Without this a server that dies between calls would be noticed only by the next call.
+        """
+        async with forward:
+            async for item in incoming:
+                await forward.send(item)
+        self._lost("it closed the connection")
 
     async def _serve(self) -> None:
         assert self._listed is not None
@@ -189,7 +221,7 @@ class _Connection:
                     listed = await _list_tools(session)
                 self._broken.clear()
                 self._session = session
-                self._ready.set()
+                self._set_running(True)
                 served = True
                 assert self._listed is not None
                 if not self._listed.done():
@@ -200,7 +232,7 @@ class _Connection:
                     await self._broken.wait()
                 finally:
                     self._session = None
-                    self._ready.clear()
+                    self._set_running(False)
         except Exception as exc:
             if not served:
                 raise
@@ -234,7 +266,13 @@ class _Connection:
             read, write = await stack.enter_async_context(
                 streamable_http_client(settings.url, http_client=client)
             )
-        return await stack.enter_async_context(ClientSession(read, write))
+        # The watcher runs in a task group entered here, cancelled before it is left.
+        watchers = await stack.enter_async_context(anyio.create_task_group())
+        forward, watched = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        stack.push_async_callback(watched.aclose)
+        stack.callback(watchers.cancel_scope.cancel)
+        watchers.start_soon(self._watch, read, forward)
+        return await stack.enter_async_context(ClientSession(watched, write))
 
 
 async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
@@ -349,6 +387,10 @@ class McpServers:
     async def wait_running(self, server: str) -> None:
         """Return once `server` has a session up (after a restart, say)."""
         await self._connections[server].wait_running()
+
+    async def wait_stopped(self, server: str) -> None:
+        """Return once `server` has no session up (it died and is not back yet)."""
+        await self._connections[server].wait_stopped()
 
     async def aclose(self) -> None:
         """Stop every server."""

@@ -2,6 +2,7 @@
 
 Run as `python -m tests.fakes.mcp_servers stdio` or `... http --port N`. Tools:
 `add(a, b)`, `echo(text)`, `slow(seconds)`, `crash()` (the process exits at once),
+`exit_soon()` (answers, then exits),
 `image()` (a 1x1 PNG with a caption) and `fail()` (the tool reports an error).
 """
 
@@ -44,6 +45,11 @@ def build_server() -> MCPServer:
     @server.tool(description="The server process exits.")
     def crash() -> str:
         os._exit(3)
+
+    @server.tool(description="Answer, then the process exits a moment later.")
+    async def exit_soon() -> str:
+        asyncio.get_running_loop().call_later(0.05, os._exit, 3)
+        return "bye"
 
     @server.tool(description="A tiny image.", structured_output=False)
     def image() -> list[TextContent | ImageContent]:

@@ -127,6 +127,7 @@ async def test_tools_are_named_server__tool_with_the_servers_description_and_sch
         "calc__crash",
         "calc__image",
         "calc__fail",
+        "calc__exit_soon",
     }
     add = tools["calc__add"].spec
     assert add.description == "[calc] Add two integers."
@@ -190,6 +191,20 @@ async def test_a_crashed_server_is_restarted_and_answers_again(
         await calc.wait_running("calc")
     assert await tools["calc__add"]({"a": 1, "b": 1}, CONTEXT) == "2"
     assert any("restarting" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_server_that_dies_between_calls_is_restarted_before_the_next_call(
+    calc: McpServers, caplog: pytest.LogCaptureFixture
+) -> None:
+    tools = by_name(calc)
+
+    assert await tools["calc__exit_soon"]({}, CONTEXT) == "bye"
+    async with asyncio.timeout(PATIENCE):
+        await calc.wait_stopped("calc")  # the end of its output was noticed
+        await calc.wait_running("calc")
+
+    assert await tools["calc__add"]({"a": 2, "b": 2}, CONTEXT) == "4"
+    assert any("it closed the connection" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_server_that_cannot_start_is_one_warning_and_the_others_work(
