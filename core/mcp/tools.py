@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import mcp_types
+from jsonschema import Draft202012Validator, validators
 from jsonschema import exceptions as schema_errors
-from jsonschema import validators
 from jsonschema.protocols import Validator
 from pydantic import BaseModel, ConfigDict
 
@@ -113,7 +113,8 @@ def _clean(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _validator_for(schema: dict[str, Any]) -> Validator | None:
     """A validator for `schema`, or None when the server sent a schema that is not valid."""
-    cls: type[Validator] = validators.validator_for(schema)
+    # An unknown `$schema` falls back to the newest draft (and no warning about it).
+    cls: type[Validator] = validators.validator_for(schema, default=Draft202012Validator)
     try:
         cls.check_schema(schema)
     except schema_errors.SchemaError:

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import mcp_types
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from core.errors import ToolError
-from core.mcp import McpServerSettings, McpSettings, render_result, tool_name
+from core.mcp import McpServerSettings, McpSettings, McpTool, render_result, tool_name
 from core.modes import FULL, NO_TOOLS, SAFE_CHAT, ModeCatalog
-from core.tools import SafetyTier
+from core.tools import SafetyTier, ToolContext
 
+CONTEXT = ToolContext(session_id="s")
 PROVIDER_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -92,3 +94,26 @@ def test_modes_admit_extra_names_without_changing_the_builtin_ones() -> None:
     assert SAFE_CHAT.admitted == frozenset()
     assert catalog.get("full") is FULL
     assert catalog.get("no-tools").tools == NO_TOOLS.tools
+
+
+async def test_odd_schemas_still_give_a_tool() -> None:
+    async def call(tool: str, arguments: dict[str, Any]) -> str:
+        return f"{tool} {arguments}"
+
+    def tool(schema: dict[str, Any]) -> McpTool:
+        return McpTool(
+            name="s__t",
+            server="s",
+            remote_name="t",
+            description="d",
+            schema=schema,
+            tier=SafetyTier.READ_ONLY,
+            call=call,
+        )
+
+    unknown_draft = tool({"$schema": "https://example.com/my-draft", "type": "object"})
+    assert await unknown_draft({"x": 1}, CONTEXT) == "t {'x': 1}"
+    invalid = tool({"type": "object", "properties": {"x": {"type": 5}}})
+    assert await invalid({"x": 1}, CONTEXT) == "t {'x': 1}"  # the server checks instead
+    bare = tool({})
+    assert bare.spec.parameters == {"type": "object", "properties": {}}
