@@ -8,11 +8,13 @@ so several bots can share one server.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING, TextIO
 
 from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_provider
@@ -24,6 +26,7 @@ from core.confirm import Confirmations
 from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
+from core.mcp import McpSettings
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.pricing import PriceBook
@@ -36,6 +39,7 @@ from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
+from core.tools import WorkspaceSettings, web_fetch_tool, workspace_tools
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
@@ -61,6 +65,9 @@ __all__ = [
     "open_store",
     "worker_for",
 ]
+
+if TYPE_CHECKING:
+    from core.mcp.servers import McpServers
 
 log = logging.getLogger(__name__)
 
@@ -168,7 +175,8 @@ async def worker_for(
     """
     redactor = settings.redactor()
     options = profile.settings
-    modes = ModeCatalog()
+    mcp, mcp_log = await _mcp_servers(settings, options.mcp)
+    modes = ModeCatalog(admit=mcp.mode_tools() if mcp else None)
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
@@ -185,6 +193,9 @@ async def worker_for(
                     *schedule_tools(book),
                     *memory_tools(found.store, profile.name),
                     read_skill_tool(profile.skills),
+                    web_fetch_tool(),
+                    *workspace_tools(_workspace(settings, profile)),
+                    *(mcp.tools() if mcp else []),
                 ]
             ),
             store=found.store,
@@ -257,6 +268,36 @@ async def worker_for(
         )
     finally:
         await provider.aclose()
+        if mcp is not None:
+            await mcp.aclose()
+        if mcp_log is not None:
+            await asyncio.to_thread(mcp_log.close)
+
+
+async def _mcp_servers(
+    settings: Settings, servers: McpSettings
+) -> tuple[McpServers | None, TextIO | None]:
+    """The profile's MCP servers, started (one WARNING for each that cannot start), and the
+    file their stderr goes to (not into a terminal chat); None without any, so the MCP SDK is
+    not even loaded."""
+    if not servers:
+        return None, None
+    from core.mcp.servers import McpServers
+
+    path = settings.data_dir / "mcp-servers.log"
+    await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
+    errlog = await asyncio.to_thread(path.open, "a", encoding="utf-8")
+    mcp = McpServers(servers, errlog=errlog)
+    await mcp.start()
+    return mcp, errlog
+
+
+def _workspace(settings: Settings, profile: Profile) -> WorkspaceSettings:
+    """Where the privileged `shell` and `files` tools work: a folder per profile."""
+    return WorkspaceSettings(
+        root=settings.data_dir / "workspaces" / profile.name,
+        path=settings.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    )
 
 
 def _crash_age(settings: Settings, provider_timeout: float, tool_timeout: float) -> timedelta:

@@ -41,6 +41,8 @@ SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
         "remember",
         "recall",
         "forget",
+        # Reads public web pages only: refuses private addresses, cannot change anything.
+        "web_fetch",
     }
 )
 
@@ -48,7 +50,9 @@ SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
 class CapabilityMode(BaseModel):
     """A named policy: the tools a turn may call and the rules added to its system prompt.
 
-    `tools` is `None` for "every registered tool".
+    `tools` is `None` for "every registered tool". `admitted` names tools offered on top of
+    `tools` by the operator's choice (an MCP server's `modes` setting names this mode); the
+    tier rule still applies to them: only a mode offering every tool runs privileged ones.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -56,6 +60,7 @@ class CapabilityMode(BaseModel):
     name: str
     tools: frozenset[str] | None
     prompt_rules: str
+    admitted: frozenset[str] = frozenset()
     # Privileged tools need a confirmation from the user before they run.
     confirm_privileged: bool = True
 
@@ -63,7 +68,12 @@ class CapabilityMode(BaseModel):
         """Whether a call to `tool` may run under this mode."""
         if self.tools is None:
             return True
-        return tool.name in self.tools and tool.tier is not SafetyTier.PRIVILEGED
+        offered = tool.name in self.tools or tool.name in self.admitted
+        return offered and tool.tier is not SafetyTier.PRIVILEGED
+
+    def admitting(self, names: Iterable[str]) -> CapabilityMode:
+        """This mode, also offering the tools called `names`."""
+        return self.model_copy(update={"admitted": self.admitted | frozenset(names)})
 
     def allowed_tools(self, registry: ToolRegistry) -> list[Tool[Any]]:
         """The registered tools this mode offers, in name order."""
@@ -110,12 +120,23 @@ BUILTIN_MODES: Mapping[str, CapabilityMode] = {
 
 
 class ModeCatalog:
-    """The modes a deployment knows: the built-in four plus any a profile defines."""
+    """The modes a deployment knows: the built-in four plus any a profile defines.
 
-    def __init__(self, extra: Iterable[CapabilityMode] = ()) -> None:
+    `admit` maps a mode name to tool names it offers on top of its own list (the MCP tools
+    whose server names that mode); naming an unknown mode is a `ConfigError`.
+    """
+
+    def __init__(
+        self,
+        extra: Iterable[CapabilityMode] = (),
+        *,
+        admit: Mapping[str, Iterable[str]] | None = None,
+    ) -> None:
         self._modes = dict(BUILTIN_MODES)
         for mode in extra:
             self._modes[mode.name] = mode
+        for name, tools in (admit or {}).items():
+            self._modes[name] = self.get(name).admitting(tools)
 
     def get(self, name: str) -> CapabilityMode:
         """The mode called `name`; `ConfigError` naming the known modes otherwise."""

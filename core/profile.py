@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.checkpoints import CrashPolicy
 from core.errors import ConfigError
+from core.mcp import McpSettings
 from core.policy import AllowList
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.skills import Skill
@@ -64,6 +65,8 @@ class ProfileSettings(BaseModel):
     compaction_trigger: float = Field(default=0.8, ge=0.5, le=0.95)
     # ...keeping at least this many of the newest messages as they are.
     compaction_keep: int = Field(default=8, ge=1, le=200)
+    # MCP servers whose tools the bot offers: `[mcp.<name>]` (docs/tools.md).
+    mcp: McpSettings = Field(default_factory=dict)
     # A turn a crash cut off, found at start-up: carry it on, or tell the user to send it again.
     on_crash: CrashPolicy = "resume"
 

@@ -13,17 +13,26 @@ from core.tools.builtin import builtin_tools
 from core.tools.calculator import calculator_tool
 from core.tools.clock import current_time_tool
 from core.tools.skills import read_skill_tool
+from core.tools.web_fetch import WEB_FETCH, WebFetchSettings, web_fetch_tool
+from core.tools.workspace import WorkspaceSettings, files_tool, shell_tool, workspace_tools
 
 __all__ = [
+    "WEB_FETCH",
     "Clock",
     "SafetyTier",
     "Tool",
     "ToolContext",
     "ToolRegistry",
+    "WebFetchSettings",
+    "WorkspaceSettings",
     "builtin_tools",
     "calculator_tool",
     "current_time_tool",
     "describe_validation_error",
+    "files_tool",
     "read_skill_tool",
+    "shell_tool",
     "utc_now",
+    "web_fetch_tool",
+    "workspace_tools",
 ]
