@@ -6,6 +6,7 @@ The command runs as a subprocess with the real SDKs; the fake runs in the test's
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Text, ToolUse
 
 pytestmark = pytest.mark.e2e
 
+REPO = Path(__file__).resolve().parents[2]
 SWITCHBOARD = Path(sys.executable).with_name("switchboard")
 KEY = "test-key"
 
@@ -149,3 +151,39 @@ async def test_a_rejected_key_is_one_clear_sentence_naming_the_variable(
     assert wrong not in out + err
     assert "Traceback" not in err
     assert len(fake_anthropic.requests) == 1  # auth failures are not retried
+
+
+async def test_a_profiles_mcp_server_is_offered_and_called(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """`[mcp.calc]` in profile.toml: the server starts with the chat, its tool is offered as
+    `calc__add` with its schema, and the model's call reaches it."""
+    profile = tmp_path / "profiles" / "withmcp"
+    profile.mkdir(parents=True)
+    command = [sys.executable, "-m", "tests.fakes.mcp_servers", "stdio"]
+    (profile / "profile.toml").write_text(
+        f"[mcp.calc]\ncommand = {json.dumps(command)}\ncwd = {json.dumps(str(REPO))}\n"
+        'tier = "read_only"\ninclude = ["add"]\n',
+        encoding="utf-8",
+    )
+    fake_openai.script(ToolUse([("call_add_1", "calc__add", {"a": 2, "b": 3})]), Text("Five."))
+    env = clean_env(
+        tmp_path,
+        SWITCHBOARD_PROVIDER="openai",
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=fake_openai.url,
+        SWITCHBOARD_PROFILES_DIR=str(tmp_path / "profiles"),
+        SWITCHBOARD_PROFILE="withmcp",
+    )
+
+    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 2 plus 3?\n")
+
+    assert code == 0, err
+    assert out.strip() == "Five."
+    first, second = (r.json for r in fake_openai.requests)
+    offered = {t["function"]["name"]: t["function"] for t in first["tools"]}
+    assert "calc__echo" not in offered  # include = ["add"]
+    assert offered["calc__add"]["parameters"]["required"] == ["a", "b"]
+    [result] = [m for m in second["messages"] if m["role"] == "tool"]
+    assert result["tool_call_id"] == "call_add_1"
+    assert "5" in result["content"]
