@@ -32,13 +32,13 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
-from core.replies import MemoryReplyRecords, ReplyRecords
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
+from core.store.replies import MemoryReplyRecords, ReplyRecords
 from core.tools import WorkspaceSettings, web_fetch_tool, workspace_tools
 from core.tools.base import ToolRegistry
 from core.tools.builtin import builtin_tools
@@ -90,7 +90,7 @@ class Backends:
     store: Store
     bus: Bus
     mailboxes: Mailboxes
-    # What each reply shows, shared by the gateways that show it (`core/replies.py`).
+    # What each reply shows, shared by the gateways that show it (`core/store/replies.py`).
     replies: ReplyRecords
     distributed: bool
 
@@ -123,7 +123,7 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
     """
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
-            from core.replies_sqlite import SqliteReplyRecords
+            from core.store._sqlite_replies import SqliteReplyRecords
             from core.store.sqlite import SqliteStore
 
             sqlite = await SqliteStore.open(settings.database_path)
@@ -137,7 +137,7 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
         # Imported here: redis-py is only loaded by processes that use it.
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
-        from core.replies_redis import RedisReplyRecords
+        from core.store._redis_replies import RedisReplyRecords
         from core.store.redis import RedisStore
 
         url, keys = settings.redis_url, settings.redis_keys

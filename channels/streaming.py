@@ -2,7 +2,7 @@
 
 The worker paces a streamed answer (`core/turns/stream.py`); each piece it sends is the whole
 text so far with a sequence number. `ReplyStreams.show` applies a piece at once: under the
-reply's hold it reads the reply record (`core/replies.py`), skips a piece older than what is
+reply's hold it reads the reply record (`core/store/replies.py`), skips a piece older than what is
 shown, renders the text into the platform's messages, edits those that changed, sends the new
 ones, and records their ids. Any gateway of the platform may show any piece.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from core.envelopes import Outbound
 from core.errors import ChannelError
-from core.replies import ReplyRecord, ReplyRecords, ShownMessage, digest
+from core.store.replies import ReplyRecord, ReplyRecords, ShownMessage, digest
 
 __all__ = ["IncrementalRender", "ReplyStreams", "ReplyTarget", "sealed_parts"]
 

@@ -157,7 +157,7 @@ class Outbound(BaseModel):
     * `progress`: a short note about tool activity.
     * `delta`: a streamed reply so far: `text` is the whole answer up to now and `seq` orders
       the pieces of one reply, so whichever gateway takes a piece shows it or skips it as
-      older than what is shown (`core/replies.py`).
+      older than what is shown (`core/store/replies.py`).
     * `reply`: the whole final answer of a turn (`failed` when it is an apology).
     * `notice`: a short system answer (a command's confirmation, a cancelled turn).
     * `notification`: a proactive message nobody asked for just now (schedules).

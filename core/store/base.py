@@ -10,6 +10,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |
 | `CheckpointStore` | `core/store/checkpoints.py` | 4 |
 | `ProcessedMarks` | `core/store/processed.py` | 2 |
+| `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -18,7 +19,12 @@ concern (`core/store/_sqlite_<concern>.py`, `core/store/_redis_<concern>.py`) sh
 connection, combined by inheritance; each protocol has its own contract test module
 (`tests/contract/test_store_<concern>.py`) run against both.
 
-Adding a concern (pairing, rate-limit state, delivery records...):
+`ReplyRecords` is used by gateways, not workers, and its `hold` is a cross-process lock as much
+as a record, so it is not part of the composite: its implementations are classes of their own
+(`_sqlite_replies.py`, `_redis_replies.py`) that `bots/app.py` opens beside the store, and its
+contract test is `tests/contract/test_store_replies.py`.
+
+Adding a concern (pairing, rate-limit state...):
 1. a protocol module `core/store/<concern>.py` with its records;
 2. `_sqlite_<concern>.py` (its tables as a new entry of `_MIGRATIONS` in `sqlite.py`) and
    `_redis_<concern>.py` (its keys in `core/redis_keys.py`), each added to the bases of

@@ -24,9 +24,9 @@ from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
-from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
 from core.store.base import Store
+from core.store.replies import MemoryReplyRecords
 from core.tools import ToolRegistry, builtin_tools
 from core.worker import Worker
 from tests.workers import build_worker

@@ -24,8 +24,8 @@ from core.envelopes import Address, Inbound, Outbound
 from core.policy import ChannelPolicy
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import REDACTED, Redactor
-from core.replies import MemoryReplyRecords
 from core.runtime import AgentRuntime
+from core.store.replies import MemoryReplyRecords
 from core.store.sqlite import SqliteStore
 from core.tools import ToolRegistry, builtin_tools
 from tests.workers import build_worker

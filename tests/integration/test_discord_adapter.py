@@ -35,7 +35,7 @@ from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
-from core.replies import MemoryReplyRecords
+from core.store.replies import MemoryReplyRecords
 from core.store.sqlite import SqliteStore
 from core.turns import REFUSAL_TEXT
 from tests.fakes.discord_api import FakeDiscord, Request

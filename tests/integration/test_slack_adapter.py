@@ -33,7 +33,7 @@ from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
-from core.replies import MemoryReplyRecords
+from core.store.replies import MemoryReplyRecords
 from core.store.sqlite import SqliteStore
 from core.turns import REFUSAL_TEXT
 from tests.fakes.slack_api import Call, FakeSlack

@@ -30,8 +30,8 @@ from core.envelopes import Outbound
 from core.events import Finished, ModelEvent, TextDelta
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider
-from core.replies_redis import RedisReplyRecords
 from core.runtime import AgentRuntime
+from core.store._redis_replies import RedisReplyRecords
 from core.store.sqlite import SqliteStore
 from core.tools import ToolRegistry
 from tests.fakes.slack_api import FakeSlack

@@ -25,7 +25,7 @@ from core.commands import CommandInfo
 from core.envelopes import Address
 from core.errors import ConfigError
 from core.redact import REDACTED
-from core.replies import MemoryReplyRecords
+from core.store.replies import MemoryReplyRecords
 
 MENU = command_registry().menu()
 REPLIES = ReplyStreams(MemoryReplyRecords(), IncrementalRender())

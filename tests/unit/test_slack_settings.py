@@ -9,7 +9,7 @@ from bots.platforms import REGISTERED, command_registry
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.errors import ConfigError
-from core.replies import MemoryReplyRecords
+from core.store.replies import MemoryReplyRecords
 
 TOKEN = "xoxb-1111111111-2222222222-FakeBotTokenForTestsOnly"
 MENU = command_registry().menu()

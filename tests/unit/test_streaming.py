@@ -10,7 +10,7 @@ import pytest
 from channels.streaming import IncrementalRender, ReplyStreams, ReplyTarget, sealed_parts
 from core.envelopes import Address, Outbound, OutboundKind
 from core.errors import ChannelError
-from core.replies import MemoryReplyRecords
+from core.store.replies import MemoryReplyRecords
 from core.turns.stream import ReplyStream
 
 CHAT = Address(platform="slack", chat="C1")

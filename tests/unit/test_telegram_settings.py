@@ -9,7 +9,7 @@ from bots.platforms import command_registry
 from channels.streaming import IncrementalRender, ReplyStreams
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.errors import ConfigError
-from core.replies import MemoryReplyRecords
+from core.store.replies import MemoryReplyRecords
 
 MENU = command_registry().menu()
 

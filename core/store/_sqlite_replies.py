@@ -18,7 +18,7 @@ import aiosqlite
 from pydantic import ValidationError
 
 from core.errors import ChannelError
-from core.replies import RECORD_TTL_SECONDS, LocalHolds, ReplyRecord
+from core.store.replies import RECORD_TTL_SECONDS, LocalHolds, ReplyRecord
 
 __all__ = ["SqliteReplyRecords"]
 

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from core.errors import ChannelError
 from core.redis_keys import RedisKeys
-from core.replies import RECORD_TTL_SECONDS, REPLY_RECORD_VERSION, LocalHolds, ReplyRecord
+from core.store.replies import RECORD_TTL_SECONDS, REPLY_RECORD_VERSION, LocalHolds, ReplyRecord
 from core.tasks import cancel_and_wait
 
 __all__ = ["RedisReplyRecords"]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from core.replies import MemoryReplyRecords, ReplyRecord, ReplyRecords, ShownMessage, digest
-from core.replies_redis import RedisReplyRecords
-from core.replies_sqlite import SqliteReplyRecords
+from core.store._redis_replies import RedisReplyRecords
+from core.store._sqlite_replies import SqliteReplyRecords
+from core.store.replies import MemoryReplyRecords, ReplyRecord, ReplyRecords, ShownMessage, digest
 
 PATIENCE = 5.0
 

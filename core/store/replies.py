@@ -12,7 +12,8 @@ Records are keyed by the reply (`Outbound.reply_key`: the answered message's ded
 the delivery's own id for one nobody asked for) and kept for a day.
 
 Implementations: `MemoryReplyRecords` (tests, the terminal), `SqliteReplyRecords`
-(`core/replies_sqlite.py`, embedded) and `RedisReplyRecords` (`core/replies_redis.py`).
+(`core/store/_sqlite_replies.py`, embedded) and `RedisReplyRecords`
+(`core/store/_redis_replies.py`).
 """
 
 from __future__ import annotations
