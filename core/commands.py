@@ -2,7 +2,7 @@
 
 A `ChatCommand` is a name, a one-line description, its aliases, whether only admins may use
 it, and the handler a worker runs. The help text and every platform's native command menu
-(Telegram `setMyCommands`, Slack slash commands, Discord application commands) are derived
+(a bot command list, slash commands, application commands) are derived
 from the registry's `menu()`, which carries no handlers, so a gateway can build its menu
 without a store.
 """
@@ -36,7 +36,7 @@ class CommandInfo(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    # Lower-case letters, digits and underscores: the strictest platform's rule (Telegram).
+    # Lower-case letters, digits and underscores: the strictest rule among the platforms.
     name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")
     description: str = Field(min_length=1, max_length=100)
     aliases: tuple[str, ...] = ()

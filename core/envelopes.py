@@ -98,7 +98,7 @@ class Inbound(BaseModel):
     images: list[ImagePart] = Field(default_factory=list)
     is_direct: bool = False
     mentions_bot: bool = False
-    # The workspace (Slack team) or server (Discord guild) the chat belongs to, if any.
+    # The workspace or server (a group of chats on one platform) the chat belongs to, if any.
     team: str | None = None
     # The platform's own id for the message; the key for dedupe of redelivered updates.
     platform_message_id: str | None = None

@@ -51,7 +51,7 @@ class RedisKeys:
     # --- bus -------------------------------------------------------------------------------
 
     def queue_stream(self, queue: str) -> str:
-        """The stream holding a work queue (`inbound`, `outbound.telegram`)."""
+        """The stream holding a work queue (`inbound`, `outbound.<platform>`)."""
         return f"{self.prefix}q:{queue}"
 
     def dead_letters(self, queue: str) -> str:
