@@ -74,11 +74,11 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     # The terminal's work stays in this process; with REDIS_URL its history goes to Redis.
     async with embedded(settings, profile, local_bus=True) as parts:
-        chat_name = await _terminal_chat(parts.store, session_name)
+        err = Console(stderr=True, highlight=False, soft_wrap=True)
+        chat_name = await _terminal_chat(parts.store, session_name, err)
         adapter = TerminalAdapter(
             chat=chat_name, interactive=interactive, menu=command_registry().menu()
         )
-        err = Console(stderr=True, highlight=False)
         if interactive:
             err.print(
                 f"Switchboard · {parts.resolved.provider.name} ({parts.resolved.model}) · "
@@ -88,8 +88,10 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
             )
         await run_with_gateways(parts, [Gateway(adapter, parts.bus)])
         if interactive:
+            # The id, not the chat's name: after /new the name has several conversations.
+            current = await parts.store.current_session(adapter.address.session_key)
             err.print(
-                f"Resume this conversation with: {_own_command()} chat --session {chat_name}",
+                f"Resume this conversation with: {_own_command()} chat --session {current.id}",
                 style="dim",
                 markup=False,
             )
@@ -112,7 +114,9 @@ def _own_command() -> str:
     return str(started)
 
 
-async def _terminal_chat(store: ConversationLog, name: str | None) -> str:
+async def _terminal_chat(store: ConversationLog, name: str | None, err: Console) -> str:
+    """The terminal chat to talk in: a new one, the one of a stored session (made its chat's
+    current conversation again, even after `/new`), or one named on the command line."""
     if name is None:
         return new_id()[:8]
     record = await store.get_session(name)
@@ -120,9 +124,18 @@ async def _terminal_chat(store: ConversationLog, name: str | None) -> str:
         platform, _, rest = record.key.partition(":")
         if platform != "terminal":
             raise ConfigError(f"session {name} is a {platform} conversation, not a terminal one")
+        await store.reopen_session(record.id)
         return rest.partition(":")[2]
     if not name or not set(name) <= _CHAT_NAME_CHARS:
         raise ConfigError(f"--session {name!r}: use letters, digits, '_', '.' or '-'")
+    current = await store.current_session(f"terminal:local:{name}")
+    if current.message_count == 0:
+        err.print(
+            f"No conversation {name!r} yet: starting a new one by that name "
+            "(`switchboard sessions list` shows the stored ones).",
+            style="dim",
+            markup=False,
+        )
     return name
 
 

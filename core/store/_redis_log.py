@@ -52,6 +52,15 @@ redis.call('ZADD', KEYS[2], ARGV[4], member)
 return {{1, ARGV[1]}}
 """
 
+# KEYS: session, sessions_by_key of the session's key, session_order; ARGV: session id, key
+# Ranks the session newest of its key (the order `_OPEN_SESSION` gives new ones); 0 when there
+# is no such session of that key.
+_REOPEN_SESSION: Final = """
+if redis.call('HGET', KEYS[1], 'key') ~= ARGV[2] then return 0 end
+redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[1])
+return 1
+"""
+
 # KEYS: session, messages, message_seq, sessions_by_update, write_receipt[, fence]
 # ARGV: now (text), now (epoch microseconds), message body (JSON), receipt lifetime (s),
 #       fencing epoch ("" without a fence)
@@ -112,9 +121,25 @@ class RedisLog(RedisBase):
             return await self._open(key, mode="create")
 
     async def current_session(self, key: str) -> SessionRecord:
-        """The newest session for `key`, created if the key has none yet."""
+        """The key's current session (the newest, or the one reopened last), created if the
+        key has none yet."""
         async with self._translated(f"find the current session of {key!r}"):
             return await self._open(key, mode="current")
+
+    async def reopen_session(self, session_id: str) -> SessionRecord | None:
+        """Make an earlier session its key's current one again; None if there is none."""
+        async with self._translated(f"reopen session {session_id!r}"):
+            found = await self._read_sessions([session_id])
+            if not found:
+                return None
+            record = found[0]
+            keys = [
+                self._keys.session(session_id),
+                self._keys.sessions_by_key(record.key),
+                self._keys.session_order(),
+            ]
+            await self._script(_REOPEN_SESSION)(keys=keys, args=[session_id, record.key])
+            return record
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session with this id, or `None`."""

@@ -19,7 +19,7 @@ from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store._sqlite_base import SqliteBase
 from core.store.log import CompactionSummary, SessionRecord
 
-__all__ = ["FENCES_MIGRATION", "SUMMARIES_MIGRATION", "SqliteLog"]
+__all__ = ["FENCES_MIGRATION", "REOPENED_MIGRATION", "SUMMARIES_MIGRATION", "SqliteLog"]
 
 SUMMARIES_MIGRATION: Final = (
     """
@@ -38,6 +38,16 @@ FENCES_MIGRATION: Final = (
     "CREATE TABLE fences (session_key TEXT PRIMARY KEY, epoch INTEGER NOT NULL)",
 )
 
+# A key whose current session is an earlier one, reopened; `create_session` clears it.
+REOPENED_MIGRATION: Final = (
+    """
+    CREATE TABLE reopened (
+        key TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE
+    )
+    """,
+)
+
 # Every read of a session fills `message_count`, so all of them share this column list.
 _SESSION_COLUMNS: Final = (
     "s.id, s.key, s.created_at, s.updated_at,"
@@ -51,13 +61,29 @@ class SqliteLog(SqliteBase):
     async def create_session(self, key: str) -> SessionRecord:
         """Start a new session for `key`; it becomes the key's current session."""
         async with self._write(f"create a session for {key!r}"):
+            await self._db.execute("DELETE FROM reopened WHERE key = ?", (key,))
             return await self._insert_session(key)
 
     async def current_session(self, key: str) -> SessionRecord:
-        """The newest session for `key`, created if the key has none yet."""
+        """The key's current session (the newest, or the one reopened last), created if the
+        key has none yet."""
         async with self._write(f"find the current session of {key!r}"):
-            found = await self._newest_session(key)
+            found = await self._reopened_session(key) or await self._newest_session(key)
             return found if found is not None else await self._insert_session(key)
+
+    async def reopen_session(self, session_id: str) -> SessionRecord | None:
+        """Make an earlier session its key's current one again; None if there is none."""
+        async with self._write(f"reopen session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions AS s WHERE s.id = ?", (session_id,)
+            )
+            found = _first_session(rows)
+            if found is not None:
+                await self._db.execute(
+                    "INSERT OR REPLACE INTO reopened (key, session_id) VALUES (?, ?)",
+                    (found.key, found.id),
+                )
+            return found
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session with this id, or `None`."""
@@ -188,6 +214,14 @@ class SqliteLog(SqliteBase):
             (record.id, key, utc_text(now), utc_text(now)),
         )
         return record
+
+    async def _reopened_session(self, key: str) -> SessionRecord | None:
+        rows = await self._db.execute_fetchall(
+            f"SELECT {_SESSION_COLUMNS} FROM reopened AS r JOIN sessions AS s"
+            " ON s.id = r.session_id WHERE r.key = ?",
+            (key,),
+        )
+        return _first_session(rows)
 
     async def _newest_session(self, key: str) -> SessionRecord | None:
         rows = await self._db.execute_fetchall(

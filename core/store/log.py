@@ -48,7 +48,13 @@ class ConversationLog(Protocol):
         ...
 
     async def current_session(self, key: str) -> SessionRecord:
-        """The newest session for `key`, created if the key has none yet."""
+        """The key's current session (the newest, or the one reopened last), created if the
+        key has none yet."""
+        ...
+
+    async def reopen_session(self, session_id: str) -> SessionRecord | None:
+        """Make an earlier session its key's current one again (a conversation resumed after
+        `/new`); None if there is no such session. A later `create_session` supersedes it."""
         ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None:

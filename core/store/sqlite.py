@@ -25,7 +25,12 @@ from core.store import _sqlite_facts as _facts
 from core.store._sqlite_checkpoints import SqliteCheckpoints
 from core.store._sqlite_facts import SqliteFacts
 from core.store._sqlite_ledger import SqliteLedger
-from core.store._sqlite_log import FENCES_MIGRATION, SUMMARIES_MIGRATION, SqliteLog
+from core.store._sqlite_log import (
+    FENCES_MIGRATION,
+    REOPENED_MIGRATION,
+    SUMMARIES_MIGRATION,
+    SqliteLog,
+)
 from core.store._sqlite_processed import SqliteProcessed
 from core.store._sqlite_schedules import SqliteSchedules
 
@@ -114,6 +119,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _checkpoints.MIGRATION,
     # The highest fencing epoch seen per session key (`core/fencing.py`).
     FENCES_MIGRATION,
+    # Sessions reopened as their key's current one (`switchboard chat --session`).
+    REOPENED_MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)

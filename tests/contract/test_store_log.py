@@ -59,6 +59,29 @@ async def test_create_session_becomes_the_current_one(store: ConversationLog) ->
     assert await store.get_session(old.id) is not None
 
 
+async def test_a_reopened_session_is_current_until_the_next_new_one(
+    store: ConversationLog,
+) -> None:
+    """`chat --session <old id>` after `/new`: the old conversation goes on, not the newer."""
+    old = await store.current_session("terminal:local:a")
+    await store.append_message(old.id, Message.user("first conversation"))
+    newer = await store.create_session("terminal:local:a")
+    other = await store.current_session("terminal:local:b")
+
+    reopened = await store.reopen_session(old.id)
+
+    assert reopened is not None and reopened.id == old.id
+    assert reopened.message_count == 1
+    assert (await store.current_session("terminal:local:a")).id == old.id
+    assert (await store.current_session("terminal:local:b")).id == other.id
+    assert await store.reopen_session("no-such-session") is None
+    # Reopening the newer one, then `/new`: each step moves the key's current session.
+    await store.reopen_session(newer.id)
+    assert (await store.current_session("terminal:local:a")).id == newer.id
+    fresh = await store.create_session("terminal:local:a")
+    assert (await store.current_session("terminal:local:a")).id == fresh.id
+
+
 async def test_create_session_ids_are_unique(store: ConversationLog) -> None:
     sessions = [await store.create_session("terminal") for _ in range(20)]
 

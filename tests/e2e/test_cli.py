@@ -211,3 +211,31 @@ def test_the_demo_model_shows_what_the_tools_can_do(env: dict[str, str], tmp_pat
     assert second.returncode == 0, second.stderr
     assert "Here is what I remember:" in second.stdout
     assert "my favourite colour is green" in second.stdout
+
+
+def test_session_resumes_the_conversation_it_names_even_after_new(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    first = run(["chat", "--session", "myc"], env, tmp_path, stdin="hello one\n/new\nhello two\n")
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.strip() == (
+        "No conversation 'myc' yet: starting a new one by that name "
+        "(`switchboard sessions list` shows the stored ones)."
+    )
+    listed = run(["sessions", "list"], env, tmp_path).stdout.splitlines()[1:]
+    rows = {line.split()[0]: int(line.split()[2]) for line in listed if line.strip()}
+    assert sorted(rows.values()) == [2, 2]
+    older = next(
+        session_id
+        for session_id in rows
+        if "hello one" in run(["sessions", "show", session_id], env, tmp_path).stdout
+    )
+
+    again = run(["chat", "--session", older], env, tmp_path, stdin="hello three\n")
+
+    assert again.returncode == 0, again.stderr
+    assert again.stderr == ""
+    shown = run(["sessions", "show", older], env, tmp_path).stdout
+    assert "hello one" in shown and "hello three" in shown
+    newer = next(session_id for session_id in rows if session_id != older)
+    assert "hello three" not in run(["sessions", "show", newer], env, tmp_path).stdout
