@@ -205,7 +205,7 @@ async def worker_for(
                 max_tokens=options.max_tokens,
                 max_spend_usd=options.max_spend_usd,
             ),
-            cost=PriceBook().cost,
+            cost=PriceBook(extra=options.prices).cost,
             prompt=profile.system_prompt(),
             temperature=options.temperature,
             redactor=redactor,

@@ -11,7 +11,9 @@ import tomllib
 from pathlib import Path
 
 from bots.platforms import REGISTERED, Platforms
+from bots.providers import PROVIDER_NAMES
 from core.errors import ConfigError
+from core.modes import ModeCatalog
 from core.profile import Profile
 from core.skills import Skill
 
@@ -78,7 +80,33 @@ def _read_profile(folder: Path, name: str, platforms: Platforms) -> Profile:
             platforms.get(platform).parse_options(table)
         except (ValueError, ConfigError) as exc:
             raise ConfigError(f"{toml_path}: {exc}") from None
+    problem = _misnamed(profile, platforms)
+    if problem is not None:
+        raise ConfigError(f"{toml_path}: {problem}")
     return profile
+
+
+def _misnamed(profile: Profile, platforms: Platforms) -> str | None:
+    """What in the profile names a platform, mode or provider this build does not know."""
+    options = profile.settings
+    known = sorted(platforms.default_modes())
+    modes = ModeCatalog().names()
+    for admin in options.admins:
+        platform, _, user = admin.partition(":")
+        if platform not in known or not user:
+            return f"admins: {admin!r} is not <platform>:<user id> (platforms: {', '.join(known)})"
+    for table, names in (("allow", options.allow), ("modes", options.modes)):
+        for platform in names:
+            if platform not in known:
+                return f"{table}.{platform}: unknown platform (known: {', '.join(known)})"
+    for chat, mode in [*options.modes.items(), *options.chat_modes.items()]:
+        if mode not in modes:
+            table = "modes" if chat in options.modes else "chat_modes"
+            return f"{table}.{chat}: unknown mode {mode!r} (known: {', '.join(modes)})"
+    for key, name in [("provider", options.provider), *(("fallback", f) for f in options.fallback)]:
+        if name is not None and name not in PROVIDER_NAMES:
+            return f"{key}: unknown provider {name!r} (known: {', '.join(PROVIDER_NAMES)})"
+    return None
 
 
 def _with_platform_defaults(data: dict[str, object], platforms: Platforms) -> dict[str, object]:

@@ -13,7 +13,10 @@ from core.providers.demo import DemoProvider
 from core.providers.registry import ProviderEntry, ProviderRegistry, Resolved
 from core.providers.reliable import FallbackProvider, ReliableProvider, RetryPolicy
 
-__all__ = ["build_provider", "build_registry"]
+__all__ = ["PROVIDER_NAMES", "build_provider", "build_registry"]
+
+# The providers this build knows, in default order (`provider` and `fallback` in a profile).
+PROVIDER_NAMES = ("anthropic", "openai", "demo")
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from core.checkpoints import CrashPolicy
 from core.errors import ConfigError
 from core.mcp import McpSettings
 from core.policy import AllowList
+from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.skills import Skill
 
@@ -65,6 +66,9 @@ class ProfileSettings(BaseModel):
     compaction_trigger: float = Field(default=0.8, ge=0.5, le=0.95)
     # ...keeping at least this many of the newest messages as they are.
     compaction_keep: int = Field(default=8, ge=1, le=200)
+    # Prices of models the built-in table lacks (or other prices for it), USD per million
+    # tokens: `[prices."my-model"] input = 1.0, output = 2.0, cache_read = 0, cache_write = 0`.
+    prices: dict[str, Price] = Field(default_factory=dict)
     # MCP servers whose tools the bot offers: `[mcp.<name>]` (docs/tools.md).
     mcp: McpSettings = Field(default_factory=dict)
     # A turn a crash cut off, found at start-up: carry it on, or tell the user to send it again.

@@ -187,3 +187,33 @@ async def test_a_profiles_mcp_server_is_offered_and_called(
     [result] = [m for m in second["messages"] if m["role"] == "tool"]
     assert result["tool_call_id"] == "call_add_1"
     assert "5" in result["content"]
+
+
+async def test_a_profiles_prices_price_a_model_the_table_lacks(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    profile = tmp_path / "profiles" / "priced"
+    profile.mkdir(parents=True)
+    (profile / "profile.toml").write_text(
+        '[prices."house-model"]\ninput = 2.0\noutput = 4.0\ncache_read = 0.0\ncache_write = 0.0\n',
+        encoding="utf-8",
+    )
+    fake_openai.script(Text("Priced.", input_tokens=1000, output_tokens=500))
+    env = clean_env(
+        tmp_path,
+        SWITCHBOARD_PROVIDER="openai",
+        SWITCHBOARD_MODEL="house-model",
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=fake_openai.url,
+        SWITCHBOARD_PROFILES_DIR=str(tmp_path / "profiles"),
+        SWITCHBOARD_PROFILE="priced",
+    )
+
+    code, out, err = await switchboard(["chat"], env, tmp_path, "hello\n")
+    assert code == 0, err
+    code, out, err = await switchboard(["cost"], env, tmp_path)
+
+    assert code == 0, err
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    assert "$0.004" in total  # 1,000 x $2 + 500 x $4 per million
+    assert "unknown" not in total

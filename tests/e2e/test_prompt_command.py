@@ -174,3 +174,34 @@ def test_run_from_another_folder_the_shipped_default_profile_is_used(
     shipped = (REPO / "profiles" / "default" / "SOUL.md").read_text(encoding="utf-8").strip()
     assert result.stdout.startswith(shipped.splitlines()[0])
     assert "- summarize — " in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        (
+            'admins = ["bob"]\n',
+            "admins: 'bob' is not <platform>:<user id> (platforms: ",
+        ),
+        ('[allow.whatsapp]\nusers = ["1"]\n', "allow.whatsapp: unknown platform (known: "),
+        ('[modes]\ntelegram = "godmode"\n', "modes.telegram: unknown mode 'godmode' (known: "),
+        ('provider = "gemini"\n', "provider: unknown provider 'gemini' (known: anthropic, "),
+        ('fallback = ["gemini"]\n', "fallback: unknown provider 'gemini'"),
+    ],
+)
+def test_names_a_profile_gets_wrong_are_one_line_naming_the_file(
+    env: dict[str, str], tmp_path: Path, toml: str, message: str
+) -> None:
+    profiles = tmp_path / "profiles"
+    (profiles / "typo").mkdir(parents=True)
+    (profiles / "typo" / "profile.toml").write_text(toml, encoding="utf-8")
+    env = {**env, "SWITCHBOARD_PROFILES_DIR": str(profiles)}
+
+    result = run(["--profile", "typo"], env, tmp_path)
+
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(
+        f"switchboard: error: {profiles / 'typo' / 'profile.toml'}: {message}"
+    ), lines[0]
