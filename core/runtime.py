@@ -25,10 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
 from core.confirm import Confirm
-from core.context import Sanitizer, estimate_text, estimate_tools
+from core.context import Sanitizer, estimate_text, estimate_tokens, estimate_tools
 from core.context import context_window as window_of
 from core.envelopes import Address, new_id
-from core.errors import BudgetExceeded, ProviderError, ToolError, ToolNotAllowed
+from core.errors import BudgetExceeded, ProviderError, StoreError, ToolError, ToolNotAllowed
 from core.events import (
     AgentEvent,
     Cancelled,
@@ -57,6 +57,7 @@ from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.window import TurnWindow
 
 __all__ = [
+    "ANSWER_CUT_OFF",
     "MODEL_TOO_SLOW",
     "MODEL_UNAVAILABLE",
     "AgentRuntime",
@@ -71,6 +72,10 @@ log = logging.getLogger(__name__)
 
 MODEL_UNAVAILABLE = "The model is unavailable right now, please try again in a minute."
 MODEL_TOO_SLOW = "The model took too long to answer. Please try again."
+ANSWER_CUT_OFF = "My answer was cut off before it ended; please ask again."
+# Stored after the text of a model call cut short, so later turns know it is not whole.
+_CUT_OFF_NOTE = "\n\n[This answer was cut off here: the model's stream broke.]"
+_CANCELLED_NOTE = "\n\n[This answer was cancelled here by the person.]"
 _INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
 _MAX_TOOL_OUTPUT = 16_000
 
@@ -265,6 +270,7 @@ class AgentRuntime:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
+            await self._keep_cut_call(session_id, run_id, state, _CANCELLED_NOTE)
             await self._close_pending(session_id, state, "The user cancelled this call.")
             final = Cancelled(run_id=run_id)
             emit(final)
@@ -339,6 +345,7 @@ class AgentRuntime:
                 await self._compacted(compacted, emit)
             outcome = await self._ask(run_id, system, offered, history, state, emit)
             if isinstance(outcome, RunFailed):
+                await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
                 return outcome
             text, calls, finished = outcome
             await self._charge(session_id, run_id, finished, state)
@@ -405,9 +412,10 @@ class AgentRuntime:
                 max_tokens=self.limits.max_tokens,
                 temperature=self.temperature,
             )
+            state.in_flight, state.streamed = request, []
             try:
                 await self.hooks.before_model(request)
-                text, calls, finished = await self._call_model(request, emit)
+                text, calls, finished = await self._call_model(request, emit, state.streamed)
             except ProviderError as exc:
                 if exc.kind == "context_overflow" and overflowed is None:
                     overflowed = exc
@@ -423,7 +431,8 @@ class AgentRuntime:
                     exc.kind,
                     self._redact(str(exc)),
                 )
-                return self._provider_failure(run_id, exc)
+                return self._provider_failure(run_id, exc, cut_off=bool(state.streamed))
+            state.in_flight = None
             await self.hooks.after_model(
                 request, ModelCompletion(text=text, tool_calls=calls, finished=finished)
             )
@@ -472,8 +481,37 @@ class AgentRuntime:
             )
         )
 
+    async def _keep_cut_call(
+        self, session_id: str, run_id: str, state: _TurnState, note: str
+    ) -> None:
+        """A model call that ended early (cancelled, or its stream broke): charge what it
+        spent, estimated, and keep the text it streamed, marked as cut, in the conversation.
+
+        Best effort: the turn is ending anyway, and a write refused (a lost claim) is logged.
+        """
+        request, text = state.in_flight, "".join(state.streamed)
+        state.in_flight, state.streamed = None, []
+        if request is None:
+            return
+        spent = Usage(
+            input_tokens=estimate_text(request.system)
+            + estimate_text(request.turn_context)
+            + estimate_tools(request.tools)
+            + sum(estimate_tokens(m) for m in request.messages),
+            output_tokens=estimate_text(text),
+        )
+        try:
+            await self._charge(session_id, run_id, Finished(usage=spent), state)
+            if text.strip():
+                await self._append(session_id, Message.assistant(text + note), state)
+        except StoreError as exc:
+            log.warning("could not keep the call cut short in %s: %s", session_id, exc)
+
     async def _call_model(
-        self, request: ModelRequest, emit: Callable[[AgentEvent | None], None]
+        self,
+        request: ModelRequest,
+        emit: Callable[[AgentEvent | None], None],
+        streamed: list[str] | None = None,
     ) -> tuple[str, list[ToolCall], Finished]:
         parts: list[str] = []
         calls: list[ToolCall] = []
@@ -484,6 +522,8 @@ class AgentRuntime:
             match event:
                 case TextDelta(text=chunk):
                     parts.append(chunk)
+                    if streamed is not None:
+                        streamed.append(chunk)
                     emit(event)
                 case ToolCall():
                     calls.append(event)
@@ -491,10 +531,15 @@ class AgentRuntime:
                     finished = event
         return "".join(parts), calls, finished
 
-    def _provider_failure(self, run_id: str, exc: ProviderError) -> RunFailed:
+    def _provider_failure(
+        self, run_id: str, exc: ProviderError, *, cut_off: bool = False
+    ) -> RunFailed:
         message = MODEL_UNAVAILABLE
         failure: Literal["provider", "timeout"] = "provider"
-        if exc.kind == "timeout":
+        if cut_off and exc.retryable:
+            # Part of the answer was shown: say that it stopped, not that nothing came.
+            message = ANSWER_CUT_OFF
+        elif exc.kind == "timeout":
             message = MODEL_TOO_SLOW
             failure = "timeout"
         elif exc.kind in ("auth", "billing", "model_not_found"):
@@ -694,6 +739,10 @@ class _TurnState:
         # this turn's once its window exists.
         self.ready: Sanitizer | None = None
         self.monitor = ToolCallMonitor()
+        # The model call under way: its request and the text it streamed so far, kept so a
+        # call cut short (cancelled, or its stream broken) is charged and its text kept.
+        self.in_flight: ModelRequest | None = None
+        self.streamed: list[str] = []
 
 
 def _dollars(amount: float) -> str:

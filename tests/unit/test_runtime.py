@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 import pytest
@@ -35,6 +35,7 @@ from core.providers.reliable import ReliableProvider, RetryPolicy
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.redact import REDACTED, Redactor
 from core.runtime import (
+    ANSWER_CUT_OFF,
     MODEL_TOO_SLOW,
     MODEL_UNAVAILABLE,
     AgentRuntime,
@@ -921,3 +922,66 @@ async def test_turns_alternating_between_runtimes_on_one_store_see_the_whole_his
     assert [m.text for m in second_provider.requests[-1].messages] == ["q1", "a1", "q2"]
     stored = await store.list_messages(session_id)
     assert [m.text for m in stored] == ["q1", "a1", "q2", "a2", "q3", "a3"]
+
+
+class _HalfThenWait:
+    """Streams some text, then waits (for a cancel) or breaks (a stream cut off)."""
+
+    name = "half"
+
+    def __init__(self, *, breaks: bool) -> None:
+        self.breaks = breaks
+        self.streamed = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        yield TextDelta(text="Half of an ans")
+        self.streamed.set()
+        if self.breaks:
+            raise ProviderError("server", "the stream was cut off", provider="half")
+        await asyncio.Event().wait()
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+async def test_a_cancelled_answer_is_charged_and_kept_as_cancelled(
+    store: SqliteStore, session_id: str
+) -> None:
+    """Ctrl-C while the answer streams: what it cost is in the ledger, its text in the history."""
+    provider = _HalfThenWait(breaks=False)
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry(), store=store)
+    cancel = asyncio.Event()
+
+    async def cancel_once_streaming() -> None:
+        await provider.streamed.wait()
+        cancel.set()
+
+    canceller = asyncio.create_task(cancel_once_streaming())
+    events = await run_turn(runtime, session_id, "tell me a long story", cancel=cancel)
+    await canceller
+
+    assert isinstance(events[-1], Cancelled)
+    stored = await store.list_messages(session_id)
+    assert [m.role for m in stored] == ["user", "assistant"]
+    assert stored[1].text == "Half of an ans\n\n[This answer was cancelled here by the person.]"
+    spent = await store.cost_summary(session_id)
+    assert spent.calls == 1
+    assert spent.usage.input_tokens > 0 and spent.usage.output_tokens > 0
+
+
+async def test_a_stream_cut_after_text_says_so_and_keeps_the_text_as_cut(
+    store: SqliteStore, session_id: str
+) -> None:
+    runtime = AgentRuntime(
+        provider=_HalfThenWait(breaks=True), model="m", tools=ToolRegistry(), store=store
+    )
+
+    events = await run_turn(runtime, session_id, "tell me a long story")
+
+    failed = events[-1]
+    assert isinstance(failed, RunFailed)
+    assert failed.message == ANSWER_CUT_OFF
+    stored = await store.list_messages(session_id)
+    assert stored[-1].role == "assistant"
+    assert stored[-1].text.startswith("Half of an ans\n\n[This answer was cut off here")
+    assert (await store.cost_summary(session_id)).calls == 1
