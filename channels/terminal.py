@@ -126,6 +126,11 @@ class TerminalAdapter:
             if text == "/help":
                 self._console.print(self._help, style="dim", markup=False)
                 continue
+            word = text[1:].split(maxsplit=1)[0].lower() if text[1:].strip() else ""
+            if text.startswith("/") and " " not in text and word not in self._words:
+                # Answered here: only the terminal knows its own commands (/quit).
+                self._console.print(f"Unknown command /{word}. {self._help}", markup=False)
+                continue
             await self._send(sink, self._inbound(text))
 
     async def deliver(self, outbound: Outbound) -> None:
@@ -162,9 +167,8 @@ class TerminalAdapter:
 
     def _inbound(self, text: str) -> Inbound:
         word = (text[1:].split(maxsplit=1) or [""])[0].lower() if text.startswith("/") else ""
-        # A listed command may take words after it; any other lone `/word` goes to the worker
-        # too, which answers with the list of commands.
-        if word and (word in self._words or " " not in text):
+        # A listed command may take words after it (an unknown lone `/word` never gets here).
+        if word and word in self._words:
             return Inbound(
                 kind="command",
                 address=self.address,

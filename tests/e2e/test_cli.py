@@ -239,3 +239,14 @@ def test_session_resumes_the_conversation_it_names_even_after_new(
     assert "hello one" in shown and "hello three" in shown
     newer = next(session_id for session_id in rows if session_id != older)
     assert "hello three" not in run(["sessions", "show", newer], env, tmp_path).stdout
+
+
+def test_an_unknown_command_lists_the_terminals_own_commands_too(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    result = run(["chat"], env, tmp_path, stdin="/frobnicate\n")
+
+    assert result.returncode == 0, result.stderr
+    [line] = result.stdout.strip().splitlines()
+    assert line.startswith("Unknown command /frobnicate. Commands: /new (start a fresh")
+    assert "/quit leaves" in line
