@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_provider
 from bots.settings import Settings
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
+from core.checkpoints import CrashPolicy
+from core.commands import CommandRegistry
 from core.compaction import Compactor
 from core.confirm import Confirmations
 from core.facts import memory_block, memory_scope
@@ -60,6 +62,7 @@ __all__ = [
     "STREAM_POLICIES",
     "Backends",
     "Components",
+    "assemble_worker",
     "backends",
     "embedded",
     "open_store",
@@ -228,27 +231,17 @@ async def worker_for(
             group_replies=options.group_replies,
             admins=frozenset(options.admins),
         )
-        contexts = Contexts(modes=modes, policy=policy, prompt_hints=PROMPT_HINTS)
-        outbox = Outbox(found.bus, STREAM_POLICIES)
-        turns = TurnRunner(
-            runtime=runtime, store=found.store, outbox=outbox, lifecycle=Lifecycle(found.bus)
-        )
-        handler = InboundHandler(
-            store=found.store,
-            policy=policy,
-            commands=command_registry(),
-            contexts=contexts,
-            turns=turns,
-            scheduled=ScheduledRuns(
-                bus=found.bus, store=found.store, book=book, contexts=contexts, turns=turns
-            ),
-            outbox=outbox,
-        )
-        worker = Worker(
+        worker = assemble_worker(
             bus=found.bus,
             store=found.store,
             mailboxes=found.mailboxes,
-            handler=handler,
+            runtime=runtime,
+            policy=policy,
+            modes=modes,
+            prompt_hints=PROMPT_HINTS,
+            streaming=STREAM_POLICIES,
+            book=book,
+            commands=command_registry(),
             confirmations=gate,
             on_crash=options.on_crash if recover else None,
             concurrency=concurrency or options.concurrency,
@@ -297,6 +290,47 @@ def _workspace(settings: Settings, profile: Profile) -> WorkspaceSettings:
     return WorkspaceSettings(
         root=settings.data_dir / "workspaces" / profile.name,
         path=settings.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    )
+
+
+def assemble_worker(
+    *,
+    bus: Bus,
+    store: Store,
+    mailboxes: Mailboxes,
+    runtime: AgentRuntime,
+    policy: ChannelPolicy,
+    modes: ModeCatalog,
+    prompt_hints: Mapping[str, str],
+    streaming: Mapping[str, StreamPolicy],
+    book: ScheduleBook,
+    commands: CommandRegistry,
+    confirmations: Confirmations | None,
+    on_crash: CrashPolicy | None,
+    **options: Any,
+) -> Worker:
+    """A worker and the turn path it runs, from their parts: the one place they are put
+    together (tests build theirs with it too). `options` go to `Worker`."""
+    contexts = Contexts(modes=modes, policy=policy, prompt_hints=prompt_hints)
+    outbox = Outbox(bus, streaming)
+    turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=Lifecycle(bus))
+    handler = InboundHandler(
+        store=store,
+        policy=policy,
+        commands=commands,
+        contexts=contexts,
+        turns=turns,
+        scheduled=ScheduledRuns(bus=bus, store=store, book=book, contexts=contexts, turns=turns),
+        outbox=outbox,
+    )
+    return Worker(
+        bus=bus,
+        store=store,
+        mailboxes=mailboxes,
+        handler=handler,
+        confirmations=confirmations,
+        on_crash=on_crash,
+        **options,
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bots.app import assemble_worker
+from bots.platforms import REGISTERED
 from core.bus.base import Bus
 from core.commands import CommandRegistry, builtin_commands
 from core.confirm import Confirmations
@@ -15,28 +17,18 @@ from core.policy import ChannelPolicy
 from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
 from core.store.base import Store
-from core.turns import (
-    Contexts,
-    InboundHandler,
-    Lifecycle,
-    Outbox,
-    ScheduledRuns,
-    StreamPolicy,
-    TurnRunner,
-)
+from core.turns import StreamPolicy
 from core.worker import Worker
 
 __all__ = ["build_worker", "stream_policies"]
 
-# The platforms that show notes of tool activity (as in bots/app.py).
-_SHOW_PROGRESS = frozenset({"terminal", "slack"})
-
 
 def stream_policies(interval: float) -> dict[str, StreamPolicy]:
-    """Every platform paced at `interval`, progress shown where the product shows it."""
+    """Every platform paced at `interval` (tests need not wait a second), progress shown
+    where its ChannelSpec says."""
     return {
-        platform: StreamPolicy(interval=interval, shows_progress=platform in _SHOW_PROGRESS)
-        for platform in ("terminal", "telegram", "slack", "discord")
+        name: StreamPolicy(interval=interval, shows_progress=policy.shows_progress)
+        for name, policy in REGISTERED.stream_policies().items()
     }
 
 
@@ -56,30 +48,19 @@ def build_worker(
     confirmations: Confirmations | None = None,
     **options: Any,
 ) -> Worker:
-    """A worker over the given parts; `options` go to `Worker` (`name`, `on_crash`, ...)."""
-    policy = policy or ChannelPolicy()
-    contexts = Contexts(
-        modes=modes or ModeCatalog(), policy=policy, prompt_hints=prompt_hints or {}
-    )
-    outbox = Outbox(bus, streaming or stream_policies(stream_interval))
-    turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=Lifecycle(bus))
-    handler = InboundHandler(
-        store=store,
-        policy=policy,
-        commands=commands or CommandRegistry(builtin_commands()),
-        contexts=contexts,
-        turns=turns,
-        scheduled=ScheduledRuns(
-            bus=bus, store=store, book=book or ScheduleBook(store), contexts=contexts, turns=turns
-        ),
-        outbox=outbox,
-    )
+    """A worker over the given parts, with test defaults; `options` go to `Worker`."""
     options.setdefault("on_crash", None)
-    return Worker(
+    return assemble_worker(
         bus=bus,
         store=store,
         mailboxes=mailboxes or MemoryMailboxes(),
-        handler=handler,
+        runtime=runtime,
+        policy=policy or ChannelPolicy(),
+        modes=modes or ModeCatalog(),
+        prompt_hints=prompt_hints or {},
+        streaming=streaming or stream_policies(stream_interval),
+        book=book or ScheduleBook(store),
+        commands=commands or CommandRegistry(builtin_commands()),
         confirmations=confirmations,
         **options,
     )
