@@ -34,6 +34,7 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
+from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
@@ -194,7 +195,7 @@ async def worker_for(
                 [
                     *builtin_tools(),
                     *schedule_tools(book),
-                    *memory_tools(found.store, profile.name),
+                    *memory_tools(found.store, profile.name, redactor),
                     read_skill_tool(profile.skills),
                     web_fetch_tool(),
                     *workspace_tools(_workspace(settings, profile)),
@@ -243,6 +244,7 @@ async def worker_for(
             book=book,
             commands=command_registry(),
             confirmations=gate,
+            redactor=redactor,
             on_crash=options.on_crash if recover else None,
             concurrency=concurrency or options.concurrency,
             sweep_interval=2.0 if found.distributed else 5.0,
@@ -307,13 +309,15 @@ def assemble_worker(
     commands: CommandRegistry,
     confirmations: Confirmations | None,
     on_crash: CrashPolicy | None,
+    redactor: Redactor,
     **options: Any,
 ) -> Worker:
     """A worker and the turn path it runs, from their parts: the one place they are put
     together (tests build theirs with it too). `options` go to `Worker`."""
     contexts = Contexts(modes=modes, policy=policy, prompt_hints=prompt_hints)
     outbox = Outbox(bus, streaming)
-    turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=Lifecycle(bus))
+    lifecycle = Lifecycle(bus, redactor)
+    turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=lifecycle)
     handler = InboundHandler(
         store=store,
         policy=policy,

@@ -47,7 +47,7 @@ _SECRET_KEY = re.compile(rf"(?i)^{_SECRET_NAME}$")
 # name, then `=` or `:` (JSON and YAML alike, the name possibly quoted), then the value.
 _KEY_VALUE = re.compile(
     rf"""(?ix)
-    (?<![\w.\-])(?P<lead>["']?{_SECRET_NAME}["']?\s*[:=]\s*)
+    (?<![\w.\-])(?P<lead>["']?{_SECRET_NAME}["']?\s*(?P<sep>[:=])\s*)
     (?: "(?P<dq>[^"\n]+)" | '(?P<sq>[^'\n]+)' | (?P<bare>[^\s"'&,;<>(){{}}\[\]]+) )
     """
 )
@@ -59,6 +59,12 @@ _AUTHORIZATION = re.compile(
     """
 )
 _BEARER = re.compile(r"(?i)(?P<lead>\bbearer\s+)(?P<value>[A-Za-z0-9._~+/\-]{12,}=*)")
+# A bare value after `name:` that reads as a word of prose: letters only, short. A value after
+# `=`, a quoted one, or one with digits or symbols is taken for the secret it is named as.
+_WORDLIKE = re.compile(r"[A-Za-z]{1,15}")
+# Where documentation shows a secret's place: `xoxb-...`, `"..."`, a lone backtick, or a
+# value already scrubbed.
+_PLACEHOLDER = re.compile(r"(?i)[^A-Za-z0-9]*|.*(?:\.\.\.|…)|\[redacted\][^A-Za-z0-9]*")
 # Credentials in a URL: `https://user:password@host`.
 _USERINFO = re.compile(r"(?P<lead>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?=@)")
 
@@ -71,6 +77,8 @@ _DIGEST_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
 # Random keys of 24 characters or more score above this (in bits per character); words,
 # identifiers and paths, with their repeated letters, stay below it.
 _ENTROPY_CEILING = 4.2
+# A segment of a path: a word, lower case after its first letter (`v10`, `messages`, `Users`).
+_PATH_WORD = re.compile(r"[A-Za-z][a-z0-9_.\-]*")
 _ENTROPY_SHARE = 0.85
 
 
@@ -81,9 +89,10 @@ def _entropy(text: str) -> float:
 
 
 def looks_like_secret(token: str) -> bool:
-    """Whether a single token (no spaces) looks like a random key rather than a name or hash."""
+    """Whether a single token (no spaces) looks like a random key rather than a name, a path
+    or a hash."""
     body = token.rstrip("=")
-    if len(body) < 24 or _UUID.fullmatch(body):
+    if len(body) < 24 or _UUID.fullmatch(body) or _is_path(body):
         return False
     if _HEX.fullmatch(body) and len(body) in _DIGEST_LENGTHS:
         return False
@@ -93,11 +102,26 @@ def looks_like_secret(token: str) -> bool:
     return _entropy(body) >= threshold
 
 
+def _is_path(body: str) -> bool:
+    """A URL path or file path (`/api/v10/channels/7409.../messages`): segments that are
+    numbers or words, not the random letters of a base64 key that happens to hold a `/`."""
+    parts = body.split("/")
+    return len(parts) >= 3 and all(not p or p.isdigit() or _PATH_WORD.fullmatch(p) for p in parts)
+
+
 def _keep_lead(match: re.Match[str]) -> str:
+    if _PLACEHOLDER.fullmatch(match["value"]):
+        return match[0]
     return match["lead"] + REDACTED
 
 
 def _key_value(match: re.Match[str]) -> str:
+    bare = match["bare"]
+    if bare is not None and match["sep"] == ":" and _WORDLIKE.fullmatch(bare):
+        # Prose, not a setting: "invalid_api_key: Incorrect API key", "the token: please".
+        return match[0]
+    if _PLACEHOLDER.fullmatch(match["dq"] or match["sq"] or bare or ""):
+        return match[0]
     if match["dq"] is not None:
         return f'{match["lead"]}"{REDACTED}"'
     if match["sq"] is not None:

@@ -14,6 +14,7 @@ from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
+from core.redact import Redactor
 from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
 from core.store.base import Store
@@ -62,5 +63,6 @@ def build_worker(
         book=book or ScheduleBook(store),
         commands=commands or CommandRegistry(builtin_commands()),
         confirmations=confirmations,
+        redactor=Redactor(),
         **options,
     )

@@ -4,7 +4,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 
 | protocol | module | methods |
 |---|---|---|
-| `ConversationLog` | `core/store/log.py` | 9: sessions (and reopening one), messages, compaction summaries |
+| `ConversationLog` | `core/store/log.py` | 9: sessions (reopening too), messages, summaries |
 | `CostLedger` | `core/store/ledger.py` | 3 |
 | `ScheduleStore` | `core/store/schedules.py` | 8: schedules and their runs |
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |

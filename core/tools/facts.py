@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import ToolError
 from core.facts import MAX_FACT_CHARS, MemoryFact, memory_scope
+from core.redact import Redactor
 from core.store.facts import FactStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 
@@ -52,8 +53,11 @@ class ForgetArgs(BaseModel):
     fact_id: str = Field(min_length=1, max_length=64)
 
 
-def memory_tools(store: FactStore, profile: str) -> list[Tool[Any]]:
-    """`remember`, `recall` and `forget` over `store`, for the bot of profile `profile`."""
+def memory_tools(store: FactStore, profile: str, redactor: Redactor) -> list[Tool[Any]]:
+    """`remember`, `recall` and `forget` over `store`, for the bot of profile `profile`.
+
+    `remember` refuses what `redactor` would scrub: a remembered fact goes back into the
+    context of every later turn of that person, so a credential must never become one."""
     if not profile:
         raise ValueError("memory tools need a profile name")
 
@@ -64,6 +68,11 @@ def memory_tools(store: FactStore, profile: str) -> list[Tool[Any]]:
         text = args.text.strip()
         if not text:
             raise ToolError("Give the fact to remember as text.")
+        if redactor(text) != text:
+            raise ToolError(
+                "That looks like a password, key or token, and credentials are never kept in "
+                "memory. Do not store it; suggest a password manager instead."
+            )
         for fact in await store.search_facts(scope, text, limit=5):
             if fact.text == text:
                 return f"Already remembered as {fact.id}: {text}"

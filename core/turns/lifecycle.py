@@ -9,6 +9,7 @@ from core.bus.base import Bus
 from core.bus.names import EVENTS
 from core.envelopes import EventEnvelope
 from core.events import LIFECYCLE_NAMES, AgentEvent, Cancelled, RunCompleted, RunFailed, RunStarted
+from core.redact import Redactor
 from core.runtime import ChannelContext
 
 __all__ = ["Lifecycle"]
@@ -17,10 +18,15 @@ log = logging.getLogger(__name__)
 
 
 class Lifecycle:
-    """Publishes `agent.run.*` and `tool.*` events, with each run's duration at its end."""
+    """Publishes `agent.run.*` and `tool.*` events, with each run's duration at its end.
 
-    def __init__(self, bus: Bus) -> None:
+    Every reader of the `events` topic sees them, so their data (reply text, tool arguments
+    and output) is scrubbed of secrets first.
+    """
+
+    def __init__(self, bus: Bus, redactor: Redactor) -> None:
         self.bus = bus
+        self._redact = redactor
         self._started: dict[str, float] = {}
 
     async def publish(
@@ -30,7 +36,7 @@ class Lifecycle:
         name = LIFECYCLE_NAMES.get(type(event))
         if name is None:
             return
-        data = event.model_dump(mode="json", exclude={"kind"})
+        data = self._redact.data(event.model_dump(mode="json", exclude={"kind"}))
         data["platform"] = context.platform
         now = time.monotonic()
         if isinstance(event, RunStarted):

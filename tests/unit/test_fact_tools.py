@@ -12,6 +12,7 @@ import pytest
 from core.errors import ToolError
 from core.facts import MAX_FACT_CHARS, MemoryFact, memory_scope
 from core.modes import SAFE_CHAT, SAFE_CHAT_TOOLS
+from core.redact import Redactor
 from core.store import SqliteStore, Store
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.tools.facts import MAX_FACTS_PER_SCOPE, memory_tools
@@ -28,7 +29,7 @@ async def store() -> AsyncIterator[Store]:
 
 @pytest.fixture
 def tools(store: Store) -> dict[str, Tool[Any]]:
-    return {tool.name: tool for tool in memory_tools(store, "default")}
+    return {tool.name: tool for tool in memory_tools(store, "default", Redactor())}
 
 
 def _as(
@@ -56,7 +57,7 @@ async def _remember(tools: dict[str, Tool[Any]], text: str, context: ToolContext
 
 
 def test_the_tools_have_their_tiers_and_are_safe_chat_tools(store: Store) -> None:
-    registry = ToolRegistry(memory_tools(store, "default"))
+    registry = ToolRegistry(memory_tools(store, "default", Redactor()))
 
     tiers = {tool.name: tool.tier for tool in registry}
     assert tiers == {
@@ -70,7 +71,7 @@ def test_the_tools_have_their_tiers_and_are_safe_chat_tools(store: Store) -> Non
 
 def test_a_profile_name_is_required(store: Store) -> None:
     with pytest.raises(ValueError, match="profile"):
-        memory_tools(store, "")
+        memory_tools(store, "", Redactor())
 
 
 async def test_remember_then_recall_finds_the_fact(
@@ -120,7 +121,7 @@ async def test_the_same_user_id_elsewhere_is_another_person(
     tools: dict[str, Tool[Any]], store: Store
 ) -> None:
     await _remember(tools, "Prefers metric units", ALICE)
-    other_bot = {tool.name: tool for tool in memory_tools(store, "helper")}
+    other_bot = {tool.name: tool for tool in memory_tools(store, "helper", Redactor())}
 
     assert await tools["recall"]({}, _as("1", platform="discord")) == "Memory is empty."
     assert await other_bot["recall"]({}, ALICE) == "Memory is empty."
@@ -225,3 +226,27 @@ async def test_a_full_memory_refuses_more_facts(tools: dict[str, Tool[Any]], sto
     await tools["forget"]({"fact_id": "f0"}, ALICE)
     await _remember(tools, "One more", ALICE)
     await _remember(tools, "Bob's first fact", BOB)
+
+
+@pytest.mark.parametrize(
+    "pasted",
+    [
+        "my openai key is sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678",
+        "aws: AKIAIOSFODNN7EXAMPLE and wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "the wifi password=Tr0ub4dor&3",
+    ],
+)
+async def test_remember_refuses_a_credential_and_says_why(
+    tools: dict[str, Tool[Any]], store: Store, pasted: str
+) -> None:
+    with pytest.raises(ToolError, match="credentials are never kept in memory"):
+        await tools["remember"]({"text": pasted}, ALICE)
+
+    assert await store.list_facts(memory_scope("default", "telegram", "1")) == []
+
+
+async def test_remember_refuses_a_configured_secret_of_any_shape(store: Store) -> None:
+    tools = {t.name: t for t in memory_tools(store, "default", Redactor(["plain-words-secret"]))}
+
+    with pytest.raises(ToolError, match="credentials are never kept"):
+        await tools["remember"]({"text": "the code is plain-words-secret"}, ALICE)

@@ -8,6 +8,7 @@ from core.facts import memory_block, memory_scope
 from core.messages import Message, ToolCall
 from core.modes import SAFE_CHAT
 from core.providers import ScriptedProvider, text_reply, tool_reply
+from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.sqlite import SqliteStore
 from core.tools import ToolRegistry
@@ -31,7 +32,7 @@ async def test_a_fact_remembered_in_one_turn_is_context_in_the_next(tmp_path: Pa
     runtime = AgentRuntime(
         provider=provider,
         model="m",
-        tools=ToolRegistry(memory_tools(store, "default")),
+        tools=ToolRegistry(memory_tools(store, "default", Redactor())),
         store=store,
         turn_context=relevant,
     )

@@ -734,3 +734,29 @@ async def test_stop_starts_no_more_turns_and_leaves_waiting_work_in_mailboxes(
             waiting.append(head.id)
             await claim.done(head)
         assert waiting == expected
+
+
+async def test_lifecycle_events_carry_scrubbed_text(bus: MemoryBus, store: SqliteStore) -> None:
+    """Every `switchboard events` reader sees these: a key in the reply must not reach them."""
+    key = "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678"
+    worker, _ = make_worker(bus, store, [text_reply(f"Your key {key} is set.")])
+    outbox = Outbox(bus)
+    inbound = message("is my key set?")
+    subscription = await bus.subscribe(EVENTS)
+    events = aiter(subscription)
+    seen: list[EventEnvelope] = []
+
+    try:
+        async with running(worker):
+            await send(bus, inbound)
+            await outbox.turn_of(inbound)
+            while not seen or seen[-1].name != "agent.run.complete":
+                envelope = await asyncio.wait_for(anext(events), PATIENCE)
+                assert isinstance(envelope, EventEnvelope)
+                seen.append(envelope)
+    finally:
+        await subscription.aclose()
+
+    complete = seen[-1].data
+    assert complete["text"] == "Your key [redacted] is set."
+    assert key not in repr([e.model_dump() for e in seen])
