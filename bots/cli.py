@@ -10,6 +10,7 @@ import click
 from pydantic import ValidationError
 
 from bots.commands.chat import chat, cost, sessions
+from bots.commands.memory import memory
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
@@ -56,6 +57,7 @@ def cli(ctx: click.Context, log_level: str | None) -> None:
 for command in (chat, serve, gateway, worker, scheduler, schedule, sessions, cost, health, events):
     cli.add_command(command)
 cli.add_command(prompt)
+cli.add_command(memory)
 cli.add_command(recover)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -259,6 +260,59 @@ async def _sessions_show(settings: Settings, session_id: str) -> None:
     )
     for message in messages:
         console.print(_render(message), markup=False)
+
+
+@sessions.command("export")
+@click.argument("session_id")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "markdown"]),
+    default="json",
+    show_default=True,
+    help="json: the stored messages as they are; markdown: a readable transcript.",
+)
+@click.pass_context
+def sessions_export(ctx: click.Context, session_id: str, fmt: str) -> None:
+    """Write one conversation to stdout, tool calls and results included."""
+    settings = settings_from(ctx)
+    asyncio.run(_sessions_export(settings, session_id, fmt))
+
+
+async def _sessions_export(settings: Settings, session_id: str, fmt: str) -> None:
+    async with open_store(settings) as store:
+        record = await store.get_session(session_id)
+        if record is None:
+            raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
+        messages = await store.list_messages(session_id)
+    if fmt == "json":
+        document = {
+            "session": record.model_dump(mode="json"),
+            # Image bytes stay out: the export is for reading and archiving text.
+            "messages": [
+                m.model_dump(mode="json", exclude={"content"}) | {"text": m.text} for m in messages
+            ],
+        }
+        click.echo(json.dumps(document, ensure_ascii=False, indent=2))
+        return
+    lines = [f"# {record.key}", "", f"Session {record.id}, {len(messages)} messages.", ""]
+    for message in messages:
+        lines.extend(_markdown(message))
+    click.echo("\n".join(lines).rstrip())
+
+
+def _markdown(message: Message) -> list[str]:
+    stamp = f" ({message.created_at:%Y-%m-%d %H:%M:%S} UTC)" if message.created_at else ""
+    title = message.role if message.role != "tool" else f"tool {message.name}"
+    lines = [f"## {title}{stamp}", ""]
+    if message.text:
+        lines += [message.text, ""]
+    lines += [
+        f"- calls `{call.name}` with `{json.dumps(call.arguments)}`" for call in message.tool_calls
+    ]
+    if message.images:
+        lines.append(f"({len(message.images)} image(s) not exported)")
+    return [*lines, ""] if message.tool_calls or message.images else lines
 
 
 def _render(message: Message) -> str:

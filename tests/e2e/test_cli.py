@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -250,3 +251,34 @@ def test_an_unknown_command_lists_the_terminals_own_commands_too(
     [line] = result.stdout.strip().splitlines()
     assert line.startswith("Unknown command /frobnicate. Commands: /new (start a fresh")
     assert "/quit leaves" in line
+
+
+def test_memory_list_and_forget_and_session_export(env: dict[str, str], tmp_path: Path) -> None:
+    chat = run(["chat"], env, tmp_path, stdin="remember that my favourite colour is green\n")
+    assert chat.returncode == 0, chat.stderr
+
+    listed = run(["memory", "list", "terminal:local"], env, tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    [row] = [line for line in listed.stdout.splitlines()[1:] if line.strip()]
+    fact_id = row.split()[0]
+    assert row.endswith("my favourite colour is green")
+
+    session_id = run(["sessions", "list"], env, tmp_path).stdout.splitlines()[1].split()[0]
+    exported = run(["sessions", "export", session_id], env, tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    document = json.loads(exported.stdout)
+    assert document["session"]["id"] == session_id
+    assert [m["role"] for m in document["messages"]] == ["user", "assistant", "tool", "assistant"]
+    transcript = run(["sessions", "export", session_id, "--format", "markdown"], env, tmp_path)
+    assert "## tool remember" in transcript.stdout
+
+    forgotten = run(["memory", "forget", "terminal:local", fact_id], env, tmp_path)
+    assert (forgotten.returncode, forgotten.stdout.strip()) == (0, f"Forgot {fact_id}.")
+    empty = run(["memory", "list", "terminal:local"], env, tmp_path)
+    assert empty.stdout.startswith("Nothing remembered for default:terminal:local")
+    again = run(["memory", "forget", "terminal:local", fact_id], env, tmp_path)
+    assert again.returncode == 1
+    assert again.stderr.strip() == (
+        f"switchboard: error: no fact {fact_id!r} for default:terminal:local "
+        "(see `switchboard memory list`)"
+    )
