@@ -350,14 +350,14 @@ class DiscordAdapter:
     async def _catch_up_in(self, channel_id: int, after: int, now: datetime) -> int:
         """Hand over the messages of one conversation after `after`; how many."""
         assert self._client is not None
-        cached = self._client.get_channel(channel_id)
-        channel: discord.abc.Messageable
-        if isinstance(cached, discord.TextChannel | discord.Thread | discord.DMChannel):
-            channel = cached
-        else:  # a DM channel: discord.py keeps no list of them
-            channel = self._client.get_partial_messageable(channel_id)
         handed = 0
         try:
+            # DM channels (and threads no longer active) are not kept by discord.py: ask.
+            channel = self._client.get_channel(channel_id) or await self._client.fetch_channel(
+                channel_id
+            )
+            if not isinstance(channel, discord.TextChannel | discord.Thread | discord.DMChannel):
+                return 0
             async for message in channel.history(
                 after=discord.Object(id=after), limit=self._catch_up.messages, oldest_first=True
             ):

@@ -6,7 +6,8 @@ Point discord.py at it with `discord.http.Route.BASE = fake.api_url` and
 The gateway (`discord_gateway`) carries the events the test makes (`dm`, `post`, `slash`, …
 from `discord_events`) and replays them on a resume as Discord does. REST covers what a chat
 bot calls: `/users/@me`, `/oauth2/applications/@me`, channel messages (POST, PATCH, and GET
-for the history, with `after`, `before` and `limit` as Discord reads them), typing,
+for the history, with `after`, `before` and `limit` as Discord reads them), a channel (GET),
+typing,
 threads from a message, interaction callbacks, follow-ups and edits of the original response,
 and the application's global commands (GET, PUT).
 
@@ -145,6 +146,8 @@ class FakeDiscord(GatewayFake, EventBuilders):
              self._history, True),
             ("PATCH", re.compile(r"/channels/(?P<channel>\d+)/messages/(?P<message>\d+)"),
              "edit_message", self._edit_message, True),
+            ("GET", re.compile(r"/channels/(?P<channel>\d+)"), "get_channel", self._get_channel,
+             True),
             ("POST", re.compile(r"/channels/(?P<channel>\d+)/typing"), "typing", self._typing,
              True),
             ("POST", re.compile(r"/channels/(?P<channel>\d+)/messages/(?P<message>\d+)/threads"),
@@ -360,6 +363,12 @@ class FakeDiscord(GatewayFake, EventBuilders):
         )
         message.nonce = None if nonce is None else str(nonce)
         return _json(self._store(message))
+
+    async def _get_channel(self, match: dict[str, str], _: Any) -> web.StreamResponse:
+        found = self.channel_payload(int(match["channel"]))
+        if found is None:
+            raise _ApiError(404, 10003, "Unknown Channel")
+        return _json(found)
 
     async def _history(self, match: dict[str, str], _: Any) -> web.StreamResponse:
         """A channel's messages (people's and the bot's): with `after`, the `limit` oldest after
