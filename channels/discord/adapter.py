@@ -180,6 +180,7 @@ class DiscordAdapter:
         self._seen = SeenLog(seen, "discord")
         self._catch_up = CatchUp(settings.catch_up_hours, settings.catch_up_messages)
         self._catching_up: asyncio.Task[None] | None = None
+        self._closing = False
         self.caught_up = asyncio.Event()
         """Set when the catch-up of the latest gateway session has finished."""
 
@@ -198,6 +199,7 @@ class DiscordAdapter:
         if self.settings.gateway_url:
             DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.settings.gateway_url)
         client = self._client = _Client(self)
+        self._closing = False
         tree = build_tree(client, self._on_slash, self._menu)
         connecting: asyncio.Task[None] | None = None
         try:
@@ -246,6 +248,9 @@ class DiscordAdapter:
         if self._catching_up is not None:
             await cancel_and_wait(self._catching_up)
         await self._seen.flush()
+        # Messages waiting for a catch-up that will not come are left for the next start's.
+        self._closing = True
+        self.caught_up.set()
         await client.close()
         if connecting is not None:
             with contextlib.suppress(Exception):  # the error, if any, was raised already
@@ -262,6 +267,8 @@ class DiscordAdapter:
         if self._catches_up:
             # What was missed comes first: a conversation stays in order across a restart.
             await self.caught_up.wait()
+            if self._closing:
+                return
         # The lock is taken before anything else is awaited: messages reach the bus in the
         # order the gateway sent them, even when one waits for its images.
         async with self._intake:

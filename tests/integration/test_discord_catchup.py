@@ -49,7 +49,9 @@ async def test_messages_sent_while_down_are_answered_once_in_order_with_a_late_n
         await reply_containing(fake, dm, "re: one")
         await reply_containing(fake, OTHER_CHANNEL, "re: zero")
 
-    # While the bot is away.
+    # While the bot is away. (One dated before the newest message seen there is not missed:
+    # the bot would have had it before that one.)
+    fake.dm(ALICE, "older than one", sent_at=now - timedelta(hours=4), live=False)
     fake.dm(ALICE, "two", sent_at=now - timedelta(hours=2), live=False)
     three = fake.dm(ALICE, "three", live=False)
     fake.post(CHANNEL, "four", mention=True, live=False)
@@ -121,3 +123,25 @@ async def test_catch_up_off_reads_no_history(fake_discord: FakeDiscord, store: S
 
     assert _answers(fake, dm) == ["re: one", "re: two"]
     assert fake.requests_named("history") == []
+
+
+async def test_a_resumed_session_reads_no_history_and_keeps_answering(
+    fake_discord: FakeDiscord, store: SqliteStore
+) -> None:
+    fake = fake_discord
+    dm = fake.dm_channel_id(ALICE)
+    provider = echoing()
+    async with serving(fake, store, provider, catch_up=True, ready_timeout=0.05) as bot:
+        fake.dm(ALICE, "one")
+        await reply_containing(fake, dm, "re: one")
+        await bot.adapter.caught_up.wait()
+        reads = len(fake.requests_named("history"))
+        fake.drop_connection()
+        fake.dm(ALICE, "while away")  # kept for the resume, as Discord does
+        await fake.wait_resumed()
+        await reply_containing(fake, dm, "re: while away")
+        fake.dm(ALICE, "two")
+        await reply_containing(fake, dm, "re: two")
+
+    assert _answers(fake, dm) == ["re: one", "re: while away", "re: two"]
+    assert len(fake.requests_named("history")) == reads

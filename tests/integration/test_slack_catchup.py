@@ -49,7 +49,9 @@ async def test_messages_sent_while_down_are_answered_once_in_order_with_a_late_n
         await reply_containing(fake, DM_CHANNEL, "re: one")
         await reply_containing(fake, GENERAL, "re: zero")
 
-    # While the bot is away: built, so in the history, but never delivered.
+    # While the bot is away: built, so in the history, but never delivered. (One dated before
+    # the newest message seen there is not missed: the bot would have had it before that one.)
+    fake.dm("older than one", sent_at=now - 4 * _HOUR)
     fake.dm("two", sent_at=now - 2 * _HOUR)
     three = fake.dm("three")
     fake.channel_message("four", mention=True)
