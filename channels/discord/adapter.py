@@ -181,6 +181,7 @@ class DiscordAdapter:
         self._catch_up = CatchUp(settings.catch_up_hours, settings.catch_up_messages)
         self._catching_up: asyncio.Task[None] | None = None
         self._closing = False
+        self._read_again = False
         self.caught_up = asyncio.Event()
         """Set when the catch-up of the latest gateway session has finished."""
 
@@ -308,6 +309,7 @@ class DiscordAdapter:
         """Read what was missed, in the background: every new gateway session (a resumed one
         gets the missed events from Discord itself)."""
         if self._catching_up is not None and not self._catching_up.done():
+            self._read_again = True  # a new session while reading: what it missed too
             return
         self.caught_up.clear()
         self._catching_up = asyncio.create_task(self._catch_up_all(), name="discord-catch-up")
@@ -315,7 +317,9 @@ class DiscordAdapter:
     async def _catch_up_all(self) -> None:
         complete = False
         try:
-            if self._catches_up:
+            self._read_again = self._catches_up
+            while self._read_again:
+                self._read_again = False
                 marks = await self._seen.begin_catch_up(str(self.bot_id))
                 await self._catch_up_from(marks)
             complete = True
