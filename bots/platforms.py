@@ -20,6 +20,7 @@ from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
 from core.errors import ConfigError
 from core.profile import Profile
+from core.store.seen import SeenMarks
 from core.turns import StreamPolicy
 
 __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
@@ -97,11 +98,14 @@ class Platforms:
         profile: Profile | None,
         menu: Sequence[CommandInfo],
         replies: ReplyStreams,
+        *,
+        seen: SeenMarks | None = None,
     ) -> ChannelAdapter:
         """The adapter of one platform; `ConfigError` naming what is missing.
 
         Platform libraries are imported by the builders, so a process loads only those it
-        serves.
+        serves. `seen` is where the adapter notes the newest message of each conversation, to
+        catch up from after downtime.
         """
         spec = self.get(name)
         if spec.build is None:
@@ -114,7 +118,7 @@ class Platforms:
             options = spec.parse_options(table)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        setup = ChannelSetup(env=env, options=options, menu=tuple(menu), replies=replies)
+        setup = ChannelSetup(env=env, options=options, menu=tuple(menu), replies=replies, seen=seen)
         return spec.build(setup)
 
     def configured_adapters(
@@ -123,10 +127,12 @@ class Platforms:
         profile: Profile | None,
         menu: Sequence[CommandInfo],
         replies: ReplyStreams,
+        *,
+        seen: SeenMarks | None = None,
     ) -> list[ChannelAdapter]:
         """An adapter for every platform the environment configures."""
         return [
-            self.adapter_for(spec.name, env, profile, menu, replies)
+            self.adapter_for(spec.name, env, profile, menu, replies, seen=seen)
             for spec in self.specs
             if spec.configured(env)
         ]

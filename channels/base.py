@@ -20,6 +20,7 @@ from core.addresses import AddressGrammar
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ConfigError
+from core.store.seen import SeenMarks
 
 if TYPE_CHECKING:
     from channels.streaming import ReplyStreams
@@ -85,6 +86,9 @@ class ChannelSetup:
     menu: tuple[CommandInfo, ...]
     # How this process shows streamed replies, through records every gateway shares.
     replies: ReplyStreams
+    # Where each conversation's catch-up after downtime starts (the store's seen marks);
+    # None: the adapter reads no history at start.
+    seen: SeenMarks | None = None
 
 
 def _no_leader(env: Mapping[str, str]) -> str | None:

@@ -120,6 +120,10 @@ class RedisKeys:
         """Marker that an inbound message (or a refusal) was handled."""
         return f"{self.prefix}processed:{key}"
 
+    def seen(self, platform: str, bot: str) -> str:
+        """Hash of one bot's seen marks: conversation → `<position, 20 digits> <mark JSON>`."""
+        return f"{self.prefix}seen:{platform}:{bot}"
+
     def costs(self, session_id: str) -> str:
         """List of the session's cost ledger entries (JSON)."""
         return f"{self.prefix}costs:{session_id}"

@@ -83,7 +83,9 @@ async def _serve_platforms(settings: Settings) -> None:
     async with embedded(settings, profile) as parts:
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
-        adapters = REGISTERED.configured_adapters(settings.environ, profile, menu, replies)
+        adapters = REGISTERED.configured_adapters(
+            settings.environ, profile, menu, replies, seen=parts.store
+        )
         gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
         on_signals(lambda: [g.stop() for g in gateways])
         await run_with_gateways(parts, gateways)
@@ -110,7 +112,9 @@ async def _gateway(settings: Settings, platform: str) -> None:
     async with backends(settings) as found:
         replies = ReplyStreams(found.replies, IncrementalRender())
         menu = command_registry().menu()
-        adapter = REGISTERED.adapter_for(platform, settings.environ, profile, menu, replies)
+        adapter = REGISTERED.adapter_for(
+            platform, settings.environ, profile, menu, replies, seen=found.store
+        )
         runner = Gateway(adapter, found.bus)
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None

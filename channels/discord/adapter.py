@@ -12,6 +12,10 @@ typing indicators.
   thread on the message and the conversation lives there.
 * Every send and edit carries `allowed_mentions` that let nothing the model writes ping
   anyone but the person who asked: no @everyone, @here, roles or other users.
+* Catch-up: on every new gateway session (a start, a reconnect that could not resume), the
+  DM channels and threads it has seen messages in and the server text channels it can read
+  are read from the newest message it handed over (`channels/catchup.py`); what it would have
+  answered live is handed over in order, with a note on how late it is.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import aiohttp
@@ -38,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from channels.attachments import ReceivedImages
 from channels.base import InboundSink
+from channels.catchup import CatchUp, SeenLog, late_note
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
 from channels.streaming import ReplyStreams, ReplyTarget
@@ -45,6 +51,7 @@ from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
+from core.store.seen import LastSeen, SeenMarks
 from core.tasks import cancel_and_wait
 
 __all__ = ["INTENTS", "DiscordAdapter", "DiscordSettings"]
@@ -81,6 +88,12 @@ class DiscordSettings(BaseModel):
     reply_in_thread: bool = False
     # Discord shows "typing…" for 10 s per call.
     typing_interval: float = Field(default=8.0, gt=0)
+    # Catch-up after downtime: how far back, and how many messages per conversation at most.
+    catch_up_hours: float = Field(default=24.0, ge=0)
+    catch_up_messages: int = Field(default=100, ge=0)
+    # Seconds discord.py waits after the last server arrived before it calls itself ready
+    # (and the catch-up starts).
+    ready_timeout: float = Field(default=2.0, ge=0)
 
 
 @dataclass
@@ -113,6 +126,7 @@ class _Client(discord.Client):
             # Longer rate-limit waits come back as `RateLimited`: the gateway then drops a
             # typing or stream update instead of holding every delivery behind it.
             max_ratelimit_timeout=30.0,
+            guild_ready_timeout=adapter.settings.ready_timeout,
         )
         self.adapter = adapter
 
@@ -121,9 +135,14 @@ class _Client(discord.Client):
 
     async def on_ready(self) -> None:
         log.info("discord bot %s is connected to %d server(s)", self.user, len(self.guilds))
+        self.adapter._start_catching_up()
 
     async def on_resumed(self) -> None:
         log.info("discord gateway session resumed")
+        self.adapter._resumed()
+
+    async def on_disconnect(self) -> None:
+        self.adapter._disconnected()
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         log.exception("discord %s handling failed", event_method)
@@ -133,10 +152,16 @@ class DiscordAdapter:
     """One Discord bot, seen as a `ChannelAdapter`."""
 
     def __init__(
-        self, settings: DiscordSettings, *, menu: Sequence[CommandInfo], replies: ReplyStreams
+        self,
+        settings: DiscordSettings,
+        *,
+        menu: Sequence[CommandInfo],
+        replies: ReplyStreams,
+        seen: SeenMarks | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
-        records every gateway shares."""
+        records every gateway shares; `seen` keeps where each conversation's catch-up starts
+        (None: no catch-up)."""
         self.settings = settings
         self._menu = tuple(menu)
         # A bot token starts with the bot's user id in base64: known without a request.
@@ -152,6 +177,13 @@ class DiscordAdapter:
         self._replies = replies
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._threads: set[int] = set()  # threads the bot wrote in or opened
+        self._seen = SeenLog(seen, "discord")
+        self._catch_up = CatchUp(settings.catch_up_hours, settings.catch_up_messages)
+        self._catching_up: asyncio.Task[None] | None = None
+        self._closing = False
+        self._read_again = False
+        self.caught_up = asyncio.Event()
+        """Set when the catch-up of the latest gateway session has finished."""
 
     @property
     def platform(self) -> str:
@@ -168,11 +200,13 @@ class DiscordAdapter:
         if self.settings.gateway_url:
             DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(self.settings.gateway_url)
         client = self._client = _Client(self)
+        self._closing = False
         tree = build_tree(client, self._on_slash, self._menu)
         connecting: asyncio.Task[None] | None = None
         try:
             await self._login(client)
             await self._sync_commands(tree, client)
+            self._seen.hold()  # live messages must not move marks before the catch-up
             connecting = asyncio.create_task(client.connect(reconnect=True), name="discord")
             stopping = asyncio.create_task(self._stopped.wait())
             try:
@@ -212,6 +246,12 @@ class DiscordAdapter:
     async def _shutdown(self, client: _Client, connecting: asyncio.Task[None] | None) -> None:
         for task in self._typing.values():
             task.cancel()
+        if self._catching_up is not None:
+            await cancel_and_wait(self._catching_up)
+        await self._seen.flush()
+        # Messages waiting for a catch-up that will not come are left for the next start's.
+        self._closing = True
+        self.caught_up.set()
         await client.close()
         if connecting is not None:
             with contextlib.suppress(Exception):  # the error, if any, was raised already
@@ -225,6 +265,11 @@ class DiscordAdapter:
     # --- receiving -------------------------------------------------------------------------
 
     async def _on_message(self, message: discord.Message) -> None:
+        if self._catches_up:
+            # What was missed comes first: a conversation stays in order across a restart.
+            await self.caught_up.wait()
+            if self._closing:
+                return
         # The lock is taken before anything else is awaited: messages reach the bus in the
         # order the gateway sent them, even when one waits for its images.
         async with self._intake:
@@ -232,6 +277,120 @@ class DiscordAdapter:
             if inbound is not None:
                 assert self._sink is not None
                 await self._sink(inbound)
+                self._note_seen(message)
+
+    def _note_seen(self, message: discord.Message) -> None:
+        """Catch-up after downtime starts after the newest message handed over."""
+        channel_id = getattr(message.channel, "id", None)
+        if channel_id is not None:
+            at = message.created_at
+            self._seen.note(str(self.bot_id), str(channel_id), str(message.id), message.id, at)
+
+    # --- catching up -----------------------------------------------------------------------
+
+    @property
+    def _catches_up(self) -> bool:
+        return self._catch_up.enabled and self._seen.durable
+
+    def _disconnected(self) -> None:
+        """Until a resume (Discord replays what was missed) or a catch-up, hold marks back
+        and live messages too."""
+        if self._catches_up:
+            self._seen.hold()
+            self.caught_up.clear()
+
+    def _resumed(self) -> None:
+        """Discord sends what a resumed session missed: no catch-up."""
+        if self._catching_up is None or self._catching_up.done():
+            self._seen.end_catch_up(complete=True)
+            self.caught_up.set()
+
+    def _start_catching_up(self) -> None:
+        """Read what was missed, in the background: every new gateway session (a resumed one
+        gets the missed events from Discord itself)."""
+        if self._catching_up is not None and not self._catching_up.done():
+            self._read_again = True  # a new session while reading: what it missed too
+            return
+        self.caught_up.clear()
+        self._catching_up = asyncio.create_task(self._catch_up_all(), name="discord-catch-up")
+
+    async def _catch_up_all(self) -> None:
+        complete = False
+        try:
+            self._read_again = self._catches_up
+            while self._read_again:
+                self._read_again = False
+                marks = await self._seen.begin_catch_up(str(self.bot_id))
+                await self._catch_up_from(marks)
+            complete = True
+        except Exception:
+            log.exception("discord catch-up failed")
+        finally:
+            self._seen.end_catch_up(complete=complete)
+            self.caught_up.set()
+
+    async def _catch_up_from(self, marks: list[LastSeen]) -> None:
+        assert self._client is not None
+        if not marks:
+            return  # the first start: nothing was missed
+        now = discord.utils.utcnow()
+        floor = discord.utils.time_snowflake(self._catch_up.since(now))
+        # A conversation without a mark had nothing to hand over while the bot last ran: what
+        # it holds after the bot's newest mark was sent while the bot was away.
+        starts = {int(mark.chat): max(mark.position, floor) for mark in marks}
+        alive_until = max(max(mark.position for mark in marks), floor)
+        for channel in self._readable_channels():
+            starts.setdefault(channel.id, alive_until)
+        total = 0
+        for channel_id, after in starts.items():
+            total += await self._catch_up_in(channel_id, after, now)
+        if total:
+            log.info("discord catch-up handed over %d missed message(s)", total)
+
+    def _readable_channels(self) -> list[discord.TextChannel]:
+        """The server text channels whose history the bot may read."""
+        assert self._client is not None
+        found = []
+        for guild in self._client.guilds:
+            for channel in guild.text_channels:
+                allowed = channel.permissions_for(guild.me)
+                if allowed.view_channel and allowed.read_message_history:
+                    found.append(channel)
+        return found
+
+    async def _catch_up_in(self, channel_id: int, after: int, now: datetime) -> int:
+        """Hand over the messages of one conversation after `after`; how many."""
+        assert self._client is not None
+        handed = 0
+        try:
+            # DM channels (and threads no longer active) are not kept by discord.py: ask.
+            channel = self._client.get_channel(channel_id) or await self._client.fetch_channel(
+                channel_id
+            )
+            if not isinstance(channel, discord.TextChannel | discord.Thread | discord.DMChannel):
+                return 0
+            async for message in channel.history(
+                after=discord.Object(id=after), limit=self._catch_up.messages, oldest_first=True
+            ):
+                if await self._hand_over_missed(message, now):
+                    handed += 1
+        except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+            log.warning("could not read the history of discord channel %s: %s", channel_id, exc)
+        return handed
+
+    async def _hand_over_missed(self, message: discord.Message, now: datetime) -> bool:
+        """A missed message, passed on like a live one if the bot would have answered it."""
+        async with self._intake:
+            inbound = await self._inbound(message)
+            if inbound is None or not inbound.mentions_bot:
+                return False  # read, not answered: not worth a turn now
+            note = late_note(message.created_at, now)
+            if note is not None:
+                inbound = inbound.model_copy(update={"text": f"{note}\n{inbound.text}"})
+            assert self._sink is not None
+            await self._sink(inbound)
+            self._note_seen(message)
+            return True
 
     async def _inbound(self, message: discord.Message) -> Inbound | None:
         author = message.author

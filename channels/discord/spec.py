@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
 from channels.discord.hint import PROMPT_HINT
@@ -30,6 +30,11 @@ class DiscordOptions(BaseModel):
 
     # Answer a mention in a new thread started from the message.
     reply_in_thread: bool = False
+    # Catch-up after downtime: at start, answer what was sent to the bot while it was away,
+    # from this many hours back at most, and at most this many messages per conversation.
+    # 0 turns catch-up off.
+    catch_up_hours: float = Field(default=24.0, ge=0, le=24 * 14)
+    catch_up_messages: int = Field(default=100, ge=0, le=1000)
 
 
 def _build(setup: ChannelSetup) -> ChannelAdapter:
@@ -41,8 +46,10 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         setup.env,
         _ENV,
         reply_in_thread=options.reply_in_thread,
+        catch_up_hours=options.catch_up_hours,
+        catch_up_messages=options.catch_up_messages,
     )
-    return DiscordAdapter(settings, menu=setup.menu, replies=setup.replies)
+    return DiscordAdapter(settings, menu=setup.menu, replies=setup.replies, seen=setup.seen)
 
 
 def _leader_role(env: Mapping[str, str]) -> str | None:

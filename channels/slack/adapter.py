@@ -7,6 +7,11 @@ reaction where the app has no assistant feature).
 Conversations: one per direct message channel (or per thread in it), and one per channel
 thread. In a channel the bot answers mentions in the mention's thread, then every later
 message of a thread it takes part in.
+
+Catch-up: before it starts receiving, the adapter reads `conversations.history` of each
+conversation it has handed messages over from, after the newest one (`channels/catchup.py`),
+and hands over what it would have answered live (DMs, mentions), in order, with a note on how
+late it is. Thread replies are not read (the history of a channel leaves them out).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
@@ -40,6 +46,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
+from channels.catchup import CatchUp, SeenLog, late_note
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
 from channels.streaming import ReplyStreams, ReplyTarget
@@ -47,6 +54,7 @@ from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
+from core.store.seen import LastSeen, SeenMarks
 
 __all__ = ["SlackAdapter", "SlackSettings"]
 
@@ -86,6 +94,9 @@ class SlackSettings(BaseModel):
     working_reaction: str = "hourglass_flowing_sand"
     # Slack drops a status after two minutes without a message; tool use renews it after this.
     status_renewal: float = Field(default=60.0, ge=0)
+    # Catch-up after downtime: how far back, and how many messages per conversation at most.
+    catch_up_hours: float = Field(default=24.0, ge=0)
+    catch_up_messages: int = Field(default=100, ge=0, le=999)
 
 
 @dataclass(frozen=True)
@@ -102,10 +113,16 @@ class SlackAdapter:
     """One Slack app in one workspace, seen as a `ChannelAdapter`."""
 
     def __init__(
-        self, settings: SlackSettings, *, menu: Sequence[CommandInfo], replies: ReplyStreams
+        self,
+        settings: SlackSettings,
+        *,
+        menu: Sequence[CommandInfo],
+        replies: ReplyStreams,
+        seen: SeenMarks | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
-        records every gateway shares."""
+        records every gateway shares; `seen` keeps where each conversation's catch-up starts
+        (None: no catch-up)."""
         if settings.app_token is None and settings.signing_secret is None:
             raise ConfigError(
                 "Slack needs SLACK_SIGNING_SECRET (Events API over HTTP) or SLACK_APP_TOKEN "
@@ -133,6 +150,8 @@ class SlackAdapter:
         self._last_in_chat: dict[str, asyncio.Task[None]] = {}
         self._runner: web.AppRunner | None = None
         self._bad_requests = BadRequestLog(log)
+        self._seen = SeenLog(seen, "slack")
+        self._catch_up = CatchUp(settings.catch_up_hours, settings.catch_up_messages)
         secret = settings.signing_secret
         self._verifier = SignatureVerifier(secret.get_secret_value()) if secret else None
         self._socket: AsyncSocketModeHandler | None = None
@@ -179,8 +198,11 @@ class SlackAdapter:
     async def run(self, sink: InboundSink) -> None:
         """Receive events until `stop()`."""
         self._sink = sink
+        self._seen.hold()
         await self._identify()
         try:
+            if not await self._until_stopped(self._catch_up_all()):
+                return
             if self.settings.app_token is not None:
                 started = await self._until_stopped(self._start_socket_mode())
             else:
@@ -318,6 +340,8 @@ class SlackAdapter:
             await asyncio.wait(set(self._receiving), timeout=_HANDOFF_GRACE)
         for task in list(self._receiving):
             task.cancel()
+        self._seen.end_catch_up(complete=False)  # a no-op unless stopped while catching up
+        await self._seen.flush()
 
     # --- receiving -------------------------------------------------------------------------
 
@@ -358,6 +382,72 @@ class SlackAdapter:
             await asyncio.wait({before})
         assert self._sink is not None
         await self._sink(inbound)
+        self._note_seen(inbound)
+
+    def _note_seen(self, inbound: Inbound) -> None:
+        """Catch-up after downtime starts after the newest message handed over."""
+        ts = inbound.platform_message_id
+        if ts is not None and (position := _ts_position(ts)) is not None:
+            at = datetime.fromtimestamp(position / 1_000_000, UTC)
+            self._seen.note(self.bot_key, inbound.address.chat, ts, position, at)
+
+    # --- catching up -----------------------------------------------------------------------
+
+    async def _catch_up_all(self) -> None:
+        """Hand over what was sent to the bot while no gateway ran, before receiving events."""
+        complete = False
+        try:
+            if self._catch_up.enabled and self._seen.durable:
+                marks = await self._seen.begin_catch_up(self.bot_key)
+                now = datetime.now(UTC)
+                total = 0
+                for mark in marks:
+                    total += await self._catch_up_in(mark, now)
+                if total:
+                    log.info("slack catch-up handed over %d missed message(s)", total)
+            complete = True
+        except Exception:
+            log.exception("slack catch-up failed")
+        finally:
+            self._seen.end_catch_up(complete=complete)
+
+    async def _catch_up_in(self, mark: LastSeen, now: datetime) -> int:
+        """Hand over the messages of one conversation after its mark; how many."""
+        floor = int(self._catch_up.since(now).timestamp() * 1_000_000)
+        oldest = mark.message_id if mark.position >= floor else _ts_text(floor)
+        try:
+            response = await call(
+                self._client.conversations_history(
+                    channel=mark.chat,
+                    oldest=oldest,
+                    inclusive=False,
+                    limit=self._catch_up.messages,
+                )
+            )
+        except ChannelError as exc:
+            log.warning("could not read the history of slack conversation %s: %s", mark.chat, exc)
+            return 0
+        found = response.get("messages")
+        messages = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+        handed = 0
+        # Slack answers newest first.
+        for message in sorted(messages, key=lambda m: _ts_position(str(m.get("ts"))) or 0):
+            event = {**message, "channel": mark.chat}
+            if mark.chat.startswith("D"):
+                event["channel_type"] = "im"
+            if not self._from_a_person(event):
+                continue
+            inbound = self._inbound({}, event)
+            if not (inbound.is_direct or inbound.mentions_bot):
+                continue  # read, not answered: not worth a turn now
+            sent = _ts_position(str(event["ts"])) or 0
+            note = late_note(datetime.fromtimestamp(sent / 1_000_000, UTC), now)
+            if note is not None and inbound.kind == "message":
+                inbound = inbound.model_copy(update={"text": f"{note}\n{inbound.text}"})
+            files = [f for f in event.get("files") or [] if isinstance(f, dict)]
+            await self._hand_over(inbound, files, None)
+            handed += 1
+        return handed
 
     def _from_a_person(self, event: Mapping[str, Any]) -> bool:
         """A person's new message: not a bot's (ours included), an edit, a join or hidden."""
@@ -590,6 +680,19 @@ class SlackAdapter:
                 log.info("could not remove the working reaction: %s", exc)
         except ChannelError as exc:
             log.info("could not remove the working reaction: %s", exc)
+
+
+def _ts_position(ts: str) -> int | None:
+    """A message `ts` (`1700000000.000100`) in microseconds, which orders a conversation."""
+    seconds, _, fraction = ts.partition(".")
+    if not seconds.isdigit() or not (fraction.isdigit() or not fraction):
+        return None
+    return int(seconds) * 1_000_000 + int(fraction.ljust(6, "0")[:6])
+
+
+def _ts_text(position: int) -> str:
+    """The `ts` of a position in microseconds."""
+    return f"{position // 1_000_000}.{position % 1_000_000:06d}"
 
 
 def _command(text: str, words: frozenset[str]) -> str | None:

@@ -1,12 +1,15 @@
-"""Slack as the wiring sees it: settings from the environment, hint, mode, addresses."""
+"""Slack as the wiring sees it: settings from the environment and the profile, hint, mode,
+addresses."""
 
 from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
 from channels.slack.hint import PROMPT_HINT
 from core.addresses import AddressGrammar
 
-__all__ = ["SPEC"]
+__all__ = ["SPEC", "SlackOptions"]
 
 # Seconds between edits of a streamed reply: the platforms rate-limit edits of one message.
 _STREAM_INTERVAL = 1.0
@@ -20,15 +23,31 @@ _ENV = {
 }
 
 
+class SlackOptions(BaseModel):
+    """The profile's `[channels.slack]` table."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Catch-up after downtime: at start, answer what was sent to the bot while it was away,
+    # from this many hours back at most, and at most this many messages per conversation.
+    # 0 turns catch-up off.
+    catch_up_hours: float = Field(default=24.0, ge=0, le=24 * 14)
+    catch_up_messages: int = Field(default=100, ge=0, le=999)
+
+
 def _build(setup: ChannelSetup) -> ChannelAdapter:
     # The adapter refuses a configuration with neither a signing secret nor an app token.
     from channels.slack.adapter import SlackAdapter, SlackSettings
 
-    return SlackAdapter(
-        settings_from_env(SlackSettings, setup.env, _ENV),
-        menu=setup.menu,
-        replies=setup.replies,
+    options = setup.options if isinstance(setup.options, SlackOptions) else SlackOptions()
+    settings = settings_from_env(
+        SlackSettings,
+        setup.env,
+        _ENV,
+        catch_up_hours=options.catch_up_hours,
+        catch_up_messages=options.catch_up_messages,
     )
+    return SlackAdapter(settings, menu=setup.menu, replies=setup.replies, seen=setup.seen)
 
 
 SPEC = ChannelSpec(
@@ -40,6 +59,7 @@ SPEC = ChannelSpec(
     env=tuple(_ENV.values()),
     secret_env=("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
     secret_patterns=(r"xox[abposr]-[A-Za-z0-9\-]{10,}", r"xapp-[A-Za-z0-9\-]{10,}"),
+    options=SlackOptions,
     # Every replica may serve: Events API requests and Socket Mode connections share the load.
     stream_interval=_STREAM_INTERVAL,
     # `progress` renews the assistant status Slack drops after two minutes.

@@ -10,6 +10,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |
 | `CheckpointStore` | `core/store/checkpoints.py` | 4 |
 | `ProcessedMarks` | `core/store/processed.py` | 2 |
+| `SeenMarks` | `core/store/seen.py` | 2: the newest message seen per conversation |
 | `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
@@ -47,6 +48,7 @@ from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
+from core.store.seen import LastSeen, SeenMarks
 
 __all__ = [
     "CheckpointStore",
@@ -58,8 +60,10 @@ __all__ = [
     "FactStore",
     # Re-exported: callers that pass a claim's fence through may import it from here.
     "Fence",
+    "LastSeen",
     "ProcessedMarks",
     "ScheduleStore",
+    "SeenMarks",
     "SessionRecord",
     "Store",
 ]
@@ -72,6 +76,7 @@ class Store(
     FactStore,
     CheckpointStore,
     ProcessedMarks,
+    SeenMarks,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

@@ -3,8 +3,8 @@
 One class per concern, each in its own module and all on one client and one key namespace
 (`_redis_base.py`, keys in `core/redis_keys.py`): the conversation log (`_redis_log.py`), the
 cost ledger (`_redis_ledger.py`), schedules (`_redis_schedules.py`), remembered facts
-(`_redis_facts.py`), checkpoints (`_redis_checkpoints.py`) and processed marks
-(`_redis_processed.py`). Values are JSON of pydantic models.
+(`_redis_facts.py`), checkpoints (`_redis_checkpoints.py`), processed marks
+(`_redis_processed.py`) and seen marks (`_redis_seen.py`). Values are JSON of pydantic models.
 
 Every write is one script or command, atomic on the server, and safe to send twice (a stale
 pooled connection after a Redis restart, a lost reply): a replayed script finds the receipt of
@@ -38,6 +38,7 @@ from core.store._redis_ledger import RedisLedger
 from core.store._redis_log import RedisLog
 from core.store._redis_processed import RedisProcessed
 from core.store._redis_schedules import RedisSchedules
+from core.store._redis_seen import RedisSeen
 
 __all__ = ["DEFAULT_PROCESSED_TTL", "RedisStore"]
 
@@ -47,7 +48,13 @@ DEFAULT_PROCESSED_TTL: Final = timedelta(days=30)
 
 
 class RedisStore(
-    RedisLog, RedisLedger, RedisSchedules, RedisFacts, RedisCheckpoints, RedisProcessed
+    RedisLog,
+    RedisLedger,
+    RedisSchedules,
+    RedisFacts,
+    RedisCheckpoints,
+    RedisProcessed,
+    RedisSeen,
 ):
     """The `Store` on Redis, opened with `await RedisStore.open(url)`.
 

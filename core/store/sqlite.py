@@ -3,7 +3,8 @@
 One class per concern, each in its own module and all on one connection (`_sqlite_base.py`):
 the conversation log (`_sqlite_log.py`), the cost ledger (`_sqlite_ledger.py`), schedules
 (`_sqlite_schedules.py`), remembered facts (`_sqlite_facts.py`), checkpoints
-(`_sqlite_checkpoints.py`) and processed marks (`_sqlite_processed.py`). This module opens the
+(`_sqlite_checkpoints.py`), processed marks (`_sqlite_processed.py`) and seen marks
+(`_sqlite_seen.py`). This module opens the
 file and migrates its schema.
 """
 
@@ -33,6 +34,8 @@ from core.store._sqlite_log import (
 )
 from core.store._sqlite_processed import SqliteProcessed
 from core.store._sqlite_schedules import SqliteSchedules
+from core.store._sqlite_seen import MIGRATION as SEEN_MIGRATION
+from core.store._sqlite_seen import SqliteSeen
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
@@ -121,13 +124,21 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     FENCES_MIGRATION,
     # Sessions reopened as their key's current one (`switchboard chat --session`).
     REOPENED_MIGRATION,
+    # The newest message seen per conversation, where catch-up after downtime starts.
+    SEEN_MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
 
 
 class SqliteStore(
-    SqliteLog, SqliteLedger, SqliteSchedules, SqliteFacts, SqliteCheckpoints, SqliteProcessed
+    SqliteLog,
+    SqliteLedger,
+    SqliteSchedules,
+    SqliteFacts,
+    SqliteCheckpoints,
+    SqliteProcessed,
+    SqliteSeen,
 ):
     """The `Store` on a SQLite file (or `":memory:"`), opened with `await SqliteStore.open(...)`.
 

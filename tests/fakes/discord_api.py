@@ -5,7 +5,9 @@ Point discord.py at it with `discord.http.Route.BASE = fake.api_url` and
 
 The gateway (`discord_gateway`) carries the events the test makes (`dm`, `post`, `slash`, …
 from `discord_events`) and replays them on a resume as Discord does. REST covers what a chat
-bot calls: `/users/@me`, `/oauth2/applications/@me`, channel messages (POST, PATCH), typing,
+bot calls: `/users/@me`, `/oauth2/applications/@me`, channel messages (POST, PATCH, and GET
+for the history, with `after`, `before` and `limit` as Discord reads them), a channel (GET),
+typing,
 threads from a message, interaction callbacks, follow-ups and edits of the original response,
 and the application's global commands (GET, PUT).
 
@@ -140,8 +142,12 @@ class FakeDiscord(GatewayFake, EventBuilders):
             ("GET", re.compile(r"/gateway(?:/bot)?"), "get_gateway", self._get_gateway, True),
             ("POST", re.compile(r"/channels/(?P<channel>\d+)/messages"), "create_message",
              self._create_message, True),
+            ("GET", re.compile(r"/channels/(?P<channel>\d+)/messages"), "history",
+             self._history, True),
             ("PATCH", re.compile(r"/channels/(?P<channel>\d+)/messages/(?P<message>\d+)"),
              "edit_message", self._edit_message, True),
+            ("GET", re.compile(r"/channels/(?P<channel>\d+)"), "get_channel", self._get_channel,
+             True),
             ("POST", re.compile(r"/channels/(?P<channel>\d+)/typing"), "typing", self._typing,
              True),
             ("POST", re.compile(r"/channels/(?P<channel>\d+)/messages/(?P<message>\d+)/threads"),
@@ -243,6 +249,10 @@ class FakeDiscord(GatewayFake, EventBuilders):
         """The current content of each message the bot has in `channel_id`, oldest first."""
         return [message.content for message in self.messages.get(channel_id, [])]
 
+    def inbound_ids(self, content: str) -> list[str]:
+        """The ids of the people's messages whose text is `content`, oldest first."""
+        return [str(i) for i, m in sorted(self.inbound.items()) if m["content"] == content]
+
     def requests_named(self, name: str, channel_id: int | None = None) -> list[Request]:
         """The recorded requests of route `name` (to `channel_id`, when given), in order."""
         return [
@@ -291,7 +301,8 @@ class FakeDiscord(GatewayFake, EventBuilders):
             if faults := self._faults.get(name):
                 return _fault(faults.popleft())
             try:
-                response = await handler(match.groupdict(), body)
+                # The path's parts, and the query's for a GET (`after`, `limit`, …).
+                response = await handler({**request.query, **match.groupdict()}, body)
             except _ApiError as error:
                 return _error(error.status, error.code, error.message)
             self._changes.notify()
@@ -352,6 +363,30 @@ class FakeDiscord(GatewayFake, EventBuilders):
         )
         message.nonce = None if nonce is None else str(nonce)
         return _json(self._store(message))
+
+    async def _get_channel(self, match: dict[str, str], _: Any) -> web.StreamResponse:
+        found = self.channel_payload(int(match["channel"]))
+        if found is None:
+            raise _ApiError(404, 10003, "Unknown Channel")
+        return _json(found)
+
+    async def _history(self, match: dict[str, str], _: Any) -> web.StreamResponse:
+        """A channel's messages (people's and the bot's): with `after`, the `limit` oldest after
+        it; else the newest (before `before`); newest first either way, as Discord answers."""
+        channel_id = self._known_channel(match["channel"])
+        limit = int(match.get("limit", "50"))
+        if not 1 <= limit <= 100:
+            raise _ApiError(400, 50035, "Invalid Form Body (limit)")
+        found = [m for m in self.inbound.values() if int(m["channel_id"]) == channel_id]
+        found += [self._message_json(m) for m in self.messages.get(channel_id, [])]
+        found.sort(key=lambda m: int(m["id"]))
+        if "after" in match:
+            found = [m for m in found if int(m["id"]) > int(match["after"])][:limit]
+        else:
+            if "before" in match:
+                found = [m for m in found if int(m["id"]) < int(match["before"])]
+            found = found[-limit:]
+        return _json(found[::-1])
 
     async def _edit_message(self, match: dict[str, str], body: Any) -> web.StreamResponse:
         channel_id = self._known_channel(match["channel"])

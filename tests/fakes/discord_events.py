@@ -54,8 +54,10 @@ class Snowflakes:
     def __init__(self) -> None:
         self._counter = itertools.count(1)
 
-    def __call__(self) -> int:
-        millis = int(time.time() * 1000) - _DISCORD_EPOCH_MS
+    def __call__(self, at: datetime | None = None) -> int:
+        """A new id made now, or at `at` (a message sent in the past)."""
+        seconds = at.timestamp() if at is not None else time.time()
+        millis = int(seconds * 1000) - _DISCORD_EPOCH_MS
         return (millis << 22) | (next(self._counter) & 0x3FFFFF)
 
 
@@ -287,12 +289,24 @@ class EventBuilders(ABC):
     # -- messages -------------------------------------------------------------------------------
 
     def dm(
-        self, user_id: int, content: str, *, attachments: list[dict[str, Any]] | None = None
+        self,
+        user_id: int,
+        content: str,
+        *,
+        attachments: list[dict[str, Any]] | None = None,
+        sent_at: datetime | None = None,
+        live: bool = True,
     ) -> dict[str, Any]:
-        """`user_id` writes to the bot in their DM channel (no guild_id, no member)."""
+        """`user_id` writes to the bot in their DM channel (no guild_id, no member).
+
+        `sent_at` back-dates it; without `live` it is only kept in the channel's history (sent
+        while no bot was connected).
+        """
         author = user_object(user_id)
-        message = self._message(self.dm_channel_id(user_id), author, content, attachments)
-        self.dispatch("MESSAGE_CREATE", message)
+        channel = self.dm_channel_id(user_id)
+        message = self._message(channel, author, content, attachments, sent_at)
+        if live:
+            self.dispatch("MESSAGE_CREATE", message)
         return message
 
     def post(
@@ -306,18 +320,21 @@ class EventBuilders(ABC):
         reply_to_bot: bool = False,
         attachments: list[dict[str, Any]] | None = None,
         bot: bool = False,
+        sent_at: datetime | None = None,
+        live: bool = True,
     ) -> dict[str, Any]:
         """`user_id` writes in a guild channel or thread.
 
         `mention` puts `<@bot>` before the text; `reply_to` makes it a reply to that message,
         `reply_to_bot` a reply to the bot's latest message there. `bot` makes the author a bot.
+        `sent_at` and `live` as for `dm`.
         """
         guild = self.guild_of(channel_id)
         assert guild is not None, f"channel {channel_id} is in no guild of the fake"
         author = user_object(user_id, bot=bot)
         if mention:
             content = f"<@{self.bot_id}> {content}"
-        message = self._message(channel_id, author, content, attachments)
+        message = self._message(channel_id, author, content, attachments, sent_at)
         message["guild_id"] = str(guild.id)
         message["member"] = member_object()
         if reply_to_bot:
@@ -337,7 +354,8 @@ class EventBuilders(ABC):
                 message["mentions"].append(replied)
         for mentioned in message["mentions"]:
             mentioned["member"] = member_object()
-        self.dispatch("MESSAGE_CREATE", message)
+        if live:
+            self.dispatch("MESSAGE_CREATE", message)
         return message
 
     def redeliver(self, message: dict[str, Any]) -> int:
@@ -350,16 +368,17 @@ class EventBuilders(ABC):
         author: dict[str, Any],
         content: str,
         attachments: list[dict[str, Any]] | None,
+        sent_at: datetime | None = None,
     ) -> dict[str, Any]:
         mentions = []
         if f"<@{self.bot_id}>" in content or f"<@!{self.bot_id}>" in content:
             mentions.append(self.bot_user)
         message: dict[str, Any] = {
-            "id": str(self.snowflake()),
+            "id": str(self.snowflake(sent_at)),
             "channel_id": str(channel_id),
             "author": author,
             "content": content,
-            "timestamp": now_iso(),
+            "timestamp": (sent_at or datetime.now(UTC)).isoformat(),
             "edited_timestamp": None,
             "tts": False,
             "mention_everyone": False,

@@ -1,7 +1,8 @@
 """A loopback fake of Slack for driving the real slack-bolt and slack_sdk: the Web API, file
 downloads, Socket Mode, and a sender of signed Events API requests.
 
-Point `AsyncWebClient(base_url=fake.api_url)` at it: methods are `POST /api/<method>` with the
+Point `AsyncWebClient(base_url=fake.api_url)` at it: methods are `POST /api/<method>` (or
+`GET` with query parameters, as slack_sdk sends `conversations.history`) with the
 token in `Authorization: Bearer …`; errors are HTTP 200 with `{"ok": false, "error": …}`, and
 rate limits are HTTP 429 with `Retry-After` (see `fail_next`). Files live at `url_private`
 and need the bot token, like Slack's. `apps.connections.open` (app token) returns the URL of
@@ -138,6 +139,7 @@ class FakeSlack(EventBuilders):
             "reactions.remove": self._reactions_remove,
             "assistant.threads.setStatus": self._set_status,
             "apps.connections.open": self._connections_open,
+            "conversations.history": self._history,
         }
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -158,6 +160,7 @@ class FakeSlack(EventBuilders):
         """Bind a free port on 127.0.0.1 and start serving."""
         app = web.Application()
         app.router.add_post("/api/{method}", self._handle_method)
+        app.router.add_get("/api/{method}", self._handle_method)
         app.router.add_get("/files-pri/{team}-{file_id}/{name}", self._handle_download)
         app.router.add_get("/link/", self._handle_socket)
         self._runner = web.AppRunner(
@@ -480,6 +483,33 @@ class FakeSlack(EventBuilders):
             self.statuses.pop(key, None)
         return {}
 
+    def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A channel's messages (people's and the bot's, no thread replies) between `oldest`
+        and `latest` (exclusive unless `inclusive`), the newest `limit` first, as Slack pages."""
+        channel = str(params.get("channel") or "")
+        if not channel:
+            raise _ApiError("channel_not_found")
+        inclusive = str(params.get("inclusive", "0")).lower() in ("1", "true")
+        oldest = _ts_key(str(params.get("oldest") or "0"))
+        latest = _ts_key(str(params.get("latest") or "9999999999.999999"))
+        limit = int(params.get("limit") or 100)
+        found = list(self.history.get(channel, []))
+        found += [self._message_json(m) for m in self.messages.get(channel, []) if not m.thread_ts]
+
+        def inside(message: dict[str, Any]) -> bool:
+            key = _ts_key(message["ts"])
+            if inclusive:
+                return oldest <= key <= latest
+            return oldest < key < latest
+
+        found = sorted(filter(inside, found), key=lambda m: _ts_key(m["ts"]), reverse=True)
+        return {
+            "messages": found[:limit],
+            "has_more": len(found) > limit,
+            "pin_count": 0,
+            "response_metadata": {"next_cursor": ""},
+        }
+
     def _connections_open(self, _params: dict[str, Any]) -> dict[str, Any]:
         ticket = uuid.uuid4().hex
         return {"url": f"ws://127.0.0.1:{self._port}/link/?ticket={ticket}&app_id={APP_ID}"}
@@ -497,6 +527,12 @@ class FakeSlack(EventBuilders):
         if message.thread_ts:
             result["thread_ts"] = message.thread_ts
         return result
+
+
+def _ts_key(ts: str) -> tuple[int, int]:
+    """A message timestamp as a number pair, so `1.000010` sorts after `1.000009`."""
+    seconds, _, fraction = ts.partition(".")
+    return int(seconds), int(fraction.ljust(6, "0")[:6])
 
 
 def _checked_text(params: dict[str, Any]) -> str:

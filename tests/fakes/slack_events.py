@@ -2,7 +2,9 @@
 
 `EventBuilders` is mixed into `FakeSlack`: each builder returns a whole `event_callback` body
 with a fresh `event_id`, ready for `post_event` (signed HTTP) or `send_socket_event`. Message
-timestamps count up from the fake's start, so later messages have later `ts`.
+timestamps count up from the fake's start, so later messages have later `ts`; a message may be
+back-dated (`sent_at`). Every person's message built is also kept in its channel's `history`
+(thread replies aside, as `conversations.history` leaves them out).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ class EventBuilders:
         self.team_id = team_id
         self._sequence = itertools.count(1)
         self._epoch = int(time.time())
+        self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> messages, as sent
 
-    def next_ts(self) -> str:
-        """A fresh message timestamp, later than every one before it."""
-        return f"{self._epoch}.{next(self._sequence):06d}"
+    def next_ts(self, sent_at: float | None = None) -> str:
+        """A fresh message timestamp, later than every one before it (or at `sent_at`)."""
+        seconds = self._epoch if sent_at is None else int(sent_at)
+        return f"{seconds}.{next(self._sequence):06d}"
 
     def event_callback(self, event: dict[str, Any]) -> dict[str, Any]:
         """`event` wrapped as Slack delivers it, with a fresh `event_id`."""
@@ -68,10 +72,12 @@ class EventBuilders:
         thread_ts: str | None = None,
         parent_user_id: str | None = None,
         files: list[dict[str, Any]] | None = None,
+        sent_at: float | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
-        """A `message` event callback; `extra` adds or overrides event fields."""
-        ts = self.next_ts()
+        """A `message` event callback; `extra` adds or overrides event fields; `sent_at` (epoch
+        seconds) back-dates it."""
+        ts = self.next_ts(sent_at)
         event: dict[str, Any] = {
             "type": "message",
             "channel": channel,
@@ -92,6 +98,11 @@ class EventBuilders:
             event["subtype"] = "file_share"
             event["upload"] = False
         event.update(extra)
+        if thread_ts is None or thread_ts == ts:
+            # As `conversations.history` shows it: no channel, channel type or event ts.
+            kept = {k: v for k, v in event.items() if k not in ("channel", "channel_type")}
+            kept.pop("event_ts", None)
+            self.history.setdefault(channel, []).append(kept)
         return self.event_callback(event)
 
     def dm(
@@ -102,10 +113,17 @@ class EventBuilders:
         channel: str = DM_CHANNEL,
         thread_ts: str | None = None,
         files: list[dict[str, Any]] | None = None,
+        sent_at: float | None = None,
     ) -> dict[str, Any]:
         """A direct message to the bot (`message.im`)."""
         return self.message(
-            channel, text, user=user, channel_type="im", thread_ts=thread_ts, files=files
+            channel,
+            text,
+            user=user,
+            channel_type="im",
+            thread_ts=thread_ts,
+            files=files,
+            sent_at=sent_at,
         )
 
     def channel_message(
@@ -118,6 +136,7 @@ class EventBuilders:
         thread_ts: str | None = None,
         parent_user_id: str | None = None,
         files: list[dict[str, Any]] | None = None,
+        sent_at: float | None = None,
     ) -> dict[str, Any]:
         """A message in a public channel (`message.channels`); `mention` puts `<@bot>` first."""
         if mention:
@@ -129,6 +148,7 @@ class EventBuilders:
             thread_ts=thread_ts,
             parent_user_id=parent_user_id,
             files=files,
+            sent_at=sent_at,
         )
 
     def app_mention_for(self, message: dict[str, Any]) -> dict[str, Any]:

@@ -55,10 +55,12 @@ async def serving(
     policy: ChannelPolicy | None = None,
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
+    catch_up: bool = False,
     **options: Any,
 ) -> AsyncIterator[Serving]:
     """Run a worker and a Discord gateway until the block ends; `options` go to the settings.
 
+    With `catch_up`, the adapter keeps its seen marks in `store` and catches up at start.
     Yields once the bot has identified and the fake has sent READY and its GUILD_CREATE.
     """
     adapter = DiscordAdapter(
@@ -70,6 +72,7 @@ async def serving(
         ),
         menu=(commands or COMMANDS).menu(),
         replies=local_replies(),
+        seen=store if catch_up else None,
     )
     sessions = fake.ready_count
     async with running_bot(

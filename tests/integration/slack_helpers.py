@@ -67,9 +67,12 @@ async def serving(
     policy: ChannelPolicy | None = None,
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
+    catch_up: bool = False,
     **options: Any,
 ) -> AsyncIterator[Serving]:
     """Run a worker and a Slack gateway until the block ends; `options` go to the settings.
+
+    With `catch_up`, the adapter keeps its seen marks in `store` and catches up at start.
 
     Yields once the adapter is listening (its server is up, or its socket connected).
     """
@@ -87,6 +90,7 @@ async def serving(
         ),
         menu=(commands or COMMANDS).menu(),
         replies=local_replies(),
+        seen=store if catch_up else None,
     )
 
     async def ready() -> None:
