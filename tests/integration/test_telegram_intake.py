@@ -15,7 +15,7 @@ from core.envelopes import Inbound
 from core.errors import BusError
 from core.store.replies import MemoryReplyRecords
 from tests.fakes.telegram_api import FakeTelegram
-from tests.integration.telegram_helpers import COMMANDS
+from tests.integration.serving import COMMANDS
 
 DM = 777
 
