@@ -21,6 +21,7 @@ from bots.providers import build_provider
 from bots.settings import Settings
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
+from core.bus.sqlite import SqliteBus
 from core.checkpoints import CrashPolicy
 from core.commands import CommandRegistry
 from core.compaction import Compactor
@@ -28,6 +29,7 @@ from core.confirm import Confirmations
 from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
+from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
@@ -119,11 +121,15 @@ class Components:
 
 
 @asynccontextmanager
-async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncIterator[Backends]:
+async def backends(
+    settings: Settings, *, local_bus: bool = False, take_over: bool = False
+) -> AsyncIterator[Backends]:
     """The store, bus and mailboxes the settings call for.
 
     `local_bus` keeps the bus and mailboxes in this process even with Redis (the terminal
     chat: its work should not go to other workers), while history still goes to the store.
+    `take_over` (embedded only): this process is the one that works the SQLite queues, so
+    leases a crashed run left on them are released at once.
     """
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
@@ -134,9 +140,20 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
             stack.push_async_callback(sqlite.close)
             records = await SqliteReplyRecords.open(settings.database_path)
             stack.push_async_callback(records.close)
-            memory_bus = MemoryBus()
-            stack.push_async_callback(memory_bus.close)
-            yield Backends(sqlite, memory_bus, MemoryMailboxes(), records, distributed=False)
+            if local_bus:
+                # The terminal's work must not be picked up by a `serve` on the same file.
+                memory_bus = MemoryBus()
+                stack.push_async_callback(memory_bus.close)
+                yield Backends(sqlite, memory_bus, MemoryMailboxes(), records, distributed=False)
+                return
+            # Durable queues and mailboxes in the same file: accepted work survives a crash.
+            sqlite_bus = await SqliteBus.open(
+                settings.database_path, lease_seconds=BUS_LEASE_SECONDS, take_over=take_over
+            )
+            stack.push_async_callback(sqlite_bus.close)
+            durable = await SqliteMailboxes.open(settings.database_path)
+            stack.push_async_callback(durable.aclose)
+            yield Backends(sqlite, sqlite_bus, durable, records, distributed=False)
             return
         # Imported here: redis-py is only loaded by processes that use it.
         from core.bus.redis import RedisBus
@@ -370,7 +387,7 @@ async def embedded(
     settings: Settings, profile: Profile, *, local_bus: bool = False
 ) -> AsyncIterator[Components]:
     """Backends plus a worker: everything one `chat` or `serve` process needs."""
-    async with backends(settings, local_bus=local_bus) as found:
+    async with backends(settings, local_bus=local_bus, take_over=not local_bus) as found:
         # A terminal chat only answers its own conversation; turns a crash cut off are left to
         # `serve`, `worker` or `switchboard recover` rather than printed into a new chat.
         async with worker_for(settings, profile, found, recover=not local_bus) as parts:

@@ -72,6 +72,7 @@ _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 _REMEMBERED = 10_000  # event ids and threads kept in memory
 _HANDOFF_GRACE = 5.0  # seconds to finish handing over received events at shutdown
+_ACK_WITHIN = 2.5  # seconds an event's ack waits for its hand-over (Slack allows 3)
 
 
 class SlackSettings(BaseModel):
@@ -346,8 +347,10 @@ class SlackAdapter:
     # --- receiving -------------------------------------------------------------------------
 
     async def _on_event(self, body: dict[str, Any]) -> None:
-        """bolt's listener for `message` and `app_mention`: runs before the ack, so it only
-        decides and hands the work to a task of ours."""
+        """bolt's listener for `message` and `app_mention`: runs before the ack, so Slack hears
+        of the event once it is stored. The hand-over is a task of ours, waited for up to
+        `_ACK_WITHIN` (Slack wants an answer within 3 s: a slow image download goes on after
+        the ack); a failed hand-over raises, so Slack gets an error and sends the event again."""
         event_id = str(body.get("event_id") or "")
         if event_id and _remember(self._seen_events, event_id):
             log.debug("ignoring a redelivered event %s", event_id)
@@ -362,6 +365,11 @@ class SlackAdapter:
         self._receiving.add(task)
         self._last_in_chat[chat] = task
         task.add_done_callback(lambda done: self._handed_over(chat, done))
+        await asyncio.wait({task}, timeout=_ACK_WITHIN)
+        if task.done() and not task.cancelled() and (error := task.exception()) is not None:
+            if event_id:
+                self._seen_events.pop(event_id, None)  # Slack's retry must be taken
+            raise ChannelError(f"could not store a slack message: {error}") from error
 
     def _handed_over(self, chat: str, task: asyncio.Task[None]) -> None:
         self._receiving.discard(task)

@@ -30,7 +30,7 @@ from telegram.error import (
     RetryAfter,
     TelegramError,
 )
-from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
+from telegram.ext import AIORateLimiter, Application, filters
 
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
@@ -41,6 +41,7 @@ from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
+from core.tasks import cancel_and_wait
 
 __all__ = ["TelegramAdapter", "TelegramSettings", "bot_commands"]
 
@@ -50,6 +51,8 @@ _T = TypeVar("_T")
 # Telegram accepts 1-256 of these characters; short secrets are guessable and too short for
 # the log scrubber to recognise, so at least 16 are required.
 _SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
+# The updates we answer: messages with text (commands too) or a photo.
+_WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO)
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 _MAX_TYPING_SECONDS = 300.0
 
@@ -102,6 +105,7 @@ class TelegramAdapter:
         self._replies = replies
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
+        self._poller: asyncio.Task[None] | None = None
         self._bad_requests = BadRequestLog(log)
         self.webhook_port: int | None = None
         self.username = ""
@@ -121,16 +125,9 @@ class TelegramAdapter:
             # Paces sends (30/s overall, 20/min per group) and waits out RetryAfter.
             .rate_limiter(AIORateLimiter(max_retries=3))
         )
-        if self.settings.webhook_url:
-            builder = builder.updater(None)
-        app = builder.build()
-        app.add_handler(
-            MessageHandler(
-                filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO), self._on_message
-            )
-        )
-        app.add_error_handler(self._on_error)
-        return app
+        # No Updater: it confirms updates (the next getUpdates offset) whether or not they were
+        # stored; `_poll_forever` confirms each only after the sink took it.
+        return builder.updater(None).build()
 
     async def run(self, sink: InboundSink) -> None:
         """Receive updates until `stop()`."""
@@ -151,13 +148,9 @@ class TelegramAdapter:
             if self.settings.webhook_url:
                 await self._start_webhook()
             else:
-                assert app.updater is not None
-                await app.updater.start_polling(
-                    poll_interval=0,
-                    timeout=self.settings.poll_timeout,
-                    allowed_updates=[Update.MESSAGE],
-                    error_callback=self._on_poll_error,
-                )
+                # Polling fails with a conflict while a webhook is set; pending updates stay.
+                await app.bot.delete_webhook()
+                self._poller = asyncio.create_task(self._poll_forever())
             await app.start()
             log.info("telegram bot @%s is listening", self.username)
             await self._stopped.wait()
@@ -171,24 +164,63 @@ class TelegramAdapter:
     async def _shutdown(self) -> None:
         for task in self._typing.values():
             task.cancel()
+        if self._poller is not None:
+            await cancel_and_wait(self._poller)
         if self._webhook_runner is not None:
             await self._webhook_runner.cleanup()
         app = self._app
-        if app.updater is not None and app.updater.running:
-            await app.updater.stop()
         if app.running:
             await app.stop()
         await app.shutdown()
 
     # --- receiving -------------------------------------------------------------------------
 
-    async def _on_message(self, update: Update, _context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def _poll_forever(self) -> None:
+        """Long-poll `getUpdates`, confirming an update (the next offset) only once the sink
+        took it: a crash before then gets it again from Telegram on the next start."""
+        offset: int | None = None
+        failures = 0
+        while True:
+            try:
+                updates = await self._app.bot.get_updates(
+                    offset=offset,
+                    timeout=self.settings.poll_timeout,
+                    allowed_updates=[Update.MESSAGE],
+                )
+                for update in updates:
+                    await self._take(update)
+                    offset = update.update_id + 1
+            except Exception as exc:  # network, Telegram or sink: not confirmed, asked again
+                failures += 1
+                self._on_poll_error(exc)
+                await asyncio.sleep(min(30.0, 0.5 * 2 ** min(failures, 6)))
+                continue
+            failures = 0
+
+    async def _take(self, update: Update) -> None:
+        """Hand one update's message to the sink; returns once the sink has it.
+
+        An update we cannot read is logged and skipped (retrying would not help); a failing
+        sink raises, so the update is not confirmed.
+        """
+        if not _WANTED.check_update(update):
+            return
+        try:
+            inbound = await self._inbound(update)
+        except Exception as exc:
+            log.error("telegram update handling failed: %s", exc, exc_info=exc)
+            return
+        if inbound is not None:
+            assert self._sink is not None
+            await self._sink(inbound)
+
+    async def _inbound(self, update: Update) -> Inbound | None:
         message = update.message
         if message is None or message.from_user is None or message.from_user.is_bot:
-            return
+            return None
         command = self._command(message)
         if command == "":
-            return  # a command for another bot in the same group
+            return None  # a command for another bot in the same group
         text = message.text or message.caption or ""
         if self.username:
             text = text.replace(f"@{self.username}", "").strip()
@@ -211,8 +243,7 @@ class TelegramAdapter:
             mentions_bot=command is not None or self._addressed(message),
             platform_message_id=str(message.message_id),
         )
-        assert self._sink is not None
-        await self._sink(inbound)
+        return inbound
 
     def _command(self, message: Message) -> str | None:
         """The command word for us; "" for another bot's command; None for no command."""
@@ -256,10 +287,7 @@ class TelegramAdapter:
         received.add(ImagePart(media_type="image/jpeg", data=data))
         return received
 
-    async def _on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.error("telegram update handling failed: %s", context.error, exc_info=context.error)
-
-    def _on_poll_error(self, error: TelegramError) -> None:
+    def _on_poll_error(self, error: Exception) -> None:
         log.warning("telegram polling error: %s", error)
 
     # --- webhook ---------------------------------------------------------------------------
@@ -301,7 +329,12 @@ class TelegramAdapter:
             update = Update.de_json(body, self._app.bot)
         except Exception as exc:  # whatever PTB trips over in a body it did not expect
             return self._refuse(request, 400, "malformed update", f"unreadable update ({exc})")
-        await self._app.update_queue.put(update)
+        try:
+            # 200 only once the message is stored: Telegram retries anything else.
+            await self._take(update)
+        except Exception as exc:
+            log.warning("could not take a telegram update (%s); telegram will retry", exc)
+            return web.Response(status=503, text="try again")
         return web.Response(text="ok")
 
     def _refuse(self, request: web.Request, status: int, text: str, reason: str) -> web.Response:

@@ -1,5 +1,8 @@
 """The message bus: work queues and fan-out topics between gateways, workers and schedulers.
 
+`MemoryBus` (one process, nothing kept), `SqliteBus` (the embedded deployment: durable queues
+in the data file) and `RedisBus` (the distributed deployment).
+
 `RedisBus` is imported on first use, so a process without Redis never loads redis-py.
 """
 
@@ -8,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from core.bus.base import Bus, BusPayload, Delivery, Subscription
 from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, INBOUND, outbound_queue
+from core.bus.sqlite import SqliteBus
 
 if TYPE_CHECKING:
     from core.bus.redis import RedisBus
@@ -20,6 +24,7 @@ __all__ = [
     "Delivery",
     "MemoryBus",
     "RedisBus",
+    "SqliteBus",
     "Subscription",
     "outbound_queue",
 ]

@@ -2,5 +2,6 @@
 
 from core.mailbox.base import Claim, Mailboxes
 from core.mailbox.memory import MemoryMailboxes
+from core.mailbox.sqlite import SqliteMailboxes
 
-__all__ = ["Claim", "Mailboxes", "MemoryMailboxes"]
+__all__ = ["Claim", "Mailboxes", "MemoryMailboxes", "SqliteMailboxes"]

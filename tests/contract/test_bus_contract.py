@@ -11,10 +11,11 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 
-from core.bus import Bus, BusPayload, Delivery, MemoryBus, RedisBus, Subscription
+from core.bus import Bus, BusPayload, Delivery, MemoryBus, RedisBus, SqliteBus, Subscription
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.errors import BusError
 from core.messages import ImagePart
@@ -27,12 +28,16 @@ PATIENCE = LEASE * 10
 ADDRESS = Address(platform="telegram", chat="42")
 
 
-@pytest.fixture(params=["memory", "redis"])
-async def bus(request: pytest.FixtureRequest) -> AsyncIterator[Bus]:
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def bus(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Bus]:
     """An empty bus of each implementation, closed after the test."""
     opened: Bus
     if request.param == "memory":
         opened = MemoryBus(lease_seconds=LEASE, max_deliveries=MAX_DELIVERIES)
+    elif request.param == "sqlite":
+        opened = await SqliteBus.open(
+            tmp_path / "switchboard.db", lease_seconds=LEASE, max_deliveries=MAX_DELIVERIES
+        )
     elif request.param == "redis":
         # Looked up here so that the memory cases never start a redis-server. The session's
         # server (not the async, flushing `redis_url`: an async fixture cannot be requested
@@ -458,3 +463,48 @@ async def test_after_close_enqueue_publish_and_receive_raise(bus: Bus, queue: st
         await bus.enqueue(queue, _outbound())
     with pytest.raises(BusError):
         await bus.publish("events.contract", _event())
+
+
+# Durability (the SQLite bus only: the memory bus keeps nothing, Redis is restarted elsewhere)
+
+
+async def test_sqlite_entries_not_acked_survive_a_restart(tmp_path: Path, queue: str) -> None:
+    path = tmp_path / "switchboard.db"
+    bus = await SqliteBus.open(path, lease_seconds=60.0, max_deliveries=MAX_DELIVERIES)
+    for text in ("leased", "acked", "waiting"):
+        await bus.enqueue(queue, _inbound(text), dedupe_id=f"id-{text}")
+    leased = await _receive(bus, queue)
+    acked = await _receive(bus, queue)
+    await acked.ack()
+    assert isinstance(leased.envelope, Inbound) and leased.envelope.text == "leased"
+    # The process dies holding a lease; the next one takes the queues over.
+    await bus.close()
+    reopened = await SqliteBus.open(
+        path, lease_seconds=60.0, max_deliveries=MAX_DELIVERIES, take_over=True
+    )
+    try:
+        texts = []
+        while (delivery := await reopened.receive(queue, consumer="c2", timeout=0)) is not None:
+            assert isinstance(delivery.envelope, Inbound)
+            texts.append(delivery.envelope.text)
+            await delivery.ack()
+        assert texts == ["leased", "waiting"]  # the lease left behind is redelivered first
+        assert await reopened.enqueue(queue, _inbound("again"), dedupe_id="id-acked") is None
+    finally:
+        await reopened.close()
+
+
+async def test_sqlite_leases_are_kept_by_a_reader_that_does_not_take_over(
+    tmp_path: Path, queue: str
+) -> None:
+    path = tmp_path / "switchboard.db"
+    bus = await SqliteBus.open(path, lease_seconds=60.0, max_deliveries=MAX_DELIVERIES)
+    await bus.enqueue(queue, _inbound())
+    held = await _receive(bus, queue)
+    looker = await SqliteBus.open(path, lease_seconds=60.0, max_deliveries=MAX_DELIVERIES)
+    try:
+        assert await looker.receive(queue, consumer="c2", timeout=0) is None
+        await held.ack()
+    finally:
+        await looker.close()
+        await bus.close()

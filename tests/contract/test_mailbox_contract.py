@@ -1,0 +1,122 @@
+"""The `Mailboxes` contract: the in-memory, SQLite and Redis mailboxes pass these same cases.
+
+The `mailboxes` fixture is parametrized by implementation; the durable ones also keep waiting
+work across a close and reopen (`test_durable_mailboxes_keep_work_across_a_restart`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.envelopes import Address, Inbound
+from core.mailbox import Mailboxes, MemoryMailboxes, SqliteMailboxes
+from core.mailbox.redis import RedisMailboxes
+from core.redis_keys import RedisKeys
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def mailboxes(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Mailboxes]:
+    """Empty mailboxes of each implementation, closed after the test."""
+    if request.param == "memory":
+        yield MemoryMailboxes()
+    elif request.param == "sqlite":
+        sqlite = await SqliteMailboxes.open(tmp_path / "switchboard.db")
+        yield sqlite
+        await sqlite.aclose()
+    elif request.param == "redis":
+        server = request.getfixturevalue("redis_server")
+        # A namespace of its own, so the session's shared server needs no flush.
+        redis = RedisMailboxes.from_url(server.url, keys=RedisKeys(f"t{uuid.uuid4().hex[:12]}"))
+        yield redis
+        await redis.aclose()
+    else:
+        raise AssertionError(f"no mailboxes named {request.param!r}")
+
+
+def _inbound(chat: str, text: str) -> Inbound:
+    return Inbound(address=Address(platform="telegram", chat=chat), user_id="u1", text=text)
+
+
+async def test_a_claim_drains_its_session_in_arrival_order(mailboxes: Mailboxes) -> None:
+    first, second, other = _inbound("1", "a"), _inbound("1", "b"), _inbound("2", "c")
+    for item in (first, second, other):
+        await mailboxes.put(item)
+    assert await mailboxes.pending() == sorted([first.session_key, other.session_key])
+    claim = await mailboxes.claim(first.session_key, owner="w1")
+    assert claim is not None
+    seen = []
+    while (head := await claim.head()) is not None:
+        seen.append(head.text)
+        await claim.done(head)
+    assert seen == ["a", "b"]
+    assert await claim.release() is False
+    assert await mailboxes.pending() == [other.session_key]
+
+
+async def test_a_held_session_cannot_be_claimed_again(mailboxes: Mailboxes) -> None:
+    item = _inbound("1", "a")
+    await mailboxes.put(item)
+    claim = await mailboxes.claim(item.session_key, owner="w1")
+    assert claim is not None
+    assert await mailboxes.claim(item.session_key, owner="w2") is None
+    assert await claim.release() is True  # the item is still waiting
+    again = await mailboxes.claim(item.session_key, owner="w2")
+    assert again is not None
+    assert again.fence.epoch > claim.fence.epoch
+    await again.release()
+
+
+async def test_head_stays_until_done(mailboxes: Mailboxes) -> None:
+    item = _inbound("1", "a")
+    await mailboxes.put(item)
+    claim = await mailboxes.claim(item.session_key, owner="w1")
+    assert claim is not None
+    head = await claim.head()
+    assert head is not None and head.id == item.id
+    again = await claim.head()
+    assert again is not None and again.id == item.id
+    await claim.done(item)
+    assert await claim.head() is None
+    await claim.release()
+
+
+async def test_durable_mailboxes_keep_work_across_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "switchboard.db"
+    boxes = await SqliteMailboxes.open(path)
+    first, second = _inbound("1", "a"), _inbound("1", "b")
+    await boxes.put(first)
+    await boxes.put(second)
+    claim = await boxes.claim(first.session_key, owner="w1")
+    assert claim is not None
+    head = await claim.head()
+    assert head is not None
+    await claim.done(head)
+    # The process dies holding the claim: nothing is released.
+    await boxes.aclose()
+    reopened = await SqliteMailboxes.open(path)
+    try:
+        assert await reopened.pending() == [second.session_key]
+        taken = await reopened.claim(second.session_key, owner="w2")
+        assert taken is not None
+        left = await taken.head()
+        assert left is not None and left.id == second.id
+    finally:
+        await reopened.aclose()
+
+
+async def test_putting_an_item_already_waiting_keeps_it_once(tmp_path: Path) -> None:
+    boxes = await SqliteMailboxes.open(tmp_path / "switchboard.db")
+    try:
+        item = _inbound("1", "a")
+        await boxes.put(item)
+        await boxes.put(item)  # a crashed turn resumed while its item still waits
+        claim = await boxes.claim(item.session_key, owner="w1")
+        assert claim is not None
+        await claim.done(item)
+        assert await claim.head() is None
+    finally:
+        await boxes.aclose()
