@@ -32,6 +32,7 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
+from core.readiness import Readiness
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.scheduler import Scheduler
@@ -93,6 +94,8 @@ class Backends:
     # What each reply shows, shared by the gateways that show it (`core/store/replies.py`).
     replies: ReplyRecords
     distributed: bool
+    # The process's readiness: its loops report to it, and it asks the store and the bus.
+    readiness: Readiness
 
 
 @dataclass
@@ -108,10 +111,11 @@ class Components:
     worker: Worker
     book: ScheduleBook
     replies: ReplyRecords
+    readiness: Readiness
 
     def scheduler(self) -> Scheduler:
         """A scheduler over this process's store and bus."""
-        return Scheduler(store=self.store, bus=self.bus)
+        return Scheduler(store=self.store, bus=self.bus, readiness=self.readiness)
 
 
 @asynccontextmanager
@@ -132,7 +136,14 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
             stack.push_async_callback(records.close)
             memory_bus = MemoryBus()
             stack.push_async_callback(memory_bus.close)
-            yield Backends(sqlite, memory_bus, MemoryMailboxes(), records, distributed=False)
+            yield Backends(
+                sqlite,
+                memory_bus,
+                MemoryMailboxes(),
+                records,
+                distributed=False,
+                readiness=_readiness(sqlite),
+            )
             return
         # Imported here: redis-py is only loaded by processes that use it.
         from core.bus.redis import RedisBus
@@ -148,7 +159,12 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
             stack.push_async_callback(memory.close)
             # The terminal's replies are shown by this process alone.
             yield Backends(
-                redis_store, memory, MemoryMailboxes(), MemoryReplyRecords(), distributed=False
+                redis_store,
+                memory,
+                MemoryMailboxes(),
+                MemoryReplyRecords(),
+                distributed=False,
+                readiness=_readiness(redis_store),
             )
             return
         redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
@@ -157,7 +173,21 @@ async def backends(settings: Settings, *, local_bus: bool = False) -> AsyncItera
         stack.push_async_callback(mailboxes.aclose)
         replies = RedisReplyRecords.from_url(url, keys=keys)
         stack.push_async_callback(replies.aclose)
-        yield Backends(redis_store, redis_bus, mailboxes, replies, distributed=True)
+        readiness = _readiness(redis_store)
+        readiness.add_check("bus", redis_bus.ping)
+        yield Backends(redis_store, redis_bus, mailboxes, replies, True, readiness)
+
+
+def _readiness(store: Store) -> Readiness:
+    """A process's readiness, asking the store for a cheap read (and, in the distributed
+    deployment, Redis for a PING)."""
+    readiness = Readiness()
+
+    async def store_answers() -> None:
+        await store.list_sessions(limit=1)
+
+    readiness.add_check("store", store_answers)
+    return readiness
 
 
 @asynccontextmanager
@@ -251,6 +281,7 @@ async def worker_for(
             handler=handler,
             confirmations=gate,
             on_crash=options.on_crash if recover else None,
+            readiness=found.readiness,
             concurrency=concurrency or options.concurrency,
             sweep_interval=2.0 if found.distributed else 5.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
@@ -265,6 +296,7 @@ async def worker_for(
             worker,
             book,
             found.replies,
+            found.readiness,
         )
     finally:
         await provider.aclose()

@@ -12,6 +12,7 @@ from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
+from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
 from core.store.base import Store
@@ -75,6 +76,7 @@ def build_worker(
         outbox=outbox,
     )
     options.setdefault("on_crash", None)
+    options.setdefault("readiness", Readiness())
     return Worker(
         bus=bus,
         store=store,

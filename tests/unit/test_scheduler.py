@@ -16,6 +16,7 @@ import pytest
 
 from core.bus import INBOUND, MemoryBus
 from core.envelopes import Address, Inbound
+from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.scheduler import Scheduler
@@ -69,7 +70,7 @@ def book(store: SqliteStore, clock: HandClock) -> ScheduleBook:
 
 @pytest.fixture
 def scheduler(store: SqliteStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
-    return Scheduler(store=store, bus=bus, clock=clock)
+    return Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
 
 
 async def make(book: ScheduleBook, cadence: Cadence | None = None, **options: Any) -> Schedule:
@@ -175,8 +176,8 @@ async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
     # process would.
     other_store = await SqliteStore.open(tmp_path / "db.sqlite", clock=clock)
     try:
-        one = Scheduler(store=store, bus=bus, clock=clock)
-        two = Scheduler(store=other_store, bus=bus, clock=clock)
+        one = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
+        two = Scheduler(store=other_store, bus=bus, readiness=Readiness(), clock=clock)
 
         counts = await asyncio.gather(one.tick_once(), two.tick_once())
 
@@ -199,7 +200,7 @@ async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
     made = await make(book, misfire="skip")
     # The process was down across the due time; a new scheduler starts 10 minutes late.
     clock.set(T0 + MINUTE + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(store=store, bus=bus, clock=clock)
+    restarted = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
 
     assert await restarted.tick_once() == 0
 
@@ -218,7 +219,9 @@ async def test_skip_still_fires_a_run_that_is_only_a_little_late(
     made = await make(book, IntervalCadence(seconds=3600, start=T0), misfire="skip")
     clock.set(T0 + timedelta(hours=1, seconds=45))
 
-    assert await Scheduler(store=store, bus=bus, clock=clock).tick_once() == 1
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+    )
 
     (inbound,) = await fired(bus)
     (run,) = await store.list_runs(made.id)
@@ -231,7 +234,7 @@ async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_
     made = await make(book, misfire="run_once")
     # Ten occurrences went by while the process was down.
     clock.set(T0 + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(store=store, bus=bus, clock=clock)
+    restarted = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
 
     assert await restarted.tick_once() == 1
     assert await restarted.tick_once() == 0
@@ -253,7 +256,9 @@ async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
     await store.save_schedule(beyond.model_copy(update={"grace_seconds": 120}))
     clock.set(T0 + timedelta(hours=1, minutes=4))
 
-    assert await Scheduler(store=store, bus=bus, clock=clock).tick_once() == 1
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+    )
 
     assert [i.schedule_id for i in await fired(bus)] == [within.id]
     for schedule in (within, beyond):
@@ -318,7 +323,9 @@ async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE), misfire="skip")
     clock.set(T0 + 15 * MINUTE)
 
-    assert await Scheduler(store=store, bus=bus, clock=clock).tick_once() == 0
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 0
+    )
 
     assert await fired(bus) == []
     assert await store.list_runs(made.id) == []
@@ -380,7 +387,7 @@ async def test_run_ticks_until_stopped(
 ) -> None:
     made = await make(book)
     clock.set(T0 + MINUTE)
-    runner = Scheduler(store=store, bus=bus, clock=clock, tick=3600)
+    runner = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock, tick=3600)
     task = asyncio.create_task(runner.run())
 
     delivery = await bus.receive(INBOUND, consumer="test", timeout=5.0)  # the first tick
