@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 
 _EPHEMERAL = frozenset({"typing", "progress", "delta"})
 _MAX_RETRY_AFTER = 300.0
+# How long one receive waits for a delivery; the delivery loop is marked up again only when
+# one returns, so this bounds how late readiness notices the bus is back.
+_WAIT = 5.0
+# How long the delivery loop pauses after an unexpected error before it carries on.
+_AFTER_A_FAULT = 1.0
 
 
 class Gateway:
@@ -84,13 +89,20 @@ class Gateway:
 
     async def _deliver_forever(self) -> None:
         while True:
-            delivery = await keep_trying(
-                self.readiness,
-                self._delivery,
-                lambda: self.bus.receive(self._queue, consumer=self.consumer, timeout=30.0),
-            )
-            if delivery is not None:
-                await self._deliver(delivery)
+            try:
+                delivery = await keep_trying(
+                    self.readiness,
+                    self._delivery,
+                    lambda: self.bus.receive(self._queue, consumer=self.consumer, timeout=_WAIT),
+                )
+                if delivery is not None:
+                    await self._deliver(delivery)
+            except Exception as exc:
+                # Nothing may end this loop but `run()` finishing: a gateway that stops
+                # delivering while it keeps polling is worse than one that is down.
+                log.exception("the %s delivery loop failed; carrying on", self.adapter.platform)
+                self.readiness.down(self._delivery, f"{type(exc).__name__}: {exc}"[:200])
+                await asyncio.sleep(_AFTER_A_FAULT)
 
     async def _settle(self, delivery: Delivery, *, done: bool) -> None:
         """Ack (or nack) the delivery, trying again until the bus answers.

@@ -241,7 +241,7 @@ async def _health(settings: Settings) -> None:
                 await found.bus.publish(EVENTS_TOPIC, _health_event())
     except (SwitchboardError, OSError, TimeoutError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        click.echo(f"not ok: {reason} ({where})")
+        click.echo(f"not ok: {reason} ({where})", err=True)
         raise SystemExit(1) from None
     click.echo(f"ok: store and bus answer ({where})")
 
