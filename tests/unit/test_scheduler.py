@@ -16,6 +16,7 @@ import pytest
 
 from core.bus import INBOUND, MemoryBus
 from core.envelopes import Address, Inbound
+from core.errors import StoreError
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
@@ -413,3 +414,44 @@ def test_a_scheduled_run_written_before_owner_reads_as_one_with_its_target_and_o
     inbound = Inbound.model_validate(old)
     assert (inbound.address, inbound.owner, inbound.user_id) == (CHAT, "telegram:77", "")
     assert inbound.session_key == "scheduled:s1"
+
+
+class _AwayStore(SqliteStore):
+    """Fails the first `failures` looks for due schedules, like Redis while it restarts."""
+
+    failures = 0
+    refused: asyncio.Event
+
+    async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
+        if self.failures:
+            self.failures -= 1
+            self.refused.set()
+            raise StoreError("connection refused")
+        return await super().due_schedules(now, limit=limit)
+
+
+async def test_a_tick_that_cannot_reach_the_store_is_tried_again_and_marked_down(
+    tmp_path: Path, bus: MemoryBus, clock: HandClock
+) -> None:
+    store = await _AwayStore.open(tmp_path / "away.db", clock=clock)
+    assert isinstance(store, _AwayStore)
+    try:
+        made = await make(ScheduleBook(store, clock=clock))
+        clock.set(T0 + MINUTE)
+        store.failures, store.refused = 2, asyncio.Event()
+        readiness = Readiness()
+        runner = Scheduler(store=store, bus=bus, readiness=readiness, clock=clock, tick=3600)
+        task = asyncio.create_task(runner.run())
+
+        await asyncio.wait_for(store.refused.wait(), 5.0)
+        assert (await readiness.report()).details["scheduler"] == "connection refused"
+        delivery = await bus.receive(INBOUND, consumer="test", timeout=10.0)
+
+        assert delivery is not None
+        assert isinstance(delivery.envelope, Inbound)
+        assert delivery.envelope.schedule_id == made.id
+        assert (await readiness.report()).ready
+        await runner.stop()
+        await asyncio.wait_for(task, 5.0)
+    finally:
+        await store.close()

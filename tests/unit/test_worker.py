@@ -15,15 +15,17 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from core.bus import EVENTS, INBOUND, MemoryBus, outbound_queue
+from core.bus import EVENTS, INBOUND, Delivery, MemoryBus, outbound_queue
 from core.commands import CommandRegistry, builtin_commands
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
-from core.errors import ProviderError
+from core.errors import BusError, ProviderError
 from core.events import Finished, ModelEvent, TextDelta
+from core.mailbox.memory import MemoryMailboxes
 from core.messages import ToolCall, Usage
 from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
+from core.readiness import Readiness
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
@@ -734,3 +736,73 @@ async def test_stop_starts_no_more_turns_and_leaves_waiting_work_in_mailboxes(
             waiting.append(head.id)
             await claim.done(head)
         assert waiting == expected
+
+
+# --- the bus away ---------------------------------------------------------------------------
+
+
+class _AwayBus(MemoryBus):
+    """Refuses the first `failures` receives, like Redis while it restarts."""
+
+    def __init__(self, failures: int, clock: LeaseClock) -> None:
+        super().__init__(lease_seconds=LEASE, clock=clock)
+        self.failures = failures
+        self.refused = asyncio.Event()
+
+    async def receive(
+        self,
+        queue: str,
+        *,
+        consumer: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (the Bus protocol's signature)
+    ) -> Delivery | None:
+        if queue == INBOUND and self.failures:
+            self.failures -= 1
+            self.refused.set()
+            raise BusError("connection refused")
+        return await super().receive(queue, consumer=consumer, timeout=timeout)
+
+
+class _AwayMailboxes(MemoryMailboxes):
+    """Refuses the first `failures` puts."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def put(self, inbound: Inbound) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise BusError("connection refused")
+        await super().put(inbound)
+
+
+async def test_a_worker_says_it_is_not_ready_while_the_bus_is_away_and_carries_on(
+    store: SqliteStore, clock: LeaseClock
+) -> None:
+    bus = _AwayBus(failures=3, clock=clock)
+    readiness = Readiness()
+    worker, _ = make_worker(
+        bus,
+        store,
+        [text_reply("Back again.")],
+        readiness=readiness,
+        mailboxes=_AwayMailboxes(failures=2),
+    )
+    outbox = Outbox(bus)
+    inbound = message("hi")
+    try:
+        async with running(worker):
+            await asyncio.wait_for(bus.refused.wait(), PATIENCE)
+            report = await readiness.report()
+            assert not report.ready
+            assert report.details["worker receive"] == "connection refused"
+
+            await send(bus, inbound)
+            sent = await asyncio.wait_for(outbox.turn_of(inbound), PATIENCE)
+            await worker.idle.wait()
+            assert (await readiness.report()).ready
+        assert [o.text for o in sent if o.kind == "reply"] == ["Back again."]
+        assert await unacked_inbound(bus, clock) == []
+    finally:
+        await bus.close()
