@@ -248,7 +248,7 @@ class Worker:
                     await self._drain_claimed(claim)
                 finally:
                     more = await self._release(claim)
-        except BusError as exc:
+        except (BusError, StoreError) as exc:
             log.warning("could not drain %s (%s); the sweep will try again", session_key, exc)
         finally:
             self._draining.discard(session_key)
@@ -268,8 +268,11 @@ class Worker:
             inbound = await self._patiently("worker drain", claim.head)
             if inbound is None:
                 return
-            if await self._handle(inbound, claim):
+            error = await self._handle(inbound, claim)
+            if error is None:
                 failures = 0
+            elif isinstance(error, (BusError, StoreError)) and await self._outage(inbound, claim):
+                continue  # Redis was away, not the item at fault: try it again, uncounted
             else:
                 failures += 1
                 if failures < self._attempts:
@@ -283,8 +286,25 @@ class Worker:
                 return
             await self._patiently("worker drain", functools.partial(claim.done, inbound))
 
-    async def _handle(self, inbound: Inbound, claim: Claim) -> bool:
-        """Handle one item; False when it failed and should be tried again."""
+    async def _outage(self, inbound: Inbound, claim: Claim) -> bool:
+        """Whether the store or the mailboxes are unreachable now; if so, wait until they
+        answer again (marked down meanwhile)."""
+        waited = False
+
+        async def probe() -> None:
+            nonlocal waited
+            try:
+                await self.store.is_processed(inbound.dedupe_key)
+                await claim.head()
+            except (BusError, StoreError):
+                waited = True
+                raise
+
+        await self._patiently("worker drain", probe)
+        return waited
+
+    async def _handle(self, inbound: Inbound, claim: Claim) -> Exception | None:
+        """Handle one item; the error when it failed and should be tried again."""
         key = inbound.session_key
         cancel = self._running[key] = asyncio.Event()
         # A lost lease stops the turn: its writes would be refused anyway.
@@ -293,14 +313,14 @@ class Worker:
             await self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("could not handle inbound %s", inbound.id)
-            return False
+            return exc
         finally:
             lost.cancel()
             if self._running.get(key) is cancel:
                 del self._running[key]
-        return True
+        return None
 
     async def _listen(self, control: Subscription) -> None:
         """Pass cancels and confirmation answers on; subscribe again if the subscription is lost."""
