@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
@@ -18,8 +19,9 @@ from pydantic import BaseModel
 from core.bus import EVENTS, INBOUND, Delivery, MemoryBus, outbound_queue
 from core.commands import CommandRegistry, builtin_commands
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
-from core.errors import BusError, ProviderError
+from core.errors import BusError, ProviderError, StoreError
 from core.events import Finished, ModelEvent, TextDelta
+from core.fencing import Fence
 from core.mailbox.memory import MemoryMailboxes
 from core.messages import ToolCall, Usage
 from core.policy import ChannelPolicy
@@ -30,6 +32,7 @@ from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.turns import StreamPolicy
+from core.turns.intake import InboundHandler
 from core.worker import Worker
 from tests.workers import build_worker
 
@@ -806,3 +809,63 @@ async def test_a_worker_says_it_is_not_ready_while_the_bus_is_away_and_carries_o
         assert await unacked_inbound(bus, clock) == []
     finally:
         await bus.close()
+
+
+class _AwayStore(SqliteStore):
+    """Refuses the next `refusals` looks at processed marks, like Redis while it restarts."""
+
+    refusals = 0
+
+    async def is_processed(self, key: str) -> bool:
+        if self.refusals:
+            self.refusals -= 1
+            raise StoreError("connection refused")
+        return await super().is_processed(key)
+
+
+class _FailsWhileAway:
+    """A handler whose first turn fails because the store went away (then it comes back)."""
+
+    def __init__(self, store: _AwayStore) -> None:
+        self.store = store
+        self.handled: list[str] = []
+        self.apologized: list[str] = []
+        self.done = asyncio.Event()
+
+    async def handle(self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence) -> None:
+        self.handled.append(inbound.text)
+        if len(self.handled) == 1:
+            self.store.refusals = 2  # the worker's next looks find the store away
+            raise StoreError("connection refused")
+        self.done.set()
+
+    async def apologize(self, inbound: Inbound) -> None:
+        self.apologized.append(inbound.text)
+
+    async def abandon(self, inbound: Inbound) -> None:
+        """Never asked: no crash policy."""
+
+
+async def test_a_turn_cut_off_by_the_store_going_away_is_tried_again_without_counting(
+    bus: MemoryBus, tmp_path: Path
+) -> None:
+    store = await _AwayStore.open(tmp_path / "away.db")
+    assert isinstance(store, _AwayStore)
+    handler = _FailsWhileAway(store)
+    worker = Worker(
+        bus=bus,
+        store=store,
+        mailboxes=MemoryMailboxes(),
+        handler=cast(InboundHandler, handler),
+        confirmations=None,
+        on_crash=None,
+        readiness=Readiness(),
+        attempts=1,  # a counted failure would give up at once and apologize
+    )
+    try:
+        async with running(worker):
+            await send(bus, message("hi"))
+            await asyncio.wait_for(handler.done.wait(), PATIENCE)
+        assert (handler.handled, handler.apologized) == (["hi", "hi"], [])
+    finally:
+        await store.close()
