@@ -36,6 +36,7 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
+from core.readiness import Readiness
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
@@ -99,6 +100,8 @@ class Backends:
     # What each reply shows, shared by the gateways that show it (`core/store/replies.py`).
     replies: ReplyRecords
     distributed: bool
+    # The process's readiness: its loops report to it, and it asks the store and the bus.
+    readiness: Readiness
 
 
 @dataclass
@@ -114,10 +117,11 @@ class Components:
     worker: Worker
     book: ScheduleBook
     replies: ReplyRecords
+    readiness: Readiness
 
     def scheduler(self) -> Scheduler:
         """A scheduler over this process's store and bus."""
-        return Scheduler(store=self.store, bus=self.bus)
+        return Scheduler(store=self.store, bus=self.bus, readiness=self.readiness)
 
 
 @asynccontextmanager
@@ -144,7 +148,14 @@ async def backends(
                 # The terminal's work must not be picked up by a `serve` on the same file.
                 memory_bus = MemoryBus()
                 stack.push_async_callback(memory_bus.close)
-                yield Backends(sqlite, memory_bus, MemoryMailboxes(), records, distributed=False)
+                yield Backends(
+                    sqlite,
+                    memory_bus,
+                    MemoryMailboxes(),
+                    records,
+                    distributed=False,
+                    readiness=_readiness(sqlite),
+                )
                 return
             # Durable queues and mailboxes in the same file: accepted work survives a crash.
             sqlite_bus = await SqliteBus.open(
@@ -153,7 +164,14 @@ async def backends(
             stack.push_async_callback(sqlite_bus.close)
             durable = await SqliteMailboxes.open(settings.database_path)
             stack.push_async_callback(durable.aclose)
-            yield Backends(sqlite, sqlite_bus, durable, records, distributed=False)
+            yield Backends(
+                sqlite,
+                sqlite_bus,
+                durable,
+                records,
+                distributed=False,
+                readiness=_readiness(sqlite),
+            )
             return
         # Imported here: redis-py is only loaded by processes that use it.
         from core.bus.redis import RedisBus
@@ -169,7 +187,12 @@ async def backends(
             stack.push_async_callback(memory.close)
             # The terminal's replies are shown by this process alone.
             yield Backends(
-                redis_store, memory, MemoryMailboxes(), MemoryReplyRecords(), distributed=False
+                redis_store,
+                memory,
+                MemoryMailboxes(),
+                MemoryReplyRecords(),
+                distributed=False,
+                readiness=_readiness(redis_store),
             )
             return
         redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
@@ -178,7 +201,21 @@ async def backends(
         stack.push_async_callback(mailboxes.aclose)
         replies = RedisReplyRecords.from_url(url, keys=keys)
         stack.push_async_callback(replies.aclose)
-        yield Backends(redis_store, redis_bus, mailboxes, replies, distributed=True)
+        readiness = _readiness(redis_store)
+        readiness.add_check("bus", redis_bus.ping)
+        yield Backends(redis_store, redis_bus, mailboxes, replies, True, readiness)
+
+
+def _readiness(store: Store) -> Readiness:
+    """A process's readiness, asking the store for a cheap read (and, in the distributed
+    deployment, Redis for a PING)."""
+    readiness = Readiness()
+
+    async def store_answers() -> None:
+        await store.list_sessions(limit=1)
+
+    readiness.add_check("store", store_answers)
+    return readiness
 
 
 @asynccontextmanager
@@ -263,6 +300,7 @@ async def worker_for(
             confirmations=gate,
             redactor=redactor,
             on_crash=options.on_crash if recover else None,
+            readiness=found.readiness,
             concurrency=concurrency or options.concurrency,
             sweep_interval=2.0 if found.distributed else 5.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
@@ -277,6 +315,7 @@ async def worker_for(
             worker,
             book,
             found.replies,
+            found.readiness,
         )
     finally:
         await provider.aclose()

@@ -6,6 +6,11 @@ consumed and each entry handed to the adapter, acked once it is shown. Ephemeral
 Several gateways of one platform may share the queue: each piece of a streamed reply carries
 the whole text so far, and the adapters show it through shared reply records
 (`channels/streaming.py`), so any gateway may take any piece.
+
+While the bus is unreachable (Redis restarting) both loops keep trying with backoff and mark
+themselves down in the process's `Readiness`; an ack that cannot be made is tried again too,
+and if the entry comes back anyway, showing it again is harmless (the reply records skip a
+reply already shown).
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from channels.base import ChannelAdapter
 from core.bus.base import Bus, Delivery
 from core.bus.names import INBOUND, outbound_queue
 from core.envelopes import Inbound, Outbound, new_id
-from core.errors import BusError, ChannelError
+from core.errors import ChannelError
+from core.readiness import Readiness, keep_trying
 from core.tasks import cancel_and_wait
 
 __all__ = ["Gateway"]
@@ -26,43 +32,47 @@ log = logging.getLogger(__name__)
 
 _EPHEMERAL = frozenset({"typing", "progress", "delta"})
 _MAX_RETRY_AFTER = 300.0
-# How long a received message waits for an unreachable bus before it is given up.
-_PUBLISH_PATIENCE = 120.0
+# How long one receive waits for a delivery; the delivery loop is marked up again only when
+# one returns, so this bounds how late readiness notices the bus is back.
+_WAIT = 5.0
+# How long the delivery loop pauses after an unexpected error before it carries on.
+_AFTER_A_FAULT = 1.0
 
 
 class Gateway:
     """Runs one adapter against the bus until the adapter's input ends or `stop()`."""
 
-    def __init__(self, adapter: ChannelAdapter, bus: Bus, *, consumer: str | None = None) -> None:
+    def __init__(
+        self,
+        adapter: ChannelAdapter,
+        bus: Bus,
+        *,
+        readiness: Readiness,
+        consumer: str | None = None,
+    ) -> None:
+        """`readiness` is the process's: the intake and delivery loops report to it."""
         self.adapter = adapter
         self.bus = bus
+        self.readiness = readiness
         self.consumer = consumer or f"gateway-{adapter.platform}-{new_id()[:8]}"
         self._queue = outbound_queue(adapter.platform)
+        self._intake = f"{adapter.platform} intake"
+        self._delivery = f"{adapter.platform} delivery"
+        self._stopping = asyncio.Event()
 
     async def publish(self, inbound: Inbound) -> None:
         """The adapter's sink: put inbound work on the bus.
 
-        While the bus is unreachable (Redis restarting) it keeps trying for up to
-        `_PUBLISH_PATIENCE` seconds, holding the platform's update instead of dropping it.
+        While the bus is unreachable (Redis restarting) it keeps trying, holding the
+        platform's update instead of dropping it; once `stop()` was asked it gives up
+        (`BusError`) at the next failure.
         """
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + _PUBLISH_PATIENCE
-        failures = 0
-        while True:
-            try:
-                await self.bus.enqueue(INBOUND, inbound)
-            except BusError as exc:
-                failures += 1
-                if loop.time() >= give_up_at:
-                    log.error("gave up handing %s to the bus: %s", inbound.dedupe_key, exc)
-                    raise
-                if failures == 1:
-                    log.warning("cannot hand a message to the bus (%s); retrying", exc)
-                await asyncio.sleep(min(5.0, 0.2 * 2**failures))
-                continue
-            if failures:
-                log.info("handed %s to the bus after %d retries", inbound.dedupe_key, failures)
-            return
+        await keep_trying(
+            self.readiness,
+            self._intake,
+            lambda: self.bus.enqueue(INBOUND, inbound),
+            stopping=self._stopping,
+        )
 
     async def run(self) -> None:
         """Receive and deliver until the adapter's `run()` returns."""
@@ -74,30 +84,39 @@ class Gateway:
 
     async def stop(self) -> None:
         """Ask the adapter to stop; `run()` returns once it has."""
+        self._stopping.set()
         await self.adapter.stop()
 
     async def _deliver_forever(self) -> None:
-        failures = 0
         while True:
             try:
-                delivery = await self.bus.receive(self._queue, consumer=self.consumer, timeout=30.0)
-            except BusError as exc:
-                failures += 1
-                delay = min(30.0, 0.5 * 2**failures)
-                log.warning("cannot receive deliveries (%s); trying again in %.0fs", exc, delay)
-                await asyncio.sleep(delay)
-                continue
-            if failures:
-                log.info("receiving deliveries again after %d failed attempt(s)", failures)
-            failures = 0
-            if delivery is not None:
-                await self._deliver(delivery)
+                delivery = await keep_trying(
+                    self.readiness,
+                    self._delivery,
+                    lambda: self.bus.receive(self._queue, consumer=self.consumer, timeout=_WAIT),
+                )
+                if delivery is not None:
+                    await self._deliver(delivery)
+            except Exception as exc:
+                # Nothing may end this loop but `run()` finishing: a gateway that stops
+                # delivering while it keeps polling is worse than one that is down.
+                log.exception("the %s delivery loop failed; carrying on", self.adapter.platform)
+                self.readiness.down(self._delivery, f"{type(exc).__name__}: {exc}"[:200])
+                await asyncio.sleep(_AFTER_A_FAULT)
+
+    async def _settle(self, delivery: Delivery, *, done: bool) -> None:
+        """Ack (or nack) the delivery, trying again until the bus answers.
+
+        An entry that could not be acked before its lease ran out comes back; showing it again
+        is harmless (the reply records skip what was shown).
+        """
+        await keep_trying(self.readiness, self._delivery, delivery.ack if done else delivery.nack)
 
     async def _deliver(self, delivery: Delivery) -> None:
         outbound = delivery.envelope
         if not isinstance(outbound, Outbound):
             log.error("dropping a %s found on %s", type(outbound).__name__, self._queue)
-            await delivery.ack()
+            await self._settle(delivery, done=True)
             return
         try:
             await self.adapter.deliver(outbound)
@@ -106,11 +125,11 @@ class Gateway:
                 log.warning(
                     "gave up a %s for %s: %s", outbound.kind, outbound.address.session_key, exc
                 )
-                await delivery.ack()
+                await self._settle(delivery, done=True)
                 return
             if outbound.kind in _EPHEMERAL:
                 log.info("dropped %s for %s: %s", outbound.kind, outbound.address.session_key, exc)
-                await delivery.ack()
+                await self._settle(delivery, done=True)
                 return
             log.warning(
                 "delivery to %s failed (attempt %d): %s",
@@ -120,10 +139,10 @@ class Gateway:
             )
             if exc.retry_after:
                 await asyncio.sleep(min(exc.retry_after, _MAX_RETRY_AFTER))
-            await delivery.nack()
+            await self._settle(delivery, done=False)
             return
         except Exception:
             log.exception("adapter %s failed to deliver %s", self.adapter.platform, outbound.id)
-            await (delivery.ack() if outbound.kind in _EPHEMERAL else delivery.nack())
+            await self._settle(delivery, done=outbound.kind in _EPHEMERAL)
             return
-        await delivery.ack()
+        await self._settle(delivery, done=True)

@@ -22,8 +22,14 @@ __all__ = ["Leadership"]
 log = logging.getLogger(__name__)
 
 # KEYS: lease; ARGV: token, ttl ms. 1 when renewed, 0 when another process holds it.
+# A lease that is gone (Redis restarted empty) is taken again: nobody else holds it.
 _RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if holder ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """

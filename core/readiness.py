@@ -12,10 +12,22 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
-__all__ = ["Readiness", "ReadinessReport"]
+from tenacity import AsyncRetrying, RetryCallState, stop_never, wait_exponential_jitter
+
+from core.errors import BusError, StoreError
+
+__all__ = ["Readiness", "ReadinessReport", "keep_trying"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+# Backoff between attempts while the bus or the store is away: quick at first (a dropped
+# connection), then at most every few seconds (Redis restarting), never giving up.
+_FIRST_WAIT = 0.1
+_LONGEST_WAIT = 3.0
 
 Check = Callable[[], Awaitable[None]]
 """Raises when the dependency it asks does not answer."""
@@ -73,3 +85,56 @@ class Readiness:
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}"[:200]
         return "ok"
+
+
+async def keep_trying(
+    readiness: Readiness,
+    name: str,
+    operation: Callable[[], Awaitable[_T]],
+    *,
+    stopping: asyncio.Event | None = None,
+) -> _T:
+    """`operation()`, tried again with backoff for as long as the bus or the store fails.
+
+    Meanwhile the loop `name` is marked down (it comes up again on the first success), so the
+    process says it is not ready instead of going quiet. Once `stopping` is set the last
+    failure is raised instead of waiting for another attempt.
+    """
+
+    def worth_another_try(state: RetryCallState) -> bool:
+        if state.outcome is None or not state.outcome.failed:
+            return False
+        if stopping is not None and stopping.is_set():
+            return False
+        return isinstance(state.outcome.exception(), (BusError, StoreError))
+
+    def mark_down(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        readiness.down(name, str(error) or type(error).__name__)
+
+    async def pause(seconds: float) -> None:
+        if stopping is None:
+            await asyncio.sleep(seconds)
+            return
+        try:
+            await asyncio.wait_for(stopping.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    retrying = AsyncRetrying(
+        retry=worth_another_try,
+        wait=wait_exponential_jitter(multiplier=_FIRST_WAIT, max=_LONGEST_WAIT),
+        stop=stop_never,
+        sleep=pause,
+        before_sleep=mark_down,
+        reraise=True,
+    )
+    # Iterated rather than called: tenacity would call a lambda returning a coroutine without
+    # awaiting it (it only awaits coroutine functions).
+    async for attempt in retrying:
+        with attempt:
+            result = await operation()
+        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
+            readiness.up(name)
+            return result
+    raise AssertionError("unreachable: tenacity retries until it succeeds or raises")

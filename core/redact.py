@@ -62,9 +62,11 @@ _BEARER = re.compile(r"(?i)(?P<lead>\bbearer\s+)(?P<value>[A-Za-z0-9._~+/\-]{12,
 # A bare value after `name:` that reads as a word of prose: letters only, short. A value after
 # `=`, a quoted one, or one with digits or symbols is taken for the secret it is named as.
 _WORDLIKE = re.compile(r"[A-Za-z]{1,15}")
-# Where documentation shows a secret's place: `xoxb-...`, `"..."`, a lone backtick, or a
-# value already scrubbed.
-_PLACEHOLDER = re.compile(r"(?i)[^A-Za-z0-9]*|.*(?:\.\.\.|…)|\[redacted\][^A-Za-z0-9]*")
+# Where documentation shows a secret's place: `xoxb-...`, `"..."`, `<token>`, a lone
+# backtick, or a value already scrubbed.
+_PLACEHOLDER = re.compile(
+    r"(?i)[^A-Za-z0-9]*|.*(?:\.\.\.|…)|(?:\[redacted\]|<[\w .-]*>)[^A-Za-z0-9]*"
+)
 # Credentials in a URL: `https://user:password@host`.
 _USERINFO = re.compile(r"(?P<lead>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?=@)")
 

@@ -8,16 +8,21 @@ the store's processed marks keep an item handled twice from being answered twice
 
 At start-up a worker given an `on_crash` policy looks for turns a crash cut off (their
 checkpoints are still `running`, `core/checkpoints.py`) and resumes or abandons them.
+
+While the bus or the mailboxes are unreachable (Redis restarting) every loop (receive,
+accept, drain, sweep, the control listener) keeps trying with backoff and marks itself down
+in the process's `Readiness`, and carries on when Redis answers again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from core.bus.base import Bus, Delivery, Subscription
 from core.bus.names import CONTROL, INBOUND
@@ -27,6 +32,7 @@ from core.confirm import Confirmations
 from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
 from core.mailbox.base import Claim, Mailboxes
+from core.readiness import Readiness, keep_trying
 from core.store.base import Store
 from core.tasks import cancel_and_wait
 from core.turns.intake import InboundHandler
@@ -34,6 +40,8 @@ from core.turns.intake import InboundHandler
 __all__ = ["Worker"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class Worker:
@@ -48,6 +56,7 @@ class Worker:
         handler: InboundHandler,
         confirmations: Confirmations | None,
         on_crash: CrashPolicy | None,
+        readiness: Readiness,
         name: str | None = None,
         concurrency: int = 8,
         sweep_interval: float = 5.0,
@@ -60,7 +69,9 @@ class Worker:
         its answers are taken off the inbound queue here instead of waiting in the session's
         mailbox. `on_crash` (None: leave them be) is what `run` does with turns a crash cut off
         whose checkpoint has not moved for `crash_age` (zero when no other process runs turns).
+        `readiness` is the process's: the worker's loops report to it.
         """
+        self.readiness = readiness
         self.on_crash = on_crash
         self._crash_age = crash_age
         self.bus = bus
@@ -79,6 +90,8 @@ class Worker:
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._runner: asyncio.Task[Any] | None = None
+        # The control subscription (made again when Redis drops it for good).
+        self._control: Subscription | None = None
         self._receiving = False
         self.idle = asyncio.Event()
         self.idle.set()
@@ -86,7 +99,7 @@ class Worker:
     async def run(self) -> None:
         """Take work until `stop()` is called."""
         self._runner = asyncio.current_task()
-        control = await self.bus.subscribe(CONTROL)
+        control = self._control = await self.bus.subscribe(CONTROL)
         if self.on_crash is not None:
             await self.recover(self.on_crash)
         helpers = [
@@ -98,8 +111,9 @@ class Worker:
         finally:
             for task in helpers:
                 await cancel_and_wait(task)
-            with contextlib.suppress(Exception):
-                await control.aclose()
+            if self._control is not None:
+                with contextlib.suppress(Exception):
+                    await self._control.aclose()
 
     async def recover(self, policy: CrashPolicy) -> None:
         """Resume or abandon every turn a crash cut off (see `crash_age`)."""
@@ -145,13 +159,14 @@ class Worker:
                     await task
 
     async def _receive_forever(self) -> None:
-        failures = 0
         while not self._stopping.is_set():
             # Set while waiting for room as well: stop() must interrupt that wait too, or the
             # worker would take one more message once a stopped turn frees its place.
             self._receiving = True
             try:
-                delivery = await self._receive()
+                delivery = await keep_trying(
+                    self.readiness, "worker receive", self._receive, stopping=self._stopping
+                )
             except asyncio.CancelledError:
                 if not self._stopping.is_set():
                     raise
@@ -159,17 +174,10 @@ class Worker:
                 if self._runner is not None:
                     self._runner.uncancel()
                 return
-            except BusError as exc:
-                failures += 1
-                delay = min(30.0, 0.5 * 2**failures)
-                log.warning("cannot receive work (%s); trying again in %.0fs", exc, delay)
-                await asyncio.sleep(delay)
-                continue
+            except BusError:
+                return  # stopping while the bus is away
             finally:
                 self._receiving = False
-            if failures:
-                log.info("receiving work again after %d failed attempt(s)", failures)
-            failures = 0
             if delivery is not None:
                 self._spawn(self._accept(delivery))
 
@@ -187,30 +195,35 @@ class Worker:
 
     async def _accept(self, delivery: Delivery) -> None:
         """Hand a delivery to its session's mailbox (or pass a cancel or an answer on), then
-        ack it."""
+        ack it; each step is tried again while the bus is away."""
         control = False
         try:
             inbound = delivery.envelope
             if not isinstance(inbound, Inbound):
                 log.error("dropping a %s found on the inbound queue", type(inbound).__name__)
-                await delivery.ack()
+                await self._patiently("worker intake", delivery.ack)
                 return
             control = inbound.kind == "cancel" or self._answers(inbound)
             if control:
                 # Whichever worker runs the session's turn hears it on the control topic.
-                await self.bus.publish(CONTROL, inbound)
+                await self._patiently("worker intake", lambda: self.bus.publish(CONTROL, inbound))
             else:
-                await self.mailboxes.put(inbound)
-            await delivery.ack()
+                # Putting it twice (a retry after a put that did land) keeps one copy: the
+                # mailbox is a set of encoded envelopes.
+                await self._patiently("worker intake", lambda: self.mailboxes.put(inbound))
+            await self._patiently("worker intake", delivery.ack)
         except BusError as exc:
+            # Only when stopping: the entry comes back to the next worker after its lease.
             log.warning("could not accept delivery %s (%s); it will come again", delivery.id, exc)
-            with contextlib.suppress(BusError):
-                await delivery.nack()
             return
         finally:
             self._intake.release()
         if not control:
             self._wake(inbound.session_key)
+
+    async def _patiently(self, name: str, operation: Callable[[], Awaitable[_T]]) -> _T:
+        """`operation()`, tried again while the bus or the store is away (until `stop()`)."""
+        return await keep_trying(self.readiness, name, operation, stopping=self._stopping)
 
     def _wake(self, session_key: str) -> None:
         """Drain the session's mailbox unless this worker does already (or is stopping)."""
@@ -226,14 +239,16 @@ class Worker:
             async with self._slots:
                 if self._stopping.is_set():
                     return
-                claim = await self.mailboxes.claim(session_key, owner=self.name)
+                claim = await self._patiently(
+                    "worker drain", lambda: self.mailboxes.claim(session_key, owner=self.name)
+                )
                 if claim is None:
                     return  # another worker runs this session
                 try:
                     await self._drain_claimed(claim)
                 finally:
                     more = await self._release(claim)
-        except BusError as exc:
+        except (BusError, StoreError) as exc:
             log.warning("could not drain %s (%s); the sweep will try again", session_key, exc)
         finally:
             self._draining.discard(session_key)
@@ -242,7 +257,7 @@ class Worker:
 
     async def _release(self, claim: Claim) -> bool:
         try:
-            return await claim.release()
+            return await self._patiently("worker drain", claim.release)
         except BusError as exc:
             log.warning("could not release %s (%s); its lease will lapse", claim.session_key, exc)
             return False
@@ -250,11 +265,14 @@ class Worker:
     async def _drain_claimed(self, claim: Claim) -> None:
         failures = 0
         while not self._stopping.is_set() and not claim.lost.is_set():
-            inbound = await claim.head()
+            inbound = await self._patiently("worker drain", claim.head)
             if inbound is None:
                 return
-            if await self._handle(inbound, claim):
+            error = await self._handle(inbound, claim)
+            if error is None:
                 failures = 0
+            elif isinstance(error, (BusError, StoreError)) and await self._outage(inbound, claim):
+                continue  # Redis was away, not the item at fault: try it again, uncounted
             else:
                 failures += 1
                 if failures < self._attempts:
@@ -266,10 +284,27 @@ class Worker:
                 failures = 0
             if claim.lost.is_set():
                 return
-            await claim.done(inbound)
+            await self._patiently("worker drain", functools.partial(claim.done, inbound))
 
-    async def _handle(self, inbound: Inbound, claim: Claim) -> bool:
-        """Handle one item; False when it failed and should be tried again."""
+    async def _outage(self, inbound: Inbound, claim: Claim) -> bool:
+        """Whether the store or the mailboxes are unreachable now; if so, wait until they
+        answer again (marked down meanwhile)."""
+        waited = False
+
+        async def probe() -> None:
+            nonlocal waited
+            try:
+                await self.store.is_processed(inbound.dedupe_key)
+                await claim.head()
+            except (BusError, StoreError):
+                waited = True
+                raise
+
+        await self._patiently("worker drain", probe)
+        return waited
+
+    async def _handle(self, inbound: Inbound, claim: Claim) -> Exception | None:
+        """Handle one item; the error when it failed and should be tried again."""
         key = inbound.session_key
         cancel = self._running[key] = asyncio.Event()
         # A lost lease stops the turn: its writes would be refused anyway.
@@ -278,23 +313,35 @@ class Worker:
             await self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("could not handle inbound %s", inbound.id)
-            return False
+            return exc
         finally:
             lost.cancel()
             if self._running.get(key) is cancel:
                 del self._running[key]
-        return True
+        return None
 
     async def _listen(self, control: Subscription) -> None:
-        async for envelope in control:
-            if isinstance(envelope, Inbound) and envelope.kind == "cancel":
-                running = self._running.get(envelope.session_key)
-                if running is not None:
-                    running.set()
-            elif isinstance(envelope, Inbound) and self.confirmations is not None:
-                self.confirmations.answer(envelope)
+        """Pass cancels and confirmation answers on; subscribe again if the subscription is lost."""
+        while True:
+            try:
+                async for envelope in control:
+                    if isinstance(envelope, Inbound) and envelope.kind == "cancel":
+                        running = self._running.get(envelope.session_key)
+                        if running is not None:
+                            running.set()
+                    elif isinstance(envelope, Inbound) and self.confirmations is not None:
+                        self.confirmations.answer(envelope)
+                return  # the bus closed
+            except BusError as exc:
+                self.readiness.down("worker control", str(exc))
+            with contextlib.suppress(Exception):
+                await control.aclose()
+            control = await keep_trying(
+                self.readiness, "worker control", lambda: self.bus.subscribe(CONTROL)
+            )
+            self._control = control
 
     def _answers(self, inbound: Inbound) -> bool:
         """Whether `inbound` is the yes or no to a confirmation its session's turn waits for."""
@@ -303,11 +350,10 @@ class Worker:
     async def _sweep_forever(self) -> None:
         """Pick up mailboxes nobody drains (their worker died, or a hand-off raced)."""
         while True:
-            try:
-                for session_key in await self.mailboxes.pending():
-                    self._wake(session_key)
-            except BusError as exc:
-                log.warning("could not look for waiting work: %s", exc)
+            for session_key in await keep_trying(
+                self.readiness, "worker sweep", self.mailboxes.pending
+            ):
+                self._wake(session_key)
             await asyncio.sleep(self._sweep_interval)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

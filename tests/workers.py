@@ -14,6 +14,7 @@ from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
+from core.readiness import Readiness
 from core.redact import Redactor
 from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
@@ -51,6 +52,7 @@ def build_worker(
 ) -> Worker:
     """A worker over the given parts, with test defaults; `options` go to `Worker`."""
     options.setdefault("on_crash", None)
+    options.setdefault("readiness", Readiness())
     return assemble_worker(
         bus=bus,
         store=store,

@@ -10,6 +10,7 @@ import click
 
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
+from bots.operations import OperationsServer, OperationsSettings
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
@@ -19,9 +20,16 @@ from core.bus.base import Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
 from core.envelopes import EventEnvelope
 from core.errors import ConfigError, SwitchboardError
+from core.metrics import Metrics
+from core.readiness import Readiness
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     from core.leader import Leadership
+
+# How long `health` waits for the store and the bus before it says they do not answer.
+_HEALTH_TIMEOUT = 10.0
 
 
 __all__ = ["events", "gateway", "health", "run_with_gateways", "scheduler", "serve", "worker"]
@@ -80,13 +88,13 @@ async def _serve_platforms(settings: Settings) -> None:
             f"no chat platform is configured: set {listed} "
             "(or use `switchboard chat` for the terminal)"
         )
-    async with embedded(settings, profile) as parts:
+    async with embedded(settings, profile) as parts, operations(settings, parts.readiness):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
         adapters = REGISTERED.configured_adapters(
             settings.environ, profile, menu, replies, seen=parts.store
         )
-        gateways = [Gateway(adapter, parts.bus) for adapter in adapters]
+        gateways = [Gateway(adapter, parts.bus, readiness=parts.readiness) for adapter in adapters]
         on_signals(lambda: [g.stop() for g in gateways])
         await run_with_gateways(parts, gateways)
 
@@ -109,13 +117,13 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 async def _gateway(settings: Settings, platform: str) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    async with backends(settings) as found:
+    async with backends(settings) as found, operations(settings, found.readiness):
         replies = ReplyStreams(found.replies, IncrementalRender())
         menu = command_registry().menu()
         adapter = REGISTERED.adapter_for(
             platform, settings.environ, profile, menu, replies, seen=found.store
         )
-        runner = Gateway(adapter, found.bus)
+        runner = Gateway(adapter, found.bus, readiness=found.readiness)
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None
         stopped = asyncio.Event()
@@ -188,7 +196,7 @@ def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> 
 
 async def _worker(settings: Settings, concurrency: int | None) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    async with backends(settings) as found:
+    async with backends(settings) as found, operations(settings, found.readiness):
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)
@@ -211,8 +219,8 @@ def scheduler(ctx: click.Context) -> None:
 async def _scheduler(settings: Settings) -> None:
     from core.scheduling.scheduler import Scheduler
 
-    async with backends(settings) as found:
-        runner = Scheduler(store=found.store, bus=found.bus)
+    async with backends(settings) as found, operations(settings, found.readiness):
+        runner = Scheduler(store=found.store, bus=found.bus, readiness=found.readiness)
         on_signals(lambda: [runner.stop()])
         await runner.run()
 
@@ -229,12 +237,37 @@ def health(ctx: click.Context) -> None:
 
 
 async def _health(settings: Settings) -> None:
-    async with backends(settings) as found:
-        await found.store.list_sessions(limit=1)
-        if found.distributed:
-            await found.bus.publish(EVENTS_TOPIC, _health_event())
     where = "redis" if settings.redis_url else str(settings.database_path)
+    try:
+        async with asyncio.timeout(_HEALTH_TIMEOUT), backends(settings) as found:
+            await found.store.list_sessions(limit=1)
+            if found.distributed:
+                await found.bus.publish(EVENTS_TOPIC, _health_event())
+    except (SwitchboardError, OSError, TimeoutError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        click.echo(f"not ok: {reason} ({where})", err=True)
+        raise SystemExit(1) from None
     click.echo(f"ok: store and bus answer ({where})")
+
+
+@contextlib.asynccontextmanager
+async def operations(settings: Settings, readiness: Readiness) -> AsyncIterator[None]:
+    """`/metrics`, `/healthz` and `/readyz` (`bots/operations.py`) while the process runs,
+    when SWITCHBOARD_METRICS_PORT is set."""
+    if settings.metrics_port is None:
+        yield
+        return
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
+    server = OperationsServer(
+        OperationsSettings(port=settings.metrics_port, token=token, host=settings.metrics_host),
+        metrics=Metrics(),
+        readiness=readiness,
+    )
+    await server.start()
+    try:
+        yield
+    finally:
+        await server.close()
 
 
 def _health_event() -> EventEnvelope:

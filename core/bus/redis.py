@@ -551,6 +551,11 @@ class RedisBus(Bus):
                     payloads.append(decode(data))
         return payloads
 
+    async def ping(self) -> None:
+        """Ask Redis for a PING; `BusError` if it does not answer (a readiness check)."""
+        with self._command("ping"):
+            await self._client.ping()
+
     async def close(self) -> None:
         """Wake pending receives (they return `None`), end subscriptions, close the client."""
         if self._closed:

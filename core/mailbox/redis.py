@@ -57,8 +57,15 @@ redis.call('SET', KEYS[2], string.format('%d', epoch))
 return epoch
 """
 # KEYS: lease; ARGV: token, ttl ms. 1 when renewed, 0 when the lease is someone else's.
+# A lease that is gone (Redis restarted empty, or it lapsed with nobody taking it) is taken
+# again: the turn carries on under its fencing epoch, and any later claim outgrows it.
 _RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if holder ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """

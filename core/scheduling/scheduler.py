@@ -5,6 +5,9 @@ process that was down fires at most once, never a burst), claims the occurrence 
 processed mark (so with several schedulers exactly one fires it), advances `next_run_at`, and
 puts an `Inbound(origin="scheduled")` on the bus. Workers run it in the session
 `scheduled:<id>` and deliver the answer per the schedule's policy.
+
+A tick that fails because the store or the bus is away (Redis restarting) is tried again with
+backoff until it succeeds; meanwhile the scheduler is marked down in the process's `Readiness`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from core.bus.names import INBOUND
 from core.clock import Clock, utc_now
 from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
+from core.readiness import Readiness, keep_trying
 from core.scheduling.cadence import first_run, plan
 from core.scheduling.models import Schedule, ScheduleRun
 from core.store.processed import ProcessedMarks
@@ -45,11 +49,13 @@ class Scheduler:
         *,
         store: SchedulerStore,
         bus: Bus,
+        readiness: Readiness,
         clock: Clock = utc_now,
         tick: float = 1.0,
     ) -> None:
         self.store = store
         self.bus = bus
+        self.readiness = readiness
         self._clock = clock
         self._tick = tick
         self._stopping = asyncio.Event()
@@ -59,9 +65,11 @@ class Scheduler:
         log.info("scheduler running")
         while not self._stopping.is_set():
             try:
-                await self.tick_once()
-            except (StoreError, BusError) as exc:
-                log.warning("scheduler tick failed (%s); trying again", exc)
+                await keep_trying(
+                    self.readiness, "scheduler", self.tick_once, stopping=self._stopping
+                )
+            except (StoreError, BusError):
+                break  # stop() was asked while the store or the bus was away
             try:
                 await asyncio.wait_for(self._stopping.wait(), self._tick)
             except TimeoutError:

@@ -298,8 +298,8 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
             await asyncio.to_thread(server.stop)
             # Down until every process has noticed, then back on the same port, data intact.
             outage = {
-                gateway: r"WARNING channels\.gateway: cannot receive deliveries",
-                worker: r"WARNING core\.worker: cannot receive work",
+                gateway: r"WARNING core\.readiness: telegram delivery is not working",
+                worker: r"WARNING core\.readiness: worker receive is not working",
                 printer: r"subscription to \S+ interrupted",
             }
             for launched, noticed in outage.items():
@@ -311,9 +311,9 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
                 printer: [f"subscription to {keys.topic_channel(EVENTS)} restored"],
                 worker: [
                     f"subscription to {keys.topic_channel(CONTROL)} restored",
-                    "receiving work again",
+                    "worker receive is working again",
                 ],
-                gateway: ["receiving deliveries again"],
+                gateway: ["telegram delivery is working again"],
             }
             for launched in (printer, worker):
                 await launched.until_logged(recovered[launched][0], after=offsets[launched.name])

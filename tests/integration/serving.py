@@ -24,6 +24,7 @@ from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
+from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.store.replies import MemoryReplyRecords
@@ -82,7 +83,7 @@ async def running_bot(
         prompt_hints=REGISTERED.prompt_hints(),
         stream_interval=stream_interval,
     )
-    gateway = Gateway(adapter, bus)
+    gateway = Gateway(adapter, bus, readiness=Readiness())
     worker_task = asyncio.create_task(worker.run(), name="test-worker")
     gateway_task = asyncio.create_task(gateway.run(), name="test-gateway")
     try:

@@ -23,6 +23,7 @@ from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
 from core.policy import ChannelPolicy
 from core.providers.scripted import ScriptedProvider, text_reply
+from core.readiness import Readiness
 from core.redact import REDACTED, Redactor
 from core.runtime import AgentRuntime
 from core.store.replies import MemoryReplyRecords
@@ -135,7 +136,7 @@ async def test_a_platform_defined_in_a_test_answers_a_turn_end_to_end(
         streaming=WITH_PAGER.stream_policies(),
         commands=commands,
     )
-    gateway = Gateway(adapter, bus)
+    gateway = Gateway(adapter, bus, readiness=Readiness())
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(gateway.run())]
     try:
         asked = adapter.page("1234", "when is the meeting?")

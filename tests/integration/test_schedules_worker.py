@@ -29,6 +29,7 @@ from core.modes import FULL, SAFE_CHAT, SAFE_CHAT_TOOLS, CapabilityMode
 from core.policy import ChannelPolicy
 from core.providers import DemoProvider, ModelRequest, Provider, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
+from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.scheduling.book import Notification, ScheduleBook
 from core.scheduling.models import IntervalCadence, NotifyPolicy, OnceCadence, Schedule
@@ -176,7 +177,14 @@ async def running(
     )
     task = asyncio.create_task(worker.run(), name="test-worker")
     try:
-        yield Stack(clock, store, bus, book, Scheduler(store=store, bus=bus, clock=clock), worker)
+        yield Stack(
+            clock,
+            store,
+            bus,
+            book,
+            Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock),
+            worker,
+        )
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)

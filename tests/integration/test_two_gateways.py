@@ -30,6 +30,7 @@ from core.envelopes import Outbound
 from core.events import Finished, ModelEvent, TextDelta
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider
+from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.store._redis_replies import RedisReplyRecords
 from core.store.sqlite import SqliteStore
@@ -149,7 +150,7 @@ async def _gateways(
             records = RedisReplyRecords.from_url(redis_url)
             stack.push_async_callback(records.aclose)
             adapter = Counted(make(ReplyStreams(records, IncrementalRender())))
-            gateway = Gateway(adapter, bus)
+            gateway = Gateway(adapter, bus, readiness=Readiness())
             counted.append(adapter)
             runs.append(asyncio.create_task(gateway.run()))
             stack.push_async_callback(_stopped, gateway, runs[-1])

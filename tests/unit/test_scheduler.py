@@ -16,6 +16,8 @@ import pytest
 
 from core.bus import INBOUND, MemoryBus
 from core.envelopes import Address, Inbound
+from core.errors import StoreError
+from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.scheduler import Scheduler
@@ -69,7 +71,7 @@ def book(store: SqliteStore, clock: HandClock) -> ScheduleBook:
 
 @pytest.fixture
 def scheduler(store: SqliteStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
-    return Scheduler(store=store, bus=bus, clock=clock)
+    return Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
 
 
 async def make(book: ScheduleBook, cadence: Cadence | None = None, **options: Any) -> Schedule:
@@ -175,8 +177,8 @@ async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
     # process would.
     other_store = await SqliteStore.open(tmp_path / "db.sqlite", clock=clock)
     try:
-        one = Scheduler(store=store, bus=bus, clock=clock)
-        two = Scheduler(store=other_store, bus=bus, clock=clock)
+        one = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
+        two = Scheduler(store=other_store, bus=bus, readiness=Readiness(), clock=clock)
 
         counts = await asyncio.gather(one.tick_once(), two.tick_once())
 
@@ -199,7 +201,7 @@ async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
     made = await make(book, misfire="skip")
     # The process was down across the due time; a new scheduler starts 10 minutes late.
     clock.set(T0 + MINUTE + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(store=store, bus=bus, clock=clock)
+    restarted = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
 
     assert await restarted.tick_once() == 0
 
@@ -218,7 +220,9 @@ async def test_skip_still_fires_a_run_that_is_only_a_little_late(
     made = await make(book, IntervalCadence(seconds=3600, start=T0), misfire="skip")
     clock.set(T0 + timedelta(hours=1, seconds=45))
 
-    assert await Scheduler(store=store, bus=bus, clock=clock).tick_once() == 1
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+    )
 
     (inbound,) = await fired(bus)
     (run,) = await store.list_runs(made.id)
@@ -231,7 +235,7 @@ async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_
     made = await make(book, misfire="run_once")
     # Ten occurrences went by while the process was down.
     clock.set(T0 + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(store=store, bus=bus, clock=clock)
+    restarted = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
 
     assert await restarted.tick_once() == 1
     assert await restarted.tick_once() == 0
@@ -253,7 +257,9 @@ async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
     await store.save_schedule(beyond.model_copy(update={"grace_seconds": 120}))
     clock.set(T0 + timedelta(hours=1, minutes=4))
 
-    assert await Scheduler(store=store, bus=bus, clock=clock).tick_once() == 1
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+    )
 
     assert [i.schedule_id for i in await fired(bus)] == [within.id]
     for schedule in (within, beyond):
@@ -318,7 +324,9 @@ async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE), misfire="skip")
     clock.set(T0 + 15 * MINUTE)
 
-    assert await Scheduler(store=store, bus=bus, clock=clock).tick_once() == 0
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 0
+    )
 
     assert await fired(bus) == []
     assert await store.list_runs(made.id) == []
@@ -380,7 +388,7 @@ async def test_run_ticks_until_stopped(
 ) -> None:
     made = await make(book)
     clock.set(T0 + MINUTE)
-    runner = Scheduler(store=store, bus=bus, clock=clock, tick=3600)
+    runner = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock, tick=3600)
     task = asyncio.create_task(runner.run())
 
     delivery = await bus.receive(INBOUND, consumer="test", timeout=5.0)  # the first tick
@@ -406,3 +414,44 @@ def test_a_scheduled_run_written_before_owner_reads_as_one_with_its_target_and_o
     inbound = Inbound.model_validate(old)
     assert (inbound.address, inbound.owner, inbound.user_id) == (CHAT, "telegram:77", "")
     assert inbound.session_key == "scheduled:s1"
+
+
+class _AwayStore(SqliteStore):
+    """Fails the first `failures` looks for due schedules, like Redis while it restarts."""
+
+    failures = 0
+    refused: asyncio.Event
+
+    async def due_schedules(self, now: datetime, *, limit: int = 100) -> list[Schedule]:
+        if self.failures:
+            self.failures -= 1
+            self.refused.set()
+            raise StoreError("connection refused")
+        return await super().due_schedules(now, limit=limit)
+
+
+async def test_a_tick_that_cannot_reach_the_store_is_tried_again_and_marked_down(
+    tmp_path: Path, bus: MemoryBus, clock: HandClock
+) -> None:
+    store = await _AwayStore.open(tmp_path / "away.db", clock=clock)
+    assert isinstance(store, _AwayStore)
+    try:
+        made = await make(ScheduleBook(store, clock=clock))
+        clock.set(T0 + MINUTE)
+        store.failures, store.refused = 2, asyncio.Event()
+        readiness = Readiness()
+        runner = Scheduler(store=store, bus=bus, readiness=readiness, clock=clock, tick=3600)
+        task = asyncio.create_task(runner.run())
+
+        await asyncio.wait_for(store.refused.wait(), 5.0)
+        assert (await readiness.report()).details["scheduler"] == "connection refused"
+        delivery = await bus.receive(INBOUND, consumer="test", timeout=10.0)
+
+        assert delivery is not None
+        assert isinstance(delivery.envelope, Inbound)
+        assert delivery.envelope.schedule_id == made.id
+        assert (await readiness.report()).ready
+        await runner.stop()
+        await asyncio.wait_for(task, 5.0)
+    finally:
+        await store.close()

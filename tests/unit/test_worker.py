@@ -10,24 +10,29 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from pydantic import BaseModel
 
-from core.bus import EVENTS, INBOUND, MemoryBus, outbound_queue
+from core.bus import EVENTS, INBOUND, Delivery, MemoryBus, outbound_queue
 from core.commands import CommandRegistry, builtin_commands
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
-from core.errors import ProviderError
+from core.errors import BusError, ProviderError, StoreError
 from core.events import Finished, ModelEvent, TextDelta
+from core.fencing import Fence
+from core.mailbox.memory import MemoryMailboxes
 from core.messages import ToolCall, Usage
 from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
+from core.readiness import Readiness
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.turns import StreamPolicy
+from core.turns.intake import InboundHandler
 from core.worker import Worker
 from tests.workers import build_worker
 
@@ -760,3 +765,133 @@ async def test_lifecycle_events_carry_scrubbed_text(bus: MemoryBus, store: Sqlit
     complete = seen[-1].data
     assert complete["text"] == "Your key [redacted] is set."
     assert key not in repr([e.model_dump() for e in seen])
+
+
+# --- the bus away ---------------------------------------------------------------------------
+
+
+class _AwayBus(MemoryBus):
+    """Refuses the first `failures` receives, like Redis while it restarts."""
+
+    def __init__(self, failures: int, clock: LeaseClock) -> None:
+        super().__init__(lease_seconds=LEASE, clock=clock)
+        self.failures = failures
+        self.refused = asyncio.Event()
+
+    async def receive(
+        self,
+        queue: str,
+        *,
+        consumer: str,
+        timeout: float | None = None,  # noqa: ASYNC109 (the Bus protocol's signature)
+    ) -> Delivery | None:
+        if queue == INBOUND and self.failures:
+            self.failures -= 1
+            self.refused.set()
+            raise BusError("connection refused")
+        return await super().receive(queue, consumer=consumer, timeout=timeout)
+
+
+class _AwayMailboxes(MemoryMailboxes):
+    """Refuses the first `failures` puts."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def put(self, inbound: Inbound) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise BusError("connection refused")
+        await super().put(inbound)
+
+
+async def test_a_worker_says_it_is_not_ready_while_the_bus_is_away_and_carries_on(
+    store: SqliteStore, clock: LeaseClock
+) -> None:
+    bus = _AwayBus(failures=3, clock=clock)
+    readiness = Readiness()
+    worker, _ = make_worker(
+        bus,
+        store,
+        [text_reply("Back again.")],
+        readiness=readiness,
+        mailboxes=_AwayMailboxes(failures=2),
+    )
+    outbox = Outbox(bus)
+    inbound = message("hi")
+    try:
+        async with running(worker):
+            await asyncio.wait_for(bus.refused.wait(), PATIENCE)
+            report = await readiness.report()
+            assert not report.ready
+            assert report.details["worker receive"] == "connection refused"
+
+            await send(bus, inbound)
+            sent = await asyncio.wait_for(outbox.turn_of(inbound), PATIENCE)
+            await worker.idle.wait()
+            assert (await readiness.report()).ready
+        assert [o.text for o in sent if o.kind == "reply"] == ["Back again."]
+        assert await unacked_inbound(bus, clock) == []
+    finally:
+        await bus.close()
+
+
+class _AwayStore(SqliteStore):
+    """Refuses the next `refusals` looks at processed marks, like Redis while it restarts."""
+
+    refusals = 0
+
+    async def is_processed(self, key: str) -> bool:
+        if self.refusals:
+            self.refusals -= 1
+            raise StoreError("connection refused")
+        return await super().is_processed(key)
+
+
+class _FailsWhileAway:
+    """A handler whose first turn fails because the store went away (then it comes back)."""
+
+    def __init__(self, store: _AwayStore) -> None:
+        self.store = store
+        self.handled: list[str] = []
+        self.apologized: list[str] = []
+        self.done = asyncio.Event()
+
+    async def handle(self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence) -> None:
+        self.handled.append(inbound.text)
+        if len(self.handled) == 1:
+            self.store.refusals = 2  # the worker's next looks find the store away
+            raise StoreError("connection refused")
+        self.done.set()
+
+    async def apologize(self, inbound: Inbound) -> None:
+        self.apologized.append(inbound.text)
+
+    async def abandon(self, inbound: Inbound) -> None:
+        """Never asked: no crash policy."""
+
+
+async def test_a_turn_cut_off_by_the_store_going_away_is_tried_again_without_counting(
+    bus: MemoryBus, tmp_path: Path
+) -> None:
+    store = await _AwayStore.open(tmp_path / "away.db")
+    assert isinstance(store, _AwayStore)
+    handler = _FailsWhileAway(store)
+    worker = Worker(
+        bus=bus,
+        store=store,
+        mailboxes=MemoryMailboxes(),
+        handler=cast(InboundHandler, handler),
+        confirmations=None,
+        on_crash=None,
+        readiness=Readiness(),
+        attempts=1,  # a counted failure would give up at once and apologize
+    )
+    try:
+        async with running(worker):
+            await send(bus, message("hi"))
+            await asyncio.wait_for(handler.done.wait(), PATIENCE)
+        assert (handler.handled, handler.apologized) == (["hi", "hi"], [])
+    finally:
+        await store.close()

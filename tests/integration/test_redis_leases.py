@@ -1,0 +1,79 @@
+"""Leases after Redis lost them (restarted empty): their holder takes them again.
+
+Against the test's real `redis-server`; the lease key is deleted by hand, as an empty restart
+would, and the holder's next renewal (a third of the lease) is awaited.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from core.leader import Leadership
+from core.mailbox.redis import RedisMailboxes
+from core.redis_keys import RedisKeys
+
+KEYS = RedisKeys("leases")
+SESSION_KEY = "telegram:bot:7"
+LEASE = 0.3
+PATIENCE = 5.0
+
+
+@pytest.fixture
+async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+async def until_held(raw: aioredis.Redis, key: str, lost: asyncio.Event) -> bytes | str:
+    """The lease's holder once the key exists again (fails if the holder gave it up)."""
+    async with asyncio.timeout(PATIENCE):
+        while (token := await raw.get(key)) is None:
+            assert not lost.is_set()
+            await asyncio.sleep(LEASE / 6)  # the renewal runs in this loop, every LEASE / 3
+    return token
+
+
+async def test_a_turn_lease_redis_lost_is_taken_again_by_its_holder(raw: aioredis.Redis) -> None:
+    mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=LEASE)
+    claim = await mailboxes.claim(SESSION_KEY, owner="worker-a")
+    assert claim is not None
+    key = KEYS.lease(f"turn:{SESSION_KEY}")
+    token = await raw.get(key)
+    try:
+        await raw.delete(key)  # Redis restarted empty
+
+        assert await until_held(raw, key, claim.lost) == token
+        assert not claim.lost.is_set()
+    finally:
+        await claim.release()
+
+
+async def test_a_turn_lease_someone_else_took_is_lost(raw: aioredis.Redis) -> None:
+    mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=LEASE)
+    claim = await mailboxes.claim(SESSION_KEY, owner="worker-a")
+    assert claim is not None
+    await raw.set(KEYS.lease(f"turn:{SESSION_KEY}"), b"worker-b:other")
+
+    await asyncio.wait_for(claim.lost.wait(), PATIENCE)
+    await claim.release()
+
+
+async def test_the_poller_lease_redis_lost_is_taken_again_by_its_holder(
+    raw: aioredis.Redis,
+) -> None:
+    leadership = Leadership(raw, "telegram-poller:1", owner="gateway-a", keys=KEYS, ttl=LEASE)
+    await leadership.acquire()
+    key = KEYS.lease("telegram-poller:1")
+    token = await raw.get(key)
+    try:
+        await raw.delete(key)  # Redis restarted empty
+
+        assert await until_held(raw, key, leadership.lost) == token
+        assert not leadership.lost.is_set()
+    finally:
+        await leadership.release()
