@@ -21,7 +21,7 @@ from typing import Protocol
 from core.envelopes import Inbound
 from core.fencing import Fence
 
-__all__ = ["Claim", "Mailboxes"]
+__all__ = ["Claim", "ClaimState", "Mailboxes"]
 
 
 class Claim(Protocol):
@@ -70,3 +70,28 @@ class Mailboxes(Protocol):
     async def pending(self) -> list[str]:
         """Session keys whose mailboxes hold work."""
         ...
+
+
+class ClaimState:
+    """What every implementation's claim holds: its session, the fence of its epoch, and the
+    event set when it is lost. Implementations subclass it and add `head`, `done`, `release`."""
+
+    def __init__(self, session_key: str, epoch: int) -> None:
+        self._key = session_key
+        self._fence = Fence(session_key=session_key, epoch=epoch)
+        self._lost = asyncio.Event()
+
+    @property
+    def session_key(self) -> str:
+        """The session whose mailbox this claim drains."""
+        return self._key
+
+    @property
+    def fence(self) -> Fence:
+        """Proof of the claim for store writes."""
+        return self._fence
+
+    @property
+    def lost(self) -> asyncio.Event:
+        """Set when the claim could not be kept: stop the turn, its writes are refused."""
+        return self._lost

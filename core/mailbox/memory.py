@@ -2,35 +2,19 @@
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import time
 
 from core.envelopes import Inbound
-from core.fencing import Fence
-from core.mailbox.base import Claim
+from core.mailbox.base import Claim, ClaimState
 
 __all__ = ["MemoryMailboxes"]
 
 
-class _MemoryClaim:
+class _MemoryClaim(ClaimState):
     def __init__(self, boxes: MemoryMailboxes, session_key: str, epoch: int) -> None:
+        super().__init__(session_key, epoch)
         self._boxes = boxes
-        self._key = session_key
-        self._fence = Fence(session_key=session_key, epoch=epoch)
-        self._lost = asyncio.Event()
-
-    @property
-    def session_key(self) -> str:
-        return self._key
-
-    @property
-    def fence(self) -> Fence:
-        return self._fence
-
-    @property
-    def lost(self) -> asyncio.Event:
-        return self._lost
 
     async def head(self) -> Inbound | None:
         box = self._boxes.boxes.get(self._key)

@@ -23,8 +23,7 @@ from redis.exceptions import RedisError
 
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
-from core.fencing import Fence
-from core.mailbox.base import Claim
+from core.mailbox.base import Claim, ClaimState
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -71,28 +70,14 @@ return 1
 """
 
 
-class _RedisClaim:
+class _RedisClaim(ClaimState):
     def __init__(self, mailboxes: RedisMailboxes, session_key: str, token: str, epoch: int) -> None:
+        super().__init__(session_key, epoch)
         self._boxes = mailboxes
-        self._key = session_key
         self._token = token
-        self._fence = Fence(session_key=session_key, epoch=epoch)
         self._lease = mailboxes.keys.lease(f"turn:{session_key}")
-        self._lost = asyncio.Event()
         self._heads: dict[str, bytes] = {}
         self._renewer = asyncio.create_task(self._renew_forever())
-
-    @property
-    def session_key(self) -> str:
-        return self._key
-
-    @property
-    def fence(self) -> Fence:
-        return self._fence
-
-    @property
-    def lost(self) -> asyncio.Event:
-        return self._lost
 
     async def head(self) -> Inbound | None:
         redis = self._boxes.client

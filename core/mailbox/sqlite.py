@@ -9,7 +9,6 @@ clock, so a restarted process still outbids the epochs the store kept.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from pathlib import Path
@@ -18,8 +17,7 @@ from typing import Final
 from core.bus.sqlite import SqliteQueueFile
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
-from core.fencing import Fence
-from core.mailbox.base import Claim
+from core.mailbox.base import Claim, ClaimState
 
 __all__ = ["SqliteMailboxes"]
 
@@ -39,24 +37,10 @@ _SCHEMA: Final = (
 )
 
 
-class _SqliteClaim:
+class _SqliteClaim(ClaimState):
     def __init__(self, boxes: SqliteMailboxes, session_key: str, epoch: int) -> None:
+        super().__init__(session_key, epoch)
         self._boxes = boxes
-        self._key = session_key
-        self._fence = Fence(session_key=session_key, epoch=epoch)
-        self._lost = asyncio.Event()
-
-    @property
-    def session_key(self) -> str:
-        return self._key
-
-    @property
-    def fence(self) -> Fence:
-        return self._fence
-
-    @property
-    def lost(self) -> asyncio.Event:
-        return self._lost
 
     async def head(self) -> Inbound | None:
         file = self._boxes.file
