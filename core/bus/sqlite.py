@@ -30,12 +30,12 @@ from core.bus.base import Bus, BusPayload, Delivery, Subscription
 from core.bus.memory import MemoryBus
 from core.envelopes import decode, encode
 from core.errors import BusError
+from core.store._connection import open_connection
 
 __all__ = ["SqliteBus", "SqliteQueueFile"]
 
 logger = logging.getLogger(__name__)
 
-_MEMORY: Final = ":memory:"
 # How long a dedupe id is remembered, and how often old ones are swept away.
 _DEDUPE_SECONDS: Final = 86_400.0
 _PRUNE_EVERY: Final = 1_000
@@ -77,14 +77,10 @@ class SqliteQueueFile:
         """Open the file (creating it and its directory) and create `schema`'s tables."""
         target = str(path)
         try:
-            if target != _MEMORY:
-                await asyncio.to_thread(Path(target).parent.mkdir, parents=True, exist_ok=True)
-            db = await aiosqlite.connect(target, isolation_level=None)
+            db = await open_connection(target)
         except (OSError, sqlite3.Error) as exc:
             raise BusError(f"cannot open the queues at {target}: {exc}") from exc
         try:
-            await db.execute("PRAGMA journal_mode = WAL")
-            await db.execute("PRAGMA busy_timeout = 5000")
             await db.execute("BEGIN IMMEDIATE")
             for statement in schema:
                 await db.execute(statement)

@@ -8,7 +8,6 @@ every `_PRUNE_EVERY` saves.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 import time
 from contextlib import AbstractAsyncContextManager
@@ -18,6 +17,7 @@ import aiosqlite
 from pydantic import ValidationError
 
 from core.errors import ChannelError
+from core.store._connection import open_connection
 from core.store.replies import RECORD_TTL_SECONDS, LocalHolds, ReplyRecord
 
 __all__ = ["SqliteReplyRecords"]
@@ -44,13 +44,10 @@ class SqliteReplyRecords:
         """Open the database (the store's file is fine: the table is this concern's own)."""
         target = str(path)
         try:
-            if target != ":memory:":
-                await asyncio.to_thread(Path(target).parent.mkdir, parents=True, exist_ok=True)
-            db = await aiosqlite.connect(target, isolation_level=None)
+            db = await open_connection(target)
         except (OSError, sqlite3.Error) as exc:
             raise ChannelError(f"cannot open reply records at {target}: {exc}") from exc
         try:
-            await db.execute("PRAGMA busy_timeout = 5000")
             await db.execute(_SCHEMA)
             await _prune(db)
         except BaseException:

@@ -10,7 +10,6 @@ file and migrates its schema.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime
@@ -23,6 +22,7 @@ from core.clock import utc_now
 from core.errors import StoreError
 from core.store import _sqlite_checkpoints as _checkpoints
 from core.store import _sqlite_facts as _facts
+from core.store._connection import open_connection
 from core.store._sqlite_checkpoints import SqliteCheckpoints
 from core.store._sqlite_facts import SqliteFacts
 from core.store._sqlite_ledger import SqliteLedger
@@ -39,7 +39,6 @@ from core.store._sqlite_seen import SqliteSeen
 
 __all__ = ["SCHEMA_VERSION", "SqliteStore"]
 
-_MEMORY: Final = ":memory:"
 
 # One entry per schema version: the statements that migrate version i to i + 1. Later issues
 # append to this tuple; `PRAGMA user_version` records how far a database file has come.
@@ -152,16 +151,12 @@ class SqliteStore(
         """Open (creating it and its parent directories if needed) and migrate the database."""
         target = str(path)
         try:
-            if target != _MEMORY:
-                await asyncio.to_thread(Path(target).parent.mkdir, parents=True, exist_ok=True)
             # Autocommit mode: transactions are begun and ended explicitly by `_write`.
-            db = await aiosqlite.connect(target, isolation_level=None)
+            db = await open_connection(target)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the SQLite store at {target}: {exc}") from exc
         try:
-            await db.execute("PRAGMA journal_mode = WAL")
             await db.execute("PRAGMA foreign_keys = ON")
-            await db.execute("PRAGMA busy_timeout = 5000")
             await _migrate(db, target)
         except BaseException as exc:
             await db.close()

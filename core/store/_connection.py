@@ -1,0 +1,33 @@
+"""Opening an SQLite file for one of Switchboard's connections (store, queues, reply records).
+
+Each opens its own aiosqlite connection to the same data file; WAL lets them share it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Final
+
+import aiosqlite
+
+__all__ = ["MEMORY", "open_connection"]
+
+MEMORY: Final = ":memory:"
+
+
+async def open_connection(path: Path | str) -> aiosqlite.Connection:
+    """A connection to `path` (its folder created) in autocommit mode, with WAL and a busy
+    timeout; transactions are begun and ended explicitly by the caller. Raises `OSError` or
+    `sqlite3.Error`, for the caller to say what could not be opened."""
+    target = str(path)
+    if target != MEMORY:
+        await asyncio.to_thread(Path(target).parent.mkdir, parents=True, exist_ok=True)
+    db = await aiosqlite.connect(target, isolation_level=None)
+    try:
+        await db.execute("PRAGMA journal_mode = WAL")
+        await db.execute("PRAGMA busy_timeout = 5000")
+    except BaseException:
+        await db.close()
+        raise
+    return db
