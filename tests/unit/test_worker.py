@@ -569,20 +569,14 @@ async def test_the_capability_mode_comes_from_the_channel_policy(
 # --- lifecycle events and failures ---------------------------------------------------------
 
 
-async def test_lifecycle_events_are_published_on_the_events_topic(
-    bus: MemoryBus, store: SqliteStore
-) -> None:
-    script: list[ScriptStep] = [
-        tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "2+2"})),
-        text_reply("4"),
-    ]
-    worker, _ = make_worker(bus, store, script, tools=builtin_tools())
+async def lifecycle_of_one_turn(
+    bus: MemoryBus, worker: Worker, inbound: Inbound
+) -> list[EventEnvelope]:
+    """The events topic's envelopes while the worker answers `inbound`, up to its end."""
     outbox = Outbox(bus)
-    inbound = message("2+2?")
     subscription = await bus.subscribe(EVENTS)
     events = aiter(subscription)
     seen: list[EventEnvelope] = []
-
     try:
         async with running(worker):
             await send(bus, inbound)
@@ -593,6 +587,18 @@ async def test_lifecycle_events_are_published_on_the_events_topic(
                 seen.append(envelope)
     finally:
         await subscription.aclose()
+    return seen
+
+
+async def test_lifecycle_events_are_published_on_the_events_topic(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    script: list[ScriptStep] = [
+        tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "2+2"})),
+        text_reply("4"),
+    ]
+    worker, _ = make_worker(bus, store, script, tools=builtin_tools())
+    seen = await lifecycle_of_one_turn(bus, worker, message("2+2?"))
 
     assert [e.name for e in seen] == [
         "agent.run.start",
@@ -745,22 +751,7 @@ async def test_lifecycle_events_carry_scrubbed_text(bus: MemoryBus, store: Sqlit
     """Every `switchboard events` reader sees these: a key in the reply must not reach them."""
     key = "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678"
     worker, _ = make_worker(bus, store, [text_reply(f"Your key {key} is set.")])
-    outbox = Outbox(bus)
-    inbound = message("is my key set?")
-    subscription = await bus.subscribe(EVENTS)
-    events = aiter(subscription)
-    seen: list[EventEnvelope] = []
-
-    try:
-        async with running(worker):
-            await send(bus, inbound)
-            await outbox.turn_of(inbound)
-            while not seen or seen[-1].name != "agent.run.complete":
-                envelope = await asyncio.wait_for(anext(events), PATIENCE)
-                assert isinstance(envelope, EventEnvelope)
-                seen.append(envelope)
-    finally:
-        await subscription.aclose()
+    seen = await lifecycle_of_one_turn(bus, worker, message("is my key set?"))
 
     complete = seen[-1].data
     assert complete["text"] == "Your key [redacted] is set."
