@@ -180,8 +180,8 @@ async def test_only_the_asker_answers_and_only_while_a_question_waits(bus: Memor
     notice = await bus.receive(outbound_queue("terminal"), consumer="t", timeout=PATIENCE)
     assert notice is not None
 
-    assert not gate.answer(other)
-    assert gate.answer(mine)
+    assert not await gate.answer(other)
+    assert await gate.answer(mine)
     assert await asking is True
     assert not gate.is_answer(mine)
 
