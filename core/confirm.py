@@ -170,7 +170,11 @@ class Confirmations:
                 del self._waiting[key]
         allowed = answer is not None and parse_answer(answer.text) is True
         await self._event(_decided(question.id, call, answer, allowed), context)
-        await self._show(address, "decision", question.id, f"{summary}\n{self._line(answer)}")
+        try:
+            await self._show(address, "decision", question.id, f"{summary}\n{self._line(answer)}")
+        except Exception:
+            # Showing the decision is a courtesy: the answer stands even if the bus is away.
+            log.warning("could not show the decision on question %s", question.id, exc_info=True)
         return allowed
 
     def is_answer(self, inbound: Inbound) -> bool:

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.bus import EVENTS, MemoryBus, outbound_queue
-from core.bus.base import Subscription
+from core.bus.base import BusPayload, Subscription
 from core.confirm import Confirmations, answer_inbound, button_value, read_button
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
+from core.errors import BusError
 from core.messages import ToolCall
 from core.redact import Redactor
 from core.store.sqlite import SqliteStore
@@ -135,3 +136,31 @@ async def test_a_typed_answer_is_marked_processed_so_its_mailbox_copy_is_skipped
 
     assert await asking is False
     assert await store.is_processed(typed.dedupe_key)
+
+
+class DecisionsRefused(MemoryBus):
+    """A bus that takes the question but not the decision (as if Redis went away then)."""
+
+    async def enqueue(
+        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+    ) -> str | None:
+        if isinstance(envelope, Outbound) and envelope.kind == "decision":
+            raise BusError("the bus is away")
+        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id)
+
+
+async def test_the_answer_stands_when_the_decision_cannot_be_shown() -> None:
+    bus = DecisionsRefused()
+    try:
+        gate = Confirmations(bus=bus, timeout=PATIENCE)
+        asking = asyncio.create_task(
+            gate.confirm(ToolCall(id="c1", name="shell", arguments={}), CONTEXT)
+        )
+        question = await next_outbound(bus)
+        assert question.question is not None
+
+        assert await gate.answer(press(question.question, True))
+
+        assert await asking is True
+    finally:
+        await bus.close()
