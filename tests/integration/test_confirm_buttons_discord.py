@@ -13,11 +13,11 @@ from typing import Any
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.store.sqlite import SqliteStore
+from tests.confirming import script, wipe_tool
 from tests.fakes.discord_api import FakeDiscord, SentMessage
 from tests.fakes.discord_events import CHANNEL
 from tests.integration.discord_helpers import reply_containing, serving
 from tests.integration.serving import PATIENCE
-from tests.unit.test_confirmation import script, wipe_tool
 
 ALICE = 42
 BOB = 43

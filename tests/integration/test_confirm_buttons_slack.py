@@ -15,11 +15,11 @@ import pytest
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.store.sqlite import SqliteStore
+from tests.confirming import script, wipe_tool
 from tests.fakes.slack_api import FakeSlack, SentMessage
 from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL, GENERAL
 from tests.integration.serving import PATIENCE
 from tests.integration.slack_helpers import Serving, reply_containing, serving
-from tests.unit.test_confirmation import script, wipe_tool
 
 Mode = Literal["http", "socket"]
 

@@ -18,10 +18,10 @@ from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.store.sqlite import SqliteStore
+from tests.confirming import script, wipe_tool
 from tests.fakes.telegram_api import FakeTelegram, SentMessage
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
 from tests.integration.telegram_helpers import reply_containing, until
-from tests.unit.test_confirmation import script, wipe_tool
 
 DM = 555
 GROUP = -100777

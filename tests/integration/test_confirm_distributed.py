@@ -4,18 +4,18 @@ Two workers share a real `redis-server` (bus, store, mailboxes). Worker A takes 
 asks; its intake is then held, so the answer, put on the `inbound` queue as a gateway would,
 can only be taken by worker B. B passes it on the `control` topic; A's gate takes it and the
 tool runs (or not). A typed "yes" also waits in the session's mailbox for A, marked processed
-by A's gate, so it never becomes a turn of its own.
+by A's gate, so it never becomes a turn of its own; someone else's "yes" is no answer, so the
+question times out (a refusal) and that "yes" is then answered as an ordinary message.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 import redis.asyncio as aioredis
 
 from core.bus import EVENTS, INBOUND, outbound_queue
@@ -26,17 +26,19 @@ from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.mailbox.redis import RedisMailboxes
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
+from core.providers.scripted import text_reply
 from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
 from core.store.redis import RedisStore
 from core.tools import ToolRegistry
 from core.worker import Worker
-from tests.unit.test_confirmation import script, wipe_tool
+from tests.confirming import script, wipe_tool
 from tests.workers import build_worker
 
 PATIENCE = 10.0
 KEYS = RedisKeys("confirm")
 CHAT = Address(platform="telegram", bot="b", chat="42")
+ASKER = "7"
 
 
 class HeldIntake:
@@ -74,15 +76,15 @@ class HeldIntake:
 class Deployment:
     store: RedisStore
     gateway_bus: RedisBus
-    ran: list[str]
-    providers: dict[str, ScriptedProvider]
-    workers: dict[str, Worker]
-    # The `confirm.decision` lifecycle event, once seen.
-    decided: EventEnvelope | None = None
+    ran: list[str] = field(default_factory=list)
+    providers: dict[str, ScriptedProvider] = field(default_factory=dict)
+    workers: dict[str, Worker] = field(default_factory=dict)
 
 
-@pytest.fixture
-async def deployment(redis_url: str) -> AsyncIterator[Deployment]:
+@asynccontextmanager
+async def deployment(redis_url: str, *, wait: float = PATIENCE) -> AsyncIterator[Deployment]:
+    """Workers A and B on Redis, questions waiting `wait` s; A has taken the turn "wipe it"
+    when this yields."""
     async with AsyncExitStack() as stack:
         raw = aioredis.Redis.from_url(redis_url)
         stack.push_async_callback(raw.aclose)
@@ -90,14 +92,16 @@ async def deployment(redis_url: str) -> AsyncIterator[Deployment]:
         stack.push_async_callback(store.close)
         gateway_bus = await RedisBus.connect(redis_url, keys=KEYS)
         stack.push_async_callback(gateway_bus.close)
-        found = Deployment(store, gateway_bus, [], {}, {})
+        found = Deployment(store, gateway_bus)
         tasks: list[asyncio.Task[None]] = []
         for name in ("a", "b"):
             real = await RedisBus.connect(redis_url, keys=KEYS)
             stack.push_async_callback(real.close)
             bus: Any = HeldIntake(real, taken=1) if name == "a" else real
-            gate = Confirmations(bus=bus, timeout=PATIENCE, marks=store)
-            provider = found.providers[name] = ScriptedProvider(script())
+            gate = Confirmations(bus=bus, timeout=wait, marks=store)
+            # A third answer, for a "yes" that turns out to be an ordinary message.
+            provider = ScriptedProvider([*script(), text_reply("Yes to what?")])
+            found.providers[name] = provider
             runtime = AgentRuntime(
                 provider=provider,
                 model="test-model",
@@ -127,43 +131,59 @@ async def deployment(redis_url: str) -> AsyncIterator[Deployment]:
                 await asyncio.wait_for(task, PATIENCE)
 
 
-def said(text: str) -> Inbound:
-    return Inbound(address=CHAT, user_id="7", user_name="Ann", text=text, is_direct=True)
+def said(text: str, user_id: str = ASKER) -> Inbound:
+    return Inbound(address=CHAT, user_id=user_id, user_name="Ann", text=text, is_direct=True)
 
 
-async def outbound_until(bus: RedisBus, kind: str) -> Outbound:
+def pressed(allowed: bool) -> Callable[[str], Inbound]:
+    """The asker's press of a button of the question whose id is given."""
+
+    def press(question_id: str) -> Inbound:
+        found = answer_inbound(
+            button_value(question_id, allowed),
+            address=CHAT,
+            user_id=ASKER,
+            user_name="Ann",
+            press_id="cb-1",
+        )
+        assert found is not None
+        return found
+
+    return press
+
+
+async def outbound_until(bus: RedisBus, kind: str, text: str = "") -> Outbound:
     async with asyncio.timeout(PATIENCE):
         while True:
             delivery = await bus.receive(outbound_queue("telegram"), consumer="gw", timeout=1)
             if delivery is None:
                 continue
             await delivery.ack()
-            assert isinstance(delivery.envelope, Outbound)
-            if delivery.envelope.kind == kind:
-                return delivery.envelope
+            envelope = delivery.envelope
+            assert isinstance(envelope, Outbound)
+            if envelope.kind == kind and text in envelope.text:
+                return envelope
 
 
-async def answered(deployment: Deployment, answer: Inbound | None) -> Outbound:
-    """Wait for the question, send `answer` (built from the question's id), return the reply."""
+async def answered(
+    deployment: Deployment, answer: Callable[[str], Inbound]
+) -> tuple[Outbound, EventEnvelope]:
+    """Wait for the question, send `answer(question id)` as a gateway would; the decision
+    shown and its lifecycle event, once the turn has finished."""
     events = await deployment.gateway_bus.subscribe(EVENTS)
     question = await outbound_until(deployment.gateway_bus, "question")
     assert question.question is not None
-    if answer is not None:
-        if answer.kind == "answer":
-            answer = answer.model_copy(update={"question": question.question})
-        await deployment.gateway_bus.enqueue(INBOUND, answer)
+    await deployment.gateway_bus.enqueue(INBOUND, answer(question.question))
     decision = await outbound_until(deployment.gateway_bus, "decision")
     assert decision.question == question.question
-    reply = await outbound_until(deployment.gateway_bus, "reply")
+    await outbound_until(deployment.gateway_bus, "reply", "Finished.")
     async with asyncio.timeout(PATIENCE):
         async for event in events:
             if isinstance(event, EventEnvelope) and event.name == "confirm.decision":
-                deployment.decided = event
                 break
     await events.aclose()
-    for worker in deployment.workers.values():
-        await asyncio.wait_for(worker.idle.wait(), PATIENCE)
-    return reply
+    assert isinstance(event, EventEnvelope)
+    return decision, event
 
 
 async def users_said(deployment: Deployment) -> list[str]:
@@ -171,37 +191,44 @@ async def users_said(deployment: Deployment) -> list[str]:
     return [m.text for m in await deployment.store.list_messages(session.id) if m.role == "user"]
 
 
-async def test_a_typed_yes_taken_by_the_other_worker_lets_the_tool_run(
-    deployment: Deployment,
-) -> None:
-    reply = await answered(deployment, said("yes"))
+async def idle(deployment: Deployment) -> None:
+    for worker in deployment.workers.values():
+        await asyncio.wait_for(worker.idle.wait(), PATIENCE)
 
-    assert reply.text == "Finished."
-    assert deployment.ran == ["/tmp/x"]
-    assert len(deployment.providers["a"].requests) == 2
-    assert deployment.providers["b"].requests == []  # the yes never became a turn
-    assert await users_said(deployment) == ["wipe it"]
-    decided = deployment.decided
-    assert decided is not None
-    assert (decided.data["allowed"], decided.data["via"]) == (True, "text")
+
+async def test_a_typed_yes_taken_by_the_other_worker_lets_the_tool_run(redis_url: str) -> None:
+    async with deployment(redis_url) as found:
+        decision, event = await answered(found, lambda _: said("yes"))
+        await idle(found)
+
+        assert found.ran == ["/tmp/x"]
+        assert decision.text.endswith("Allowed by Ann.")
+        assert (event.data["allowed"], event.data["via"]) == (True, "text")
+        assert len(found.providers["a"].requests) == 2
+        assert found.providers["b"].requests == []  # the yes never became a turn
+        assert await users_said(found) == ["wipe it"]
 
 
 async def test_a_button_press_taken_by_the_other_worker_lets_the_tool_run(
-    deployment: Deployment,
+    redis_url: str,
 ) -> None:
-    pressed = answer_inbound(
-        button_value("set-from-the-question", True),
-        address=CHAT,
-        user_id="7",
-        user_name="Ann",
-        press_id="cb-1",
-    )
+    async with deployment(redis_url) as found:
+        _, event = await answered(found, pressed(True))
+        await idle(found)
 
-    reply = await answered(deployment, pressed)
+        assert found.ran == ["/tmp/x"]
+        assert (event.data["allowed"], event.data["via"]) == (True, "button")
+        assert found.providers["b"].requests == []
 
-    assert reply.text == "Finished."
-    assert deployment.ran == ["/tmp/x"]
-    assert deployment.providers["b"].requests == []
-    decided = deployment.decided
-    assert decided is not None
-    assert (decided.data["allowed"], decided.data["via"]) == (True, "button")
+
+async def test_someone_elses_yes_is_no_answer_so_the_question_times_out(redis_url: str) -> None:
+    async with deployment(redis_url, wait=0.3) as found:
+        decision, event = await answered(found, lambda _: said("yes", user_id="8"))
+        # The other person's yes is an ordinary message, answered after the turn.
+        await outbound_until(found.gateway_bus, "reply", "Yes to what?")
+        await idle(found)
+
+        assert found.ran == []
+        assert decision.text.endswith("No answer within 0.3 s: refused.")
+        assert (event.data["allowed"], event.data["reason"]) == (False, "timeout")
+        assert await users_said(found) == ["wipe it", "yes"]
