@@ -6,20 +6,24 @@ can only be taken by worker B. B passes it on the `control` topic; A's gate take
 tool runs (or not). A typed "yes" also waits in the session's mailbox for A, marked processed
 by A's gate, so it never becomes a turn of its own; someone else's "yes" is no answer, so the
 question times out (a refusal) and that "yes" is then answered as an ordinary message.
+The last test goes the whole way: a press on the Telegram fake, through the real gateway.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from pydantic import SecretStr
 
+from channels.gateway import Gateway
+from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus import EVENTS, INBOUND, outbound_queue
-from core.bus.base import BusPayload, Delivery
+from core.bus.base import BusPayload, Delivery, Subscription
 from core.bus.redis import RedisBus
 from core.confirm import Confirmations, answer_inbound, button_value
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
@@ -27,12 +31,16 @@ from core.mailbox.redis import RedisMailboxes
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
+from core.readiness import Readiness
 from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
 from core.store.redis import RedisStore
 from core.tools import ToolRegistry
 from core.worker import Worker
 from tests.confirming import script, wipe_tool
+from tests.fakes.telegram_api import FakeTelegram
+from tests.integration.serving import COMMANDS, local_replies
+from tests.integration.telegram_helpers import reply_containing, until
 from tests.workers import build_worker
 
 PATIENCE = 10.0
@@ -81,10 +89,19 @@ class Deployment:
     workers: dict[str, Worker] = field(default_factory=dict)
 
 
+async def _enqueue_first(bus: RedisBus) -> None:
+    await bus.enqueue(INBOUND, said("wipe it"))
+
+
 @asynccontextmanager
-async def deployment(redis_url: str, *, wait: float = PATIENCE) -> AsyncIterator[Deployment]:
-    """Workers A and B on Redis, questions waiting `wait` s; A has taken the turn "wipe it"
-    when this yields."""
+async def deployment(
+    redis_url: str,
+    *,
+    wait: float = PATIENCE,
+    first: Callable[[RedisBus], Awaitable[None]] = _enqueue_first,
+) -> AsyncIterator[Deployment]:
+    """Workers A and B on Redis, questions waiting `wait` s. `first(gateway bus)` sends the
+    turn's message while A alone runs; this yields once A's turn has asked."""
     async with AsyncExitStack() as stack:
         raw = aioredis.Redis.from_url(redis_url)
         stack.push_async_callback(raw.aclose)
@@ -94,6 +111,8 @@ async def deployment(redis_url: str, *, wait: float = PATIENCE) -> AsyncIterator
         stack.push_async_callback(gateway_bus.close)
         found = Deployment(store, gateway_bus)
         tasks: list[asyncio.Task[None]] = []
+        events = await gateway_bus.subscribe(EVENTS)
+        stack.push_async_callback(events.aclose)
         for name in ("a", "b"):
             real = await RedisBus.connect(redis_url, keys=KEYS)
             stack.push_async_callback(real.close)
@@ -121,8 +140,9 @@ async def deployment(redis_url: str, *, wait: float = PATIENCE) -> AsyncIterator
             )
             tasks.append(asyncio.create_task(worker.run()))
             if name == "a":
-                # A alone is listening when the turn's message comes: it takes it.
-                await gateway_bus.enqueue(INBOUND, said("wipe it"))
+                # A alone is listening when the turn's message comes: it takes it and asks.
+                await first(gateway_bus)
+                await lifecycle_event(events, "confirm.request")
         try:
             yield found
         finally:
@@ -165,6 +185,15 @@ async def outbound_until(bus: RedisBus, kind: str, text: str = "") -> Outbound:
                 return envelope
 
 
+async def lifecycle_event(events: Subscription, name: str) -> EventEnvelope:
+    """The next event called `name` on a subscription to `events`."""
+    async with asyncio.timeout(PATIENCE):
+        async for event in events:
+            if isinstance(event, EventEnvelope) and event.name == name:
+                return event
+    raise AssertionError(f"the events topic ended before {name}")
+
+
 async def answered(
     deployment: Deployment, answer: Callable[[str], Inbound]
 ) -> tuple[Outbound, EventEnvelope]:
@@ -177,12 +206,8 @@ async def answered(
     decision = await outbound_until(deployment.gateway_bus, "decision")
     assert decision.question == question.question
     await outbound_until(deployment.gateway_bus, "reply", "Finished.")
-    async with asyncio.timeout(PATIENCE):
-        async for event in events:
-            if isinstance(event, EventEnvelope) and event.name == "confirm.decision":
-                break
+    event = await lifecycle_event(events, "confirm.decision")
     await events.aclose()
-    assert isinstance(event, EventEnvelope)
     return decision, event
 
 
@@ -232,3 +257,44 @@ async def test_someone_elses_yes_is_no_answer_so_the_question_times_out(redis_ur
         assert decision.text.endswith("No answer within 0.3 s: refused.")
         assert (event.data["allowed"], event.data["reason"]) == (False, "timeout")
         assert await users_said(found) == ["wipe it", "yes"]
+
+
+async def test_a_press_on_telegram_reaches_the_worker_holding_the_turn(
+    redis_url: str, fake_telegram: FakeTelegram
+) -> None:
+    """The whole way: python-telegram-bot polls the fake, the gateway puts the press on Redis,
+    worker B takes it, worker A's turn gets it; the gateway shows the decision."""
+    adapter = TelegramAdapter(
+        TelegramSettings(token=SecretStr(fake_telegram.token), api_url=fake_telegram.url),
+        menu=COMMANDS.menu(),
+        replies=local_replies(),
+    )
+    dm = int(CHAT.chat)
+
+    async def from_telegram(bus: RedisBus) -> None:
+        gateway = Gateway(adapter, bus, readiness=Readiness())
+        running = asyncio.create_task(gateway.run())
+        stopping.append((gateway, running))
+        await fake_telegram.wait_idle_poll(timeout=PATIENCE)
+        fake_telegram.private_text(dm, "wipe it", user_id=int(ASKER))
+
+    stopping: list[tuple[Gateway, asyncio.Task[None]]] = []
+    async with deployment(redis_url, first=from_telegram) as found:
+        try:
+            question = await reply_containing(fake_telegram, dm, "I'd like to run")
+            markup: Any = question.reply_markup
+            allow = markup["inline_keyboard"][0][0]["callback_data"]
+
+            fake_telegram.press_button(dm, question.message_id, allow, user_id=int(ASKER))
+
+            await reply_containing(fake_telegram, dm, "Finished.")
+            await until(fake_telegram, lambda: "Allowed by" in question.text, "the decision")
+            await idle(found)
+        finally:
+            # Before the deployment closes the bus the gateway uses.
+            for gateway, running in stopping:
+                await gateway.stop()
+                await asyncio.wait_for(running, PATIENCE)
+    assert found.ran == ["/tmp/x"]
+    assert question.reply_markup is None
+    assert found.providers["b"].requests == []  # B only passed the press on
