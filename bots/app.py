@@ -240,7 +240,7 @@ async def worker_for(
     provider, resolved = build_provider(settings, profile)
     book = ScheduleBook(found.store)
     # Privileged tools ask the chat first (`full` mode); no answer within a minute means no.
-    gate = Confirmations(bus=found.bus, timeout=60.0)
+    gate = Confirmations(bus=found.bus, timeout=60.0, marks=found.store, redactor=redactor)
     try:
         runtime = AgentRuntime(
             provider=provider,

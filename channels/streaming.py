@@ -149,6 +149,12 @@ class ReplyStreams:
             )
         return True
 
+    async def messages(self, key: str) -> tuple[str, ...]:
+        """The platform ids of the messages reply `key` is shown in, oldest first (none if
+        it was never shown): a confirmation's decision edits its question's message."""
+        record = await self._records.get(key)
+        return tuple(shown.message_id for shown in record.messages) if record else ()
+
     async def finished(self, key: str) -> bool:
         """Whether the final text of reply `key` is shown (by any gateway); False if unknown.
 

@@ -80,7 +80,7 @@ class Address(BaseModel):
         return f"{key}:{self.thread}" if self.thread else key
 
 
-InboundKind = Literal["message", "command", "cancel"]
+InboundKind = Literal["message", "command", "cancel", "answer"]
 
 
 class Inbound(BaseModel):
@@ -114,6 +114,9 @@ class Inbound(BaseModel):
     owner: str | None = None
     notify: Literal["always", "conditional", "never"] = "always"
     received_at: datetime = Field(default_factory=utc_now)
+    # For kind == "answer": the id of the confirmation question a button press answers
+    # (`text` is "yes" or "no"); it never waits in a mailbox (`core/confirm.py`).
+    question: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -147,7 +150,9 @@ class Inbound(BaseModel):
         return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
 
 
-OutboundKind = Literal["typing", "progress", "delta", "reply", "notice", "notification", "question"]
+OutboundKind = Literal[
+    "typing", "progress", "delta", "reply", "notice", "notification", "question", "decision"
+]
 
 
 class Outbound(BaseModel):
@@ -161,7 +166,10 @@ class Outbound(BaseModel):
     * `reply`: the whole final answer of a turn (`failed` when it is an apology).
     * `notice`: a short system answer (a command's confirmation, a cancelled turn).
     * `notification`: a proactive message nobody asked for just now (schedules).
-    * `question`: the bot waits for the person's answer (a yes/no confirmation) mid-turn.
+    * `question`: the bot waits for the person's answer (a yes/no confirmation) mid-turn;
+      `question` is its id, for native buttons.
+    * `decision`: the answer to `question` is in: `text` is the question with the decision,
+      shown in place of the question's message (its buttons taken away).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -181,6 +189,8 @@ class Outbound(BaseModel):
     seq: int = 0
     failed: bool = False
     created_at: datetime = Field(default_factory=utc_now)
+    # For kinds "question" and "decision": the confirmation question's id.
+    question: str | None = None
 
     @property
     def record_key(self) -> str:

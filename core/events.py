@@ -19,6 +19,8 @@ __all__ = [
     "AgentEventAdapter",
     "Cancelled",
     "Compacted",
+    "ConfirmationDecided",
+    "ConfirmationRequested",
     "FailureKind",
     "Finished",
     "ModelEvent",
@@ -146,6 +148,34 @@ class Cancelled(_Event):
     run_id: str
 
 
+class ConfirmationRequested(_Event):
+    """A privileged call waits for its asker's yes or no (published by `core/confirm.py`)."""
+
+    kind: Literal["confirmation_requested"] = "confirmation_requested"
+    question_id: str
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    # Who may answer (the person whose turn it is).
+    user_id: str = ""
+    timeout_s: float = 0.0
+
+
+class ConfirmationDecided(_Event):
+    """The answer to a `ConfirmationRequested`: allowed or not, and why."""
+
+    kind: Literal["confirmation_decided"] = "confirmation_decided"
+    question_id: str
+    call_id: str
+    name: str
+    allowed: bool
+    # "answered": someone allowed to answer did; "timeout": nobody did in time (a refusal).
+    reason: Literal["answered", "timeout"]
+    # Who answered, and how ("button" or "text"); empty on a timeout.
+    answered_by: str = ""
+    via: Literal["button", "text", ""] = ""
+
+
 AgentEvent = Annotated[
     RunStarted
     | Progress
@@ -170,4 +200,6 @@ LIFECYCLE_NAMES: dict[type[_Event], str] = {
     ToolRequested: "tool.request",
     ToolFinished: "tool.result",
     Compacted: "agent.compacted",
+    ConfirmationRequested: "confirm.request",
+    ConfirmationDecided: "confirm.decision",
 }

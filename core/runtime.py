@@ -334,6 +334,7 @@ class AgentRuntime:
             is_admin=context.is_admin,
             scheduled=context.scheduled,
             clock=self._clock,
+            run_id=run_id,
         )
         for step in range(1, self.limits.max_steps + 1):
             if step > 1:

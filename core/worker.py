@@ -203,7 +203,7 @@ class Worker:
                 log.error("dropping a %s found on the inbound queue", type(inbound).__name__)
                 await self._patiently("worker intake", delivery.ack)
                 return
-            control = inbound.kind == "cancel" or self._answers(inbound)
+            control = inbound.kind in ("cancel", "answer") or self._answers(inbound)
             if control:
                 # Whichever worker runs the session's turn hears it on the control topic.
                 await self._patiently("worker intake", lambda: self.bus.publish(CONTROL, inbound))
@@ -211,6 +211,12 @@ class Worker:
                 # Putting it twice (a retry after a put that did land) keeps one copy: the
                 # mailbox is a set of encoded envelopes.
                 await self._patiently("worker intake", lambda: self.mailboxes.put(inbound))
+                if self._may_answer(inbound):
+                    # A typed yes/no may answer a question another worker holds; that worker
+                    # marks it processed, so the mailbox copy is then skipped (core/confirm.py).
+                    await self._patiently(
+                        "worker intake", lambda: self.bus.publish(CONTROL, inbound)
+                    )
             await self._patiently("worker intake", delivery.ack)
         except BusError as exc:
             # Only when stopping: the entry comes back to the next worker after its lease.
@@ -332,7 +338,7 @@ class Worker:
                         if running is not None:
                             running.set()
                     elif isinstance(envelope, Inbound) and self.confirmations is not None:
-                        self.confirmations.answer(envelope)
+                        await self.confirmations.answer(envelope)
                 return  # the bus closed
             except BusError as exc:
                 self.readiness.down("worker control", str(exc))
@@ -346,6 +352,10 @@ class Worker:
     def _answers(self, inbound: Inbound) -> bool:
         """Whether `inbound` is the yes or no to a confirmation its session's turn waits for."""
         return self.confirmations is not None and self.confirmations.is_answer(inbound)
+
+    def _may_answer(self, inbound: Inbound) -> bool:
+        """Whether `inbound` looks like an answer a question on another worker may want."""
+        return self.confirmations is not None and self.confirmations.could_answer(inbound)
 
     async def _sweep_forever(self) -> None:
         """Pick up mailboxes nobody drains (their worker died, or a hand-off raced)."""

@@ -44,6 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from channels.attachments import ReceivedImages
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, late_note
+from channels.discord.buttons import custom_id, press_inbound, question_view
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
 from channels.streaming import ReplyStreams, ReplyTarget
@@ -132,6 +133,11 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         await self.adapter._on_message(message)
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        # Slash commands reach the adapter through the command tree; this is for buttons.
+        if custom_id(interaction) is not None:
+            await self.adapter._on_press(interaction)
 
     async def on_ready(self) -> None:
         log.info("discord bot %s is connected to %d server(s)", self.user, len(self.guilds))
@@ -453,6 +459,24 @@ class DiscordAdapter:
             assert self._sink is not None
             await self._sink(inbound)
 
+    async def _on_press(self, interaction: discord.Interaction) -> None:
+        """A confirmation button was pressed: acknowledge it at once (Discord wants an answer
+        within 3 s; the message changes when the waiting turn has decided), then hand the
+        answer over."""
+        chat, thread = _place(interaction.channel)
+        address = self._address(chat or interaction.channel_id or 0, thread)
+        inbound = press_inbound(interaction, address)
+        if inbound is None:
+            return
+        try:
+            await interaction.response.defer()
+        except discord.HTTPException as exc:
+            log.info("could not acknowledge discord interaction %s: %s", interaction.id, exc)
+            return
+        async with self._intake:
+            assert self._sink is not None
+            await self._sink(inbound)
+
     def _address(self, chat: int, thread: int | None) -> Address:
         return Address(
             platform="discord",
@@ -552,6 +576,23 @@ class DiscordAdapter:
                 self._stop_typing(outbound.address)
                 await self._replies.show(outbound, self._reply_for)
                 self._asks.pop(key, None)
+            case "decision":
+                await self._decide(outbound)
+
+    async def _decide(self, outbound: Outbound) -> None:
+        """Show a confirmation's decision in place of its question, its buttons taken away;
+        sent anew if the question was never shown."""
+        assert self._client is not None
+        address = outbound.address
+        channel = self._client.get_partial_messageable(int(address.thread or address.chat))
+        shown = await self._replies.messages(f"question:{outbound.question}")
+        text = discord_chunks(outbound.text)[0]
+        nobody = discord.AllowedMentions.none()
+        if shown:
+            partial = channel.get_partial_message(int(shown[0]))
+            await _translate(partial.edit(content=text, view=None, allowed_mentions=nobody))
+        else:
+            await _translate(channel.send(text, allowed_mentions=nobody))
 
     def _reply_for(self, outbound: Outbound) -> ReplyTarget:
         ask = self._asks.get(outbound.reply_to) if outbound.reply_to else None
@@ -567,12 +608,22 @@ class DiscordAdapter:
             send, edit = _interaction_calls(interaction, mentions)
         else:
             key = outbound.reply_to or outbound.id
-            send, edit = self._channel_calls(outbound.address, key, ask, mentions)
+            send, edit = self._channel_calls(
+                outbound.address, key, ask, mentions, question=outbound.question
+            )
         return ReplyTarget(send=send, edit=edit, render=discord_chunks, part_size=DISCORD_LIMIT)
 
     def _channel_calls(
-        self, address: Address, key: str, ask: _Ask | None, mentions: discord.AllowedMentions
+        self,
+        address: Address,
+        key: str,
+        ask: _Ask | None,
+        mentions: discord.AllowedMentions,
+        *,
+        question: str | None = None,
     ) -> tuple[_Send, _Edit]:
+        """Send and edit in a channel; a confirmation `question` gets its buttons on its first
+        message."""
         assert self._client is not None
         target = int(address.thread or address.chat)
         channel = self._client.get_partial_messageable(target)
@@ -584,7 +635,10 @@ class DiscordAdapter:
             # over a half-shown answer) and returns the one it has.
             nonce = _nonce(key, index)
             quote = quoted if index == 0 else None  # only the first message quotes the question
-            if quote is None:
+            if question is not None and index == 0:
+                view = question_view(question)
+                sending = channel.send(chunk, allowed_mentions=mentions, nonce=nonce, view=view)
+            elif quote is None:
                 sending = channel.send(chunk, allowed_mentions=mentions, nonce=nonce)
             else:
                 reference = discord.MessageReference(

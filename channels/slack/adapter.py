@@ -47,6 +47,7 @@ from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, late_note
+from channels.slack.buttons import ACTION, decision_blocks, press_inbound, question_blocks
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
 from channels.streaming import ReplyStreams, ReplyTarget
@@ -192,6 +193,7 @@ class SlackAdapter:
         )
         app.event("message")(self._on_event)
         app.event("app_mention")(self._on_event)
+        app.action(ACTION)(self._on_press)
         return app
 
     # --- running ---------------------------------------------------------------------------
@@ -370,6 +372,15 @@ class SlackAdapter:
             if event_id:
                 self._seen_events.pop(event_id, None)  # Slack's retry must be taken
             raise ChannelError(f"could not store a slack message: {error}") from error
+
+    async def _on_press(self, ack: Any, body: dict[str, Any]) -> None:
+        """bolt's listener for presses of our confirmation buttons: hand the answer over, then
+        ack (a failed hand-over raises, and Slack shows the person an error)."""
+        inbound = press_inbound(body, self.bot_key)
+        if inbound is not None:
+            assert self._sink is not None
+            await self._sink(inbound)
+        await ack()
 
     def _handed_over(self, chat: str, task: asyncio.Task[None]) -> None:
         self._receiving.discard(task)
@@ -591,14 +602,40 @@ class SlackAdapter:
                         await self._end_working(key, outbound)
                     raise
                 await self._end_working(key, outbound)
+            case "decision":
+                await self._decide(outbound)
+
+    async def _decide(self, outbound: Outbound) -> None:
+        """Show a confirmation's decision in place of its question, without the buttons; sent
+        anew if the question was never shown."""
+        shown = await self._replies.messages(f"question:{outbound.question}")
+        text = slack_chunks(outbound.text)[0]
+        address = outbound.address
+        if shown:
+            await call(
+                self._client.chat_update(
+                    channel=address.chat, ts=shown[0], text=text, blocks=decision_blocks(text)
+                )
+            )
+        else:
+            await call(
+                self._client.chat_postMessage(
+                    channel=address.chat, text=text, thread_ts=address.thread
+                )
+            )
 
     def _reply_for(self, outbound: Outbound) -> ReplyTarget:
         address = outbound.address
         channel, thread = address.chat, address.thread
+        question = outbound.question
 
         async def send(index: int, chunk: str) -> str:
+            # A confirmation question carries its Allow / Refuse buttons on its first message.
+            blocks = question_blocks(chunk, question) if question and index == 0 else None
             response = await call(
-                self._client.chat_postMessage(channel=channel, text=chunk, thread_ts=thread)
+                self._client.chat_postMessage(
+                    channel=channel, text=chunk, thread_ts=thread, blocks=blocks
+                )
             )
             if thread is not None and not channel.startswith("D"):
                 _remember(self._threads, (channel, thread))

@@ -20,7 +20,15 @@ from urllib.parse import urlparse
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from telegram import BotCommand, Message, MessageEntity, ReplyParameters, Update
+from telegram import (
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    ReplyParameters,
+    Update,
+)
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import (
     BadRequest,
@@ -36,6 +44,7 @@ from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.streaming import ReplyStreams, ReplyTarget
+from channels.telegram.buttons import press_inbound, question_keyboard
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
@@ -51,6 +60,8 @@ _T = TypeVar("_T")
 # Telegram accepts 1-256 of these characters; short secrets are guessable and too short for
 # the log scrubber to recognise, so at least 16 are required.
 _SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
+# The updates we ask for: messages, and presses of confirmation buttons.
+_UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 # The updates we answer: messages with text (commands too) or a photo.
 _WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO)
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
@@ -185,7 +196,7 @@ class TelegramAdapter:
                 updates = await self._app.bot.get_updates(
                     offset=offset,
                     timeout=self.settings.poll_timeout,
-                    allowed_updates=[Update.MESSAGE],
+                    allowed_updates=_UPDATES,
                 )
                 for update in updates:
                     await self._take(update)
@@ -203,6 +214,9 @@ class TelegramAdapter:
         An update we cannot read is logged and skipped (retrying would not help); a failing
         sink raises, so the update is not confirmed.
         """
+        if update.callback_query is not None:
+            await self._press(update.callback_query)
+            return
         if not _WANTED.check_update(update):
             return
         try:
@@ -213,6 +227,17 @@ class TelegramAdapter:
         if inbound is not None:
             assert self._sink is not None
             await self._sink(inbound)
+
+    async def _press(self, query: CallbackQuery) -> None:
+        """A confirmation button was pressed: hand the answer over, then tell Telegram the
+        press was seen (which stops the button's spinner). The question's message changes
+        once the waiting turn has decided."""
+        inbound = press_inbound(query, self.bot_key)
+        if inbound is not None:
+            assert self._sink is not None
+            await self._sink(inbound)
+        with contextlib.suppress(TelegramError):
+            await query.answer()
 
     async def _inbound(self, update: Update) -> Inbound | None:
         message = update.message
@@ -307,7 +332,7 @@ class TelegramAdapter:
         await self._app.bot.set_webhook(
             settings.webhook_url,
             secret_token=settings.webhook_secret.get_secret_value(),
-            allowed_updates=[Update.MESSAGE],
+            allowed_updates=_UPDATES,
         )
         log.info("telegram webhook listening on port %s at %s", self.webhook_port, path)
 
@@ -355,18 +380,34 @@ class TelegramAdapter:
             case "reply" | "notice" | "notification" | "question":
                 self._stop_typing(outbound.address)
                 await self._replies.show(outbound, self._reply_for)
+            case "decision":
+                await self._decide(outbound)
+
+    async def _decide(self, outbound: Outbound) -> None:
+        """Show a confirmation's decision in place of its question; the edit carries no
+        keyboard, so the buttons go away. Sent anew if the question was never shown."""
+        shown = await self._replies.messages(f"question:{outbound.question}")
+        html = telegram_chunks(outbound.text)[0]
+        if shown:
+            await self._edit(int(outbound.address.chat), int(shown[0]), html)
+        else:
+            thread = int(outbound.address.thread) if outbound.address.thread else None
+            await self._send(int(outbound.address.chat), html, thread=thread, reply=None)
 
     def _reply_for(self, outbound: Outbound) -> ReplyTarget:
         address = outbound.address
         chat_id = int(address.chat)
         thread = int(address.thread) if address.thread else None
         quote = outbound.reply_to_platform_id if chat_id < 0 else None
+        # A confirmation question carries its Allow / Refuse buttons on its first message.
+        buttons = question_keyboard(outbound.question) if outbound.question else None
 
         async def send(index: int, chunk: str) -> str:
             reply = None
             if quote and index == 0:
                 reply = ReplyParameters(message_id=int(quote), allow_sending_without_reply=True)
-            message = await self._send(chat_id, chunk, thread=thread, reply=reply)
+            markup = buttons if index == 0 else None
+            message = await self._send(chat_id, chunk, thread=thread, reply=reply, markup=markup)
             return str(message.message_id)
 
         async def edit(message_id: str, chunk: str) -> None:
@@ -375,7 +416,13 @@ class TelegramAdapter:
         return ReplyTarget(send=send, edit=edit, render=telegram_chunks, part_size=TELEGRAM_LIMIT)
 
     async def _send(
-        self, chat_id: int, html: str, *, thread: int | None, reply: ReplyParameters | None
+        self,
+        chat_id: int,
+        html: str,
+        *,
+        thread: int | None,
+        reply: ReplyParameters | None,
+        markup: InlineKeyboardMarkup | None = None,
     ) -> Message:
         bot = self._app.bot
         try:
@@ -386,13 +433,18 @@ class TelegramAdapter:
                     parse_mode=ParseMode.HTML,
                     message_thread_id=thread,
                     reply_parameters=reply,
+                    reply_markup=markup,
                 )
             )
         except _MarkupRejected:
             log.warning("telegram refused the HTML of a reply; sending it as plain text")
             return await _translate(
                 bot.send_message(
-                    chat_id, _plain(html), message_thread_id=thread, reply_parameters=reply
+                    chat_id,
+                    _plain(html),
+                    message_thread_id=thread,
+                    reply_parameters=reply,
+                    reply_markup=markup,
                 )
             )
 

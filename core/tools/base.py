@@ -46,6 +46,8 @@ class ToolContext(BaseModel):
     # The turn is a schedule's run (no person is waiting for the answer).
     scheduled: bool = False
     clock: Clock = Field(default=utc_now)
+    # The turn's run id ("" outside a run), for events about the call (confirmations).
+    run_id: str = ""
 
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)

@@ -87,6 +87,8 @@ class SentMessage:
     edits: int = 0
     pings: frozenset[str] = frozenset()
     nonce: str | None = None
+    # Message components (rows of buttons), as sent or last edited; None: none.
+    components: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -132,6 +134,8 @@ class FakeDiscord(GatewayFake, EventBuilders):
         self.threads_created: list[int] = []
         self.downloads: list[str] = []
         self._responded: dict[int, SentMessage] = {}  # interaction id -> original response
+        # Component interactions acknowledged without a message of their own (type 6).
+        self.deferred_updates: list[int] = []
         self._faults: dict[str, deque[_Fault]] = defaultdict(deque)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -362,6 +366,7 @@ class FakeDiscord(GatewayFake, EventBuilders):
             self.snowflake(), channel_id, content, body.get("allowed_mentions"), reference
         )
         message.nonce = None if nonce is None else str(nonce)
+        message.components = body.get("components") or None
         return _json(self._store(message))
 
     async def _get_channel(self, match: dict[str, str], _: Any) -> web.StreamResponse:
@@ -423,9 +428,13 @@ class FakeDiscord(GatewayFake, EventBuilders):
     async def _callback(self, match: dict[str, str], body: Any) -> web.StreamResponse:
         interaction = self._interaction(int(match["interaction"]), match["token"])
         interaction_id = int(interaction["id"])
-        if interaction_id in self._responded:
+        if interaction_id in self._responded or interaction_id in self.deferred_updates:
             raise _ApiError(400, 40060, "Interaction has already been acknowledged.")
         kind = int(body.get("type", 0))
+        if kind == 6 and interaction["type"] == 3:  # a button press, acknowledged silently
+            self.deferred_updates.append(interaction_id)
+            acknowledged = {"id": str(interaction_id), "type": 3, "response_message_loading": False}
+            return _json({"interaction": acknowledged})
         if kind not in (4, 5):
             raise _ApiError(400, 50035, f"Invalid Form Body: unsupported callback type {kind}")
         data = body.get("data") or {}
@@ -561,6 +570,8 @@ class FakeDiscord(GatewayFake, EventBuilders):
         message.content = _checked_content(body)
         if "allowed_mentions" in body:
             message.allowed_mentions = body["allowed_mentions"]
+        if "components" in body:
+            message.components = body["components"] or None
         message.loading = False
         message.edits += 1
         message.pings = message.pings | self._pings(message)
@@ -608,7 +619,7 @@ class FakeDiscord(GatewayFake, EventBuilders):
             "pinned": False,
             "type": 0,
             "flags": 128 if message.loading else 0,
-            "components": [],
+            "components": message.components or [],
         }
         if guild is not None:
             payload["guild_id"] = str(guild.id)

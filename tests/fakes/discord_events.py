@@ -406,20 +406,54 @@ class EventBuilders(ABC):
     ) -> dict[str, Any]:
         """`user_id` runs `/name` in a guild channel or thread, or in their DM without
         `channel_id`: INTERACTION_CREATE of type 2. Returns the interaction (with its token)."""
+        data = {
+            "id": str(self.snowflake()),
+            "name": name,
+            "type": 1,
+            "options": [
+                {"name": key, "type": 3, "value": value} for key, value in (options or {}).items()
+            ],
+        }
+        return self._interaction_create(2, data, channel_id=channel_id, user_id=user_id)
+
+    def press(self, message: dict[str, Any], custom_id: str, *, user_id: int) -> dict[str, Any]:
+        """`user_id` presses the button `custom_id` of the bot's `message` (its JSON, as
+        `bot_message` gives it): INTERACTION_CREATE of type 3. Returns the interaction."""
+        buttons = [
+            component
+            for row in message.get("components") or []
+            for component in row.get("components") or []
+        ]
+        if not any(button.get("custom_id") == custom_id for button in buttons):
+            raise ValueError(f"no button {custom_id!r} on {message.get('content')!r}")
+        channel_id = int(message["channel_id"])
+        in_dm = self.guild_of(channel_id) is None
+        data = {"custom_id": custom_id, "component_type": 2}
+        return self._interaction_create(
+            3,
+            data,
+            channel_id=None if in_dm else channel_id,
+            user_id=user_id,
+            message=message,
+        )
+
+    def _interaction_create(
+        self,
+        kind: int,
+        data: dict[str, Any],
+        *,
+        channel_id: int | None,
+        user_id: int,
+        message: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Dispatch an INTERACTION_CREATE of `kind` by `user_id` in a guild channel, or in
+        their DM without `channel_id`; returns it."""
         user = user_object(user_id)
         interaction: dict[str, Any] = {
             "id": str(self.snowflake()),
             "application_id": str(self.application_id),
-            "type": 2,
-            "data": {
-                "id": str(self.snowflake()),
-                "name": name,
-                "type": 1,
-                "options": [
-                    {"name": key, "type": 3, "value": value}
-                    for key, value in (options or {}).items()
-                ],
-            },
+            "type": kind,
+            "data": data,
             "token": f"aW50ZXJhY3Rpb24{self.snowflake()}ZmFrZS1pbnRlcmFjdGlvbi10b2tlbg",
             "version": 1,
             "app_permissions": _PERMISSIONS,
@@ -446,6 +480,8 @@ class EventBuilders(ABC):
             )
         interaction["channel_id"] = channel["id"]
         interaction["channel"] = channel
+        if message is not None:
+            interaction["message"] = message
         self.interactions[int(interaction["id"])] = interaction
         self.dispatch("INTERACTION_CREATE", interaction)
         return interaction

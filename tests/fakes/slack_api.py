@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlencode
 
 import aiohttp
 from aiohttp import web
@@ -63,6 +64,8 @@ class SentMessage:
     text: str
     thread_ts: str | None = None
     edits: int = 0
+    # Block Kit blocks sent with the message (None: text only).
+    blocks: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -438,7 +441,7 @@ class FakeSlack(EventBuilders):
             raise _ApiError("channel_not_found")
         text = _checked_text(params)
         thread_ts = params.get("thread_ts") or None
-        message = SentMessage(channel, self.next_ts(), text, thread_ts)
+        message = SentMessage(channel, self.next_ts(), text, thread_ts, blocks=_blocks(params))
         self.messages[channel].append(message)
         # Slack clears an assistant status when the app replies in that thread.
         if thread_ts is not None:
@@ -452,6 +455,8 @@ class FakeSlack(EventBuilders):
             raise _ApiError("message_not_found")
         message = found[0]
         message.text = _checked_text(params)
+        if "blocks" in params:  # left out, the message keeps its blocks; [] removes them
+            message.blocks = _blocks(params) or None
         message.edits += 1
         return {"channel": channel, "ts": ts, "text": message.text}
 
@@ -526,7 +531,96 @@ class FakeSlack(EventBuilders):
         }
         if message.thread_ts:
             result["thread_ts"] = message.thread_ts
+        if message.blocks:
+            result["blocks"] = message.blocks
         return result
+
+    # -- interactions ------------------------------------------------------------------------
+
+    def block_actions(
+        self, message: SentMessage, value: str, *, user: str, action_id: str | None = None
+    ) -> dict[str, Any]:
+        """The `block_actions` payload Slack sends when `user` presses the button of `message`
+        whose value is `value`."""
+        button = next(
+            (
+                element
+                for block in message.blocks or []
+                if block.get("type") == "actions"
+                for element in block.get("elements", [])
+                if element.get("value") == value
+            ),
+            None,
+        )
+        if button is None:
+            raise ValueError(f"no button with value {value!r} on {message.text!r}")
+        container: dict[str, Any] = {
+            "type": "message",
+            "message_ts": message.ts,
+            "channel_id": message.channel,
+            "is_ephemeral": False,
+        }
+        if message.thread_ts:
+            container["thread_ts"] = message.thread_ts
+        return {
+            "type": "block_actions",
+            "user": {
+                "id": user,
+                "username": user.lower(),
+                "name": user.lower(),
+                "team_id": self.team_id,
+            },
+            "api_app_id": APP_ID,
+            "token": "fake-verification-token",
+            "container": container,
+            "trigger_id": f"trigger-{uuid.uuid4().hex[:12]}",
+            "team": {"id": self.team_id, "domain": "switchboard-test"},
+            "enterprise": None,
+            "is_enterprise_install": False,
+            "channel": {"id": message.channel, "name": "directmessage"},
+            "message": self._message_json(message),
+            "state": {"values": {}},
+            "response_url": f"{self.url}/actions/{uuid.uuid4().hex[:8]}",
+            "actions": [
+                {
+                    "action_id": action_id or button.get("action_id"),
+                    "block_id": "confirm",
+                    "text": button.get("text"),
+                    "value": value,
+                    "type": "button",
+                    "action_ts": self.next_ts(),
+                }
+            ],
+        }
+
+    async def post_interaction(self, url: str, payload: dict[str, Any]) -> tuple[int, str]:
+        """POST an interaction payload as Slack does (a signed form with one `payload` field)."""
+        raw = urlencode({"payload": json.dumps(payload)}).encode()
+        stamp = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": self.signature(stamp, raw),
+        }
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=raw, headers=headers) as response,
+        ):
+            return response.status, await response.text()
+
+    async def send_socket_interaction(self, payload: dict[str, Any]) -> str:
+        """Send an interaction payload over the Socket Mode connection; its envelope id."""
+        if not self._sockets:
+            raise RuntimeError("no Socket Mode client is connected")
+        envelope_id = str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "interactive",
+            "accepts_response_payload": False,
+            "payload": payload,
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id
 
 
 def _ts_key(ts: str) -> tuple[int, int]:
@@ -542,6 +636,15 @@ def _checked_text(params: dict[str, Any]) -> str:
     if len(text) > MAX_TEXT_LENGTH:
         raise _ApiError("msg_too_long")
     return text
+
+
+def _blocks(params: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The `blocks` of a call: a list in a JSON body, JSON text in a form."""
+    blocks = params.get("blocks")
+    if isinstance(blocks, str):
+        with contextlib.suppress(ValueError):
+            blocks = json.loads(blocks)
+    return [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else None
 
 
 def _bearer(request: web.Request) -> str | None:

@@ -29,7 +29,7 @@ from typing import Any, Self
 import aiohttp
 from aiohttp import web
 
-from tests.fakes.telegram_updates import UpdateBuilders, default_chat
+from tests.fakes.telegram_updates import UpdateBuilders, default_chat, user_object
 
 DEFAULT_TOKEN = "123456789:AAF-test-token-abcdefghijklmnopqrstuv"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
@@ -177,7 +177,11 @@ class FakeTelegram(UpdateBuilders):
             "editmessagetext": self._edit_message_text,
             "sendchataction": lambda _params: True,
             "getfile": self._get_file,
+            "answercallbackquery": self._answer_callback_query,
         }
+        # Callback query ids the bot answered (`answerCallbackQuery`), with the text shown.
+        self.answered_callbacks: dict[str, str] = {}
+        self._callback_ids = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -331,6 +335,34 @@ class FakeTelegram(UpdateBuilders):
         bisect.insort(self._pending, stored, key=lambda queued: queued["update_id"])
         self._changes.notify()
         return int(update["update_id"])
+
+    def press_button(
+        self, chat_id: int, message_id: int, data: str, *, user_id: int | None = None
+    ) -> dict[str, Any]:
+        """Push a `callback_query`: someone pressed the inline button carrying `data` under
+        the bot's message `message_id` (the presser is the chat's user unless given)."""
+        found = [m for m in self.messages.get(chat_id, []) if m.message_id == message_id]
+        if not found:
+            raise ValueError(f"the bot sent no message {message_id} to {chat_id}")
+        self._callback_ids += 1
+        query = {
+            "id": f"cbq-{self._callback_ids}",
+            "from": user_object(user_id if user_id is not None else chat_id),
+            "message": self._message_json(found[0]),
+            "chat_instance": f"instance-{chat_id}",
+            "data": data,
+        }
+        update: dict[str, Any] = {"callback_query": query}
+        self.push(update)
+        return update
+
+    def _answer_callback_query(self, params: dict[str, Any]) -> bool:
+        query_id = params.get("callback_query_id")
+        if not isinstance(query_id, str) or not query_id.startswith("cbq-"):
+            raise _ApiError(400, "Bad Request: query is too old and response timeout expired")
+        self.answered_callbacks[query_id] = str(params.get("text") or "")
+        self._changes.notify()
+        return True
 
     def _bot_message_to_reply_to(self, chat_id: int) -> dict[str, Any]:
         """The bot's latest message in the chat, or a stand-in when it has sent none."""

@@ -23,6 +23,7 @@ from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
 from core.store.base import Store
+from core.tools import Tool
 from core.worker import Worker
 from tests.fakes.discord_api import FakeDiscord, SentMessage
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
@@ -56,11 +57,14 @@ async def serving(
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
     catch_up: bool = False,
+    tools: Sequence[Tool[Any]] = (),
+    confirm_timeout: float | None = None,
     **options: Any,
 ) -> AsyncIterator[Serving]:
     """Run a worker and a Discord gateway until the block ends; `options` go to the settings.
 
     With `catch_up`, the adapter keeps its seen marks in `store` and catches up at start.
+    `tools` and `confirm_timeout` go to `running_bot` (extra tools; the confirmation gate).
     Yields once the bot has identified and the fake has sent READY and its GUILD_CREATE.
     """
     adapter = DiscordAdapter(
@@ -83,6 +87,8 @@ async def serving(
         policy=policy,
         commands=commands,
         stream_interval=stream_interval,
+        tools=tools,
+        confirm_timeout=confirm_timeout,
     ) as bot:
         yield Serving(fake, adapter, bot.gateway, bot.worker, bot.bus, store, provider)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -22,13 +22,14 @@ from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
+from core.confirm import Confirmations
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
 from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.store.replies import MemoryReplyRecords
-from core.tools import ToolRegistry, builtin_tools
+from core.tools import Tool, ToolRegistry, builtin_tools
 from core.worker import Worker
 from tests.workers import build_worker
 
@@ -68,11 +69,24 @@ async def running_bot(
     policy: ChannelPolicy | None = None,
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
+    tools: Sequence[Tool[Any]] = (),
+    confirm_timeout: float | None = None,
 ) -> AsyncIterator[Running]:
-    """Run a worker and a gateway around `adapter` until the block ends."""
+    """Run a worker and a gateway around `adapter` until the block ends.
+
+    `tools` are offered beside the built-in ones; with `confirm_timeout`, privileged calls ask
+    through the confirmation gate and wait that long for the answer.
+    """
     bus = MemoryBus()
+    gate = None
+    if confirm_timeout is not None:
+        gate = Confirmations(bus=bus, timeout=confirm_timeout, marks=store)
     runtime = AgentRuntime(
-        provider=provider, model="test-model", tools=ToolRegistry(builtin_tools()), store=store
+        provider=provider,
+        model="test-model",
+        tools=ToolRegistry([*builtin_tools(), *tools]),
+        store=store,
+        confirm=gate.confirm if gate else None,
     )
     worker = build_worker(
         bus=bus,
@@ -82,6 +96,7 @@ async def running_bot(
         commands=commands or COMMANDS,
         prompt_hints=REGISTERED.prompt_hints(),
         stream_interval=stream_interval,
+        confirmations=gate,
     )
     gateway = Gateway(adapter, bus, readiness=Readiness())
     worker_task = asyncio.create_task(worker.run(), name="test-worker")

@@ -21,6 +21,7 @@ from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
 from core.store.base import Store
+from core.tools import Tool
 from core.worker import Worker
 from tests.fakes.slack_api import FakeSlack, SentMessage
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
@@ -68,11 +69,14 @@ async def serving(
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
     catch_up: bool = False,
+    tools: Sequence[Tool[Any]] = (),
+    confirm_timeout: float | None = None,
     **options: Any,
 ) -> AsyncIterator[Serving]:
     """Run a worker and a Slack gateway until the block ends; `options` go to the settings.
 
     With `catch_up`, the adapter keeps its seen marks in `store` and catches up at start.
+    `tools` and `confirm_timeout` go to `running_bot` (extra tools; the confirmation gate).
 
     Yields once the adapter is listening (its server is up, or its socket connected).
     """
@@ -106,6 +110,8 @@ async def serving(
         policy=policy,
         commands=commands,
         stream_interval=stream_interval,
+        tools=tools,
+        confirm_timeout=confirm_timeout,
     ) as bot:
         yield Serving(fake, adapter, bot.gateway, bot.worker, store, provider, mode)
 

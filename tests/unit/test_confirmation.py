@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
 
 import pytest
-from pydantic import BaseModel
 
 from core.bus import INBOUND, MemoryBus, outbound_queue
 from core.confirm import Confirmations, parse_answer
@@ -23,21 +21,18 @@ from core.messages import Message, ToolCall
 from core.modes import FULL, NO_TOOLS, SAFE_CHAT, CapabilityMode
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
-from core.providers.scripted import ScriptStep, text_reply, tool_reply
+from core.providers.scripted import ScriptStep, text_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.sqlite import SqliteStore
-from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.tools import ToolContext, ToolRegistry
 from core.worker import Worker
+from tests.confirming import script, wipe_tool
 from tests.workers import build_worker
 
 # How long a test waits for something that should happen at once before it fails instead of
 # hanging; only reached when the behaviour under test is broken.
 PATIENCE = 5.0
 TERMINAL = Address(platform="terminal", chat="alice")
-
-
-class PathArgs(BaseModel):
-    path: str
 
 
 @pytest.fixture
@@ -47,23 +42,6 @@ async def bus() -> AsyncIterator[MemoryBus]:
         yield opened
     finally:
         await opened.close()
-
-
-def wipe_tool(ran: list[str]) -> Tool[Any]:
-    async def run(args: PathArgs, _ctx: ToolContext) -> str:
-        ran.append(args.path)
-        return f"wiped {args.path}"
-
-    return Tool(
-        name="wipe", description="Wipe a path.", args=PathArgs, tier=SafetyTier.PRIVILEGED, run=run
-    )
-
-
-def script() -> list[ScriptStep]:
-    return [
-        tool_reply(ToolCall(id="c1", name="wipe", arguments={"path": "/tmp/x"})),
-        text_reply("Finished."),
-    ]
 
 
 # --- the runtime ---------------------------------------------------------------------------
@@ -180,8 +158,8 @@ async def test_only_the_asker_answers_and_only_while_a_question_waits(bus: Memor
     notice = await bus.receive(outbound_queue("terminal"), consumer="t", timeout=PATIENCE)
     assert notice is not None
 
-    assert not gate.answer(other)
-    assert gate.answer(mine)
+    assert not await gate.answer(other)
+    assert await gate.answer(mine)
     assert await asking is True
     assert not gate.is_answer(mine)
 

@@ -1,0 +1,58 @@
+"""Confirmation buttons on Discord: a message component row under the question, and the
+component interaction a press sends, read as an `answer` Inbound (`core/confirm.py`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import discord
+
+from core.confirm import BUTTONS, answer_inbound, button_value
+from core.envelopes import Address, Inbound
+
+__all__ = ["press_inbound", "question_view"]
+
+
+def question_view(question_id: str) -> discord.ui.View:
+    """Allow / Refuse buttons for question `question_id`.
+
+    The view is stopped before it is sent: discord.py then only renders its components and
+    keeps no callbacks or timers for it; presses reach the adapter as interactions (any
+    gateway may get them, and a restarted one still understands the buttons).
+    """
+    view = discord.ui.View(timeout=None)
+    for label, allowed in BUTTONS:
+        view.add_item(
+            discord.ui.Button(
+                label=label,
+                custom_id=button_value(question_id, allowed),
+                style=discord.ButtonStyle.success if allowed else discord.ButtonStyle.danger,
+            )
+        )
+    view.stop()
+    return view
+
+
+def custom_id(interaction: discord.Interaction) -> str | None:
+    """The custom id of a pressed button; None for any other interaction."""
+    if interaction.type is not discord.InteractionType.component:
+        return None
+    data: dict[str, Any] = dict(interaction.data or {})
+    value = data.get("custom_id")
+    return value if isinstance(value, str) else None
+
+
+def press_inbound(interaction: discord.Interaction, address: Address) -> Inbound | None:
+    """The answer a button press in `address` gives; None when it is not a press of ours."""
+    value = custom_id(interaction)
+    if value is None:
+        return None
+    return answer_inbound(
+        value,
+        address=address,
+        user_id=str(interaction.user.id),
+        user_name=interaction.user.display_name,
+        press_id=str(interaction.id),
+        is_direct=interaction.guild_id is None,
+        team=str(interaction.guild_id) if interaction.guild_id else None,
+    )
