@@ -7,18 +7,23 @@ else this process's memory (the embedded deployment is one process).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
 
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 
 from bots.settings import Settings
 from core.budgets import BudgetAlerts, BudgetGuard, Budgets
 from core.bus.base import Bus
+from core.envelopes import Address
 from core.profile import ProfileSettings
 from core.ratelimit import RateLimits
 from core.store.base import Store
 
-__all__ = ["budget_guard", "effective_budgets", "open_rate_limits"]
+__all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
+
+# Platforms on which a person's user id is also the address of the bot's DM with them.
+_DM_BY_USER_ID: Final = frozenset({"telegram", "slack"})
 
 
 def open_rate_limits(
@@ -54,5 +59,19 @@ def effective_budgets(options: ProfileSettings) -> Budgets:
 
 
 def budget_guard(options: ProfileSettings, store: Store, bus: Bus) -> BudgetGuard:
-    """The layered budgets checked before each model call; hits are reported on `events`."""
-    return BudgetGuard(effective_budgets(options), store, on_hit=BudgetAlerts(bus, store))
+    """The layered budgets checked before each model call; hits are reported on `events`
+    and in the DMs of the admins whose DM address is known."""
+    alerts = BudgetAlerts(bus, store, admin_dms=admin_dms(options.admins))
+    return BudgetGuard(effective_budgets(options), store, on_hit=alerts)
+
+
+def admin_dms(admins: Sequence[str]) -> list[Address]:
+    """The DM addresses of the admins on platforms where a user id is one: a Telegram private
+    chat's id is its person's id, and Slack's chat.postMessage to a user id opens the app's DM
+    with them. Discord needs a DM channel made first, so its admins get the event only."""
+    found: list[Address] = []
+    for admin in admins:
+        platform, _, user_id = admin.partition(":")
+        if platform in _DM_BY_USER_ID and user_id:
+            found.append(Address(platform=platform, chat=user_id))
+    return found

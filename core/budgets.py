@@ -18,16 +18,16 @@ and day with a `budget.reached` event on the `events` topic.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.bus.base import Bus
-from core.bus.names import EVENTS
+from core.bus.names import EVENTS, outbound_queue
 from core.clock import Clock, utc_now
-from core.envelopes import Address, EventEnvelope
+from core.envelopes import Address, EventEnvelope, Outbound
 from core.store.ledger import CostLedger
 from core.store.processed import ProcessedMarks
 
@@ -194,11 +194,20 @@ class BudgetGuard:
 
 class BudgetAlerts:
     """Tells the admins a budget was reached: one `budget.reached` event per limit, scope and
-    UTC day, however many workers see the hit (the processed marks are shared)."""
+    UTC day, however many workers see the hit (the processed marks are shared), and the same
+    news as a notification to each admin DM address given (`admin_dms`)."""
 
-    def __init__(self, bus: Bus, marks: ProcessedMarks, *, clock: Clock = utc_now) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        marks: ProcessedMarks,
+        *,
+        admin_dms: Sequence[Address] = (),
+        clock: Clock = utc_now,
+    ) -> None:
         self.bus = bus
         self.marks = marks
+        self.admin_dms = tuple(admin_dms)
         self._clock = clock
 
     async def __call__(self, hit: BudgetHit) -> None:
@@ -223,6 +232,18 @@ class BudgetAlerts:
                 data=hit.model_dump(mode="json"),
             ),
         )
+        note = (
+            f"Budget reached: {hit.name} ({dollars(hit.limit_usd)}) by {hit.scope}, "
+            f"${hit.spent_usd:.4f} spent."
+        )
+        if hit.resets_at is not None:
+            note += " It resets at midnight UTC."
+        for address in self.admin_dms:
+            await self.bus.enqueue(
+                outbound_queue(address.platform),
+                Outbound(kind="notification", address=address, text=note),
+                dedupe_id=f"budget-alert:{hit.name}:{hit.scope}:{day}:{address}",
+            )
 
 
 def spender_keys(

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bots.limits import effective_budgets
+from bots.limits import admin_dms, effective_budgets
 from core.budgets import BUDGET_REACHED, BudgetAlerts, BudgetGuard, Budgets, Spender
-from core.bus import EVENTS, MemoryBus
-from core.envelopes import Address, EventEnvelope
+from core.bus import EVENTS, MemoryBus, outbound_queue
+from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import ConfigError
 from core.events import RunCompleted, RunFailed
 from core.messages import Message, Usage
@@ -137,9 +137,10 @@ async def test_admins_hear_of_a_limit_once_per_scope_and_day(
     clock = Clock()
     session = await store.create_session(CHAT.session_key)
     await spend(store, session.id, 2.0)
-    guard = BudgetGuard(
-        Budgets(global_daily=1.0), store, clock=clock, on_hit=BudgetAlerts(bus, store, clock=clock)
-    )
+    dms = admin_dms(["telegram:7", "discord:8", "terminal:local"])
+    assert dms == [Address(platform="telegram", chat="7")]
+    alerts = BudgetAlerts(bus, store, admin_dms=dms, clock=clock)
+    guard = BudgetGuard(Budgets(global_daily=1.0), store, clock=clock, on_hit=alerts)
     me = Spender(session_id=session.id, user="telegram:7", chat="telegram:b:42")
     subscription = await bus.subscribe(EVENTS)
     events = aiter(subscription)
@@ -156,6 +157,16 @@ async def test_admins_hear_of_a_limit_once_per_scope_and_day(
     assert all(isinstance(e, EventEnvelope) and e.name == BUDGET_REACHED for e in seen)
     days = [e.data["resets_at"] for e in seen if isinstance(e, EventEnvelope)]
     assert days == ["2025-03-02T00:00:00Z", "2025-03-03T00:00:00Z"]
+    notes: list[str] = []
+    while delivery := await bus.receive(outbound_queue("telegram"), consumer="t", timeout=0):
+        assert isinstance(delivery.envelope, Outbound)
+        assert delivery.envelope.kind == "notification"
+        notes.append(delivery.envelope.text)
+        await delivery.ack()
+    assert notes == [
+        "Budget reached: global_daily ($1.00) by all, $2.0000 spent. It resets at midnight UTC.",
+        "Budget reached: global_daily ($1.00) by all, $2.0000 spent. It resets at midnight UTC.",
+    ]
 
 
 async def test_the_runtime_refuses_the_model_call_over_a_budget_and_charges_person_and_chat(
