@@ -144,3 +144,32 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
     assert by_message[inbounds[3].id] == ("reply", "two")
     assert len(provider.requests) == 2
     assert await store.is_processed(inbounds[2].dedupe_key)
+
+
+class _Time:
+    """Stands in for the `time` module inside the `limits` memory storage: a clock by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+async def test_once_the_window_passes_the_person_is_answered_and_warned_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import limits.aio.storage.memory as memory
+
+    clock = _Time()
+    monkeypatch.setattr(memory, "time", clock)
+    limiter = limits(rate_limit="1/minute", chat_rate_limit="", daily_turns=0)
+
+    assert (await limiter.admit(said("7"), is_admin=False))[0]
+    assert (await limiter.admit(said("7"), is_admin=False))[1] is not None
+    clock.now += 30
+    assert await limiter.admit(said("7"), is_admin=False) == (False, None)
+    clock.now += 31
+    assert await limiter.admit(said("7"), is_admin=False) == (True, None)
+    allowed, notice = await limiter.admit(said("7"), is_admin=False)
+    assert not allowed and notice is not None
