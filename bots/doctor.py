@@ -28,7 +28,7 @@ import httpx
 from bots.limits import effective_budgets
 from bots.platforms import REGISTERED, Platforms
 from bots.providers import build_registry
-from bots.settings import Settings
+from bots.settings import ENV_FILE, Settings
 from core.errors import ProviderError, SwitchboardError
 from core.messages import Message
 from core.profile import Profile
@@ -74,11 +74,13 @@ async def diagnose(
     found = posture(settings, profile, profile_folder)
     if reach:
         redact = settings.redactor()
-        checks = [_provider(settings, profile), *_platform_checks(settings.environ)]
+        checks: list[tuple[str, Awaitable[Finding]]] = [("provider", _provider(settings, profile))]
+        checks.extend(_platform_checks(settings.environ))
         if settings.redis_url is not None:
-            checks.append(_redis(settings.redis_url))
-        for result in await asyncio.gather(*(_bounded(c, redact) for c in checks)):
-            found.append(result)
+            checks.append(("redis", _redis(settings.redis_url)))
+        found.extend(
+            await asyncio.gather(*(_bounded(area, check, redact) for area, check in checks))
+        )
     return found
 
 
@@ -92,6 +94,7 @@ def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -
     if profile_folder is not None:
         found.extend(_secrets_in(profile_folder, settings.redactor()))
     found.extend(_data_folder(settings.data_dir))
+    found.extend(_env_file(ENV_FILE))
     return found
 
 
@@ -246,12 +249,28 @@ def _exposed(path: Path, mode: int, whom: str, severity: Severity) -> Finding:
     )
 
 
+def _env_file(path: Path) -> list[Finding]:
+    """`.env` holds the keys and tokens: other users of the machine must not read it."""
+    if not path.is_file():
+        return []
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & stat.S_IROTH:
+        return [
+            Finding(
+                "critical",
+                "env",
+                f"{path} (keys and tokens) is readable by every user (mode {mode:o})",
+                f"chmod 600 {path}",
+            )
+        ]
+    return []
+
+
 # --- reachability --------------------------------------------------------------------------
 
 
-async def _bounded(check: Awaitable[Finding], redact: Redactor) -> Finding:
-    """The check's finding; a timeout or an unexpected failure is a critical one, scrubbed."""
-    area = getattr(check, "__qualname__", "check").split(".")[0].strip("_")
+async def _bounded(area: str, check: Awaitable[Finding], redact: Redactor) -> Finding:
+    """The check's finding; a timeout or a failure to connect is a critical one; scrubbed."""
     try:
         async with asyncio.timeout(TIMEOUT):
             finding = await check
@@ -310,14 +329,14 @@ async def _provider(settings: Settings, profile: Profile) -> Finding:
 
 def _platform_checks(
     env: Mapping[str, str], platforms: Platforms = REGISTERED
-) -> list[Awaitable[Finding]]:
+) -> list[tuple[str, Awaitable[Finding]]]:
     checks: dict[str, Callable[[Mapping[str, str]], Awaitable[Finding]]] = {
         "telegram": _telegram,
         "slack": _slack,
         "discord": _discord,
     }
     return [
-        checks[spec.name](env)
+        (spec.name, checks[spec.name](env))
         for spec in platforms.specs
         if spec.configured(env) and spec.name in checks
     ]

@@ -170,15 +170,15 @@ class BudgetGuard:
                 )
         now = self._clock().astimezone(UTC)
         midnight = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
-        daily: tuple[tuple[BudgetName, float | None, str | None, str | None], ...] = (
-            ("per_user_daily", limits.per_user_daily, spender.user, None),
-            ("per_chat_daily", limits.per_chat_daily, None, spender.chat),
-            ("global_daily", limits.global_daily, None, None),
-        )
+        # A limit whose person or chat is unknown (a call nobody asked for) does not apply.
+        daily: list[tuple[BudgetName, float | None, str | None, str | None]] = []
+        if spender.user is not None:
+            daily.append(("per_user_daily", limits.per_user_daily, spender.user, None))
+        if spender.chat is not None:
+            daily.append(("per_chat_daily", limits.per_chat_daily, None, spender.chat))
+        daily.append(("global_daily", limits.global_daily, None, None))
         for name, limit, user, chat in daily:
-            if limit is None or (name == "per_user_daily" and user is None):
-                continue
-            if name == "per_chat_daily" and chat is None:
+            if limit is None:
                 continue
             spent = await self.ledger.daily_spend(now.date(), user=user, chat=chat)
             if spent >= limit:

@@ -141,6 +141,9 @@ async def test_refused_keys_open_doors_and_leaked_secrets_are_critical_with_thei
     )
     (folder / "SOUL.md").write_text(f"You are kind.\nMy key: {leaked}\n", encoding="utf-8")
     (tmp_path / "data").chmod(0o755)
+    env_file = tmp_path / ".env"
+    env_file.write_text("SWITCHBOARD_LOG_LEVEL=warning\n", encoding="utf-8")
+    env_file.chmod(0o644)
 
     findings = await _diagnose()
 
@@ -154,6 +157,7 @@ async def test_refused_keys_open_doors_and_leaked_secrets_are_critical_with_thei
     assert ("discord", "DISCORD_BOT_TOKEN does not have a bot token's shape") in critical
     assert ("profile", f"{folder / 'SOUL.md'}:2 holds a secret-shaped value") in critical
     assert ("data", f"{tmp_path / 'data'} is open to every user of this machine") in critical
+    assert ("env", ".env") in critical
     warnings = {f.area for f in findings if f.severity == "warning"}
     assert {"admins", "budgets"} <= warnings
     assert all(f.fix for f in findings if f.severity != "ok")
