@@ -3,8 +3,8 @@
 The intake rules, in order: an answered message is skipped (dedupe); a scheduled run goes to
 `ScheduledRuns`; a group message for someone else is read, not answered; someone the policy
 does not admit gets one polite refusal per chat; a command is answered from the registry
-(`core/commands.py`); a message over a rate limit (`core/ratelimit.py`) gets one notice per
-window, then silence; a message too long is refused; anything else is a turn
+(`core/commands.py`); a message too long is refused; a message over a rate limit
+(`core/ratelimit.py`) gets one notice per window, then silence; anything else is a turn
 (`core/turns/turn.py`), checkpointed so a crash mid-turn can be recovered.
 """
 
@@ -122,8 +122,6 @@ class InboundHandler:
     async def _turn(self, inbound: Inbound, cancel: asyncio.Event, fence: Fence | None) -> None:
         if not inbound.text.strip() and not inbound.images:
             return
-        if not await self._within_rate(inbound):
-            return
         limit = self.policy.max_input_chars
         if len(inbound.text) > limit:
             await self.outbox.send(
@@ -137,6 +135,9 @@ class InboundHandler:
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
             return  # the user was told to send it again
+        # A turn resumed after a crash was admitted when it first came.
+        if found is None and not await self._within_rate(inbound):
+            return
         # Typing shows before the session lookup and the checkpoint write (Redis round trips).
         await self.outbox.send(inbound, "typing", "")
         session = await self.store.current_session(inbound.session_key)
