@@ -290,14 +290,14 @@ async def _provider(settings: Settings, profile: Profile) -> Finding:
     except SwitchboardError as exc:
         return Finding("critical", "provider", str(exc), "fix SWITCHBOARD_PROVIDER or the key")
     provider = resolved.provider
-    if resolved.fell_back_from is not None:
-        return Finding(
-            "warning",
-            "provider",
-            f"{resolved.fell_back_from} is not available; {provider.name} answers instead",
-            f"set the {resolved.fell_back_from} API key",
-        )
     try:
+        if resolved.fell_back_from is not None:
+            return Finding(
+                "warning",
+                "provider",
+                f"{resolved.fell_back_from} is not available; {provider.name} answers instead",
+                f"set the {resolved.fell_back_from} API key",
+            )
         if provider.name == "demo":
             return Finding(
                 "warning",
@@ -319,7 +319,7 @@ async def _provider(settings: Settings, profile: Profile) -> Finding:
             return Finding(
                 "critical",
                 "provider",
-                f"{provider.name} refused a one-token request ({exc.kind}): {exc}",
+                f"{provider.name} did not answer a one-token request ({exc.kind}): {exc}",
                 fixes.get(exc.kind, "check the provider's status and base URL"),
             )
         return Finding("ok", "provider", f"{provider.name} answers with {resolved.model}")
