@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
+from bots.limits import budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_provider
 from bots.settings import Settings
@@ -36,6 +37,7 @@ from core.policy import ChannelPolicy
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
+from core.ratelimit import RateLimits
 from core.readiness import Readiness
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
@@ -241,6 +243,7 @@ async def worker_for(
     book = ScheduleBook(found.store)
     # Privileged tools ask the chat first (`full` mode); no answer within a minute means no.
     gate = Confirmations(bus=found.bus, timeout=60.0, marks=found.store, redactor=redactor)
+    limiter, close_limiter = open_rate_limits(settings, options)
     try:
         runtime = AgentRuntime(
             provider=provider,
@@ -277,6 +280,7 @@ async def worker_for(
                 timeout=options.provider_timeout,
             ),
             context_window=options.context_window,
+            budgets=budget_guard(options, found.store, found.bus),
         )
         policy = ChannelPolicy(
             modes=options.modes,
@@ -304,6 +308,7 @@ async def worker_for(
             concurrency=concurrency or options.concurrency,
             sweep_interval=2.0 if found.distributed else 5.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
+            rate_limits=limiter,
         )
         yield Components(
             settings,
@@ -319,6 +324,7 @@ async def worker_for(
         )
     finally:
         await provider.aclose()
+        await close_limiter()
         if mcp is not None:
             await mcp.aclose()
         if mcp_log is not None:
@@ -366,6 +372,7 @@ def assemble_worker(
     confirmations: Confirmations | None,
     on_crash: CrashPolicy | None,
     redactor: Redactor,
+    rate_limits: RateLimits | None = None,
     **options: Any,
 ) -> Worker:
     """A worker and the turn path it runs, from their parts: the one place they are put
@@ -382,6 +389,7 @@ def assemble_worker(
         turns=turns,
         scheduled=ScheduledRuns(bus=bus, store=store, book=book, contexts=contexts, turns=turns),
         outbox=outbox,
+        rate_limits=rate_limits,
     )
     return Worker(
         bus=bus,

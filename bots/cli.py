@@ -10,6 +10,7 @@ import click
 from pydantic import ValidationError
 
 from bots.commands.chat import chat, cost, sessions
+from bots.commands.doctor import doctor
 from bots.commands.memory import memory
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
@@ -59,6 +60,7 @@ for command in (chat, serve, gateway, worker, scheduler, schedule, sessions, cos
 cli.add_command(prompt)
 cli.add_command(memory)
 cli.add_command(recover)
+cli.add_command(doctor)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -12,12 +12,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
 from core.errors import ConfigError
 from core.mcp import McpSettings
 from core.policy import AllowList
 from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
+from core.ratelimit import RateLimitSettings
 from core.skills import Skill
 
 __all__ = ["Profile", "ProfileSettings", "Skill"]
@@ -73,6 +75,12 @@ class ProfileSettings(BaseModel):
     mcp: McpSettings = Field(default_factory=dict)
     # A turn a crash cut off, found at start-up: carry it on, or tell the user to send it again.
     on_crash: CrashPolicy = "resume"
+    # Rate limits per person and per chat and a daily cap on a person's turns:
+    # `[limits] rate_limit = "20/minute"`, `chat_rate_limit`, `daily_turns` (docs/budgets.md).
+    limits: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    # Spending limits in USD: `[budgets] global_daily`, `per_user_daily`, `per_chat_daily`,
+    # `per_session` (`max_spend_usd` is its older name), `per_schedule_run` (docs/budgets.md).
+    budgets: Budgets = Field(default_factory=Budgets)
 
 
 class Profile(BaseModel):

@@ -144,6 +144,25 @@ class RedisKeys:
         """Hash of the running ledger totals of every session together."""
         return f"{self.prefix}cost-totals"
 
+    def cost_group_totals(self, by: str, key: str) -> str:
+        """Hash of the running ledger totals of one person, chat, UTC day or model (`by`)."""
+        return f"{self.prefix}cost-group:{by}:{key}"
+
+    def cost_groups(self, by: str) -> str:
+        """Set of the people, chats, UTC days or models (`by`) with ledger entries."""
+        return f"{self.prefix}cost-groups:{by}"
+
+    def daily_spend(self, day: str) -> str:
+        """Hash of one UTC day's known spend in USD: `all`, `user:<user>` and `chat:<chat>`.
+
+        Kept for a week: the daily budgets read only today's.
+        """
+        return f"{self.prefix}cost-daily:{day}"
+
+    def rate_limits(self) -> str:
+        """The prefix of the rate-limit counters (the `limits` package names the rest)."""
+        return f"{self.prefix}limits"
+
     def session_order(self) -> str:
         """Counter numbering sessions in creation order (ties of time are broken by it)."""
         return f"{self.prefix}sessions:order"

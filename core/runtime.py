@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.budgets import BudgetGuard, Spender, spender_keys
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
 from core.confirm import Confirm
@@ -150,11 +151,13 @@ class AgentRuntime:
         context_window: int | None = None,
         hooks: Hooks | None = None,
         confirm: Confirm | None = None,
+        budgets: BudgetGuard | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
         without a `compactor` old turns are only left out of requests, never summarized.
         `confirm` asks the user before a privileged tool runs where the mode wants it;
-        without it such calls are refused."""
+        without it such calls are refused. `budgets` checks the layered spending limits before
+        each model call; without it only `limits.max_spend_usd` (per session) applies."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -172,6 +175,7 @@ class AgentRuntime:
         self.hooks = HookChain([hooks] if hooks is not None else [])
         self._confirm = confirm
         self._histories = HistoryCache()
+        self.budgets = budgets
 
     async def run(
         self,
@@ -326,6 +330,9 @@ class AgentRuntime:
             ready=state.ready,
         )
         state.ready = state.view.ready
+        state.user, state.chat = spender_keys(
+            context.platform, context.user_id, context.address, scheduled=context.scheduled
+        )
         tool_context = ToolContext(
             session_id=session_id,
             user_id=context.user_id,
@@ -339,7 +346,7 @@ class AgentRuntime:
         for step in range(1, self.limits.max_steps + 1):
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
-            refusal = await self._over_budget(run_id, session_id)
+            refusal = await self._over_budget(run_id, session_id, context, state)
             if refusal is not None:
                 return refusal
             if compacted := await state.view.compact(history):
@@ -443,7 +450,25 @@ class AgentRuntime:
         emit(event)
         await self.hooks.on_compaction(event)
 
-    async def _over_budget(self, run_id: str, session_id: str) -> RunFailed | None:
+    async def _over_budget(
+        self, run_id: str, session_id: str, context: ChannelContext, state: _TurnState
+    ) -> RunFailed | None:
+        if self.budgets is not None:
+            spender = Spender(
+                session_id=session_id,
+                user=state.user,
+                chat=state.chat,
+                scheduled=context.scheduled,
+            )
+            hit = await self.budgets.check(spender, state.cost)
+            if hit is None:
+                return None
+            return RunFailed(
+                run_id=run_id,
+                failure="budget",
+                message=hit.sentence(self._clock()),
+                detail=f"spent ${hit.spent_usd:.4f} of {hit.name}={hit.limit_usd}",
+            )
         limit = self.limits.max_spend_usd
         if limit is None:
             return None
@@ -479,6 +504,8 @@ class AgentRuntime:
                 usage=finished.usage,
                 cost_usd=cost,
                 at=self._clock(),
+                user=state.user,
+                chat=state.chat,
             )
         )
 
@@ -744,6 +771,9 @@ class _TurnState:
         # call cut short (cancelled, or its stream broken) is charged and its text kept.
         self.in_flight: ModelRequest | None = None
         self.streamed: list[str] = []
+        # Whose spending the turn's calls count to, in the ledger (`core/budgets.py`).
+        self.user: str | None = None
+        self.chat: str | None = None
 
 
 def _dollars(amount: float) -> str:

@@ -8,7 +8,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 from rich.console import Console
@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
+from bots.commands.costs import GROUPINGS, cost_by
 from bots.commands.processes import run_with_gateways
 from bots.platforms import command_registry
 from bots.profiles import load_profile
@@ -27,6 +28,7 @@ from core.envelopes import new_id
 from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
 from core.pricing import format_usd
+from core.store.ledger import CostGrouping
 from core.store.log import ConversationLog
 
 if TYPE_CHECKING:
@@ -143,13 +145,24 @@ async def _terminal_chat(store: ConversationLog, name: str | None, err: Console)
 @click.command()
 @click.option("--session", "session_id", metavar="ID", help="Only this session (an id).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--by",
+    "group",
+    type=click.Choice(GROUPINGS),
+    help="Totals per person, chat, UTC day or model instead of per session.",
+)
 @click.pass_context
-def cost(ctx: click.Context, session_id: str | None, limit: int) -> None:
+def cost(ctx: click.Context, session_id: str | None, limit: int, group: str | None) -> None:
     """Show what conversations have cost: model calls, tokens and USD, from the ledger.
 
     A model without a known price is counted apart: its calls make the real total higher.
     """
+    if group is not None and session_id is not None:
+        raise click.UsageError("--by and --session do not go together")
     settings = settings_from(ctx)
+    if group is not None:
+        asyncio.run(cost_by(settings, cast("CostGrouping", group), limit))
+        return
     asyncio.run(_cost(settings, session_id, limit))
 
 

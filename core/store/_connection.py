@@ -22,7 +22,9 @@ async def open_connection(path: Path | str) -> aiosqlite.Connection:
     `sqlite3.Error`, for the caller to say what could not be opened."""
     target = str(path)
     if target != MEMORY:
-        await asyncio.to_thread(Path(target).parent.mkdir, parents=True, exist_ok=True)
+        # Private (0700) when it is made here: it holds every conversation, and files created
+        # inside it follow the umask. An existing folder is left as it is (`doctor` audits it).
+        await asyncio.to_thread(Path(target).parent.mkdir, mode=0o700, parents=True, exist_ok=True)
     db = await aiosqlite.connect(target, isolation_level=None)
     try:
         await db.execute("PRAGMA journal_mode = WAL")

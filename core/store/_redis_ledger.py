@@ -6,28 +6,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Final, cast
+from datetime import UTC, date
+from typing import Any, Final, cast, get_args
 from uuid import uuid4
 
 from core.errors import StoreError
 from core.messages import Usage
 from core.store._redis_base import RANKED_MEMBER, RECEIPT_SECONDS, RedisBase, ranked_id
 from core.store._shared import check_limit, epoch_micros
-from core.store.ledger import CostEntry, CostSummary
+from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary
 
 __all__ = ["RedisLedger"]
 
 # KEYS: session, costs, cost_totals, all_cost_totals, sessions_with_costs, cost_order,
-#       write_receipt
+#       write_receipt, the group totals of the entry's user, chat, day and model (8-11),
+#       the sets of users, chats, days and models (12-15), the day's spend hash (16)
 # ARGV: session id, entry (JSON), input, output, cache read, cache write tokens,
-#       cost in USD ("" when unpriced), at (epoch microseconds), receipt lifetime (s)
+#       cost in USD ("" when unpriced), at (epoch microseconds), receipt lifetime (s),
+#       the entry's user, chat, day and model (10-13; "" for no user or chat),
+#       the day's spend hash lifetime (s)
 # Returns 1 (also on a replay), or nil for an unknown session.
 _RECORD_COST: Final = f"""
 if redis.call('EXISTS', KEYS[7]) == 1 then return 1 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return false end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 local order = redis.call('INCR', KEYS[6])
-for _, totals in ipairs({{KEYS[3], KEYS[4]}}) do
+for _, totals in ipairs({{KEYS[3], KEYS[4], KEYS[8], KEYS[9], KEYS[10], KEYS[11]}}) do
   redis.call('HINCRBY', totals, 'calls', 1)
   redis.call('HINCRBY', totals, 'input_tokens', ARGV[3])
   redis.call('HINCRBY', totals, 'output_tokens', ARGV[4])
@@ -49,6 +53,13 @@ if previous then redis.call('ZREM', KEYS[5], previous) end
 local member = {RANKED_MEMBER.format(order="order", session_id="ARGV[1]")}
 redis.call('ZADD', KEYS[5], score, member)
 redis.call('HSET', KEYS[3], 'latest_at', score, 'member', member)
+for i = 0, 3 do redis.call('SADD', KEYS[12 + i], ARGV[10 + i]) end
+if ARGV[7] ~= '' then
+  redis.call('HINCRBYFLOAT', KEYS[16], 'all', ARGV[7])
+  if ARGV[10] ~= '' then redis.call('HINCRBYFLOAT', KEYS[16], 'user:' .. ARGV[10], ARGV[7]) end
+  if ARGV[11] ~= '' then redis.call('HINCRBYFLOAT', KEYS[16], 'chat:' .. ARGV[11], ARGV[7]) end
+  redis.call('EXPIRE', KEYS[16], ARGV[14])
+end
 redis.call('SET', KEYS[7], 1, 'EX', ARGV[9])
 return 1
 """
@@ -62,6 +73,12 @@ _TOTAL_FIELDS: Final = (
     "cost_usd",
     "unpriced_calls",
 )
+
+
+# The budgets read only today's spend; a week leaves room for clocks and questions.
+_DAILY_SPEND_SECONDS: Final = 7 * 24 * 3600
+
+_GROUPINGS: Final[tuple[CostGrouping, ...]] = get_args(CostGrouping)
 
 
 class RedisLedger(RedisBase):
@@ -79,6 +96,18 @@ class RedisLedger(RedisBase):
             raise StoreError("a cost entry's `at` is a naive datetime; it must be aware")
         usage = entry.usage
         session_id = entry.session_id
+        groups = dict(
+            zip(
+                _GROUPINGS,
+                (
+                    entry.user or "",
+                    entry.chat or "",
+                    entry.at.astimezone(UTC).date().isoformat(),
+                    entry.model,
+                ),
+                strict=True,
+            )
+        )
         async with self._translated(f"record a cost for session {session_id!r}"):
             recorded = await self._script(_RECORD_COST)(
                 keys=[
@@ -89,6 +118,9 @@ class RedisLedger(RedisBase):
                     self._keys.sessions_with_costs(),
                     self._keys.cost_order(),
                     self._keys.write_receipt(uuid4().hex),
+                    *(self._keys.cost_group_totals(by, key) for by, key in groups.items()),
+                    *(self._keys.cost_groups(by) for by in groups),
+                    self._keys.daily_spend(groups["day"]),
                 ],
                 args=[
                     session_id,
@@ -100,6 +132,8 @@ class RedisLedger(RedisBase):
                     "" if entry.cost_usd is None else repr(entry.cost_usd),
                     epoch_micros(entry.at),
                     RECEIPT_SECONDS,
+                    *groups.values(),
+                    _DAILY_SPEND_SECONDS,
                 ],
             )
         if recorded is None:
@@ -140,6 +174,52 @@ class RedisLedger(RedisBase):
                     pipe.hmget(self._keys.cost_totals(session_id), list(_TOTAL_FIELDS))
                 rows = await pipe.execute()
             return [_summary(session_id, row) for session_id, row in zip(ids, rows, strict=True)]
+
+    async def daily_spend(
+        self, day: date, *, user: str | None = None, chat: str | None = None
+    ) -> float:
+        """The known cost in USD of the calls made on UTC `day`: one person's (`user`), one
+        chat's (`chat`), or everyone's (neither). `ValueError` if both are given."""
+        if user is not None and chat is not None:
+            raise ValueError("daily_spend takes a user or a chat, not both")
+        field = (
+            "all"
+            if user is None and chat is None
+            else (f"user:{user}" if user is not None else f"chat:{chat}")
+        )
+        async with self._translated(f"sum the spending of {day.isoformat()}"):
+            value = await self._client.hget(self._keys.daily_spend(day.isoformat()), field)
+        return 0.0 if value is None else float(value)
+
+    async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:
+        """Totals per person, chat, day or model: days newest first, the others costliest
+        first (then by key)."""
+        check_limit(limit)
+        async with self._translated(f"sum costs by {by}"):
+            members = cast(set[bytes], await self._client.smembers(self._keys.cost_groups(by)))
+            keys = [m.decode() for m in members]
+            async with self._client.pipeline(transaction=True) as pipe:
+                for key in keys:
+                    pipe.hmget(self._keys.cost_group_totals(by, key), list(_TOTAL_FIELDS))
+                rows = await pipe.execute()
+        groups = [_group(by, key, row) for key, row in zip(keys, rows, strict=True)]
+        if by == "day":
+            groups.sort(key=lambda g: g.key, reverse=True)
+        else:
+            groups.sort(key=lambda g: (-g.cost_usd, g.key))
+        return groups[:limit]
+
+
+def _group(by: CostGrouping, key: str, values: Sequence[Any]) -> CostGroup:
+    summary = _summary(None, values)
+    return CostGroup(
+        by=by,
+        key=key,
+        calls=summary.calls,
+        usage=summary.usage,
+        cost_usd=summary.cost_usd,
+        unpriced_calls=summary.unpriced_calls,
+    )
 
 
 def _summary(session_id: str | None, values: Sequence[Any]) -> CostSummary:

@@ -4,15 +4,35 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final
 
 from core.errors import StoreError
 from core.messages import Usage
 from core.store._shared import check_limit, utc_text
 from core.store._sqlite_base import SqliteBase
-from core.store.ledger import CostEntry, CostSummary
+from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary
 
-__all__ = ["SqliteLedger"]
+__all__ = ["MIGRATION", "SqliteLedger"]
+
+# Who each call answered and where, so spending counts per person and per chat (across `/new`,
+# which starts a new session), and the indexes the daily budgets read by.
+MIGRATION: Final = (
+    "ALTER TABLE costs ADD COLUMN user_key TEXT",
+    "ALTER TABLE costs ADD COLUMN chat_key TEXT",
+    "CREATE INDEX costs_by_user ON costs (user_key, at)",
+    "CREATE INDEX costs_by_chat ON costs (chat_key, at)",
+    "CREATE INDEX costs_by_at ON costs (at)",
+)
+
+# The column each grouping of `costs_by` reads; `at` is fixed-width UTC text, so its first
+# ten characters are the UTC day.
+_GROUP_COLUMNS: Final[dict[str, str]] = {
+    "user": "COALESCE(user_key, '')",
+    "chat": "COALESCE(chat_key, '')",
+    "day": "substr(at, 1, 10)",
+    "model": "model",
+}
 
 # Every ledger summary reads the same aggregates, in the order `_summary_from_row` expects.
 # COALESCE: SUM over no rows (or only NULL costs) is NULL, and an empty ledger costs 0.
@@ -46,8 +66,8 @@ class SqliteLedger(SqliteBase):
                 raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
             await self._db.execute(
                 "INSERT INTO costs (session_id, run_id, provider, model, input_tokens,"
-                " output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, at,"
+                " user_key, chat_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     entry.session_id,
                     entry.run_id,
@@ -59,6 +79,8 @@ class SqliteLedger(SqliteBase):
                     usage.cache_write_tokens,
                     entry.cost_usd,
                     utc_text(entry.at),
+                    entry.user,
+                    entry.chat,
                 ),
             )
 
@@ -93,6 +115,40 @@ class SqliteLedger(SqliteBase):
             )
         return [_summary_from_row(row[0], row[1:]) for row in rows]
 
+    async def daily_spend(
+        self, day: date, *, user: str | None = None, chat: str | None = None
+    ) -> float:
+        """The known cost in USD of the calls made on UTC `day`: one person's (`user`), one
+        chat's (`chat`), or everyone's (neither). `ValueError` if both are given."""
+        if user is not None and chat is not None:
+            raise ValueError("daily_spend takes a user or a chat, not both")
+        start = datetime.combine(day, time(), tzinfo=UTC)
+        query = "SELECT COALESCE(SUM(cost_usd), 0.0) FROM costs WHERE at >= ? AND at < ?"
+        params: tuple[str, ...] = (utc_text(start), utc_text(start + timedelta(days=1)))
+        if user is not None:
+            query += " AND user_key = ?"
+            params += (user,)
+        elif chat is not None:
+            query += " AND chat_key = ?"
+            params += (chat,)
+        async with self._read(f"sum the spending of {day.isoformat()}"):
+            rows = await self._db.execute_fetchall(query, params)
+        return float(next(iter(rows))[0])
+
+    async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:
+        """Totals per person, chat, day or model: days newest first, the others costliest
+        first (then by key)."""
+        check_limit(limit)
+        column = _GROUP_COLUMNS[by]
+        order = "1 DESC" if by == "day" else "7 DESC, 1 ASC"
+        async with self._read(f"sum costs by {by}"):
+            rows = await self._db.execute_fetchall(
+                f"SELECT {column}, {_COST_AGGREGATES} FROM costs GROUP BY 1"
+                f" ORDER BY {order} LIMIT ?",
+                (limit,),
+            )
+        return [_group_from_row(by, row) for row in rows]
+
 
 def _summary_from_row(session_id: str | None, row: sqlite3.Row | tuple[Any, ...]) -> CostSummary:
     calls, input_tokens, output_tokens, cache_read, cache_write, cost_usd, unpriced = row
@@ -107,4 +163,16 @@ def _summary_from_row(session_id: str | None, row: sqlite3.Row | tuple[Any, ...]
         ),
         cost_usd=cost_usd,
         unpriced_calls=unpriced,
+    )
+
+
+def _group_from_row(by: CostGrouping, row: sqlite3.Row | tuple[Any, ...]) -> CostGroup:
+    summary = _summary_from_row(None, row[1:])
+    return CostGroup(
+        by=by,
+        key=row[0],
+        calls=summary.calls,
+        usage=summary.usage,
+        cost_usd=summary.cost_usd,
+        unpriced_calls=summary.unpriced_calls,
     )

@@ -5,7 +5,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | protocol | module | methods |
 |---|---|---|
 | `ConversationLog` | `core/store/log.py` | 9: sessions (reopening too), messages, summaries |
-| `CostLedger` | `core/store/ledger.py` | 3 |
+| `CostLedger` | `core/store/ledger.py` | 5: totals per session, person, chat, day, model |
 | `ScheduleStore` | `core/store/schedules.py` | 8: schedules and their runs |
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |
 | `CheckpointStore` | `core/store/checkpoints.py` | 4 |

@@ -1,15 +1,19 @@
-"""The cost ledger: what each provider call cost, and totals per session."""
+"""The cost ledger: what each provider call cost, and totals per session, per person, per
+chat, per day and per model; and the spend of one UTC day, which the budgets read."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Protocol
+from datetime import date, datetime
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from core.messages import Usage
 
-__all__ = ["CostEntry", "CostLedger", "CostSummary"]
+__all__ = ["CostEntry", "CostGroup", "CostGrouping", "CostLedger", "CostSummary"]
+
+# What `costs_by` groups the ledger by.
+CostGrouping = Literal["user", "chat", "day", "model"]
 
 
 class CostEntry(BaseModel):
@@ -25,6 +29,11 @@ class CostEntry(BaseModel):
     # None when the model has no known price: the cost is unknown, not zero.
     cost_usd: float | None
     at: datetime
+    # Who the call answered, `<platform>:<user id>` (a schedule's owner for its runs), and in
+    # which chat, `<platform>:<bot>:<chat>`: spending counts toward both across `/new`.
+    # None for calls no person asked for (and for entries older than these fields).
+    user: str | None = None
+    chat: str | None = None
 
 
 class CostSummary(BaseModel):
@@ -41,6 +50,22 @@ class CostSummary(BaseModel):
     unpriced_calls: int = 0
 
 
+class CostGroup(BaseModel):
+    """Ledger totals of one person, chat, UTC day (`YYYY-MM-DD`) or model.
+
+    `key` is "" for the calls that carry no person (or no chat).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    by: CostGrouping
+    key: str
+    calls: int = 0
+    usage: Usage = Usage()
+    cost_usd: float = 0.0
+    unpriced_calls: int = 0
+
+
 class CostLedger(Protocol):
     """One entry per provider call, summed per session and overall."""
 
@@ -54,4 +79,16 @@ class CostLedger(Protocol):
 
     async def costs_by_session(self, *, limit: int = 50) -> list[CostSummary]:
         """Per-session totals, most recently charged session first."""
+        ...
+
+    async def daily_spend(
+        self, day: date, *, user: str | None = None, chat: str | None = None
+    ) -> float:
+        """The known cost in USD of the calls made on UTC `day`: one person's (`user`), one
+        chat's (`chat`), or everyone's (neither). `ValueError` if both are given."""
+        ...
+
+    async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:
+        """Totals per person, chat, day or model: days newest first, the others costliest
+        first (then by key)."""
         ...

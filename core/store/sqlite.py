@@ -25,6 +25,7 @@ from core.store import _sqlite_facts as _facts
 from core.store._connection import open_connection
 from core.store._sqlite_checkpoints import SqliteCheckpoints
 from core.store._sqlite_facts import SqliteFacts
+from core.store._sqlite_ledger import MIGRATION as LEDGER_PEOPLE_MIGRATION
 from core.store._sqlite_ledger import SqliteLedger
 from core.store._sqlite_log import (
     FENCES_MIGRATION,
@@ -125,6 +126,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     REOPENED_MIGRATION,
     # The newest message seen per conversation, where catch-up after downtime starts.
     SEEN_MIGRATION,
+    # The person and chat of each ledger entry, for the daily budgets and `cost --by`.
+    LEDGER_PEOPLE_MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)

@@ -3,7 +3,8 @@
 The intake rules, in order: an answered message is skipped (dedupe); a scheduled run goes to
 `ScheduledRuns`; a group message for someone else is read, not answered; someone the policy
 does not admit gets one polite refusal per chat; a command is answered from the registry
-(`core/commands.py`); a message too long is refused; anything else is a turn
+(`core/commands.py`); a message too long is refused; a message over a rate limit
+(`core/ratelimit.py`) gets one notice per window, then silence; anything else is a turn
 (`core/turns/turn.py`), checkpointed so a crash mid-turn can be recovered.
 """
 
@@ -19,6 +20,7 @@ from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
 from core.policy import ChannelPolicy
+from core.ratelimit import RateLimits
 from core.store.base import Fence, Store
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
@@ -46,6 +48,7 @@ class InboundHandler:
         scheduled: ScheduledRuns,
         outbox: Outbox,
         clock: Callable[[], datetime] = utc_now,
+        rate_limits: RateLimits | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -55,6 +58,7 @@ class InboundHandler:
         self.scheduled = scheduled
         self.outbox = outbox
         self._clock = clock
+        self.rate_limits = rate_limits
 
     async def handle(
         self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
@@ -131,6 +135,9 @@ class InboundHandler:
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
             return  # the user was told to send it again
+        # A turn resumed after a crash was admitted when it first came.
+        if found is None and not await self._within_rate(inbound):
+            return
         # Typing shows before the session lookup and the checkpoint write (Redis round trips).
         await self.outbox.send(inbound, "typing", "")
         session = await self.store.current_session(inbound.session_key)
@@ -145,6 +152,16 @@ class InboundHandler:
             checkpoint=checkpoint,
             shown=True,
         )
+
+    async def _within_rate(self, inbound: Inbound) -> bool:
+        """Whether the rate limits let this message run a turn; the notice, if due, is sent."""
+        if self.rate_limits is None:
+            return True
+        is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
+        allowed, notice = await self.rate_limits.admit(inbound, is_admin=is_admin)
+        if notice is not None:
+            await self.outbox.send(inbound, "notice", notice)
+        return allowed
 
     async def _checkpoint(
         self, inbound: Inbound, session_id: str, found: Checkpoint | None

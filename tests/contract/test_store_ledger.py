@@ -165,3 +165,91 @@ async def test_record_cost_for_unknown_session_raises_store_error(store: Store) 
     assert await store.costs_by_session() == []
     await store.record_cost(_cost(session.id, 1.0))
     assert (await store.cost_summary()).calls == 1
+
+
+# Spending per person, per chat, per day (issue 17: the budgets and `cost --by`)
+
+
+def _spent(
+    session_id: str,
+    cost_usd: float | None,
+    *,
+    user: str | None,
+    chat: str | None,
+    at: datetime = START,
+    model: str = "claude-sonnet-4-5",
+) -> CostEntry:
+    return _cost(session_id, cost_usd, at=at, model=model).model_copy(
+        update={"user": user, "chat": chat}
+    )
+
+
+async def test_daily_spend_counts_a_person_and_a_chat_across_sessions(store: Store) -> None:
+    # `/new` starts another session for the same chat: the day's spend still adds up.
+    first = await store.create_session("telegram:bot:42")
+    second = await store.create_session("telegram:bot:42")
+    other = await store.create_session("telegram:bot:77")
+    chat, elsewhere = "telegram:bot:42", "telegram:bot:77"
+    await store.record_cost(_spent(first.id, 0.25, user="telegram:1", chat=chat))
+    await store.record_cost(_spent(second.id, 0.5, user="telegram:1", chat=chat))
+    await store.record_cost(_spent(second.id, None, user="telegram:1", chat=chat))
+    await store.record_cost(_spent(other.id, 1.0, user="telegram:2", chat=elsewhere))
+    await store.record_cost(_spent(other.id, 2.0, user=None, chat=None))
+    today = START.date()
+
+    assert await store.daily_spend(today, user="telegram:1") == pytest.approx(0.75)
+    assert await store.daily_spend(today, user="telegram:2") == pytest.approx(1.0)
+    assert await store.daily_spend(today, chat=chat) == pytest.approx(0.75)
+    assert await store.daily_spend(today, chat=elsewhere) == pytest.approx(1.0)
+    assert await store.daily_spend(today) == pytest.approx(3.75)
+    assert await store.daily_spend(today, user="telegram:nobody") == 0.0
+
+
+async def test_daily_spend_is_per_utc_day(store: Store) -> None:
+    session = await store.create_session("telegram:bot:42")
+    midnight = datetime(2025, 3, 2, tzinfo=START.tzinfo)
+    tick = timedelta(microseconds=1)
+    await store.record_cost(_spent(session.id, 0.25, user="u", chat="c", at=midnight - tick))
+    await store.record_cost(_spent(session.id, 0.5, user="u", chat="c", at=midnight))
+
+    assert await store.daily_spend(midnight.date() - timedelta(days=1), user="u") == 0.25
+    assert await store.daily_spend(midnight.date(), user="u") == 0.5
+    assert await store.daily_spend(midnight.date()) == 0.5
+    assert await store.daily_spend(midnight.date() + timedelta(days=1)) == 0.0
+    with pytest.raises(ValueError, match="not both"):
+        await store.daily_spend(midnight.date(), user="u", chat="c")
+
+
+async def test_costs_by_user_chat_model_costliest_first_and_day_newest_first(
+    store: Store,
+) -> None:
+    session = await store.create_session("slack:bot:C1")
+    day = timedelta(days=1)
+    await store.record_cost(_spent(session.id, 0.25, user="slack:A", chat="slack:bot:C1"))
+    await store.record_cost(
+        _spent(session.id, 1.0, user="slack:B", chat="slack:bot:C1", at=START + day, model="m2")
+    )
+    await store.record_cost(_spent(session.id, 0.5, user="slack:A", chat="slack:bot:C2"))
+    await store.record_cost(_spent(session.id, None, user=None, chat=None, model="m2"))
+
+    by_user = await store.costs_by("user")
+    by_chat = await store.costs_by("chat")
+    by_day = await store.costs_by("day")
+    by_model = await store.costs_by("model")
+
+    assert [(g.key, g.cost_usd, g.calls) for g in by_user] == [
+        ("slack:B", 1.0, 1),
+        ("slack:A", 0.75, 2),
+        ("", 0.0, 1),
+    ]
+    assert {g.by for g in by_user} == {"user"}
+    assert [g.key for g in by_chat] == ["slack:bot:C1", "slack:bot:C2", ""]
+    assert by_chat[0].cost_usd == pytest.approx(1.25)
+    assert [(g.key, g.calls) for g in by_day] == [("2025-03-02", 1), ("2025-03-01", 3)]
+    assert by_day[1].usage == Usage(input_tokens=30, output_tokens=15)
+    assert by_day[1].unpriced_calls == 1
+    assert [(g.key, g.cost_usd) for g in by_model] == [("claude-sonnet-4-5", 0.75), ("m2", 1.0)][
+        ::-1
+    ]
+    assert [g.key for g in await store.costs_by("user", limit=1)] == ["slack:B"]
+    assert await store.costs_by("model", limit=0) == []

@@ -1,0 +1,422 @@
+"""`switchboard doctor`'s checks: can this bot run, and is it safe to put in front of strangers?
+
+Each check gives `Finding`s: one line each, with the fix. Three kinds of check:
+
+- reachability, each bounded by a short timeout: the model provider (a one-token request),
+  the configured platforms (Telegram `getMe`, Slack `auth.test`, Discord `/users/@me` after a
+  token shape check) and Redis (`PING`);
+- posture, read from the settings and the profile: DM policies open to anyone while tools are
+  on, webhooks without their secret, no admins, no budgets, no rate limits, secret-shaped
+  values inside profile files (the Redactor's patterns), a data folder others can read;
+- the settings and the profile themselves (the caller loads them; a failure is one finding).
+
+A `critical` finding makes `doctor` exit 1: the bot would not work, or would leak.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import stat
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import httpx
+
+from bots.limits import effective_budgets
+from bots.platforms import REGISTERED, Platforms
+from bots.providers import build_registry
+from bots.settings import ENV_FILE, Settings
+from core.errors import ProviderError, SwitchboardError
+from core.messages import Message
+from core.profile import Profile
+from core.providers.base import ModelRequest, complete
+from core.redact import Redactor
+
+__all__ = ["Finding", "Severity", "diagnose", "posture"]
+
+Severity = Literal["ok", "warning", "critical"]
+
+# Seconds each reachability check may take.
+TIMEOUT: Final = 10.0
+
+_DEFAULT_URLS: Final = {
+    "telegram": "https://api.telegram.org",
+    "slack": "https://slack.com/api/",
+    "discord": "https://discord.com/api/v10",
+}
+# Platforms whose person is the operator at this machine.
+_LOCAL: Final = frozenset({"terminal", "web"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report: how bad, about what, what was found, and how to fix it."""
+
+    severity: Severity
+    area: str
+    text: str
+    fix: str = ""
+
+    def line(self) -> str:
+        """The report line: `critical  telegram: ... Fix: ...`."""
+        fix = f" Fix: {self.fix}" if self.fix else ""
+        return f"{self.severity:<9} {self.area}: {self.text}{fix}"
+
+
+async def diagnose(
+    settings: Settings, profile: Profile, profile_folder: Path | None, *, reach: bool = True
+) -> list[Finding]:
+    """Every finding for these settings and this profile; `reach` also asks the provider,
+    the platforms and Redis (concurrently, each within `TIMEOUT`)."""
+    found = posture(settings, profile, profile_folder)
+    if reach:
+        redact = settings.redactor()
+        checks: list[tuple[str, Awaitable[Finding]]] = [("provider", _provider(settings, profile))]
+        checks.extend(_platform_checks(settings.environ))
+        if settings.redis_url is not None:
+            checks.append(("redis", _redis(settings.redis_url)))
+        found.extend(
+            await asyncio.gather(*(_bounded(area, check, redact) for area, check in checks))
+        )
+    return found
+
+
+def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -> list[Finding]:
+    """What the settings and profile expose, without reaching anything."""
+    found: list[Finding] = []
+    found.extend(_dm_policies(settings.environ, profile))
+    found.extend(_webhook_secrets(settings.environ))
+    found.extend(_admins(profile))
+    found.extend(_spending(profile))
+    if profile_folder is not None:
+        found.extend(_secrets_in(profile_folder, settings.redactor()))
+    found.extend(_data_folder(settings.data_dir))
+    found.extend(_env_file(ENV_FILE))
+    return found
+
+
+# --- posture -------------------------------------------------------------------------------
+
+
+def _dm_policy(profile: Profile, platform: str) -> str:
+    """The platform's DM policy: `[access.<platform>] dm_policy` where the profile has that
+    table (pairing by default), else what an `[allow.<platform>]` list makes of it."""
+    access: Any = getattr(profile.settings, "access", None)
+    if access is not None:
+        entry = access.get(platform) if isinstance(access, Mapping) else None
+        policy = getattr(entry, "dm_policy", None) if entry is not None else None
+        return str(policy or "pairing")
+    allowed = profile.settings.allow.get(platform)
+    if allowed is not None and (allowed.users or allowed.chats or allowed.teams):
+        return "allowlist"
+    return "open"
+
+
+def _dm_policies(env: Mapping[str, str], profile: Profile) -> list[Finding]:
+    found: list[Finding] = []
+    options = profile.settings
+    for spec in REGISTERED.specs:
+        if not spec.configured(env):
+            continue
+        mode = options.modes.get(spec.name, spec.default_mode)
+        if _dm_policy(profile, spec.name) != "open" or mode == "no-tools":
+            continue
+        severity: Severity = "critical" if mode == "full" else "warning"
+        found.append(
+            Finding(
+                severity,
+                spec.name,
+                f"anyone can DM the bot and use its tools (mode {mode!r})",
+                f'set [access.{spec.name}] dm_policy = "pairing" (or an [allow.{spec.name}] '
+                "users list) in profile.toml",
+            )
+        )
+    return found
+
+
+def _webhook_secrets(env: Mapping[str, str]) -> list[Finding]:
+    found: list[Finding] = []
+    if env.get("TELEGRAM_BOT_TOKEN") and env.get("TELEGRAM_WEBHOOK_URL"):
+        if not env.get("TELEGRAM_WEBHOOK_SECRET"):
+            found.append(
+                Finding(
+                    "critical",
+                    "telegram",
+                    "webhook mode without TELEGRAM_WEBHOOK_SECRET: anyone can post updates",
+                    "set TELEGRAM_WEBHOOK_SECRET to 16-256 random letters and digits",
+                )
+            )
+    if env.get("SLACK_BOT_TOKEN") and not env.get("SLACK_APP_TOKEN"):
+        if not env.get("SLACK_SIGNING_SECRET"):
+            found.append(
+                Finding(
+                    "critical",
+                    "slack",
+                    "Events API without SLACK_SIGNING_SECRET: requests cannot be verified",
+                    "set SLACK_SIGNING_SECRET (the app's Basic Information page), or "
+                    "SLACK_APP_TOKEN for Socket Mode",
+                )
+            )
+    return found
+
+
+def _admins(profile: Profile) -> list[Finding]:
+    remote = [a for a in profile.settings.admins if a.split(":", 1)[0] not in _LOCAL]
+    if remote:
+        return [Finding("ok", "admins", f"{len(remote)} admin(s) on chat platforms")]
+    return [
+        Finding(
+            "warning",
+            "admins",
+            "no admins on any chat platform: nobody there can approve or confirm",
+            'add admins = ["telegram:<your user id>"] to profile.toml',
+        )
+    ]
+
+
+def _spending(profile: Profile) -> list[Finding]:
+    found: list[Finding] = []
+    if not effective_budgets(profile.settings).any_set():
+        found.append(
+            Finding(
+                "warning",
+                "budgets",
+                "no spending limits: strangers and schedules can run up costs",
+                "add a [budgets] table (per_user_daily, global_daily...; docs/budgets.md)",
+            )
+        )
+    limits = profile.settings.limits
+    if not (limits.rate_limit.strip() or limits.chat_rate_limit.strip() or limits.daily_turns):
+        found.append(
+            Finding(
+                "warning",
+                "limits",
+                "every rate limit is off",
+                'set [limits] rate_limit = "20/minute" in profile.toml',
+            )
+        )
+    return found
+
+
+def _secrets_in(folder: Path, redact: Redactor) -> list[Finding]:
+    """A finding per profile file line that the Redactor would scrub (the value is not shown)."""
+    found: list[Finding] = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for number, line in enumerate(text.splitlines(), start=1):
+            if redact(line) != line:
+                found.append(
+                    Finding(
+                        "critical",
+                        "profile",
+                        f"{path}:{number} holds a secret-shaped value",
+                        "move the secret to the environment (.env) and rotate it",
+                    )
+                )
+    return found
+
+
+def _data_folder(folder: Path) -> list[Finding]:
+    """The data folder must keep other users out: not readable, nor passable to reach the
+    SQLite file; a database file counts only where the folder lets others through."""
+    if not folder.exists():
+        return [Finding("ok", "data", f"{folder} does not exist yet (the store makes it 0700)")]
+    found: list[Finding] = []
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    if mode & (stat.S_IROTH | stat.S_IXOTH):
+        found.append(_exposed(folder, mode, "every user of this machine", "critical"))
+        files = [p for p in sorted(folder.glob("*.db*")) if p.stat().st_mode & stat.S_IROTH]
+        found.extend(
+            _exposed(p, stat.S_IMODE(p.stat().st_mode), "anyone", "critical") for p in files
+        )
+    elif mode & (stat.S_IRGRP | stat.S_IXGRP):
+        found.append(_exposed(folder, mode, "its group", "warning"))
+    return found or [Finding("ok", "data", f"{folder} is private to its owner")]
+
+
+def _exposed(path: Path, mode: int, whom: str, severity: Severity) -> Finding:
+    return Finding(
+        severity,
+        "data",
+        f"{path} is open to {whom} (mode {mode:o})",
+        f"chmod {'700' if path.is_dir() else '600'} {path}",
+    )
+
+
+def _env_file(path: Path) -> list[Finding]:
+    """`.env` holds the keys and tokens: other users of the machine must not read it."""
+    if not path.is_file():
+        return []
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & stat.S_IROTH:
+        return [
+            Finding(
+                "critical",
+                "env",
+                f"{path} (keys and tokens) is readable by every user (mode {mode:o})",
+                f"chmod 600 {path}",
+            )
+        ]
+    return []
+
+
+# --- reachability --------------------------------------------------------------------------
+
+
+async def _bounded(area: str, check: Awaitable[Finding], redact: Redactor) -> Finding:
+    """The check's finding; a timeout or a failure to connect is a critical one; scrubbed."""
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            finding = await check
+    except TimeoutError:
+        return Finding("critical", area, f"no answer within {TIMEOUT:g} s", "check the network")
+    except (OSError, httpx.HTTPError, SwitchboardError) as exc:
+        return Finding("critical", area, redact(f"unreachable: {exc}"), "check the network")
+    return Finding(finding.severity, finding.area, redact(finding.text), finding.fix)
+
+
+async def _provider(settings: Settings, profile: Profile) -> Finding:
+    options = profile.settings
+    try:
+        resolved = build_registry(settings).resolve(
+            settings.provider or options.provider, settings.model or options.model
+        )
+    except SwitchboardError as exc:
+        return Finding("critical", "provider", str(exc), "fix SWITCHBOARD_PROVIDER or the key")
+    provider = resolved.provider
+    try:
+        if resolved.fell_back_from is not None:
+            return Finding(
+                "warning",
+                "provider",
+                f"{resolved.fell_back_from} is not available; {provider.name} answers instead",
+                f"set the {resolved.fell_back_from} API key",
+            )
+        if provider.name == "demo":
+            return Finding(
+                "warning",
+                "provider",
+                "no model provider key: answers come from the offline demo",
+                "set ANTHROPIC_API_KEY or OPENAI_API_KEY",
+            )
+        request = ModelRequest(
+            model=resolved.model, messages=[Message.user("Reply with OK.")], max_tokens=1
+        )
+        try:
+            await complete(provider, request)
+        except ProviderError as exc:
+            fixes = {
+                "auth": f"check the {provider.name.upper()}_API_KEY",
+                "model_not_found": "check SWITCHBOARD_MODEL or the profile's model",
+                "billing": "check the account's credit",
+            }
+            return Finding(
+                "critical",
+                "provider",
+                f"{provider.name} did not answer a one-token request ({exc.kind}): {exc}",
+                fixes.get(exc.kind, "check the provider's status and base URL"),
+            )
+        return Finding("ok", "provider", f"{provider.name} answers with {resolved.model}")
+    finally:
+        await provider.aclose()
+
+
+def _platform_checks(
+    env: Mapping[str, str], platforms: Platforms = REGISTERED
+) -> list[tuple[str, Awaitable[Finding]]]:
+    checks: dict[str, Callable[[Mapping[str, str]], Awaitable[Finding]]] = {
+        "telegram": _telegram,
+        "slack": _slack,
+        "discord": _discord,
+    }
+    return [
+        (spec.name, checks[spec.name](env))
+        for spec in platforms.specs
+        if spec.configured(env) and spec.name in checks
+    ]
+
+
+async def _telegram(env: Mapping[str, str]) -> Finding:
+    root = (env.get("TELEGRAM_API_URL") or _DEFAULT_URLS["telegram"]).rstrip("/")
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        response = await client.get(f"{root}/bot{env['TELEGRAM_BOT_TOKEN']}/getMe")
+    body = _json(response)
+    if response.status_code == 200 and body.get("ok"):
+        name = (body.get("result") or {}).get("username", "?")
+        return Finding("ok", "telegram", f"the token works (bot @{name})")
+    return Finding(
+        "critical",
+        "telegram",
+        f"getMe failed ({response.status_code}: {body.get('description', 'no description')})",
+        "check TELEGRAM_BOT_TOKEN (from @BotFather) and TELEGRAM_API_URL",
+    )
+
+
+async def _slack(env: Mapping[str, str]) -> Finding:
+    root = env.get("SLACK_API_URL") or _DEFAULT_URLS["slack"]
+    root = root if root.endswith("/") else f"{root}/"
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        response = await client.post(
+            f"{root}auth.test", headers={"Authorization": f"Bearer {env['SLACK_BOT_TOKEN']}"}
+        )
+    body = _json(response)
+    if body.get("ok"):
+        return Finding("ok", "slack", f"the token works (team {body.get('team', '?')})")
+    return Finding(
+        "critical",
+        "slack",
+        f"auth.test failed ({body.get('error', response.status_code)})",
+        "check SLACK_BOT_TOKEN (xoxb-...) and SLACK_API_URL",
+    )
+
+
+async def _discord(env: Mapping[str, str]) -> Finding:
+    token = env["DISCORD_BOT_TOKEN"]
+    shapes = REGISTERED.get("discord").secret_patterns
+    if not any(re.fullmatch(shape, token) for shape in shapes):
+        return Finding(
+            "critical",
+            "discord",
+            "DISCORD_BOT_TOKEN does not have a bot token's shape (three dotted parts)",
+            "copy the token again from the Developer Portal's Bot page",
+        )
+    root = (env.get("DISCORD_API_URL") or _DEFAULT_URLS["discord"]).rstrip("/")
+    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
+        response = await client.get(f"{root}/users/@me", headers={"Authorization": f"Bot {token}"})
+    if response.status_code == 200:
+        name = _json(response).get("username", "?")
+        return Finding("ok", "discord", f"the token works (bot {name})")
+    return Finding(
+        "critical",
+        "discord",
+        f"/users/@me failed ({response.status_code})",
+        "check DISCORD_BOT_TOKEN and DISCORD_API_URL",
+    )
+
+
+async def _redis(url: str) -> Finding:
+    import redis.asyncio as aioredis
+    from redis.exceptions import RedisError
+
+    client = aioredis.Redis.from_url(url, socket_connect_timeout=TIMEOUT)
+    try:
+        await client.ping()
+    except RedisError as exc:
+        return Finding("critical", "redis", f"PING failed: {exc}", "check REDIS_URL and the server")
+    finally:
+        await client.aclose()
+    return Finding("ok", "redis", "PING answered")
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

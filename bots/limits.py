@@ -1,0 +1,77 @@
+"""Wiring of the rate limits and budgets of issue 17: where the counters live, and the
+`per_session` budget's older name.
+
+The counters go where the store goes: Redis when `REDIS_URL` is set (every worker shares them),
+else this process's memory (the embedded deployment is one process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final
+
+from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+
+from bots.settings import Settings
+from core.budgets import BudgetAlerts, BudgetGuard, Budgets
+from core.bus.base import Bus
+from core.envelopes import Address
+from core.profile import ProfileSettings
+from core.ratelimit import RateLimits
+from core.store.base import Store
+
+__all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
+
+# Platforms on which a person's user id is also the address of the bot's DM with them.
+_DM_BY_USER_ID: Final = frozenset({"telegram", "slack"})
+
+
+def open_rate_limits(
+    settings: Settings, options: ProfileSettings
+) -> tuple[RateLimits, Callable[[], Awaitable[None]]]:
+    """The profile's rate limits over the deployment's counters, and what closes them."""
+    if settings.redis_url is None:
+        return RateLimits(options.limits, MemoryStorage()), _nothing
+    # Imported here: redis-py is only loaded by processes that use it.
+    from redis.asyncio import ConnectionPool
+
+    # Our own pool (the package's redis-py bridge takes one), so its connections are closed.
+    pool = ConnectionPool.from_url(settings.redis_url)
+    storage: Storage = RedisStorage(
+        f"async+{settings.redis_url}",
+        implementation="redispy",
+        key_prefix=settings.redis_keys.rate_limits(),
+        connection_pool=pool,  # type: ignore[arg-type]  # typed narrower than it takes
+    )
+    return RateLimits(options.limits, storage), pool.aclose
+
+
+async def _nothing() -> None:
+    return None
+
+
+def effective_budgets(options: ProfileSettings) -> Budgets:
+    """`[budgets]`, with `max_spend_usd` standing in for an unset `per_session`."""
+    budgets = options.budgets
+    if budgets.per_session is None and options.max_spend_usd is not None:
+        budgets = budgets.model_copy(update={"per_session": options.max_spend_usd})
+    return budgets
+
+
+def budget_guard(options: ProfileSettings, store: Store, bus: Bus) -> BudgetGuard:
+    """The layered budgets checked before each model call; hits are reported on `events`
+    and in the DMs of the admins whose DM address is known."""
+    alerts = BudgetAlerts(bus, store, admin_dms=admin_dms(options.admins))
+    return BudgetGuard(effective_budgets(options), store, on_hit=alerts)
+
+
+def admin_dms(admins: Sequence[str]) -> list[Address]:
+    """The DM addresses of the admins on platforms where a user id is one: a Telegram private
+    chat's id is its person's id, and Slack's chat.postMessage to a user id opens the app's DM
+    with them. Discord needs a DM channel made first, so its admins get the event only."""
+    found: list[Address] = []
+    for admin in admins:
+        platform, _, user_id = admin.partition(":")
+        if platform in _DM_BY_USER_ID and user_id:
+            found.append(Address(platform=platform, chat=user_id))
+    return found

@@ -1,0 +1,272 @@
+"""Layered spending budgets in USD, checked against the cost ledger before each model call.
+
+Five limits, each optional (`[budgets]` in profile.toml):
+
+| limit | counts | resets |
+|---|---|---|
+| `global_daily` | every call of the bot | UTC midnight |
+| `per_user_daily` | the calls answering one person (a schedule's, its owner) | UTC midnight |
+| `per_chat_daily` | the calls in one chat, whatever its sessions (`/new`) | UTC midnight |
+| `per_session` | one conversation (`max_spend_usd` is its older name) | `/new` |
+| `per_schedule_run` | one run of a schedule | the next run |
+
+`BudgetGuard.check` names the first limit reached (in the order of `_ORDER`); the runtime turns
+it into one sentence for the person, and `BudgetAlerts` tells the admins once per limit, scope
+and day with a `budget.reached` event on the `events` topic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, time, timedelta
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.bus.base import Bus
+from core.bus.names import EVENTS, outbound_queue
+from core.clock import Clock, utc_now
+from core.envelopes import Address, EventEnvelope, Outbound
+from core.store.ledger import CostLedger
+from core.store.processed import ProcessedMarks
+
+__all__ = [
+    "BUDGET_REACHED",
+    "BudgetAlerts",
+    "BudgetGuard",
+    "BudgetHit",
+    "BudgetName",
+    "Budgets",
+    "Spender",
+    "spender_keys",
+]
+
+log = logging.getLogger(__name__)
+
+# The name of the event that tells admins a budget was reached (on the `events` topic).
+BUDGET_REACHED: Final = "budget.reached"
+
+BudgetName = Literal[
+    "per_schedule_run", "per_session", "per_user_daily", "per_chat_daily", "global_daily"
+]
+
+
+class Budgets(BaseModel):
+    """`[budgets]` of profile.toml: spending limits in USD; an unset one does not apply."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    global_daily: float | None = Field(default=None, ge=0)
+    per_user_daily: float | None = Field(default=None, ge=0)
+    per_chat_daily: float | None = Field(default=None, ge=0)
+    per_session: float | None = Field(default=None, ge=0)
+    per_schedule_run: float | None = Field(default=None, ge=0)
+
+    def any_set(self) -> bool:
+        """Whether at least one limit applies."""
+        return any(value is not None for value in self.model_dump().values())
+
+
+class Spender(BaseModel):
+    """Whose money a model call spends: its session, person, chat, and whether a schedule's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session_id: str
+    # `<platform>:<user id>` (a schedule's owner), `<platform>:<bot>:<chat>`; None: unknown.
+    user: str | None = None
+    chat: str | None = None
+    scheduled: bool = False
+
+
+class BudgetHit(BaseModel):
+    """A limit reached: which, how much, by whom, and when it resets (None: not by time)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: BudgetName
+    limit_usd: float
+    spent_usd: float
+    # The person, chat or session the limit counts for ("all" for the global one).
+    scope: str
+    resets_at: datetime | None = None
+
+    def sentence(self, now: datetime) -> str:
+        """The one sentence the person gets."""
+        amount = dollars(self.limit_usd)
+        when = "" if self.resets_at is None else _resets(self.resets_at, now)
+        match self.name:
+            case "per_session":
+                return (
+                    f"This conversation has reached its spending limit of {amount}. "
+                    "Send /new to start a fresh one."
+                )
+            case "per_schedule_run":
+                return (
+                    f"This scheduled run reached its spending limit of {amount} per run and "
+                    "stopped; the next run starts afresh."
+                )
+            case "per_user_daily":
+                return f"You have reached your daily spending limit of {amount}; {when}."
+            case "per_chat_daily":
+                return f"This chat has reached its daily spending limit of {amount}; {when}."
+            case "global_daily":
+                return f"This bot has reached its daily spending limit of {amount}; {when}."
+
+
+# Called once for every hit (BudgetAlerts keeps it to once per limit, scope and day).
+BudgetAlert = Callable[[BudgetHit], Awaitable[None]]
+
+
+class BudgetGuard:
+    """Checks the layered budgets of one model call against the ledger."""
+
+    def __init__(
+        self,
+        budgets: Budgets,
+        ledger: CostLedger,
+        *,
+        clock: Clock = utc_now,
+        on_hit: BudgetAlert | None = None,
+    ) -> None:
+        self.budgets = budgets
+        self.ledger = ledger
+        self._clock = clock
+        self._on_hit = on_hit
+
+    async def check(self, spender: Spender, run_spent: float = 0.0) -> BudgetHit | None:
+        """The first limit this call would pass (spent is already at or over it), or None.
+
+        `run_spent` is what the turn under way spent so far (the per-run limit reads it).
+        """
+        hit = await self._first_hit(spender, run_spent)
+        if hit is not None and self._on_hit is not None:
+            try:
+                await self._on_hit(hit)
+            except Exception:
+                # Telling the admins is best effort; the person's refusal must still go out.
+                log.warning("could not report the %s budget", hit.name, exc_info=True)
+        return hit
+
+    async def _first_hit(self, spender: Spender, run_spent: float) -> BudgetHit | None:
+        limits = self.budgets
+        if spender.scheduled and limits.per_schedule_run is not None:
+            if run_spent >= limits.per_schedule_run:
+                return BudgetHit(
+                    name="per_schedule_run",
+                    limit_usd=limits.per_schedule_run,
+                    spent_usd=run_spent,
+                    scope=spender.session_id,
+                )
+        if limits.per_session is not None:
+            spent = (await self.ledger.cost_summary(spender.session_id)).cost_usd
+            if spent >= limits.per_session:
+                return BudgetHit(
+                    name="per_session",
+                    limit_usd=limits.per_session,
+                    spent_usd=spent,
+                    scope=spender.session_id,
+                )
+        now = self._clock().astimezone(UTC)
+        midnight = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
+        # A limit whose person or chat is unknown (a call nobody asked for) does not apply.
+        daily: list[tuple[BudgetName, float | None, str | None, str | None]] = []
+        if spender.user is not None:
+            daily.append(("per_user_daily", limits.per_user_daily, spender.user, None))
+        if spender.chat is not None:
+            daily.append(("per_chat_daily", limits.per_chat_daily, None, spender.chat))
+        daily.append(("global_daily", limits.global_daily, None, None))
+        for name, limit, user, chat in daily:
+            if limit is None:
+                continue
+            spent = await self.ledger.daily_spend(now.date(), user=user, chat=chat)
+            if spent >= limit:
+                return BudgetHit(
+                    name=name,
+                    limit_usd=limit,
+                    spent_usd=spent,
+                    scope=user or chat or "all",
+                    resets_at=midnight,
+                )
+        return None
+
+
+class BudgetAlerts:
+    """Tells the admins a budget was reached: one `budget.reached` event per limit, scope and
+    UTC day, however many workers see the hit (the processed marks are shared), and the same
+    news as a notification to each admin DM address given (`admin_dms`)."""
+
+    def __init__(
+        self,
+        bus: Bus,
+        marks: ProcessedMarks,
+        *,
+        admin_dms: Sequence[Address] = (),
+        clock: Clock = utc_now,
+    ) -> None:
+        self.bus = bus
+        self.marks = marks
+        self.admin_dms = tuple(admin_dms)
+        self._clock = clock
+
+    async def __call__(self, hit: BudgetHit) -> None:
+        """Publish the event unless this limit's hit was reported today already."""
+        day = self._clock().astimezone(UTC).date().isoformat()
+        first = await self.marks.mark_processed(f"budget-alert:{hit.name}:{hit.scope}:{day}")
+        if not first:
+            return
+        log.warning(
+            "budget %s reached by %s: $%.4f of $%g",
+            hit.name,
+            hit.scope,
+            hit.spent_usd,
+            hit.limit_usd,
+        )
+        await self.bus.publish(
+            EVENTS,
+            EventEnvelope(
+                name=BUDGET_REACHED,
+                session_id=hit.scope if hit.name in ("per_session", "per_schedule_run") else "",
+                run_id="",
+                data=hit.model_dump(mode="json"),
+            ),
+        )
+        note = (
+            f"Budget reached: {hit.name} ({dollars(hit.limit_usd)}) by {hit.scope}, "
+            f"${hit.spent_usd:.4f} spent."
+        )
+        if hit.resets_at is not None:
+            note += " It resets at midnight UTC."
+        for address in self.admin_dms:
+            await self.bus.enqueue(
+                outbound_queue(address.platform),
+                Outbound(kind="notification", address=address, text=note),
+                dedupe_id=f"budget-alert:{hit.name}:{hit.scope}:{day}:{address}",
+            )
+
+
+def spender_keys(
+    platform: str, user_id: str, address: Address | None, *, scheduled: bool
+) -> tuple[str | None, str | None]:
+    """The ledger's person and chat keys of a turn: `<platform>:<user id>` (a schedule's
+    owner is already so written) and `<platform>:<bot>:<chat>` (threads count to their chat)."""
+    user: str | None
+    if scheduled:
+        user = user_id or None
+    else:
+        user = f"{platform}:{user_id}" if user_id else None
+    chat = f"{address.platform}:{address.bot}:{address.chat}" if address is not None else None
+    return user, chat
+
+
+def dollars(amount: float) -> str:
+    """`$5.00` or `$0.25`, but `$0.001` rather than a misleading `$0.00`."""
+    return f"${amount:.2f}" if round(amount, 2) == amount else f"${amount:g}"
+
+
+def _resets(at: datetime, now: datetime) -> str:
+    minutes = max(1, int((at - now).total_seconds() // 60))
+    hours, minutes = divmod(minutes, 60)
+    left = f"{hours} h {minutes} min" if hours else f"{minutes} min"
+    return f"it resets at midnight UTC (in {left})"

@@ -1,0 +1,149 @@
+"""Rate limits per person and per chat, and a cap on each person's turns per day.
+
+`[limits]` in profile.toml: `rate_limit = "20/minute"` (one person, any chat),
+`chat_rate_limit = "60/minute"` (one chat, everyone in it), `daily_turns = 200` (one person,
+any moving 24 hours). The `limits` package counts (moving windows), in the storage `bots/`
+gives: its Redis storage in the distributed deployment, so every worker shares the counters
+(each hit is one atomic script), and its memory storage in the embedded one (one process).
+
+Over a limit the person gets one short notice per window of that limit, then silence, and no
+turn runs. Local channels (the terminal and the web page) and admins are exempt; scheduled
+runs are not turns a person sends, so the budgets (`core/budgets.py`) bound them instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection
+from typing import Final
+
+from limits import RateLimitItem, RateLimitItemPerDay, RateLimitItemPerSecond, parse
+from limits.aio.storage import Storage
+from limits.aio.strategies import MovingWindowRateLimiter
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from core.envelopes import Inbound
+
+__all__ = ["LOCAL_PLATFORMS", "RateLimitSettings", "RateLimits"]
+
+log = logging.getLogger(__name__)
+
+# Channels whose person is the operator at this machine: never limited.
+LOCAL_PLATFORMS: Final = frozenset({"terminal", "web"})
+
+
+class RateLimitSettings(BaseModel):
+    """`[limits]` of profile.toml; a limit set to "" (or `daily_turns = 0`) is off."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # `limits` notation: "20/minute", "5 per 10 seconds", "100/hour".
+    rate_limit: str = "20/minute"
+    chat_rate_limit: str = "60/minute"
+    daily_turns: int = Field(default=200, ge=0)
+
+    @field_validator("rate_limit", "chat_rate_limit")
+    @classmethod
+    def _readable(cls, value: str) -> str:
+        if value.strip():
+            try:
+                parse(value)
+            except ValueError:
+                raise ValueError(
+                    f"{value!r} is not a rate; write it like '20/minute' or '5 per 10 seconds'"
+                ) from None
+        return value
+
+
+class _Limit(BaseModel):
+    """One limit as checked: its item, what it is keyed by, and the notice when it is hit."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    item: RateLimitItem
+    notice: str
+
+
+class RateLimits:
+    """Decides whether a person's message may become a turn; shared by every worker that uses
+    the same storage."""
+
+    def __init__(
+        self,
+        settings: RateLimitSettings,
+        storage: Storage,
+        *,
+        exempt_platforms: Collection[str] = LOCAL_PLATFORMS,
+    ) -> None:
+        self._limiter = MovingWindowRateLimiter(storage)
+        self._exempt = frozenset(exempt_platforms)
+        self._person = _limit(
+            "person",
+            settings.rate_limit,
+            "You are sending messages faster than I answer ({rate}); please wait a moment.",
+        )
+        self._chat = _limit(
+            "chat",
+            settings.chat_rate_limit,
+            "This chat is sending more messages than I answer ({rate}); please wait a moment.",
+        )
+        self._daily = (
+            _Limit(
+                name="daily",
+                item=RateLimitItemPerDay(settings.daily_turns),
+                notice=(
+                    f"You have used your {settings.daily_turns} messages for the last 24 hours;"
+                    " please try again later."
+                ),
+            )
+            if settings.daily_turns
+            else None
+        )
+
+    async def admit(self, inbound: Inbound, *, is_admin: bool) -> tuple[bool, str | None]:
+        """Whether `inbound` may run a turn, and the notice to send when it may not (None:
+        stay silent, the person was told already in this window). Admitting counts it."""
+        address = inbound.address
+        if is_admin or address.platform in self._exempt:
+            return True, None
+        person = (address.platform, inbound.user_id)
+        checks = [
+            (limit, keys)
+            for limit, keys in (
+                (self._person, person),
+                (self._chat, (address.platform, address.bot, address.chat)),
+                (self._daily, person),
+            )
+            if limit is not None
+        ]
+        # Tested first, then counted: a message refused by one limit uses none of the others.
+        for limit, keys in checks:
+            if not await self._limiter.test(limit.item, limit.name, *keys):
+                return False, await self._notice(limit, keys)
+        for limit, keys in checks:
+            if not await self._limiter.hit(limit.item, limit.name, *keys):
+                # Another worker took the last place between the test and the hit.
+                return False, await self._notice(limit, keys)
+        return True, None
+
+    async def _notice(self, limit: _Limit, keys: tuple[str, ...]) -> str | None:
+        """The limit's notice the first time it is hit in its window; None after that."""
+        log.info("rate limit %s reached by %s", limit.name, ":".join(keys))
+        once = RateLimitItemPerSecond(1, limit.item.get_expiry())
+        first = await self._limiter.hit(once, "notice", limit.name, *keys)
+        return limit.notice if first else None
+
+
+def _limit(name: str, rate: str, notice: str) -> _Limit | None:
+    if not rate.strip():
+        return None
+    item = parse(rate)
+    shown = f"{item.amount} per {_window(item)}"
+    return _Limit(name=name, item=item, notice=notice.format(rate=shown))
+
+
+def _window(item: RateLimitItem) -> str:
+    """`minute`, `10 seconds`: the window of a rate, as a person reads it."""
+    unit = item.GRANULARITY.name
+    return unit if item.multiples == 1 else f"{item.multiples} {unit}s"

@@ -1,0 +1,197 @@
+"""`switchboard doctor` (issue 17, point 7): reachability against the protocol fakes and a
+real redis-server, the posture audit over temporary folders, and the command's exit codes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bots.cli import main
+from bots.doctor import Finding, diagnose
+from bots.profiles import load_profile
+from bots.settings import load_settings
+from tests.fakes.anthropic_api import FakeAnthropic
+from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.fixtures import TEST_API_KEY
+from tests.fakes.llm_script import Text
+from tests.fakes.slack_api import FakeSlack
+from tests.fakes.telegram_api import FakeTelegram
+
+SAFE_PROFILE = """
+admins = ["telegram:7"]
+[budgets]
+per_user_daily = 1.0
+[allow.telegram]
+users = ["7"]
+[allow.slack]
+users = ["U7"]
+[allow.discord]
+users = ["1"]
+"""
+
+
+def _setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str, env: dict[str, str]
+) -> Path:
+    """A profile folder and a private data folder under `tmp_path`, and the environment."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "profiles" / "bot"
+    folder.mkdir(parents=True)
+    (folder / "profile.toml").write_text(profile, encoding="utf-8")
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    for name in list(os.environ):
+        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "ANTHROPIC_", "OPENAI_")):
+            monkeypatch.delenv(name)
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("SWITCHBOARD_PROVIDER", raising=False)
+    monkeypatch.delenv("SWITCHBOARD_MODEL", raising=False)
+    for name, value in {
+        "SWITCHBOARD_DATA_DIR": str(data),
+        "SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles"),
+        "SWITCHBOARD_PROFILE": "bot",
+        **env,
+    }.items():
+        monkeypatch.setenv(name, value)
+    return folder
+
+
+async def _diagnose() -> list[Finding]:
+    settings = load_settings()
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    return await diagnose(settings, profile, settings.profiles_dir / settings.profile)
+
+
+def _by_area(findings: list[Finding]) -> dict[str, list[Finding]]:
+    grouped: dict[str, list[Finding]] = {}
+    for finding in findings:
+        grouped.setdefault(finding.area, []).append(finding)
+    return grouped
+
+
+async def test_a_sound_setup_reaches_everything_and_has_nothing_critical(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_anthropic: FakeAnthropic,
+    fake_telegram: FakeTelegram,
+    fake_slack: FakeSlack,
+    fake_discord: FakeDiscord,
+    redis_url: str,
+) -> None:
+    fake_anthropic.script(Text("OK"))
+    _setup(
+        tmp_path,
+        monkeypatch,
+        SAFE_PROFILE,
+        {
+            "ANTHROPIC_API_KEY": TEST_API_KEY,
+            "ANTHROPIC_BASE_URL": fake_anthropic.url,
+            "TELEGRAM_BOT_TOKEN": fake_telegram.token,
+            "TELEGRAM_API_URL": fake_telegram.url,
+            "SLACK_BOT_TOKEN": fake_slack.bot_token,
+            "SLACK_SIGNING_SECRET": fake_slack.signing_secret,
+            "SLACK_API_URL": fake_slack.api_url,
+            "DISCORD_BOT_TOKEN": fake_discord.token,
+            "DISCORD_API_URL": fake_discord.api_url,
+            "REDIS_URL": redis_url,
+        },
+    )
+
+    findings = await _diagnose()
+
+    areas = _by_area(findings)
+    assert [f.severity for f in findings if f.severity != "ok"] == [], findings
+    assert areas["provider"][0].text.startswith("anthropic answers with")
+    assert "the token works" in areas["telegram"][0].text
+    assert "the token works" in areas["slack"][0].text
+    assert "the token works" in areas["discord"][0].text
+    assert areas["redis"][0].text == "PING answered"
+    assert "private to its owner" in areas["data"][0].text
+    # One token asked for, with the configured key: a cheap request.
+    [sent] = fake_anthropic.requests
+    assert sent.json["max_tokens"] == 1
+
+
+async def test_refused_keys_open_doors_and_leaked_secrets_are_critical_with_their_fix(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_anthropic: FakeAnthropic,
+    fake_telegram: FakeTelegram,
+    fake_slack: FakeSlack,
+    fake_discord: FakeDiscord,
+) -> None:
+    leaked = "sk-ant-api03-" + "Q7x9Lm2Pz8Rt4Wv6Ny1Kb3Hc5Jd0Fg"
+    folder = _setup(
+        tmp_path,
+        monkeypatch,
+        '[modes]\ntelegram = "full"\n',
+        {
+            "ANTHROPIC_API_KEY": "wrong-key",
+            "ANTHROPIC_BASE_URL": fake_anthropic.url,
+            "TELEGRAM_BOT_TOKEN": "123456:" + "A" * 35,
+            "TELEGRAM_API_URL": fake_telegram.url,
+            "TELEGRAM_WEBHOOK_URL": "https://bot.example.org/telegram",
+            "SLACK_BOT_TOKEN": "xoxb-not-the-right-one",
+            "SLACK_API_URL": fake_slack.api_url,
+            "DISCORD_BOT_TOKEN": "not-a-token",
+            "DISCORD_API_URL": fake_discord.api_url,
+        },
+    )
+    (folder / "SOUL.md").write_text(f"You are kind.\nMy key: {leaked}\n", encoding="utf-8")
+    (tmp_path / "data").chmod(0o755)
+    env_file = tmp_path / ".env"
+    env_file.write_text("SWITCHBOARD_LOG_LEVEL=warning\n", encoding="utf-8")
+    env_file.chmod(0o644)
+
+    findings = await _diagnose()
+
+    critical = {(f.area, f.text.split(" (")[0]) for f in findings if f.severity == "critical"}
+    assert ("provider", "anthropic did not answer a one-token request") in critical
+    assert ("telegram", "getMe failed") in critical
+    assert ("telegram", "anyone can DM the bot and use its tools") in critical
+    assert any(t.startswith("webhook mode without TELEGRAM_WEBHOOK_SECRET") for _, t in critical)
+    assert ("slack", "auth.test failed") in critical
+    assert any(t.startswith("Events API without SLACK_SIGNING_SECRET") for _, t in critical)
+    assert ("discord", "DISCORD_BOT_TOKEN does not have a bot token's shape") in critical
+    assert ("profile", f"{folder / 'SOUL.md'}:2 holds a secret-shaped value") in critical
+    assert ("data", f"{tmp_path / 'data'} is open to every user of this machine") in critical
+    assert ("env", ".env") in critical
+    warnings = {f.area for f in findings if f.severity == "warning"}
+    assert {"admins", "budgets"} <= warnings
+    assert all(f.fix for f in findings if f.severity != "ok")
+    # No line repeats a secret it found.
+    report = "\n".join(f.line() for f in findings)
+    assert leaked not in report and "A" * 35 not in report and "wrong-key" not in report
+
+
+def _doctor(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    try:
+        main(["doctor", *args])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().out
+
+
+def test_the_command_exits_1_on_a_critical_finding_and_0_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _setup(tmp_path, monkeypatch, SAFE_PROFILE, {})
+
+    code, out = _doctor(capsys, "--offline")
+    assert code == 0, out
+    assert out.splitlines()[-1] == "0 critical, 0 warning(s)."
+
+    (tmp_path / "data").chmod(0o705)
+    code, out = _doctor(capsys, "--offline")
+    assert code == 1
+    assert out.splitlines()[0].startswith("critical  data: ")
+    assert f"Fix: chmod 700 {tmp_path / 'data'}" in out
+
+    (folder / "profile.toml").write_text("max_steps = 'many'\n", encoding="utf-8")
+    code, out = _doctor(capsys, "--offline")
+    assert code == 1
+    assert out.splitlines()[0].startswith("critical  settings: ")
+    assert "max_steps" in out and "Traceback" not in out

@@ -1,0 +1,175 @@
+"""Rate limits (issue 17, point 4): `RateLimits` over the `limits` package's memory storage,
+and a worker that answers over the limit with one notice, then silence, and no model call."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from limits.aio.storage import MemoryStorage
+
+from core.bus import INBOUND, MemoryBus, outbound_queue
+from core.envelopes import Address, Inbound, Outbound
+from core.policy import ChannelPolicy
+from core.providers import ScriptedProvider
+from core.providers.scripted import text_reply
+from core.ratelimit import RateLimits, RateLimitSettings
+from core.runtime import AgentRuntime
+from core.store.sqlite import SqliteStore
+from core.tools import ToolRegistry
+from tests.workers import build_worker
+
+GROUP = Address(platform="telegram", bot="b", chat="-100")
+PATIENCE = 5.0
+
+
+def said(user: str, address: Address = GROUP, text: str = "hi") -> Inbound:
+    return Inbound(address=address, user_id=user, text=text, is_direct=True)
+
+
+def limits(**settings: object) -> RateLimits:
+    return RateLimits(RateLimitSettings.model_validate(settings), MemoryStorage())
+
+
+async def test_a_person_over_the_rate_gets_one_notice_then_silence() -> None:
+    limiter = limits(rate_limit="2/minute", chat_rate_limit="", daily_turns=0)
+
+    answers = [await limiter.admit(said("7"), is_admin=False) for _ in range(5)]
+
+    assert answers[:2] == [(True, None), (True, None)]
+    assert answers[2] == (
+        False,
+        "You are sending messages faster than I answer (2 per minute); please wait a moment.",
+    )
+    assert answers[3:] == [(False, None), (False, None)]
+    # Another person is counted apart.
+    assert await limiter.admit(said("8"), is_admin=False) == (True, None)
+
+
+async def test_the_chat_limit_counts_everyone_in_it_and_the_daily_cap_each_person() -> None:
+    limiter = limits(rate_limit="", chat_rate_limit="3/minute", daily_turns=0)
+    for user in ("1", "2", "3"):
+        assert (await limiter.admit(said(user), is_admin=False))[0]
+    allowed, notice = await limiter.admit(said("4"), is_admin=False)
+    assert not allowed and notice is not None and notice.startswith("This chat is sending")
+    elsewhere = GROUP.model_copy(update={"chat": "-200"})
+    assert (await limiter.admit(said("4", elsewhere), is_admin=False))[0]
+
+    daily = limits(rate_limit="", chat_rate_limit="", daily_turns=2)
+    for chat in ("a", "b"):
+        assert (
+            await daily.admit(said("7", GROUP.model_copy(update={"chat": chat})), is_admin=False)
+        )[0]
+    allowed, notice = await daily.admit(said("7"), is_admin=False)
+    assert (allowed, notice) == (
+        False,
+        "You have used your 2 messages for the last 24 hours; please try again later.",
+    )
+
+
+async def test_a_message_refused_by_one_limit_uses_none_of_the_others() -> None:
+    limiter = limits(rate_limit="1/minute", chat_rate_limit="2/minute", daily_turns=0)
+    assert (await limiter.admit(said("7"), is_admin=False))[0]
+    for _ in range(3):
+        assert not (await limiter.admit(said("7"), is_admin=False))[0]
+    # Person 7's refused messages did not fill the chat's window: person 8 still gets through.
+    assert (await limiter.admit(said("8"), is_admin=False))[0]
+
+
+async def test_admins_and_local_channels_are_exempt() -> None:
+    limiter = limits(rate_limit="1/minute", chat_rate_limit="1/minute", daily_turns=1)
+    terminal = Address(platform="terminal", chat="me")
+    web = Address(platform="web", chat="page")
+
+    for _ in range(3):
+        assert await limiter.admit(said("7"), is_admin=True) == (True, None)
+        assert await limiter.admit(said("me", terminal), is_admin=False) == (True, None)
+        assert await limiter.admit(said("me", web), is_admin=False) == (True, None)
+
+
+def test_bad_rates_are_refused_when_read() -> None:
+    with pytest.raises(ValueError, match="write it like '20/minute'"):
+        RateLimitSettings(rate_limit="twenty a minute")
+    assert RateLimitSettings().rate_limit == "20/minute"
+
+
+@pytest.fixture
+async def bus() -> AsyncIterator[MemoryBus]:
+    opened = MemoryBus()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_the_worker_makes_no_model_call_over_the_limit(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    provider = ScriptedProvider([text_reply("one"), text_reply("two")])
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
+    worker = build_worker(
+        bus=bus,
+        store=store,
+        runtime=runtime,
+        policy=ChannelPolicy(admins=frozenset({"telegram:boss"})),
+        rate_limits=limits(rate_limit="1/minute", chat_rate_limit="", daily_turns=0),
+    )
+    inbounds = [said("7", text="one"), said("7", text="two"), said("7", text="three")]
+    inbounds.append(said("boss", text="admin"))
+    task = asyncio.create_task(worker.run())
+    finals: list[Outbound] = []
+    try:
+        for inbound in inbounds:
+            await bus.enqueue(INBOUND, inbound)
+        # One reply, one notice and the admin's reply; the third message gets nothing.
+        while len(finals) < 3:
+            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
+            assert delivery is not None, f"only {finals} arrived"
+            await delivery.ack()
+            envelope = delivery.envelope
+            assert isinstance(envelope, Outbound)
+            if envelope.kind in ("reply", "notice"):
+                finals.append(envelope)
+        await worker.idle.wait()
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+    by_message = {o.reply_to: (o.kind, o.text) for o in finals}
+    assert by_message[inbounds[0].id] == ("reply", "one")
+    assert by_message[inbounds[1].id][0] == "notice"
+    assert "faster than I answer" in by_message[inbounds[1].id][1]
+    assert inbounds[2].id not in by_message
+    assert by_message[inbounds[3].id] == ("reply", "two")
+    assert len(provider.requests) == 2
+    assert await store.is_processed(inbounds[2].dedupe_key)
+
+
+class _Time:
+    """Stands in for the `time` module inside the `limits` memory storage: a clock by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def time(self) -> float:
+        return self.now
+
+
+async def test_once_the_window_passes_the_person_is_answered_and_warned_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import limits.aio.storage.memory as memory
+
+    clock = _Time()
+    monkeypatch.setattr(memory, "time", clock)
+    limiter = limits(rate_limit="1/minute", chat_rate_limit="", daily_turns=0)
+
+    assert (await limiter.admit(said("7"), is_admin=False))[0]
+    assert (await limiter.admit(said("7"), is_admin=False))[1] is not None
+    clock.now += 30
+    assert await limiter.admit(said("7"), is_admin=False) == (False, None)
+    clock.now += 31
+    assert await limiter.admit(said("7"), is_admin=False) == (True, None)
+    allowed, notice = await limiter.admit(said("7"), is_admin=False)
+    assert not allowed and notice is not None
