@@ -40,6 +40,7 @@ from core.readiness import Readiness
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
+from core.scheduling.rules import ScheduleLimits
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
@@ -238,7 +239,14 @@ async def worker_for(
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
-    book = ScheduleBook(found.store)
+    book = ScheduleBook(
+        found.store,
+        limits=ScheduleLimits(
+            min_interval=options.min_schedule_interval,
+            max_per_person=options.max_schedules_per_person,
+            max_per_chat=options.max_schedules_per_chat,
+        ),
+    )
     # Privileged tools ask the chat first (`full` mode); no answer within a minute means no.
     gate = Confirmations(bus=found.bus, timeout=60.0)
     try:

@@ -1,4 +1,4 @@
-"""Chat commands (`/new`, `/cost`, `/help`): one registry, the single place a command is spelled.
+"""Chat commands (`/new`, `/cost`, `/help`, `/schedules`...): one registry, where each is spelled.
 
 A `ChatCommand` is a name, a one-line description, its aliases, whether only admins may use
 it, and the handler a worker runs. The help text and every platform's native command menu
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.envelopes import Inbound
 from core.pricing import format_usd
+from core.scheduling.commands import cancel_schedule, list_chat_schedules
 
 if TYPE_CHECKING:
     from core.store.base import Store
@@ -132,6 +133,30 @@ async def _help(context: CommandContext) -> str:
     return context.registry.help_text(admin=context.is_admin)
 
 
+def _requester(context: CommandContext) -> str:
+    """Who asks, as schedules record their owners: "<platform>:<user id>"."""
+    return f"{context.inbound.address.platform}:{context.inbound.user_id}"
+
+
+async def _schedules(context: CommandContext) -> str:
+    return await list_chat_schedules(
+        context.store,
+        context.inbound.address,
+        requester=_requester(context),
+        is_admin=context.is_admin,
+    )
+
+
+async def _unschedule(context: CommandContext) -> str:
+    return await cancel_schedule(
+        context.store,
+        context.inbound.address,
+        context.args,
+        requester=_requester(context),
+        is_admin=context.is_admin,
+    )
+
+
 def builtin_commands() -> Sequence[ChatCommand]:
     """The commands every bot has; later parts of the product add theirs beside these."""
     return (
@@ -148,5 +173,13 @@ def builtin_commands() -> Sequence[ChatCommand]:
         ChatCommand(
             CommandInfo(name="help", description="How to talk to this bot", aliases=("start",)),
             _help,
+        ),
+        ChatCommand(
+            CommandInfo(name="schedules", description="The scheduled tasks of this chat"),
+            _schedules,
+        ),
+        ChatCommand(
+            CommandInfo(name="unschedule", description="Cancel a scheduled task: /unschedule ID"),
+            _unschedule,
         ),
     )

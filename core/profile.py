@@ -73,6 +73,12 @@ class ProfileSettings(BaseModel):
     mcp: McpSettings = Field(default_factory=dict)
     # A turn a crash cut off, found at start-up: carry it on, or tell the user to send it again.
     on_crash: CrashPolicy = "resume"
+    # Schedules people make in chats: the fewest seconds between two runs of a repeating one
+    # (admins and the CLI may go down to 10), and how many active ones a person and a chat
+    # may have (admins and the CLI are not counted against).
+    min_schedule_interval: int = Field(default=300, ge=10)
+    max_schedules_per_person: int = Field(default=20, ge=0)
+    max_schedules_per_chat: int = Field(default=50, ge=0)
 
 
 class Profile(BaseModel):
