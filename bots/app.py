@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -120,9 +120,12 @@ class Components:
     replies: ReplyRecords
     readiness: Readiness
 
-    def scheduler(self) -> Scheduler:
-        """A scheduler over this process's store and bus."""
-        return Scheduler(store=self.store, bus=self.bus, readiness=self.readiness)
+    def scheduler(self, platforms: Collection[str] | None = None) -> Scheduler:
+        """A scheduler over this process's store and bus, firing the schedules of `platforms`
+        (None: every platform)."""
+        return Scheduler(
+            store=self.store, bus=self.bus, readiness=self.readiness, platforms=platforms
+        )
 
 
 @asynccontextmanager

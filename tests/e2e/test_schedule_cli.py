@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from channels.terminal import NOTIFICATION_LABEL
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -86,6 +87,24 @@ def add_schedule(env: dict[str, str], cwd: Path, *timing: str, described: str = 
     found = re.search(
         rf"Added schedule (\w+): {described}.*, delivered to telegram:4242", added.stdout
     )
+    assert found, added.stdout
+    return found.group(1)
+
+
+def add_for_terminal(env: dict[str, str], cwd: Path) -> str:
+    """A one-off "what is 2+3?" for the terminal, 1 s ahead (fired late rather than skipped)."""
+    added = run(
+        [
+            "schedule",
+            "add",
+            *("--in", "1s", "--misfire", "run_once"),
+            *("--prompt", "what is 2+3?", "--deliver-to", "terminal"),
+        ],
+        env,
+        cwd,
+    )
+    assert added.returncode == 0, added.stderr
+    found = re.search(r"Added schedule (\w+): once at .*, delivered to terminal;", added.stdout)
     assert found, added.stdout
     return found.group(1)
 
@@ -248,6 +267,8 @@ async def test_serve_fires_schedules_and_reminders_into_telegram(
         )
         for after in ("2s", "3s")
     ]
+    # A terminal's schedule is for `switchboard chat`: serve leaves it due.
+    for_terminal = await asyncio.to_thread(add_for_terminal, env, tmp_path)
     env.update(
         TELEGRAM_BOT_TOKEN=fake.token,
         TELEGRAM_API_URL=fake.url,
@@ -295,6 +316,64 @@ async def test_serve_fires_schedules_and_reminders_into_telegram(
         succeeded = [line for line in runs.stdout.splitlines() if " succeeded " in line]
         assert len(succeeded) == 1, runs.stdout
         assert " yes " in succeeded[0], runs.stdout
+    untouched = await asyncio.to_thread(run, ["schedule", "runs", for_terminal], env, tmp_path)
+    assert f"Schedule {for_terminal} has not run yet." in untouched.stdout, untouched.stdout
     listed = await asyncio.to_thread(run, ["schedule", "list"], env, tmp_path)
     reminder_rows = [line for line in listed.stdout.splitlines() if "Reminder: stretch" in line]
     assert len(reminder_rows) == 1 and " completed " in reminder_rows[0], listed.stdout
+
+
+# --- fired by `switchboard chat` ------------------------------------------------------------
+
+
+async def test_a_piped_chat_shows_terminal_schedules_and_leaves_the_others(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    for_terminal = await asyncio.to_thread(add_for_terminal, env, tmp_path)
+    for_telegram = await asyncio.to_thread(
+        add_schedule, env, tmp_path, "--in", "1s", "--misfire", "run_once", described="once at "
+    )
+    env["SWITCHBOARD_PROVIDER"] = "demo"
+    chat = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "chat",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert chat.stdin is not None and chat.stdout is not None
+    # Input stays open until the scheduled block has been shown: the chat keeps running.
+    chat.stdin.write(b"what is 6*7?\n")
+    await chat.stdin.drain()
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(START_PATIENCE + RUN_PATIENCE):
+            while not (_block(lines) and any("answer is 42" in line for line in lines)):
+                line = await chat.stdout.readline()
+                assert line, f"chat ended early: {lines}"
+                lines.append(line.decode().rstrip("\n"))
+    finally:
+        chat.stdin.close()
+        _, errors = await asyncio.wait_for(chat.communicate(), STOP_PATIENCE)
+    assert chat.returncode == 0, errors.decode()
+
+    # The scheduled answer is one labelled block, not mixed with the chat's own answer.
+    block = _block(lines)
+    assert "answer is 42" not in "\n".join(block), lines
+    assert lines.count(NOTIFICATION_LABEL) == 1, lines
+
+    ran = await asyncio.to_thread(run, ["schedule", "runs", for_terminal], env, tmp_path)
+    assert " succeeded " in ran.stdout, ran.stdout
+    left = await asyncio.to_thread(run, ["schedule", "runs", for_telegram], env, tmp_path)
+    assert f"Schedule {for_telegram} has not run yet." in left.stdout, left.stdout
+
+
+def _block(lines: list[str]) -> list[str]:
+    """The lines from the scheduled-message label to the scheduled answer (2+3); [] if none."""
+    if NOTIFICATION_LABEL not in lines:
+        return []
+    start = lines.index(NOTIFICATION_LABEL)
+    ends = [n for n, line in enumerate(lines) if n > start and "answer is 5" in line]
+    return lines[start : ends[0] + 1] if ends else []
