@@ -42,6 +42,10 @@ class CommandInfo(BaseModel):
     description: str = Field(min_length=1, max_length=100)
     aliases: tuple[str, ...] = ()
     admin_only: bool = False
+    # The one word the command takes after it (`/unschedule ID`), for menus that ask for it
+    # in a field of its own (Discord's options): its name and what to put there.
+    argument: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    argument_help: str = Field(default="", max_length=100)
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,12 @@ def builtin_commands() -> Sequence[ChatCommand]:
             _schedules,
         ),
         ChatCommand(
-            CommandInfo(name="unschedule", description="Cancel a scheduled task: /unschedule ID"),
+            CommandInfo(
+                name="unschedule",
+                description="Cancel a scheduled task: /unschedule ID",
+                argument="id",
+                argument_help="The schedule's id, as /schedules lists it",
+            ),
             _unschedule,
         ),
     )

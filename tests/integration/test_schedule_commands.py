@@ -16,8 +16,10 @@ from core.providers.demo import DemoProvider
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
 from core.store.sqlite import SqliteStore
+from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.discord_events import CHANNEL
 from tests.fakes.telegram_api import FakeTelegram
-from tests.integration import telegram_helpers
+from tests.integration import discord_helpers, telegram_helpers
 from tests.integration.telegram_helpers import reply_containing
 
 GROUP = -100123
@@ -65,3 +67,26 @@ async def test_group_members_list_and_cancel_by_ownership(
 
     # The menu every Telegram user sees lists both commands.
     assert {"schedules", "unschedule"} <= {c["command"] for c in fake.commands}
+
+
+async def test_discord_asks_for_the_id_in_an_option_of_unschedule(
+    fake_discord: FakeDiscord, store: SqliteStore
+) -> None:
+    fake = fake_discord
+    channel = Address(platform="discord", chat=str(CHANNEL))
+    made = await ScheduleBook(store).create(
+        cadence=IntervalCadence(seconds=3600, start=utc_now() + timedelta(hours=1)),
+        prompt="weekly report",
+        deliver_to=channel,
+        owner="discord:42",
+    )
+    async with discord_helpers.serving(fake, store, DemoProvider()):
+        (registered,) = [c for c in fake.commands if c["name"] == "unschedule"]
+        assert [(o["name"], o.get("required", True)) for o in registered["options"]] == [
+            ("id", True)
+        ]
+        fake.slash("schedules", channel_id=CHANNEL, user_id=42)
+        await discord_helpers.reply_containing(fake, CHANNEL, "weekly report")
+        fake.slash("unschedule", channel_id=CHANNEL, user_id=42, options={"id": made.id})
+        await discord_helpers.reply_containing(fake, CHANNEL, f"Cancelled schedule {made.id}")
+    assert await store.get_schedule(made.id) is None
