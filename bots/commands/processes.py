@@ -220,6 +220,7 @@ def scheduler(ctx: click.Context) -> None:
     """Fire due schedules onto the Redis bus (distributed deployment).
 
     Several may run: each occurrence fires once. `switchboard serve` runs one in-process.
+    Schedules for the terminal are left to `switchboard chat`, which shows their answers.
     """
     settings = settings_from(ctx)
     require_redis(settings, "scheduler")

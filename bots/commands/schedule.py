@@ -37,7 +37,7 @@ _ADDRESSES = REGISTERED.addresses()
 @click.group(
     help="Run a prompt later or again and again; its answers go to a chat.\n\n"
     f"Addresses: {_ADDRESSES.usage()}. `switchboard serve` (or `switchboard scheduler` with "
-    "Redis) fires them."
+    "Redis) fires them; `terminal` ones fire in `switchboard chat`."
 )
 def schedule() -> None:
     """Run a prompt later or again and again; its answers go to a chat."""
