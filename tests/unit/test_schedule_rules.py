@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from core.envelopes import Address
-from core.errors import ToolError
+from core.errors import ConfigError, ToolError
+from core.profile import Profile
 from core.scheduling.book import ScheduleBook
 from core.scheduling.cadence import make_cron
 from core.scheduling.commands import cancel_schedule, list_chat_schedules
@@ -202,3 +203,14 @@ async def test_the_chat_commands_follow_the_same_rules(book: ScheduleBook) -> No
         store, CHAT, elsewhere.id, requester=BOB, is_admin=True
     )
     assert await store.list_schedules() == []
+
+
+def test_the_profile_keys_and_their_bounds() -> None:
+    defaults = Profile.parse("p", {}, source="profile.toml", identity=None).settings
+    assert (
+        defaults.min_schedule_interval,
+        defaults.max_schedules_per_person,
+        defaults.max_schedules_per_chat,
+    ) == (300, 20, 50)
+    with pytest.raises(ConfigError, match=r"profile\.toml: min_schedule_interval: "):
+        Profile.parse("p", {"min_schedule_interval": 5}, source="profile.toml", identity=None)
