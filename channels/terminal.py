@@ -150,6 +150,11 @@ class TerminalAdapter:
         if outbound.kind == "notification":
             if self._answered:
                 self._held.append(outbound)
+            elif self._session is not None:
+                # Idle at the prompt: printed above it, and the prompt drawn again below.
+                from prompt_toolkit.application import run_in_terminal
+
+                await run_in_terminal(lambda: self._notify(outbound))
             else:
                 self._notify(outbound)
             return
