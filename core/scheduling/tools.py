@@ -150,21 +150,30 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
         ),
         Tool(
             name="schedule_list",
-            description="List the schedules that deliver to this chat.",
+            description=(
+                "List the schedules that deliver to this chat (prompts only of the asking "
+                "person's own, or of all for an admin)."
+            ),
             args=ScheduleListArgs,
             tier=SafetyTier.READ_ONLY,
             run=listing,
         ),
         Tool(
             name="schedule_cancel",
-            description="Cancel a schedule of this chat by its id.",
+            description=(
+                "Cancel a schedule of this chat by its id (one the asking person made, or any "
+                "when they are an admin)."
+            ),
             args=ScheduleIdArgs,
             tier=SafetyTier.SIDE_EFFECTING,
             run=cancel,
         ),
         Tool(
             name="schedule_runs",
-            description="Show the latest runs of a schedule of this chat.",
+            description=(
+                "Show the latest runs of a schedule of this chat (one the asking person made, "
+                "or any when they are an admin)."
+            ),
             args=ScheduleIdArgs,
             tier=SafetyTier.READ_ONLY,
             run=runs,
