@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -42,6 +42,7 @@ from core.readiness import Readiness
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
+from core.scheduling.rules import ScheduleLimits
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
@@ -121,9 +122,12 @@ class Components:
     replies: ReplyRecords
     readiness: Readiness
 
-    def scheduler(self) -> Scheduler:
-        """A scheduler over this process's store and bus."""
-        return Scheduler(store=self.store, bus=self.bus, readiness=self.readiness)
+    def scheduler(self, platforms: Collection[str] | None = None) -> Scheduler:
+        """A scheduler over this process's store and bus, firing the schedules of `platforms`
+        (None: every platform)."""
+        return Scheduler(
+            store=self.store, bus=self.bus, readiness=self.readiness, platforms=platforms
+        )
 
 
 @asynccontextmanager
@@ -240,7 +244,14 @@ async def worker_for(
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
-    book = ScheduleBook(found.store)
+    book = ScheduleBook(
+        found.store,
+        limits=ScheduleLimits(
+            min_interval=options.min_schedule_interval,
+            max_per_person=options.max_schedules_per_person,
+            max_per_chat=options.max_schedules_per_chat,
+        ),
+    )
     # Privileged tools ask the chat first (`full` mode); no answer within a minute means no.
     gate = Confirmations(bus=found.bus, timeout=60.0, marks=found.store, redactor=redactor)
     limiter, close_limiter = open_rate_limits(settings, options)

@@ -3,6 +3,8 @@
 On a TTY it is interactive (prompt_toolkit for input, rich for output): the answer streams as
 it is written, tool activity shows as dim lines, Ctrl-C cancels the running turn. With stdin
 piped, each input line is one turn and only the final answers are printed, one per turn.
+Scheduled messages (`terminal` schedules, fired by the chat's own scheduler) are printed as
+labelled blocks between turns, never inside an answer.
 """
 
 from __future__ import annotations
@@ -24,7 +26,11 @@ if TYPE_CHECKING:
     from prompt_toolkit import PromptSession
     from rich.console import Console
 
-__all__ = ["PROMPT_HINT", "SPEC", "TerminalAdapter", "local_help"]
+__all__ = ["NOTIFICATION_LABEL", "PROMPT_HINT", "SPEC", "TerminalAdapter", "local_help"]
+
+# The line above a proactive message (a schedule's answer), so neither a person nor a script
+# reading a piped chat takes it for the answer to what they just typed.
+NOTIFICATION_LABEL = "── scheduled message ──"
 
 PROMPT_HINT = (
     "Replies are shown in a terminal about 80 columns wide. Use plain text or light Markdown "
@@ -97,6 +103,9 @@ class TerminalAdapter:
         self._session: PromptSession[str] | None = None
         # Answers that were apologies (the model or a tool failed): a piped chat exits non-zero.
         self.failed_turns = 0
+        # Proactive messages that came while a turn was running: shown once it has ended,
+        # never inside its answer.
+        self._held: list[Outbound] = []
 
     @property
     def platform(self) -> str:
@@ -138,6 +147,17 @@ class TerminalAdapter:
         if outbound.kind == "question":
             await self._ask(outbound)
             return
+        if outbound.kind == "notification":
+            if self._answered:
+                self._held.append(outbound)
+            elif self._session is not None:
+                # Idle at the prompt: printed above it, and the prompt drawn again below.
+                from prompt_toolkit.application import run_in_terminal
+
+                await run_in_terminal(lambda: self._notify(outbound))
+            else:
+                self._notify(outbound)
+            return
         if outbound.failed and outbound.ends_turn:
             self.failed_turns += 1
         if self.interactive:
@@ -145,7 +165,7 @@ class TerminalAdapter:
         elif outbound.failed and outbound.ends_turn:
             # On stderr: a script reading stdout must not take an apology for the answer.
             print(outbound.text, file=sys.stderr, flush=True)
-        elif outbound.ends_turn or outbound.kind == "notification":
+        elif outbound.ends_turn:
             self._console.print(outbound.text, markup=False)
         if outbound.ends_turn and outbound.reply_to in self._answered:
             self._answered[outbound.reply_to].set()
@@ -199,6 +219,17 @@ class TerminalAdapter:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
             del self._answered[inbound.id]
             self._printed.pop(inbound.dedupe_key, None)
+            if not self._answered:
+                held, self._held = self._held, []
+                for outbound in held:
+                    self._notify(outbound)
+
+    def _notify(self, outbound: Outbound) -> None:
+        """A proactive message, as a labelled block between turns."""
+        self._end_line()
+        style = "yellow" if self.interactive else None
+        self._console.print(NOTIFICATION_LABEL, style=style, markup=False)
+        self._console.print(outbound.text, style=style, markup=False)
 
     async def _cancel(self, sink: InboundSink) -> None:
         self._end_line()
@@ -239,7 +270,7 @@ class TerminalAdapter:
                 else:
                     self._console.print(outbound.text, markup=False)
                 self._console.print()
-            case "notice" | "notification":
+            case "notice":
                 self._end_line()
                 self._console.print(outbound.text, style="yellow", markup=False)
             case "typing":

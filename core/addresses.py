@@ -23,6 +23,7 @@ class AddressGrammar:
     `chat` and `thread` are regular expressions a part must match whole; `thread=None` means
     the platform has no threads in addresses. `bare` is the address the platform's name alone
     stands for (a local channel with a single chat), or None when a chat must be given.
+    `example` is a well-formed address shown when one is refused (`slack:C0123ABCD`).
     """
 
     platform: str
@@ -30,6 +31,7 @@ class AddressGrammar:
     chat: str | None = None
     thread: str | None = None
     bare: Address | None = None
+    example: str = ""
 
     def parse(self, parts: list[str]) -> Address | None:
         """The address of `parts` (the text after `<platform>:`, split on `:`), or None."""
@@ -65,12 +67,18 @@ class AddressBook:
         return f"{', '.join(forms[:-1])} or {forms[-1]}"
 
     def parse(self, text: str) -> Address:
-        """The address `text` names; `ValueError` listing the accepted forms otherwise."""
+        """The address `text` names; `ValueError` otherwise, with the form its platform expects
+        (or every accepted form, for a platform nobody registered)."""
         platform, *parts = text.strip().split(":")
         grammar = self._grammars.get(platform.lower())
-        found = grammar.parse(parts) if grammar is not None else None
-        if found is None:
+        if grammar is None:
             raise ValueError(f"{text!r} is not a delivery address; use {self.usage()}")
+        found = grammar.parse(parts)
+        if found is None:
+            like = f" like {grammar.example}" if grammar.example else ""
+            raise ValueError(
+                f"{text!r} is not a {grammar.platform} address: expected {grammar.usage}{like}"
+            )
         return found
 
     def format(self, address: Address) -> str:

@@ -1,4 +1,4 @@
-"""Chat commands (`/new`, `/cost`, `/help`): one registry, the single place a command is spelled.
+"""Chat commands (`/new`, `/cost`, `/help`, `/schedules`...): one registry, where each is spelled.
 
 A `ChatCommand` is a name, a one-line description, its aliases, whether only admins may use
 it, and the handler a worker runs. The help text and every platform's native command menu
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.envelopes import Inbound
 from core.pricing import format_usd
+from core.scheduling.commands import cancel_schedule, list_chat_schedules
 
 if TYPE_CHECKING:
     from core.store.base import Store
@@ -41,6 +42,10 @@ class CommandInfo(BaseModel):
     description: str = Field(min_length=1, max_length=100)
     aliases: tuple[str, ...] = ()
     admin_only: bool = False
+    # The one word the command takes after it (`/unschedule ID`), for menus that ask for it
+    # in a field of its own (Discord's options): its name and what to put there.
+    argument: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,31}$")
+    argument_help: str = Field(default="", max_length=100)
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,30 @@ async def _help(context: CommandContext) -> str:
     return context.registry.help_text(admin=context.is_admin)
 
 
+def _requester(context: CommandContext) -> str:
+    """Who asks, as schedules record their owners: "<platform>:<user id>"."""
+    return f"{context.inbound.address.platform}:{context.inbound.user_id}"
+
+
+async def _schedules(context: CommandContext) -> str:
+    return await list_chat_schedules(
+        context.store,
+        context.inbound.address,
+        requester=_requester(context),
+        is_admin=context.is_admin,
+    )
+
+
+async def _unschedule(context: CommandContext) -> str:
+    return await cancel_schedule(
+        context.store,
+        context.inbound.address,
+        context.args,
+        requester=_requester(context),
+        is_admin=context.is_admin,
+    )
+
+
 def builtin_commands() -> Sequence[ChatCommand]:
     """The commands every bot has; later parts of the product add theirs beside these."""
     return (
@@ -148,5 +177,18 @@ def builtin_commands() -> Sequence[ChatCommand]:
         ChatCommand(
             CommandInfo(name="help", description="How to talk to this bot", aliases=("start",)),
             _help,
+        ),
+        ChatCommand(
+            CommandInfo(name="schedules", description="The scheduled tasks of this chat"),
+            _schedules,
+        ),
+        ChatCommand(
+            CommandInfo(
+                name="unschedule",
+                description="Cancel a scheduled task: /unschedule ID",
+                argument="id",
+                argument_help="The schedule's id, as /schedules lists it",
+            ),
+            _unschedule,
         ),
     )

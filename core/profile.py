@@ -81,6 +81,12 @@ class ProfileSettings(BaseModel):
     # Spending limits in USD: `[budgets] global_daily`, `per_user_daily`, `per_chat_daily`,
     # `per_session` (`max_spend_usd` is its older name), `per_schedule_run` (docs/budgets.md).
     budgets: Budgets = Field(default_factory=Budgets)
+    # Schedules people make in chats: the fewest seconds between two runs of a repeating one
+    # (admins and the CLI may go down to 10), and how many active ones a person and a chat
+    # may have (admins and the CLI are not counted against).
+    min_schedule_interval: int = Field(default=300, ge=10)
+    max_schedules_per_person: int = Field(default=20, ge=0)
+    max_schedules_per_chat: int = Field(default=50, ge=0)
 
 
 class Profile(BaseModel):

@@ -8,7 +8,9 @@ The prompt is built from the profile's parts in a fixed order:
 4. `## Memory`: `MEMORY.md`;
 5. `## About the user`: `USER.md`;
 6. `## Skills`: one line per skill (only when the mode offers the `read_skill` tool);
-7. a footer with the date (UTC) and the session id.
+7. `## Scheduled run`: what a schedule's run is and when its answer is delivered (only for
+   scheduled runs, `core/scheduling/brief.py`);
+8. a footer with the date (UTC) and the session id.
 
 Sections without content are left out. Nothing in it depends on dict order, the locale or the
 time of day, so it is byte-identical across the turns of a session on the same day and provider
@@ -54,8 +56,12 @@ class SystemPrompt(BaseModel):
         platform_hint: str,
         session_id: str,
         now: datetime,
+        scheduled: str = "",
     ) -> str:
-        """The assembled prompt; only the date (not the time) varies, to keep caches warm."""
+        """The assembled prompt; only the date (not the time) varies, to keep caches warm.
+
+        `scheduled` is the section of a schedule's run (empty for a person's turn).
+        """
         parts = [
             self._identity(),
             _section("Capabilities", mode.prompt_rules),
@@ -65,6 +71,7 @@ class SystemPrompt(BaseModel):
         ]
         if mode.tools is None or READ_SKILL in mode.tools:
             parts.append(_section("Skills", self._skills_index()))
+        parts.append(_section("Scheduled run", scheduled))
         parts.append(f"Today is {_date(now)} (UTC). Session: {session_id}.")
         return "\n\n".join(part for part in parts if part)
 

@@ -113,6 +113,9 @@ class ChannelContext(BaseModel):
     is_admin: bool = False
     # A run of a schedule rather than a person's message.
     scheduled: bool = False
+    # For a scheduled run: the system-prompt section saying what the run is and when its
+    # answer is delivered (`core/scheduling/brief.py`).
+    schedule_brief: str = ""
 
 
 # Extra context for one turn (memory snippets) from the channel context and the user's text.
@@ -315,6 +318,7 @@ class AgentRuntime:
             platform_hint=context.prompt_hint,
             session_id=session_id,
             now=self._clock(),
+            scheduled=context.schedule_brief,
         )
         state.turn_context = await self._context_for(context, history)
         state.view = TurnWindow(

@@ -24,7 +24,7 @@ from core.metrics import Metrics
 from core.readiness import Readiness
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Collection
 
     from core.leader import Leadership
 
@@ -35,11 +35,18 @@ _HEALTH_TIMEOUT = 10.0
 __all__ = ["events", "gateway", "health", "run_with_gateways", "scheduler", "serve", "worker"]
 
 
-async def run_with_gateways(parts: Components, gateways: list[Gateway]) -> None:
+async def run_with_gateways(
+    parts: Components, gateways: list[Gateway], *, fires: Collection[str] | None = None
+) -> None:
     """Run the worker, the scheduler and the gateways until every gateway has finished (or the
-    worker died)."""
+    worker died).
+
+    The scheduler fires the schedules of `fires`, by default the platforms of `gateways`: a
+    process fires only what it can deliver.
+    """
     worker = asyncio.create_task(parts.worker.run(), name="worker")
-    scheduler = parts.scheduler()
+    platforms = fires if fires is not None else {g.adapter.platform for g in gateways}
+    scheduler = parts.scheduler(platforms)
     scheduling = asyncio.create_task(scheduler.run(), name="scheduler")
     running = [asyncio.create_task(g.run(), name=f"gateway-{g.adapter.platform}") for g in gateways]
     all_gateways: asyncio.Future[list[None]] = asyncio.gather(*running)
@@ -96,7 +103,10 @@ async def _serve_platforms(settings: Settings) -> None:
         )
         gateways = [Gateway(adapter, parts.bus, readiness=parts.readiness) for adapter in adapters]
         on_signals(lambda: [g.stop() for g in gateways])
-        await run_with_gateways(parts, gateways)
+        # With Redis, gateways of other processes deliver too: fire every chat platform's
+        # schedules (a terminal's stay for `switchboard chat`). Embedded: only this process's.
+        fires = REGISTERED.served() if settings.redis_url else None
+        await run_with_gateways(parts, gateways, fires=fires)
 
 
 @click.command()
@@ -210,6 +220,7 @@ def scheduler(ctx: click.Context) -> None:
     """Fire due schedules onto the Redis bus (distributed deployment).
 
     Several may run: each occurrence fires once. `switchboard serve` runs one in-process.
+    Schedules for the terminal are left to `switchboard chat`, which shows their answers.
     """
     settings = settings_from(ctx)
     require_redis(settings, "scheduler")
@@ -220,7 +231,13 @@ async def _scheduler(settings: Settings) -> None:
     from core.scheduling.scheduler import Scheduler
 
     async with backends(settings) as found, operations(settings, found.readiness):
-        runner = Scheduler(store=found.store, bus=found.bus, readiness=found.readiness)
+        # Every chat platform's schedules; a terminal's are left to `switchboard chat`.
+        runner = Scheduler(
+            store=found.store,
+            bus=found.bus,
+            readiness=found.readiness,
+            platforms=REGISTERED.served(),
+        )
         on_signals(lambda: [runner.stop()])
         await runner.run()
 

@@ -25,6 +25,7 @@ from core.scheduling.cadence import (
     parse_timezone,
 )
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence
+from core.scheduling.rules import FLOOR_SECONDS, ScheduleRefused, check_gap
 from core.scheduling.tools import describe_cadence
 
 __all__ = ["schedule"]
@@ -36,7 +37,7 @@ _ADDRESSES = REGISTERED.addresses()
 @click.group(
     help="Run a prompt later or again and again; its answers go to a chat.\n\n"
     f"Addresses: {_ADDRESSES.usage()}. `switchboard serve` (or `switchboard scheduler` with "
-    "Redis) fires them."
+    "Redis) fires them; `terminal` ones fire in `switchboard chat`."
 )
 def schedule() -> None:
     """Run a prompt later or again and again; its answers go to a chat."""
@@ -52,7 +53,12 @@ def schedule() -> None:
 @click.option("--in", "after", metavar="DURATION", help="Once, after this long: 10m, 2h, 1.5h...")
 @click.option("--every", metavar="DURATION", help="Repeatedly: every 30s, 5m, 90m, 2 hours, 1d...")
 @click.option("--cron", metavar="EXPR", help="At the times of a 5-field cron expression.")
-@click.option("--tz", default="UTC", show_default=True, help="IANA timezone for --at and --cron.")
+@click.option(
+    "--tz",
+    metavar="ZONE",
+    help="IANA timezone for --at and --cron (default UTC); refused with --every and --in, "
+    "which count from now.",
+)
 @click.option("--prompt", required=True, help="What to ask the model at each run.")
 @click.option(
     "--deliver-to",
@@ -92,28 +98,37 @@ def add(ctx: click.Context, /, **options: Any) -> None:
 
 
 def _cadence(
-    at: str | None, after: str | None, every: str | None, cron: str | None, tz: str
+    at: str | None, after: str | None, every: str | None, cron: str | None, tz: str | None
 ) -> Cadence:
     choices = (("--at", at), ("--in", after), ("--every", every), ("--cron", cron))
     given = [name for name, value in choices if value is not None]
     if len(given) != 1:
         raise ConfigError("give exactly one of --at, --in, --every or --cron")
+    zone = tz if tz is not None else "UTC"
     try:
-        parse_timezone(tz)  # checked even when --every ignores it: a typo never passes silently
+        parse_timezone(zone)
     except CadenceError as exc:
         raise ConfigError(f"--tz: {exc}") from None
+    if tz is not None and given[0] in ("--every", "--in"):
+        # Refused rather than ignored: a duration counts from now, whatever the zone.
+        raise ConfigError(f"--tz applies to --at and --cron only; {given[0]} counts from now")
     now = utc_now()
     try:
+        cadence: Cadence
         if every is not None:
-            return IntervalCadence(seconds=parse_duration(every), start=now)
-        if at is not None:
-            return OnceCadence(at=parse_at(at, tz=tz, now=now))
-        if after is not None:
-            return OnceCadence(at=now + timedelta(seconds=parse_duration(after)))
-        assert cron is not None
-        return make_cron(cron, tz)
-    except CadenceError as exc:
+            cadence = IntervalCadence(seconds=parse_duration(every), start=now)
+        elif at is not None:
+            cadence = OnceCadence(at=parse_at(at, tz=zone, now=now))
+        elif after is not None:
+            cadence = OnceCadence(at=now + timedelta(seconds=parse_duration(after)))
+        else:
+            assert cron is not None
+            cadence = make_cron(cron, zone)
+        # The operator may schedule closer than chat users, down to the floor.
+        check_gap(cadence, FLOOR_SECONDS, now)
+    except (CadenceError, ScheduleRefused) as exc:
         raise ConfigError(f"{given[0]}: {exc}") from None
+    return cadence
 
 
 async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to: Address) -> None:
@@ -170,7 +185,10 @@ async def _list(settings: Settings) -> None:
             _ADDRESSES.format(item.deliver_to),
             item.notify,
             item.status,
-            f"{item.next_run_at:%Y-%m-%d %H:%M:%S}" if item.next_run_at else "-",
+            # A paused schedule keeps its stored time for resuming, but will not run then.
+            f"{item.next_run_at:%Y-%m-%d %H:%M:%S}"
+            if item.next_run_at and item.status == "active"
+            else "-",
             str(item.consecutive_failures),
             item.prompt[:50],
         )

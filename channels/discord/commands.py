@@ -52,9 +52,25 @@ def build_tree(
 
 def _menu_command(info: CommandInfo, handle: SlashHandler) -> app_commands.Command[Any, Any, None]:
     word = info.name
+    if info.argument is not None:
+        return _command_with_argument(info, handle)
 
     async def run(interaction: discord.Interaction) -> None:
         await handle(interaction, word, "")
+
+    return app_commands.Command(name=word, description=info.description, callback=run)
+
+
+def _command_with_argument(
+    info: CommandInfo, handle: SlashHandler
+) -> app_commands.Command[Any, Any, None]:
+    """A command whose one argument (`/unschedule id:<…>`) is a required option."""
+    word, name = info.name, info.argument or "text"
+
+    @app_commands.rename(value=name)
+    @app_commands.describe(value=info.argument_help or name)
+    async def run(interaction: discord.Interaction, value: str) -> None:
+        await handle(interaction, word, value)
 
     return app_commands.Command(name=word, description=info.description, callback=run)
 

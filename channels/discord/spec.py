@@ -62,7 +62,13 @@ SPEC = ChannelSpec(
     name="discord",
     prompt_hint=PROMPT_HINT,
     default_mode="discord",
-    address=AddressGrammar(platform="discord", usage="discord:<channel id>", chat=r"[A-Za-z0-9]+"),
+    # Channel ids are numeric snowflakes; a channel's name is refused.
+    address=AddressGrammar(
+        platform="discord",
+        usage="discord:<channel id>",
+        chat=r"\d+",
+        example="discord:123456789012345678",
+    ),
     build=_build,
     env=tuple(_ENV.values()),
     secret_env=("DISCORD_BOT_TOKEN",),

@@ -54,7 +54,13 @@ SPEC = ChannelSpec(
     name="slack",
     prompt_hint=PROMPT_HINT,
     default_mode="safe-chat",
-    address=AddressGrammar(platform="slack", usage="slack:<channel id>", chat=r"[A-Za-z0-9]+"),
+    # Channel ids (C…, G…, D…), not names: a name can be renamed and is not what the API takes.
+    address=AddressGrammar(
+        platform="slack",
+        usage="slack:<channel id>",
+        chat=r"[CDG][A-Z0-9]+",
+        example="slack:C0123ABCD",
+    ),
     build=_build,
     env=tuple(_ENV.values()),
     secret_env=("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),

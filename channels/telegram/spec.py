@@ -50,6 +50,7 @@ SPEC = ChannelSpec(
         usage="telegram:<chat id>[:<thread id>]",
         chat=r"-?\d+",
         thread=r"-?\d+",
+        example="telegram:-1001234567890",
     ),
     build=_build,
     env=tuple(_ENV.values()),

@@ -17,6 +17,7 @@ from core.envelopes import Address, new_id
 from core.errors import StoreError
 from core.scheduling.cadence import CadenceError, first_run
 from core.scheduling.models import Cadence, NotifyPolicy, Schedule, ScheduleRun, ScheduleStatus
+from core.scheduling.rules import ScheduleLimits
 from core.store.schedules import ScheduleStore
 
 __all__ = ["NOTIFY_MARKER", "Notification", "ScheduleBook"]
@@ -46,8 +47,11 @@ class ScheduleBook:
         notify_after: int = 3,
         disable_after: int = 5,
         keep_runs: int = 50,
+        limits: ScheduleLimits | None = None,
     ) -> None:
         self.store = store
+        # How often and how many: checked by whatever creates schedules for people.
+        self.limits = limits or ScheduleLimits()
         self._clock = clock
         self.notify_after = notify_after
         self.disable_after = disable_after

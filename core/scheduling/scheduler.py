@@ -6,6 +6,11 @@ processed mark (so with several schedulers exactly one fires it), advances `next
 puts an `Inbound(origin="scheduled")` on the bus. Workers run it in the session
 `scheduled:<id>` and deliver the answer per the schedule's policy.
 
+A scheduler fires only the schedules of the platforms it was given: those its process can
+deliver to. `switchboard chat` fires `terminal` schedules (its answers are shown there and
+nowhere else); `serve` and `switchboard scheduler` the chat platforms. Any other schedule is
+left due, untouched, for the scheduler of a process that can deliver it.
+
 A tick that fails because the store or the bus is away (Redis restarting) is tried again with
 backoff until it succeeds; meanwhile the scheduler is marked down in the process's `Readiness`.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -35,6 +41,9 @@ log = logging.getLogger(__name__)
 # An occurrence claimed by a scheduler that died before moving the schedule on is taken up
 # again after this long, so a schedule is never stuck behind a dead claim.
 _ABANDONED_CLAIM = timedelta(minutes=2)
+# Due schedules read per tick. Larger than any one process fires in a tick, so schedules left
+# for other processes' platforms do not crowd out this one's.
+_DUE_BATCH = 1000
 
 
 class SchedulerStore(ScheduleStore, ProcessedMarks, Protocol):
@@ -52,8 +61,11 @@ class Scheduler:
         readiness: Readiness,
         clock: Clock = utc_now,
         tick: float = 1.0,
+        platforms: Collection[str] | None = None,
     ) -> None:
+        """`platforms`: fire only schedules delivering to these (None: every platform)."""
         self.store = store
+        self.platforms = frozenset(platforms) if platforms is not None else None
         self.bus = bus
         self.readiness = readiness
         self._clock = clock
@@ -83,10 +95,16 @@ class Scheduler:
         """Fire what is due now; returns how many runs were started."""
         now = self._clock()
         fired = 0
-        for schedule in await self.store.due_schedules(now):
+        for schedule in await self.store.due_schedules(now, limit=_DUE_BATCH):
+            if not self.fires(schedule):
+                continue  # left due for a process that can deliver there
             if await self._advance(schedule, now):
                 fired += 1
         return fired
+
+    def fires(self, schedule: Schedule) -> bool:
+        """Whether this scheduler fires `schedule` (its process delivers to its platform)."""
+        return self.platforms is None or schedule.deliver_to.platform in self.platforms
 
     async def _advance(self, schedule: Schedule, now: datetime) -> bool:
         assert schedule.next_run_at is not None

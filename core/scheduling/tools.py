@@ -1,8 +1,9 @@
 """The schedule tools: a person can ask in a chat for something to happen later, there.
 
 A schedule made by a tool is always delivered to the chat it was asked in, owned by the asking
-person; listing and cancelling see that chat's schedules. That keeps them within `safe-chat`:
-nobody schedules into someone else's chat.
+person; listing sees that chat's schedules. That keeps them within `safe-chat`: nobody
+schedules into someone else's chat. Only the owner or an admin may cancel one or see its prompt
+and runs (`core/scheduling/rules.py`); others in the chat see that it exists.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from core.errors import StoreError, ToolError
 from core.scheduling.book import ScheduleBook
 from core.scheduling.cadence import CadenceError, make_cron, parse_at, parse_duration
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
+from core.scheduling.rules import ScheduleRefused, may_manage, shows_prompt
 from core.tools.base import SafetyTier, Tool, ToolContext
 
-__all__ = ["MAX_SCHEDULES_PER_OWNER", "describe_cadence", "schedule_tools"]
-
-MAX_SCHEDULES_PER_OWNER = 20
+__all__ = ["describe_cadence", "schedule_line", "schedule_tools"]
 
 
 class ScheduleCreateArgs(BaseModel):
@@ -83,14 +83,18 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
         if context.scheduled:
             raise ToolError("A scheduled task cannot create more schedules.")
         address = _chat(context)
-        owner = f"{context.platform}:{context.user_id}"
-        mine = [s for s in await book.store.list_schedules(owner=owner) if s.status == "active"]
-        if len(mine) >= MAX_SCHEDULES_PER_OWNER and not context.is_admin:
-            raise ToolError(
-                f"You already have {len(mine)} active schedules; cancel one before adding more."
-            )
+        owner = _requester(context)
+        now = context.clock()
         try:
-            cadence = _cadence(args, context.clock())
+            cadence = _cadence(args, now)
+            await book.limits.admit(
+                book.store,
+                cadence=cadence,
+                owner=owner,
+                deliver_to=address,
+                is_admin=context.is_admin,
+                now=now,
+            )
             schedule = await book.create(
                 cadence=cadence,
                 prompt=args.prompt,
@@ -98,7 +102,7 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
                 owner=owner,
                 notify=args.notify,
             )
-        except CadenceError as exc:
+        except (CadenceError, ScheduleRefused) as exc:
             raise ToolError(f"Cannot schedule that: {exc}") from exc
         return (
             f"Scheduled {schedule.id}: {describe_cadence(schedule.cadence)}; next run "
@@ -109,7 +113,11 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
         schedules = await book.store.list_schedules(deliver_to=_chat(context))
         if not schedules:
             return "No schedules deliver to this chat."
-        return "\n".join(_line(s) for s in schedules)
+        requester, admin = _requester(context), context.is_admin
+        return "\n".join(
+            schedule_line(s, with_prompt=shows_prompt(s, requester=requester, is_admin=admin))
+            for s in schedules
+        )
 
     async def cancel(args: ScheduleIdArgs, context: ToolContext) -> str:
         schedule = await _own(book, args.schedule_id, context)
@@ -120,9 +128,7 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
         schedule = await _own(book, args.schedule_id, context)
         found = await book.store.list_runs(schedule.id, limit=5)
         if not found:
-            return (
-                f"Schedule {schedule.id} has not run yet; next run {_when(schedule.next_run_at)}."
-            )
+            return f"Schedule {schedule.id} has not run yet; next run {_next(schedule)}."
         lines = [
             f"{_when(r.started_at)}: {r.status}"
             + (f", delivered: {r.output[:200]}" if r.delivered else "")
@@ -144,21 +150,30 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
         ),
         Tool(
             name="schedule_list",
-            description="List the schedules that deliver to this chat.",
+            description=(
+                "List the schedules that deliver to this chat (prompts only of the asking "
+                "person's own, or of all for an admin)."
+            ),
             args=ScheduleListArgs,
             tier=SafetyTier.READ_ONLY,
             run=listing,
         ),
         Tool(
             name="schedule_cancel",
-            description="Cancel a schedule of this chat by its id.",
+            description=(
+                "Cancel a schedule of this chat by its id (one the asking person made, or any "
+                "when they are an admin)."
+            ),
             args=ScheduleIdArgs,
             tier=SafetyTier.SIDE_EFFECTING,
             run=cancel,
         ),
         Tool(
             name="schedule_runs",
-            description="Show the latest runs of a schedule of this chat.",
+            description=(
+                "Show the latest runs of a schedule of this chat (one the asking person made, "
+                "or any when they are an admin)."
+            ),
             args=ScheduleIdArgs,
             tier=SafetyTier.READ_ONLY,
             run=runs,
@@ -196,7 +211,17 @@ async def _own(book: ScheduleBook, schedule_id: str, context: ToolContext) -> Sc
     )
     if not same_chat and not context.is_admin:
         raise ToolError(f"No schedule {schedule_id!r} in this chat.")
+    if not may_manage(schedule, requester=_requester(context), is_admin=context.is_admin):
+        raise ToolError(
+            f"Schedule {schedule_id} belongs to someone else: only the person who made it "
+            "or an admin may change it or see its runs."
+        )
     return schedule
+
+
+def _requester(context: ToolContext) -> str:
+    """Who asks, as schedules record owners: "<platform>:<user id>"."""
+    return f"{context.platform}:{context.user_id}"
 
 
 def describe_cadence(cadence: Cadence) -> str:
@@ -221,8 +246,23 @@ def _when(moment: datetime | None) -> str:
     return "none" if moment is None else f"{moment:%Y-%m-%d %H:%M:%S} UTC"
 
 
-def _line(schedule: Schedule) -> str:
-    return (
+def schedule_line(schedule: Schedule, *, with_prompt: bool) -> str:
+    """One schedule as chat listings show it; the prompt only for its owner or an admin, and
+    a next run only while it is active (a paused one has none)."""
+    line = (
         f"{schedule.id}: {describe_cadence(schedule.cadence)}, {schedule.status}, "
-        f"next {_when(schedule.next_run_at)}, notify {schedule.notify}: {schedule.prompt[:80]}"
+        f"next {_next(schedule)}, notify {schedule.notify}"
     )
+    if not with_prompt:
+        return f"{line} (made by {_maker(schedule)})"
+    return f"{line}: {schedule.prompt[:80]}"
+
+
+def _next(schedule: Schedule) -> str:
+    """The next run, or "none" when it is not active: a paused schedule keeps its stored time
+    for resuming, but will not run then."""
+    return _when(schedule.next_run_at) if schedule.status == "active" else "none"
+
+
+def _maker(schedule: Schedule) -> str:
+    return "the operator" if schedule.owner == "cli" else "someone else"

@@ -10,7 +10,10 @@ from core.bus.base import Bus
 from core.bus.names import outbound_queue
 from core.envelopes import Inbound, Outbound
 from core.events import RunCompleted, RunFailed
+from core.runtime import ChannelContext
 from core.scheduling.book import ScheduleBook
+from core.scheduling.brief import scheduled_brief
+from core.scheduling.tools import describe_cadence
 from core.store.base import Fence, Store
 from core.turns.turn import Contexts, TurnRunner
 
@@ -36,7 +39,7 @@ class ScheduledRuns:
         if inbound.schedule_id is None or inbound.run_id is None:
             log.error("a scheduled run without its schedule or run id; dropped")
             return
-        context = self.contexts.for_schedule(inbound)
+        context = await self._context(inbound)
         session = await self.store.current_session(inbound.session_key)
         started = time.monotonic()
         outcome = await self.turns.run(
@@ -62,3 +65,17 @@ class ScheduledRuns:
                 Outbound(kind="notification", address=note.address, text=note.text),
                 dedupe_id=f"run:{inbound.run_id}:{number}",
             )
+
+    async def _context(self, inbound: Inbound) -> ChannelContext:
+        """The run's context, with the prompt section that says what a scheduled run is."""
+        assert inbound.schedule_id is not None
+        context = self.contexts.for_schedule(inbound)
+        schedule = await self.book.store.get_schedule(inbound.schedule_id)
+        brief = scheduled_brief(
+            schedule_id=inbound.schedule_id,
+            owner=inbound.owner or "cli",
+            chat=str(inbound.address),
+            notify=inbound.notify,
+            cadence=describe_cadence(schedule.cadence) if schedule is not None else None,
+        )
+        return context.model_copy(update={"schedule_brief": brief})

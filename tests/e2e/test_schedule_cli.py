@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from channels.terminal import NOTIFICATION_LABEL
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -67,14 +68,13 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
     )
 
 
-def add_every_two_seconds(env: dict[str, str], cwd: Path) -> str:
-    """Add the "what is 2+3?" schedule for chat 4242; its id."""
+def add_schedule(env: dict[str, str], cwd: Path, *timing: str, described: str = "every 10s") -> str:
+    """Add the "what is 2+3?" schedule for chat 4242 (every 10 s unless `timing` says); its id."""
     added = run(
         [
             "schedule",
             "add",
-            "--every",
-            "2s",
+            *(timing or ("--every", "10s")),
             "--prompt",
             "what is 2+3?",
             "--deliver-to",
@@ -84,7 +84,27 @@ def add_every_two_seconds(env: dict[str, str], cwd: Path) -> str:
         cwd,
     )
     assert added.returncode == 0, added.stderr
-    found = re.search(r"Added schedule (\w+): every 2s, delivered to telegram:4242", added.stdout)
+    found = re.search(
+        rf"Added schedule (\w+): {described}.*, delivered to telegram:4242", added.stdout
+    )
+    assert found, added.stdout
+    return found.group(1)
+
+
+def add_for_terminal(env: dict[str, str], cwd: Path) -> str:
+    """A one-off "what is 2+3?" for the terminal, 1 s ahead (fired late rather than skipped)."""
+    added = run(
+        [
+            "schedule",
+            "add",
+            *("--in", "1s", "--misfire", "run_once"),
+            *("--prompt", "what is 2+3?", "--deliver-to", "terminal"),
+        ],
+        env,
+        cwd,
+    )
+    assert added.returncode == 0, added.stderr
+    found = re.search(r"Added schedule (\w+): once at .*, delivered to terminal;", added.stdout)
     assert found, added.stdout
     return found.group(1)
 
@@ -106,22 +126,28 @@ def test_added_schedule_is_listed(env: dict[str, str], tmp_path: Path) -> None:
     assert empty.returncode == 0, empty.stderr
     assert "No schedules." in empty.stdout
 
-    schedule_id = add_every_two_seconds(env, tmp_path)
+    schedule_id = add_schedule(env, tmp_path)
 
     listed = run(["schedule", "list"], env, tmp_path)
     assert listed.returncode == 0, listed.stderr
     (row,) = [line for line in listed.stdout.splitlines() if line.startswith(schedule_id)]
-    for shown in ("every 2s", "telegram:4242", "always", "active", "what is 2+3?"):
+    for shown in ("every 10s", "telegram:4242", "always", "active", "what is 2+3?"):
         assert shown in row, row
 
 
 def test_pause_resume_runs_and_remove(env: dict[str, str], tmp_path: Path) -> None:
-    schedule_id = add_every_two_seconds(env, tmp_path)
+    schedule_id = add_schedule(env, tmp_path)
 
     paused = run(["schedule", "pause", schedule_id], env, tmp_path)
     assert paused.returncode == 0, paused.stderr
     assert f"Schedule {schedule_id} is paused" in paused.stdout
-    assert " paused " in run(["schedule", "list"], env, tmp_path).stdout
+    (row,) = [
+        line
+        for line in run(["schedule", "list"], env, tmp_path).stdout.splitlines()
+        if line.startswith(schedule_id)
+    ]
+    # Paused: no next run is shown (it will not run then).
+    assert " paused " in row and " - " in row, row
 
     resumed = run(["schedule", "resume", schedule_id], env, tmp_path)
     assert resumed.returncode == 0, resumed.stderr
@@ -142,7 +168,13 @@ def test_pause_resume_runs_and_remove(env: dict[str, str], tmp_path: Path) -> No
     [
         (["--every", "soon"], "--every: 'soon' is not a duration"),
         (["--every", "0s"], "--every: '0s' is zero"),
-        (["--every", "2s", "--deliver-to", "mail:x"], "--deliver-to: 'mail:x'"),
+        (["--every", "10s", "--deliver-to", "mail:x"], "--deliver-to: 'mail:x'"),
+        (
+            ["--every", "10s", "--deliver-to", "slack:general"],
+            "expected slack:<channel id> like slack:C0123ABCD",
+        ),
+        (["--every", "2s"], "--every: runs would be 2 seconds apart; the shortest allowed is 10"),
+        (["--every", "1h", "--tz", "Europe/Paris"], "--tz applies to --at and --cron only"),
         (["--every", "2s", "--cron", "0 9 * * *"], "exactly one of --at, --in, --every or --cron"),
         ([], "exactly one of --at, --in, --every or --cron"),
         (["--cron", "61 * * * *"], "--cron: '61 * * * *' is not a valid cron expression"),
@@ -220,7 +252,23 @@ async def test_serve_fires_schedules_and_reminders_into_telegram(
     fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
 ) -> None:
     fake = fake_telegram
-    schedule_id = await asyncio.to_thread(add_every_two_seconds, env, tmp_path)
+    # Two one-off runs, 2 and 3 s ahead (repeating ones may not run closer than 10 s apart);
+    # `run_once`: a slow start of `serve` still fires them.
+    first_id, second_id = [
+        await asyncio.to_thread(
+            add_schedule,
+            env,
+            tmp_path,
+            "--in",
+            after,
+            "--misfire",
+            "run_once",
+            described="once at ",
+        )
+        for after in ("2s", "3s")
+    ]
+    # A terminal's schedule is for `switchboard chat`: serve leaves it due.
+    for_terminal = await asyncio.to_thread(add_for_terminal, env, tmp_path)
     env.update(
         TELEGRAM_BOT_TOKEN=fake.token,
         TELEGRAM_API_URL=fake.url,
@@ -233,7 +281,7 @@ async def test_serve_fires_schedules_and_reminders_into_telegram(
             asyncio.ensure_future(fake.wait_idle_poll(timeout=START_PATIENCE))
         )
 
-        # Nobody writes in chat 4242: the schedule's answers come on their own, every 2 s.
+        # Nobody writes in chat 4242: the schedules' answers come on their own.
         first = asyncio.ensure_future(
             fake.wait_for_call("sendMessage", to_chat(TARGET), timeout=RUN_PATIENCE)
         )
@@ -261,13 +309,71 @@ async def test_serve_fires_schedules_and_reminders_into_telegram(
         assert await served.terminate(STOP_PATIENCE) == 0
 
     assert "Traceback" not in served.log, served.log
-    assert f"schedule {schedule_id} fired" in served.log
-
-    runs = await asyncio.to_thread(run, ["schedule", "runs", schedule_id], env, tmp_path)
-    assert runs.returncode == 0, runs.stderr
-    succeeded = [line for line in runs.stdout.splitlines() if " succeeded " in line]
-    assert len(succeeded) >= 2, runs.stdout
-    assert all(" yes " in line for line in succeeded), runs.stdout
+    for schedule_id in (first_id, second_id):
+        assert f"schedule {schedule_id} fired" in served.log
+        runs = await asyncio.to_thread(run, ["schedule", "runs", schedule_id], env, tmp_path)
+        assert runs.returncode == 0, runs.stderr
+        succeeded = [line for line in runs.stdout.splitlines() if " succeeded " in line]
+        assert len(succeeded) == 1, runs.stdout
+        assert " yes " in succeeded[0], runs.stdout
+    untouched = await asyncio.to_thread(run, ["schedule", "runs", for_terminal], env, tmp_path)
+    assert f"Schedule {for_terminal} has not run yet." in untouched.stdout, untouched.stdout
     listed = await asyncio.to_thread(run, ["schedule", "list"], env, tmp_path)
     reminder_rows = [line for line in listed.stdout.splitlines() if "Reminder: stretch" in line]
     assert len(reminder_rows) == 1 and " completed " in reminder_rows[0], listed.stdout
+
+
+# --- fired by `switchboard chat` ------------------------------------------------------------
+
+
+async def test_a_piped_chat_shows_terminal_schedules_and_leaves_the_others(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    for_terminal = await asyncio.to_thread(add_for_terminal, env, tmp_path)
+    for_telegram = await asyncio.to_thread(
+        add_schedule, env, tmp_path, "--in", "1s", "--misfire", "run_once", described="once at "
+    )
+    env["SWITCHBOARD_PROVIDER"] = "demo"
+    chat = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "chat",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert chat.stdin is not None and chat.stdout is not None
+    # Input stays open until the scheduled block has been shown: the chat keeps running.
+    chat.stdin.write(b"what is 6*7?\n")
+    await chat.stdin.drain()
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(START_PATIENCE + RUN_PATIENCE):
+            while not (_block(lines) and any("answer is 42" in line for line in lines)):
+                line = await chat.stdout.readline()
+                assert line, f"chat ended early: {lines}"
+                lines.append(line.decode().rstrip("\n"))
+    finally:
+        chat.stdin.close()
+        _, errors = await asyncio.wait_for(chat.communicate(), STOP_PATIENCE)
+    assert chat.returncode == 0, errors.decode()
+
+    # The scheduled answer is one labelled block, not mixed with the chat's own answer.
+    block = _block(lines)
+    assert "answer is 42" not in "\n".join(block), lines
+    assert lines.count(NOTIFICATION_LABEL) == 1, lines
+
+    ran = await asyncio.to_thread(run, ["schedule", "runs", for_terminal], env, tmp_path)
+    assert " succeeded " in ran.stdout, ran.stdout
+    left = await asyncio.to_thread(run, ["schedule", "runs", for_telegram], env, tmp_path)
+    assert f"Schedule {for_telegram} has not run yet." in left.stdout, left.stdout
+
+
+def _block(lines: list[str]) -> list[str]:
+    """The lines from the scheduled-message label to the scheduled answer (2+3); [] if none."""
+    if NOTIFICATION_LABEL not in lines:
+        return []
+    start = lines.index(NOTIFICATION_LABEL)
+    ends = [n for n, line in enumerate(lines) if n > start and "answer is 5" in line]
+    return lines[start : ends[0] + 1] if ends else []

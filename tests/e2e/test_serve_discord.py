@@ -97,7 +97,14 @@ async def test_serve_answers_on_discord(
     async with Deployment(env, tmp_path) as deployment:
         served = await deployment.start("serve")
         await deployment.ready(fake.wait_ready(START_PATIENCE))
-        assert [c["name"] for c in fake.commands] == ["ask", "new", "cost", "help"]
+        assert [c["name"] for c in fake.commands] == [
+            "ask",
+            "new",
+            "cost",
+            "help",
+            "schedules",
+            "unschedule",
+        ]
 
         # A DM: answered in the DM channel, through the calculator tool.
         fake.dm(ALICE, "what is 6*7?")

@@ -56,7 +56,13 @@ async def test_serve_answers_telegram_by_long_polling(
     fake = fake_telegram
     async with serve(env, tmp_path) as served:
         await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
-        assert [c["command"] for c in fake.commands] == ["new", "cost", "help"]
+        assert [c["command"] for c in fake.commands] == [
+            "new",
+            "cost",
+            "help",
+            "schedules",
+            "unschedule",
+        ]
 
         fake.private_text(DM, "what is 6*7?")
         answer = await reply_containing(fake, DM, "worked out with the calculator).")

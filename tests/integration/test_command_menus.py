@@ -53,7 +53,14 @@ async def test_telegram_lists_a_new_command_and_runs_it(
 ) -> None:
     fake = fake_telegram
     async with telegram_helpers.serving(fake, store, DemoProvider(), commands=extended()):
-        assert [c["command"] for c in fake.commands] == ["new", "cost", "help", "ping"]
+        assert [c["command"] for c in fake.commands] == [
+            "new",
+            "cost",
+            "help",
+            "schedules",
+            "unschedule",
+            "ping",
+        ]
         assert fake.commands[-1]["description"] == "Check the bot answers"
         fake.private_text(DM, "/ping")
         await telegram_helpers.reply_containing(fake, DM, "pong")
@@ -64,7 +71,15 @@ async def test_discord_registers_a_new_command_and_runs_it(
 ) -> None:
     fake = fake_discord
     async with discord_helpers.serving(fake, store, DemoProvider(), commands=extended()):
-        assert [c["name"] for c in fake.commands] == ["ask", "new", "cost", "help", "ping"]
+        assert [c["name"] for c in fake.commands] == [
+            "ask",
+            "new",
+            "cost",
+            "help",
+            "schedules",
+            "unschedule",
+            "ping",
+        ]
         assert len(fake.requests_named("put_commands")) == 1
         fake.slash("ping", user_id=42)
         await discord_helpers.reply_containing(fake, fake.dm_channel_id(42), "pong")

@@ -350,7 +350,14 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
     fake = fake_discord
     provider = scripted("Because of 42.", "x " * 1500)
     async with serving(fake, store, provider):
-        assert [c["name"] for c in fake.commands] == ["ask", "new", "cost", "help"]
+        assert [c["name"] for c in fake.commands] == [
+            "ask",
+            "new",
+            "cost",
+            "help",
+            "schedules",
+            "unschedule",
+        ]
         ask = fake.slash("ask", channel_id=CHANNEL, user_id=ALICE, options={"question": "why?"})
         await reply_containing(fake, CHANNEL, "Because of 42.")
         key = f"{bot_key(fake)}:{CHANNEL}"

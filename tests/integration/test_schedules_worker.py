@@ -486,7 +486,7 @@ async def test_schedules_made_in_a_chat_are_listed_and_cancelled_only_there(
         echo,
     ]
     async with running(tmp_path, ScriptedProvider(script)) as stack:
-        mine = await stack.schedule(prompt="water the plants", deliver_to=DM)
+        mine = await stack.schedule(prompt="water the plants", deliver_to=DM, owner="telegram:555")
         other = await stack.schedule(prompt="someone else's", deliver_to=CHAT)
         ids["other"] = other.id
 

@@ -63,7 +63,13 @@ async def test_private_question_is_answered_in_html_after_typing(
 ) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
-        assert [c["command"] for c in fake.commands] == ["new", "cost", "help"]
+        assert [c["command"] for c in fake.commands] == [
+            "new",
+            "cost",
+            "help",
+            "schedules",
+            "unschedule",
+        ]
         fake.private_text(DM, "what is 6*7?")
         reply = await reply_containing(fake, DM, "worked out with the calculator).")
 

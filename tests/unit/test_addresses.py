@@ -41,7 +41,31 @@ def test_grammars_decide_what_each_platform_accepts() -> None:
     assert BOOK.usage() == "pager:<number>, forum:<board>[:<topic>] or desk"
 
 
-@pytest.mark.parametrize("text", ["pager:x", "pager:1:2", "forum:news:x", "desk:1", "irc:1"])
-def test_anything_else_is_refused_with_the_accepted_forms(text: str) -> None:
+def test_an_unknown_platform_is_refused_with_every_accepted_form() -> None:
     with pytest.raises(ValueError, match=r"use pager:<number>, forum:<board>\[:<topic>\] or desk"):
+        BOOK.parse("irc:1")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("pager:x", "pager:<number>"),
+        ("pager:1:2", "pager:<number>"),
+        ("forum:news:x", r"forum:<board>\[:<topic>\]"),
+        ("desk:1", "desk"),
+    ],
+)
+def test_a_known_platform_says_the_form_it_expects(text: str, expected: str) -> None:
+    with pytest.raises(ValueError, match=rf"is not a \w+ address: expected {expected}$"):
         BOOK.parse(text)
+
+
+def test_the_example_is_shown_when_the_grammar_has_one() -> None:
+    book = AddressBook(
+        [AddressGrammar(platform="chan", usage="chan:<id>", chat=r"C\d+", example="chan:C42")]
+    )
+    with pytest.raises(ValueError) as raised:
+        book.parse("chan:general")
+    assert str(raised.value) == (
+        "'chan:general' is not a chan address: expected chan:<id> like chan:C42"
+    )

@@ -72,16 +72,32 @@ def test_addresses_parse_and_format_back(text: str, address: Address, written: s
     assert book.format(address) == (written or text)
 
 
-@pytest.mark.parametrize(
-    "text", ["telegram:abc", "telegram:1:2:3", "slack:C0:T1", "discord:", "terminal:x", "irc:1"]
-)
-def test_a_bad_address_names_every_accepted_form(text: str) -> None:
+def test_an_unknown_platform_names_every_accepted_form() -> None:
     with pytest.raises(ValueError) as raised:
-        REGISTERED.addresses().parse(text)
+        REGISTERED.addresses().parse("irc:1")
     assert str(raised.value) == (
-        f"{text!r} is not a delivery address; use telegram:<chat id>[:<thread id>], "
+        "'irc:1' is not a delivery address; use telegram:<chat id>[:<thread id>], "
         "slack:<channel id>, discord:<channel id> or terminal"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("telegram:abc", "telegram:<chat id>[:<thread id>] like telegram:-1001234567890"),
+        ("telegram:1:2:3", "telegram:<chat id>[:<thread id>] like telegram:-1001234567890"),
+        ("slack:general", "slack:<channel id> like slack:C0123ABCD"),
+        ("slack:C0:T1", "slack:<channel id> like slack:C0123ABCD"),
+        ("discord:general", "discord:<channel id> like discord:123456789012345678"),
+        ("discord:", "discord:<channel id> like discord:123456789012345678"),
+        ("terminal:x", "terminal"),
+    ],
+)
+def test_a_bad_address_of_a_platform_names_the_form_it_expects(text: str, expected: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        REGISTERED.addresses().parse(text)
+    platform = text.partition(":")[0]
+    assert str(raised.value) == f"{text!r} is not a {platform} address: expected {expected}"
 
 
 def test_the_leases_of_single_reader_platforms() -> None:
