@@ -55,10 +55,11 @@ SPEC = ChannelSpec(
     prompt_hint=PROMPT_HINT,
     default_mode="safe-chat",
     # Channel ids (C…, G…, D…), not names: a name can be renamed and is not what the API takes.
+    # A user id (U…, W…) is one too: chat.postMessage to it opens the app's DM with that person.
     address=AddressGrammar(
         platform="slack",
-        usage="slack:<channel id>",
-        chat=r"[CDG][A-Z0-9]+",
+        usage="slack:<channel or user id>",
+        chat=r"[CDGUW][A-Z0-9]+",
         example="slack:C0123ABCD",
     ),
     build=_build,

@@ -171,7 +171,7 @@ def test_pause_resume_runs_and_remove(env: dict[str, str], tmp_path: Path) -> No
         (["--every", "10s", "--deliver-to", "mail:x"], "--deliver-to: 'mail:x'"),
         (
             ["--every", "10s", "--deliver-to", "slack:general"],
-            "expected slack:<channel id> like slack:C0123ABCD",
+            "expected slack:<channel or user id> like slack:C0123ABCD",
         ),
         (["--every", "2s"], "--every: runs would be 2 seconds apart; the shortest allowed is 10"),
         (["--every", "1h", "--tz", "Europe/Paris"], "--tz applies to --at and --cron only"),

@@ -77,7 +77,7 @@ def test_an_unknown_platform_names_every_accepted_form() -> None:
         REGISTERED.addresses().parse("irc:1")
     assert str(raised.value) == (
         "'irc:1' is not a delivery address; use telegram:<chat id>[:<thread id>], "
-        "slack:<channel id>, discord:<channel id> or terminal"
+        "slack:<channel or user id>, discord:<channel id> or terminal"
     )
 
 
@@ -86,8 +86,8 @@ def test_an_unknown_platform_names_every_accepted_form() -> None:
     [
         ("telegram:abc", "telegram:<chat id>[:<thread id>] like telegram:-1001234567890"),
         ("telegram:1:2:3", "telegram:<chat id>[:<thread id>] like telegram:-1001234567890"),
-        ("slack:general", "slack:<channel id> like slack:C0123ABCD"),
-        ("slack:C0:T1", "slack:<channel id> like slack:C0123ABCD"),
+        ("slack:general", "slack:<channel or user id> like slack:C0123ABCD"),
+        ("slack:C0:T1", "slack:<channel or user id> like slack:C0123ABCD"),
         ("discord:general", "discord:<channel id> like discord:123456789012345678"),
         ("discord:", "discord:<channel id> like discord:123456789012345678"),
         ("terminal:x", "terminal"),
