@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from bots.commands.chat import chat, cost, sessions
 from bots.commands.memory import memory
+from bots.commands.pairing import pairing
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
@@ -59,6 +60,7 @@ for command in (chat, serve, gateway, worker, scheduler, schedule, sessions, cos
 cli.add_command(prompt)
 cli.add_command(memory)
 cli.add_command(recover)
+cli.add_command(pairing)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
