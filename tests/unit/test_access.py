@@ -25,7 +25,8 @@ from core.modes import FULL, SAFE_CHAT, ModeCatalog
 from core.policy import AllowList, ChannelPolicy, PlatformAccess
 from core.profile import Profile
 from core.runtime import ChannelContext
-from core.store.access import PAIRING_ALPHABET
+from core.store import RedisStore
+from core.store.access import PAIRING_ALPHABET, AccessRecords
 from core.store.sqlite import SqliteStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 
@@ -332,3 +333,35 @@ def test_bad_access_tables_are_one_clear_error(data: dict[str, object], problem:
         Profile.parse("p", data, source="profile.toml", identity=None)
 
     assert problem in str(caught.value)
+
+
+# --- several workers -----------------------------------------------------------------------
+
+
+async def test_every_worker_sees_an_approval_and_a_revocation_at_once(redis_url: str) -> None:
+    # Two workers and the CLI, each with its own connection to the shared store.
+    stores = [await RedisStore.open(redis_url) for _ in range(3)]
+    try:
+        first, second = (gate_on(s) for s in stores[:2])
+        cli = Pairing(stores[2])
+        assert await first.entry(dm("u1")) == Entry("pair")
+        reply = await first.pairing.request(dm("u1"))
+        assert reply.outcome == "created"
+        [request] = await cli.pending("telegram")
+
+        assert await cli.approve("telegram", request.code)
+        assert [(await g.entry(dm("u1"))).action for g in (first, second)] == ["answer"] * 2
+
+        assert await cli.revoke("telegram", "u1")
+        assert [(await g.entry(dm("u1"))).action for g in (first, second)] == ["pair"] * 2
+    finally:
+        for store in stores:
+            await store.close()
+
+
+def gate_on(store: AccessRecords) -> Gate:
+    return Gate(
+        policy=ChannelPolicy(default_access=PlatformAccess()),
+        pairing=Pairing(store),
+        modes=ModeCatalog(),
+    )
