@@ -244,7 +244,9 @@ class Gate:
         # An admin's DM is trusted like the terminal, unless the operator set that chat's mode.
         if entry.admin and inbound.is_direct and chat_key not in self.policy.chat_modes:
             mode = self.modes.get(FULL.name)
-        if not entry.admin:
+        # Only a mode offering every tool runs privileged ones (`CapabilityMode.allows`); other
+        # modes refuse them already, and their prompts need no word about it.
+        if not entry.admin and mode.tools is None:
             mode = mode.withholding([SafetyTier.PRIVILEGED], NOT_ADMIN)
         if not inbound.is_direct and not entry.trusted:
             mode = mode.withholding(
@@ -292,7 +294,8 @@ async def _deny(context: CommandContext) -> str:
     request = await Pairing(context.store).deny(platform, code)
     if request is None:
         return f"No pending pairing request on {platform} has the code {code.upper()}."
-    return f"Denied the pairing request of {request.user_name or request.user_id}."
+    who = request.user_name or request.user_id
+    return f"Denied the pairing request of {who} ({platform} user {request.user_id})."
 
 
 def access_commands() -> Sequence[ChatCommand]:

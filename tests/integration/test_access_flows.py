@@ -134,12 +134,29 @@ async def test_telegram_admin_approves_in_chat_and_others_may_not(
         approved = await telegram_helpers.reply_containing(fake, ADMIN, "Approved")
         fake.private_text(STRANGER, "thanks")
         await telegram_helpers.reply_containing(fake, STRANGER, "welcome")
-        # An approved person is not an admin: /approve is refused politely.
+        # An approved person is not an admin: /approve is refused politely, /help hides it.
         fake.private_text(STRANGER, "/approve ABCDEFGH")
         refusal = await telegram_helpers.reply_containing(fake, STRANGER, "Only an admin")
+        fake.private_text(STRANGER, "/help")
+        their_help = await telegram_helpers.reply_containing(fake, STRANGER, "Commands:")
+        # Another stranger, denied by the admin in the chat.
+        fake.private_text(STRANGER + 1, "me too")
+        other = code_in(
+            (await telegram_helpers.reply_containing(fake, STRANGER + 1, "pairing code")).text
+        )
+        fake.private_text(ADMIN, f"/deny telegram {other}")
+        denied = await telegram_helpers.reply_containing(fake, ADMIN, "Denied")
+        fake.private_text(ADMIN, "/help")
+        admin_help = await telegram_helpers.reply_containing(fake, ADMIN, "Commands:")
 
     assert f"telegram user {STRANGER}" in approved.text
     assert refusal.text == "Only an admin of this bot can use /approve."
+    assert "/approve" not in their_help.text
+    assert "/approve" in admin_help.text and "/deny" in admin_help.text
+    assert denied.text == (
+        f"Denied the pairing request of User{STRANGER + 1} (telegram user {STRANGER + 1})."
+    )
+    assert await Pairing(store).pending() == []
     assert len(provider.requests) == 1
 
 

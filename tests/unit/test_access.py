@@ -365,3 +365,11 @@ def gate_on(store: AccessRecords) -> Gate:
         pairing=Pairing(store),
         modes=ModeCatalog(),
     )
+
+
+async def test_modes_that_refuse_privileged_tools_anyway_keep_their_prompt(
+    store: SqliteStore,
+) -> None:
+    shaped = gate(store).shape(context("safe-chat"), dm("u1"), Entry("answer", trusted=True))
+
+    assert shaped.mode == SAFE_CHAT
