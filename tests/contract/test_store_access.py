@@ -100,6 +100,12 @@ async def test_expired_requests_are_gone_and_free_their_slot(store: AccessRecord
 
 async def test_approving_turns_a_request_into_an_approval(store: AccessRecords) -> None:
     await store.request_pairing(request("u1", "ABCD2345"), now=T0, max_pending=3)
+    # A name the store must carry as it is (quotes, a slash, non-ASCII).
+    await store.request_pairing(
+        request("u2", "WXYZ6789").model_copy(update={"user_name": 'Zoë "Z" / 北京'}),
+        now=T0,
+        max_pending=3,
+    )
     at = T0 + timedelta(minutes=1)
 
     assert (
@@ -117,7 +123,10 @@ async def test_approving_turns_a_request_into_an_approval(store: AccessRecords) 
     assert (approval.admin, approval.approved_by, approval.approved_at) == (True, "cli", at)
     assert await store.approval("telegram", "u1") == approval
     assert await store.approval("slack", "u1") is None
-    assert await store.pairing_requests(None, now=at) == []
+    assert [r.user_id for r in await store.pairing_requests(None, now=at)] == ["u2"]
+    other = await store.approve_pairing("telegram", "WXYZ6789", now=at, admin=False, by="x")
+    assert other is not None and other.user_name == 'Zoë "Z" / 北京'
+    assert other.admin is False
     # A code works once.
     assert (
         await store.approve_pairing("telegram", "ABCD2345", now=at, admin=False, by="cli") is None
