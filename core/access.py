@@ -69,7 +69,7 @@ NOT_ADMIN: Final = (
 )
 NOT_APPROVED: Final = (
     "In this group only people an admin approved may use tools that change anything, and the "
-    "person asking is not approved; tell them they can ask for access in a direct message."
+    "person asking is not approved; tell them so instead of trying."
 )
 
 
