@@ -20,6 +20,7 @@ from bots.limits import budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_provider
 from bots.settings import Settings
+from core.access import Gate, Pairing
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
 from core.bus.sqlite import SqliteBus
@@ -33,7 +34,7 @@ from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
 from core.modes import ModeCatalog
-from core.policy import ChannelPolicy
+from core.policy import ChannelPolicy, PlatformAccess
 from core.pricing import PriceBook
 from core.profile import Profile
 from core.providers.registry import Resolved
@@ -300,6 +301,10 @@ async def worker_for(
             allow=options.allow,
             group_replies=options.group_replies,
             admins=frozenset(options.admins),
+            access=options.access,
+            # The product's default for a platform without an [access] table.
+            default_access=PlatformAccess(),
+            local_platforms=REGISTERED.local_platforms(),
         )
         worker = assemble_worker(
             bus=found.bus,
@@ -401,6 +406,7 @@ def assemble_worker(
         scheduled=ScheduledRuns(bus=bus, store=store, book=book, contexts=contexts, turns=turns),
         outbox=outbox,
         rate_limits=rate_limits,
+        gate=Gate(policy=policy, pairing=Pairing(store), modes=modes),
     )
     return Worker(
         bus=bus,

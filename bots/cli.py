@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from bots.commands.chat import chat, cost, sessions
 from bots.commands.doctor import doctor
 from bots.commands.memory import memory
+from bots.commands.pairing import pairing
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
@@ -61,6 +62,7 @@ cli.add_command(prompt)
 cli.add_command(memory)
 cli.add_command(recover)
 cli.add_command(doctor)
+cli.add_command(pairing)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from channels.discord.spec import SPEC as DISCORD
 from channels.slack.spec import SPEC as SLACK
 from channels.streaming import ReplyStreams
 from channels.telegram.spec import SPEC as TELEGRAM
+from core.access import access_commands
 from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
 from core.errors import ConfigError
@@ -34,7 +35,7 @@ _UNREGISTERED_MODES = {"web": "full"}
 
 def command_registry() -> CommandRegistry:
     """The chat commands of this bot: the worker runs them, every platform lists them."""
-    return CommandRegistry(builtin_commands())
+    return CommandRegistry([*builtin_commands(), *access_commands()])
 
 
 class Platforms:
@@ -68,6 +69,12 @@ class Platforms:
     def default_admins(self) -> list[str]:
         """The people trusted with everything when a profile has no `admins`."""
         return [f"{spec.name}:{user}" for spec in self.specs for user in spec.operators]
+
+    def local_platforms(self) -> frozenset[str]:
+        """The platforms whose chats are the operator's own (those with operators, and the
+        local web page): access policies do not apply there."""
+        local = {spec.name for spec in self.specs if spec.operators}
+        return frozenset(local | _UNREGISTERED_MODES.keys())
 
     def stream_policies(self) -> dict[str, StreamPolicy]:
         """How each platform shows a running turn: how often a streamed reply may be edited

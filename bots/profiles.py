@@ -95,7 +95,11 @@ def _misnamed(profile: Profile, platforms: Platforms) -> str | None:
         platform, _, user = admin.partition(":")
         if platform not in known or not user:
             return f"admins: {admin!r} is not <platform>:<user id> (platforms: {', '.join(known)})"
-    for table, names in (("allow", options.allow), ("modes", options.modes)):
+    for table, names in (
+        ("allow", options.allow),
+        ("modes", options.modes),
+        ("access", options.access),
+    ):
         for platform in names:
             if platform not in known:
                 return f"{table}.{platform}: unknown platform (known: {', '.join(known)})"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.errors import ConfigError
 from core.skills import READ_SKILL
@@ -63,9 +63,14 @@ class CapabilityMode(BaseModel):
     admitted: frozenset[str] = frozenset()
     # Privileged tools need a confirmation from the user before they run.
     confirm_privileged: bool = True
+    # Tiers the person of this turn may not use, each with the reason the model reads; set per
+    # turn by the access rules (`core/access.py`), never by a profile.
+    withheld: dict[SafetyTier, str] = Field(default_factory=dict)
 
     def allows(self, tool: Tool[Any]) -> bool:
         """Whether a call to `tool` may run under this mode."""
+        if tool.tier in self.withheld:
+            return False
         if self.tools is None:
             return True
         offered = tool.name in self.tools or tool.name in self.admitted
@@ -74,6 +79,25 @@ class CapabilityMode(BaseModel):
     def admitting(self, names: Iterable[str]) -> CapabilityMode:
         """This mode, also offering the tools called `names`."""
         return self.model_copy(update={"admitted": self.admitted | frozenset(names)})
+
+    def withholding(self, tiers: Iterable[SafetyTier], reason: str) -> CapabilityMode:
+        """This mode without the tools of `tiers`; `reason` joins its prompt rules and is what
+        a refused call of such a tool answers."""
+        added = {tier: reason for tier in tiers if tier not in self.withheld}
+        if not added:
+            return self
+        return self.model_copy(
+            update={
+                "withheld": {**self.withheld, **added},
+                "prompt_rules": f"{self.prompt_rules}\n{reason}",
+            }
+        )
+
+    def refusal(self, tool: Tool[Any]) -> str:
+        """What the model reads when it calls `tool` and this mode does not allow it."""
+        if tool.tier in self.withheld:
+            return f"Tool {tool.name!r} was not run: {self.withheld[tool.tier]}"
+        return f"Tool {tool.name!r} is not available in this chat (capability mode {self.name!r})."
 
     def allowed_tools(self, registry: ToolRegistry) -> list[Tool[Any]]:
         """The registered tools this mode offers, in name order."""

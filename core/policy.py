@@ -1,14 +1,24 @@
-"""`ChannelPolicy`: which capability mode a chat gets, and limits on what users may send."""
+"""`ChannelPolicy`: which capability mode a chat gets, and limits on what users may send.
+
+Who may talk to the bot at all is decided per platform by `PlatformAccess` (the profile's
+`[access.<platform>]` table) together with the allowlists; `core/access.py` applies them.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.envelopes import Address, Inbound
 
-__all__ = ["AllowList", "ChannelPolicy"]
+__all__ = ["AllowList", "ChannelPolicy", "DmPolicy", "GroupPolicy", "PlatformAccess"]
+
+# Who may start a direct conversation: people an operator approved after they asked with a
+# pairing code, only the people on the allowlist, anyone, or nobody (admins always may).
+DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+# In groups: answer when addressed, every message, only in the listed `groups`, or never.
+GroupPolicy = Literal["mention", "all", "allowlist", "disabled"]
 
 
 class AllowList(BaseModel):
@@ -20,6 +30,24 @@ class AllowList(BaseModel):
     chats: frozenset[str] = frozenset()
     # Whole workspaces or servers (the `team` of an `Inbound`).
     teams: frozenset[str] = frozenset()
+
+
+class PlatformAccess(BaseModel):
+    """`[access.<platform>]`: who may talk to the bot on one platform, in DMs and in groups."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dm_policy: DmPolicy = "pairing"
+    # None: the older `group_replies` key decides ("mention" or "all").
+    group_policy: GroupPolicy | None = None
+    # The group chat ids answered under `group_policy = "allowlist"`.
+    groups: frozenset[str] = frozenset()
+
+    @model_validator(mode="after")
+    def _groups_need_the_allowlist(self) -> PlatformAccess:
+        if self.groups and self.group_policy != "allowlist":
+            raise ValueError('`groups` only applies with group_policy = "allowlist"')
+        return self
 
 
 class ChannelPolicy(BaseModel):
@@ -40,6 +68,41 @@ class ChannelPolicy(BaseModel):
     # "<platform>:<user id>" of the people trusted with `full` everywhere (and schedules
     # that run in `full`); `bots/` adds the operator of a local channel by default.
     admins: frozenset[str] = frozenset()
+    # `[access.<platform>]` per platform; a platform without an entry gets `default_access`.
+    access: dict[str, PlatformAccess] = Field(default_factory=dict)
+    # "allowlist" here, so that code building a policy by hand answers as before: the
+    # allowlist when the platform has one, everyone otherwise. The product's default,
+    # `pairing`, is the profile's, which `bots/` passes in.
+    default_access: PlatformAccess = PlatformAccess(dm_policy="allowlist")
+    # Platforms whose chats are the operator's own (the terminal, the local web page): no
+    # access policy applies there and whoever writes is an admin. `bots/` names them.
+    local_platforms: frozenset[str] = frozenset()
+
+    def access_for(self, platform: str) -> PlatformAccess:
+        """The access settings of `platform`."""
+        return self.access.get(platform, self.default_access)
+
+    def group_policy(self, platform: str) -> GroupPolicy:
+        """How the bot answers in the groups of `platform` (`group_replies` when unset)."""
+        return self.access_for(platform).group_policy or self.group_replies
+
+    def lists(self, inbound: Inbound) -> bool:
+        """Whether the allowlist names this message's user, chat or team (an empty or missing
+        allowlist names nobody)."""
+        allowed = self.allow.get(inbound.address.platform)
+        return allowed is not None and (
+            inbound.user_id in allowed.users
+            or inbound.address.chat in allowed.chats
+            or (inbound.team is not None and inbound.team in allowed.teams)
+        )
+
+    def lists_person(self, inbound: Inbound) -> bool:
+        """Whether the allowlist names this person (by user id or team), not just the chat."""
+        allowed = self.allow.get(inbound.address.platform)
+        return allowed is not None and (
+            inbound.user_id in allowed.users
+            or (inbound.team is not None and inbound.team in allowed.teams)
+        )
 
     def is_admin(self, platform: str, user_id: str) -> bool:
         """Whether this person is one of the admins."""
@@ -63,7 +126,7 @@ class ChannelPolicy(BaseModel):
             or inbound.mentions_bot
             or inbound.kind != "message"
             or inbound.origin == "scheduled"
-            or self.group_replies == "all"
+            or self.group_policy(inbound.address.platform) == "all"
         )
 
     def mode_for(self, inbound: Inbound) -> str:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
 from core.errors import ConfigError
 from core.mcp import McpSettings
-from core.policy import AllowList
+from core.policy import AllowList, PlatformAccess
 from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.ratelimit import RateLimitSettings
@@ -54,8 +54,12 @@ class ProfileSettings(BaseModel):
     chat_modes: dict[str, str] = Field(default_factory=dict)
     # Allowlists per platform: `[allow.<platform>] users = ["123"]`; no entry: open to all.
     allow: dict[str, AllowList] = Field(default_factory=dict)
-    # In groups: answer only when addressed ("mention") or every message ("all").
+    # In groups: answer only when addressed ("mention") or every message ("all"). The older
+    # key: `[access.<platform>] group_policy`, when set, decides instead.
     group_replies: Literal["mention", "all"] = "mention"
+    # Who may talk to the bot, per platform: `[access.<platform>] dm_policy = "pairing"`,
+    # `group_policy`, `groups` (docs/access.md). A platform without a table: pairing for DMs.
+    access: dict[str, PlatformAccess] = Field(default_factory=dict)
     # Options of one platform, `[channels.<platform>]`: each channel validates its own table
     # (the profile loader in `bots/` does, so a typo stops the start).
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -87,6 +91,19 @@ class ProfileSettings(BaseModel):
     min_schedule_interval: int = Field(default=300, ge=10)
     max_schedules_per_person: int = Field(default=20, ge=0)
     max_schedules_per_chat: int = Field(default=50, ge=0)
+
+    @model_validator(mode="after")
+    def _allowlist_policies_have_a_list(self) -> ProfileSettings:
+        for platform, access in self.access.items():
+            listed = self.allow.get(platform)
+            if access.dm_policy == "allowlist" and not (
+                listed and (listed.users or listed.chats or listed.teams)
+            ):
+                raise ValueError(
+                    f'access.{platform}: dm_policy = "allowlist" needs an [allow.{platform}]'
+                    " table naming users, chats or teams"
+                )
+        return self
 
 
 class Profile(BaseModel):

@@ -251,3 +251,26 @@ class RedisKeys:
         """The highest fencing epoch the store saw on a write for the session (the store's
         side of the fence; a store elsewhere keeps it there)."""
         return f"{self.prefix}fence:{session_key}"
+
+    # --- access (pairing requests and approvals) -----------------------------------------------
+
+    def pairing_requests(self, platform: str) -> str:
+        """Hash of one platform's pairing requests: user id → `<expires_at, epoch µs, 20
+        digits> <request JSON>`."""
+        return f"{self.prefix}pairing:{platform}"
+
+    def pairing_codes(self, platform: str) -> str:
+        """Hash of one platform's live pairing codes: code → user id."""
+        return f"{self.prefix}pairing-codes:{platform}"
+
+    def pairing_platforms(self) -> str:
+        """Set of the platforms that had pairing requests (for listing them all)."""
+        return f"{self.prefix}pairing-platforms"
+
+    def approvals(self, platform: str) -> str:
+        """Hash of one platform's approvals: user id → the approval's JSON."""
+        return f"{self.prefix}approvals:{platform}"
+
+    def approval_platforms(self) -> str:
+        """Set of the platforms that had approvals (for listing them all)."""
+        return f"{self.prefix}approval-platforms"

@@ -700,10 +700,7 @@ class AgentRuntime:
             )
         tool: Tool[Any] = self.tools.get(call.name)
         if not context.mode.allows(tool):
-            raise ToolNotAllowed(
-                f"Tool {call.name!r} is not available in this chat "
-                f"(capability mode {context.mode.name!r})."
-            )
+            raise ToolNotAllowed(context.mode.refusal(tool))
         if tool.tier is SafetyTier.PRIVILEGED and context.mode.confirm_privileged:
             if self._confirm is None:
                 # Nobody can be asked; refusing is the safe default.

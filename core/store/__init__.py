@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from core.store.base import (
+    AccessRecords,
+    Approval,
     CheckpointStore,
     CompactionSummary,
     ConversationLog,
@@ -18,6 +20,8 @@ from core.store.base import (
     CostSummary,
     FactStore,
     LastSeen,
+    PairingAnswer,
+    PairingRequest,
     ProcessedMarks,
     ScheduleStore,
     SeenMarks,
@@ -30,6 +34,8 @@ if TYPE_CHECKING:
     from core.store.redis import RedisStore
 
 __all__ = [
+    "AccessRecords",
+    "Approval",
     "CheckpointStore",
     "CompactionSummary",
     "ConversationLog",
@@ -38,6 +44,8 @@ __all__ = [
     "CostSummary",
     "FactStore",
     "LastSeen",
+    "PairingAnswer",
+    "PairingRequest",
     "ProcessedMarks",
     "RedisStore",
     "ScheduleStore",

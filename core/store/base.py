@@ -11,6 +11,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `CheckpointStore` | `core/store/checkpoints.py` | 4 |
 | `ProcessedMarks` | `core/store/processed.py` | 2 |
 | `SeenMarks` | `core/store/seen.py` | 2: the newest message seen per conversation |
+| `AccessRecords` | `core/store/access.py` | 7: pairing requests and approvals |
 | `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
@@ -42,6 +43,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from core.fencing import Fence
+from core.store.access import AccessRecords, Approval, PairingAnswer, PairingRequest
 from core.store.checkpoints import CheckpointStore
 from core.store.facts import FactStore
 from core.store.ledger import CostEntry, CostLedger, CostSummary
@@ -51,6 +53,8 @@ from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
 
 __all__ = [
+    "AccessRecords",
+    "Approval",
     "CheckpointStore",
     "CompactionSummary",
     "ConversationLog",
@@ -61,6 +65,8 @@ __all__ = [
     # Re-exported: callers that pass a claim's fence through may import it from here.
     "Fence",
     "LastSeen",
+    "PairingAnswer",
+    "PairingRequest",
     "ProcessedMarks",
     "ScheduleStore",
     "SeenMarks",
@@ -77,6 +83,7 @@ class Store(
     CheckpointStore,
     ProcessedMarks,
     SeenMarks,
+    AccessRecords,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

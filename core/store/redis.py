@@ -4,7 +4,8 @@ One class per concern, each in its own module and all on one client and one key 
 (`_redis_base.py`, keys in `core/redis_keys.py`): the conversation log (`_redis_log.py`), the
 cost ledger (`_redis_ledger.py`), schedules (`_redis_schedules.py`), remembered facts
 (`_redis_facts.py`), checkpoints (`_redis_checkpoints.py`), processed marks
-(`_redis_processed.py`) and seen marks (`_redis_seen.py`). Values are JSON of pydantic models.
+(`_redis_processed.py`), seen marks (`_redis_seen.py`) and access records
+(`_redis_access.py`). Values are JSON of pydantic models.
 
 Every write is one script or command, atomic on the server, and safe to send twice (a stale
 pooled connection after a Redis restart, a lost reply): a replayed script finds the receipt of
@@ -32,6 +33,7 @@ from redis.exceptions import RedisError
 from core.clock import utc_now
 from core.errors import StoreError
 from core.redis_keys import RedisKeys
+from core.store._redis_access import RedisAccess
 from core.store._redis_checkpoints import RedisCheckpoints
 from core.store._redis_facts import RedisFacts
 from core.store._redis_ledger import RedisLedger
@@ -55,6 +57,7 @@ class RedisStore(
     RedisCheckpoints,
     RedisProcessed,
     RedisSeen,
+    RedisAccess,
 ):
     """The `Store` on Redis, opened with `await RedisStore.open(url)`.
 

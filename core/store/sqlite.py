@@ -3,8 +3,8 @@
 One class per concern, each in its own module and all on one connection (`_sqlite_base.py`):
 the conversation log (`_sqlite_log.py`), the cost ledger (`_sqlite_ledger.py`), schedules
 (`_sqlite_schedules.py`), remembered facts (`_sqlite_facts.py`), checkpoints
-(`_sqlite_checkpoints.py`), processed marks (`_sqlite_processed.py`) and seen marks
-(`_sqlite_seen.py`). This module opens the
+(`_sqlite_checkpoints.py`), processed marks (`_sqlite_processed.py`), seen marks
+(`_sqlite_seen.py`) and access records (`_sqlite_access.py`). This module opens the
 file and migrates its schema.
 """
 
@@ -20,9 +20,11 @@ import aiosqlite
 
 from core.clock import utc_now
 from core.errors import StoreError
+from core.store import _sqlite_access as _access
 from core.store import _sqlite_checkpoints as _checkpoints
 from core.store import _sqlite_facts as _facts
 from core.store._connection import open_connection
+from core.store._sqlite_access import SqliteAccess
 from core.store._sqlite_checkpoints import SqliteCheckpoints
 from core.store._sqlite_facts import SqliteFacts
 from core.store._sqlite_ledger import MIGRATION as LEDGER_PEOPLE_MIGRATION
@@ -128,6 +130,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     SEEN_MIGRATION,
     # The person and chat of each ledger entry, for the daily budgets and `cost --by`.
     LEDGER_PEOPLE_MIGRATION,
+    # Pairing requests and approvals (`core/access.py`).
+    _access.MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
@@ -141,6 +145,7 @@ class SqliteStore(
     SqliteCheckpoints,
     SqliteProcessed,
     SqliteSeen,
+    SqliteAccess,
 ):
     """The `Store` on a SQLite file (or `":memory:"`), opened with `await SqliteStore.open(...)`.
 

@@ -1,11 +1,13 @@
 """`InboundHandler`: what a worker does with one `Inbound` once it is that session's turn.
 
 The intake rules, in order: an answered message is skipped (dedupe); a scheduled run goes to
-`ScheduledRuns`; a group message for someone else is read, not answered; someone the policy
-does not admit gets one polite refusal per chat; a command is answered from the registry
-(`core/commands.py`); a message too long is refused; a message over a rate limit
-(`core/ratelimit.py`) gets one notice per window, then silence; anything else is a turn
-(`core/turns/turn.py`), checkpointed so a crash mid-turn can be recovered.
+`ScheduledRuns`; the access `Gate` (`core/access.py`) decides the rest: a group message for
+someone else is read, not answered; a stranger's DM under the pairing policy gets a pairing
+code once, and nothing else; someone the policy does not admit gets one polite refusal per
+chat; a command is answered from the registry (`core/commands.py`); a message too long is
+refused; a message over a rate limit (`core/ratelimit.py`) gets one notice per window, then
+silence; anything else is a turn (`core/turns/turn.py`) under a mode fitted to its person,
+checkpointed so a crash mid-turn can be recovered.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
+from core.access import REFUSAL_TEXT, Entry, Gate
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
@@ -30,7 +33,6 @@ __all__ = ["REFUSAL_TEXT", "InboundHandler"]
 
 log = logging.getLogger(__name__)
 
-REFUSAL_TEXT = "Sorry, this bot only answers the people it was set up for."
 APOLOGY_TEXT = "Sorry, something went wrong on my side and I could not answer that message."
 
 
@@ -47,6 +49,7 @@ class InboundHandler:
         turns: TurnRunner,
         scheduled: ScheduledRuns,
         outbox: Outbox,
+        gate: Gate,
         clock: Callable[[], datetime] = utc_now,
         rate_limits: RateLimits | None = None,
     ) -> None:
@@ -57,6 +60,7 @@ class InboundHandler:
         self.turns = turns
         self.scheduled = scheduled
         self.outbox = outbox
+        self.gate = gate
         self._clock = clock
         self.rate_limits = rate_limits
 
@@ -69,14 +73,18 @@ class InboundHandler:
             return
         if inbound.origin == "scheduled":
             await self.scheduled.run(inbound, cancel=cancel, fence=fence)
-        elif not self.policy.addressed(inbound):
-            pass  # a group message for someone else: read, not answered
-        elif not self.policy.admits(inbound):
-            await self._refuse(inbound)
-        elif inbound.kind == "command":
-            await self._command(inbound)
         else:
-            await self._turn(inbound, cancel, fence)
+            entry = await self.gate.entry(inbound)
+            if entry.action == "ignore":
+                pass  # a group message for someone else: read, not answered
+            elif entry.action == "refuse":
+                await self._refuse(inbound, entry.text)
+            elif entry.action == "pair":
+                await self._pair(inbound)
+            elif inbound.kind == "command":
+                await self._command(inbound, entry)
+            else:
+                await self._turn(inbound, entry, cancel, fence)
         await self.store.mark_processed(inbound.dedupe_key)
 
     async def apologize(self, inbound: Inbound) -> None:
@@ -90,7 +98,7 @@ class InboundHandler:
         await self.outbox.send(inbound, "notice", ABANDONED_TEXT, failed=True)
         await self.store.finish_checkpoint(inbound.dedupe_key, "abandoned")
 
-    async def _refuse(self, inbound: Inbound) -> None:
+    async def _refuse(self, inbound: Inbound, text: str = REFUSAL_TEXT) -> None:
         address = inbound.address
         log.info("refused %s user %s in %s", address.platform, inbound.user_id, address.chat)
         # One polite refusal per chat; after that, silence (no noise in a busy group).
@@ -98,11 +106,25 @@ class InboundHandler:
             f"refused:{address.platform}:{address.bot}:{address.chat}"
         )
         if first:
-            await self.outbox.send(inbound, "notice", REFUSAL_TEXT)
+            await self.outbox.send(inbound, "notice", text)
 
-    async def _command(self, inbound: Inbound) -> None:
+    async def _pair(self, inbound: Inbound) -> None:
+        """A stranger's DM under the pairing policy: a code once, no model call, no turn."""
+        reply = await self.gate.pairing.request(inbound)
+        if reply.text is None:
+            return  # the code went out with the first message; no new one each time
+        if reply.outcome == "full":
+            address = inbound.address
+            # Told once per chat: a stranger writing on cannot make the bot write back.
+            if not await self.store.mark_processed(
+                f"pairing-full:{address.platform}:{address.bot}:{address.chat}"
+            ):
+                return
+        await self.outbox.send(inbound, "notice", reply.text)
+
+    async def _command(self, inbound: Inbound, entry: Entry) -> None:
         word = (inbound.command or "").lower()
-        is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
+        is_admin = entry.admin
         command = self.commands.find(word)
         if command is None:
             text = self.commands.unknown_text(word, admin=is_admin)
@@ -119,7 +141,9 @@ class InboundHandler:
             text = await command.handler(context)
         await self.outbox.send(inbound, "notice", text)
 
-    async def _turn(self, inbound: Inbound, cancel: asyncio.Event, fence: Fence | None) -> None:
+    async def _turn(
+        self, inbound: Inbound, entry: Entry, cancel: asyncio.Event, fence: Fence | None
+    ) -> None:
         if not inbound.text.strip() and not inbound.images:
             return
         limit = self.policy.max_input_chars
@@ -141,7 +165,7 @@ class InboundHandler:
         # Typing shows before the session lookup and the checkpoint write (Redis round trips).
         await self.outbox.send(inbound, "typing", "")
         session = await self.store.current_session(inbound.session_key)
-        context = self.contexts.for_message(inbound)
+        context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
         checkpoint = await self._checkpoint(inbound, session.id, found)
         await self.turns.run(
             inbound,

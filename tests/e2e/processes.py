@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shutil
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterable
@@ -29,6 +30,7 @@ __all__ = [
     "Finished",
     "Launched",
     "clean_env",
+    "open_profiles",
     "run_once",
     "until",
 ]
@@ -46,6 +48,20 @@ _DROPPED_SUFFIXES = ("_TOKEN", "_API_KEY", "_BASE_URL")
 _DROPPED_PREFIXES = ("SWITCHBOARD_", "TELEGRAM_")
 
 
+def open_profiles(tmp_path: Path) -> Path:
+    """A copy of the repo's profiles whose default profile lets anyone write on every chat
+    platform: the fakes' users are strangers, who would otherwise get a pairing code."""
+    target = tmp_path / "open-profiles"
+    if not target.exists():
+        shutil.copytree(REPO / "profiles", target)
+        tables = "".join(
+            f'\n[access.{name}]\ndm_policy = "open"\n' for name in ("telegram", "slack", "discord")
+        )
+        with (target / "default" / "profile.toml").open("a", encoding="utf-8") as toml:
+            toml.write(tables)
+    return target
+
+
 def clean_env(
     tmp_path: Path,
     *,
@@ -56,8 +72,8 @@ def clean_env(
 ) -> dict[str, str]:
     """The machine's environment without credentials, endpoints or Switchboard settings.
 
-    Then: the fakes' URLs and the test key, the repo's profiles, a data directory in
-    `tmp_path`, info logs, and `REDIS_URL` when given.
+    Then: the fakes' URLs and the test key, the repo's profiles with open DMs
+    (`open_profiles`), a data directory in `tmp_path`, info logs, and `REDIS_URL` when given.
     """
     env = {
         k: v
@@ -66,7 +82,7 @@ def clean_env(
     }
     env.pop("REDIS_URL", None)
     env.update(
-        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
         SWITCHBOARD_LOG_LEVEL="info,httpx=info",
         PTB_TIMEDELTA="1",

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from channels.terminal import NOTIFICATION_LABEL
+from tests.e2e.processes import open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -50,7 +51,7 @@ def env(tmp_path: Path) -> dict[str, str]:
     }
     keep.update(
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
         PTB_TIMEDELTA="1",
     )
     return keep

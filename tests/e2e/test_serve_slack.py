@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from channels.slack.format import SLACK_LIMIT
-from tests.e2e.processes import Deployment, clean_env
+from tests.e2e.processes import Deployment, clean_env, open_profiles
 from tests.e2e.served import serve
 from tests.fakes import FakeAnthropic, Text
 from tests.fakes.fixtures import TEST_API_KEY
@@ -48,7 +48,7 @@ def env(fake_slack: FakeSlack, tmp_path: Path) -> dict[str, str]:
     }
     keep.update(
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
         SWITCHBOARD_LOG_LEVEL="debug,libraries=debug",
         SLACK_BOT_TOKEN=fake_slack.bot_token,
         SLACK_API_URL=fake_slack.api_url,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.redact import REDACTED
+from tests.e2e.processes import open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import calls_to, reply_containing
@@ -42,7 +43,7 @@ def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
     }
     keep.update(
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
         SWITCHBOARD_LOG_LEVEL="debug,libraries=debug",
         TELEGRAM_BOT_TOKEN=fake_telegram.token,
         TELEGRAM_API_URL=fake_telegram.url,

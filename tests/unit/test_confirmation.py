@@ -206,8 +206,9 @@ def make_worker(
         store=store,
         confirm=gate.confirm,
     )
-    # The terminal's chats run in `full` (its spec's default mode), where privileged tools ask.
-    policy = ChannelPolicy(modes={"terminal": "full"})
+    # The terminal's chats run in `full` (its spec's default mode), where privileged tools ask;
+    # the terminal is the operator's own chat, whose writer is an admin.
+    policy = ChannelPolicy(modes={"terminal": "full"}, local_platforms=frozenset({"terminal"}))
     worker = build_worker(bus=bus, store=store, runtime=runtime, confirmations=gate, policy=policy)
     return worker, provider
 
