@@ -102,17 +102,9 @@ def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -
 
 
 def _dm_policy(profile: Profile, platform: str) -> str:
-    """The platform's DM policy: `[access.<platform>] dm_policy` where the profile has that
-    table (pairing by default), else what an `[allow.<platform>]` list makes of it."""
-    access: Any = getattr(profile.settings, "access", None)
-    if access is not None:
-        entry = access.get(platform) if isinstance(access, Mapping) else None
-        policy = getattr(entry, "dm_policy", None) if entry is not None else None
-        return str(policy or "pairing")
-    allowed = profile.settings.allow.get(platform)
-    if allowed is not None and (allowed.users or allowed.chats or allowed.teams):
-        return "allowlist"
-    return "open"
+    """The platform's DM policy: `[access.<platform>] dm_policy`, pairing when unset."""
+    entry = profile.settings.access.get(platform)
+    return entry.dm_policy if entry is not None else "pairing"
 
 
 def _dm_policies(env: Mapping[str, str], profile: Profile) -> list[Finding]:

@@ -126,7 +126,7 @@ async def test_refused_keys_open_doors_and_leaked_secrets_are_critical_with_thei
     folder = _setup(
         tmp_path,
         monkeypatch,
-        '[modes]\ntelegram = "full"\n',
+        '[modes]\ntelegram = "full"\n[access.telegram]\ndm_policy = "open"\n',
         {
             "ANTHROPIC_API_KEY": "wrong-key",
             "ANTHROPIC_BASE_URL": fake_anthropic.url,
