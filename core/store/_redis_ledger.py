@@ -141,6 +141,12 @@ class RedisLedger(RedisBase):
                 rows = await pipe.execute()
             return [_summary(session_id, row) for session_id, row in zip(ids, rows, strict=True)]
 
+    async def cost_entries(self, session_id: str) -> list[CostEntry]:
+        """A session's ledger entries in the order they were recorded."""
+        async with self._translated(f"read the cost entries of session {session_id!r}"):
+            raw = cast(list[bytes], await self._client.lrange(self._keys.costs(session_id), 0, -1))
+        return [CostEntry.model_validate_json(item) for item in raw]
+
 
 def _summary(session_id: str | None, values: Sequence[Any]) -> CostSummary:
     """A summary from the `_TOTAL_FIELDS` of a totals hash; missing fields are zero."""

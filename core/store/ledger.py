@@ -55,3 +55,8 @@ class CostLedger(Protocol):
     async def costs_by_session(self, *, limit: int = 50) -> list[CostSummary]:
         """Per-session totals, most recently charged session first."""
         ...
+
+    async def cost_entries(self, session_id: str) -> list[CostEntry]:
+        """A session's ledger entries in the order they were recorded (none for an unknown
+        session): the breakdowns per day and per model are summed from them."""
+        ...

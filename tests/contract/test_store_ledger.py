@@ -165,3 +165,16 @@ async def test_record_cost_for_unknown_session_raises_store_error(store: Store) 
     assert await store.costs_by_session() == []
     await store.record_cost(_cost(session.id, 1.0))
     assert (await store.cost_summary()).calls == 1
+
+
+async def test_cost_entries_come_back_in_the_order_recorded(store: Store) -> None:
+    session = await store.current_session("terminal")
+    other = await store.current_session("telegram:default:1")
+    first = _cost(session.id, 0.25, at=START + timedelta(days=1))
+    second = _cost(session.id, None, model="mystery-1", at=START)
+    await store.record_cost(first)
+    await store.record_cost(_cost(other.id, 1.0))
+    await store.record_cost(second)
+
+    assert await store.cost_entries(session.id) == [first, second]
+    assert await store.cost_entries("nosuchsessio") == []
