@@ -15,6 +15,7 @@ from bots.commands.processes import events, gateway, health, scheduler, serve, w
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
 from bots.commands.schedule import schedule
+from bots.commands.web import web
 from bots.logs import LogLevels
 from core.errors import ConfigError, SwitchboardError
 
@@ -59,6 +60,7 @@ for command in (chat, serve, gateway, worker, scheduler, schedule, sessions, cos
 cli.add_command(prompt)
 cli.add_command(memory)
 cli.add_command(recover)
+cli.add_command(web)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

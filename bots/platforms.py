@@ -16,6 +16,7 @@ from channels.discord.spec import SPEC as DISCORD
 from channels.slack.spec import SPEC as SLACK
 from channels.streaming import ReplyStreams
 from channels.telegram.spec import SPEC as TELEGRAM
+from channels.web.spec import SPEC as WEB
 from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
 from core.errors import ConfigError
@@ -25,11 +26,7 @@ from core.turns import StreamPolicy
 
 __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
 
-PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC)
-
-# Chats of platforms with no adapter yet, and their modes: the local web page is the operator's,
-# like the terminal. (When it gets a `channels/web` package, its spec says so instead.)
-_UNREGISTERED_MODES = {"web": "full"}
+PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, WEB)
 
 
 def command_registry() -> CommandRegistry:
@@ -63,7 +60,7 @@ class Platforms:
 
     def default_modes(self) -> dict[str, str]:
         """The capability mode per platform when a profile has no [modes] table."""
-        return {**_UNREGISTERED_MODES, **{spec.name: spec.default_mode for spec in self.specs}}
+        return {spec.name: spec.default_mode for spec in self.specs}
 
     def default_admins(self) -> list[str]:
         """The people trusted with everything when a profile has no `admins`."""
