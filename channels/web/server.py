@@ -154,13 +154,13 @@ class WebServer:
         form = await request.post()
         given = form.get("token")
         if not isinstance(given, str) or not self.auth.matches(given.strip()):
-            return web.HTTPSeeOther("/login#failed")
-        response = web.HTTPSeeOther("/")
+            return _see_other("/login#failed")
+        response = _see_other("/")
         self.auth.sign_in(response)
         return response
 
     async def _sign_out(self, _request: web.Request) -> web.StreamResponse:
-        response = web.HTTPSeeOther("/login")
+        response = _see_other("/login")
         self.auth.sign_out(response)
         return response
 
@@ -341,6 +341,11 @@ def _event_item(topic: str, payload: BaseModel) -> dict[str, Any]:
         "at": "",
         "data": dumped,
     }
+
+
+def _see_other(location: str) -> web.Response:
+    # Returned, not raised: the response carries the sign-in cookie and the page's headers.
+    return web.Response(status=303, headers={"Location": location})
 
 
 def _error(status: int, message: str) -> web.Response:
