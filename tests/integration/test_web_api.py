@@ -10,71 +10,14 @@ import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
-import aiohttp
 import pytest
 
-from bots.platforms import REGISTERED
-from channels.gateway import Gateway
-from channels.web import WebAdapter, WebAuth, WebServer
-from channels.web.api import ReadApi
-from core.bus.memory import MemoryBus
-from core.bus.names import EVENTS
 from core.messages import ToolCall, Usage
-from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
-from core.readiness import Readiness
-from core.runtime import AgentRuntime
-from core.scheduling.book import ScheduleBook
 from core.store.sqlite import SqliteStore
-from core.tools import ToolRegistry, builtin_tools
-from tests.workers import build_worker
-
-TOKEN = "web-token-0123456789abcdef"
-PATIENCE = 10.0
-
-
-@dataclass
-class Page:
-    """A running web page and an HTTP client for it."""
-
-    server: WebServer
-    http: aiohttp.ClientSession
-    provider: ScriptedProvider
-
-    @property
-    def base(self) -> str:
-        return self.server.url.rstrip("/")
-
-    @property
-    def origin(self) -> str:
-        return self.base
-
-    def bearer(self, **extra: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {TOKEN}", **extra}
-
-    async def chat(self, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """POST /api/chat and read its event stream to the end."""
-        async with self.http.post(
-            f"{self.base}/api/chat", json=body, headers=self.bearer()
-        ) as response:
-            assert response.status == 200, await response.text()
-            assert response.headers["Content-Type"].startswith("text/event-stream")
-            return _parse_sse(await response.text())
-
-
-def _parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
-    events = []
-    for block in text.split("\n\n"):
-        lines = [line for line in block.splitlines() if not line.startswith(":")]
-        name = next((line[7:] for line in lines if line.startswith("event: ")), None)
-        data = next((line[6:] for line in lines if line.startswith("data: ")), None)
-        if name and data:
-            events.append((name, json.loads(data)))
-    return events
+from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
 
 @pytest.fixture
@@ -94,48 +37,8 @@ async def page(store: SqliteStore, script: list[ScriptStep]) -> AsyncIterator[Pa
         produced = step(request)
         return await produced if inspect.isawaitable(produced) else produced
 
-    provider = ScriptedProvider([next_step] * 10)
-    runtime = AgentRuntime(
-        provider=provider,
-        model="test-model",
-        tools=ToolRegistry(builtin_tools()),
-        store=store,
-        cost=lambda model, usage: usage.total_tokens / 1_000_000,
-    )
-    bus = MemoryBus()
-    worker = build_worker(
-        bus=bus,
-        store=store,
-        runtime=runtime,
-        policy=ChannelPolicy(modes=REGISTERED.default_modes()),
-        stream_interval=0.0,
-    )
-    adapter = WebAdapter(commands=frozenset({"new", "help"}))
-    server = WebServer(
-        host="127.0.0.1",
-        port=0,
-        auth=WebAuth(TOKEN),
-        adapter=adapter,
-        bus=bus,
-        topics=(EVENTS,),
-        api=ReadApi(store=store, book=ScheduleBook(store), addresses=REGISTERED.addresses()),
-    )
-    await server.start()
-    gateway = Gateway(adapter, bus, readiness=Readiness())
-    tasks = [asyncio.create_task(worker.run()), asyncio.create_task(gateway.run())]
-    # unsafe: keep cookies of an IP address (the page is on 127.0.0.1).
-    http = aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=PATIENCE), cookie_jar=aiohttp.CookieJar(unsafe=True)
-    )
-    try:
-        yield Page(server, http, provider)
-    finally:
-        await http.close()
-        await server.close()
-        await gateway.stop()
-        await worker.stop(grace=PATIENCE)
-        await asyncio.wait_for(asyncio.gather(*tasks), PATIENCE)
-        await bus.close()
+    async with running_page(store, ScriptedProvider([next_step] * 10)) as running:
+        yield running
 
 
 async def test_without_the_token_every_route_is_401_and_shows_no_data(page: Page) -> None:
@@ -214,7 +117,7 @@ async def test_writes_from_another_origin_are_refused(page: Page) -> None:
         page.base + "/api/schedules", json=body, headers={"Origin": page.origin}
     ) as response:
         assert response.status == 201
-    assert len(await page.server.api.store.list_schedules()) == 1
+    assert len(await page.store.list_schedules()) == 1
 
 
 @pytest.mark.parametrize(
