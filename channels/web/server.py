@@ -9,10 +9,11 @@ the read and schedule routes of `channels/web/api.py`. Nothing changes state on 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,7 @@ class WebServer:
             raise bad_request(f"`text` is longer than {_MAX_TEXT} characters")
         conversation = _conversation(body.get("conversation"), new=True)
         inbound = self.adapter.inbound(conversation, text.strip())
-        with self.adapter.watch(conversation) as deliveries:
+        with self._open_stream(), self.adapter.watch(conversation) as deliveries:
             try:
                 await self.adapter.submit(inbound)
             except ChannelError as exc:
@@ -239,11 +240,8 @@ class WebServer:
             asyncio.create_task(self._read_topic(topic, merged), name=f"web-events-{topic}")
             for topic in self.topics
         ]
-        current = asyncio.current_task()
-        if current is not None:
-            self._streams.add(current)
         try:
-            with self.adapter.feed() as feed:
+            with self._open_stream(), self.adapter.feed() as feed:
                 readers.append(asyncio.create_task(_read_feed(feed, merged)))
                 while True:
                     try:
@@ -253,15 +251,26 @@ class WebServer:
                         await stream.keep_alive()
                         continue
                     await stream.send("event", item)
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            return stream.response  # the page went away
         finally:
-            if current is not None:
-                self._streams.discard(current)
             for reader in readers:
                 reader.cancel()
             await asyncio.gather(*readers, return_exceptions=True)
-        return stream.response
+
+    @contextlib.contextmanager
+    def _open_stream(self) -> Iterator[None]:
+        """Count the running handler as an open stream, ended when the server closes (an
+        event stream never ends by itself, and closing waits for open requests)."""
+        current = asyncio.current_task()
+        if current is None:
+            yield
+            return
+        self._streams.add(current)
+        try:
+            yield
+        finally:
+            self._streams.discard(current)
 
     async def _read_topic(self, topic: str, into: asyncio.Queue[dict[str, Any]]) -> None:
         subscription = await self.bus.subscribe(topic)

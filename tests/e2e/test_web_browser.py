@@ -55,6 +55,9 @@ class HeldModel:
             await self.release.wait()
             yield TextDelta(text="**391**.")
             yield Finished(stop_reason="end_turn", usage=usage)
+        elif "take your time" in asked:
+            self.halfway.set()
+            await asyncio.Event().wait()  # only the stop button ends this one
         elif "launch" in asked and not after_tool:
             yield ToolCall(id="c2", name="launch", arguments={})
             yield Finished(stop_reason="tool_use", usage=usage)
@@ -138,10 +141,18 @@ async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
         await page.click(".message.question .answer-yes")
         await expect(page.locator(".message.assistant.done").last).to_have_text("Launched.")
 
+        # The stop button cancels a turn that would never end.
+        await page.fill("#chat-input", "take your time")
+        await page.click("#send")
+        await page.click("#stop")
+        await expect(page.locator(".message.notice").last).to_have_text("Cancelled.")
+        await expect(page.locator("#send")).to_be_enabled()
+
         # Events: the turns' lifecycle arrived live, and the filters narrow them.
         await page.click("button[data-tab=events]")
         rows = page.locator("#events tbody tr")
         await expect(rows.filter(has_text="agent.run.complete")).to_have_count(2)
+        await expect(rows.filter(has_text="agent.run.cancelled")).to_have_count(1)
         await expect(rows.filter(has_text="tool.request").first).to_be_visible()
         await page.fill("#filter-kind", "tool.result")
         await expect(page.locator("#events tbody tr:visible")).to_have_count(2)
@@ -175,7 +186,11 @@ async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
         await page.click("button[data-tab=costs]")
         await expect(page.locator("#cost-total")).to_contain_text("model calls")
         conversation = page.locator("#cost-conversations tbody tr", has_text="web:local:")
-        await expect(conversation).to_contain_text("$0.0040")
+        session_id = await conversation.get_attribute("data-session")
+        assert session_id is not None
+        charged = await store.cost_summary(session_id)
+        assert charged.cost_usd > 0.004  # four answered calls; the cancelled one is estimated
+        await expect(conversation).to_contain_text(f"${charged.cost_usd:.4f}")
         await expect(page.locator("#cost-models tbody tr")).to_contain_text("test-model")
         await expect(page.locator("#cost-chart svg rect.bar")).to_have_count(1)
         await page.screenshot(path=shots / "costs.png")

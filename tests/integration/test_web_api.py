@@ -10,12 +10,14 @@ import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
+from core.scheduling.models import ScheduleRun
 from core.store.sqlite import SqliteStore
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
@@ -267,6 +269,23 @@ async def test_schedules_are_created_paused_resumed_listed_and_deleted(page: Pag
     )
     async with page.http.get(path + "/runs", headers=headers) as response:
         assert (await response.json()) == {"runs": []}
+    now = datetime.now(UTC)
+    run = ScheduleRun(
+        id="r1",
+        schedule_id=made["id"],
+        due_at=now,
+        started_at=now,
+        finished_at=now,
+        status="succeeded",
+        output="The oven is off.\n" * 50,
+    )
+    await page.store.save_run(run)
+    async with page.http.get(path + "/runs", headers=headers) as response:
+        [shown] = (await response.json())["runs"]
+    assert shown["output"] == run.output  # the whole output, not a preview
+    async with page.http.get(page.base + "/api/schedules", headers=headers) as response:
+        [listed] = (await response.json())["schedules"]
+    assert listed["last_run"]["status"] == "succeeded"
     async with page.http.delete(path, headers=headers) as response:
         assert response.status == 200
     async with page.http.get(page.base + "/api/schedules", headers=headers) as response:
