@@ -213,12 +213,17 @@ async def test_a_turn_streams_progress_and_the_reply_and_shows_in_events_and_cos
 
 
 async def test_model_markup_comes_back_escaped(page: Page, script: list[ScriptStep]) -> None:
-    script.append(text_reply('<script>alert(1)</script> <img src=x onerror="alert(2)">'))
+    script.append(
+        text_reply(
+            '<script>alert(1)</script> <img src=x onerror="alert(2)"> [click](javascript:alert(3))'
+        )
+    )
     events = await page.chat({"text": "say something nasty", "conversation": "nasty"})
     html = events[-1][1]["html"]
     assert "<script" not in html
     assert "<img" not in html
     assert "&lt;script&gt;" in html
+    assert 'href="javascript' not in html  # an unsafe link stays text
 
 
 async def test_stop_cancels_the_running_turn(page: Page, script: list[ScriptStep]) -> None:
