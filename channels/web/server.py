@@ -27,7 +27,7 @@ from channels.web.render import to_html
 from channels.web.sse import EventStream
 from core.bus.base import Bus
 from core.envelopes import EventEnvelope, Outbound, new_id
-from core.errors import ChannelError
+from core.errors import BusError, ChannelError, StoreError
 
 __all__ = ["CONVERSATION", "WebServer"]
 
@@ -114,10 +114,8 @@ class WebServer:
             await runner.cleanup()
             raise
         self._runner = runner
-        server = site._server
-        sockets = getattr(server, "sockets", None) or []
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        if runner.addresses:
+            self.port = int(runner.addresses[0][1])  # the port chosen when 0 was asked
 
     async def close(self) -> None:
         """Stop listening and end open event streams."""
@@ -143,7 +141,14 @@ class WebServer:
             page = web.FileResponse(STATIC / "login.html", status=401)
             page.headers.update(_HEADERS)
             return page
-        response = await handler(request)
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            exc.headers.update(_HEADERS)
+            raise
+        except (StoreError, BusError) as exc:
+            log.warning("web request %s %s failed: %s", request.method, request.path, exc)
+            return _error(503, "the store or the bus is not answering; try again shortly")
         response.headers.update(_HEADERS)
         if request.path.startswith("/api/"):
             response.headers["Cache-Control"] = "no-store"

@@ -295,3 +295,10 @@ async def test_schedules_are_created_paused_resumed_listed_and_deleted(page: Pag
         assert response.status == 200
     async with page.http.get(page.base + "/api/schedules", headers=headers) as response:
         assert (await response.json()) == {"schedules": []}
+
+
+async def test_a_store_that_does_not_answer_is_503_not_500(page: Page) -> None:
+    await page.store.close()
+    async with page.http.get(page.base + "/api/sessions", headers=page.bearer()) as response:
+        assert response.status == 503
+        assert "not answering" in (await response.json())["error"]
