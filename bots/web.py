@@ -29,7 +29,7 @@ from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.store.base import Store
 
-__all__ = ["event_topics", "web_page", "web_settings"]
+__all__ = ["event_topics", "profile_budgets", "web_page", "web_settings"]
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ async def web_page(
             store=store,
             book=ScheduleBook(store),
             addresses=REGISTERED.addresses(),
-            budgets=_budgets(store, profile),
+            budgets=profile_budgets(store, profile),
         ),
     )
     try:
@@ -115,7 +115,7 @@ async def web_page(
         await server.close()
 
 
-def _budgets(store: Store, profile: Profile) -> Budgets:
+def profile_budgets(store: Store, profile: Profile) -> Budgets:
     """The profile's spending limits with what is left of each.
 
     `max_spend_usd` is per conversation: what is left is measured against the conversation

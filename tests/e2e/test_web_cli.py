@@ -71,12 +71,27 @@ async def test_web_hands_chats_to_a_redis_worker(tmp_path: Path, redis_url: str)
         worker = await deployment.start("worker")
         await page.until_logged(r"Web page: http://127\.0\.0\.1:\d+/ \(sign in with")
         await worker.until_logged(r"worker \S+ taking work")
-        async with aiohttp.ClientSession() as http:
-            answer = await _chat(http, base, {"Authorization": f"Bearer {TOKEN}"})
+        bearer = {"Authorization": f"Bearer {TOKEN}"}
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as http,
+            http.get(f"{base}/api/events", headers=bearer) as live,
+        ):
+            assert b"event: ready" in await live.content.readuntil(b"\n\n")
+            answer = await _chat(http, base, bearer)
+            seen = b""
+            while b"agent.run.complete" not in seen:  # published by the worker, over Redis
+                seen += await live.content.readuntil(b"\n\n")
         assert "391" in answer
+        assert b'"platform": "web"' in seen
         assert TOKEN not in page.log
         assert await page.stop() == 0
         assert await worker.stop() == 0
+
+
+async def test_web_has_help(tmp_path: Path) -> None:
+    result = await run_once(["web", "--help"], clean_env(tmp_path, redis_url=None), tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "SWITCHBOARD_WEB_TOKEN" in result.stdout
 
 
 @pytest.mark.parametrize(

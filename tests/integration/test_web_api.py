@@ -11,13 +11,17 @@ import inspect
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from bots.profiles import load_profile
+from bots.web import profile_budgets
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
 from core.scheduling.models import ScheduleRun
+from core.store.ledger import CostEntry
 from core.store.sqlite import SqliteStore
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
@@ -302,3 +306,29 @@ async def test_a_store_that_does_not_answer_is_503_not_500(page: Page) -> None:
     async with page.http.get(page.base + "/api/sessions", headers=page.bearer()) as response:
         assert response.status == 503
         assert "not answering" in (await response.json())["error"]
+
+
+async def test_budgets_say_what_is_left_of_the_profiles_limit(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    (tmp_path / "bot").mkdir()
+    (tmp_path / "bot" / "profile.toml").write_text("max_spend_usd = 0.5\n")
+    profile = load_profile(tmp_path, "bot")
+    for key, cost in (("web:local:a", 0.1), ("web:local:b", 0.3), ("web:local:b", 0.05)):
+        session = await store.current_session(key)
+        await store.record_cost(
+            CostEntry(
+                session_id=session.id,
+                run_id="r",
+                provider="p",
+                model="m",
+                usage=Usage(input_tokens=1),
+                cost_usd=cost,
+                at=datetime.now(UTC),
+            )
+        )
+    [budget] = await profile_budgets(store, profile)()
+    assert budget["name"] == "per conversation"
+    assert budget["limit_usd"] == 0.5
+    assert budget["spent_usd"] == pytest.approx(0.35)  # the conversation that spent most
+    assert budget["left_usd"] == pytest.approx(0.15)
