@@ -159,6 +159,8 @@ async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
         await page.fill("#filter-platform", "telegram")
         await expect(page.locator("#events tbody tr:visible")).to_have_count(0)
         await page.fill("#filter-platform", "web")
+        await page.fill("#filter-kind", "")
+        await expect(page.locator("#events tbody tr:visible")).to_have_count(await rows.count())
         await page.screenshot(path=shots / "events.png")
 
         # Schedules: create one, see it listed with its next run, delete it.
@@ -172,6 +174,10 @@ async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
         await expect(row).to_contain_text("web:kitchen")
         await expect(row).to_contain_text("active")
         await page.screenshot(path=shots / "schedules.png")
+        await row.get_by_role("button", name="Pause").click()
+        await expect(row).to_contain_text("paused")
+        await row.get_by_role("button", name="Resume").click()
+        await expect(row).to_contain_text("active")
         await row.locator("button.delete").click()
         await expect(page.locator("#schedules tbody tr")).to_have_count(0)
         assert await store.list_schedules() == []

@@ -216,7 +216,13 @@ function details(item) {
   const data = item.data || {};
   const keys = ["name", "text", "duration_ms", "cost_usd", "message", "model"];
   return keys.filter((k) => data[k] !== undefined && data[k] !== null && data[k] !== "")
-    .map((k) => k + "=" + (typeof data[k] === "string" ? data[k] : JSON.stringify(data[k]))).join(" ").slice(0, 300);
+    .map((k) => k + "=" + shownValue(data[k])).join(" ").slice(0, 300);
+}
+
+function shownValue(value) {
+  if (typeof value === "string") return value;
+  if (typeof value === "number" && !Number.isInteger(value)) return String(Math.round(value * 10000) / 10000);
+  return JSON.stringify(value);
 }
 
 function addEvent(item) {
