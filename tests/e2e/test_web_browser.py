@@ -26,6 +26,9 @@ CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
 NASTY = '<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> done'
 MS = int(PATIENCE * 1000)
+# Assertions wait as long as page actions do (Playwright's own default is 5 s): two busy CPU
+# cores shared by several test runs make a browser slow.
+expect.set_options(timeout=MS)
 
 
 class HeldModel:
