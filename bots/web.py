@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
 
 import click
 from pydantic import BaseModel
@@ -19,7 +18,7 @@ from bots.platforms import REGISTERED, command_registry
 from channels.base import settings_from_env
 from channels.gateway import Gateway
 from channels.web import SPEC, WebAdapter, WebAuth, WebServer, WebSettings
-from channels.web.api import Budgets, ReadApi
+from channels.web.api import ReadApi
 from channels.web.spec import ENV
 from core.bus import names
 from core.bus.base import Bus
@@ -89,7 +88,7 @@ async def web_page(
             store=store,
             book=ScheduleBook(store),
             addresses=REGISTERED.addresses(),
-            budgets=profile_budgets(store, profile),
+            budgets=profile_budgets(profile),
         ),
     )
     try:
@@ -115,32 +114,17 @@ async def web_page(
         await server.close()
 
 
-def profile_budgets(store: Store, profile: Profile) -> Budgets:
-    """The profile's spending limits with what is left of each.
-
-    `max_spend_usd` is per conversation: what is left is measured against the conversation
-    that spent most. A `[budgets]` table (when the profile has one) lists limits by name,
-    measured against the total spend.
-    """
+def profile_budgets(profile: Profile) -> dict[str, float]:
+    """The profile's spending limits in USD by name: the `[budgets]` table's limits where the
+    profile has one, and `max_spend_usd` as `per_session` (its older name)."""
     options = profile.settings
-
-    async def budgets() -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = []
-        total = (await store.cost_summary()).cost_usd
-        if options.max_spend_usd is not None:
-            rows = await store.costs_by_session(limit=200)
-            top = max((row.cost_usd for row in rows), default=0.0)
-            found.append(_budget("per conversation", options.max_spend_usd, top))
-        table = getattr(options, "budgets", None)
-        values = table.model_dump() if isinstance(table, BaseModel) else table
-        if isinstance(values, Mapping):
-            for name, limit in values.items():
-                if isinstance(limit, int | float) and not isinstance(limit, bool):
-                    found.append(_budget(str(name), float(limit), total))
-        return found
-
-    return budgets
-
-
-def _budget(name: str, limit: float, spent: float) -> dict[str, Any]:
-    return {"name": name, "limit_usd": limit, "spent_usd": spent, "left_usd": limit - spent}
+    limits: dict[str, float] = {}
+    table = getattr(options, "budgets", None)
+    values = table.model_dump() if isinstance(table, BaseModel) else table
+    if isinstance(values, Mapping):
+        for name, limit in values.items():
+            if isinstance(limit, int | float) and not isinstance(limit, bool):
+                limits[str(name)] = float(limit)
+    if options.max_spend_usd is not None:
+        limits.setdefault("per_session", options.max_spend_usd)
+    return limits

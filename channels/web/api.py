@@ -6,13 +6,13 @@ Every answer is JSON. Bad bodies and unknown ids are 4xx with `{"error": ...}`, 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from aiohttp import web
 
+from channels.web.costs import cost_report
 from channels.web.render import to_html
 from channels.web.spec import BOT, SPEC, USER
 from core.addresses import AddressBook
@@ -30,18 +30,13 @@ from core.scheduling.cadence import (
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.tools import describe_cadence
 from core.store.base import Store
-from core.store.ledger import CostSummary
 
-__all__ = ["Budgets", "ReadApi", "bad_request", "json_body"]
+__all__ = ["ReadApi", "bad_request", "json_body"]
 
-# The budgets of the profile, each with what is left (an empty list when none are set).
-Budgets = Callable[[], Awaitable[list[dict[str, Any]]]]
 
 _WEB_KEYS = f"{SPEC.name}:{BOT}:"
 _POLICIES = ("always", "conditional", "never")
 _CADENCES = ("every", "in", "at", "cron")
-# How many sessions the cost breakdowns read (most recently charged first).
-_COST_SESSIONS = 200
 
 
 def bad_request(message: str) -> web.HTTPBadRequest:
@@ -73,12 +68,13 @@ class ReadApi:
         store: Store,
         book: ScheduleBook,
         addresses: AddressBook,
-        budgets: Budgets | None = None,
+        budgets: Mapping[str, float] | None = None,
     ) -> None:
+        """`budgets`: the profile's spending limits in USD by name (`per_session`...)."""
         self.store = store
         self.book = book
         self.addresses = addresses
-        self.budgets = budgets
+        self.budgets = dict(budgets or {})
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         """Register the routes on `router`."""
@@ -152,38 +148,9 @@ class ReadApi:
         )
 
     async def costs(self, _request: web.Request) -> web.Response:
-        """Totals, per conversation, per day and per model; budgets when the profile has any."""
-        total = await self.store.cost_summary()
-        rows = await self.store.costs_by_session(limit=_COST_SESSIONS)
-        per_day: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        per_model: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
-        conversations = []
-        for row in rows:
-            assert row.session_id is not None
-            record = await self.store.get_session(row.session_id)
-            conversations.append(
-                _cost_row(row) | {"session": row.session_id, "key": record.key if record else ""}
-            )
-            for entry in await self.store.cost_entries(row.session_id):
-                for bucket in (per_day[entry.at.date().isoformat()], per_model[entry.model]):
-                    bucket[0] += entry.cost_usd or 0.0
-                    bucket[1] += entry.usage.total_tokens
-        budgets = await self.budgets() if self.budgets else []
-        return web.json_response(
-            {
-                "total": _cost_row(total),
-                "conversations": conversations,
-                "days": [
-                    {"day": day, "cost_usd": v[0], "tokens": int(v[1])}
-                    for day, v in sorted(per_day.items())
-                ],
-                "models": [
-                    {"model": model, "cost_usd": v[0], "tokens": int(v[1])}
-                    for model, v in sorted(per_model.items(), key=lambda kv: -kv[1][0])
-                ],
-                "budgets": budgets,
-            }
-        )
+        """Totals, per conversation, per day and per model, and the budgets with what is left."""
+        report = await cost_report(self.store)
+        return web.json_response(report.as_json(self.budgets))
 
     async def schedules(self, _request: web.Request) -> web.Response:
         """Every schedule with its next run and last result."""
@@ -303,15 +270,6 @@ def _limit(request: web.Request, *, default: int) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 1000:
         raise bad_request("`limit` must be a whole number from 1 to 1000")
     return int(raw)
-
-
-def _cost_row(summary: CostSummary) -> dict[str, Any]:
-    return {
-        "calls": summary.calls,
-        "tokens": summary.usage.total_tokens,
-        "cost_usd": summary.cost_usd,
-        "unpriced_calls": summary.unpriced_calls,
-    }
 
 
 def _message(message: Message) -> dict[str, Any]:

@@ -10,16 +10,20 @@ import asyncio
 import inspect
 import json
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from bots.platforms import REGISTERED
 from bots.profiles import load_profile
 from bots.web import profile_budgets
+from channels.web.api import ReadApi
+from channels.web.costs import cost_report
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
+from core.scheduling.book import ScheduleBook
 from core.scheduling.models import ScheduleRun
 from core.store.ledger import CostEntry
 from core.store.sqlite import SqliteStore
@@ -308,13 +312,20 @@ async def test_a_store_that_does_not_answer_is_503_not_500(page: Page) -> None:
         assert "not answering" in (await response.json())["error"]
 
 
-async def test_budgets_say_what_is_left_of_the_profiles_limit(
+async def test_budgets_say_what_is_left_of_the_profiles_limits(
     store: SqliteStore, tmp_path: Path
 ) -> None:
     (tmp_path / "bot").mkdir()
     (tmp_path / "bot" / "profile.toml").write_text("max_spend_usd = 0.5\n")
-    profile = load_profile(tmp_path, "bot")
-    for key, cost in (("web:local:a", 0.1), ("web:local:b", 0.3), ("web:local:b", 0.05)):
+    limits = profile_budgets(load_profile(tmp_path, "bot"))
+    assert limits == {"per_session": 0.5}
+    now = datetime.now(UTC)
+    spends = (
+        ("web:local:a", 0.1, now),
+        ("web:local:b", 0.3, now - timedelta(days=2)),
+        ("web:local:b", 0.05, now),
+    )
+    for key, cost, at in spends:
         session = await store.current_session(key)
         await store.record_cost(
             CostEntry(
@@ -324,11 +335,21 @@ async def test_budgets_say_what_is_left_of_the_profiles_limit(
                 model="m",
                 usage=Usage(input_tokens=1),
                 cost_usd=cost,
-                at=datetime.now(UTC),
+                at=at,
             )
         )
-    [budget] = await profile_budgets(store, profile)()
-    assert budget["name"] == "per conversation"
-    assert budget["limit_usd"] == 0.5
-    assert budget["spent_usd"] == pytest.approx(0.35)  # the conversation that spent most
-    assert budget["left_usd"] == pytest.approx(0.15)
+    api = ReadApi(
+        store=store,
+        book=ScheduleBook(store),
+        addresses=REGISTERED.addresses(),
+        budgets={**limits, "global_daily": 1.0, "per_chat_daily": 0.2},
+    )
+    shown = (await cost_report(store)).as_json(api.budgets)
+    budgets = {b["name"]: b for b in shown["budgets"]}
+    # per conversation: against the conversation that spent most (b: 0.35 in all)
+    assert budgets["per_session"]["spent_usd"] == pytest.approx(0.35)
+    assert budgets["per_session"]["left_usd"] == pytest.approx(0.15)
+    # daily: against today's spend only (0.1 + 0.05), and the busiest chat today (a: 0.1)
+    assert budgets["global_daily"]["spent_usd"] == pytest.approx(0.15)
+    assert budgets["per_chat_daily"]["spent_usd"] == pytest.approx(0.1)
+    assert [d["cost_usd"] for d in shown["days"]] == [pytest.approx(0.3), pytest.approx(0.15)]

@@ -345,8 +345,9 @@ async function loadCosts() {
     el("tr", { "data-session": c.session }, el("td", {}, c.key || c.session), el("td", {}, c.calls), el("td", {}, c.tokens), el("td", {}, usd(c.cost_usd)))));
   document.querySelector("#cost-budgets tbody").replaceChildren(...(costs.budgets.length ? costs.budgets.map((b) =>
     el("tr", { "data-budget": b.name }, el("td", {}, b.name), el("td", {}, usd(b.limit_usd)),
-      el("td", {}, el("meter", { min: "0", max: String(b.limit_usd), value: String(Math.min(b.spent_usd, b.limit_usd)) }), " " + usd(b.spent_usd)),
-      el("td", {}, usd(b.left_usd)))) :
+      b.spent_usd === null ? el("td", { class: "muted" }, "not measured here") :
+        el("td", {}, el("meter", { min: "0", max: String(b.limit_usd), value: String(Math.min(b.spent_usd, b.limit_usd)) }), " " + usd(b.spent_usd)),
+      el("td", {}, b.left_usd === null ? "" : usd(b.left_usd)))) :
     [el("tr", {}, el("td", { colspan: "4", class: "muted" }, "No budgets are set."))]));
 }
 
