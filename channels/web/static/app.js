@@ -160,6 +160,10 @@ async function send(text) {
         bubble("progress").textContent = "↳ " + data.text;
       } else if (event === "question") {
         showQuestion(data.text);
+      } else if (event === "decision") {
+        // The answer is in (from this page or another chat): the question without its buttons.
+        const asked = [...document.querySelectorAll(".message.question .body")].pop();
+        if (asked) asked.replaceChildren(el("div", {}, data.text));
       } else if (event === "reply") {
         answer = answer || bubble("assistant");
         setHtml(answer, data.html);
