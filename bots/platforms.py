@@ -28,6 +28,10 @@ __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
 
 PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, WEB)
 
+# Chats of platforms with no adapter yet, and their modes: the local web page is the operator's,
+# like the terminal. (When it gets a `channels/web` package, its spec says so instead.)
+_UNREGISTERED_MODES = {"web": "full"}
+
 
 def command_registry() -> CommandRegistry:
     """The chat commands of this bot: the worker runs them, every platform lists them."""
@@ -60,7 +64,7 @@ class Platforms:
 
     def default_modes(self) -> dict[str, str]:
         """The capability mode per platform when a profile has no [modes] table."""
-        return {spec.name: spec.default_mode for spec in self.specs}
+        return {**_UNREGISTERED_MODES, **{spec.name: spec.default_mode for spec in self.specs}}
 
     def default_admins(self) -> list[str]:
         """The people trusted with everything when a profile has no `admins`."""
