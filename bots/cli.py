@@ -17,6 +17,7 @@ from bots.commands.processes import events, gateway, health, scheduler, serve, w
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
 from bots.commands.schedule import schedule
+from bots.commands.web import web
 from bots.logs import LogLevels
 from core.errors import ConfigError, SwitchboardError
 
@@ -63,6 +64,7 @@ cli.add_command(memory)
 cli.add_command(recover)
 cli.add_command(doctor)
 cli.add_command(pairing)
+cli.add_command(web)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -16,6 +16,7 @@ from channels.discord.spec import SPEC as DISCORD
 from channels.slack.spec import SPEC as SLACK
 from channels.streaming import ReplyStreams
 from channels.telegram.spec import SPEC as TELEGRAM
+from channels.web.spec import SPEC as WEB
 from core.access import access_commands
 from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
@@ -26,12 +27,7 @@ from core.turns import StreamPolicy
 
 __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
 
-PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC)
-
-# Chats of platforms with no adapter yet, and their modes: the local web page is the operator's,
-# like the terminal. (When it gets a `channels/web` package, its spec says so instead.)
-_UNREGISTERED_MODES = {"web": "full"}
-
+PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, WEB)
 
 def command_registry() -> CommandRegistry:
     """The chat commands of this bot: the worker runs them, every platform lists them."""
@@ -64,17 +60,16 @@ class Platforms:
 
     def default_modes(self) -> dict[str, str]:
         """The capability mode per platform when a profile has no [modes] table."""
-        return {**_UNREGISTERED_MODES, **{spec.name: spec.default_mode for spec in self.specs}}
+        return {spec.name: spec.default_mode for spec in self.specs}
 
     def default_admins(self) -> list[str]:
         """The people trusted with everything when a profile has no `admins`."""
         return [f"{spec.name}:{user}" for spec in self.specs for user in spec.operators]
 
     def local_platforms(self) -> frozenset[str]:
-        """The platforms whose chats are the operator's own (those with operators, and the
-        local web page): access policies do not apply there."""
-        local = {spec.name for spec in self.specs if spec.operators}
-        return frozenset(local | _UNREGISTERED_MODES.keys())
+        """The platforms whose chats are the operator's own (the terminal, the local web page:
+        those with operators): access policies do not apply there."""
+        return frozenset(spec.name for spec in self.specs if spec.operators)
 
     def stream_policies(self) -> dict[str, StreamPolicy]:
         """How each platform shows a running turn: how often a streamed reply may be edited

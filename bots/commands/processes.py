@@ -14,6 +14,7 @@ from bots.operations import OperationsServer, OperationsSettings
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
+from bots.web import web_page, web_settings
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.base import Subscription
@@ -26,6 +27,7 @@ from core.readiness import Readiness
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Collection
 
+    from channels.web import WebSettings
     from core.leader import Leadership
 
 # How long `health` waits for the store and the bus before it says they do not answer.
@@ -78,7 +80,9 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     Telegram runs when TELEGRAM_BOT_TOKEN is set (long polling, or a webhook when
     TELEGRAM_WEBHOOK_URL is set); Slack when SLACK_BOT_TOKEN is set (Socket Mode with
     SLACK_APP_TOKEN, else the Events API on SLACK_PORT with SLACK_SIGNING_SECRET); Discord when
-    DISCORD_BOT_TOKEN is set. With REDIS_URL the work goes through Redis, so more
+    DISCORD_BOT_TOKEN is set. The local web page is served too (127.0.0.1:8765, see
+    `switchboard web --help`; SWITCHBOARD_WEB_PORT=off turns it off), alone when no platform
+    has a token. With REDIS_URL the work goes through Redis, so more
     `switchboard worker` processes can share it. SIGINT or SIGTERM stops taking messages and
     lets running answers finish.
     """
@@ -88,7 +92,10 @@ def serve(ctx: click.Context, profile: str | None) -> None:
 
 async def _serve_platforms(settings: Settings) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    if not any(spec.configured(settings.environ) for spec in REGISTERED.specs if spec.build):
+    page = web_settings(settings.environ)
+    if page is None and not any(
+        spec.configured(settings.environ) for spec in REGISTERED.specs if spec.build
+    ):
         tokens = [spec.env[0] for spec in REGISTERED.specs if spec.build and spec.env]
         listed = f"{', '.join(tokens[:-1])} or {tokens[-1]}" if len(tokens) > 1 else tokens[0]
         raise ConfigError(
@@ -102,11 +109,33 @@ async def _serve_platforms(settings: Settings) -> None:
             settings.environ, profile, menu, replies, seen=parts.store
         )
         gateways = [Gateway(adapter, parts.bus, readiness=parts.readiness) for adapter in adapters]
-        on_signals(lambda: [g.stop() for g in gateways])
-        # With Redis, gateways of other processes deliver too: fire every chat platform's
-        # schedules (a terminal's stay for `switchboard chat`). Embedded: only this process's.
-        fires = REGISTERED.served() if settings.redis_url else None
-        await run_with_gateways(parts, gateways, fires=fires)
+        async with _web_page(settings, page, parts, optional=bool(gateways)) as page_gateway:
+            if page_gateway is not None:
+                gateways.append(page_gateway)
+            on_signals(lambda: [g.stop() for g in gateways])
+            # With Redis, gateways of other processes deliver too: fire every chat platform's
+            # schedules (a terminal's stay for `switchboard chat`). Embedded: only this one's.
+            fires = (*REGISTERED.served(), "web") if settings.redis_url else None
+            await run_with_gateways(parts, gateways, fires=fires)
+
+
+@contextlib.asynccontextmanager
+async def _web_page(
+    settings: Settings, page: WebSettings | None, parts: Components, *, optional: bool
+) -> AsyncIterator[Gateway | None]:
+    """The local web page's gateway for `serve` (None when SWITCHBOARD_WEB_PORT is off)."""
+    if page is None:
+        yield None
+        return
+    async with web_page(
+        page,
+        store=parts.store,
+        bus=parts.bus,
+        readiness=parts.readiness,
+        profile=parts.profile,
+        optional=optional,
+    ) as gateway:
+        yield gateway
 
 
 @click.command()
@@ -236,7 +265,7 @@ async def _scheduler(settings: Settings) -> None:
             store=found.store,
             bus=found.bus,
             readiness=found.readiness,
-            platforms=REGISTERED.served(),
+            platforms=(*REGISTERED.served(), "web"),
         )
         on_signals(lambda: [runner.stop()])
         await runner.run()

@@ -209,6 +209,12 @@ class RedisLedger(RedisBase):
             groups.sort(key=lambda g: (-g.cost_usd, g.key))
         return groups[:limit]
 
+    async def cost_entries(self, session_id: str) -> list[CostEntry]:
+        """A session's ledger entries in the order they were recorded."""
+        async with self._translated(f"read the cost entries of session {session_id!r}"):
+            raw = cast(list[bytes], await self._client.lrange(self._keys.costs(session_id), 0, -1))
+        return [CostEntry.model_validate_json(item) for item in raw]
+
 
 def _group(by: CostGrouping, key: str, values: Sequence[Any]) -> CostGroup:
     summary = _summary(None, values)

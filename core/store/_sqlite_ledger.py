@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from core.errors import StoreError
 from core.messages import Usage
-from core.store._shared import check_limit, utc_text
+from core.store._shared import check_limit, from_utc_text, utc_text
 from core.store._sqlite_base import SqliteBase
 from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary
 
@@ -148,6 +148,50 @@ class SqliteLedger(SqliteBase):
                 (limit,),
             )
         return [_group_from_row(by, row) for row in rows]
+
+    async def cost_entries(self, session_id: str) -> list[CostEntry]:
+        """A session's ledger entries in the order they were recorded."""
+        async with self._read(f"read the cost entries of session {session_id!r}"):
+            rows = await self._db.execute_fetchall(
+                "SELECT session_id, run_id, provider, model, input_tokens, output_tokens,"
+                " cache_read_tokens, cache_write_tokens, cost_usd, at, user_key, chat_key"
+                " FROM costs WHERE session_id = ? ORDER BY id",
+                (session_id,),
+            )
+        return [_entry_from_row(row) for row in rows]
+
+
+def _entry_from_row(row: sqlite3.Row | tuple[Any, ...]) -> CostEntry:
+    (
+        session_id,
+        run_id,
+        provider,
+        model,
+        inputs,
+        outputs,
+        cache_read,
+        cache_write,
+        cost,
+        at,
+        user,
+        chat,
+    ) = row
+    return CostEntry(
+        session_id=session_id,
+        run_id=run_id,
+        provider=provider,
+        model=model,
+        usage=Usage(
+            input_tokens=inputs,
+            output_tokens=outputs,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        ),
+        cost_usd=cost,
+        at=from_utc_text(at),
+        user=user,
+        chat=chat,
+    )
 
 
 def _summary_from_row(session_id: str | None, row: sqlite3.Row | tuple[Any, ...]) -> CostSummary:

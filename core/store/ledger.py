@@ -91,4 +91,8 @@ class CostLedger(Protocol):
     async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:
         """Totals per person, chat, day or model: days newest first, the others costliest
         first (then by key)."""
+
+    async def cost_entries(self, session_id: str) -> list[CostEntry]:
+        """A session's ledger entries in the order they were recorded (none for an unknown
+        session): the breakdowns per day and per model are summed from them."""
         ...

@@ -253,3 +253,16 @@ async def test_costs_by_user_chat_model_costliest_first_and_day_newest_first(
     ]
     assert [g.key for g in await store.costs_by("user", limit=1)] == ["slack:B"]
     assert await store.costs_by("model", limit=0) == []
+
+
+async def test_cost_entries_come_back_in_the_order_recorded(store: Store) -> None:
+    session = await store.current_session("terminal")
+    other = await store.current_session("telegram:default:1")
+    first = _cost(session.id, 0.25, at=START + timedelta(days=1))
+    second = _cost(session.id, None, model="mystery-1", at=START)
+    await store.record_cost(first)
+    await store.record_cost(_cost(other.id, 1.0))
+    await store.record_cost(second)
+
+    assert await store.cost_entries(session.id) == [first, second]
+    assert await store.cost_entries("nosuchsessio") == []

@@ -41,8 +41,8 @@ def test_the_derived_defaults_are_the_products() -> None:
         "slack": "safe-chat",
         "discord": "discord",
     }
-    assert REGISTERED.default_admins() == ["terminal:local"]
-    assert set(REGISTERED.prompt_hints()) == {"terminal", "telegram", "slack", "discord"}
+    assert REGISTERED.default_admins() == ["terminal:local", "web:operator"]
+    assert set(REGISTERED.prompt_hints()) == {"terminal", "telegram", "slack", "discord", "web"}
     assert REGISTERED.served() == ("telegram", "slack", "discord")
 
 
@@ -53,6 +53,7 @@ def test_the_streaming_facts_of_each_platform() -> None:
         "slack": (1.0, True),
         "discord": (1.0, False),
         "terminal": (0.0, True),
+        "web": (0.2, True),
     }
 
 
@@ -77,7 +78,7 @@ def test_an_unknown_platform_names_every_accepted_form() -> None:
         REGISTERED.addresses().parse("irc:1")
     assert str(raised.value) == (
         "'irc:1' is not a delivery address; use telegram:<chat id>[:<thread id>], "
-        "slack:<channel or user id>, discord:<channel id> or terminal"
+        "slack:<channel or user id>, discord:<channel id>, terminal or web:<conversation>"
     )
 
 
@@ -153,7 +154,7 @@ def test_discord_options_come_from_the_profiles_channels_table(tmp_path: Path) -
     assert adapter.settings.reply_in_thread is True
     # What the file left out comes from the platforms.
     assert profile.settings.modes == REGISTERED.default_modes()
-    assert profile.settings.admins == ["terminal:local"]
+    assert profile.settings.admins == ["terminal:local", "web:operator"]
 
 
 def test_the_old_discord_key_still_works(tmp_path: Path) -> None:

@@ -1,0 +1,236 @@
+"""The web page in a real browser: Debian's chromium, driven by Playwright (never downloaded).
+
+The page runs in the test's event loop over a real worker, bus and SQLite store (see
+`tests/integration/web_support.py`) with a model the test holds back mid-answer, so the test
+sees an answer stream in. A screenshot of each tab is saved under the test's tmp folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from playwright.async_api import Browser, Page, async_playwright, expect
+from pydantic import BaseModel
+
+from core.events import Finished, ModelEvent, TextDelta
+from core.messages import ToolCall, Usage
+from core.providers.base import ModelRequest
+from core.store.sqlite import SqliteStore
+from core.tools.base import SafetyTier, Tool, ToolContext
+from tests.integration.web_support import PATIENCE, running_page
+
+CHROMIUM = Path("/usr/bin/chromium")
+HAVE_CHROMIUM = CHROMIUM.exists()
+NASTY = '<script>window.pwned = 1</script> <img src=x onerror="window.pwned = 2"> done'
+MS = int(PATIENCE * 1000)
+# Assertions wait as long as page actions do (Playwright's own default is 5 s): two busy CPU
+# cores shared by several test runs make a browser slow.
+expect.set_options(timeout=MS)
+
+
+class HeldModel:
+    """Answers by the last user message; the arithmetic answer waits for `release` midway."""
+
+    def __init__(self) -> None:
+        self.halfway = asyncio.Event()
+        self.release = asyncio.Event()
+
+    @property
+    def name(self) -> str:
+        return "held"
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        asked = next(m.text for m in reversed(request.messages) if m.role == "user")
+        after_tool = request.messages[-1].role == "tool"
+        usage = Usage(input_tokens=800, output_tokens=200)
+        if "17*23" in asked and not after_tool:
+            yield ToolCall(id="c1", name="calculator", arguments={"expression": "17*23"})
+            yield Finished(stop_reason="tool_use", usage=usage)
+        elif "17*23" in asked:
+            yield TextDelta(text="The answer is being worked out: ")
+            self.halfway.set()
+            await self.release.wait()
+            yield TextDelta(text="**391**.")
+            yield Finished(stop_reason="end_turn", usage=usage)
+        elif "take your time" in asked:
+            self.halfway.set()
+            await asyncio.Event().wait()  # only the stop button ends this one
+        elif "launch" in asked and not after_tool:
+            yield ToolCall(id="c2", name="launch", arguments={})
+            yield Finished(stop_reason="tool_use", usage=usage)
+        else:
+            text = "Launched." if after_tool else asked
+            yield TextDelta(text=text)
+            yield Finished(stop_reason="end_turn", usage=usage)
+
+
+class _NoArgs(BaseModel):
+    pass
+
+
+async def _launch(_args: _NoArgs, _context: ToolContext) -> str:
+    return "launched"
+
+
+LAUNCH = Tool(
+    name="launch",
+    description="Launch the rocket (asks first).",
+    args=_NoArgs,
+    tier=SafetyTier.PRIVILEGED,
+    run=_launch,
+)
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Browser]:
+    if not HAVE_CHROMIUM:
+        pytest.fail("chromium is not installed: apt-get install chromium (.ci/run does)")
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+async def _signed_in(browser: Browser, base: str, token: str) -> Page:
+    page = await browser.new_page(viewport={"width": 1200, "height": 800})
+    page.set_default_timeout(MS)
+    await page.goto(f"{base}/login#token={token}")
+    await page.wait_for_url(f"{base}/")
+    return page
+
+
+async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
+    browser: Browser, store: SqliteStore, tmp_path: Path
+) -> None:
+    shots = tmp_path / "screenshots"
+    model = HeldModel()
+    async with running_page(store, model, extra_tools=(LAUNCH,)) as running:
+        # Without the token the page shows only the sign-in form.
+        anonymous = await browser.new_page()
+        response = await anonymous.goto(running.base + "/")
+        assert response is not None and response.status == 401
+        await expect(anonymous.locator("#login-form")).to_be_visible()
+        await anonymous.close()
+
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await expect(page.locator("body")).to_have_attribute("data-events", "live")
+
+        # Chat: the answer streams in (shown while the model is held), then completes.
+        await page.fill("#chat-input", "what is 17*23?")
+        await page.click("#send")
+        await page.locator(".message.progress", has_text="calculator").wait_for()
+        await asyncio.wait_for(model.halfway.wait(), PATIENCE)
+        streaming = page.locator(".message.assistant.streaming")
+        await expect(streaming).to_contain_text("The answer is being worked out")
+        await expect(page.locator("#stop")).to_be_enabled()
+        await page.screenshot(path=shots / "chat-streaming.png")
+        model.release.set()
+        answer = page.locator(".message.assistant.done")
+        await expect(answer).to_contain_text("The answer is being worked out: 391.")
+        await expect(answer.locator("strong")).to_have_text("391")
+        await page.screenshot(path=shots / "chat.png")
+
+        # A privileged tool asks first: the question comes with buttons.
+        await page.fill("#chat-input", "launch it")
+        await page.click("#send")
+        await page.click(".message.question .answer-yes")
+        await expect(page.locator(".message.assistant.done").last).to_have_text("Launched.")
+
+        # The stop button cancels a turn that would never end.
+        await page.fill("#chat-input", "take your time")
+        await page.click("#send")
+        await page.click("#stop")
+        await expect(page.locator(".message.notice").last).to_have_text("Cancelled.")
+        await expect(page.locator("#send")).to_be_enabled()
+
+        # Events: the turns' lifecycle arrived live, and the filters narrow them.
+        await page.click("button[data-tab=events]")
+        rows = page.locator("#events tbody tr")
+        await expect(rows.filter(has_text="agent.run.complete")).to_have_count(2)
+        await expect(rows.filter(has_text="agent.run.cancelled")).to_have_count(1)
+        await expect(rows.filter(has_text="tool.request").first).to_be_visible()
+        await page.fill("#filter-kind", "tool.result")
+        await expect(page.locator("#events tbody tr:visible")).to_have_count(2)
+        await page.fill("#filter-platform", "telegram")
+        await expect(page.locator("#events tbody tr:visible")).to_have_count(0)
+        await page.fill("#filter-platform", "web")
+        await page.fill("#filter-kind", "")
+        await expect(page.locator("#events tbody tr:visible")).to_have_count(await rows.count())
+        await page.screenshot(path=shots / "events.png")
+
+        # Schedules: create one, see it listed with its next run, delete it.
+        await page.click("button[data-tab=schedules]")
+        await page.fill("#schedule-prompt", "check the oven")
+        await page.select_option("#schedule-kind", "every")
+        await page.fill("#schedule-when", "1h")
+        await page.fill("#schedule-to", "web:kitchen")
+        await page.click("#schedule-create")
+        row = page.locator("#schedules tbody tr", has_text="check the oven")
+        await expect(row).to_contain_text("web:kitchen")
+        await expect(row).to_contain_text("active")
+        await page.screenshot(path=shots / "schedules.png")
+        await row.get_by_role("button", name="Pause").click()
+        await expect(row).to_contain_text("paused")
+        await row.get_by_role("button", name="Resume").click()
+        await expect(row).to_contain_text("active")
+        await row.locator("button.delete").click()
+        await expect(page.locator("#schedules tbody tr")).to_have_count(0)
+        assert await store.list_schedules() == []
+
+        # Sessions: the conversation with its tool call.
+        await page.click("button[data-tab=sessions]")
+        await page.locator("#sessions tbody tr", has_text="web:local:").first.click()
+        await expect(page.locator("#session-detail code.tool-call").first).to_be_visible()
+        await page.screenshot(path=shots / "sessions.png")
+
+        # Costs: the turns' cost per conversation, per model, and the day's bar.
+        await page.click("button[data-tab=costs]")
+        await expect(page.locator("#cost-total")).to_contain_text("model calls")
+        conversation = page.locator("#cost-conversations tbody tr", has_text="web:local:")
+        session_id = await conversation.get_attribute("data-session")
+        assert session_id is not None
+        charged = await store.cost_summary(session_id)
+        assert charged.cost_usd > 0.004  # four answered calls; the cancelled one is estimated
+        await expect(conversation).to_contain_text(f"${charged.cost_usd:.4f}")
+        await expect(page.locator("#cost-models tbody tr")).to_contain_text("test-model")
+        await expect(page.locator("#cost-chart svg rect.bar")).to_have_count(1)
+        await page.screenshot(path=shots / "costs.png")
+
+        # New conversation, and the earlier one reopened from the list.
+        await page.click("button[data-tab=chat]")
+        await page.click("#new-conversation")
+        await expect(page.locator("#messages .message")).to_have_count(0)
+        await page.locator("#conversations a").first.click()
+        await expect(page.locator("#messages .message.assistant").first).to_contain_text("391")
+    assert sorted(p.name for p in shots.iterdir()) == [
+        "chat-streaming.png",
+        "chat.png",
+        "costs.png",
+        "events.png",
+        "schedules.png",
+        "sessions.png",
+    ]
+
+
+async def test_model_markup_is_shown_as_text(
+    browser: Browser, store: SqliteStore, tmp_path: Path
+) -> None:
+    async with running_page(store, HeldModel()) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.fill("#chat-input", NASTY)
+        await page.click("#send")
+        answer = page.locator(".message.assistant.done")
+        await expect(answer).to_contain_text("<script>window.pwned = 1</script>")
+        await expect(answer).to_contain_text('<img src=x onerror="window.pwned = 2">')
+        assert await answer.locator("script, img").count() == 0
+        assert await page.locator("#messages img, #messages script").count() == 0
+        assert await page.evaluate("window.pwned === undefined")
+        await page.screenshot(path=tmp_path / "markup.png")
