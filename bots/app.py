@@ -34,6 +34,7 @@ from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
 from core.modes import ModeCatalog
+from core.notifications.receipts import ReceiptDesk
 from core.policy import ChannelPolicy, PlatformAccess
 from core.pricing import PriceBook
 from core.profile import Profile
@@ -128,6 +129,17 @@ class Components:
         (None: every platform)."""
         return Scheduler(
             store=self.store, bus=self.bus, readiness=self.readiness, platforms=platforms
+        )
+
+    def receipt_desk(self) -> ReceiptDesk:
+        """The consumer of the `receipts` queue: delivery receipts onto schedule runs, and the
+        `notifications` fan-out."""
+        return ReceiptDesk(
+            bus=self.bus,
+            store=self.store,
+            book=self.book,
+            redactor=self.settings.redactor(),
+            readiness=self.readiness,
         )
 
 

@@ -31,8 +31,14 @@ __all__ = [
     "EventEnvelope",
     "Inbound",
     "InboundKind",
+    "NotificationEvent",
+    "NotificationFailed",
+    "NotificationSent",
+    "NotificationSource",
     "Outbound",
     "OutboundKind",
+    "Receipt",
+    "ReceiptStatus",
     "decode",
     "encode",
     "new_id",
@@ -150,6 +156,21 @@ class Inbound(BaseModel):
         return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
 
 
+class NotificationSource(BaseModel):
+    """Where a proactive delivery came from, so its receipt can find its way back.
+
+    `kind`: `schedule` (a run's answer), `alert` (a schedule's failure alert), `hook` (the
+    HTTP hooks listener) or `cli` (`switchboard notify`). `name`: the schedule id or the hook's
+    name; `run_id`: the schedule run whose record the receipt updates.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["schedule", "alert", "hook", "cli"]
+    name: str
+    run_id: str | None = None
+
+
 OutboundKind = Literal[
     "typing", "progress", "delta", "reply", "notice", "notification", "question", "decision"
 ]
@@ -191,6 +212,8 @@ class Outbound(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
     # For kinds "question" and "decision": the confirmation question's id.
     question: str | None = None
+    # Set on proactive deliveries: the gateway reports a `Receipt` for them.
+    source: NotificationSource | None = None
 
     @property
     def record_key(self) -> str:
@@ -217,11 +240,78 @@ class EventEnvelope(BaseModel):
     at: datetime = Field(default_factory=utc_now)
 
 
-Envelope = Annotated[Inbound | Outbound | EventEnvelope, Field(discriminator="type")]
+ReceiptStatus = Literal["delivered", "failed", "dead_lettered"]
+
+
+class Receipt(BaseModel):
+    """What became of a proactive `Outbound`, reported by the gateway on the `receipts` queue.
+
+    `delivered`: the platform confirmed it (`platform_message_id` when the adapter recorded
+    one). `failed`: the platform refused for good (`reason`). `dead_lettered`: every attempt
+    failed and the entry went to the queue's dead letters (`switchboard deadletters`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["receipt"] = "receipt"
+    id: str = Field(default_factory=new_id)
+    outbound: Outbound
+    status: ReceiptStatus
+    platform_message_id: str | None = None
+    reason: str = ""
+    attempt: int = 1
+    at: datetime = Field(default_factory=utc_now)
+
+
+class _NotificationEvent(BaseModel):
+    """A proactive delivery whose receipt is known, fanned out on the `notifications` topic.
+
+    `text` is scrubbed of secrets; `status`, `platform_message_id` and `reason` are the
+    receipt's.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(default_factory=new_id)
+    address: Address
+    source: NotificationSource
+    text: str
+    status: ReceiptStatus
+    platform_message_id: str | None = None
+    reason: str = ""
+    attempt: int = 1
+    at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def name(self) -> str:
+        """The event's name (its `type`): `notification.sent` or `notification.failed`."""
+        return str(getattr(self, "type", ""))
+
+
+class NotificationSent(_NotificationEvent):
+    """The platform confirmed a proactive delivery."""
+
+    type: Literal["notification.sent"] = "notification.sent"
+
+
+class NotificationFailed(_NotificationEvent):
+    """A proactive delivery was refused or dead-lettered."""
+
+    type: Literal["notification.failed"] = "notification.failed"
+
+
+NotificationEvent = Annotated[NotificationSent | NotificationFailed, Field(discriminator="type")]
+
+Envelope = Annotated[
+    Inbound | Outbound | EventEnvelope | Receipt | NotificationSent | NotificationFailed,
+    Field(discriminator="type"),
+]
 _ENVELOPE: TypeAdapter[Envelope] = TypeAdapter(Envelope)
 
+_Payload = Inbound | Outbound | EventEnvelope | Receipt | NotificationSent | NotificationFailed
 
-def encode(envelope: Inbound | Outbound | EventEnvelope) -> bytes:
+
+def encode(envelope: _Payload) -> bytes:
     """msgpack bytes of `{v, body}`; bytes fields (images) stay binary."""
     body = envelope.model_dump(mode="python")
     packed = msgpack.packb({"v": ENVELOPE_VERSION, "body": body}, default=_default)
@@ -229,7 +319,7 @@ def encode(envelope: Inbound | Outbound | EventEnvelope) -> bytes:
     return packed
 
 
-def decode(data: bytes) -> Inbound | Outbound | EventEnvelope:
+def decode(data: bytes) -> _Payload:
     """The envelope inside `data`; `BusError` if it is not one this version understands."""
     try:
         raw = msgpack.unpackb(data, raw=False, timestamp=3)

@@ -50,6 +50,8 @@ async def run_with_gateways(
     platforms = fires if fires is not None else {g.adapter.platform for g in gateways}
     scheduler = parts.scheduler(platforms)
     scheduling = asyncio.create_task(scheduler.run(), name="scheduler")
+    desk = parts.receipt_desk()
+    receipts = asyncio.create_task(desk.run(), name="receipts")
     running = [asyncio.create_task(g.run(), name=f"gateway-{g.adapter.platform}") for g in gateways]
     all_gateways: asyncio.Future[list[None]] = asyncio.gather(*running)
     try:
@@ -66,6 +68,10 @@ async def run_with_gateways(
         await scheduler.stop()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await scheduling
+        await desk.stop()
+        receipts.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await receipts
         await parts.worker.stop(grace=10.0)
         with contextlib.suppress(asyncio.CancelledError):
             await worker
@@ -108,7 +114,10 @@ async def _serve_platforms(settings: Settings) -> None:
         adapters = REGISTERED.configured_adapters(
             settings.environ, profile, menu, replies, seen=parts.store
         )
-        gateways = [Gateway(adapter, parts.bus, readiness=parts.readiness) for adapter in adapters]
+        gateways = [
+            Gateway(adapter, parts.bus, readiness=parts.readiness, replies=parts.replies)
+            for adapter in adapters
+        ]
         async with _web_page(settings, page, parts, optional=bool(gateways)) as page_gateway:
             if page_gateway is not None:
                 gateways.append(page_gateway)
@@ -162,7 +171,7 @@ async def _gateway(settings: Settings, platform: str) -> None:
         adapter = REGISTERED.adapter_for(
             platform, settings.environ, profile, menu, replies, seen=found.store
         )
-        runner = Gateway(adapter, found.bus, readiness=found.readiness)
+        runner = Gateway(adapter, found.bus, readiness=found.readiness, replies=found.replies)
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None
         stopped = asyncio.Event()
@@ -239,7 +248,15 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)
-            await parts.worker.run()
+            desk = parts.receipt_desk()
+            receipts = asyncio.create_task(desk.run(), name="receipts")
+            try:
+                await parts.worker.run()
+            finally:
+                await desk.stop()
+                receipts.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await receipts
             await parts.worker.stop(grace=30.0)
 
 

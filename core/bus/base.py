@@ -13,11 +13,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Protocol
 
-from core.envelopes import EventEnvelope, Inbound, Outbound
+from core.envelopes import (
+    EventEnvelope,
+    Inbound,
+    NotificationFailed,
+    NotificationSent,
+    Outbound,
+    Receipt,
+)
 
 __all__ = ["Bus", "BusPayload", "Delivery", "Subscription"]
 
-BusPayload = Inbound | Outbound | EventEnvelope
+BusPayload = Inbound | Outbound | EventEnvelope | Receipt | NotificationSent | NotificationFailed
 
 
 class Delivery(Protocol):
