@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from bots.commands.chat import chat, cost, sessions
 from bots.commands.doctor import doctor
+from bots.commands.deadletters import deadletters
 from bots.commands.memory import memory
 from bots.commands.pairing import pairing
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
@@ -65,6 +66,7 @@ cli.add_command(recover)
 cli.add_command(doctor)
 cli.add_command(pairing)
 cli.add_command(web)
+cli.add_command(deadletters)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -26,7 +26,7 @@ from typing import Final
 
 import aiosqlite
 
-from core.bus.base import Bus, BusPayload, Delivery, Subscription
+from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.memory import MemoryBus
 from core.envelopes import decode, encode
 from core.errors import BusError
@@ -299,12 +299,37 @@ class SqliteBus(Bus):
 
     async def dead_letters(self, queue: str) -> list[BusPayload]:
         """Entries given up on after `max_deliveries` unacked deliveries, oldest first."""
+        return [
+            entry.envelope
+            for entry in await self.dead_letter_entries(queue)
+            if entry.envelope is not None
+        ]
+
+    async def dead_letter_entries(self, queue: str) -> list[DeadLetter]:
+        """The queue's dead letters with their ids (`<seq>-0`), oldest first."""
         async with self.file.write("read dead letters") as db:
             await self._expire(db, queue)
             rows = await db.execute_fetchall(
-                "SELECT data FROM bus_entries WHERE queue = ? AND dead = 1 ORDER BY seq", (queue,)
+                "SELECT seq, data, deliveries FROM bus_entries"
+                " WHERE queue = ? AND dead = 1 ORDER BY seq",
+                (queue,),
             )
-        return [decode(bytes(row[0])) for row in rows]
+        return [
+            DeadLetter(f"{seq}-0", queue, decode(bytes(data)), int(deliveries))
+            for seq, data, deliveries in rows
+        ]
+
+    async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
+        """Remove one dead letter; False if the queue has none with that id."""
+        seq, _, rest = entry_id.partition("-")
+        if not seq.isdigit() or rest != "0":
+            return False
+        async with self.file.write("drop a dead letter") as db:
+            cursor = await db.execute(
+                "DELETE FROM bus_entries WHERE seq = ? AND queue = ? AND dead = 1",
+                (int(seq), queue),
+            )
+            return cursor.rowcount == 1
 
     async def close(self) -> None:
         """Wake every pending receive (they return `None`), end subscriptions, close the file."""
