@@ -23,6 +23,7 @@ from bots.settings import Settings
 from core.access import Gate, Pairing
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
+from core.bus.names import NOTIFICATIONS
 from core.bus.sqlite import SqliteBus
 from core.checkpoints import CrashPolicy
 from core.commands import CommandRegistry
@@ -178,7 +179,11 @@ async def backends(
                 return
             # Durable queues and mailboxes in the same file: accepted work survives a crash.
             sqlite_bus = await SqliteBus.open(
-                settings.database_path, lease_seconds=BUS_LEASE_SECONDS, take_over=take_over
+                settings.database_path,
+                lease_seconds=BUS_LEASE_SECONDS,
+                take_over=take_over,
+                # `switchboard events --topic notifications` reads them from another process.
+                shared_topics=frozenset({NOTIFICATIONS}),
             )
             stack.push_async_callback(sqlite_bus.close)
             durable = await SqliteMailboxes.open(settings.database_path)

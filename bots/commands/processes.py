@@ -19,9 +19,11 @@ from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.base import Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
-from core.envelopes import EventEnvelope
+from core.bus.names import NOTIFICATIONS as NOTIFICATIONS_TOPIC
+from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent
 from core.errors import ConfigError, SwitchboardError
 from core.metrics import Metrics
+from core.notifications.receipts import notification_line
 from core.readiness import Readiness
 
 if TYPE_CHECKING:
@@ -339,21 +341,31 @@ def _health_event() -> EventEnvelope:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--topic",
+    type=click.Choice([EVENTS_TOPIC, NOTIFICATIONS_TOPIC]),
+    default=EVENTS_TOPIC,
+    show_default=True,
+    help="`notifications`: every proactive delivery once its receipt is known "
+    "(notification.sent, notification.failed); also without REDIS_URL.",
+)
 @click.pass_context
-def events(ctx: click.Context, as_json: bool) -> None:
+def events(ctx: click.Context, as_json: bool, topic: str) -> None:
     """Print lifecycle events from the Redis bus as they happen (Ctrl-C stops).
 
     agent.run.start, agent.run.complete (with duration, usage and cost), agent.run.error,
-    tool.request and tool.result, from every worker.
+    tool.request and tool.result, from every worker. With `--topic notifications`: each
+    scheduled answer, failure alert and external notification, delivered or not.
     """
     settings = settings_from(ctx)
-    require_redis(settings, "events")
-    asyncio.run(_events(settings, as_json))
+    if topic == EVENTS_TOPIC:
+        require_redis(settings, "events")
+    asyncio.run(_events(settings, as_json, topic))
 
 
-async def _events(settings: Settings, as_json: bool) -> None:
+async def _events(settings: Settings, as_json: bool, topic: str = EVENTS_TOPIC) -> None:
     async with backends(settings) as found:
-        subscription = await found.bus.subscribe(EVENTS_TOPIC)
+        subscription = await found.bus.subscribe(topic)
         stopped = asyncio.Event()
         on_signals(lambda: [_set(stopped)])
         reader = asyncio.create_task(_print_events(subscription, as_json))
@@ -370,6 +382,9 @@ async def _set(event: asyncio.Event) -> None:
 
 async def _print_events(subscription: Subscription, as_json: bool) -> None:
     async for envelope in subscription:
+        if isinstance(envelope, NotificationSent | NotificationFailed):
+            click.echo(envelope.model_dump_json() if as_json else notification_line(envelope))
+            continue
         if not isinstance(envelope, EventEnvelope):
             continue
         if as_json:

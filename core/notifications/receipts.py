@@ -34,7 +34,7 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.models import ScheduleRun, ScheduleStatus
 from core.store.base import Store
 
-__all__ = ["ReceiptDesk", "delivery_summary", "notification_event"]
+__all__ = ["ReceiptDesk", "delivery_summary", "notification_event", "notification_line"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,18 @@ def notification_event(
     if receipt.status == "delivered":
         return NotificationSent.model_validate(fields)
     return NotificationFailed.model_validate(fields)
+
+
+def notification_line(event: NotificationSent | NotificationFailed) -> str:
+    """One line for `switchboard events --topic notifications`."""
+    source = event.source
+    origin = f"{source.kind}:{source.name}"
+    if event.status == "delivered":
+        outcome = f"message={event.platform_message_id}" if event.platform_message_id else ""
+    else:
+        outcome = f"{event.status}: {event.reason}"[:120]
+    text = event.text[:80].replace("\n", " ")
+    return f"{event.at:%H:%M:%S} {event.name:<20} {event.address} {origin} {outcome} | {text}"
 
 
 def delivery_summary(run: ScheduleRun) -> str:
