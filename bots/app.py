@@ -35,6 +35,7 @@ from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
 from core.modes import ModeCatalog
+from core.notifications.external import ExternalRuns
 from core.notifications.receipts import ReceiptDesk
 from core.policy import ChannelPolicy, PlatformAccess
 from core.pricing import PriceBook
@@ -414,6 +415,7 @@ def assemble_worker(
     outbox = Outbox(bus, streaming)
     lifecycle = Lifecycle(bus, redactor)
     turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=lifecycle)
+    external = ExternalRuns(bus=bus, store=store, contexts=contexts, turns=turns)
     handler = InboundHandler(
         store=store,
         policy=policy,
@@ -424,6 +426,7 @@ def assemble_worker(
         outbox=outbox,
         rate_limits=rate_limits,
         gate=Gate(policy=policy, pairing=Pairing(store), modes=modes),
+        external=external,
     )
     return Worker(
         bus=bus,

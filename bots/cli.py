@@ -14,6 +14,7 @@ from bots.commands.doctor import doctor
 from bots.commands.deadletters import deadletters
 from bots.commands.memory import memory
 from bots.commands.pairing import pairing
+from bots.commands.notify import hooks, notify
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
@@ -67,6 +68,8 @@ cli.add_command(doctor)
 cli.add_command(pairing)
 cli.add_command(web)
 cli.add_command(deadletters)
+cli.add_command(notify)
+cli.add_command(hooks)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

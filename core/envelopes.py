@@ -112,7 +112,9 @@ class Inbound(BaseModel):
     command: str | None = None
     # "user": a person wrote it (`user_id` is their id on the platform). "scheduled": a run
     # of a schedule; `address` is the chat its answer goes to, `owner` who made the schedule.
-    origin: Literal["user", "scheduled"] = "user"
+    # "external": an agent turn asked for from outside (`switchboard notify --prompt`, the
+    # hooks listener), run in the session `notify:<external_session>`, answered in `address`.
+    origin: Literal["user", "scheduled", "external"] = "user"
     # For origin == "scheduled": the schedule and run, who made it and when it is delivered.
     schedule_id: str | None = None
     run_id: str | None = None
@@ -123,6 +125,8 @@ class Inbound(BaseModel):
     # For kind == "answer": the id of the confirmation question a button press answers
     # (`text` is "yes" or "no"); it never waits in a mailbox (`core/confirm.py`).
     question: str | None = None
+    # For origin == "external": the session's name (`ci` runs in `notify:ci`).
+    external_session: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -145,6 +149,8 @@ class Inbound(BaseModel):
         """The conversation this belongs to; a schedule's runs share `scheduled:<id>`."""
         if self.origin == "scheduled" and self.schedule_id:
             return f"scheduled:{self.schedule_id}"
+        if self.origin == "external":
+            return f"notify:{self.external_session or 'default'}"
         return self.address.session_key
 
     @property
@@ -152,6 +158,8 @@ class Inbound(BaseModel):
         """The identity of this message across redeliveries (of a scheduled run: its run)."""
         if self.origin == "scheduled" and self.run_id:
             return f"scheduled:{self.schedule_id}:{self.run_id}"
+        if self.origin == "external":
+            return f"notify:{self.id}"
         ident = self.platform_message_id or self.id
         return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
 

@@ -10,6 +10,7 @@ import click
 
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
+from bots.commands.notify import check_hooks, hooks_listener
 from bots.operations import OperationsServer, OperationsSettings
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
@@ -110,7 +111,12 @@ async def _serve_platforms(settings: Settings) -> None:
             f"no chat platform is configured: set {listed} "
             "(or use `switchboard chat` for the terminal)"
         )
-    async with embedded(settings, profile) as parts, operations(settings, parts.readiness):
+    check_hooks(settings, profile)  # a bad hooks token stops the start before anything runs
+    async with (
+        embedded(settings, profile) as parts,
+        operations(settings, parts.readiness),
+        hooks_listener(settings, profile, parts.bus),
+    ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
         adapters = REGISTERED.configured_adapters(
