@@ -10,8 +10,8 @@ import click
 from pydantic import ValidationError
 
 from bots.commands.chat import chat, cost, sessions
-from bots.commands.doctor import doctor
 from bots.commands.deadletters import deadletters
+from bots.commands.doctor import doctor
 from bots.commands.memory import memory
 from bots.commands.pairing import pairing
 from bots.commands.notify import hooks, notify

@@ -167,9 +167,10 @@ class Inbound(BaseModel):
 class NotificationSource(BaseModel):
     """Where a proactive delivery came from, so its receipt can find its way back.
 
-    `kind`: `schedule` (a run's answer), `alert` (a schedule's failure alert), `hook` (the
-    HTTP hooks listener) or `cli` (`switchboard notify`). `name`: the schedule id or the hook's
-    name; `run_id`: the schedule run whose record the receipt updates.
+    `kind`: `schedule` (a run's answer), `alert` (a schedule's failure alert; a budget
+    reached, named `budget:<name>`), `hook` (the HTTP hooks listener) or `cli` (`switchboard
+    notify`). `name`: the schedule id or the hook's name; `run_id`: the schedule run whose
+    record the receipt updates.
     """
 
     model_config = ConfigDict(frozen=True)

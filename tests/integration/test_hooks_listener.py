@@ -23,9 +23,9 @@ from bots.hooks import HooksServer, HooksSettings
 from bots.platforms import REGISTERED
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
-from core.bus.names import outbound_queue
+from core.bus.names import EVENTS, outbound_queue
 from core.bus.sqlite import SqliteBus
-from core.envelopes import Address, Outbound
+from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import ConfigError
 from core.events import ModelEvent
 from core.notifications.external import Notifier
@@ -149,7 +149,7 @@ async def test_requests_are_refused_with_the_right_status(bus: MemoryBus) -> Non
         status, body = await hooks.post("/hooks/agent", {**good, "prompt": "x"})
         assert status == 400 and body["error"].startswith("text: Extra inputs")
         status, body = await hooks.post("/hooks/notify", {"to": "telegram:abc", "text": "x"})
-        assert status == 400 and "is not a delivery address" in body["error"]
+        assert status == 400 and "is not a telegram address" in body["error"]
         status, body = await hooks.post("/hooks/notify", {"to": "telegram:999", "text": "x"})
         assert status == 403 and "[hooks] targets" in body["error"]
         status, _ = await hooks.post("/hooks/notify", {"to": TARGET, "text": "x" * 70_000})
@@ -256,6 +256,7 @@ async def test_an_agent_request_runs_a_turn_and_delivers_per_its_policy(
     worker = build_worker(bus=bus, store=store, runtime=runtime, policy=policy)
     running = asyncio.create_task(worker.run())
     conditional = {"to": TARGET, "policy": "conditional", "session": "ci"}
+    lifecycle = await bus.subscribe(EVENTS)
     try:
         async with listening(bus) as hooks:
             for prompt in ("Any new issues?", "Any new issues now?"):
@@ -271,7 +272,16 @@ async def test_an_agent_request_runs_a_turn_and_delivers_per_its_policy(
                 await got.ack()
                 if isinstance(got.envelope, Outbound) and got.envelope.kind == "notification":
                     delivered.append(got.envelope)
+            # The quiet answer delivers nothing: wait for all three turns to have completed.
+            completed = 0
+            async for event in lifecycle:
+                if isinstance(event, EventEnvelope) and event.name == "agent.run.complete":
+                    completed += 1
+                    if completed == 3:
+                        break
+        assert await _queued(bus, outbound_queue("telegram")) == []
     finally:
+        await lifecycle.aclose()
         await worker.stop(grace=5.0)
         running.cancel()
         await asyncio.gather(running, return_exceptions=True)

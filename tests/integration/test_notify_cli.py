@@ -85,5 +85,5 @@ async def test_notify_refuses_bad_arguments_in_one_line(
     assert await _switchboard("notify", "telegram:1") == 2
     errors = capsys.readouterr().err.strip().splitlines()
     assert len(errors) == 3
-    assert "is not a delivery address" in errors[0]
+    assert "is not a telegram address" in errors[0]
     assert "either TEXT or --prompt" in errors[1]
