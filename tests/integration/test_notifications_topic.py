@@ -1,7 +1,8 @@
-"""The `notifications` topic of the embedded deployment, seen from another process.
+"""The `notifications` topic, seen from another process (embedded) and through Redis.
 
 `SqliteBus` shares the topic through the data file, so `switchboard events --topic
-notifications` (a separate process, as an operator runs it) sees what `serve` publishes.
+notifications` (a separate process, as an operator runs it) sees what `serve` publishes. With
+Redis, a receipt on the `receipts` stream reaches the run record and the pub/sub topic.
 """
 
 from __future__ import annotations
@@ -11,9 +12,25 @@ import os
 import sys
 from pathlib import Path
 
-from core.bus.names import EVENTS, NOTIFICATIONS
+from core.bus.names import EVENTS, NOTIFICATIONS, RECEIPTS
+from core.bus.redis import RedisBus
 from core.bus.sqlite import SqliteBus
-from core.envelopes import Address, EventEnvelope, NotificationFailed, NotificationSource
+from core.clock import utc_now
+from core.envelopes import (
+    Address,
+    EventEnvelope,
+    NotificationFailed,
+    NotificationSent,
+    NotificationSource,
+    Outbound,
+    Receipt,
+)
+from core.notifications import ReceiptDesk
+from core.readiness import Readiness
+from core.redact import Redactor
+from core.scheduling.book import ScheduleBook
+from core.scheduling.models import IntervalCadence, ScheduleRun
+from core.store.redis import RedisStore
 
 PATIENCE = 10.0
 SHARED = frozenset({NOTIFICATIONS})
@@ -94,4 +111,51 @@ async def test_switchboard_events_prints_the_notifications_topic(tmp_path: Path)
     finally:
         process.terminate()
         await process.wait()
+        await bus.close()
+
+
+async def test_with_redis_a_receipt_lands_on_the_run_and_the_topic(redis_url: str) -> None:
+    bus = await RedisBus.connect(redis_url)
+    store = await RedisStore.open(redis_url)
+    try:
+        book = ScheduleBook(store)
+        now = utc_now()
+        schedule = await book.create(
+            cadence=IntervalCadence(seconds=3600, start=now),
+            prompt="Anything?",
+            deliver_to=Address(platform="telegram", chat="42"),
+            owner="cli",
+        )
+        await store.save_run(
+            ScheduleRun(
+                id="r1", schedule_id=schedule.id, due_at=now, started_at=now, delivery="pending"
+            )
+        )
+        desk = ReceiptDesk(
+            bus=bus, store=store, book=book, redactor=Redactor(), readiness=Readiness()
+        )
+        source = NotificationSource(kind="schedule", name=schedule.id, run_id="r1")
+        outbound = Outbound(
+            kind="notification", address=schedule.deliver_to, text="Yes.", source=source
+        )
+        watching = await bus.subscribe(NOTIFICATIONS)
+        running = asyncio.create_task(desk.run())
+        try:
+            await bus.enqueue(
+                RECEIPTS, Receipt(outbound=outbound, status="delivered", platform_message_id="77")
+            )
+            async with asyncio.timeout(PATIENCE):
+                event = await anext(aiter(watching))
+        finally:
+            await desk.stop()
+            running.cancel()
+            await asyncio.gather(running, return_exceptions=True)
+            await watching.aclose()
+
+        assert isinstance(event, NotificationSent)
+        assert (event.platform_message_id, event.source.name) == ("77", schedule.id)
+        [run] = await store.list_runs(schedule.id)
+        assert (run.delivery, run.delivery_detail) == ("delivered", "77")
+    finally:
+        await store.close()
         await bus.close()
