@@ -13,8 +13,8 @@ from bots.commands.chat import chat, cost, sessions
 from bots.commands.deadletters import deadletters
 from bots.commands.doctor import doctor
 from bots.commands.memory import memory
-from bots.commands.pairing import pairing
 from bots.commands.notify import hooks, notify
+from bots.commands.pairing import pairing
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
