@@ -28,7 +28,7 @@ from core.scheduling.book import NOTIFY_MARKER
 from core.store.base import Fence, Store
 from core.turns.turn import Contexts, TurnRunner
 
-__all__ = ["ExternalRuns", "Notifier", "deliverable", "request_id"]
+__all__ = ["ExternalRuns", "Notifier", "deliverable", "external_brief", "request_id"]
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +37,24 @@ ExternalPolicy = Literal["always", "conditional"]
 # Ids derived from idempotency keys live in their own namespace.
 _KEYS = uuid.UUID("6f1d7c52-58c4-4c1e-9a8e-0b7f3f1d2a90")
 
-# Said to the model with a conditional request, so it knows when its answer is delivered.
-CONDITIONAL_NOTE = (
-    f"\n\n(Your answer is delivered to the chat only if it starts with {NOTIFY_MARKER}. Start "
-    f"with {NOTIFY_MARKER} only when there is something worth telling; otherwise answer "
-    "briefly without it.)"
-)
+
+def external_brief(*, asker: str, chat: str, policy: ExternalPolicy) -> str:
+    """The system-prompt section of an external request: who asks, where the answer goes,
+    and (for `conditional`) exactly when it is delivered."""
+    lines = [
+        f"This request comes from {asker}, not from a person in a live conversation: nobody "
+        "is waiting to reply to you.",
+        f"Your final answer is delivered to the chat {chat} as a message of its own.",
+    ]
+    if policy == "conditional":
+        lines[-1] = (
+            f"Your final answer is delivered to the chat {chat} ONLY if it begins with "
+            f"{NOTIFY_MARKER}. Begin with exactly {NOTIFY_MARKER}, then the message for the "
+            "chat, when there is something worth telling them (the marker is removed). "
+            f"Otherwise do not write {NOTIFY_MARKER}: say in one short line why there is "
+            "nothing to report; that answer is not delivered."
+        )
+    return "\n".join(lines)
 
 
 def request_id(kind: str, key: str | None) -> str:
@@ -96,7 +108,7 @@ class Notifier:
         inbound = Inbound(
             id=ident,
             address=to,
-            text=prompt + (CONDITIONAL_NOTE if policy == "conditional" else ""),
+            text=prompt,
             origin="external",
             external_session=session,
             owner="cli" if source.kind == "cli" else f"hook:{source.name}",
@@ -122,15 +134,24 @@ class ExternalRuns:
         mode_name = self.contexts.policy.mode_for_address(target)
         if mode_name == "full" and not is_admin:
             mode_name = "safe-chat"
+        owner = inbound.owner or "cli"
+        asker = (
+            "the operator, from the command line"
+            if is_admin
+            else f"the external hook {owner.removeprefix('hook:')!r}"
+        )
+        policy: ExternalPolicy = "conditional" if inbound.notify == "conditional" else "always"
         return ChannelContext(
             platform=target.platform,
             mode=self.contexts.modes.get(mode_name),
             prompt_hint=self.contexts.prompt_hints.get(target.platform, ""),
             session_key=inbound.session_key,
-            user_id=inbound.owner or "",
+            user_id=owner,
             address=target,
             is_admin=is_admin,
+            # Like a schedule's run: quiet, no memory writes, scoped to who asked.
             scheduled=True,
+            schedule_brief=external_brief(asker=asker, chat=str(target), policy=policy),
         )
 
     async def run(self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None) -> None:

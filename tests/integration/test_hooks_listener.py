@@ -288,12 +288,13 @@ async def test_an_agent_request_runs_a_turn_and_delivers_per_its_policy(
 
     assert sorted(o.text for o in delivered) == ["3 new issues.", "Done."]
     assert {o.source.kind for o in delivered if o.source} == {"hook"}
-    by_prompt = {str(r.messages[-1].text).split("\n")[0]: r for r in provider.requests}
+    by_prompt = {str(r.messages[-1].text): r for r in provider.requests}
     first, second = by_prompt["Any new issues?"], by_prompt["Any new issues now?"]
     third = by_prompt["Go."]
-    # The conditional prompt says when its answer is delivered; the session is notify:ci.
-    assert "[NOTIFY]" in str(first.messages[-1].text)
-    assert "[NOTIFY]" not in str(third.messages[-1].text)
+    # A conditional request's system prompt says when its answer is delivered.
+    assert "ONLY if it begins with [NOTIFY]" in first.system
+    assert "external hook 'ci'" in first.system
+    assert "[NOTIFY]" not in third.system
     assert len(second.messages) > len(first.messages)  # the same session, one turn later
     # A hook never runs in `full`, even where the chat's mode is: `deploy` is not offered.
     assert "calculator" in {t.name for t in first.tools}
