@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.addresses import AddressBook
 from core.envelopes import Address, NotificationSource
 from core.errors import BusError, ConfigError
-from core.notifications.external import Notifier
+from core.notifications.external import Notifier, check_reachable
 from core.profile import HooksOptions
 
 __all__ = ["MAX_BODY_BYTES", "MIN_TOKEN_LENGTH", "HooksServer", "HooksSettings"]
@@ -78,9 +78,11 @@ class HooksSettings:
         targets = set()
         for target in options.targets:
             try:
-                targets.add(addresses.parse(target))
+                address = addresses.parse(target)
+                check_reachable(address)
             except ValueError as exc:
                 raise ConfigError(f"[hooks] targets: {exc}") from None
+            targets.add(address)
         try:
             rates = tuple(parse_many(options.rate))
         except ValueError:

@@ -20,7 +20,7 @@ from bots.settings import Settings
 from core.bus.base import Bus
 from core.envelopes import Address, NotificationSource
 from core.errors import ConfigError
-from core.notifications.external import Notifier
+from core.notifications.external import Notifier, check_reachable
 from core.profile import Profile
 
 __all__ = ["hooks", "hooks_listener", "notify"]
@@ -72,6 +72,7 @@ def notify(
         )
     try:
         target = REGISTERED.addresses().parse(address)
+        check_reachable(target)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="ADDRESS") from None
     asyncio.run(_notify(settings, target, text, prompt, policy, session, key))

@@ -28,7 +28,14 @@ from core.scheduling.book import NOTIFY_MARKER
 from core.store.base import Fence, Store
 from core.turns.turn import Contexts, TurnRunner
 
-__all__ = ["ExternalRuns", "Notifier", "deliverable", "external_brief", "request_id"]
+__all__ = [
+    "ExternalRuns",
+    "Notifier",
+    "check_reachable",
+    "deliverable",
+    "external_brief",
+    "request_id",
+]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,19 @@ def external_brief(*, asker: str, chat: str, policy: ExternalPolicy) -> str:
             "nothing to report; that answer is not delivered."
         )
     return "\n".join(lines)
+
+
+# Platforms no queue reaches from outside: the terminal chat shows only its own work.
+UNREACHABLE = frozenset({"terminal"})
+
+
+def check_reachable(address: Address) -> None:
+    """`ValueError` for an address external requests cannot reach (the terminal)."""
+    if address.platform in UNREACHABLE:
+        raise ValueError(
+            f"{address.platform} cannot be reached from outside (the terminal chat shows only "
+            "its own work); use a chat platform's address"
+        )
 
 
 def request_id(kind: str, key: str | None) -> str:

@@ -214,6 +214,8 @@ def test_a_missing_short_or_wrong_setting_refuses_to_start() -> None:
             )
     with pytest.raises(ConfigError, match=r"\[hooks\] targets"):
         _settings(targets=("pager:42",))
+    with pytest.raises(ConfigError, match="terminal cannot be reached"):
+        _settings(targets=("terminal",))
     with pytest.raises(ConfigError, match=r"\[hooks\] rate"):
         _settings(rate="lots")
 

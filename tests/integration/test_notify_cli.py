@@ -83,7 +83,9 @@ async def test_notify_refuses_bad_arguments_in_one_line(
     assert await _switchboard("notify", "telegram:abc", "hi") == 2
     assert await _switchboard("notify", "telegram:1", "hi", "--prompt", "also") == 2
     assert await _switchboard("notify", "telegram:1") == 2
+    assert await _switchboard("notify", "terminal", "nobody would see this") == 2
     errors = capsys.readouterr().err.strip().splitlines()
-    assert len(errors) == 3
+    assert len(errors) == 4
+    assert "terminal cannot be reached from outside" in errors[3]
     assert "is not a telegram address" in errors[0]
     assert "either TEXT or --prompt" in errors[1]
