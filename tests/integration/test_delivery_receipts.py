@@ -9,6 +9,7 @@ A delivery that keeps failing goes to the dead letters, and `switchboard deadlet
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,11 @@ async def test_a_dead_lettered_answer_is_delivered_by_a_replay(
 
     await _switchboard("deadletters", "list")
     assert dead.id in capsys.readouterr().out
+    await _switchboard("deadletters", "show", dead.id, "--queue", "outbound.telegram")
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["queue"], shown["deliveries"]) == ("outbound.telegram", 2)
+    assert shown["envelope"]["text"] == "Build is green."
+    await _switchboard("deadletters", "show", dead.id, "--queue", "nowhere", code=1)
     await _switchboard("deadletters", "replay", dead.id)
     assert f"Replayed {dead.id}" in capsys.readouterr().out
 
