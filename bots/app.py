@@ -23,6 +23,7 @@ from bots.settings import Settings
 from core.access import Gate, Pairing
 from core.bus.base import Bus
 from core.bus.memory import MemoryBus
+from core.bus.names import NOTIFICATIONS
 from core.bus.sqlite import SqliteBus
 from core.checkpoints import CrashPolicy
 from core.commands import CommandRegistry
@@ -34,6 +35,8 @@ from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
 from core.modes import ModeCatalog
+from core.notifications.external import ExternalRuns
+from core.notifications.receipts import ReceiptDesk
 from core.policy import ChannelPolicy, PlatformAccess
 from core.pricing import PriceBook
 from core.profile import Profile
@@ -130,6 +133,17 @@ class Components:
             store=self.store, bus=self.bus, readiness=self.readiness, platforms=platforms
         )
 
+    def receipt_desk(self) -> ReceiptDesk:
+        """The consumer of the `receipts` queue: delivery receipts onto schedule runs, and the
+        `notifications` fan-out."""
+        return ReceiptDesk(
+            bus=self.bus,
+            store=self.store,
+            book=self.book,
+            redactor=self.settings.redactor(),
+            readiness=self.readiness,
+        )
+
 
 @asynccontextmanager
 async def backends(
@@ -166,7 +180,11 @@ async def backends(
                 return
             # Durable queues and mailboxes in the same file: accepted work survives a crash.
             sqlite_bus = await SqliteBus.open(
-                settings.database_path, lease_seconds=BUS_LEASE_SECONDS, take_over=take_over
+                settings.database_path,
+                lease_seconds=BUS_LEASE_SECONDS,
+                take_over=take_over,
+                # `switchboard events --topic notifications` reads them from another process.
+                shared_topics=frozenset({NOTIFICATIONS}),
             )
             stack.push_async_callback(sqlite_bus.close)
             durable = await SqliteMailboxes.open(settings.database_path)
@@ -397,6 +415,7 @@ def assemble_worker(
     outbox = Outbox(bus, streaming)
     lifecycle = Lifecycle(bus, redactor)
     turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=lifecycle)
+    external = ExternalRuns(bus=bus, store=store, contexts=contexts, turns=turns)
     handler = InboundHandler(
         store=store,
         policy=policy,
@@ -407,6 +426,7 @@ def assemble_worker(
         outbox=outbox,
         rate_limits=rate_limits,
         gate=Gate(policy=policy, pairing=Pairing(store), modes=modes),
+        external=external,
     )
     return Worker(
         bus=bus,

@@ -10,8 +10,10 @@ import click
 from pydantic import ValidationError
 
 from bots.commands.chat import chat, cost, sessions
+from bots.commands.deadletters import deadletters
 from bots.commands.doctor import doctor
 from bots.commands.memory import memory
+from bots.commands.notify import hooks, notify
 from bots.commands.pairing import pairing
 from bots.commands.processes import events, gateway, health, scheduler, serve, worker
 from bots.commands.prompt import prompt
@@ -65,6 +67,9 @@ cli.add_command(recover)
 cli.add_command(doctor)
 cli.add_command(pairing)
 cli.add_command(web)
+cli.add_command(deadletters)
+cli.add_command(notify)
+cli.add_command(hooks)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

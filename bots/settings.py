@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     metrics_port: int | None = Field(default=None, alias="SWITCHBOARD_METRICS_PORT", ge=0, le=65535)
     metrics_host: str = Field(default="127.0.0.1", alias="SWITCHBOARD_METRICS_HOST")
     metrics_token: SecretStr | None = Field(default=None, alias="SWITCHBOARD_METRICS_TOKEN")
+    # The hooks listener (bots/hooks.py): off unless the port is set; the token is required.
+    hooks_port: int | None = Field(default=None, alias="SWITCHBOARD_HOOKS_PORT", ge=0, le=65535)
+    hooks_host: str = Field(default="127.0.0.1", alias="SWITCHBOARD_HOOKS_HOST")
+    hooks_token: SecretStr | None = Field(default=None, alias="SWITCHBOARD_HOOKS_TOKEN")
 
     # The whole environment (with `.env`), for the chat platforms: each reads its own
     # variables (channels/<platform>/spec.py), so adding one changes nothing here.
@@ -72,7 +76,7 @@ class Settings(BaseSettings):
         """Every configured secret value, for scrubbing logs and tool output."""
         from bots.platforms import REGISTERED
 
-        values = (self.anthropic_api_key, self.openai_api_key, self.metrics_token)
+        values = (self.anthropic_api_key, self.openai_api_key, self.metrics_token, self.hooks_token)
         own = [v.get_secret_value() for v in values if v is not None]
         return own + REGISTERED.secrets(self.environ)
 

@@ -7,6 +7,12 @@ Several gateways of one platform may share the queue: each piece of a streamed r
 the whole text so far, and the adapters show it through shared reply records
 (`channels/streaming.py`), so any gateway may take any piece.
 
+A proactive delivery (an `Outbound` with a `source`: a schedule's answer or alert, an external
+notification) is reported back on the `receipts` queue once its outcome is known: `delivered`
+with the platform's message id (read from the reply record), `failed` when the platform
+refused for good, `dead_lettered` when its last allowed attempt failed (the bus then parks it
+in the queue's dead letters, where `switchboard deadletters` finds it).
+
 While the bus is unreachable (Redis restarting) both loops keep trying with backoff and mark
 themselves down in the process's `Readiness`; an ack that cannot be made is tried again too,
 and if the entry comes back anyway, showing it again is harmless (the reply records skip a
@@ -20,10 +26,11 @@ import logging
 
 from channels.base import ChannelAdapter
 from core.bus.base import Bus, Delivery
-from core.bus.names import INBOUND, outbound_queue
-from core.envelopes import Inbound, Outbound, new_id
-from core.errors import ChannelError
+from core.bus.names import INBOUND, RECEIPTS, outbound_queue
+from core.envelopes import Inbound, Outbound, Receipt, ReceiptStatus, new_id
+from core.errors import BusError, ChannelError, StoreError
 from core.readiness import Readiness, keep_trying
+from core.store.replies import ReplyRecords
 from core.tasks import cancel_and_wait
 
 __all__ = ["Gateway"]
@@ -49,11 +56,20 @@ class Gateway:
         *,
         readiness: Readiness,
         consumer: str | None = None,
+        replies: ReplyRecords | None = None,
+        max_deliveries: int = 5,
     ) -> None:
-        """`readiness` is the process's: the intake and delivery loops report to it."""
+        """`readiness` is the process's: the intake and delivery loops report to it.
+
+        `replies` (the records the adapter shows replies through) give a delivered
+        notification's platform message id to its receipt; `max_deliveries` is the bus's, so
+        the gateway knows which failed attempt sends an entry to the dead letters.
+        """
         self.adapter = adapter
         self.bus = bus
         self.readiness = readiness
+        self.replies = replies
+        self.max_deliveries = max_deliveries
         self.consumer = consumer or f"gateway-{adapter.platform}-{new_id()[:8]}"
         self._queue = outbound_queue(adapter.platform)
         self._intake = f"{adapter.platform} intake"
@@ -125,6 +141,7 @@ class Gateway:
                 log.warning(
                     "gave up a %s for %s: %s", outbound.kind, outbound.address.session_key, exc
                 )
+                await self._report(outbound, "failed", delivery.attempt, reason=str(exc))
                 await self._settle(delivery, done=True)
                 return
             if outbound.kind in _EPHEMERAL:
@@ -137,12 +154,62 @@ class Gateway:
                 delivery.attempt,
                 exc,
             )
-            if exc.retry_after:
+            if delivery.attempt >= self.max_deliveries:
+                await self._report(outbound, "dead_lettered", delivery.attempt, reason=str(exc))
+            elif exc.retry_after:
                 await asyncio.sleep(min(exc.retry_after, _MAX_RETRY_AFTER))
             await self._settle(delivery, done=False)
             return
-        except Exception:
+        except Exception as exc:
             log.exception("adapter %s failed to deliver %s", self.adapter.platform, outbound.id)
+            if outbound.kind not in _EPHEMERAL and delivery.attempt >= self.max_deliveries:
+                reason = f"{type(exc).__name__}: {exc}"
+                await self._report(outbound, "dead_lettered", delivery.attempt, reason=reason)
             await self._settle(delivery, done=outbound.kind in _EPHEMERAL)
             return
+        if outbound.source is not None:
+            await self._report(
+                outbound, "delivered", delivery.attempt, message_id=await self._message_id(outbound)
+            )
         await self._settle(delivery, done=True)
+
+    async def _report(
+        self,
+        outbound: Outbound,
+        status: ReceiptStatus,
+        attempt: int,
+        *,
+        reason: str = "",
+        message_id: str | None = None,
+    ) -> None:
+        """Put the receipt of a proactive delivery on the `receipts` queue.
+
+        Only for outbounds with a `source`. A receipt the bus refuses is logged, not retried:
+        the delivery itself is done, and the run stays `pending` rather than the loop stalling.
+        """
+        if outbound.source is None:
+            return
+        receipt = Receipt(
+            outbound=outbound,
+            status=status,
+            platform_message_id=message_id,
+            reason=reason[:500],
+            attempt=attempt,
+        )
+        try:
+            await self.bus.enqueue(RECEIPTS, receipt)
+        except BusError as exc:
+            log.warning("could not report %s of %s: %s", status, outbound.id, exc)
+
+    async def _message_id(self, outbound: Outbound) -> str | None:
+        """The platform id of the first message showing `outbound`, if its record has one."""
+        if self.replies is None:
+            return None
+        try:
+            record = await self.replies.get(outbound.record_key)
+        except (ChannelError, StoreError) as exc:
+            log.info("no message id for the receipt of %s: %s", outbound.id, exc)
+            return None
+        if record is None or not record.messages:
+            return None
+        return record.messages[0].message_id

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.bus.base import Bus
 from core.bus.names import EVENTS, outbound_queue
 from core.clock import Clock, utc_now
-from core.envelopes import Address, EventEnvelope, Outbound
+from core.envelopes import Address, EventEnvelope, NotificationSource, Outbound
 from core.store.ledger import CostLedger
 from core.store.processed import ProcessedMarks
 
@@ -241,7 +241,13 @@ class BudgetAlerts:
         for address in self.admin_dms:
             await self.bus.enqueue(
                 outbound_queue(address.platform),
-                Outbound(kind="notification", address=address, text=note),
+                Outbound(
+                    kind="notification",
+                    address=address,
+                    text=note,
+                    # Fanned out on `notifications` with its receipt, like every proactive one.
+                    source=NotificationSource(kind="alert", name=f"budget:{hit.name}"),
+                ),
                 dedupe_id=f"budget-alert:{hit.name}:{hit.scope}:{day}:{address}",
             )
 

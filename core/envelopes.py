@@ -31,8 +31,14 @@ __all__ = [
     "EventEnvelope",
     "Inbound",
     "InboundKind",
+    "NotificationEvent",
+    "NotificationFailed",
+    "NotificationSent",
+    "NotificationSource",
     "Outbound",
     "OutboundKind",
+    "Receipt",
+    "ReceiptStatus",
     "decode",
     "encode",
     "new_id",
@@ -106,7 +112,9 @@ class Inbound(BaseModel):
     command: str | None = None
     # "user": a person wrote it (`user_id` is their id on the platform). "scheduled": a run
     # of a schedule; `address` is the chat its answer goes to, `owner` who made the schedule.
-    origin: Literal["user", "scheduled"] = "user"
+    # "external": an agent turn asked for from outside (`switchboard notify --prompt`, the
+    # hooks listener), run in the session `notify:<external_session>`, answered in `address`.
+    origin: Literal["user", "scheduled", "external"] = "user"
     # For origin == "scheduled": the schedule and run, who made it and when it is delivered.
     schedule_id: str | None = None
     run_id: str | None = None
@@ -117,6 +125,8 @@ class Inbound(BaseModel):
     # For kind == "answer": the id of the confirmation question a button press answers
     # (`text` is "yes" or "no"); it never waits in a mailbox (`core/confirm.py`).
     question: str | None = None
+    # For origin == "external": the session's name (`ci` runs in `notify:ci`).
+    external_session: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -139,6 +149,8 @@ class Inbound(BaseModel):
         """The conversation this belongs to; a schedule's runs share `scheduled:<id>`."""
         if self.origin == "scheduled" and self.schedule_id:
             return f"scheduled:{self.schedule_id}"
+        if self.origin == "external":
+            return f"notify:{self.external_session or 'default'}"
         return self.address.session_key
 
     @property
@@ -146,8 +158,26 @@ class Inbound(BaseModel):
         """The identity of this message across redeliveries (of a scheduled run: its run)."""
         if self.origin == "scheduled" and self.run_id:
             return f"scheduled:{self.schedule_id}:{self.run_id}"
+        if self.origin == "external":
+            return f"notify:{self.id}"
         ident = self.platform_message_id or self.id
         return f"{self.address.platform}:{self.address.bot}:{self.address.chat}:{ident}"
+
+
+class NotificationSource(BaseModel):
+    """Where a proactive delivery came from, so its receipt can find its way back.
+
+    `kind`: `schedule` (a run's answer), `alert` (a schedule's failure alert; a budget
+    reached, named `budget:<name>`), `hook` (the HTTP hooks listener) or `cli` (`switchboard
+    notify`). `name`: the schedule id or the hook's name; `run_id`: the schedule run whose
+    record the receipt updates.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["schedule", "alert", "hook", "cli"]
+    name: str
+    run_id: str | None = None
 
 
 OutboundKind = Literal[
@@ -191,6 +221,8 @@ class Outbound(BaseModel):
     created_at: datetime = Field(default_factory=utc_now)
     # For kinds "question" and "decision": the confirmation question's id.
     question: str | None = None
+    # Set on proactive deliveries: the gateway reports a `Receipt` for them.
+    source: NotificationSource | None = None
 
     @property
     def record_key(self) -> str:
@@ -217,11 +249,78 @@ class EventEnvelope(BaseModel):
     at: datetime = Field(default_factory=utc_now)
 
 
-Envelope = Annotated[Inbound | Outbound | EventEnvelope, Field(discriminator="type")]
+ReceiptStatus = Literal["delivered", "failed", "dead_lettered"]
+
+
+class Receipt(BaseModel):
+    """What became of a proactive `Outbound`, reported by the gateway on the `receipts` queue.
+
+    `delivered`: the platform confirmed it (`platform_message_id` when the adapter recorded
+    one). `failed`: the platform refused for good (`reason`). `dead_lettered`: every attempt
+    failed and the entry went to the queue's dead letters (`switchboard deadletters`).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    type: Literal["receipt"] = "receipt"
+    id: str = Field(default_factory=new_id)
+    outbound: Outbound
+    status: ReceiptStatus
+    platform_message_id: str | None = None
+    reason: str = ""
+    attempt: int = 1
+    at: datetime = Field(default_factory=utc_now)
+
+
+class _NotificationEvent(BaseModel):
+    """A proactive delivery whose receipt is known, fanned out on the `notifications` topic.
+
+    `text` is scrubbed of secrets; `status`, `platform_message_id` and `reason` are the
+    receipt's.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(default_factory=new_id)
+    address: Address
+    source: NotificationSource
+    text: str
+    status: ReceiptStatus
+    platform_message_id: str | None = None
+    reason: str = ""
+    attempt: int = 1
+    at: datetime = Field(default_factory=utc_now)
+
+    @property
+    def name(self) -> str:
+        """The event's name (its `type`): `notification.sent` or `notification.failed`."""
+        return str(getattr(self, "type", ""))
+
+
+class NotificationSent(_NotificationEvent):
+    """The platform confirmed a proactive delivery."""
+
+    type: Literal["notification.sent"] = "notification.sent"
+
+
+class NotificationFailed(_NotificationEvent):
+    """A proactive delivery was refused or dead-lettered."""
+
+    type: Literal["notification.failed"] = "notification.failed"
+
+
+NotificationEvent = Annotated[NotificationSent | NotificationFailed, Field(discriminator="type")]
+
+Envelope = Annotated[
+    Inbound | Outbound | EventEnvelope | Receipt | NotificationSent | NotificationFailed,
+    Field(discriminator="type"),
+]
 _ENVELOPE: TypeAdapter[Envelope] = TypeAdapter(Envelope)
 
+_Payload = Inbound | Outbound | EventEnvelope | Receipt | NotificationSent | NotificationFailed
 
-def encode(envelope: Inbound | Outbound | EventEnvelope) -> bytes:
+
+def encode(envelope: _Payload) -> bytes:
     """msgpack bytes of `{v, body}`; bytes fields (images) stay binary."""
     body = envelope.model_dump(mode="python")
     packed = msgpack.packb({"v": ENVELOPE_VERSION, "body": body}, default=_default)
@@ -229,7 +328,7 @@ def encode(envelope: Inbound | Outbound | EventEnvelope) -> bytes:
     return packed
 
 
-def decode(data: bytes) -> Inbound | Outbound | EventEnvelope:
+def decode(data: bytes) -> _Payload:
     """The envelope inside `data`; `BusError` if it is not one this version understands."""
     try:
         raw = msgpack.unpackb(data, raw=False, timestamp=3)

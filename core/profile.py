@@ -22,7 +22,19 @@ from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.ratelimit import RateLimitSettings
 from core.skills import Skill
 
-__all__ = ["Profile", "ProfileSettings", "Skill"]
+__all__ = ["HooksOptions", "Profile", "ProfileSettings", "Skill"]
+
+
+class HooksOptions(BaseModel):
+    """`[hooks]`: what the HTTP hooks listener may do (`bots/hooks.py`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # The only chats a hook may deliver to: `["telegram:123", "slack:C0123"]`. Empty: none,
+    # so a leaked token cannot reach arbitrary chats.
+    targets: list[str] = Field(default_factory=list)
+    # Requests per token: a `limits` expression (`60/minute`, `10/second;500/hour`).
+    rate: str = Field(default="60/minute", min_length=3)
 
 
 class ProfileSettings(BaseModel):
@@ -91,6 +103,8 @@ class ProfileSettings(BaseModel):
     min_schedule_interval: int = Field(default=300, ge=10)
     max_schedules_per_person: int = Field(default=20, ge=0)
     max_schedules_per_chat: int = Field(default=50, ge=0)
+    # The HTTP hooks listener's targets and rate limit.
+    hooks: HooksOptions = Field(default_factory=HooksOptions)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:

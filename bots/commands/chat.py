@@ -89,7 +89,10 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
                 style="dim",
                 markup=False,
             )
-        await run_with_gateways(parts, [Gateway(adapter, parts.bus, readiness=parts.readiness)])
+        await run_with_gateways(
+            parts,
+            [Gateway(adapter, parts.bus, readiness=parts.readiness, replies=parts.replies)],
+        )
         if interactive:
             # The id, not the chat's name: after /new the name has several conversations.
             current = await parts.store.current_session(adapter.address.session_key)

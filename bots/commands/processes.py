@@ -10,6 +10,7 @@ import click
 
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
+from bots.commands.notify import check_hooks, hooks_listener
 from bots.operations import OperationsServer, OperationsSettings
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
@@ -19,9 +20,11 @@ from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.base import Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
-from core.envelopes import EventEnvelope
+from core.bus.names import NOTIFICATIONS as NOTIFICATIONS_TOPIC
+from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent
 from core.errors import ConfigError, SwitchboardError
 from core.metrics import Metrics
+from core.notifications.receipts import notification_line
 from core.readiness import Readiness
 
 if TYPE_CHECKING:
@@ -50,6 +53,8 @@ async def run_with_gateways(
     platforms = fires if fires is not None else {g.adapter.platform for g in gateways}
     scheduler = parts.scheduler(platforms)
     scheduling = asyncio.create_task(scheduler.run(), name="scheduler")
+    desk = parts.receipt_desk()
+    receipts = asyncio.create_task(desk.run(), name="receipts")
     running = [asyncio.create_task(g.run(), name=f"gateway-{g.adapter.platform}") for g in gateways]
     all_gateways: asyncio.Future[list[None]] = asyncio.gather(*running)
     try:
@@ -66,6 +71,10 @@ async def run_with_gateways(
         await scheduler.stop()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await scheduling
+        await desk.stop()
+        receipts.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await receipts
         await parts.worker.stop(grace=10.0)
         with contextlib.suppress(asyncio.CancelledError):
             await worker
@@ -102,13 +111,21 @@ async def _serve_platforms(settings: Settings) -> None:
             f"no chat platform is configured: set {listed} "
             "(or use `switchboard chat` for the terminal)"
         )
-    async with embedded(settings, profile) as parts, operations(settings, parts.readiness):
+    check_hooks(settings, profile)  # a bad hooks token stops the start before anything runs
+    async with (
+        embedded(settings, profile) as parts,
+        operations(settings, parts.readiness),
+        hooks_listener(settings, profile, parts.bus),
+    ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
         adapters = REGISTERED.configured_adapters(
             settings.environ, profile, menu, replies, seen=parts.store
         )
-        gateways = [Gateway(adapter, parts.bus, readiness=parts.readiness) for adapter in adapters]
+        gateways = [
+            Gateway(adapter, parts.bus, readiness=parts.readiness, replies=parts.replies)
+            for adapter in adapters
+        ]
         async with _web_page(settings, page, parts, optional=bool(gateways)) as page_gateway:
             if page_gateway is not None:
                 gateways.append(page_gateway)
@@ -162,7 +179,7 @@ async def _gateway(settings: Settings, platform: str) -> None:
         adapter = REGISTERED.adapter_for(
             platform, settings.environ, profile, menu, replies, seen=found.store
         )
-        runner = Gateway(adapter, found.bus, readiness=found.readiness)
+        runner = Gateway(adapter, found.bus, readiness=found.readiness, replies=found.replies)
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None
         stopped = asyncio.Event()
@@ -239,7 +256,15 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)
-            await parts.worker.run()
+            desk = parts.receipt_desk()
+            receipts = asyncio.create_task(desk.run(), name="receipts")
+            try:
+                await parts.worker.run()
+            finally:
+                await desk.stop()
+                receipts.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await receipts
             await parts.worker.stop(grace=30.0)
 
 
@@ -322,21 +347,31 @@ def _health_event() -> EventEnvelope:
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
+@click.option(
+    "--topic",
+    type=click.Choice([EVENTS_TOPIC, NOTIFICATIONS_TOPIC]),
+    default=EVENTS_TOPIC,
+    show_default=True,
+    help="`notifications`: every proactive delivery once its receipt is known "
+    "(notification.sent, notification.failed); also without REDIS_URL.",
+)
 @click.pass_context
-def events(ctx: click.Context, as_json: bool) -> None:
+def events(ctx: click.Context, as_json: bool, topic: str) -> None:
     """Print lifecycle events from the Redis bus as they happen (Ctrl-C stops).
 
     agent.run.start, agent.run.complete (with duration, usage and cost), agent.run.error,
-    tool.request and tool.result, from every worker.
+    tool.request and tool.result, from every worker. With `--topic notifications`: each
+    scheduled answer, failure alert and external notification, delivered or not.
     """
     settings = settings_from(ctx)
-    require_redis(settings, "events")
-    asyncio.run(_events(settings, as_json))
+    if topic == EVENTS_TOPIC:
+        require_redis(settings, "events")
+    asyncio.run(_events(settings, as_json, topic))
 
 
-async def _events(settings: Settings, as_json: bool) -> None:
+async def _events(settings: Settings, as_json: bool, topic: str = EVENTS_TOPIC) -> None:
     async with backends(settings) as found:
-        subscription = await found.bus.subscribe(EVENTS_TOPIC)
+        subscription = await found.bus.subscribe(topic)
         stopped = asyncio.Event()
         on_signals(lambda: [_set(stopped)])
         reader = asyncio.create_task(_print_events(subscription, as_json))
@@ -353,6 +388,9 @@ async def _set(event: asyncio.Event) -> None:
 
 async def _print_events(subscription: Subscription, as_json: bool) -> None:
     async for envelope in subscription:
+        if isinstance(envelope, NotificationSent | NotificationFailed):
+            click.echo(envelope.model_dump_json() if as_json else notification_line(envelope))
+            continue
         if not isinstance(envelope, EventEnvelope):
             continue
         if as_json:

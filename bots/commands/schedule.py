@@ -16,6 +16,7 @@ from bots.settings import Settings
 from core.clock import utc_now
 from core.envelopes import Address
 from core.errors import ConfigError, StoreError
+from core.notifications.receipts import delivery_summary
 from core.scheduling.book import ScheduleBook
 from core.scheduling.cadence import (
     CadenceError,
@@ -282,7 +283,7 @@ async def _runs(settings: Settings, schedule_id: str, limit: int) -> None:
             run.status,
             f"{run.duration_ms:.0f}" if run.duration_ms is not None else "-",
             f"{run.cost_usd:.6f}" if run.cost_usd is not None else "-",
-            "yes" if run.delivered else "no",
+            delivery_summary(run),
             (run.error or run.output)[:80].replace("\n", " "),
         )
     console.print(table)

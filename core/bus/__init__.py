@@ -8,7 +8,7 @@ in the data file) and `RedisBus` (the distributed deployment).
 
 from typing import TYPE_CHECKING, Any
 
-from core.bus.base import Bus, BusPayload, Delivery, Subscription
+from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, INBOUND, outbound_queue
 from core.bus.sqlite import SqliteBus
@@ -21,6 +21,7 @@ __all__ = [
     "INBOUND",
     "Bus",
     "BusPayload",
+    "DeadLetter",
     "Delivery",
     "MemoryBus",
     "RedisBus",

@@ -11,13 +11,35 @@ deployment, `RedisBus`; all pass `tests/contract/test_bus_contract.py`.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Protocol
 
-from core.envelopes import EventEnvelope, Inbound, Outbound
+from core.envelopes import (
+    EventEnvelope,
+    Inbound,
+    NotificationFailed,
+    NotificationSent,
+    Outbound,
+    Receipt,
+)
 
-__all__ = ["Bus", "BusPayload", "Delivery", "Subscription"]
+__all__ = ["Bus", "BusPayload", "DeadLetter", "Delivery", "Subscription"]
 
-BusPayload = Inbound | Outbound | EventEnvelope
+BusPayload = Inbound | Outbound | EventEnvelope | Receipt | NotificationSent | NotificationFailed
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One entry of a queue's dead letters, as `switchboard deadletters` shows it.
+
+    `envelope` is None when the stored bytes could not be decoded (Redis keeps those too).
+    """
+
+    id: str
+    queue: str
+    envelope: BusPayload | None
+    deliveries: int
+    reason: str = "max_deliveries"
 
 
 class Delivery(Protocol):
@@ -93,6 +115,14 @@ class Bus(Protocol):
 
     async def dead_letters(self, queue: str) -> list[BusPayload]:
         """Entries that were delivered `max_deliveries` times without an ack."""
+        ...
+
+    async def dead_letter_entries(self, queue: str) -> list[DeadLetter]:
+        """The queue's dead letters with their ids, oldest first (for listing and replay)."""
+        ...
+
+    async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
+        """Remove one dead letter for good; False if the queue has none with that id."""
         ...
 
     async def close(self) -> None:

@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
-from core.bus.base import Bus, BusPayload, Delivery, Subscription
+from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.envelopes import decode, encode
 from core.errors import BusError
 
@@ -62,7 +62,8 @@ class _WorkQueue:
         self._retry: list[int] = []
         # (expires_at, seq, deliveries) of every lease handed out.
         self._leases: list[tuple[float, int, int]] = []
-        self._dead: list[bytes] = []
+        # (entry id, data, deliveries) of every entry given up on, oldest first.
+        self._dead: list[tuple[str, bytes, int]] = []
 
     def append(self, data: bytes) -> str:
         self._last_seq += 1
@@ -113,8 +114,14 @@ class _WorkQueue:
             heapq.heappop(self._leases)
         return self._leases[0][0] if self._leases else None
 
-    def dead_letters(self) -> list[bytes]:
+    def dead_letters(self) -> list[tuple[str, bytes, int]]:
         return list(self._dead)
+
+    def drop_dead(self, entry_id: str) -> bool:
+        kept = [dead for dead in self._dead if dead[0] != entry_id]
+        dropped = len(kept) != len(self._dead)
+        self._dead = kept
+        return dropped
 
     def _holds_lease(self, seq: int, deliveries: int) -> bool:
         entry = self._entries.get(seq)
@@ -134,7 +141,7 @@ class _WorkQueue:
             return
         # Its next delivery would exceed the limit: park it where an operator can look.
         del self._entries[entry.seq]
-        self._dead.append(entry.data)
+        self._dead.append((entry.id, entry.data, entry.deliveries))
         logger.warning(
             "bus entry %s on queue %s dead-lettered after %d deliveries (last consumer %s)",
             entry.id,
@@ -310,12 +317,24 @@ class MemoryBus(Bus):
 
     async def dead_letters(self, queue: str) -> list[BusPayload]:
         """Entries given up on after `max_deliveries` unacked deliveries, oldest first."""
+        return [
+            entry.envelope
+            for entry in await self.dead_letter_entries(queue)
+            if entry.envelope is not None
+        ]
+
+    async def dead_letter_entries(self, queue: str) -> list[DeadLetter]:
+        """The queue's dead letters with their ids, oldest first."""
         work = self._queue(queue)
         async with work.changed:
             if work.expire_leases(self._clock()):
                 work.changed.notify_all()
             dead = work.dead_letters()
-        return [decode(data) for data in dead]
+        return [DeadLetter(i, queue, decode(data), deliveries) for i, data, deliveries in dead]
+
+    async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
+        """Remove one dead letter; False if the queue has none with that id."""
+        return self._queue(queue).drop_dead(entry_id)
 
     async def close(self) -> None:
         """Wake every pending receive (they return `None`) and end every subscription."""

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["CONTROL", "EVENTS", "INBOUND", "outbound_queue"]
+__all__ = ["CONTROL", "EVENTS", "INBOUND", "NOTIFICATIONS", "RECEIPTS", "outbound_queue"]
 
 INBOUND = "inbound"
 EVENTS = "events"
 # Fan-out to every worker: cancel requests for whichever worker runs the session.
 CONTROL = "control"
+# Work queue: gateways report what became of each proactive delivery (`Receipt`).
+RECEIPTS = "receipts"
+# Fan-out of every proactive delivery once its receipt is known (`notification.sent|failed`).
+NOTIFICATIONS = "notifications"
 
 
 def outbound_queue(platform: str) -> str:

@@ -28,7 +28,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from core.bus.base import Bus, BusPayload, Delivery, Subscription
+from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.envelopes import decode, encode
 from core.errors import BusError
 from core.redis_keys import CONSUMER_GROUP, RedisKeys
@@ -524,6 +524,18 @@ class RedisBus(Bus):
         Entries whose last allowed lease ran out are moved there first. Entries dead-lettered
         as undecodable stay in the dead-letter stream but are not listed.
         """
+        return [
+            entry.envelope
+            for entry in await self.dead_letter_entries(queue)
+            if entry.envelope is not None
+        ]
+
+    async def dead_letter_entries(self, queue: str) -> list[DeadLetter]:
+        """The queue's dead letters with their dead-letter stream ids, oldest first.
+
+        Entries whose last allowed lease ran out are moved there first; an undecodable entry
+        is listed with no envelope.
+        """
         stream, dlq = self._keys.queue_stream(queue), self._keys.dead_letters(queue)
         with self._command(f"read the dead letters of {queue}"):
             try:
@@ -543,13 +555,35 @@ class RedisBus(Bus):
                 swept = []  # never consumed: nothing can have expired
             self._log_dead(queue, swept)
             entries = await self._client.xrange(dlq)
-        payloads = []
-        for _, fields in entries or ():
-            data = fields.get(b"data") if fields else None
-            if isinstance(data, bytes):
+        found = []
+        for entry_id, fields in entries or ():
+            fields = fields or {}
+            data = fields.get(b"data")
+            envelope = None
+            if isinstance(data, bytes) and data:
                 with contextlib.suppress(BusError):
-                    payloads.append(decode(data))
-        return payloads
+                    envelope = decode(data)
+            reason = fields.get(b"reason") or b""
+            deliveries = fields.get(b"deliveries") or b"0"
+            found.append(
+                DeadLetter(
+                    _text(entry_id or b""),
+                    queue,
+                    envelope,
+                    int(_text(deliveries) or 0),
+                    _text(reason) or "max_deliveries",
+                )
+            )
+        return found
+
+    async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
+        """`XDEL` one entry of the queue's dead-letter stream; False if there was none."""
+        with self._command(f"drop a dead letter of {queue}"):
+            try:
+                removed = await self._client.xdel(self._keys.dead_letters(queue), entry_id)
+            except ResponseError:
+                return False  # not a stream id at all
+        return int(removed) == 1
 
     async def ping(self) -> None:
         """Ask Redis for a PING; `BusError` if it does not answer (a readiness check)."""

@@ -26,7 +26,8 @@ from typing import Final
 
 import aiosqlite
 
-from core.bus.base import Bus, BusPayload, Delivery, Subscription
+from core.bus._sqlite_topics import TOPIC_SCHEMA, SharedTopics
+from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.memory import MemoryBus
 from core.envelopes import decode, encode
 from core.errors import BusError
@@ -58,6 +59,7 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS bus_entries_by_queue ON bus_entries (queue, dead, retry, seq)",
     "CREATE TABLE IF NOT EXISTS bus_dedupe (id TEXT PRIMARY KEY, at REAL NOT NULL)",
     "CREATE INDEX IF NOT EXISTS bus_dedupe_by_age ON bus_dedupe (at)",
+    *TOPIC_SCHEMA,
 )
 
 
@@ -181,9 +183,12 @@ class SqliteBus(Bus):
         lease_seconds: float,
         max_deliveries: int,
         clock: Callable[[], float],
+        shared_topics: frozenset[str] = frozenset(),
     ) -> None:
         """Wrap an open queue file; use `SqliteBus.open` instead."""
         self.file = file
+        self._shared_topics = shared_topics
+        self._shared = SharedTopics(file, clock)
         self._lease_seconds = lease_seconds
         self._max_deliveries = max_deliveries
         self._clock = clock
@@ -201,18 +206,27 @@ class SqliteBus(Bus):
         max_deliveries: int = 5,
         take_over: bool = False,
         clock: Callable[[], float] = time.time,
+        shared_topics: frozenset[str] = frozenset(),
     ) -> SqliteBus:
         """Open the queues in the SQLite file at `path`.
 
         `take_over`: this process is the only consumer of these queues, so leases still held
         were held by a process that died; they are released now (each counts as a delivery).
+        `shared_topics`: topics other processes on the file can subscribe to
+        (`core/bus/_sqlite_topics.py`); the others stay in this process's memory.
         """
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
         if max_deliveries < 1:
             raise ValueError("max_deliveries must be at least 1")
         file = await SqliteQueueFile.open(path, _SCHEMA)
-        bus = cls(file, lease_seconds=lease_seconds, max_deliveries=max_deliveries, clock=clock)
+        bus = cls(
+            file,
+            lease_seconds=lease_seconds,
+            max_deliveries=max_deliveries,
+            clock=clock,
+            shared_topics=shared_topics,
+        )
         try:
             async with file.write("prepare the queues") as db:
                 await db.execute(
@@ -290,27 +304,61 @@ class SqliteBus(Bus):
         return None
 
     async def publish(self, topic: str, envelope: BusPayload) -> None:
-        """Hand the envelope to every current subscriber of `topic` (in this process)."""
+        """Hand the envelope to every current subscriber of `topic` (in this process, or on
+        the file for a shared topic)."""
+        if topic in self._shared_topics:
+            await self._shared.publish(topic, self._encode(envelope))
+            return
         await self._topics.publish(topic, envelope)
 
     async def subscribe(self, topic: str) -> Subscription:
         """A subscription to envelopes published on `topic` from now on."""
+        if self._closed:
+            raise BusError("the bus is closed")
+        if topic in self._shared_topics:
+            return await self._shared.subscribe(topic)
         return await self._topics.subscribe(topic)
 
     async def dead_letters(self, queue: str) -> list[BusPayload]:
         """Entries given up on after `max_deliveries` unacked deliveries, oldest first."""
+        return [
+            entry.envelope
+            for entry in await self.dead_letter_entries(queue)
+            if entry.envelope is not None
+        ]
+
+    async def dead_letter_entries(self, queue: str) -> list[DeadLetter]:
+        """The queue's dead letters with their ids (`<seq>-0`), oldest first."""
         async with self.file.write("read dead letters") as db:
             await self._expire(db, queue)
             rows = await db.execute_fetchall(
-                "SELECT data FROM bus_entries WHERE queue = ? AND dead = 1 ORDER BY seq", (queue,)
+                "SELECT seq, data, deliveries FROM bus_entries"
+                " WHERE queue = ? AND dead = 1 ORDER BY seq",
+                (queue,),
             )
-        return [decode(bytes(row[0])) for row in rows]
+        return [
+            DeadLetter(f"{seq}-0", queue, decode(bytes(data)), int(deliveries))
+            for seq, data, deliveries in rows
+        ]
+
+    async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
+        """Remove one dead letter; False if the queue has none with that id."""
+        seq, _, rest = entry_id.partition("-")
+        if not seq.isdigit() or rest != "0":
+            return False
+        async with self.file.write("drop a dead letter") as db:
+            cursor = await db.execute(
+                "DELETE FROM bus_entries WHERE seq = ? AND queue = ? AND dead = 1",
+                (int(seq), queue),
+            )
+            return cursor.rowcount == 1
 
     async def close(self) -> None:
         """Wake every pending receive (they return `None`), end subscriptions, close the file."""
         if self._closed:
             return
         self._closed = True
+        self._shared.close()
         await self._topics.close()
         for changed in tuple(self._changed.values()):
             async with changed:

@@ -34,6 +34,8 @@ class Notification:
 
     address: Address
     text: str
+    # `answer`: the run's output; `alert`: a failure alert (its receipt counts no failure).
+    kind: Literal["answer", "alert"] = "answer"
 
 
 class ScheduleBook:
@@ -151,6 +153,7 @@ class ScheduleBook:
                         schedule.deliver_to,
                         f"Scheduled task {schedule.id} failed {failures} time(s) in a row and "
                         f"is now disabled. Last error: {error or 'unknown'}",
+                        kind="alert",
                     )
                 )
             elif failures == self.notify_after:
@@ -159,6 +162,7 @@ class ScheduleBook:
                         schedule.deliver_to,
                         f"Scheduled task {schedule.id} failed {failures} times in a row. "
                         f"Last error: {error or 'unknown'}",
+                        kind="alert",
                     )
                 )
         await self.store.save_schedule(
@@ -175,7 +179,9 @@ class ScheduleBook:
                         "status": "succeeded" if succeeded else "failed",
                         "output": output,
                         "error": error,
-                        "delivered": bool(shown),
+                        # Delivered only when the gateway's receipt says so.
+                        "delivered": False,
+                        "delivery": "pending" if shown else "none",
                         "duration_ms": duration_ms,
                         "cost_usd": cost_usd,
                     }

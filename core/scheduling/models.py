@@ -12,6 +12,7 @@ from core.envelopes import Address
 __all__ = [
     "Cadence",
     "CronCadence",
+    "DeliveryState",
     "IntervalCadence",
     "NotifyPolicy",
     "OnceCadence",
@@ -24,6 +25,9 @@ __all__ = [
 NotifyPolicy = Literal["always", "conditional", "never"]
 ScheduleStatus = Literal["active", "paused", "completed", "disabled"]
 RunStatus = Literal["running", "succeeded", "failed"]
+# What became of a run's answer: `none` (nothing to deliver: the policy kept quiet, or the run
+# failed), `pending` (sent to the chat's gateway, no receipt yet), then the gateway's receipt.
+DeliveryState = Literal["none", "pending", "delivered", "failed", "dead_lettered"]
 
 
 class OnceCadence(BaseModel):
@@ -97,6 +101,12 @@ class ScheduleRun(BaseModel):
     status: RunStatus = "running"
     output: str = ""
     error: str = ""
+    # True only once the platform confirmed the answer (`delivery == "delivered"`).
     delivered: bool = False
     duration_ms: float | None = None
     cost_usd: float | None = None
+    delivery: DeliveryState = "none"
+    # The platform's message id when delivered; the reason when failed or dead-lettered.
+    delivery_detail: str = ""
+    # When the receipt that set `delivery` was made (a later receipt wins: a replay).
+    delivery_at: datetime | None = None

@@ -23,9 +23,10 @@ from uuid import uuid4
 
 from core.envelopes import Address
 from core.errors import StoreError
-from core.scheduling.models import Schedule, ScheduleRun
+from core.scheduling.models import DeliveryState, Schedule, ScheduleRun
 from core.store._redis_base import RECEIPT_SECONDS, RedisBase
 from core.store._shared import check_aware, check_limit, delivers_to, epoch_micros
+from core.store.schedules import with_delivery
 
 __all__ = ["RedisSchedules"]
 
@@ -103,6 +104,16 @@ while gone < extra do
 end
 redis.call('SET', KEYS[3], gone, 'EX', ARGV[2])
 return gone
+"""
+
+
+# KEYS: runs. ARGV: run id, the run's JSON as read, the new JSON.
+# Returns 1, or 0 (nothing written) when the stored run is not the one read: a compare-and-set,
+# so two receipts of one run applied at once cannot lose either; the caller reads again.
+_SET_RUN_IF: Final = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1
 """
 
 
@@ -258,6 +269,29 @@ class RedisSchedules(RedisBase):
                 args=[keep, RECEIPT_SECONDS],
             )
             return int(gone)
+
+    async def record_delivery(
+        self, schedule_id: str, run_id: str, *, state: DeliveryState, detail: str, at: datetime
+    ) -> ScheduleRun | None:
+        """Set a run's delivery from a receipt (compare-and-set); the run as stored, or None."""
+        if at.utcoffset() is None:
+            raise StoreError("`at` is a naive datetime; it must be aware")
+        runs = self._keys.schedule_runs(schedule_id)
+        async with self._translated(f"record the delivery of run {run_id!r}"):
+            for _ in range(_ATTEMPTS):
+                body = cast(bytes | None, await self._client.hget(runs, run_id))
+                if body is None:
+                    return None
+                run = ScheduleRun.model_validate_json(body)
+                changed = with_delivery(run, state=state, detail=detail, at=at)
+                if changed is None:
+                    return run
+                stored = await self._script(_SET_RUN_IF)(
+                    keys=[runs], args=[run_id, body, changed.model_dump_json()]
+                )
+                if int(stored) == 1:
+                    return changed
+            raise StoreError(f"run {run_id!r} kept changing while its delivery was recorded")
 
     async def _stored_owner(self, key: str) -> str | None:
         owner = await self._client.hget(key, "owner")

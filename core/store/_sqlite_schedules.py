@@ -12,9 +12,10 @@ from typing import Any, Final
 
 from core.envelopes import Address
 from core.errors import StoreError
-from core.scheduling.models import Schedule, ScheduleRun
+from core.scheduling.models import DeliveryState, Schedule, ScheduleRun
 from core.store._shared import check_aware, check_limit, utc_text
 from core.store._sqlite_base import SqliteBase
+from core.store.schedules import with_delivery
 
 __all__ = ["SqliteSchedules"]
 
@@ -151,3 +152,27 @@ class SqliteSchedules(SqliteBase):
                 (schedule_id, schedule_id, keep),
             )
             return cursor.rowcount
+
+    async def record_delivery(
+        self, schedule_id: str, run_id: str, *, state: DeliveryState, detail: str, at: datetime
+    ) -> ScheduleRun | None:
+        """Set a run's delivery from a receipt (one transaction); the run as stored, or None."""
+        if at.utcoffset() is None:
+            raise StoreError("`at` is a naive datetime; it must be aware")
+        async with self._write(f"record the delivery of run {run_id!r}"):
+            rows = await self._db.execute_fetchall(
+                "SELECT body FROM schedule_runs WHERE id = ? AND schedule_id = ?",
+                (run_id, schedule_id),
+            )
+            found = next(iter(rows), None)
+            if found is None:
+                return None
+            run = ScheduleRun.model_validate_json(found[0])
+            changed = with_delivery(run, state=state, detail=detail, at=at)
+            if changed is None:
+                return run
+            await self._db.execute(
+                "UPDATE schedule_runs SET body = ? WHERE id = ?",
+                (changed.model_dump_json(), run_id),
+            )
+            return changed

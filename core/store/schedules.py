@@ -6,9 +6,9 @@ from datetime import datetime
 from typing import Protocol
 
 from core.envelopes import Address
-from core.scheduling.models import Schedule, ScheduleRun
+from core.scheduling.models import DeliveryState, Schedule, ScheduleRun
 
-__all__ = ["ScheduleStore"]
+__all__ = ["ScheduleStore", "with_delivery"]
 
 
 class ScheduleStore(Protocol):
@@ -48,3 +48,30 @@ class ScheduleStore(Protocol):
     async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
         """Delete all but the newest `keep` runs of a schedule; returns how many went."""
         ...
+
+    async def record_delivery(
+        self, schedule_id: str, run_id: str, *, state: DeliveryState, detail: str, at: datetime
+    ) -> ScheduleRun | None:
+        """Set a run's delivery from a gateway's receipt made at `at`, atomically.
+
+        A receipt older than the one that set the stored state changes nothing (a replayed
+        dead letter's `delivered` wins over the `dead_lettered` before it, not the reverse).
+        Returns the run as stored afterwards, or None when there is no such run.
+        """
+        ...
+
+
+def with_delivery(
+    run: ScheduleRun, *, state: DeliveryState, detail: str, at: datetime
+) -> ScheduleRun | None:
+    """`run` with the receipt applied, or None when a later receipt set it already."""
+    if run.delivery_at is not None and at < run.delivery_at:
+        return None
+    return run.model_copy(
+        update={
+            "delivery": state,
+            "delivered": state == "delivered",
+            "delivery_detail": detail,
+            "delivery_at": at,
+        }
+    )

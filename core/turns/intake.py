@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from typing import Protocol
 
 from core.access import REFUSAL_TEXT, Entry, Gate
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
@@ -29,11 +30,19 @@ from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
 from core.turns.turn import Contexts, TurnRunner
 
-__all__ = ["REFUSAL_TEXT", "InboundHandler"]
+__all__ = ["REFUSAL_TEXT", "ExternalTurns", "InboundHandler"]
 
 log = logging.getLogger(__name__)
 
 APOLOGY_TEXT = "Sorry, something went wrong on my side and I could not answer that message."
+
+
+class ExternalTurns(Protocol):
+    """Runs `Inbound(origin="external")` work (`core.notifications.external.ExternalRuns`)."""
+
+    async def run(
+        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None
+    ) -> None: ...
 
 
 class InboundHandler:
@@ -52,6 +61,7 @@ class InboundHandler:
         gate: Gate,
         clock: Callable[[], datetime] = utc_now,
         rate_limits: RateLimits | None = None,
+        external: ExternalTurns | None = None,
     ) -> None:
         self.store = store
         self.policy = policy
@@ -63,6 +73,8 @@ class InboundHandler:
         self.gate = gate
         self._clock = clock
         self.rate_limits = rate_limits
+        # Agent turns asked for from outside (`core/notifications/external.py`).
+        self.external = external
 
     async def handle(
         self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
@@ -73,6 +85,11 @@ class InboundHandler:
             return
         if inbound.origin == "scheduled":
             await self.scheduled.run(inbound, cancel=cancel, fence=fence)
+        elif inbound.origin == "external":
+            if self.external is None:
+                log.error("no runner for external requests; dropped %s", inbound.id)
+            else:
+                await self.external.run(inbound, cancel=cancel, fence=fence)
         else:
             entry = await self.gate.entry(inbound)
             if entry.action == "ignore":

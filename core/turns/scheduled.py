@@ -8,7 +8,7 @@ import time
 
 from core.bus.base import Bus
 from core.bus.names import outbound_queue
-from core.envelopes import Inbound, Outbound
+from core.envelopes import Inbound, NotificationSource, Outbound
 from core.events import RunCompleted, RunFailed
 from core.runtime import ChannelContext
 from core.scheduling.book import ScheduleBook
@@ -62,7 +62,16 @@ class ScheduledRuns:
         for number, note in enumerate(notes):
             await self.bus.enqueue(
                 outbound_queue(note.address.platform),
-                Outbound(kind="notification", address=note.address, text=note.text),
+                Outbound(
+                    kind="notification",
+                    address=note.address,
+                    text=note.text,
+                    source=NotificationSource(
+                        kind="schedule" if note.kind == "answer" else "alert",
+                        name=inbound.schedule_id,
+                        run_id=inbound.run_id,
+                    ),
+                ),
                 dedupe_id=f"run:{inbound.run_id}:{number}",
             )
 

@@ -179,7 +179,9 @@ async def test_conditional_delivers_only_answers_starting_with_the_marker(
     made = await make(book, notify="conditional")
     assert await succeed(book, made, clock, output) == delivered
     (run,) = await book.store.list_runs(made.id)
-    assert run.delivered is bool(delivered)
+    # Sent to the chat's gateway; delivered only once its receipt says so.
+    assert run.delivery == ("pending" if delivered else "none")
+    assert not run.delivered
     assert run.output == output  # the record keeps the whole answer
 
 
@@ -316,7 +318,8 @@ async def test_a_successful_run_is_recorded_with_its_outcome(
                 "status": "succeeded",
                 "output": "It is sunny.",
                 "error": "",
-                "delivered": True,
+                "delivered": False,
+                "delivery": "pending",
                 "duration_ms": 2950.5,
                 "cost_usd": 0.0012,
             }
