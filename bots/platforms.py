@@ -29,6 +29,7 @@ __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
 
 PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, WEB)
 
+
 def command_registry() -> CommandRegistry:
     """The chat commands of this bot: the worker runs them, every platform lists them."""
     return CommandRegistry([*builtin_commands(), *access_commands()])
