@@ -218,6 +218,11 @@ def _redis_figures(before: dict[str, Any], after: dict[str, Any], turns: int) ->
         by_name.update(c["commands"])
     for c in before["counts"]:
         by_name.subtract(c["commands"])
+    sites: Counter[str] = Counter()
+    for c in after["counts"]:
+        sites.update(c.get("sites", {}))
+    for c in before["counts"]:
+        sites.subtract(c.get("sites", {}))
     server = Counter(after["server"])
     server.subtract(before["server"])
     return {
@@ -225,6 +230,9 @@ def _redis_figures(before: dict[str, Any], after: dict[str, Any], turns: int) ->
         "commands_per_turn": sum(by_name.values()) / turns,
         "commands_by_name": {
             name: round(count / turns, 2) for name, count in by_name.most_common() if count > 0
+        },
+        "round_trips_by_site": {
+            name: round(count / turns, 2) for name, count in sites.most_common() if count > 0
         },
         "server_commands_per_turn": sum(server.values()) / turns,
         "server_commands_by_name": {

@@ -22,6 +22,24 @@ COUNTS_ENV = "SWITCHBOARD_BENCH_COUNTS"
 
 _trips = 0
 _commands: Counter[str] = Counter()
+# Round trips by the code of ours that asked for them (only with SITES_ENV set: it costs).
+SITES_ENV = "BENCH_REDIS_SITES"
+# A cProfile of the whole process is written to this file when it exits.
+PROFILE_ENV = "BENCH_PROFILE_TO"
+_sites: Counter[str] = Counter()
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def _site() -> str:
+    """`module:function` of the innermost frame in core/, channels/ or bots/."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(_ROOT) and "/bench/" not in name and "-packages/" not in name:
+            module = name[len(_ROOT) + 1 :].removesuffix(".py")
+            return f"{module}:{frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
 
 
 def install() -> None:
@@ -30,10 +48,13 @@ def install() -> None:
 
     send = AbstractConnection.send_packed_command
     pack = AbstractConnection.pack_command
+    sites = bool(os.environ.get(SITES_ENV))
 
     async def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
         global _trips
         _trips += 1
+        if sites:
+            _sites[_site()] += 1
         await send(self, command, check_health)
 
     def counted_pack(self: Any, *args: Any) -> Any:
@@ -48,7 +69,7 @@ def install() -> None:
 
 def snapshot() -> dict[str, Any]:
     """The totals so far: round trips and commands by name."""
-    return {"round_trips": _trips, "commands": dict(_commands)}
+    return {"round_trips": _trips, "commands": dict(_commands), "sites": dict(_sites)}
 
 
 def _report_forever(path: Path, stop: threading.Event) -> None:
@@ -80,7 +101,17 @@ def main() -> None:
         threading.Thread(target=_report_forever, args=(Path(target), stop), daemon=True).start()
     from bots.cli import main as switchboard
 
-    switchboard(sys.argv[1:])
+    profile = os.environ.get(PROFILE_ENV)
+    if not profile:
+        switchboard(sys.argv[1:])
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(switchboard, sys.argv[1:])
+    finally:
+        profiler.dump_stats(profile)
 
 
 if __name__ == "__main__":

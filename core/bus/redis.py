@@ -31,6 +31,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.envelopes import decode, encode
 from core.errors import BusError
+from core.redis_client import redis_client
 from core.redis_keys import CONSUMER_GROUP, RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -389,7 +390,7 @@ class RedisBus(Bus):
         self._maxlen = maxlen
         self._recheck_seconds = min(_MAX_RECHECK_SECONDS, lease_seconds / 2)
         self._owns_client = client is None
-        self._client = client or aioredis.Redis.from_url(
+        self._client = client or redis_client(
             url,
             decode_responses=False,
             # A few quick retries ride out a dropped connection; a server that stays down

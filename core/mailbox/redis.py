@@ -24,6 +24,7 @@ from redis.exceptions import RedisError
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
 from core.mailbox.base import Claim, ClaimState
+from core.redis_client import redis_client
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -166,7 +167,7 @@ class RedisMailboxes:
     ) -> RedisMailboxes:
         """Mailboxes on the Redis at `url`, in the namespace of `keys`."""
         return cls(
-            aioredis.Redis.from_url(url, retry=_quick_retry()),
+            redis_client(url, retry=_quick_retry()),
             keys=keys,
             lease_seconds=lease_seconds,
         )
