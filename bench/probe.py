@@ -46,16 +46,24 @@ def install() -> None:
     """Wrap redis-py's asyncio connection so that its exchanges are counted."""
     from redis.asyncio.connection import AbstractConnection
 
-    send = AbstractConnection.send_packed_command
-    pack = AbstractConnection.pack_command
     sites = bool(os.environ.get(SITES_ENV))
 
-    async def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
-        global _trips
-        _trips += 1
-        if sites:
-            _sites[_site()] += 1
-        await send(self, command, check_health)
+    def counting(send: Any) -> Any:
+        async def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
+            global _trips
+            _trips += 1
+            if sites:
+                _sites[_site()] += 1
+            await send(self, command, check_health)
+
+        return counted_send
+
+    from core.redis_client import QuickConnection
+
+    # QuickConnection writes in its own way (core/redis_client.py): wrap both.
+    for kind in (AbstractConnection, QuickConnection):
+        kind.send_packed_command = counting(kind.send_packed_command)  # type: ignore[method-assign]
+    pack = AbstractConnection.pack_command
 
     def counted_pack(self: Any, *args: Any) -> Any:
         name = args[0] if args else b"?"
@@ -63,7 +71,6 @@ def install() -> None:
         _commands[name.split(" ", 1)[0].upper()] += 1
         return pack(self, *args)
 
-    AbstractConnection.send_packed_command = counted_send  # type: ignore[method-assign]
     AbstractConnection.pack_command = counted_pack  # type: ignore[method-assign]
 
 
