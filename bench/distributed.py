@@ -95,7 +95,7 @@ def _print(
         row("saturated: reply -> outbound p50 / p99 ms", lambda p: _pair(p, "outbound")),
     ]
     for name in phases[0]["cpu_ms_per_turn"]:
-        rows.append(row(f"CPU ms/turn, {name}", lambda p, n=name: p["cpu_ms_per_turn"][n]))
+        rows.append([f"CPU ms/turn, {name}", *(p["cpu_ms_per_turn"][name] for p in phases)])
     rows += [
         row("Redis round trips/turn, workers", lambda p: p["redis"]["round_trips_per_turn"]),
         row("Redis commands sent/turn, workers", lambda p: p["redis"]["commands_per_turn"]),
