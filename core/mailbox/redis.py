@@ -183,7 +183,7 @@ class RedisMailboxes:
     ) -> RedisMailboxes:
         """Mailboxes on the Redis at `url`, in the namespace of `keys`."""
         return cls(
-            redis_client(url, retry=_quick_retry()),
+            redis_client(url, batching=True, retry=_quick_retry()),
             keys=keys,
             lease_seconds=lease_seconds,
         )

@@ -97,7 +97,7 @@ class RedisStore(
         """
         where = _describe(url)
         try:
-            client = redis_client(url, decode_responses=False, retry=_retry())
+            client = redis_client(url, batching=True, decode_responses=False, retry=_retry())
         except ValueError:
             # The parser's message may quote the URL, and with it a password.
             raise StoreError(f"the Redis store URL {where} is not valid") from None
