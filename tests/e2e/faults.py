@@ -91,6 +91,8 @@ class Row:
     lost: int
     # From the start of the fault to the first answer completed after it ended.
     recover_seconds: float | None
+    # From the start of the fault to the last answer (every message answered).
+    caught_up_seconds: float | None
     # From sending the load to the last answer.
     total_seconds: float
     notes: list[str] = field(default_factory=list)
@@ -101,9 +103,11 @@ class Row:
 
     def __str__(self) -> str:
         recover = "-" if self.recover_seconds is None else f"{self.recover_seconds:.1f}s"
+        caught_up = "-" if self.caught_up_seconds is None else f"{self.caught_up_seconds:.1f}s"
         return (
             f"{self.fault}: sent {self.sent}, answered {self.answered}, duplicated "
-            f"{self.duplicated}, lost {self.lost}, recovered in {recover}"
+            f"{self.duplicated}, lost {self.lost}; first answer {recover} after the fault, "
+            f"all answered {caught_up} after it"
         )
 
 
@@ -250,7 +254,18 @@ async def run_fault(
     after = [t for t in run.watcher.first_seen.values() if t >= run.fault_ended]
     recover = min(after) - run.fault_began if after else None
     finished = max(run.watcher.first_seen.values(), default=run.started)
-    return Row(fault, sent, answered, duplicated, lost, recover, finished - run.started, run.notes)
+    caught_up = finished - run.fault_began if after else None
+    return Row(
+        fault,
+        sent,
+        answered,
+        duplicated,
+        lost,
+        recover,
+        caught_up,
+        finished - run.started,
+        run.notes,
+    )
 
 
 async def _distributed(fault: str, run: _Run, workdir: Path, fake_openai: FakeOpenAI) -> None:
@@ -277,7 +292,9 @@ async def _distributed(fault: str, run: _Run, workdir: Path, fake_openai: FakeOp
             elif fault in ("gateway-term", "gateway-kill"):
                 gateway.send_signal(signal.SIGTERM if fault == "gateway-term" else signal.SIGKILL)
                 await gateway.wait(timeout=35)
-                await deployment.start("gateway", "telegram")
+                replacement = await deployment.start("gateway", "telegram")
+                # A killed gateway's poller lease lapses first (15 s); a stopped one let go.
+                await replacement.until_logged(r"took telegram-poller", 30)
             elif fault in ("redis-aof", "redis-empty"):
                 await _restart_redis(server, {"gateway": gateway, "worker": workers[1]})
             run.fault_ended = loop.time()
