@@ -110,7 +110,10 @@ async def _all(
                     row = await run_fault(fault, load, Path(folder) / fault, fake, model)
                 except AssertionError as exc:
                     first = str(exc).strip().splitlines()[0]
-                    raise BenchError(f"{fault} did not finish: {first}") from None
+                    # The processes' logs, kept for the post-mortem (the folder goes away).
+                    kept = Path(tempfile.gettempdir()) / f"switchboard-faults-{fault}.log"
+                    kept.write_text(str(exc))
+                    raise BenchError(f"{fault} did not finish: {first} (logs: {kept})") from None
             console.print(f"  {row}")
             rows.append(
                 {
