@@ -104,7 +104,10 @@ class Gateway:
         await self.adapter.stop()
 
     async def _deliver_forever(self) -> None:
-        while True:
+        # Not once stopping: the adapter may be closing its HTTP client, and a delivery taken
+        # then fails at once, comes straight back, and is dead-lettered within milliseconds
+        # (seen under SIGTERM with answers streaming). What is left waits for the next gateway.
+        while not self._stopping.is_set():
             try:
                 delivery = await keep_trying(
                     self.readiness,

@@ -43,7 +43,7 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
-from core.fencing import Fence
+from core.fencing import Fence, FenceOvertaken
 from core.history import HistoryCache
 from core.hooks import HookChain, Hooks, ModelCompletion
 from core.messages import Message, ToolCall, Usage
@@ -281,6 +281,12 @@ class AgentRuntime:
             await self._close_pending(session_id, state, "The user cancelled this call.")
             final = Cancelled(run_id=run_id)
             emit(final)
+        except FenceOvertaken:
+            # Another worker holds the session now: it answers, this turn says nothing.
+            log.warning(
+                "turn %s of session %s stopped: its claim was overtaken", run_id, session_id
+            )
+            raise
         except Exception as exc:
             log.exception("turn %s of session %s failed", run_id, session_id)
             await self._close_pending(session_id, state, "The turn failed before this call ran.")

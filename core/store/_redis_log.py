@@ -18,7 +18,7 @@ from uuid import uuid4
 from pydantic import BaseModel
 
 from core.errors import StoreError
-from core.fencing import Fence
+from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
 from core.store._redis_base import RANKED_MEMBER, RECEIPT_SECONDS, RedisBase, ranked_id, text
 from core.store._shared import check_aware, check_limit, epoch_micros, from_utc_text, utc_text
@@ -193,7 +193,7 @@ class RedisLog(RedisBase):
         if seq is None:
             raise StoreError(f"cannot append a message: no session has id {session_id!r}")
         if int(seq) < 0:
-            raise StoreError(
+            raise FenceOvertaken(
                 f"cannot append to session {session_id!r}: the claim of"
                 f" {fence.session_key if fence else '?'!r} was overtaken by a newer one"
             )

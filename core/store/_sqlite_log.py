@@ -13,7 +13,7 @@ from typing import Any, Final
 from uuid import uuid4
 
 from core.errors import StoreError
-from core.fencing import Fence
+from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store._sqlite_base import SqliteBase
@@ -195,7 +195,7 @@ class SqliteLog(SqliteBase):
         )
         seen = next((int(row[0]) for row in rows), 0)
         if fence.epoch < seen:
-            raise StoreError(
+            raise FenceOvertaken(
                 f"cannot write to {fence.session_key!r}: its claim was overtaken"
                 f" (epoch {fence.epoch} < {seen})"
             )
