@@ -17,15 +17,22 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from bots.platforms import REGISTERED
+from core.bus.names import INBOUND, outbound_queue
 from core.errors import ConfigError
 from core.metrics import CONTENT_TYPE, Metrics
 from core.readiness import Readiness
 
-__all__ = ["MIN_TOKEN_LENGTH", "OperationsServer", "OperationsSettings"]
+__all__ = ["MIN_TOKEN_LENGTH", "OperationsServer", "OperationsSettings", "watched_queues"]
 
 log = logging.getLogger(__name__)
 
 MIN_TOKEN_LENGTH = 24
+
+
+def watched_queues() -> list[str]:
+    """The work queues whose sizes a scrape reports: `inbound` and each platform's outbound."""
+    return [INBOUND, *(outbound_queue(name) for name in REGISTERED.served())]
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,7 @@ class OperationsServer:
         return await handler(request)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
+        await self.metrics.refresh()
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _alive(self, _request: web.Request) -> web.Response:

@@ -11,18 +11,19 @@ import click
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
 from bots.commands.notify import check_hooks, hooks_listener
-from bots.operations import OperationsServer, OperationsSettings
+from bots.operations import OperationsServer, OperationsSettings, watched_queues
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
 from bots.web import web_page, web_settings
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
-from core.bus.base import Subscription
+from core.bus.base import Bus, Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
 from core.bus.names import NOTIFICATIONS as NOTIFICATIONS_TOPIC
 from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent
 from core.errors import ConfigError, SwitchboardError
+from core.metering import queue_probe
 from core.metrics import Metrics
 from core.notifications.receipts import notification_line
 from core.readiness import Readiness
@@ -114,7 +115,7 @@ async def _serve_platforms(settings: Settings) -> None:
     check_hooks(settings, profile)  # a bad hooks token stops the start before anything runs
     async with (
         embedded(settings, profile) as parts,
-        operations(settings, parts.readiness),
+        operations(settings, parts.readiness, parts.metrics, parts.bus),
         hooks_listener(settings, profile, parts.bus),
     ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
@@ -123,7 +124,13 @@ async def _serve_platforms(settings: Settings) -> None:
             settings.environ, profile, menu, replies, seen=parts.store
         )
         gateways = [
-            Gateway(adapter, parts.bus, readiness=parts.readiness, replies=parts.replies)
+            Gateway(
+                adapter,
+                parts.bus,
+                readiness=parts.readiness,
+                replies=parts.replies,
+                metrics=parts.metrics,
+            )
             for adapter in adapters
         ]
         async with _web_page(settings, page, parts, optional=bool(gateways)) as page_gateway:
@@ -173,13 +180,22 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 async def _gateway(settings: Settings, platform: str) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    async with backends(settings) as found, operations(settings, found.readiness):
+    async with (
+        backends(settings) as found,
+        operations(settings, found.readiness, found.metrics, found.bus),
+    ):
         replies = ReplyStreams(found.replies, IncrementalRender())
         menu = command_registry().menu()
         adapter = REGISTERED.adapter_for(
             platform, settings.environ, profile, menu, replies, seen=found.store
         )
-        runner = Gateway(adapter, found.bus, readiness=found.readiness, replies=found.replies)
+        runner = Gateway(
+            adapter,
+            found.bus,
+            readiness=found.readiness,
+            replies=found.replies,
+            metrics=found.metrics,
+        )
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None
         stopped = asyncio.Event()
@@ -252,7 +268,10 @@ def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> 
 
 async def _worker(settings: Settings, concurrency: int | None) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    async with backends(settings) as found, operations(settings, found.readiness):
+    async with (
+        backends(settings) as found,
+        operations(settings, found.readiness, found.metrics, found.bus),
+    ):
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)
@@ -284,7 +303,10 @@ def scheduler(ctx: click.Context) -> None:
 async def _scheduler(settings: Settings) -> None:
     from core.scheduling.scheduler import Scheduler
 
-    async with backends(settings) as found, operations(settings, found.readiness):
+    async with (
+        backends(settings) as found,
+        operations(settings, found.readiness, found.metrics, found.bus),
+    ):
         # Every chat platform's schedules; a terminal's are left to `switchboard chat`.
         runner = Scheduler(
             store=found.store,
@@ -322,16 +344,24 @@ async def _health(settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def operations(settings: Settings, readiness: Readiness) -> AsyncIterator[None]:
+async def operations(
+    settings: Settings,
+    readiness: Readiness,
+    metrics: Metrics | None = None,
+    bus: Bus | None = None,
+) -> AsyncIterator[None]:
     """`/metrics`, `/healthz` and `/readyz` (`bots/operations.py`) while the process runs,
-    when SWITCHBOARD_METRICS_PORT is set."""
+    when SWITCHBOARD_METRICS_PORT is set; with `bus`, the scrape reads its queues' sizes."""
     if settings.metrics_port is None:
         yield
         return
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
+    metrics = metrics or Metrics()
+    if bus is not None:
+        metrics.add_probe(queue_probe(bus, watched_queues))
     server = OperationsServer(
         OperationsSettings(port=settings.metrics_port, token=token, host=settings.metrics_host),
-        metrics=Metrics(),
+        metrics=metrics,
         readiness=readiness,
     )
     await server.start()

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from core.envelopes import EventEnvelope, Inbound, Outbound
+from core.bus.base import BusPayload
+from core.envelopes import Inbound, Outbound
 
 __all__ = ["QueueStats", "QueueStatsReader", "enqueued_at"]
 
@@ -34,10 +35,10 @@ class QueueStatsReader(Protocol):
         ...
 
 
-def enqueued_at(envelope: Inbound | Outbound | EventEnvelope) -> datetime:
+def enqueued_at(envelope: BusPayload) -> datetime:
     """When an envelope was made: the closest thing to its enqueue time a bus keeps."""
     if isinstance(envelope, Inbound):
         return envelope.received_at
     if isinstance(envelope, Outbound):
         return envelope.created_at
-    return envelope.at
+    return envelope.at  # events, receipts and notification events carry `at`

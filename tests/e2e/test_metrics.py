@@ -1,0 +1,133 @@
+"""`/metrics` of a running `switchboard serve` after real turns through the Telegram fake.
+
+The OpenAI fake answers with known token counts for a priced model, so each counter and
+histogram can be checked for the exact amount it moved.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from core.messages import Usage
+from core.pricing import PriceBook
+from tests.e2e.served import serve
+from tests.fakes.llm_script import Text, ToolUse
+from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.telegram_api import FakeTelegram
+from tests.integration.telegram_helpers import reply_containing
+from tests.redis_server import free_port
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+MODEL = "gpt-4o-mini"
+TOKEN = "m" * 32
+DM = 777
+START_PATIENCE = 20.0
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def _samples(text: str) -> Samples:
+    found: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return found
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    """The sample's value; 0 when it was never recorded."""
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+async def scrape(port: int) -> Samples:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{port}/metrics", headers=headers) as response,
+    ):
+        assert response.status == 200
+        return _samples(await response.text())
+
+
+def _env(fake: FakeTelegram, llm: FakeOpenAI, tmp_path: Path, port: int) -> Mapping[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL"))
+        and not k.startswith(("SWITCHBOARD_", "TELEGRAM_", "REDIS_"))
+    }
+    env.update(
+        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
+        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        SWITCHBOARD_PROVIDER="openai",
+        SWITCHBOARD_MODEL=MODEL,
+        OPENAI_API_KEY=llm.api_key,
+        OPENAI_BASE_URL=llm.url,
+        TELEGRAM_BOT_TOKEN=fake.token,
+        TELEGRAM_API_URL=fake.url,
+        SWITCHBOARD_METRICS_PORT=str(port),
+        SWITCHBOARD_METRICS_TOKEN=TOKEN,
+    )
+    return env
+
+
+async def test_counters_and_histograms_move_by_what_the_turns_did(
+    fake_telegram: FakeTelegram, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake = fake_telegram
+    tool_call = ToolUse([("c1", "calculator", {"expression": "6*7"})], input_tokens=100)
+    after_tool = Text("It is 42.", input_tokens=150, output_tokens=7)
+    plain = Text("Hello there.", input_tokens=80, output_tokens=4)
+    fake_openai.script(tool_call, after_tool, plain)
+    port = free_port()
+
+    async with serve(dict(_env(fake, fake_openai, tmp_path, port)), tmp_path) as served:
+        await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
+        before = await scrape(port)
+        assert value(before, "switchboard_turns_total", platform="telegram") == 0
+
+        fake.private_text(DM, "what is 6*7?")
+        await reply_containing(fake, DM, "It is 42.")
+        fake.private_text(DM, "hello")
+        await reply_containing(fake, DM, "Hello there.")
+        after = await scrape(port)
+        assert await served.terminate(5.0) == 0
+
+    turn = {"platform": "telegram", "mode": "safe-chat"}
+    assert value(after, "switchboard_turns_total", **turn, outcome="completed") == 2
+    assert value(after, "switchboard_turn_seconds_count", platform="telegram") == 2
+    assert value(after, "switchboard_first_token_seconds_count", platform="telegram") == 2
+    # Each histogram's sum is real time: positive, and no more than the whole test took.
+    assert 0 < value(after, "switchboard_turn_seconds_sum", platform="telegram") < 60
+
+    model = {"provider": "openai", "model": MODEL}
+    assert value(after, "switchboard_model_calls_total", **model) == 3
+    assert value(after, "switchboard_model_tokens_total", **model, kind="input") == 330
+    assert value(after, "switchboard_model_tokens_total", **model, kind="output") == 5 + 7 + 4
+    price = PriceBook().cost
+    expected = sum(
+        price(MODEL, Usage(input_tokens=i, output_tokens=o)) or 0.0
+        for i, o in ((100, 5), (150, 7), (80, 4))
+    )
+    assert value(after, "switchboard_cost_usd_total", **model) == pytest.approx(expected)
+    assert value(after, "switchboard_tool_calls_total", tool="calculator", outcome="ok") == 1
+
+    # Two replies shown, besides typing notices and streamed pieces.
+    assert (
+        value(after, "switchboard_deliveries_total", platform="telegram", outcome="delivered") >= 2
+    )
+    assert value(after, "switchboard_deliveries_total", platform="telegram", outcome="failed") == 0
+    assert ("switchboard_queue_depth", frozenset({("queue", "inbound")})) in after
+    assert value(after, "switchboard_queue_depth", queue="inbound") == 0
+    assert value(after, "switchboard_dead_letters") == 0
+    assert ("switchboard_provider_breaker_open", frozenset({("provider", "openai")})) in after
+    assert value(after, "switchboard_provider_breaker_open", provider="openai") == 0
+    assert "Traceback" not in served.log, served.log
