@@ -11,6 +11,7 @@ import click
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
 from bots.commands.notify import check_hooks, hooks_listener
+from bots.commands.status import announce
 from bots.operations import OperationsServer, OperationsSettings, watched_queues
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
@@ -113,10 +114,12 @@ async def _serve_platforms(settings: Settings) -> None:
             "(or use `switchboard chat` for the terminal)"
         )
     check_hooks(settings, profile)  # a bad hooks token stops the start before anything runs
+    served = [s.name for s in REGISTERED.specs if s.build and s.configured(settings.environ)]
     async with (
         embedded(settings, profile) as parts,
         operations(settings, parts.readiness, parts.metrics, parts.bus),
         hooks_listener(settings, profile, parts.bus),
+        announce(settings, "serve", ", ".join(served)),
     ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
@@ -183,6 +186,7 @@ async def _gateway(settings: Settings, platform: str) -> None:
     async with (
         backends(settings) as found,
         operations(settings, found.readiness, found.metrics, found.bus),
+        announce(settings, "gateway", platform),
     ):
         replies = ReplyStreams(found.replies, IncrementalRender())
         menu = command_registry().menu()
@@ -271,6 +275,7 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
     async with (
         backends(settings) as found,
         operations(settings, found.readiness, found.metrics, found.bus),
+        announce(settings, "worker"),
     ):
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
@@ -306,6 +311,7 @@ async def _scheduler(settings: Settings) -> None:
     async with (
         backends(settings) as found,
         operations(settings, found.readiness, found.metrics, found.bus),
+        announce(settings, "scheduler"),
     ):
         # Every chat platform's schedules; a terminal's are left to `switchboard chat`.
         runner = Scheduler(

@@ -1,4 +1,5 @@
-"""`/metrics` of a running `switchboard serve` after real turns through the Telegram fake.
+"""Operating a running `switchboard serve`: `/metrics` after real turns through the Telegram
+fake, and `switchboard status` from another process.
 
 The OpenAI fake answers with known token counts for a priced model, so each counter and
 histogram can be checked for the exact amount it moved.
@@ -6,6 +7,7 @@ histogram can be checked for the exact amount it moved.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.messages import Usage
 from core.pricing import PriceBook
-from tests.e2e.served import serve
+from tests.e2e.served import SWITCHBOARD, serve
 from tests.fakes.llm_script import Text, ToolUse
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegram
@@ -57,6 +59,20 @@ async def scrape(port: int) -> Samples:
         return _samples(await response.text())
 
 
+async def status(env: Mapping[str, str], cwd: Path) -> tuple[int, str]:
+    """Exit code and output of `switchboard status`."""
+    process = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "status",
+        env=dict(env),
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await process.communicate()
+    return process.returncode or 0, out.decode()
+
+
 def _env(fake: FakeTelegram, llm: FakeOpenAI, tmp_path: Path, port: int) -> Mapping[str, str]:
     env = {
         k: v
@@ -89,7 +105,8 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
     fake_openai.script(tool_call, after_tool, plain)
     port = free_port()
 
-    async with serve(dict(_env(fake, fake_openai, tmp_path, port)), tmp_path) as served:
+    env = _env(fake, fake_openai, tmp_path, port)
+    async with serve(dict(env), tmp_path) as served:
         await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
         before = await scrape(port)
         assert value(before, "switchboard_turns_total", platform="telegram") == 0
@@ -99,7 +116,16 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
         fake.private_text(DM, "hello")
         await reply_containing(fake, DM, "Hello there.")
         after = await scrape(port)
+        code, shown = await status(env, tmp_path)
+        assert code == 0, shown
+        assert "Processes using" in shown and "switchboard.db" in shown, shown
+        assert "serve telegram" in shown and f":{served.process.pid}" in shown, shown
+        assert "inbound" in shown and "0 waiting" in shown, shown
         assert await served.terminate(5.0) == 0
+
+    code, shown = await status(env, tmp_path)
+    assert code == 0, shown
+    assert "No process is running against" in shown, shown
 
     turn = {"platform": "telegram", "mode": "safe-chat"}
     assert value(after, "switchboard_turns_total", **turn, outcome="completed") == 2
@@ -131,3 +157,17 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
     assert ("switchboard_provider_breaker_open", frozenset({("provider", "openai")})) in after
     assert value(after, "switchboard_provider_breaker_open", provider="openai") == 0
     assert "Traceback" not in served.log, served.log
+
+
+async def test_status_where_there_is_no_data_says_so_and_creates_none(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHBOARD_", "REDIS_"))}
+    env["SWITCHBOARD_DATA_DIR"] = str(tmp_path / "elsewhere")
+
+    code, shown = await status(env, tmp_path)
+
+    assert code == 1, shown
+    assert shown.strip().splitlines() == [
+        f"switchboard: no Switchboard data at {tmp_path / 'elsewhere' / 'switchboard.db'}; "
+        "set SWITCHBOARD_DATA_DIR to the folder `switchboard serve` uses"
+    ]
+    assert not (tmp_path / "elsewhere").exists()
