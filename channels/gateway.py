@@ -29,6 +29,7 @@ from core.bus.base import Bus, Delivery
 from core.bus.names import INBOUND, RECEIPTS, outbound_queue
 from core.envelopes import Inbound, Outbound, Receipt, ReceiptStatus, new_id
 from core.errors import BusError, ChannelError, StoreError
+from core.logcontext import log_context
 from core.metrics import Metrics
 from core.readiness import Readiness, keep_trying
 from core.store.replies import ReplyRecords
@@ -96,11 +97,13 @@ class Gateway:
 
     async def run(self) -> None:
         """Receive and deliver until the adapter's `run()` returns."""
-        deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
-        try:
-            await self.adapter.run(self.publish)
-        finally:
-            await cancel_and_wait(deliveries)
+        # Both loops (and the tasks the adapter starts) name the platform in their log lines.
+        with log_context(platform=self.adapter.platform):
+            deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
+            try:
+                await self.adapter.run(self.publish)
+            finally:
+                await cancel_and_wait(deliveries)
 
     async def stop(self) -> None:
         """Ask the adapter to stop; `run()` returns once it has."""

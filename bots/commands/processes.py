@@ -12,10 +12,12 @@ from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
 from bots.commands.notify import check_hooks, hooks_listener
 from bots.commands.status import announce
+from bots.commands.where import log_startup
 from bots.operations import OperationsServer, OperationsSettings, watched_queues
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
+from bots.supervise import PlatformRunner, Runnable, ServedPlatforms, Stoppable
 from bots.web import web_page, web_settings
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
@@ -30,8 +32,9 @@ from core.notifications.receipts import notification_line
 from core.readiness import Readiness
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Collection
+    from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
+    from channels.base import ChannelAdapter
     from channels.web import WebSettings
     from core.leader import Leadership
 
@@ -43,7 +46,7 @@ __all__ = ["events", "gateway", "health", "run_with_gateways", "scheduler", "ser
 
 
 async def run_with_gateways(
-    parts: Components, gateways: list[Gateway], *, fires: Collection[str] | None = None
+    parts: Components, gateways: Sequence[Runnable], *, fires: Collection[str] | None = None
 ) -> None:
     """Run the worker, the scheduler and the gateways until every gateway has finished (or the
     worker died).
@@ -52,12 +55,16 @@ async def run_with_gateways(
     process fires only what it can deliver.
     """
     worker = asyncio.create_task(parts.worker.run(), name="worker")
-    platforms = fires if fires is not None else {g.adapter.platform for g in gateways}
+    platforms = (
+        fires
+        if fires is not None
+        else {g.adapter.platform for g in gateways if isinstance(g, Gateway)}
+    )
     scheduler = parts.scheduler(platforms)
     scheduling = asyncio.create_task(scheduler.run(), name="scheduler")
     desk = parts.receipt_desk()
     receipts = asyncio.create_task(desk.run(), name="receipts")
-    running = [asyncio.create_task(g.run(), name=f"gateway-{g.adapter.platform}") for g in gateways]
+    running = [asyncio.create_task(g.run(), name="gateways") for g in gateways]
     all_gateways: asyncio.Future[list[None]] = asyncio.gather(*running)
     try:
         watched: set[asyncio.Future[Any]] = {worker, all_gateways}
@@ -126,23 +133,45 @@ async def _serve_platforms(settings: Settings) -> None:
         adapters = REGISTERED.configured_adapters(
             settings.environ, profile, menu, replies, seen=parts.store
         )
-        gateways = [
-            Gateway(
-                adapter,
-                parts.bus,
-                readiness=parts.readiness,
-                replies=parts.replies,
-                metrics=parts.metrics,
-            )
-            for adapter in adapters
-        ]
+
+        def gateway_of(adapter: ChannelAdapter) -> Callable[[], Gateway]:
+            # The first attempt uses the adapter built (and checked) above, later ones a fresh
+            # one: an adapter whose run failed may hold half-closed connections.
+            built = [adapter]
+
+            def build() -> Gateway:
+                fresh = (
+                    built.pop()
+                    if built
+                    else REGISTERED.adapter_for(
+                        adapter.platform, settings.environ, profile, menu, replies, seen=parts.store
+                    )
+                )
+                return Gateway(
+                    fresh,
+                    parts.bus,
+                    readiness=parts.readiness,
+                    replies=parts.replies,
+                    metrics=parts.metrics,
+                )
+
+            return build
+
+        # Each chat platform on its own: one that cannot connect is retried while the others
+        # serve (bots/supervise.py).
+        gateways: list[Stoppable] = []
+        if adapters:
+            runners = [PlatformRunner(a.platform, gateway_of(a), parts.readiness) for a in adapters]
+            gateways.append(ServedPlatforms(runners))
         async with _web_page(settings, page, parts, optional=bool(gateways)) as page_gateway:
             if page_gateway is not None:
                 gateways.append(page_gateway)
             on_signals(lambda: [g.stop() for g in gateways])
+            shown = [*served, "web"] if page_gateway is not None else served
+            log_startup(settings, "serve", shown)
             # With Redis, gateways of other processes deliver too: fire every chat platform's
             # schedules (a terminal's stay for `switchboard chat`). Embedded: only this one's.
-            fires = (*REGISTERED.served(), "web") if settings.redis_url else None
+            fires = (*REGISTERED.served(), "web") if settings.redis_url else shown
             await run_with_gateways(parts, gateways, fires=fires)
 
 
@@ -200,6 +229,7 @@ async def _gateway(settings: Settings, platform: str) -> None:
             replies=found.replies,
             metrics=found.metrics,
         )
+        log_startup(settings, "gateway", [platform])
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None
         stopped = asyncio.Event()
@@ -280,6 +310,7 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)
+            log_startup(settings, "worker")
             desk = parts.receipt_desk()
             receipts = asyncio.create_task(desk.run(), name="receipts")
             try:
@@ -321,6 +352,7 @@ async def _scheduler(settings: Settings) -> None:
             platforms=(*REGISTERED.served(), "web"),
         )
         on_signals(lambda: [runner.stop()])
+        log_startup(settings, "scheduler")
         await runner.run()
 
 

@@ -20,6 +20,7 @@ from core.events import (
     TextDelta,
     ToolFinished,
 )
+from core.logcontext import log_context
 from core.metrics import Metrics
 from core.redact import Redactor
 from core.runtime import ChannelContext
@@ -93,7 +94,8 @@ class Lifecycle:
                 if metrics is not None:
                     outcome = "error" if failed else "ok"
                     metrics.tool_calls.labels(tool=tool, outcome=outcome).inc()
-                log.debug("tool %s %s in %.0f ms", tool, "failed" if failed else "ran", ms)
+                with log_context(run=run_id):
+                    log.debug("tool %s %s in %.0f ms", tool, "failed" if failed else "ran", ms)
             case RunCompleted() | RunFailed() | Cancelled():
                 self._awaiting_text.pop(run_id, None)
                 start = self._started.get(run_id)
@@ -101,7 +103,8 @@ class Lifecycle:
                 outcome = _outcome(event)
                 if metrics is not None:
                     metrics.turn_ended(context.platform, context.mode.name, outcome, seconds)
-                log.info("%s", _turn_line(event, outcome, seconds, context))
+                with log_context(run=run_id):
+                    log.info("%s", _turn_line(event, outcome, seconds, context))
 
 
 def _outcome(event: RunCompleted | RunFailed | Cancelled) -> str:
@@ -125,7 +128,7 @@ def _turn_line(
         line += f" in {seconds:.1f}s"
     if isinstance(event, RunCompleted):
         usage = event.usage
-        cost = "cost unknown" if event.cost_usd is None else f"${event.cost_usd:.4f}"
+        cost = "cost unknown" if event.cost_usd is None else f"${event.cost_usd:.6f}"
         line += f", {usage.input_tokens}+{usage.output_tokens} tokens, {cost}"
     elif isinstance(event, RunFailed):
         line += f", {event.failure}"

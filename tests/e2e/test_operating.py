@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -91,6 +92,8 @@ def _env(fake: FakeTelegram, llm: FakeOpenAI, tmp_path: Path, port: int) -> Mapp
         TELEGRAM_API_URL=fake.url,
         SWITCHBOARD_METRICS_PORT=str(port),
         SWITCHBOARD_METRICS_TOKEN=TOKEN,
+        # The default level, with the turn lines of the info level.
+        SWITCHBOARD_LOG_LEVEL="warning,core.turns=info",
     )
     return env
 
@@ -156,7 +159,19 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
     assert value(after, "switchboard_dead_letters") == 0
     assert ("switchboard_provider_breaker_open", frozenset({("provider", "openai")})) in after
     assert value(after, "switchboard_provider_breaker_open", provider="openai") == 0
-    assert "Traceback" not in served.log, served.log
+    log = served.log
+    assert "Traceback" not in log, log
+    assert "switchboard serve started; serving telegram; store " in log, log
+    assert f"operations endpoints on 127.0.0.1:{port}" in log, log
+    turn_lines = [line for line in log.splitlines() if " turn completed: " in line]
+    assert len(turn_lines) == 2, log
+    fields = re.compile(rf"\[role=serve platform=telegram session=telegram:\w+:{DM} run=\w+\]$")
+    for line in turn_lines:
+        assert "(telegram, safe-chat) in " in line, line
+        assert fields.search(line), line
+    assert "330" not in turn_lines[1] and "80+4 tokens" in turn_lines[1], turn_lines
+    warnings = [line for line in log.splitlines() if " WARNING " in line]
+    assert all("stopping: finishing the work in progress" in line for line in warnings), log
 
 
 async def test_status_where_there_is_no_data_says_so_and_creates_none(tmp_path: Path) -> None:
