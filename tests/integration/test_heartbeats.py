@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -41,7 +42,8 @@ async def board(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     opened: HeartbeatBoard
     if request.param == "redis":
         url = request.getfixturevalue("redis_server").url
-        opened = RedisHeartbeats.from_url(url, RedisKeys(f"hb{id(tmp_path)}"))
+        # A namespace of its own: the session's Redis is shared by every test.
+        opened = RedisHeartbeats.from_url(url, RedisKeys(f"hb{uuid.uuid4().hex[:12]}"))
     else:
         opened = await SqliteHeartbeats.open(tmp_path / "switchboard.db")
     yield opened
