@@ -10,6 +10,7 @@ token refused: `ConfigError`, or a permanent `ChannelError`) is given up with on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -27,6 +28,9 @@ log = logging.getLogger("switchboard")
 # Between attempts to connect: a second at first, then up to a minute, for as long as it takes.
 _FIRST_WAIT = 1.0
 _LONGEST_WAIT = 60.0
+# An attempt that has run this long without failing has connected: readiness is told so. (An
+# adapter does not say when it is connected; its failures to connect come well before this.)
+_SETTLED = 10.0
 
 
 class Runnable(Protocol):
@@ -49,6 +53,11 @@ def _permanent(exc: BaseException) -> bool:
     return isinstance(exc, ConfigError) or (isinstance(exc, ChannelError) and exc.permanent)
 
 
+def _worth_retrying(exc: BaseException) -> bool:
+    # Only errors: a cancellation (the process stopping) must end the runner, not be retried.
+    return isinstance(exc, Exception) and not _permanent(exc)
+
+
 class PlatformRunner:
     """Runs one platform's gateway, building it again after a failure that may pass."""
 
@@ -60,19 +69,21 @@ class PlatformRunner:
         *,
         first_wait: float = _FIRST_WAIT,
         longest_wait: float = _LONGEST_WAIT,
+        settled: float = _SETTLED,
     ) -> None:
         self.platform = platform
         self._build = build
         self._readiness = readiness
         self._mark = f"{platform} connection"
         self._wait = backoff(multiplier=first_wait, max=longest_wait)
+        self._settled = settled
         self._stopping = asyncio.Event()
         self._current: Stoppable | None = None
 
     async def run(self) -> BaseException | None:
         """Serve until stopped (None) or until the platform cannot ever run (that error)."""
         retrying = AsyncRetrying(
-            retry=retry_if_exception(lambda exc: not _permanent(exc)),
+            retry=retry_if_exception(_worth_retrying),
             wait=self._wait,
             stop=stop_never,
             sleep=self._pause,
@@ -102,10 +113,18 @@ class PlatformRunner:
     async def _attempt(self) -> None:
         gateway = self._build()
         self._current = gateway
-        self._readiness.forget(self._mark)
+        running = asyncio.ensure_future(gateway.run())
         try:
-            await gateway.run()
+            # The mark a failure left stays down until this attempt has held for a while.
+            done, _ = await asyncio.wait({running}, timeout=self._settled)
+            if not done:
+                self._readiness.forget(self._mark)
+            await running
         finally:
+            if not running.done():
+                running.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await running
             self._current = None
 
     def _note_failure(self, state: RetryCallState) -> None:

@@ -118,6 +118,11 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
         await reply_containing(fake, DM, "It is 42.")
         fake.private_text(DM, "hello")
         await reply_containing(fake, DM, "Hello there.")
+        # A streamed reply shows before its turn ends: wait for the second turn's line (logged
+        # right after its metrics are recorded).
+        while served.log.count(" turn completed: ") < 2:
+            served.grew.clear()
+            await served.grew.wait()
         after = await scrape(port)
         code, shown = await status(env, tmp_path)
         assert code == 0, shown
@@ -169,7 +174,8 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
     for line in turn_lines:
         assert "(telegram, safe-chat) in " in line, line
         assert fields.search(line), line
-    assert "330" not in turn_lines[1] and "80+4 tokens" in turn_lines[1], turn_lines
+    assert ", 250+12 tokens, $" in turn_lines[0], turn_lines  # both calls of the tool turn
+    assert ", 80+4 tokens, $" in turn_lines[1], turn_lines
     warnings = [line for line in log.splitlines() if " WARNING " in line]
     assert all("stopping: finishing the work in progress" in line for line in warnings), log
 
@@ -186,3 +192,38 @@ async def test_status_where_there_is_no_data_says_so_and_creates_none(tmp_path: 
         "set SWITCHBOARD_DATA_DIR to the folder `switchboard serve` uses"
     ]
     assert not (tmp_path / "elsewhere").exists()
+
+
+async def test_an_unreachable_platform_is_retried_while_the_others_answer(
+    fake_telegram: FakeTelegram, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake = fake_telegram
+    fake_openai.script(Text("Still here.", input_tokens=10, output_tokens=3))
+    port = free_port()
+    env = dict(_env(fake, fake_openai, tmp_path, port))
+    env.update(
+        SLACK_BOT_TOKEN="xoxb-1111111111-2222222222-FakeBotTokenForTestsOnly",
+        SLACK_SIGNING_SECRET="slack-signing-secret-for-tests",
+        SLACK_PORT=str(free_port()),
+        # Nothing listens there: Slack's Web API is unreachable.
+        SLACK_API_URL=f"http://127.0.0.1:{free_port()}/api/",
+    )
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
+        await served.logged("slack stopped (cannot reach the Slack Web API")
+        fake.private_text(DM, "are you there?")
+        await reply_containing(fake, DM, "Still here.")
+
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"http://127.0.0.1:{port}/readyz", headers=headers) as response,
+        ):
+            assert response.status == 503
+            checks = (await response.json())["checks"]
+        assert checks["slack connection"].startswith("cannot reach the Slack Web API"), checks
+        assert checks["telegram intake"] == "ok", checks
+        assert served.process.returncode is None
+        assert await served.terminate(5.0) == 0
+    assert "trying again in" in served.log
+    assert "Traceback" not in served.log, served.log

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import defaultdict
 
 import pytest
 
@@ -39,10 +40,15 @@ class _WatchedReadiness(Readiness):
     def __init__(self) -> None:
         super().__init__()
         self.went_down = asyncio.Event()
+        self.forgot: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
 
     def down(self, name: str, reason: str) -> None:
         super().down(name, reason)
         self.went_down.set()
+
+    def forget(self, name: str) -> None:
+        super().forget(name)
+        self.forgot[name].set()
 
 
 def _runner(
@@ -54,12 +60,12 @@ def _runner(
     def build() -> Stoppable:
         return _Gateway(failures, attempts, serving)
 
-    runner = PlatformRunner(name, build, readiness, first_wait=0.01, longest_wait=0.02)
+    runner = PlatformRunner(name, build, readiness, first_wait=0.01, longest_wait=0.02, settled=0.0)
     return runner, attempts, serving
 
 
 async def test_a_platform_that_cannot_connect_is_tried_again_while_another_serves() -> None:
-    readiness = Readiness()
+    readiness = _WatchedReadiness()
     unreachable = [ChannelError("cannot reach the Slack Web API"), OSError("no route")]
     slack, slack_attempts, slack_serving = _runner("slack", unreachable, readiness)
     telegram, _, telegram_serving = _runner("telegram", [], readiness)
@@ -70,7 +76,8 @@ async def test_a_platform_that_cannot_connect_is_tried_again_while_another_serve
     await slack_serving.wait()
 
     assert slack_attempts == ["attempt"] * 3
-    assert (await readiness.report()).ready  # connected again: the mark is gone
+    await readiness.forgot["slack connection"].wait()  # the third attempt held (`settled`)
+    assert (await readiness.report()).ready
     await platforms.stop()
     await running  # stopping on purpose is no error
 
@@ -131,3 +138,15 @@ async def test_serve_ends_with_the_error_when_no_platform_can_run() -> None:
         SwitchboardError, match=r"no chat platform could run \(telegram: a; slack: b\)"
     ):
         await ServedPlatforms([one, two]).run()
+
+
+async def test_a_cancelled_runner_ends_instead_of_trying_again() -> None:
+    readiness = _WatchedReadiness()
+    runner, _, serving = _runner("telegram", [], readiness)
+    running = asyncio.create_task(runner.run())
+    await serving.wait()
+
+    running.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await running
