@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from bots.cli import cli
 from core.errors import ConfigError
 from core.messages import Message
 from core.store import SqliteStore
+from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.e2e
 
@@ -174,3 +176,50 @@ def test_empty_answers_name_the_store(in_process: CliRunner, tmp_path: Path) -> 
     assert sessions == (
         f"No conversations yet. The store is {database}; start one with: switchboard chat"
     )
+
+
+async def _a_worker_and_a_message(url: str, bot: str) -> None:
+    from core.bus.names import INBOUND
+    from core.bus.redis import RedisBus
+    from core.clock import utc_now
+    from core.envelopes import Address, Inbound
+    from core.heartbeat import ProcessInfo, RedisHeartbeats
+    from core.redis_keys import RedisKeys
+
+    keys = RedisKeys(bot)
+    board = RedisHeartbeats.from_url(url, keys)
+    now = utc_now()
+    await board.beat(
+        ProcessInfo(
+            id="worker-1",
+            role="worker",
+            host="box-2",
+            pid=877,
+            version="0.1.0",
+            started_at=now,
+            seen_at=now,
+        )
+    )
+    await board.aclose()
+    bus = await RedisBus.connect(url, keys=keys)
+    await bus.enqueue(INBOUND, Inbound(address=Address(platform="telegram", chat="1"), text="hi"))
+    await bus.close()
+
+
+def test_status_on_redis_lists_the_processes_and_the_queues(
+    in_process: CliRunner, redis_server: RedisServer
+) -> None:
+    bot = f"status{uuid.uuid4().hex[:8]}"
+    asyncio.run(_a_worker_and_a_message(redis_server.url, bot))
+    in_process.env = {**(in_process.env or {}), "REDIS_URL": redis_server.url}
+    in_process.env["SWITCHBOARD_BOT_ID"] = bot
+
+    shown = invoke(in_process, ["status"])
+
+    assert shown.exit_code == 0, shown.output
+    lines = shown.output.splitlines()
+    assert lines[0].startswith("Processes using Redis at 127.0.0.1:"), shown.output
+    assert lines[0].endswith(f"(bot {bot}):"), shown.output
+    assert lines[1].split()[:3] == ["worker", "ok", "box-2:877"], shown.output
+    assert "inbound              1 waiting, oldest " in shown.output
+    assert "outbound.telegram    0 waiting, 0 dead" in shown.output
