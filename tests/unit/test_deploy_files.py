@@ -37,7 +37,7 @@ def test_the_compose_file_follows_the_compose_specification() -> None:
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def test_compose_runs_redis_with_aof_a_gateway_per_platform_two_workers_and_a_scheduler() -> None:
+def test_compose_runs_redis_with_aof_a_gateway_per_platform_workers_a_scheduler_the_page() -> None:
     services = _compose()["services"]
 
     assert "--appendonly" in services["redis"]["command"]
@@ -51,6 +51,8 @@ def test_compose_runs_redis_with_aof_a_gateway_per_platform_two_workers_and_a_sc
         assert services[name]["profiles"] == [name.removeprefix("gateway-")]
     assert services["worker"]["deploy"]["replicas"] == 2
     assert services["scheduler"]["command"] == ["scheduler"]
+    assert services["web"]["command"] == ["web"]
+    assert services["web"]["environment"]["SWITCHBOARD_WEB_HOST"] == "0.0.0.0"
     for name, service in services.items():
         if name == "redis":
             continue
