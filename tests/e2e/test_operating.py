@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.messages import Usage
 from core.pricing import PriceBook
+from tests.e2e.processes import open_profiles
 from tests.e2e.served import SWITCHBOARD, serve
 from tests.fakes.llm_script import Text, ToolUse
 from tests.fakes.openai_api import FakeOpenAI
@@ -83,7 +84,8 @@ def _env(fake: FakeTelegram, llm: FakeOpenAI, tmp_path: Path, port: int) -> Mapp
     }
     env.update(
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(REPO / "profiles"),
+        # The fake's users are strangers: a profile copy with open DMs answers them.
+        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
         SWITCHBOARD_PROVIDER="openai",
         SWITCHBOARD_MODEL=MODEL,
         OPENAI_API_KEY=llm.api_key,
@@ -92,6 +94,7 @@ def _env(fake: FakeTelegram, llm: FakeOpenAI, tmp_path: Path, port: int) -> Mapp
         TELEGRAM_API_URL=fake.url,
         SWITCHBOARD_METRICS_PORT=str(port),
         SWITCHBOARD_METRICS_TOKEN=TOKEN,
+        SWITCHBOARD_WEB_PORT="off",  # no web page: its port is shared by every test
         # The default level, with the turn lines of the info level.
         SWITCHBOARD_LOG_LEVEL="warning,core.turns=info",
     )
