@@ -18,7 +18,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bots.platforms import REGISTERED
-from core.bus.names import INBOUND, outbound_queue
+from channels.web.spec import SPEC as WEB
+from core.bus.names import INBOUND, RECEIPTS, outbound_queue
 from core.errors import ConfigError
 from core.metrics import CONTENT_TYPE, Metrics
 from core.readiness import Readiness
@@ -31,8 +32,10 @@ MIN_TOKEN_LENGTH = 24
 
 
 def watched_queues() -> list[str]:
-    """The work queues whose sizes a scrape reports: `inbound` and each platform's outbound."""
-    return [INBOUND, *(outbound_queue(name) for name in REGISTERED.served())]
+    """The work queues whose sizes a scrape reports: `inbound`, `receipts`, and the outbound
+    queue of each platform a gateway serves and of the web page."""
+    platforms = (*REGISTERED.served(), WEB.name)
+    return [INBOUND, RECEIPTS, *(outbound_queue(name) for name in platforms)]
 
 
 @dataclass(frozen=True)
