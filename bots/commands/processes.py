@@ -190,6 +190,7 @@ async def _web_page(
         readiness=parts.readiness,
         profile=parts.profile,
         optional=optional,
+        metrics=parts.metrics,
     ) as gateway:
         yield gateway
 
