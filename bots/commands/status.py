@@ -80,7 +80,7 @@ async def announce(settings: Settings, role: str, detail: str = "") -> AsyncIter
 def status(ctx: click.Context) -> None:
     """List the running processes (role, host, pid, version, last heartbeat) and the queues.
 
-    Every `serve`, `gateway`, `worker` and `scheduler` writes a heartbeat every 10 seconds; one
+    Every `serve`, `gateway`, `worker`, `scheduler` and `web` writes a heartbeat every 10 s; one
     not heard from for 30 seconds is shown as missing, and forgotten after an hour.
     """
     settings = settings_from(ctx)
