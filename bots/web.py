@@ -23,6 +23,7 @@ from channels.web.spec import ENV
 from core.bus import names
 from core.bus.base import Bus
 from core.errors import ConfigError
+from core.metrics import Metrics
 from core.profile import Profile
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
@@ -59,6 +60,7 @@ async def web_page(
     readiness: Readiness,
     profile: Profile,
     optional: bool = False,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Gateway | None]:
     """The page, listening, and the gateway of its channel (to be run by the caller).
 
@@ -109,7 +111,9 @@ async def web_page(
             click.echo(f"Web page: open {server.login_link()} to sign in", err=True)
         else:
             click.echo(f"Web page: {server.url} (sign in with {ENV['token']})", err=True)
-        yield Gateway(adapter, bus, readiness=readiness, consumer=f"gateway-{SPEC.name}")
+        yield Gateway(
+            adapter, bus, readiness=readiness, consumer=f"gateway-{SPEC.name}", metrics=metrics
+        )
     finally:
         await server.close()
 

@@ -46,6 +46,7 @@ from core.events import (
 from core.fencing import Fence, FenceOvertaken
 from core.history import HistoryCache
 from core.hooks import HookChain, Hooks, ModelCompletion
+from core.logcontext import log_context
 from core.messages import Message, ToolCall, Usage
 from core.modes import CapabilityMode
 from core.prompt import SystemPrompt
@@ -198,12 +199,19 @@ class AgentRuntime:
         run_id = new_id()
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         flag = _Cancel()
-        turn = asyncio.create_task(
-            self._turn(
-                run_id, session_id, user_input, context, queue.put_nowait, flag, _TurnState(fence)
-            ),
-            name=f"turn:{session_id}",
-        )
+        with log_context(run=run_id):  # the turn's task, and its log lines, carry the run id
+            turn = asyncio.create_task(
+                self._turn(
+                    run_id,
+                    session_id,
+                    user_input,
+                    context,
+                    queue.put_nowait,
+                    flag,
+                    _TurnState(fence),
+                ),
+                name=f"turn:{session_id}",
+            )
         watcher = asyncio.create_task(self._watch(cancel, turn, flag)) if cancel else None
         try:
             while (event := await queue.get()) is not None:

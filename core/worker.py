@@ -32,6 +32,7 @@ from core.confirm import Confirmations
 from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
 from core.fencing import FenceOvertaken
+from core.logcontext import log_context
 from core.mailbox.base import Claim, Mailboxes
 from core.readiness import Readiness, keep_trying
 from core.store.base import Store
@@ -321,7 +322,11 @@ class Worker:
         """
         key = inbound.session_key
         cancel = self._running[key] = asyncio.Event()
-        turn = asyncio.create_task(self.handler.handle(inbound, cancel=cancel, fence=claim.fence))
+        # Every line logged while it is handled names its platform and session.
+        with log_context(platform=inbound.address.platform, session=key):
+            turn = asyncio.create_task(
+                self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
+            )
         lost = asyncio.create_task(claim.lost.wait())
         try:
             await asyncio.wait({turn, lost}, return_when=asyncio.FIRST_COMPLETED)
