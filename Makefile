@@ -31,10 +31,11 @@ test: install ## Run the whole test suite
 bench: install ## Run the benchmarks (docs/performance.md); tables printed, JSON in bench/results/
 	$(BIN)/python -m bench
 
-lint: install ## Check style and common bugs (ruff)
+lint: install ## Check style and common bugs (ruff), the Dockerfile and the Compose file
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/hadolint Dockerfile
+	$(BIN)/check-jsonschema --builtin-schema vendor.compose-spec deploy/docker-compose.yml
 
 format: install ## Reformat the code and apply safe lint fixes
 	$(BIN)/ruff format .

@@ -16,7 +16,7 @@ from bench.report import console
 WORKLOADS = ("w1", "w2", "w3", "w4")
 
 
-def _runner(name: str, quick: bool) -> Callable[[], dict[str, Any]]:
+def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], dict[str, Any]]:
     if name == "w1":
         from bench.turns import w1
 
@@ -29,14 +29,21 @@ def _runner(name: str, quick: bool) -> Callable[[], dict[str, Any]]:
         from bench.distributed import w3
 
         return lambda: w3(turns=300 if quick else 2000, paced=100 if quick else 300)
+    if name == "faults":
+        from bench.faults import faults
+
+        return lambda: faults(chats=chats or (10 if quick else 50))
     from bench.soak import w4
 
     return lambda: w4(messages=1000 if quick else 10_000)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("workloads", nargs=-1, type=click.Choice([*WORKLOADS, "all"]))
+@click.argument("workloads", nargs=-1, type=click.Choice([*WORKLOADS, "faults", "all"]))
 @click.option("--quick", is_flag=True, help="Smaller runs, for trying the harness out.")
+@click.option(
+    "--chats", type=click.IntRange(1, 500), help="faults: chats sending 4 messages (default 50)."
+)
 @click.option(
     "--results",
     type=click.Path(file_okay=False, path_type=Path),
@@ -44,7 +51,7 @@ def _runner(name: str, quick: bool) -> Callable[[], dict[str, Any]]:
     show_default=True,
     help="Folder for the JSON files.",
 )
-def main(workloads: tuple[str, ...], quick: bool, results: Path) -> None:
+def main(workloads: tuple[str, ...], quick: bool, chats: int | None, results: Path) -> None:
     """Run Switchboard's benchmark workloads (all of them by default).
 
     \b
@@ -52,6 +59,7 @@ def main(workloads: tuple[str, ...], quick: bool, results: Path) -> None:
     w2  50 sessions x 20 turns at once; 1,000 sessions x 1 turn at 200 ms model latency
     w3  distributed: the Redis inbound queue, 1 then 2 `switchboard worker` processes
     w4  soak: 10,000 messages through the worker path, memory sampled
+    faults  the fault matrix (not part of `all`): each fault under 50 chats x 4 messages
 
     Each prints a table and writes JSON to bench/results/. The fake LLM, Redis and the
     workers run on 127.0.0.1 in processes of their own; see docs/performance.md.
@@ -60,7 +68,7 @@ def main(workloads: tuple[str, ...], quick: bool, results: Path) -> None:
     for name in chosen:
         started = time.monotonic()
         try:
-            figures = _runner(name, quick)()
+            figures = _runner(name, quick, chats)()
         except BenchError as exc:
             console.print(f"[red]{name} could not run:[/red] {exc}")
             sys.exit(1)

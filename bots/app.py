@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -34,6 +34,8 @@ from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
+from core.metering import ModelMetering, breaker_probe, breakers_of
+from core.metrics import Metrics
 from core.modes import ModeCatalog
 from core.notifications.external import ExternalRuns
 from core.notifications.receipts import ReceiptDesk
@@ -109,6 +111,8 @@ class Backends:
     distributed: bool
     # The process's readiness: its loops report to it, and it asks the store and the bus.
     readiness: Readiness
+    # The process's metrics: the parts built on these backends record into it.
+    metrics: Metrics = field(default_factory=Metrics)
 
 
 @dataclass
@@ -125,6 +129,7 @@ class Components:
     book: ScheduleBook
     replies: ReplyRecords
     readiness: Readiness
+    metrics: Metrics | None = None
 
     def scheduler(self, platforms: Collection[str] | None = None) -> Scheduler:
         """A scheduler over this process's store and bus, firing the schedules of `platforms`
@@ -263,6 +268,8 @@ async def worker_for(
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
+    price = PriceBook(extra=options.prices).cost
+    found.metrics.add_probe(breaker_probe(breakers_of(provider)))
     book = ScheduleBook(
         found.store,
         limits=ScheduleLimits(
@@ -296,7 +303,7 @@ async def worker_for(
                 max_tokens=options.max_tokens,
                 max_spend_usd=options.max_spend_usd,
             ),
-            cost=PriceBook(extra=options.prices).cost,
+            cost=price,
             prompt=profile.system_prompt(),
             temperature=options.temperature,
             redactor=redactor,
@@ -311,6 +318,7 @@ async def worker_for(
             ),
             context_window=options.context_window,
             budgets=budget_guard(options, found.store, found.bus),
+            hooks=ModelMetering(found.metrics, provider=provider.name, cost=price),
         )
         policy = ChannelPolicy(
             modes=options.modes,
@@ -339,6 +347,7 @@ async def worker_for(
             redactor=redactor,
             on_crash=options.on_crash if recover else None,
             readiness=found.readiness,
+            metrics=found.metrics,
             concurrency=concurrency or options.concurrency,
             sweep_interval=2.0 if found.distributed else 5.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
@@ -355,6 +364,7 @@ async def worker_for(
             book,
             found.replies,
             found.readiness,
+            found.metrics,
         )
     finally:
         await provider.aclose()
@@ -407,13 +417,14 @@ def assemble_worker(
     on_crash: CrashPolicy | None,
     redactor: Redactor,
     rate_limits: RateLimits | None = None,
+    metrics: Metrics | None = None,
     **options: Any,
 ) -> Worker:
     """A worker and the turn path it runs, from their parts: the one place they are put
     together (tests build theirs with it too). `options` go to `Worker`."""
     contexts = Contexts(modes=modes, policy=policy, prompt_hints=prompt_hints)
     outbox = Outbox(bus, streaming)
-    lifecycle = Lifecycle(bus, redactor)
+    lifecycle = Lifecycle(bus, redactor, metrics)
     turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=lifecycle)
     external = ExternalRuns(bus=bus, store=store, contexts=contexts, turns=turns)
     handler = InboundHandler(
@@ -422,7 +433,9 @@ def assemble_worker(
         commands=commands,
         contexts=contexts,
         turns=turns,
-        scheduled=ScheduledRuns(bus=bus, store=store, book=book, contexts=contexts, turns=turns),
+        scheduled=ScheduledRuns(
+            bus=bus, store=store, book=book, contexts=contexts, turns=turns, metrics=metrics
+        ),
         outbox=outbox,
         rate_limits=rate_limits,
         gate=Gate(policy=policy, pairing=Pairing(store), modes=modes),

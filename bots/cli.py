@@ -19,6 +19,7 @@ from bots.commands.processes import events, gateway, health, scheduler, serve, w
 from bots.commands.prompt import prompt
 from bots.commands.recover import recover
 from bots.commands.schedule import schedule
+from bots.commands.status import status
 from bots.commands.web import web
 from bots.logs import LogLevels
 from core.errors import ConfigError, SwitchboardError
@@ -70,6 +71,7 @@ cli.add_command(web)
 cli.add_command(deadletters)
 cli.add_command(notify)
 cli.add_command(hooks)
+cli.add_command(status)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -26,6 +26,8 @@ LEVELS: Final = ("debug", "info", "warning", "error")
 # The loggers that are Switchboard's own; everything else counts as a library.
 _OWN: Final = ("core", "channels", "bots", "switchboard", "bench")
 _LIBRARIES: Final = "libraries"
+# `bots.commands.where.STARTUP_LOGGER`; spelled here too so logging does not import commands.
+_STARTUP: Final = "switchboard.startup"
 
 
 @dataclass(frozen=True)
@@ -103,12 +105,33 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+class _KnownNoise(logging.Filter):
+    """Drops warnings a library gives about how we call it on purpose.
+
+    slack-bolt reads SLACK_BOT_TOKEN from the environment by itself and, since our adapter
+    hands it a ready client and an `authorize` function instead, warns on every start that
+    the token will be unused.
+    """
+
+    _NOISE: Final = (
+        ("slack_bolt", "As you gave `client` as well, `token` will be unused"),
+        ("slack_bolt", "As `installation_store` or `authorize` has been used"),
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not any(
+            record.name.startswith(logger) and str(record.msg).startswith(text)
+            for logger, text in self._NOISE
+        )
+
+
 def configure_logging(levels: str, redactor: Redactor, *, fmt: LogFormat = "text") -> None:
     """Log lines to stderr in `fmt`, scrubbed of secrets, at the levels `levels` names."""
     parsed = LogLevels.parse(levels)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     # Context first, then scrubbing: the scrubbed message is what every formatter shows.
+    handler.addFilter(_KnownNoise())
     handler.addFilter(LogContextFilter())
     handler.addFilter(RedactingFilter(redactor))
     root = logging.getLogger()
@@ -116,5 +139,9 @@ def configure_logging(levels: str, redactor: Redactor, *, fmt: LogFormat = "text
     root.setLevel(parsed.libraries)
     for name in _OWN:
         logging.getLogger(name).setLevel(parsed.own)
+    # The start-up line shows at the default level too (a `serve` that works says so), unless
+    # only errors were asked for.
+    startup = logging.INFO if parsed.own < logging.ERROR else parsed.own
+    logging.getLogger(_STARTUP).setLevel(startup)
     for name, level in parsed.loggers.items():
         logging.getLogger(name).setLevel(level)

@@ -17,15 +17,25 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from bots.platforms import REGISTERED
+from channels.web.spec import SPEC as WEB
+from core.bus.names import INBOUND, RECEIPTS, outbound_queue
 from core.errors import ConfigError
 from core.metrics import CONTENT_TYPE, Metrics
 from core.readiness import Readiness
 
-__all__ = ["MIN_TOKEN_LENGTH", "OperationsServer", "OperationsSettings"]
+__all__ = ["MIN_TOKEN_LENGTH", "OperationsServer", "OperationsSettings", "watched_queues"]
 
 log = logging.getLogger(__name__)
 
 MIN_TOKEN_LENGTH = 24
+
+
+def watched_queues() -> list[str]:
+    """The work queues whose sizes a scrape reports: `inbound`, `receipts`, and the outbound
+    queue of each platform a gateway serves and of the web page."""
+    platforms = (*REGISTERED.served(), WEB.name)
+    return [INBOUND, RECEIPTS, *(outbound_queue(name) for name in platforms)]
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,7 @@ class OperationsServer:
         return await handler(request)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
+        await self.metrics.refresh()
         return web.Response(body=self.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     async def _alive(self, _request: web.Request) -> web.Response:

@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import click
-from pydantic import BaseModel
 
+from bots.limits import effective_budgets
 from bots.platforms import REGISTERED, command_registry
 from channels.base import settings_from_env
 from channels.gateway import Gateway
@@ -23,6 +23,7 @@ from channels.web.spec import ENV
 from core.bus import names
 from core.bus.base import Bus
 from core.errors import ConfigError
+from core.metrics import Metrics
 from core.profile import Profile
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
@@ -44,10 +45,8 @@ def web_settings(env: Mapping[str, str]) -> WebSettings | None:
 
 
 def event_topics() -> tuple[str, ...]:
-    """The bus topics the page streams live: lifecycle events, and notifications where the
-    bus has that topic."""
-    notifications = getattr(names, "NOTIFICATIONS", None)
-    return (names.EVENTS, notifications) if isinstance(notifications, str) else (names.EVENTS,)
+    """The bus topics the page streams live: lifecycle events and notifications."""
+    return (names.EVENTS, names.NOTIFICATIONS)
 
 
 @asynccontextmanager
@@ -59,6 +58,7 @@ async def web_page(
     readiness: Readiness,
     profile: Profile,
     optional: bool = False,
+    metrics: Metrics | None = None,
 ) -> AsyncIterator[Gateway | None]:
     """The page, listening, and the gateway of its channel (to be run by the caller).
 
@@ -109,22 +109,15 @@ async def web_page(
             click.echo(f"Web page: open {server.login_link()} to sign in", err=True)
         else:
             click.echo(f"Web page: {server.url} (sign in with {ENV['token']})", err=True)
-        yield Gateway(adapter, bus, readiness=readiness, consumer=f"gateway-{SPEC.name}")
+        yield Gateway(
+            adapter, bus, readiness=readiness, consumer=f"gateway-{SPEC.name}", metrics=metrics
+        )
     finally:
         await server.close()
 
 
 def profile_budgets(profile: Profile) -> dict[str, float]:
-    """The profile's spending limits in USD by name: the `[budgets]` table's limits where the
-    profile has one, and `max_spend_usd` as `per_session` (its older name)."""
-    options = profile.settings
-    limits: dict[str, float] = {}
-    table = getattr(options, "budgets", None)
-    values = table.model_dump() if isinstance(table, BaseModel) else table
-    if isinstance(values, Mapping):
-        for name, limit in values.items():
-            if isinstance(limit, int | float) and not isinstance(limit, bool):
-                limits[str(name)] = float(limit)
-    if options.max_spend_usd is not None:
-        limits.setdefault("per_session", options.max_spend_usd)
-    return limits
+    """The profile's spending limits in USD by name (`max_spend_usd` is `per_session` where
+    that is unset): the ones the budget guard applies."""
+    budgets = effective_budgets(profile.settings)
+    return {name: limit for name, limit in budgets.model_dump().items() if limit is not None}

@@ -29,6 +29,8 @@ from core.bus.base import Bus, Delivery
 from core.bus.names import INBOUND, RECEIPTS, outbound_queue
 from core.envelopes import Inbound, Outbound, Receipt, ReceiptStatus, new_id
 from core.errors import BusError, ChannelError, StoreError
+from core.logcontext import log_context
+from core.metrics import Metrics
 from core.readiness import Readiness, keep_trying
 from core.store.replies import ReplyRecords
 from core.tasks import cancel_and_wait
@@ -58,13 +60,16 @@ class Gateway:
         consumer: str | None = None,
         replies: ReplyRecords | None = None,
         max_deliveries: int = 5,
+        metrics: Metrics | None = None,
     ) -> None:
         """`readiness` is the process's: the intake and delivery loops report to it.
 
         `replies` (the records the adapter shows replies through) give a delivered
         notification's platform message id to its receipt; `max_deliveries` is the bus's, so
-        the gateway knows which failed attempt sends an entry to the dead letters.
+        the gateway knows which failed attempt sends an entry to the dead letters; `metrics`
+        counts deliveries by outcome.
         """
+        self.metrics = metrics
         self.adapter = adapter
         self.bus = bus
         self.readiness = readiness
@@ -92,11 +97,13 @@ class Gateway:
 
     async def run(self) -> None:
         """Receive and deliver until the adapter's `run()` returns."""
-        deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
-        try:
-            await self.adapter.run(self.publish)
-        finally:
-            await cancel_and_wait(deliveries)
+        # Both loops (and the tasks the adapter starts) name the platform in their log lines.
+        with log_context(platform=self.adapter.platform):
+            deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
+            try:
+                await self.adapter.run(self.publish)
+            finally:
+                await cancel_and_wait(deliveries)
 
     async def stop(self) -> None:
         """Ask the adapter to stop; `run()` returns once it has."""
@@ -104,7 +111,10 @@ class Gateway:
         await self.adapter.stop()
 
     async def _deliver_forever(self) -> None:
-        while True:
+        # Not once stopping: the adapter may be closing its HTTP client, and a delivery taken
+        # then fails at once, comes straight back, and is dead-lettered within milliseconds
+        # (seen under SIGTERM with answers streaming). What is left waits for the next gateway.
+        while not self._stopping.is_set():
             try:
                 delivery = await keep_trying(
                     self.readiness,
@@ -128,6 +138,10 @@ class Gateway:
         """
         await keep_trying(self.readiness, self._delivery, delivery.ack if done else delivery.nack)
 
+    def _count(self, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.delivered(self.adapter.platform, outcome)
+
     async def _deliver(self, delivery: Delivery) -> None:
         outbound = delivery.envelope
         if not isinstance(outbound, Outbound):
@@ -138,6 +152,7 @@ class Gateway:
             await self.adapter.deliver(outbound)
         except ChannelError as exc:
             if exc.permanent:
+                self._count("gave_up")
                 log.warning(
                     "gave up a %s for %s: %s", outbound.kind, outbound.address.session_key, exc
                 )
@@ -145,9 +160,11 @@ class Gateway:
                 await self._settle(delivery, done=True)
                 return
             if outbound.kind in _EPHEMERAL:
+                self._count("dropped")
                 log.info("dropped %s for %s: %s", outbound.kind, outbound.address.session_key, exc)
                 await self._settle(delivery, done=True)
                 return
+            self._count("retried")
             log.warning(
                 "delivery to %s failed (attempt %d): %s",
                 outbound.address.session_key,
@@ -161,12 +178,14 @@ class Gateway:
             await self._settle(delivery, done=False)
             return
         except Exception as exc:
+            self._count("failed")
             log.exception("adapter %s failed to deliver %s", self.adapter.platform, outbound.id)
             if outbound.kind not in _EPHEMERAL and delivery.attempt >= self.max_deliveries:
                 reason = f"{type(exc).__name__}: {exc}"
                 await self._report(outbound, "dead_lettered", delivery.attempt, reason=reason)
             await self._settle(delivery, done=outbound.kind in _EPHEMERAL)
             return
+        self._count("delivered")
         if outbound.source is not None:
             await self._report(
                 outbound, "delivered", delivery.attempt, message_id=await self._message_id(outbound)

@@ -20,6 +20,7 @@ __all__ = [
     "bind_log_context",
     "current_log_context",
     "log_context",
+    "no_log_context",
 ]
 
 # The fields, in the order the text format shows them.
@@ -45,6 +46,17 @@ def bind_log_context(**fields: str | None) -> None:
     tasks created later inherit it)."""
     given = {name: value for name, value in fields.items() if value}
     _fields.set(MappingProxyType({**_fields.get(), **given}))
+
+
+@contextmanager
+def no_log_context() -> Iterator[None]:
+    """Run the block with no fields in force, as a new process starts (and undo any that a
+    command run inside it bound)."""
+    token = _fields.set(_EMPTY)
+    try:
+        yield
+    finally:
+        _fields.reset(token)
 
 
 def current_log_context() -> Mapping[str, str]:

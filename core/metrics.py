@@ -3,16 +3,33 @@ schedule runs) and how it is doing (queue depths, dead letters, open breakers).
 
 Every metric lives in the `Metrics` object's own registry, made by the process and passed to
 the parts that record; nothing registers itself at import time. `render()` is the text a
-`/metrics` endpoint answers with.
+`/metrics` endpoint answers with; `refresh()` first runs the probes (queue sizes, breakers)
+that read state at scrape time rather than being told of each change.
+
+Where each is recorded: turns, first tokens and tool calls by `core.turns.Lifecycle`; model
+calls, tokens and cost by `core.metering.ModelMetering` (runtime hooks); deliveries by
+`channels.gateway.Gateway`; schedule runs by `core.turns.ScheduledRuns`; queues, dead letters
+and breakers by the probes of `core.metering`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-__all__ = ["CONTENT_TYPE", "Metrics"]
+__all__ = ["CONTENT_TYPE", "Metrics", "Probe"]
+
+log = logging.getLogger(__name__)
+
+Probe = Callable[["Metrics"], Awaitable[None]]
+"""Sets gauges from state read now (a scrape); may raise, which leaves them as they were."""
+
+# A probe that takes longer than this is left behind: a scrape must answer quickly.
+_PROBE_TIMEOUT: Final = 2.0
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -106,6 +123,31 @@ class Metrics:
             ["provider"],
             registry=r,
         )
+
+        self._probes: list[Probe] = []
+
+    def add_probe(self, probe: Probe) -> None:
+        """Run `probe` before every render of `refresh()`."""
+        self._probes.append(probe)
+
+    async def refresh(self) -> None:
+        """Run every probe (each within a bound); one that fails leaves its gauges as they were."""
+        for probe in self._probes:
+            try:
+                async with asyncio.timeout(_PROBE_TIMEOUT):
+                    await probe(self)
+            except Exception as exc:
+                log.debug("a metrics probe failed: %s", exc)
+
+    def turn_ended(self, platform: str, mode: str, outcome: str, seconds: float | None) -> None:
+        """One turn ended: count it, and how long it took when known."""
+        self.turns.labels(platform=platform, mode=mode, outcome=outcome).inc()
+        if seconds is not None:
+            self.turn_seconds.labels(platform=platform).observe(seconds)
+
+    def delivered(self, platform: str, outcome: str) -> None:
+        """A gateway showed an outbound (`delivered`) or did not (`retried`, `dropped`...)."""
+        self.deliveries.labels(platform=platform, outcome=outcome).inc()
 
     def render(self) -> bytes:
         """Every metric in the Prometheus text format."""

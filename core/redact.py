@@ -63,9 +63,10 @@ _BEARER = re.compile(r"(?i)(?P<lead>\bbearer\s+)(?P<value>[A-Za-z0-9._~+/\-]{12,
 # `=`, a quoted one, or one with digits or symbols is taken for the secret it is named as.
 _WORDLIKE = re.compile(r"[A-Za-z]{1,15}")
 # Where documentation shows a secret's place: `xoxb-...`, `"..."`, `<token>`, a lone
-# backtick, or a value already scrubbed.
+# backtick, a value already scrubbed, or a variable that holds it (`$TOKEN`, `${TOKEN}`).
 _PLACEHOLDER = re.compile(
     r"(?i)[^A-Za-z0-9]*|.*(?:\.\.\.|…)|(?:\[redacted\]|<[\w .-]*>)[^A-Za-z0-9]*"
+    r"|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?[^A-Za-z0-9]*"
 )
 # Credentials in a URL: `https://user:password@host`.
 _USERINFO = re.compile(r"(?P<lead>://[^/\s:@]+:)(?P<value>[^/\s@]+)(?=@)")

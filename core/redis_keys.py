@@ -274,3 +274,7 @@ class RedisKeys:
     def approval_platforms(self) -> str:
         """Set of the platforms that had approvals (for listing them all)."""
         return f"{self.prefix}approval-platforms"
+
+    def processes(self) -> str:
+        """Hash of the running processes' heartbeats (`core/heartbeat.py`), by process id."""
+        return f"{self.prefix}processes"

@@ -43,9 +43,10 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
-from core.fencing import Fence
+from core.fencing import Fence, FenceOvertaken
 from core.history import HistoryCache
 from core.hooks import HookChain, Hooks, ModelCompletion
+from core.logcontext import log_context
 from core.messages import Message, ToolCall, Usage
 from core.modes import CapabilityMode
 from core.prompt import SystemPrompt
@@ -198,12 +199,19 @@ class AgentRuntime:
         run_id = new_id()
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         flag = _Cancel()
-        turn = asyncio.create_task(
-            self._turn(
-                run_id, session_id, user_input, context, queue.put_nowait, flag, _TurnState(fence)
-            ),
-            name=f"turn:{session_id}",
-        )
+        with log_context(run=run_id):  # the turn's task, and its log lines, carry the run id
+            turn = asyncio.create_task(
+                self._turn(
+                    run_id,
+                    session_id,
+                    user_input,
+                    context,
+                    queue.put_nowait,
+                    flag,
+                    _TurnState(fence),
+                ),
+                name=f"turn:{session_id}",
+            )
         watcher = asyncio.create_task(self._watch(cancel, turn, flag)) if cancel else None
         try:
             while (event := await queue.get()) is not None:
@@ -281,6 +289,12 @@ class AgentRuntime:
             await self._close_pending(session_id, state, "The user cancelled this call.")
             final = Cancelled(run_id=run_id)
             emit(final)
+        except FenceOvertaken:
+            # Another worker holds the session now: it answers, this turn says nothing.
+            log.warning(
+                "turn %s of session %s stopped: its claim was overtaken", run_id, session_id
+            )
+            raise
         except Exception as exc:
             log.exception("turn %s of session %s failed", run_id, session_id)
             await self._close_pending(session_id, state, "The turn failed before this call ran.")

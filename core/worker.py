@@ -31,6 +31,8 @@ from core.clock import utc_now
 from core.confirm import Confirmations
 from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
+from core.fencing import FenceOvertaken
+from core.logcontext import log_context
 from core.mailbox.base import Claim, Mailboxes
 from core.readiness import Readiness, keep_trying
 from core.store.base import Store
@@ -279,6 +281,8 @@ class Worker:
                 failures = 0
             elif isinstance(error, (BusError, StoreError)) and await self._outage(inbound, claim):
                 continue  # Redis was away, not the item at fault: try it again, uncounted
+            elif claim.lost.is_set():
+                return  # the session's next holder answers it; no apology from here
             else:
                 failures += 1
                 if failures < self._attempts:
@@ -310,20 +314,42 @@ class Worker:
         return waited
 
     async def _handle(self, inbound: Inbound, claim: Claim) -> Exception | None:
-        """Handle one item; the error when it failed and should be tried again."""
+        """Handle one item; the error when it failed and should be tried again.
+
+        A lost claim stops the turn by cancelling it, not through `cancel`: a worker that no
+        longer holds the session must send nothing more (a "Cancelled." notice would take the
+        place of the answer the next holder gives).
+        """
         key = inbound.session_key
         cancel = self._running[key] = asyncio.Event()
-        # A lost lease stops the turn: its writes would be refused anyway.
-        lost = asyncio.create_task(_relay(claim.lost, cancel))
+        # Every line logged while it is handled names its platform and session.
+        with log_context(platform=inbound.address.platform, session=key):
+            turn = asyncio.create_task(
+                self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
+            )
+        lost = asyncio.create_task(claim.lost.wait())
         try:
-            await self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
+            await asyncio.wait({turn, lost}, return_when=asyncio.FIRST_COMPLETED)
+            if not turn.done():
+                log.warning("stopped the turn of %s: its claim was lost", inbound.dedupe_key)
+                with contextlib.suppress(Exception):
+                    await cancel_and_wait(turn)
+                return None
+            turn.result()
+        except FenceOvertaken:
+            log.warning("stopped the turn of %s: its claim was overtaken", inbound.dedupe_key)
+            claim.lost.set()
+            return None
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.exception("could not handle inbound %s", inbound.id)
             return exc
         finally:
-            lost.cancel()
+            for task in (lost, turn):
+                if not task.done():
+                    with contextlib.suppress(Exception):
+                        await cancel_and_wait(task)
             if self._running.get(key) is cancel:
                 del self._running[key]
         return None
@@ -376,8 +402,3 @@ class Worker:
         self._tasks.discard(task)
         if not self._tasks:
             self.idle.set()
-
-
-async def _relay(source: asyncio.Event, target: asyncio.Event) -> None:
-    await source.wait()
-    target.set()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from core.logcontext import no_log_context
 from core.store.sqlite import SqliteStore
 from tests.fakes.fixtures import (
     fake_anthropic,
@@ -34,6 +35,14 @@ __all__ = [
     "session_id",
     "store",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_log_context_left() -> Iterator[None]:
+    """A command run in-process binds its role for the rest of the context; the next test
+    must not log under it."""
+    with no_log_context():
+        yield
 
 
 @pytest.fixture(scope="session")

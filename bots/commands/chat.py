@@ -18,6 +18,7 @@ from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
 from bots.commands.costs import GROUPINGS, cost_by
 from bots.commands.processes import run_with_gateways
+from bots.commands.where import STORE_EPILOG, describe_store
 from bots.platforms import command_registry
 from bots.profiles import load_profile
 from bots.providers import build_registry
@@ -145,7 +146,7 @@ async def _terminal_chat(store: ConversationLog, name: str | None, err: Console)
     return name
 
 
-@click.command()
+@click.command(epilog=STORE_EPILOG)
 @click.option("--session", "session_id", metavar="ID", help="Only this session (an id).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option(
@@ -181,7 +182,11 @@ async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
         keys = {r.session_id: await store.get_session(r.session_id or "") for r in rows}
     console = stdout()
     if total.calls == 0:
-        console.print("Nothing spent yet: no model calls are recorded.", markup=False)
+        console.print(
+            "Nothing spent yet: no model calls are recorded. "
+            f"The store is {describe_store(settings)}.",
+            markup=False,
+        )
         return
     table = Table(
         "session",
@@ -228,7 +233,7 @@ def sessions() -> None:
     """Look at stored conversations."""
 
 
-@sessions.command("list")
+@sessions.command("list", epilog=STORE_EPILOG)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.pass_context
 def sessions_list(ctx: click.Context, limit: int) -> None:
@@ -242,7 +247,11 @@ async def _sessions_list(settings: Settings, limit: int) -> None:
         records = await store.list_sessions(limit=limit)
     console = stdout()
     if not records:
-        console.print("No conversations yet. Start one with: switchboard chat", markup=False)
+        console.print(
+            f"No conversations yet. The store is {describe_store(settings)}; "
+            "start one with: switchboard chat",
+            markup=False,
+        )
         return
     table = Table("id", "key", "messages", "updated (UTC)", box=None, pad_edge=False)
     for record in records:
@@ -255,7 +264,7 @@ async def _sessions_list(settings: Settings, limit: int) -> None:
     console.print(table)
 
 
-@sessions.command("show")
+@sessions.command("show", epilog=STORE_EPILOG)
 @click.argument("session_id")
 @click.pass_context
 def sessions_show(ctx: click.Context, session_id: str) -> None:
@@ -278,7 +287,7 @@ async def _sessions_show(settings: Settings, session_id: str) -> None:
         console.print(_render(message), markup=False)
 
 
-@sessions.command("export")
+@sessions.command("export", epilog=STORE_EPILOG)
 @click.argument("session_id")
 @click.option(
     "--format",
@@ -315,6 +324,35 @@ async def _sessions_export(settings: Settings, session_id: str, fmt: str) -> Non
     for message in messages:
         lines.extend(_markdown(message))
     click.echo("\n".join(lines).rstrip())
+
+
+@sessions.command("delete", epilog=STORE_EPILOG)
+@click.argument("session_id")
+@click.option("--yes", is_flag=True, help="Delete without asking first.")
+@click.pass_context
+def sessions_delete(ctx: click.Context, session_id: str, yes: bool) -> None:
+    """Delete one conversation: its messages and summaries. What it cost stays in the ledger;
+    the chat's next message starts a new conversation."""
+    settings = settings_from(ctx)
+    asyncio.run(_sessions_delete(settings, session_id, yes))
+
+
+async def _sessions_delete(settings: Settings, session_id: str, yes: bool) -> None:
+    where = describe_store(settings)
+    async with open_store(settings) as store:
+        record = await store.get_session(session_id)
+        if record is None:
+            raise ConfigError(f"no session {session_id!r} in {where} (see `sessions list`)")
+        what = f"session {record.id} ({record.key}, {record.message_count} messages)"
+        if not yes:
+            if not sys.stdin.isatty():
+                raise ConfigError(f"not deleting {what} without asking: pass --yes")
+            asked = f"Delete {what} from {where}?"
+            if not await asyncio.to_thread(click.confirm, asked, default=False):
+                click.echo("Nothing deleted.")
+                return
+        await store.delete_session(record.id)
+    click.echo(f"Deleted {what} from {where}.")
 
 
 def _markdown(message: Message) -> list[str]:

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from bots.app import open_store
 from bots.commands.common import settings_from, stdout
+from bots.commands.where import STORE_EPILOG
 from bots.settings import Settings
 from core.errors import ConfigError
 from core.facts import memory_scope
@@ -28,7 +29,7 @@ def memory() -> None:
     """
 
 
-@memory.command("list")
+@memory.command("list", epilog=STORE_EPILOG)
 @click.argument("person", metavar=_PERSON)
 @click.option("--profile", help="Profile whose memory (default: SWITCHBOARD_PROFILE or default).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
@@ -39,7 +40,7 @@ def memory_list(ctx: click.Context, person: str, profile: str | None, limit: int
     asyncio.run(_list(settings, _scope(settings, person), limit))
 
 
-@memory.command("forget")
+@memory.command("forget", epilog=STORE_EPILOG)
 @click.argument("person", metavar=_PERSON)
 @click.argument("fact_id", metavar="FACT_ID")
 @click.option("--profile", help="Profile whose memory (default: SWITCHBOARD_PROFILE or default).")

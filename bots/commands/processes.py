@@ -11,25 +11,30 @@ import click
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
 from bots.commands.notify import check_hooks, hooks_listener
-from bots.operations import OperationsServer, OperationsSettings
+from bots.commands.status import announce
+from bots.commands.where import log_startup
+from bots.operations import OperationsServer, OperationsSettings, watched_queues
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
+from bots.supervise import PlatformRunner, Runnable, ServedPlatforms, Stoppable
 from bots.web import web_page, web_settings
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
-from core.bus.base import Subscription
+from core.bus.base import Bus, Subscription
 from core.bus.names import EVENTS as EVENTS_TOPIC
 from core.bus.names import NOTIFICATIONS as NOTIFICATIONS_TOPIC
 from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent
 from core.errors import ConfigError, SwitchboardError
+from core.metering import queue_probe
 from core.metrics import Metrics
 from core.notifications.receipts import notification_line
 from core.readiness import Readiness
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Collection
+    from collections.abc import AsyncIterator, Callable, Collection, Sequence
 
+    from channels.base import ChannelAdapter
     from channels.web import WebSettings
     from core.leader import Leadership
 
@@ -41,7 +46,7 @@ __all__ = ["events", "gateway", "health", "run_with_gateways", "scheduler", "ser
 
 
 async def run_with_gateways(
-    parts: Components, gateways: list[Gateway], *, fires: Collection[str] | None = None
+    parts: Components, gateways: Sequence[Runnable], *, fires: Collection[str] | None = None
 ) -> None:
     """Run the worker, the scheduler and the gateways until every gateway has finished (or the
     worker died).
@@ -50,12 +55,16 @@ async def run_with_gateways(
     process fires only what it can deliver.
     """
     worker = asyncio.create_task(parts.worker.run(), name="worker")
-    platforms = fires if fires is not None else {g.adapter.platform for g in gateways}
+    platforms = (
+        fires
+        if fires is not None
+        else {g.adapter.platform for g in gateways if isinstance(g, Gateway)}
+    )
     scheduler = parts.scheduler(platforms)
     scheduling = asyncio.create_task(scheduler.run(), name="scheduler")
     desk = parts.receipt_desk()
     receipts = asyncio.create_task(desk.run(), name="receipts")
-    running = [asyncio.create_task(g.run(), name=f"gateway-{g.adapter.platform}") for g in gateways]
+    running = [asyncio.create_task(g.run(), name="gateways") for g in gateways]
     all_gateways: asyncio.Future[list[None]] = asyncio.gather(*running)
     try:
         watched: set[asyncio.Future[Any]] = {worker, all_gateways}
@@ -112,27 +121,57 @@ async def _serve_platforms(settings: Settings) -> None:
             "(or use `switchboard chat` for the terminal)"
         )
     check_hooks(settings, profile)  # a bad hooks token stops the start before anything runs
+    served = [s.name for s in REGISTERED.specs if s.build and s.configured(settings.environ)]
     async with (
         embedded(settings, profile) as parts,
-        operations(settings, parts.readiness),
+        operations(settings, parts.readiness, parts.metrics, parts.bus),
         hooks_listener(settings, profile, parts.bus),
+        announce(settings, "serve", ", ".join(served)),
     ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
         adapters = REGISTERED.configured_adapters(
             settings.environ, profile, menu, replies, seen=parts.store
         )
-        gateways = [
-            Gateway(adapter, parts.bus, readiness=parts.readiness, replies=parts.replies)
-            for adapter in adapters
-        ]
+
+        def gateway_of(adapter: ChannelAdapter) -> Callable[[], Gateway]:
+            # The first attempt uses the adapter built (and checked) above, later ones a fresh
+            # one: an adapter whose run failed may hold half-closed connections.
+            built = [adapter]
+
+            def build() -> Gateway:
+                fresh = (
+                    built.pop()
+                    if built
+                    else REGISTERED.adapter_for(
+                        adapter.platform, settings.environ, profile, menu, replies, seen=parts.store
+                    )
+                )
+                return Gateway(
+                    fresh,
+                    parts.bus,
+                    readiness=parts.readiness,
+                    replies=parts.replies,
+                    metrics=parts.metrics,
+                )
+
+            return build
+
+        # Each chat platform on its own: one that cannot connect is retried while the others
+        # serve (bots/supervise.py).
+        gateways: list[Stoppable] = []
+        if adapters:
+            runners = [PlatformRunner(a.platform, gateway_of(a), parts.readiness) for a in adapters]
+            gateways.append(ServedPlatforms(runners))
         async with _web_page(settings, page, parts, optional=bool(gateways)) as page_gateway:
             if page_gateway is not None:
                 gateways.append(page_gateway)
             on_signals(lambda: [g.stop() for g in gateways])
+            shown = [*served, "web"] if page_gateway is not None else served
+            log_startup(settings, "serve", shown)
             # With Redis, gateways of other processes deliver too: fire every chat platform's
             # schedules (a terminal's stay for `switchboard chat`). Embedded: only this one's.
-            fires = (*REGISTERED.served(), "web") if settings.redis_url else None
+            fires = (*REGISTERED.served(), "web") if settings.redis_url else shown
             await run_with_gateways(parts, gateways, fires=fires)
 
 
@@ -151,6 +190,7 @@ async def _web_page(
         readiness=parts.readiness,
         profile=parts.profile,
         optional=optional,
+        metrics=parts.metrics,
     ) as gateway:
         yield gateway
 
@@ -173,13 +213,24 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 async def _gateway(settings: Settings, platform: str) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    async with backends(settings) as found, operations(settings, found.readiness):
+    async with (
+        backends(settings) as found,
+        operations(settings, found.readiness, found.metrics, found.bus),
+        announce(settings, "gateway", platform),
+    ):
         replies = ReplyStreams(found.replies, IncrementalRender())
         menu = command_registry().menu()
         adapter = REGISTERED.adapter_for(
             platform, settings.environ, profile, menu, replies, seen=found.store
         )
-        runner = Gateway(adapter, found.bus, readiness=found.readiness, replies=found.replies)
+        runner = Gateway(
+            adapter,
+            found.bus,
+            readiness=found.readiness,
+            replies=found.replies,
+            metrics=found.metrics,
+        )
+        log_startup(settings, "gateway", [platform])
         role = REGISTERED.leader_role(adapter, settings.environ)
         leadership = _leadership(settings, role, runner.consumer) if role else None
         stopped = asyncio.Event()
@@ -252,10 +303,15 @@ def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> 
 
 async def _worker(settings: Settings, concurrency: int | None) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    async with backends(settings) as found, operations(settings, found.readiness):
+    async with (
+        backends(settings) as found,
+        operations(settings, found.readiness, found.metrics, found.bus),
+        announce(settings, "worker"),
+    ):
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)
+            log_startup(settings, "worker")
             desk = parts.receipt_desk()
             receipts = asyncio.create_task(desk.run(), name="receipts")
             try:
@@ -284,7 +340,11 @@ def scheduler(ctx: click.Context) -> None:
 async def _scheduler(settings: Settings) -> None:
     from core.scheduling.scheduler import Scheduler
 
-    async with backends(settings) as found, operations(settings, found.readiness):
+    async with (
+        backends(settings) as found,
+        operations(settings, found.readiness, found.metrics, found.bus),
+        announce(settings, "scheduler"),
+    ):
         # Every chat platform's schedules; a terminal's are left to `switchboard chat`.
         runner = Scheduler(
             store=found.store,
@@ -293,6 +353,7 @@ async def _scheduler(settings: Settings) -> None:
             platforms=(*REGISTERED.served(), "web"),
         )
         on_signals(lambda: [runner.stop()])
+        log_startup(settings, "scheduler")
         await runner.run()
 
 
@@ -322,16 +383,24 @@ async def _health(settings: Settings) -> None:
 
 
 @contextlib.asynccontextmanager
-async def operations(settings: Settings, readiness: Readiness) -> AsyncIterator[None]:
+async def operations(
+    settings: Settings,
+    readiness: Readiness,
+    metrics: Metrics | None = None,
+    bus: Bus | None = None,
+) -> AsyncIterator[None]:
     """`/metrics`, `/healthz` and `/readyz` (`bots/operations.py`) while the process runs,
-    when SWITCHBOARD_METRICS_PORT is set."""
+    when SWITCHBOARD_METRICS_PORT is set; with `bus`, the scrape reads its queues' sizes."""
     if settings.metrics_port is None:
         yield
         return
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
+    metrics = metrics or Metrics()
+    if bus is not None:
+        metrics.add_probe(queue_probe(bus, watched_queues))
     server = OperationsServer(
         OperationsSettings(port=settings.metrics_port, token=token, host=settings.metrics_host),
-        metrics=Metrics(),
+        metrics=metrics,
         readiness=readiness,
     )
     await server.start()

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
+from bots.commands.where import STORE_EPILOG, describe_store
 from bots.profiles import load_profile
 from bots.settings import Settings
 from core.bus.base import Bus
@@ -21,7 +22,7 @@ from core.store.checkpoints import CheckpointStore
 __all__ = ["recover"]
 
 
-@click.command()
+@click.command(epilog=STORE_EPILOG)
 @click.option(
     "--resume",
     "run_key",
@@ -64,7 +65,9 @@ async def _list(settings: Settings) -> None:
         found = await store.incomplete_checkpoints()
     console = stdout()
     if not found:
-        console.print("No unfinished turns.", markup=False)
+        console.print(
+            f"No unfinished turns. The store is {describe_store(settings)}.", markup=False
+        )
         return
     table = Table(
         "run key",

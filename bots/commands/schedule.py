@@ -11,6 +11,7 @@ from rich.table import Table
 
 from bots.app import open_store
 from bots.commands.common import settings_from, stdout
+from bots.commands.where import STORE_EPILOG, describe_store
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.clock import utc_now
@@ -44,7 +45,7 @@ def schedule() -> None:
     """Run a prompt later or again and again; its answers go to a chat."""
 
 
-@schedule.command("add")
+@schedule.command("add", epilog=STORE_EPILOG)
 @click.option(
     "--at",
     "at",
@@ -152,7 +153,7 @@ async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to
     )
 
 
-@schedule.command("list")
+@schedule.command("list", epilog=STORE_EPILOG)
 @click.pass_context
 def listing(ctx: click.Context) -> None:
     """List every schedule."""
@@ -165,7 +166,11 @@ async def _list(settings: Settings) -> None:
         found = await store.list_schedules()
     console = stdout()
     if not found:
-        console.print("No schedules. Add one with: switchboard schedule add --help", markup=False)
+        console.print(
+            f"No schedules. The store is {describe_store(settings)}; "
+            "add one with: switchboard schedule add --help",
+            markup=False,
+        )
         return
     table = Table(
         "id",
@@ -196,7 +201,7 @@ async def _list(settings: Settings) -> None:
     console.print(table)
 
 
-@schedule.command("remove")
+@schedule.command("remove", epilog=STORE_EPILOG)
 @click.argument("schedule_id")
 @click.pass_context
 def remove(ctx: click.Context, schedule_id: str) -> None:
@@ -212,7 +217,7 @@ async def _remove(settings: Settings, schedule_id: str) -> None:
     click.echo(f"Removed schedule {schedule_id}.")
 
 
-@schedule.command("pause")
+@schedule.command("pause", epilog=STORE_EPILOG)
 @click.argument("schedule_id")
 @click.pass_context
 def pause(ctx: click.Context, schedule_id: str) -> None:
@@ -221,7 +226,7 @@ def pause(ctx: click.Context, schedule_id: str) -> None:
     asyncio.run(_set_status(settings, schedule_id, "paused"))
 
 
-@schedule.command("resume")
+@schedule.command("resume", epilog=STORE_EPILOG)
 @click.argument("schedule_id")
 @click.pass_context
 def resume(ctx: click.Context, schedule_id: str) -> None:
@@ -248,7 +253,7 @@ async def _set_status(settings: Settings, schedule_id: str, status: str) -> None
     click.echo(f"Schedule {schedule_id} is {changed.status}{upcoming}.")
 
 
-@schedule.command("runs")
+@schedule.command("runs", epilog=STORE_EPILOG)
 @click.argument("schedule_id")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.pass_context

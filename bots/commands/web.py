@@ -9,6 +9,7 @@ import click
 from bots.app import backends, embedded
 from bots.commands.common import LOG, on_signals, settings_from
 from bots.commands.processes import operations, run_with_gateways
+from bots.commands.status import announce
 from bots.profiles import load_profile
 from bots.settings import Settings
 from bots.web import web_page, web_settings
@@ -41,9 +42,15 @@ async def _web(settings: Settings) -> None:
     if settings.redis_url is None:
         async with (
             embedded(settings, profile) as parts,
-            operations(settings, parts.readiness),
+            operations(settings, parts.readiness, parts.metrics, parts.bus),
+            announce(settings, "web"),
             web_page(
-                page, store=parts.store, bus=parts.bus, readiness=parts.readiness, profile=profile
+                page,
+                store=parts.store,
+                bus=parts.bus,
+                readiness=parts.readiness,
+                profile=profile,
+                metrics=parts.metrics,
             ) as gateway,
         ):
             assert gateway is not None
@@ -52,9 +59,15 @@ async def _web(settings: Settings) -> None:
         return
     async with (
         backends(settings) as found,
-        operations(settings, found.readiness),
+        operations(settings, found.readiness, found.metrics, found.bus),
+        announce(settings, "web"),
         web_page(
-            page, store=found.store, bus=found.bus, readiness=found.readiness, profile=profile
+            page,
+            store=found.store,
+            bus=found.bus,
+            readiness=found.readiness,
+            profile=profile,
+            metrics=found.metrics,
         ) as gateway,
     ):
         assert gateway is not None

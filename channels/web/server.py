@@ -26,7 +26,7 @@ from channels.web.auth import WebAuth
 from channels.web.render import to_html
 from channels.web.sse import EventStream
 from core.bus.base import Bus
-from core.envelopes import EventEnvelope, Outbound, new_id
+from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent, Outbound, new_id
 from core.errors import BusError, ChannelError, StoreError
 
 __all__ = ["CONVERSATION", "WebServer"]
@@ -345,6 +345,20 @@ def _event_item(topic: str, payload: BaseModel) -> dict[str, Any]:
             "session_key": payload.address.session_key,
             "at": payload.created_at.isoformat(),
             "data": {"text": payload.text},
+        }
+    if isinstance(payload, NotificationSent | NotificationFailed):
+        return {
+            "topic": topic,
+            "kind": payload.type,
+            "platform": payload.address.platform,
+            "chat": payload.address.chat,
+            "session_key": payload.address.session_key,
+            "at": payload.at.isoformat(),
+            "data": json.loads(
+                payload.model_dump_json(
+                    include={"source", "text", "status", "platform_message_id", "reason"}
+                )
+            ),
         }
     dumped = json.loads(payload.model_dump_json())
     return {

@@ -16,6 +16,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
+from core.bus.stats import QueueStats, enqueued_at
+from core.clock import utc_now
 from core.envelopes import decode, encode
 from core.errors import BusError
 
@@ -122,6 +124,13 @@ class _WorkQueue:
         dropped = len(kept) != len(self._dead)
         self._dead = kept
         return dropped
+
+    def stats(self) -> QueueStats:
+        oldest = next(iter(self._entries.values()), None)
+        age = 0.0
+        if oldest is not None:
+            age = max((utc_now() - enqueued_at(decode(oldest.data))).total_seconds(), 0.0)
+        return QueueStats(depth=len(self._entries), oldest_seconds=age, dead=len(self._dead))
 
     def _holds_lease(self, seq: int, deliveries: int) -> bool:
         entry = self._entries.get(seq)
@@ -335,6 +344,13 @@ class MemoryBus(Bus):
     async def drop_dead_letter(self, queue: str, entry_id: str) -> bool:
         """Remove one dead letter; False if the queue has none with that id."""
         return self._queue(queue).drop_dead(entry_id)
+
+    async def queue_stats(self, queue: str) -> QueueStats:
+        """Entries neither acked nor dead, the oldest one's age, and the dead letters."""
+        work = self._queues.get(queue)
+        if work is None:
+            return QueueStats(depth=0, oldest_seconds=0.0, dead=0)
+        return work.stats()
 
     async def close(self) -> None:
         """Wake every pending receive (they return `None`) and end every subscription."""

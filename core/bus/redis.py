@@ -29,6 +29,7 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
+from core.bus.stats import QueueStats
 from core.envelopes import decode, encode
 from core.errors import BusError
 from core.redis_client import BatchingRedis, redis_client
@@ -594,6 +595,24 @@ class RedisBus(Bus):
         """Ask Redis for a PING; `BusError` if it does not answer (a readiness check)."""
         with self._command("ping"):
             await self._client.ping()
+
+    async def queue_stats(self, queue: str) -> QueueStats:
+        """Entries not yet acked (acked ones are deleted), the oldest one's age by its stream
+        id, and the dead letters."""
+        stream, dlq = self._keys.queue_stream(queue), self._keys.dead_letters(queue)
+        with self._command(f"read the size of {queue}"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.xlen(stream)
+                pipe.xrange(stream, count=1)
+                pipe.xlen(dlq)
+                depth, first, dead = await pipe.execute()
+            seconds, micros = await self._client.time()
+        now_ms = seconds * 1000 + micros // 1000
+        age = 0.0
+        if first:
+            enqueued_ms = int(_text(first[0][0]).split("-")[0])
+            age = max((now_ms - enqueued_ms) / 1000, 0.0)
+        return QueueStats(depth=int(depth), oldest_seconds=age, dead=int(dead))
 
     async def close(self) -> None:
         """Wake pending receives (they return `None`), end subscriptions, close the client."""

@@ -29,6 +29,8 @@ import aiosqlite
 from core.bus._sqlite_topics import TOPIC_SCHEMA, SharedTopics
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.memory import MemoryBus
+from core.bus.stats import QueueStats, enqueued_at
+from core.clock import utc_now
 from core.envelopes import decode, encode
 from core.errors import BusError
 from core.store._connection import open_connection
@@ -352,6 +354,29 @@ class SqliteBus(Bus):
                 (int(seq), queue),
             )
             return cursor.rowcount == 1
+
+    async def queue_stats(self, queue: str) -> QueueStats:
+        """Entries neither acked nor dead, the oldest one's age, and the dead letters."""
+        async with self.file.write("read queue sizes") as db:
+            rows = await db.execute_fetchall(
+                "SELECT dead, count(*), min(seq) FROM bus_entries WHERE queue = ? GROUP BY dead",
+                (queue,),
+            )
+            counts = {int(row[0]): (int(row[1]), row[2]) for row in rows}
+            depth, oldest_seq = counts.get(0, (0, None))
+            oldest = None
+            if oldest_seq is not None:
+                found = list(
+                    await db.execute_fetchall(
+                        "SELECT data FROM bus_entries WHERE seq = ?", (oldest_seq,)
+                    )
+                )
+                oldest = bytes(found[0][0]) if found else None
+        age = 0.0
+        if oldest is not None:
+            with contextlib.suppress(BusError):
+                age = max((utc_now() - enqueued_at(decode(oldest))).total_seconds(), 0.0)
+        return QueueStats(depth=depth, oldest_seconds=age, dead=counts.get(1, (0, None))[0])
 
     async def close(self) -> None:
         """Wake every pending receive (they return `None`), end subscriptions, close the file."""

@@ -7,6 +7,14 @@ item checks the token atomically. Granting a lease also issues the claim's fenci
 (`core/fencing.py`), in the same script: the session's epoch counter, raised to at least the
 server's clock in microseconds, so it outgrows every earlier epoch even after Redis lost the
 counter. Whatever store the turns write to refuses writes with an overtaken epoch.
+
+A holder counts its lease as held only until `lease_seconds` (less a margin) after it *sent*
+the request that last set it, and marks the claim lost at that moment even while Redis does
+not answer: Redis expires the key later than that, so no other worker can claim the session
+while this one still believes it holds it (an 8 s Redis outage used to let two workers run
+the same turn). A lease found gone at renewal is taken again only if no claim was granted
+since this one (the session's epoch counter is not above the claim's): an empty Redis lost
+it, rather than another worker having claimed and released the session meanwhile.
 """
 
 from __future__ import annotations
@@ -58,19 +66,26 @@ if epoch < floor then epoch = floor end
 redis.call('SET', KEYS[2], string.format('%d', epoch))
 return {epoch, redis.call('ZRANGE', KEYS[3], 0, 0)[1]}
 """
-# KEYS: lease; ARGV: token, ttl ms. 1 when renewed, 0 when the lease is someone else's.
-# A lease that is gone (Redis restarted empty, or it lapsed with nobody taking it) is taken
+# KEYS: lease, fence epoch counter; ARGV: token, ttl ms, the claim's epoch.
+# 1 when renewed, 0 when the lease is someone else's or another claim was granted since.
+# A lease that is gone while no newer claim was granted (Redis restarted empty) is taken
 # again: the turn carries on under its fencing epoch, and any later claim outgrows it.
 _RENEW = """
 local holder = redis.call('GET', KEYS[1])
 if not holder then
+  local granted = tonumber(redis.call('GET', KEYS[2]))
+  if granted and granted > tonumber(ARGV[3]) then return 0 end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if not granted then redis.call('SET', KEYS[2], ARGV[3]) end
   return 1
 end
 if holder ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1
 """
+# The part of a lease a holder does not count on: its checks and sends take this long at most
+# after it decided it still holds the lease (an event loop busy, a slow round trip).
+_MARGIN = 0.1
 
 
 # No head was read along with the last claim or done: `head()` asks Redis.
@@ -79,17 +94,26 @@ _UNREAD: Final = object()
 
 class _RedisClaim(ClaimState):
     def __init__(
-        self, mailboxes: RedisMailboxes, session_key: str, token: str, epoch: int, head: Any
+        self,
+        mailboxes: RedisMailboxes,
+        session_key: str,
+        token: str,
+        epoch: int,
+        sent: float,
+        head: Any,
     ) -> None:
+        """`sent`: the loop time the claim request was sent (the lease runs from then at the
+        latest); `head`: the mailbox's oldest entry, read with the claim (None: empty)."""
         super().__init__(session_key, epoch)
         self._boxes = mailboxes
         self._token = token
+        self._epoch = epoch
         self._lease = mailboxes.keys.lease(f"turn:{session_key}")
         self._heads: dict[str, bytes] = {}
         # The head the claim or the last `done` read in the same script (None: the box was
         # empty then); used once. Work put after that read is not lost: `release` reports it.
         self._next: Any = head
-        self._renewer = asyncio.create_task(self._renew_forever())
+        self._renewer = asyncio.create_task(self._renew_forever(sent))
 
     async def head(self) -> Inbound | None:
         redis = self._boxes.client
@@ -139,27 +163,47 @@ class _RedisClaim(ClaimState):
         )
         return int(left) > 0
 
-    async def _renew_forever(self) -> None:
-        ttl_ms = int(self._boxes.lease_seconds * 1000)
+    async def _renew_forever(self, sent: float) -> None:
+        """Renew every third of the lease; lose the claim when it may have lapsed in Redis.
+
+        The claim is lost at `valid_until` whether or not Redis answers meanwhile: waiting for
+        a renewal to fail first (each try takes its own retries) let another worker claim the
+        session while this one still ran its turn.
+        """
+        lease = self._boxes.lease_seconds
+        ttl_ms = int(lease * 1000)
         loop = asyncio.get_running_loop()
-        valid_until = loop.time() + self._boxes.lease_seconds
+        valid_until = sent + lease * (1 - _MARGIN)
+        next_try = sent + lease / 3
         while True:
-            await asyncio.sleep(self._boxes.lease_seconds / 3)
+            now = loop.time()
+            if now >= valid_until:
+                log.warning("lost the lease of %s: Redis did not renew it in time", self._key)
+                self._lost.set()
+                return
+            await asyncio.sleep(min(next_try, valid_until) - now)
+            if loop.time() >= valid_until:
+                continue
+            attempt = loop.time()
             try:
-                renewed = await self._boxes.script_renew(
-                    keys=[self._lease], args=[self._token, ttl_ms]
-                )
+                async with asyncio.timeout(valid_until - attempt):
+                    renewed = await self._boxes.script_renew(
+                        keys=[self._lease, self._boxes.keys.claim_epoch(self._key)],
+                        args=[self._token, ttl_ms, self._epoch],
+                    )
+            except TimeoutError:
+                continue
             except RedisError as exc:
                 log.warning("could not renew the lease of %s: %s", self._key, exc)
-                if loop.time() >= valid_until:
-                    self._lost.set()
-                    return
+                # Try again soon: the lease may still be saved if Redis answers in time.
+                next_try = loop.time() + lease / 10
                 continue
             if not renewed:
                 log.warning("lost the lease of %s to another worker", self._key)
                 self._lost.set()
                 return
-            valid_until = loop.time() + self._boxes.lease_seconds
+            valid_until = attempt + lease * (1 - _MARGIN)
+            next_try = attempt + lease / 3
 
 
 class RedisMailboxes:
@@ -200,6 +244,7 @@ class RedisMailboxes:
         """The session's lease if nobody holds it, with a new fencing epoch."""
         token = f"{owner}:{secrets.token_hex(8)}"
         ttl_ms = int(self.lease_seconds * 1000)
+        sent = asyncio.get_running_loop().time()
         epoch, *head = await _call(
             self.script_claim(
                 keys=[
@@ -212,7 +257,7 @@ class RedisMailboxes:
         )
         if not epoch:
             return None
-        return _RedisClaim(self, session_key, token, int(epoch), head[0] if head else None)
+        return _RedisClaim(self, session_key, token, int(epoch), sent, head[0] if head else None)
 
     async def pending(self) -> list[str]:
         """Sessions with waiting work (held or not)."""

@@ -18,7 +18,7 @@ from uuid import uuid4
 from pydantic import BaseModel
 
 from core.errors import StoreError
-from core.fencing import Fence
+from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
 from core.store._redis_base import RANKED_MEMBER, RECEIPT_SECONDS, RedisBase, ranked_id, text
 from core.store._shared import check_aware, check_limit, epoch_micros, from_utc_text, utc_text
@@ -107,6 +107,20 @@ _LATEST: Final = """
 local top = redis.call('ZREVRANGE', KEYS[2], 0, 0)
 if not top[1] then return false end
 return redis.call('HGET', KEYS[1], top[1])
+"""
+
+# KEYS: session, messages, message_seq, summaries, summary order, sessions_by_update;
+# ARGV: session id, the prefix of sessions_by_key keys
+# Returns 1, or 0 for an unknown session. The ledger's keys are left: spending outlives it.
+# The key's index is named from ARGV (it is known only once the record is read); Redis Cluster
+# is not supported anyway (several scripts span keys of different slots).
+_DELETE_SESSION: Final = """
+local found = redis.call('HMGET', KEYS[1], 'key', 'member')
+if not found[1] then return 0 end
+redis.call('ZREM', ARGV[2] .. found[1], ARGV[1])
+if found[2] then redis.call('ZREM', KEYS[6], found[2]) end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return 1
 """
 
 _SESSION_FIELDS: Final = ("id", "key", "created_at", "updated_at")
@@ -201,7 +215,7 @@ class RedisLog(RedisBase):
         if seq is None:
             raise StoreError(f"cannot append a message: no session has id {session_id!r}")
         if int(seq) < 0:
-            raise StoreError(
+            raise FenceOvertaken(
                 f"cannot append to session {session_id!r}: the claim of"
                 f" {fence.session_key if fence else '?'!r} was overtaken by a newer one"
             )
@@ -252,6 +266,23 @@ class RedisLog(RedisBase):
             if raw is None:
                 return None
             return CompactionSummary.model_validate_json(raw)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete the session's record, messages and summaries, and its place in the
+        indexes, in one script; its ledger stays."""
+        async with self._translated(f"delete session {session_id!r}"):
+            deleted = await self._script(_DELETE_SESSION)(
+                keys=[
+                    self._keys.session(session_id),
+                    self._keys.messages(session_id),
+                    self._keys.message_seq(session_id),
+                    self._keys.summaries(session_id),
+                    self._keys.summary_order(session_id),
+                    self._keys.sessions_by_update(),
+                ],
+                args=[session_id, self._keys.sessions_by_key("")],
+            )
+        return bool(deleted)
 
     async def _open(self, key: str, *, mode: Literal["current", "create"]) -> SessionRecord:
         """The key's newest session (`mode="current"`) or a new one, atomically."""

@@ -8,12 +8,15 @@ the one with the highest marker.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from typing import Any, Final
 from uuid import uuid4
 
+import aiosqlite
+
 from core.errors import StoreError
-from core.fencing import Fence
+from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store._sqlite_base import SqliteBase
@@ -187,6 +190,24 @@ class SqliteLog(SqliteBase):
                 )
             return None
 
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete the session's record, messages, summaries and reopen mark; keep its costs."""
+        async with self._lock, _deleting(self._db, f"delete session {session_id!r}"):
+            self._ensure_open()
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in ("messages", "summaries", "reopened"):
+                    await self._db.execute(
+                        f"DELETE FROM {table} WHERE session_id = ?",
+                        (session_id,),
+                    )
+                deleted = await self._db.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+                await self._db.commit()
+            except BaseException:
+                await self._db.rollback()
+                raise
+        return deleted.rowcount == 1
+
     async def _check_fence(self, fence: Fence) -> None:
         """Refuse an overtaken `fence`, else record it as the newest seen (in the caller's
         transaction, so the check and the write it guards commit together)."""
@@ -195,7 +216,7 @@ class SqliteLog(SqliteBase):
         )
         seen = next((int(row[0]) for row in rows), 0)
         if fence.epoch < seen:
-            raise StoreError(
+            raise FenceOvertaken(
                 f"cannot write to {fence.session_key!r}: its claim was overtaken"
                 f" (epoch {fence.epoch} < {seen})"
             )
@@ -230,6 +251,20 @@ class SqliteLog(SqliteBase):
             (key,),
         )
         return _first_session(rows)
+
+
+@asynccontextmanager
+async def _deleting(db: aiosqlite.Connection, action: str) -> AsyncIterator[None]:
+    """Foreign keys off around a session's deletion: the ledger's rows reference the session
+    with ON DELETE CASCADE, and the spending they record must outlive the conversation. The
+    pragma cannot change inside a transaction, so it wraps the whole of it (under the lock)."""
+    try:
+        await db.execute("PRAGMA foreign_keys = OFF")
+        yield
+    except sqlite3.Error as exc:
+        raise StoreError(f"cannot {action}: {exc}") from exc
+    finally:
+        await db.execute("PRAGMA foreign_keys = ON")
 
 
 def _session_from_row(row: sqlite3.Row | tuple[Any, ...]) -> SessionRecord:

@@ -91,3 +91,9 @@ class ConversationLog(Protocol):
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         ...
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete the session: its record, messages and summaries (an operator's `sessions
+        delete`). Its cost ledger entries stay: what was spent was spent. False if there is
+        no such session; its key's next turn starts a new session."""
+        ...

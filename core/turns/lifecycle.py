@@ -1,4 +1,6 @@
-"""`Lifecycle`: a turn's lifecycle events fanned out on the `events` topic, best effort."""
+"""`Lifecycle`: a turn's lifecycle events fanned out on the `events` topic, best effort; and,
+from the same events, the turn's metrics and its log lines (one at info level per turn, one
+at debug level per tool call)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,18 @@ from collections import deque
 from core.bus.base import Bus
 from core.bus.names import EVENTS
 from core.envelopes import EventEnvelope
-from core.events import LIFECYCLE_NAMES, AgentEvent, Cancelled, RunCompleted, RunFailed, RunStarted
+from core.events import (
+    LIFECYCLE_NAMES,
+    AgentEvent,
+    Cancelled,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    TextDelta,
+    ToolFinished,
+)
+from core.logcontext import log_context
+from core.metrics import Metrics
 from core.redact import Redactor
 from core.runtime import ChannelContext
 
@@ -30,10 +43,13 @@ class Lifecycle:
     (on Redis, the same round trip: core/redis_client.py) instead of costing one of its own.
     """
 
-    def __init__(self, bus: Bus, redactor: Redactor) -> None:
+    def __init__(self, bus: Bus, redactor: Redactor, metrics: Metrics | None = None) -> None:
         self.bus = bus
         self._redact = redactor
         self._started: dict[str, float] = {}
+        self.metrics = metrics
+        # Runs still waiting for their first streamed text, and when each began.
+        self._awaiting_text: dict[str, float] = {}
         self._outgoing: deque[EventEnvelope] = deque()
         # The sender, while there is something to send (it ends when the queue is empty).
         self._sender: asyncio.Task[None] | None = None
@@ -43,6 +59,7 @@ class Lifecycle:
     ) -> None:
         """Fan `event` out if it is a lifecycle event, after the ones before it; a failure is
         logged, never raised. Returns once it is queued (see `sent`)."""
+        self._observe(event, run_id, context)
         name = LIFECYCLE_NAMES.get(type(event))
         if name is None:
             return
@@ -82,3 +99,60 @@ class Lifecycle:
                 log.warning(
                     "could not publish %s for run %s", envelope.name, envelope.run_id, exc_info=True
                 )
+
+    def _observe(self, event: AgentEvent, run_id: str, context: ChannelContext) -> None:
+        """The turn's metrics and log lines, from its events."""
+        now = time.monotonic()
+        metrics = self.metrics
+        match event:
+            case RunStarted():
+                self._awaiting_text[run_id] = now
+            case TextDelta() if run_id in self._awaiting_text:
+                began = self._awaiting_text.pop(run_id)
+                if metrics is not None:
+                    metrics.first_token_seconds.labels(platform=context.platform).observe(
+                        now - began
+                    )
+            case ToolFinished(name=tool, is_error=failed, duration_ms=ms):
+                if metrics is not None:
+                    outcome = "error" if failed else "ok"
+                    metrics.tool_calls.labels(tool=tool, outcome=outcome).inc()
+                with log_context(run=run_id):
+                    log.debug("tool %s %s in %.0f ms", tool, "failed" if failed else "ran", ms)
+            case RunCompleted() | RunFailed() | Cancelled():
+                self._awaiting_text.pop(run_id, None)
+                start = self._started.get(run_id)
+                seconds = None if start is None else now - start
+                outcome = _outcome(event)
+                if metrics is not None:
+                    metrics.turn_ended(context.platform, context.mode.name, outcome, seconds)
+                with log_context(run=run_id):
+                    log.info("%s", _turn_line(event, outcome, seconds, context))
+
+
+def _outcome(event: RunCompleted | RunFailed | Cancelled) -> str:
+    if isinstance(event, RunCompleted):
+        return "completed"
+    return "failed" if isinstance(event, RunFailed) else "cancelled"
+
+
+def _turn_line(
+    event: RunCompleted | RunFailed | Cancelled,
+    outcome: str,
+    seconds: float | None,
+    context: ChannelContext,
+) -> str:
+    """`turn completed: alice (telegram, safe-chat) in 1.2s, 130+42 tokens, $0.0003`."""
+    who = context.user_name or context.user_id or "someone"
+    if context.scheduled:
+        who = f"schedule for {who}"
+    line = f"turn {outcome}: {who} ({context.platform}, {context.mode.name})"
+    if seconds is not None:
+        line += f" in {seconds:.1f}s"
+    if isinstance(event, RunCompleted):
+        usage = event.usage
+        cost = "cost unknown" if event.cost_usd is None else f"${event.cost_usd:.6f}"
+        line += f", {usage.input_tokens}+{usage.output_tokens} tokens, {cost}"
+    elif isinstance(event, RunFailed):
+        line += f", {event.failure}"
+    return line

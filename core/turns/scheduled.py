@@ -10,6 +10,7 @@ from core.bus.base import Bus
 from core.bus.names import outbound_queue
 from core.envelopes import Inbound, NotificationSource, Outbound
 from core.events import RunCompleted, RunFailed
+from core.metrics import Metrics
 from core.runtime import ChannelContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.brief import scheduled_brief
@@ -26,8 +27,16 @@ class ScheduledRuns:
     """Runs `Inbound(origin="scheduled")` work and records each run's outcome in the book."""
 
     def __init__(
-        self, *, bus: Bus, store: Store, book: ScheduleBook, contexts: Contexts, turns: TurnRunner
+        self,
+        *,
+        bus: Bus,
+        store: Store,
+        book: ScheduleBook,
+        contexts: Contexts,
+        turns: TurnRunner,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.bus = bus
         self.store = store
         self.book = book
@@ -50,6 +59,8 @@ class ScheduledRuns:
             output, error, cost = outcome.text, "", outcome.cost_usd
         elif isinstance(outcome, RunFailed):
             error = outcome.detail or outcome.message
+        if self.metrics is not None:
+            self.metrics.schedule_runs.labels(outcome=_outcome(outcome)).inc()
         notes = await self.book.finish(
             inbound.schedule_id,
             inbound.run_id,
@@ -88,3 +99,9 @@ class ScheduledRuns:
             cadence=describe_cadence(schedule.cadence) if schedule is not None else None,
         )
         return context.model_copy(update={"schedule_brief": brief})
+
+
+def _outcome(outcome: RunCompleted | RunFailed | object) -> str:
+    if isinstance(outcome, RunCompleted):
+        return "completed"
+    return "failed" if isinstance(outcome, RunFailed) else "cancelled"

@@ -233,6 +233,52 @@ async def test_after_redis_comes_back_empty_the_processes_carry_on_and_answer_no
     print(f"Redis restarted empty mid-load: {before}; after the restart: {after}")
 
 
+@pytest.mark.timeout(120)
+async def test_redis_down_longer_than_a_turn_lease_answers_every_message_once(
+    fake_telegram: FakeTelegram, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    # Down until a worker gave a turn lease up (9 of its 10 s): Redis (AOF) expires those
+    # leases while it is down, and the workers race to claim the sessions again when it is
+    # back. Before the holder gave up by itself, two workers could run one turn and the
+    # stale one's "Cancelled." took the place of the answer.
+    fake = fake_telegram
+    in_flight, count = counting(after=4)
+    fake_openai.script(*answers(LATENCY, count))
+    server = RedisServer(tmp_path / "redis", persistent=True)
+    await asyncio.to_thread(server.start)
+    chats = list(range(FIRST_CHAT, FIRST_CHAT + 10))
+    env = clean_env(tmp_path, redis_url=server.url, telegram=fake, openai=fake_openai)
+    try:
+        async with Deployment(env, tmp_path) as deployment, redis_client(server.url) as client:
+            processes = await start_deployment(deployment, fake)
+            load = merged(send(fake, chats, "first"), send(fake, chats, "second"))
+            await deployment.ready(in_flight.wait())
+            workers = [processes["worker0"], processes["worker1"]]
+            offsets = [len(w.log) for w in workers]
+            await asyncio.to_thread(server.stop)
+
+            async def a_lease_given_up() -> bool:
+                return any(
+                    "Redis did not renew it in time" in w.log[offset:]
+                    for w, offset in zip(workers, offsets, strict=True)
+                )
+
+            await until(a_lease_given_up, 30, "a turn lease given up", deployment.describe)
+            await asyncio.to_thread(server.start)
+
+            late = send(fake, range(FIRST_CHAT + 10, FIRST_CHAT + 13), "late")
+            everything = merged(load, late)
+            await deployment.ready(until_answered(fake, everything, 60), timeout=65)
+            await until(settled(client), 30, "work settled", deployment.describe)
+            result = tally(fake, everything)
+            assert (result.duplicated, result.lost) == (0, 0), f"{result}\n{deployment.describe()}"
+            for chat, wanted in everything.items():
+                assert fake.sent_texts(chat) == wanted, deployment.describe()
+            await stop_all(processes)
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
 @pytest.mark.timeout(90)
 async def test_readiness_and_health_follow_redis(
     fake_telegram: FakeTelegram, fake_openai: FakeOpenAI, tmp_path: Path

@@ -21,6 +21,8 @@ from tests.integration.serving import PATIENCE
 
 ALICE = 42
 BOB = 43
+# Only admins are asked to confirm a privileged tool (docs/access.md): Alice is one.
+ADMINS = frozenset({f"discord:{ALICE}"})
 
 
 def buttons(message: SentMessage) -> dict[str, str]:
@@ -53,7 +55,7 @@ async def test_the_allow_button_in_a_dm_lets_the_tool_run(
         fake_discord,
         store,
         ScriptedProvider(script()),
-        policy=ChannelPolicy(modes={"discord": "full"}),
+        policy=ChannelPolicy(modes={"discord": "full"}, admins=ADMINS),
         tools=[wipe_tool(ran)],
         confirm_timeout=PATIENCE,
     ):
@@ -79,7 +81,7 @@ async def test_only_the_asker_can_press_in_a_server_channel(
         fake_discord,
         store,
         ScriptedProvider(script()),
-        policy=ChannelPolicy(modes={"discord": "full"}),
+        policy=ChannelPolicy(modes={"discord": "full"}, admins=ADMINS),
         tools=[wipe_tool(ran)],
         confirm_timeout=PATIENCE,
     ):

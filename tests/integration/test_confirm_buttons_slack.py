@@ -62,7 +62,7 @@ async def test_the_allow_button_lets_the_tool_run(
         store,
         ScriptedProvider(script()),
         mode=mode,
-        policy=ChannelPolicy(modes={"slack": "full"}),
+        policy=ChannelPolicy(modes={"slack": "full"}, admins=frozenset({f"slack:{ALICE}"})),
         tools=[wipe_tool(ran)],
         confirm_timeout=PATIENCE,
     ) as bot:
@@ -86,7 +86,7 @@ async def test_only_the_asker_can_press_in_a_channel_thread(
         fake_slack,
         store,
         ScriptedProvider(script()),
-        policy=ChannelPolicy(modes={"slack": "full"}),
+        policy=ChannelPolicy(modes={"slack": "full"}, admins=frozenset({f"slack:{ALICE}"})),
         tools=[wipe_tool(ran)],
         confirm_timeout=PATIENCE,
     ) as bot:

@@ -25,6 +25,8 @@ from tests.integration.telegram_helpers import reply_containing, until
 
 DM = 555
 GROUP = -100777
+# Only admins are asked to confirm a privileged tool (docs/access.md): the askers are.
+ADMINS = frozenset({f"telegram:{DM}", "telegram:1"})
 
 
 @asynccontextmanager
@@ -41,7 +43,7 @@ async def bot(
         store,
         ScriptedProvider(script()),
         ready=lambda: fake.wait_idle_poll(timeout=PATIENCE),
-        policy=ChannelPolicy(modes={"telegram": "full"}),
+        policy=ChannelPolicy(modes={"telegram": "full"}, admins=ADMINS),
         tools=[wipe_tool(ran)],
         confirm_timeout=wait,
     ):

@@ -133,7 +133,9 @@ async def deployment(
                 store=store,
                 runtime=runtime,
                 confirmations=gate,
-                policy=ChannelPolicy(modes={"telegram": "full"}),
+                policy=ChannelPolicy(
+                    modes={"telegram": "full"}, admins=frozenset({f"telegram:{ASKER}"})
+                ),
                 mailboxes=RedisMailboxes(raw, keys=KEYS, lease_seconds=30),
                 name=f"worker-{name}",
                 sweep_interval=0.2,

@@ -19,6 +19,8 @@ from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
 
 PROFILE = """
+[access.telegram]
+dm_policy = "open"
 [budgets]
 per_chat_daily = 0.000001
 [limits]

@@ -20,6 +20,8 @@ from bots.profiles import load_profile
 from bots.web import profile_budgets
 from channels.web.api import ReadApi
 from channels.web.costs import cost_report
+from core.bus.names import NOTIFICATIONS
+from core.envelopes import Address, NotificationSent, NotificationSource
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
@@ -353,3 +355,28 @@ async def test_budgets_say_what_is_left_of_the_profiles_limits(
     assert budgets["global_daily"]["spent_usd"] == pytest.approx(0.15)
     assert budgets["per_chat_daily"]["spent_usd"] == pytest.approx(0.1)
     assert [d["cost_usd"] for d in shown["days"]] == [pytest.approx(0.3), pytest.approx(0.15)]
+
+
+async def test_a_notification_shows_in_the_live_feed_with_its_chat(page: Page) -> None:
+    sent = NotificationSent(
+        address=Address(platform="telegram", bot="default", chat="4242"),
+        source=NotificationSource(kind="hook", name="ci"),
+        text="deploy finished",
+        status="delivered",
+        platform_message_id="77",
+    )
+    async with page.http.get(page.base + "/api/events", headers=page.bearer()) as live:
+        assert b"event: ready" in await live.content.readuntil(b"\n\n")
+        await page.bus.publish(NOTIFICATIONS, sent)
+        async with asyncio.timeout(PATIENCE):
+            frame = await live.content.readuntil(b"\n\n")
+
+    [(_, item)] = [
+        (line, json.loads(line.removeprefix("data: ")))
+        for line in frame.decode().splitlines()
+        if line.startswith("data: ")
+    ]
+    assert (item["topic"], item["kind"]) == ("notifications", "notification.sent")
+    assert (item["platform"], item["chat"]) == ("telegram", "4242")
+    assert item["data"]["text"] == "deploy finished"
+    assert item["data"]["source"] == {"kind": "hook", "name": "ci", "run_id": None}

@@ -21,7 +21,7 @@ from channels.gateway import Gateway
 from channels.web import WebAdapter, WebAuth, WebServer
 from channels.web.api import ReadApi
 from core.bus.memory import MemoryBus
-from core.bus.names import EVENTS
+from core.bus.names import EVENTS, NOTIFICATIONS
 from core.confirm import Confirmations
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
@@ -46,6 +46,7 @@ class Page:
     server: WebServer
     http: aiohttp.ClientSession
     store: SqliteStore
+    bus: MemoryBus
 
     @property
     def base(self) -> str:
@@ -112,7 +113,7 @@ async def running_page(
         auth=WebAuth(TOKEN),
         adapter=adapter,
         bus=bus,
-        topics=(EVENTS,),
+        topics=(EVENTS, NOTIFICATIONS),
         api=ReadApi(store=store, book=ScheduleBook(store), addresses=REGISTERED.addresses()),
     )
     await server.start()
@@ -123,7 +124,7 @@ async def running_page(
         timeout=aiohttp.ClientTimeout(total=PATIENCE), cookie_jar=aiohttp.CookieJar(unsafe=True)
     )
     try:
-        yield Page(server, http, store)
+        yield Page(server, http, store, bus)
     finally:
         await http.close()
         await server.close()

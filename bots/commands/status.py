@@ -1,0 +1,165 @@
+"""`switchboard status`: the processes seen through the heartbeat board, and the queues.
+
+Also `announce()`, which the long-running commands wrap themselves in so that they appear
+there (`core/heartbeat.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+from collections.abc import AsyncIterator
+from datetime import datetime
+from importlib.metadata import PackageNotFoundError, version
+
+import click
+
+from bots.commands.common import settings_from, stdout
+from bots.commands.where import STORE_EPILOG, describe_store
+from bots.operations import watched_queues
+from bots.settings import Settings
+from core.bus.base import Bus
+from core.bus.stats import QueueStats, QueueStatsReader
+from core.clock import utc_now
+from core.envelopes import new_id
+from core.errors import BusError, StoreError
+from core.heartbeat import Beating, HeartbeatBoard, ProcessInfo
+
+__all__ = ["announce", "open_board", "status"]
+
+# How long `status` waits for Redis before it says it does not answer.
+_TIMEOUT = 10.0
+
+
+def _version() -> str:
+    try:
+        return version("switchboard")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+async def open_board(settings: Settings) -> HeartbeatBoard:
+    """The deployment's heartbeat board: Redis with REDIS_URL, else the SQLite data file."""
+    from core.heartbeat import RedisHeartbeats, SqliteHeartbeats
+
+    if settings.redis_url is not None:
+        return RedisHeartbeats.from_url(settings.redis_url, settings.redis_keys)
+    return await SqliteHeartbeats.open(settings.database_path)
+
+
+@contextlib.asynccontextmanager
+async def announce(settings: Settings, role: str, detail: str = "") -> AsyncIterator[None]:
+    """Beat on the board while the block runs, so `switchboard status` lists this process."""
+    now = utc_now()
+    info = ProcessInfo(
+        id=f"{role}-{new_id()[:12]}",
+        role=role,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        version=_version(),
+        started_at=now,
+        seen_at=now,
+        detail=detail,
+    )
+    board = await open_board(settings)
+    beating = Beating(board, info)
+    task = asyncio.create_task(beating.run(), name="heartbeat")
+    try:
+        yield
+    finally:
+        beating.stop()
+        with contextlib.suppress(Exception):
+            await task
+        await board.aclose()
+
+
+@click.command(epilog=STORE_EPILOG)
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """List the running processes (role, host, pid, version, last heartbeat) and the queues.
+
+    Every `serve`, `gateway`, `worker`, `scheduler` and `web` writes a heartbeat every 10 s; one
+    not heard from for 30 seconds is shown as missing, and forgotten after an hour.
+    """
+    settings = settings_from(ctx)
+    asyncio.run(_status(settings))
+
+
+async def _status(settings: Settings) -> None:
+    where = describe_store(settings)
+    if settings.redis_url is None and not settings.database_path.exists():
+        # Not created here: a status run from the wrong folder must not make an empty world.
+        raise click.ClickException(
+            f"no Switchboard data at {where}; set SWITCHBOARD_DATA_DIR to the folder "
+            "`switchboard serve` uses"
+        )
+    try:
+        async with asyncio.timeout(_TIMEOUT):
+            board = await open_board(settings)
+            try:
+                now = utc_now()
+                processes = await board.processes(now)
+            finally:
+                await board.aclose()
+            queues = await _queues(settings)
+    except (OSError, TimeoutError, BusError, StoreError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise click.ClickException(f"cannot read the status from {where}: {reason}") from None
+    except Exception as exc:  # redis-py's errors, without importing it for the embedded case
+        raise click.ClickException(f"cannot read the status from {where}: {exc}") from None
+    out = stdout()
+    if not processes:
+        out.print(f"No process is running against {where}.")
+    else:
+        out.print(f"Processes using {where}:")
+        for process in processes:
+            out.print("  " + _process_line(process, now), markup=False)
+    out.print("Queues:")
+    for name, stats in queues.items():
+        out.print(f"  {_queue_line(name, stats)}", markup=False)
+
+
+async def _queues(settings: Settings) -> dict[str, QueueStats]:
+    bus = await _open_bus(settings)
+    try:
+        if not isinstance(bus, QueueStatsReader):
+            return {}
+        return {name: await bus.queue_stats(name) for name in watched_queues()}
+    finally:
+        await bus.close()
+
+
+async def _open_bus(settings: Settings) -> Bus:
+    if settings.redis_url is not None:
+        from core.bus.redis import RedisBus
+
+        return await RedisBus.connect(settings.redis_url, keys=settings.redis_keys)
+    from core.bus.sqlite import SqliteBus
+
+    return await SqliteBus.open(settings.database_path)
+
+
+def _ago(then: datetime, now: datetime) -> str:
+    seconds = max(int((now - then).total_seconds()), 0)
+    if seconds < 120:
+        return f"{seconds}s ago"
+    if seconds < 7200:
+        return f"{seconds // 60}m ago"
+    return f"{seconds // 3600}h ago"
+
+
+def _process_line(process: ProcessInfo, now: datetime) -> str:
+    role = f"{process.role} {process.detail}".strip()
+    state = "MISSING" if process.missing(now) else "ok"
+    started = f"{process.started_at:%Y-%m-%d %H:%M} UTC"
+    return (
+        f"{role:<24} {state:<8} {process.host}:{process.pid:<8} v{process.version:<8} "
+        f"last heartbeat {_ago(process.seen_at, now)}, up since {started}"
+    )
+
+
+def _queue_line(name: str, stats: QueueStats) -> str:
+    oldest = f", oldest {stats.oldest_seconds:.0f}s" if stats.depth else ""
+    return f"{name:<20} {stats.depth} waiting{oldest}, {stats.dead} dead"

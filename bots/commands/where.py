@@ -1,0 +1,47 @@
+"""Where a command's data lives, said the same way by every command that reads the store."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Final
+from urllib.parse import urlsplit
+
+from bots.settings import Settings
+
+__all__ = ["STARTUP_LOGGER", "STORE_EPILOG", "describe_store", "log_startup"]
+
+STARTUP_LOGGER: Final = "switchboard.startup"
+_startup = logging.getLogger(STARTUP_LOGGER)
+
+STORE_EPILOG: Final = (
+    "Reads the store at $SWITCHBOARD_DATA_DIR/switchboard.db (default ./data), or Redis when "
+    "REDIS_URL is set."
+)
+"""The `--help` epilog of commands that read the store."""
+
+
+def describe_store(settings: Settings) -> str:
+    """`data/switchboard.db`, or `Redis at host:6379 (bot default)`: never a password."""
+    if settings.redis_url is None:
+        return str(settings.database_path)
+    parts = urlsplit(settings.redis_url)
+    where = parts.hostname or "localhost"
+    if parts.port:
+        where = f"{where}:{parts.port}"
+    return f"Redis at {where} (bot {settings.bot_id})"
+
+
+def log_startup(settings: Settings, role: str, platforms: Sequence[str] = ()) -> None:
+    """One line when a long-running process starts: what it serves, its store, its port.
+
+    Logged on `switchboard.startup`, which `bots.logs` shows at the default level too, so a
+    `serve` that works says so.
+    """
+    parts = [f"switchboard {role} started"]
+    if platforms:
+        parts.append(f"serving {', '.join(platforms)}")
+    parts.append(f"store {describe_store(settings)}")
+    if settings.metrics_port is not None:
+        parts.append(f"operations endpoints on {settings.metrics_host}:{settings.metrics_port}")
+    _startup.info("%s", "; ".join(parts))

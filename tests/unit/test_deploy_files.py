@@ -1,0 +1,75 @@
+"""The files in deploy/: the Compose file runs what the CLI has, the dashboard shows what the
+processes record."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from bots.cli import cli
+from bots.platforms import REGISTERED
+from core.metrics import Metrics
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+CHECK_JSONSCHEMA = Path(sys.executable).with_name("check-jsonschema")
+
+
+def _compose() -> dict[str, Any]:
+    loaded = YAML(typ="safe").load((DEPLOY / "docker-compose.yml").read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_the_compose_file_follows_the_compose_specification() -> None:
+    checked = subprocess.run(
+        [str(CHECK_JSONSCHEMA), "--builtin-schema", "vendor.compose-spec", "docker-compose.yml"],
+        cwd=DEPLOY,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_compose_runs_redis_with_aof_a_gateway_per_platform_workers_a_scheduler_the_page() -> None:
+    services = _compose()["services"]
+
+    assert "--appendonly" in services["redis"]["command"]
+    gateways = {
+        name: service["command"] for name, service in services.items() if name.startswith("gateway")
+    }
+    assert gateways == {
+        f"gateway-{platform}": ["gateway", platform] for platform in REGISTERED.served()
+    }
+    for name in gateways:
+        assert services[name]["profiles"] == [name.removeprefix("gateway-")]
+    assert services["worker"]["deploy"]["replicas"] == 2
+    assert services["scheduler"]["command"] == ["scheduler"]
+    assert services["web"]["command"] == ["web"]
+    assert services["web"]["environment"]["SWITCHBOARD_WEB_HOST"] == "0.0.0.0"
+    for name, service in services.items():
+        if name == "redis":
+            continue
+        command = service["command"][0]
+        assert command in cli.commands, f"{name} runs `switchboard {command}`, which is no command"
+        assert service["environment"]["REDIS_URL"] == "redis://redis:6379/0"
+        assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+
+
+def test_the_dashboard_shows_only_metrics_that_exist_and_every_one_of_them() -> None:
+    dashboard = json.loads((DEPLOY / "grafana" / "switchboard.json").read_text())
+    queries = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    used = {
+        re.sub(r"_(total|bucket|sum|count)$", "", name)
+        for query in queries
+        for name in re.findall(r"switchboard_\w+", query)
+    }
+    recorded = {family.name for family in Metrics().registry.collect()}
+
+    assert used == recorded
