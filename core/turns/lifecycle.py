@@ -91,14 +91,23 @@ class Lifecycle:
 
     async def _send(self) -> None:
         while self._outgoing:
-            envelope = self._outgoing.popleft()
-            try:
-                await self.bus.publish(EVENTS, envelope)
-            except Exception:
-                # Lifecycle fan-out is best effort; the turn itself must not fail for it.
-                log.warning(
-                    "could not publish %s for run %s", envelope.name, envelope.run_id, exc_info=True
-                )
+            # Everything queued goes at once, in order (one pipeline on Redis): sending one
+            # event per round trip fell behind when many turns ran at once.
+            batch = list(self._outgoing)
+            self._outgoing.clear()
+            if len(batch) == 1:
+                await self._publish_one(batch[0])
+            else:
+                await asyncio.gather(*(self._publish_one(e) for e in batch))
+
+    async def _publish_one(self, envelope: EventEnvelope) -> None:
+        try:
+            await self.bus.publish(EVENTS, envelope)
+        except Exception:
+            # Lifecycle fan-out is best effort; the turn itself must not fail for it.
+            log.warning(
+                "could not publish %s for run %s", envelope.name, envelope.run_id, exc_info=True
+            )
 
     def _observe(self, event: AgentEvent, run_id: str, context: ChannelContext) -> None:
         """The turn's metrics and log lines, from its events."""
