@@ -2,7 +2,9 @@
 
 Wire formats stay here. Requests carry cache breakpoints on the tools, the system prompt and
 the newest message: the first two are byte-identical from turn to turn of a session, so each
-turn reads the prefix the previous one wrote.
+turn reads the prefix the previous one wrote. The stream is read as plain dicts
+(`AsyncStream[object]`): the SDK decodes the SSE and raises its errors, without a pydantic
+model per event.
 """
 
 from __future__ import annotations
@@ -90,9 +92,10 @@ class AnthropicProvider:
             response = await self._client.post(
                 "/v1/messages",
                 content=encode_body(self._params(request), _messages_json(request.messages)),
-                cast_to=anthropic.types.Message,
+                cast_to=object,
                 stream=True,
-                stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+                # Events as decoded JSON: a typed model per event is work nobody reads.
+                stream_cls=anthropic.AsyncStream[object],
             )
             async with response:
                 async for event in self._events(response, request.model):
@@ -123,41 +126,42 @@ class AnthropicProvider:
             params["temperature"] = request.temperature
         return params
 
-    async def _events(self, response: Any, model: str) -> AsyncIterator[ModelEvent]:
+    async def _events(
+        self, response: anthropic.AsyncStream[object], model: str
+    ) -> AsyncIterator[ModelEvent]:
         usage = Usage()
         stop: StopReason = "end_turn"
         ended = False
         tools: dict[int, tuple[str, str, list[str]]] = {}
         async for event in response:
-            match event.type:
+            if not isinstance(event, dict):
+                continue
+            index = event.get("index")
+            match event.get("type"):
                 case "message_stop":
                     ended = True
                 case "message_start":
-                    reported = event.message.usage
-                    usage = Usage(
-                        input_tokens=reported.input_tokens or 0,
-                        output_tokens=reported.output_tokens or 0,
-                        cache_read_tokens=reported.cache_read_input_tokens or 0,
-                        cache_write_tokens=reported.cache_creation_input_tokens or 0,
-                    )
-                case "content_block_start" if event.content_block.type == "tool_use":
-                    block = event.content_block
-                    tools[event.index] = (block.id, block.name, [])
+                    usage = _usage((event.get("message") or {}).get("usage") or {})
+                case "content_block_start":
+                    block = event.get("content_block") or {}
+                    if block.get("type") == "tool_use" and isinstance(index, int):
+                        tools[index] = (str(block.get("id", "")), str(block.get("name", "")), [])
                 case "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta" and delta.text:
-                        yield TextDelta(text=delta.text)
-                    elif delta.type == "input_json_delta" and event.index in tools:
-                        tools[event.index][2].append(delta.partial_json)
-                case "content_block_stop" if event.index in tools:
-                    call_id, name, parts = tools.pop(event.index)
+                    delta = event.get("delta") or {}
+                    kind = delta.get("type")
+                    if kind == "text_delta" and delta.get("text"):
+                        yield TextDelta(text=delta["text"])
+                    elif kind == "input_json_delta" and index in tools:
+                        tools[index][2].append(delta.get("partial_json") or "")
+                case "content_block_stop" if index in tools:
+                    call_id, name, parts = tools.pop(index)
                     yield tool_call_from_json(call_id, name, "".join(parts))
                 case "message_delta":
-                    stop = _STOP_REASONS.get(event.delta.stop_reason or "", "other")
-                    if event.usage is not None and event.usage.output_tokens is not None:
-                        usage = usage.model_copy(
-                            update={"output_tokens": event.usage.output_tokens}
-                        )
+                    reason = (event.get("delta") or {}).get("stop_reason") or ""
+                    stop = _STOP_REASONS.get(reason, "other")
+                    output = (event.get("usage") or {}).get("output_tokens")
+                    if output is not None:
+                        usage = usage.model_copy(update={"output_tokens": int(output)})
         if not ended:
             # The connection closed before `message_stop`: whatever came is a fragment, and
             # must not be taken (or stored) for the whole answer.
@@ -165,6 +169,16 @@ class AnthropicProvider:
                 "server", "anthropic's answer was cut off before its end", provider=self.name
             )
         yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
+
+
+def _usage(reported: dict[str, Any]) -> Usage:
+    """Usage from `message_start`'s message (absent counts are zero)."""
+    return Usage(
+        input_tokens=int(reported.get("input_tokens") or 0),
+        output_tokens=int(reported.get("output_tokens") or 0),
+        cache_read_tokens=int(reported.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(reported.get("cache_creation_input_tokens") or 0),
+    )
 
 
 def _messages_json(messages: list[Message]) -> str:
