@@ -29,17 +29,18 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-import html2text
-from aiohttp.abc import AbstractResolver, ResolveResult
 from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
 from core.errors import ToolError
 from core.safety import FENCE_CLOSE, FENCE_OPEN
 from core.tools.base import SafetyTier, Tool, ToolContext
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = [
     "WEB_FETCH",
@@ -143,32 +144,40 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return None
 
 
-class _PinnedResolver(AbstractResolver):
-    """Answers only for the checked host, only with the checked address."""
+@cache
+def _pinned_resolver_class() -> type[Any]:
+    """The resolver class, made on first use: aiohttp is imported only when a page is
+    fetched (it is a tenth of a second of every start-up otherwise)."""
+    from aiohttp.abc import AbstractResolver, ResolveResult
 
-    def __init__(self, host: str, address: str) -> None:
-        self._host = host
-        self._address = address
+    class PinnedResolver(AbstractResolver):
+        """Answers only for the checked host, only with the checked address."""
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        if host != self._host:
-            raise OSError(f"{host} was not checked")
-        ip = ipaddress.ip_address(self._address)
-        return [
-            ResolveResult(
-                hostname=host,
-                host=self._address,
-                port=port,
-                family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-        ]
+        def __init__(self, host: str, address: str) -> None:
+            self._host = host
+            self._address = address
 
-    async def close(self) -> None:
-        return None
+        async def resolve(
+            self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+        ) -> list[ResolveResult]:
+            if host != self._host:
+                raise OSError(f"{host} was not checked")
+            ip = ipaddress.ip_address(self._address)
+            return [
+                ResolveResult(
+                    hostname=host,
+                    host=self._address,
+                    port=port,
+                    family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
+                    proto=0,
+                    flags=socket.AI_NUMERICHOST,
+                )
+            ]
+
+        async def close(self) -> None:
+            return None
+
+    return PinnedResolver
 
 
 @dataclass(frozen=True)
@@ -217,8 +226,10 @@ class _Fetcher:
         return addresses[0]
 
     async def _get(self, url: URL, address: str) -> _Page | URL:
+        import aiohttp
+
         connector = aiohttp.TCPConnector(
-            resolver=_PinnedResolver(url.raw_host or "", address),
+            resolver=_pinned_resolver_class()(url.raw_host or "", address),
             use_dns_cache=False,
             force_close=True,
         )
@@ -274,6 +285,8 @@ def _is_text(content_type: str, body: bytes) -> bool:
 
 
 def _html_to_text(html: str) -> str:
+    import html2text  # only when a page is fetched: kept off every process's start-up
+
     converter = html2text.HTML2Text()
     converter.body_width = 0  # no hard wrapping
     converter.ignore_images = True
@@ -330,6 +343,8 @@ def web_fetch_tool(
     fetcher = _Fetcher(settings or WebFetchSettings(), resolve)
 
     async def run(args: WebFetchArgs, context: ToolContext) -> str:
+        import aiohttp
+
         try:
             async with asyncio.timeout(fetcher.settings.timeout):
                 page = await fetcher.fetch(args.url)
