@@ -39,7 +39,12 @@ class BareLoop:
             headers = {"x-api-key": API_KEY, "anthropic-version": "2023-06-01"}
             self._path = "/v1/messages"
         headers["content-type"] = "application/json"
-        self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=headers, timeout=60)
+        # The SDKs' connection limits (httpx's own default of 100 connections would hold the
+        # floor back when 1,000 sessions call at once, W2).
+        limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+        self._http = httpx.AsyncClient(
+            base_url=url.rstrip("/"), headers=headers, timeout=60, limits=limits
+        )
         self._db = sqlite3.connect(database)
         self._db.execute("CREATE TABLE IF NOT EXISTS messages (session TEXT, role TEXT, body TEXT)")
         self.histories: dict[str, list[dict[str, Any]]] = {}

@@ -114,9 +114,10 @@ def w1(
 
 def w2(vendor: str = "openai", scale: float = 1.0, repeats: int = 1) -> dict[str, Any]:
     """50 sessions x 20 turns at once (0 ms), and 1,000 sessions x 1 turn (200 ms model)."""
+    at_once, many = max(2, round(50 * scale)), max(2, round(1000 * scale))
     shapes = [
-        ("50 x 20, 0 ms", max(2, round(50 * scale)), 20, 0.0),
-        ("1,000 x 1, 200 ms", max(2, round(1000 * scale)), 1, 0.2),
+        (f"{at_once:,} x 20, 0 ms", at_once, 20, 0.0),
+        (f"{many:,} x 1, 200 ms", many, 1, 0.2),
     ]
     results: dict[str, Any] = {}
     rows: list[list[Any]] = []
