@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from bench.common import API_KEY
-from bench.floor import TOOL, calculate
+from bench.floor import TIMEOUT, TOOL, calculate
 
 _ANTHROPIC_TOOL = {
     "name": TOOL["name"],
@@ -43,7 +43,7 @@ class BareLoop:
         # floor back when 1,000 sessions call at once, W2).
         limits = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
         self._http = httpx.AsyncClient(
-            base_url=url.rstrip("/"), headers=headers, timeout=60, limits=limits
+            base_url=url.rstrip("/"), headers=headers, timeout=TIMEOUT, limits=limits
         )
         self._db = sqlite3.connect(database)
         self._db.execute("CREATE TABLE IF NOT EXISTS messages (session TEXT, role TEXT, body TEXT)")

@@ -25,6 +25,11 @@ TOOL = {
 }
 
 
+# The providers' own timeout, for every phase: the SDKs' default gives connecting 5 s, which
+# 1,000 connections opened at once on a busy 2-core machine can exceed (W2).
+TIMEOUT = 600.0
+
+
 class FloorLoop:
     """One client and one SQLite file shared by every session of a run."""
 
@@ -36,11 +41,15 @@ class FloorLoop:
         if vendor == "openai":
             import openai
 
-            self._openai = openai.AsyncOpenAI(api_key=API_KEY, base_url=url, max_retries=0)
+            self._openai = openai.AsyncOpenAI(
+                api_key=API_KEY, base_url=url, max_retries=0, timeout=TIMEOUT
+            )
         else:
             import anthropic
 
-            self._anthropic = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=url, max_retries=0)
+            self._anthropic = anthropic.AsyncAnthropic(
+                api_key=API_KEY, base_url=url, max_retries=0, timeout=TIMEOUT
+            )
         self._db = sqlite3.connect(database)
         self._db.execute("CREATE TABLE IF NOT EXISTS messages (session TEXT, role TEXT, body TEXT)")
         self.histories: dict[str, list[dict[str, Any]]] = {}
