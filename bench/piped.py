@@ -8,13 +8,12 @@ between one answer and the next: the process reads the next line as soon as it h
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ANSWER, ROOT, BenchError, cpu_seconds
+from bench.common import ANSWER, BenchError, cpu_seconds, switchboard_command
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -36,9 +35,7 @@ def _answer(process: subprocess.Popen[str]) -> str:
 def piped_turns(turns: int, env: dict[str, str], data: Path) -> dict[str, Any]:
     """`turns` messages through `switchboard chat` with piped input; the same figures as
     `bench.child.measure_turns` for one session."""
-    command = [str(Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv")) / "bin" / "switchboard")]
-    if not Path(command[0]).exists():
-        command = ["switchboard"]
+    command = switchboard_command()
     # stderr to a file: a full pipe nobody reads would stall the process being measured.
     errors = data / "chat-stderr.txt"
     with errors.open("w") as stderr:

@@ -22,16 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import ROOT, BenchError, percentile, provider_env
+from bench.common import BenchError, percentile, provider_env, switchboard_command
 from bench.report import console, table, verdict
 
 TARGETS_S = {"help": 0.3, "chat_ready": 0.5}
-
-
-def _command() -> list[str]:
-    venv = Path(os.environ.get("VIRTUAL_ENV", ROOT / ".venv"))
-    program = venv / "bin" / "switchboard"
-    return [str(program)] if program.exists() else ["switchboard"]
 
 
 def _timed(args: list[str], env: dict[str, str], stdin: str | None, cwd: Path) -> float:
@@ -70,7 +64,7 @@ def _timed(args: list[str], env: dict[str, str], stdin: str | None, cwd: Path) -
 
 def startup(runs: int = 10) -> dict[str, Any]:
     """Time the three start-ups `runs` times each, interleaved; medians against the targets."""
-    command = _command()
+    command = switchboard_command()
     shapes = {
         "help": ([*command, "--help"], None),
         "chat_ready": ([*command, "chat"], "/help\n"),
