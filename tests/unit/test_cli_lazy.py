@@ -14,9 +14,10 @@ from pydantic import BaseModel, ValidationError
 from bots.cli import LAZY_COMMANDS, _invalid_value, cli, main
 
 # What `switchboard chat` and `--help` must not pay for at start (each is imported when used).
+# (prometheus_client is not here: every process records metrics, `chat` too.)
 HEAVY = frozenset(
-    {"openai", "anthropic", "aiohttp", "redis", "playwright", "mcp", "prometheus_client"}
-    | {"discord", "telegram", "slack_bolt", "markdown_it"}
+    {"openai", "anthropic", "aiohttp", "redis", "playwright", "mcp", "discord", "telegram"}
+    | {"slack_bolt", "markdown_it"}
 )
 
 
