@@ -10,7 +10,7 @@ Safety (server-side request forgery is the risk: the bot's network is not the as
   IPv4 addresses carried inside IPv6 (`::ffff:127.0.0.1`, NAT64, 6to4, Teredo).
 - DNS rebinding cannot swap the address after the check: the name is resolved once per hop,
   the answer checked, and the connection made through a resolver that knows only that
-  checked address (`_PinnedResolver`). The URL keeps its host name, so the `Host` header,
+  checked address (`_pinned_resolver_class`). The URL keeps its host name, so the `Host` header,
   TLS SNI and certificate check are for the name, while the socket goes to the checked IP.
 - At most `max_bytes` (2 MB) are read, decompressed, and the whole fetch takes at most
   `timeout` (15 s). Proxies from the environment are ignored.
@@ -33,7 +33,6 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from yarl import URL
 
 from core.errors import ToolError
 from core.safety import FENCE_CLOSE, FENCE_OPEN
@@ -41,6 +40,7 @@ from core.tools.base import SafetyTier, Tool, ToolContext
 
 if TYPE_CHECKING:
     import aiohttp
+    from yarl import URL
 
 __all__ = [
     "WEB_FETCH",
@@ -227,6 +227,7 @@ class _Fetcher:
 
     async def _get(self, url: URL, address: str) -> _Page | URL:
         import aiohttp
+        from yarl import URL
 
         connector = aiohttp.TCPConnector(
             resolver=_pinned_resolver_class()(url.raw_host or "", address),
@@ -262,6 +263,8 @@ class _Fetcher:
 
 
 def _checked_url(raw: str) -> URL:
+    from yarl import URL  # with aiohttp, on the first fetch: not part of every start-up
+
     try:
         url = URL(raw.strip())
     except (ValueError, TypeError) as exc:
