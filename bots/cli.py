@@ -192,7 +192,7 @@ def _check_log_level(_ctx: click.Context, _param: click.Parameter, value: str | 
 @click.version_option(package_name="switchboard", prog_name="switchboard")
 @click.pass_context
 def cli(ctx: click.Context, log_level: str | None) -> None:
-    """Switchboard: one LLM agent runtime for Discord, Telegram, Slack and the terminal.
+    """Switchboard: one LLM agent runtime for Discord, Telegram, Slack, the terminal and a web page.
 
     Settings come from environment variables (and a .env file): SWITCHBOARD_DATA_DIR,
     SWITCHBOARD_PROFILE, SWITCHBOARD_PROVIDER, SWITCHBOARD_MODEL, the providers' API keys and
