@@ -14,13 +14,19 @@ from bench.common import RESULTS, BenchError, save
 from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
+# Run only when named: not workloads of `all`.
+EXTRAS = ("faults", "startup")
 
 
 def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], dict[str, Any]]:
     if name == "w1":
         from bench.turns import w1
 
-        return lambda: w1(turns=60 if quick else 200, repeats=1 if quick else 3)
+        return lambda: w1(turns=40 if quick else 200, repeats=1 if quick else 3)
+    if name == "startup":
+        from bench.startup import startup
+
+        return lambda: startup(runs=3 if quick else 10)
     if name == "w2":
         from bench.turns import w2
 
@@ -39,7 +45,7 @@ def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], di
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("workloads", nargs=-1, type=click.Choice([*WORKLOADS, "faults", "all"]))
+@click.argument("workloads", nargs=-1, type=click.Choice([*WORKLOADS, *EXTRAS, "all"]))
 @click.option("--quick", is_flag=True, help="Smaller runs, for trying the harness out.")
 @click.option(
     "--chats", type=click.IntRange(1, 500), help="faults: chats sending 4 messages (default 50)."
@@ -60,6 +66,7 @@ def main(workloads: tuple[str, ...], quick: bool, chats: int | None, results: Pa
     w3  distributed: the Redis inbound queue, 1, 2 and 4 `switchboard worker` processes
     w4  soak: 10,000 messages through the worker path (embedded and Redis), memory sampled
     faults  the fault matrix (not part of `all`): each fault under 50 chats x 4 messages
+    startup  `switchboard --help` and `switchboard chat` start-up times (only when named)
 
     Each prints a table and writes JSON to bench/results/. The fake LLM, Redis and the
     workers run on 127.0.0.1 in processes of their own; see docs/performance.md.

@@ -1,10 +1,11 @@
 """One measured run in a process of its own (so memory figures are that run's alone).
 
-`python -m bench.child turns --engine ours|floor --vendor V --url U --sessions N --turns T
+`python -m bench.child turns --engine ENGINE --vendor V --url U --sessions N --turns T
 --data DIR` runs N sessions side by side, T turns each, and prints its figures as JSON on the
-last line. `ours` goes through Switchboard's own wiring (`bots.app.embedded`: the profile's
-prompt, every built-in tool, memory, redaction, budgets, SQLite); the settings come from the
-environment `bench.common.provider_env` builds.
+last line. ENGINE `floor` is the SDK loop (`bench.floor`); `bare` and `bare-whole` are the
+no-SDK loop (`bench.bare`), streamed and not; `ours` goes through Switchboard's own wiring
+(`bots.app.embedded`: the profile's prompt, every built-in tool, memory, redaction, budgets,
+SQLite); the settings come from the environment `bench.common.provider_env` builds.
 """
 
 from __future__ import annotations
@@ -68,9 +69,15 @@ async def measure_turns(turn: Turn, sessions: int, turns: int) -> dict[str, Any]
 
 
 async def floor_turns(args: argparse.Namespace) -> dict[str, Any]:
+    from bench.bare import BareLoop
     from bench.floor import FloorLoop
 
-    loop = FloorLoop(args.vendor, args.url, str(Path(args.data) / "floor.db"))
+    database = str(Path(args.data) / "floor.db")
+    loop: FloorLoop | BareLoop
+    if args.engine == "floor":
+        loop = FloorLoop(args.vendor, args.url, database)
+    else:
+        loop = BareLoop(args.vendor, args.url, database, stream=args.engine == "bare")
     try:
         return await measure_turns(loop.turn, args.sessions, args.turns)
     finally:
@@ -156,7 +163,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.child")
     sub = parser.add_subparsers(dest="command", required=True)
     turns = sub.add_parser("turns", help="sessions x turns through one engine")
-    turns.add_argument("--engine", choices=["ours", "floor"], required=True)
+    turns.add_argument(
+        "--engine",
+        choices=["ours", "floor", "bare", "bare-whole"],
+        required=True,
+        help="floor: the SDK loop; bare: no SDK, streamed; bare-whole: no SDK, not streamed",
+    )
     turns.add_argument("--vendor", choices=["openai", "anthropic"], required=True)
     turns.add_argument("--url", required=True)
     turns.add_argument("--sessions", type=int, default=1)

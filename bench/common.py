@@ -147,6 +147,13 @@ def provider_env(vendor: str, url: str, data_dir: Path) -> dict[str, str]:
     return env
 
 
+def switchboard_command() -> list[str]:
+    """How to start the `switchboard` program a person would run: the console script beside
+    this interpreter (the same environment), else `python -m bots`, which is the same CLI."""
+    script = Path(sys.executable).parent / "switchboard"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "bots"]
+
+
 def run_child(
     args: Sequence[str], env: dict[str, str] | None = None, timeout: float = 900
 ) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The floor: the least a Python bot must do per turn, in the same run as ours.
+"""The SDK floor: the least a Python bot on the official SDK must do per turn.
 
 A bare loop over the official SDK's low-level `client.post` (the raw JSON body, streamed, so
 the SDK's auth, errors and SSE decoding still run) that keeps the history in a list, runs the
@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.common import API_KEY
 
-_TOOL = {
+TOOL = {
     "name": "calculator",
     "description": "Evaluate an arithmetic expression exactly.",
     "parameters": {
@@ -23,6 +23,11 @@ _TOOL = {
         "required": ["expression"],
     },
 }
+
+
+# The providers' own timeout, for every phase: the SDKs' default gives connecting 5 s, which
+# 1,000 connections opened at once on a busy 2-core machine can exceed (W2).
+TIMEOUT = 600.0
 
 
 class FloorLoop:
@@ -36,11 +41,15 @@ class FloorLoop:
         if vendor == "openai":
             import openai
 
-            self._openai = openai.AsyncOpenAI(api_key=API_KEY, base_url=url, max_retries=0)
+            self._openai = openai.AsyncOpenAI(
+                api_key=API_KEY, base_url=url, max_retries=0, timeout=TIMEOUT
+            )
         else:
             import anthropic
 
-            self._anthropic = anthropic.AsyncAnthropic(api_key=API_KEY, base_url=url, max_retries=0)
+            self._anthropic = anthropic.AsyncAnthropic(
+                api_key=API_KEY, base_url=url, max_retries=0, timeout=TIMEOUT
+            )
         self._db = sqlite3.connect(database)
         self._db.execute("CREATE TABLE IF NOT EXISTS messages (session TEXT, role TEXT, body TEXT)")
         self.histories: dict[str, list[dict[str, Any]]] = {}
@@ -73,7 +82,7 @@ class FloorLoop:
             body = {
                 "model": "gpt-4.1",
                 "messages": self.histories[session],
-                "tools": [{"type": "function", "function": _TOOL}],
+                "tools": [{"type": "function", "function": TOOL}],
                 "stream": True,
                 "stream_options": {"include_usage": True},
             }
@@ -116,7 +125,7 @@ class FloorLoop:
                 },
             )
             for call in calls.values():
-                result = _calculate(json.loads(call["args"]))
+                result = calculate(json.loads(call["args"]))
                 self._keep(session, {"role": "tool", "tool_call_id": call["id"], "content": result})
 
     async def _anthropic_turn(self, session: str, text: str) -> str:
@@ -125,9 +134,9 @@ class FloorLoop:
 
         self._keep(session, {"role": "user", "content": text})
         tool = {
-            "name": _TOOL["name"],
-            "description": _TOOL["description"],
-            "input_schema": _TOOL["parameters"],
+            "name": TOOL["name"],
+            "description": TOOL["description"],
+            "input_schema": TOOL["parameters"],
         }
         while True:
             body = {
@@ -170,13 +179,14 @@ class FloorLoop:
                 {
                     "type": "tool_result",
                     "tool_use_id": b["id"],
-                    "content": _calculate(json.loads(b["args"] or "{}")),
+                    "content": calculate(json.loads(b["args"] or "{}")),
                 }
                 for b in blocks.values()
             ]
             self._keep(session, {"role": "user", "content": results})
 
 
-def _calculate(arguments: dict[str, Any]) -> str:
+def calculate(arguments: dict[str, Any]) -> str:
+    """The one tool of every floor: `A*B` worked out, as the calculator's result text."""
     left, _, right = str(arguments.get("expression", "0*0")).partition("*")
     return f"{arguments.get('expression')} = {int(left or 0) * int(right or 0)}"

@@ -10,7 +10,8 @@ from rich.table import Table
 
 from bench.common import growth, percentile
 
-console = Console(highlight=False, width=None)
+# At least 120 columns: the tables are wide, and a pipe would otherwise get 80.
+console = Console(highlight=False, width=max(Console().width, 120))
 
 
 def turn_figures(run: dict[str, Any]) -> dict[str, float]:
@@ -19,6 +20,7 @@ def turn_figures(run: dict[str, Any]) -> dict[str, float]:
     figures = {
         "turns_per_s": run["turns_per_s"],
         "wall_s": run["wall_s"],
+        "ms_per_turn": run["wall_s"] * 1000 / run["turns"],
         "p50_ms": percentile(ms, 50),
         "p95_ms": percentile(ms, 95),
         "cpu_ms_per_turn": run["cpu_ms_per_turn"],

@@ -9,6 +9,7 @@ from core.errors import ConfigError, SwitchboardError
 from core.profile import Profile
 from core.providers.base import Provider
 from core.providers.defaults import DEFAULT_MODELS
+from core.providers.deferred import DeferredProvider
 from core.providers.demo import DemoProvider
 from core.providers.registry import ProviderEntry, ProviderRegistry, Resolved
 from core.providers.reliable import FallbackProvider, ReliableProvider, RetryPolicy
@@ -47,14 +48,16 @@ def build_registry(settings: Settings) -> ProviderRegistry:
             ProviderEntry(
                 name="anthropic",
                 default_model=DEFAULT_MODELS["anthropic"],
-                build=anthropic,
+                # Built on the first call, in a thread: the SDK is slow to import and a
+                # process (`switchboard chat`) is ready for input sooner without it.
+                build=lambda: DeferredProvider("anthropic", anthropic),
                 available=anthropic_key is not None,
                 unavailable_reason="ANTHROPIC_API_KEY is not set",
             ),
             ProviderEntry(
                 name="openai",
                 default_model=DEFAULT_MODELS["openai"],
-                build=openai,
+                build=lambda: DeferredProvider("openai", openai),
                 available=openai_key is not None or settings.openai_base_url is not None,
                 unavailable_reason="OPENAI_API_KEY (or OPENAI_BASE_URL) is not set",
             ),

@@ -10,15 +10,12 @@ import click
 
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
-from bots.commands.notify import check_hooks, hooks_listener
 from bots.commands.status import announce
 from bots.commands.where import log_startup
-from bots.operations import OperationsServer, OperationsSettings, watched_queues
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
 from bots.supervise import PlatformRunner, Runnable, ServedPlatforms, Stoppable
-from bots.web import web_page, web_settings
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.bus.base import Bus, Subscription
@@ -26,8 +23,6 @@ from core.bus.names import EVENTS as EVENTS_TOPIC
 from core.bus.names import NOTIFICATIONS as NOTIFICATIONS_TOPIC
 from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent
 from core.errors import ConfigError, SwitchboardError
-from core.metering import queue_probe
-from core.metrics import Metrics
 from core.notifications.receipts import notification_line
 from core.readiness import Readiness
 
@@ -37,6 +32,7 @@ if TYPE_CHECKING:
     from channels.base import ChannelAdapter
     from channels.web import WebSettings
     from core.leader import Leadership
+    from core.metrics import Metrics
 
 # How long `health` waits for the store and the bus before it says they do not answer.
 _HEALTH_TIMEOUT = 10.0
@@ -109,6 +105,11 @@ def serve(ctx: click.Context, profile: str | None) -> None:
 
 
 async def _serve_platforms(settings: Settings) -> None:
+    # Imported here, not at the top: `switchboard chat` imports this module too, and aiohttp's
+    # servers, the web page's renderer and prometheus are a fifth of a second of its start.
+    from bots.commands.notify import check_hooks, hooks_listener
+    from bots.web import web_settings
+
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     page = web_settings(settings.environ)
     if page is None and not any(
@@ -183,6 +184,8 @@ async def _web_page(
     if page is None:
         yield None
         return
+    from bots.web import web_page
+
     async with web_page(
         page,
         store=parts.store,
@@ -394,6 +397,10 @@ async def operations(
     if settings.metrics_port is None:
         yield
         return
+    from bots.operations import OperationsServer, OperationsSettings, watched_queues
+    from core.metering import queue_probe
+    from core.metrics import Metrics
+
     token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
     metrics = metrics or Metrics()
     if bus is not None:

@@ -18,7 +18,6 @@ import click
 
 from bots.commands.common import settings_from, stdout
 from bots.commands.where import STORE_EPILOG, describe_store
-from bots.operations import watched_queues
 from bots.settings import Settings
 from core.bus.base import Bus
 from core.bus.stats import QueueStats, QueueStatsReader
@@ -122,6 +121,10 @@ async def _status(settings: Settings) -> None:
 
 
 async def _queues(settings: Settings) -> dict[str, QueueStats]:
+    # Imported here: bots.operations brings aiohttp's server, and every long-running command
+    # (`switchboard chat` too) imports this module for `announce`.
+    from bots.operations import watched_queues
+
     bus = await _open_bus(settings)
     try:
         if not isinstance(bus, QueueStatsReader):

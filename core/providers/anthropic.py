@@ -2,12 +2,15 @@
 
 Wire formats stay here. Requests carry cache breakpoints on the tools, the system prompt and
 the newest message: the first two are byte-identical from turn to turn of a session, so each
-turn reads the prefix the previous one wrote.
+turn reads the prefix the previous one wrote. The stream is read as plain dicts
+(`AsyncStream[object]`): the SDK decodes the SSE and raises its errors, without a pydantic
+model per event.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anthropic
@@ -24,6 +27,9 @@ __all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "classify_anthropic_e
 DEFAULT_ANTHROPIC_MODEL = DEFAULT_MODELS["anthropic"]
 
 _EPHEMERAL = {"type": "ephemeral"}
+# Conversations whose request JSON is kept to be extended by the next call (one per session
+# in flight; the least recently used goes first).
+_KEPT_CONVERSATIONS = 64
 _STOP_REASONS: dict[str, StopReason] = {
     "end_turn": "end_turn",
     "stop_sequence": "end_turn",
@@ -70,6 +76,7 @@ class AnthropicProvider:
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
         )
         self._key_variable = key_variable
+        self._conversations: OrderedDict[int, _Conversation] = OrderedDict()
 
     @property
     def name(self) -> str:
@@ -89,16 +96,34 @@ class AnthropicProvider:
             # once and reused by later steps and turns.
             response = await self._client.post(
                 "/v1/messages",
-                content=encode_body(self._params(request), _messages_json(request.messages)),
-                cast_to=anthropic.types.Message,
+                content=encode_body(self._params(request), self._messages_json(request.messages)),
+                cast_to=object,
                 stream=True,
-                stream_cls=anthropic.AsyncStream[anthropic.types.RawMessageStreamEvent],
+                # Events as decoded JSON: a typed model per event is work nobody reads.
+                stream_cls=anthropic.AsyncStream[object],
             )
             async with response:
                 async for event in self._events(response, request.model):
                     yield event
         except anthropic.APIError as exc:
             raise classify_anthropic_error(exc, self._key_variable) from exc
+
+    def _messages_json(self, messages: list[Message]) -> str:
+        """The `messages` member, extending the JSON made for this conversation's last call
+        when these messages start with the same ones (each call of a session adds a few):
+        merging roles over the whole history on every call grew with the conversation."""
+        if not messages:
+            return "[]"
+        key = id(messages[0])
+        conversation = self._conversations.get(key)
+        if conversation is None or not conversation.continued_by(messages):
+            conversation = _Conversation()
+        conversation.extend(messages[len(conversation.messages) :])
+        self._conversations[key] = conversation
+        self._conversations.move_to_end(key)
+        while len(self._conversations) > _KEPT_CONVERSATIONS:
+            self._conversations.popitem(last=False)
+        return conversation.json()
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         params: dict[str, Any] = {
@@ -123,41 +148,42 @@ class AnthropicProvider:
             params["temperature"] = request.temperature
         return params
 
-    async def _events(self, response: Any, model: str) -> AsyncIterator[ModelEvent]:
+    async def _events(
+        self, response: anthropic.AsyncStream[object], model: str
+    ) -> AsyncIterator[ModelEvent]:
         usage = Usage()
         stop: StopReason = "end_turn"
         ended = False
         tools: dict[int, tuple[str, str, list[str]]] = {}
         async for event in response:
-            match event.type:
+            if not isinstance(event, dict):
+                continue
+            index = event.get("index")
+            match event.get("type"):
                 case "message_stop":
                     ended = True
                 case "message_start":
-                    reported = event.message.usage
-                    usage = Usage(
-                        input_tokens=reported.input_tokens or 0,
-                        output_tokens=reported.output_tokens or 0,
-                        cache_read_tokens=reported.cache_read_input_tokens or 0,
-                        cache_write_tokens=reported.cache_creation_input_tokens or 0,
-                    )
-                case "content_block_start" if event.content_block.type == "tool_use":
-                    block = event.content_block
-                    tools[event.index] = (block.id, block.name, [])
+                    usage = _usage((event.get("message") or {}).get("usage") or {})
+                case "content_block_start":
+                    block = event.get("content_block") or {}
+                    if block.get("type") == "tool_use" and isinstance(index, int):
+                        tools[index] = (str(block.get("id", "")), str(block.get("name", "")), [])
                 case "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta" and delta.text:
-                        yield TextDelta(text=delta.text)
-                    elif delta.type == "input_json_delta" and event.index in tools:
-                        tools[event.index][2].append(delta.partial_json)
-                case "content_block_stop" if event.index in tools:
-                    call_id, name, parts = tools.pop(event.index)
+                    delta = event.get("delta") or {}
+                    kind = delta.get("type")
+                    if kind == "text_delta" and delta.get("text"):
+                        yield TextDelta(text=delta["text"])
+                    elif kind == "input_json_delta" and index in tools:
+                        tools[index][2].append(delta.get("partial_json") or "")
+                case "content_block_stop" if index in tools:
+                    call_id, name, parts = tools.pop(index)
                     yield tool_call_from_json(call_id, name, "".join(parts))
                 case "message_delta":
-                    stop = _STOP_REASONS.get(event.delta.stop_reason or "", "other")
-                    if event.usage is not None and event.usage.output_tokens is not None:
-                        usage = usage.model_copy(
-                            update={"output_tokens": event.usage.output_tokens}
-                        )
+                    reason = (event.get("delta") or {}).get("stop_reason") or ""
+                    stop = _STOP_REASONS.get(reason, "other")
+                    output = (event.get("usage") or {}).get("output_tokens")
+                    if output is not None:
+                        usage = usage.model_copy(update={"output_tokens": int(output)})
         if not ended:
             # The connection closed before `message_stop`: whatever came is a fragment, and
             # must not be taken (or stored) for the whole answer.
@@ -167,26 +193,66 @@ class AnthropicProvider:
         yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
 
 
+def _usage(reported: dict[str, Any]) -> Usage:
+    """Usage from `message_start`'s message (absent counts are zero)."""
+    return Usage(
+        input_tokens=int(reported.get("input_tokens") or 0),
+        output_tokens=int(reported.get("output_tokens") or 0),
+        cache_read_tokens=int(reported.get("cache_read_input_tokens") or 0),
+        cache_write_tokens=int(reported.get("cache_creation_input_tokens") or 0),
+    )
+
+
+class _Conversation:
+    """Core messages as Messages API turns, built a message at a time: tool results are user
+    turns, consecutive messages of one role are one turn, turns before the first user turn
+    are left out, and the newest block is a cache breakpoint too (the next turn reads the
+    whole conversation so far from the cache)."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self._closed: list[str] = []  # the JSON of every finished turn that is sent
+        self._role: str | None = None  # the open turn: the next message may join it
+        self._blocks: list[str] = []
+        self._sent = False  # whether the open turn is sent (a user turn came before it)
+        self._newest: dict[str, Any] | None = None
+
+    def continued_by(self, messages: Sequence[Message]) -> bool:
+        """Whether `messages` starts with the messages already taken in."""
+        taken = len(self.messages)
+        # List equality compares by identity first: the same objects cost no model __eq__.
+        return len(messages) >= taken and list(messages[:taken]) == self.messages
+
+    def extend(self, messages: Sequence[Message]) -> None:
+        """Take in the next messages."""
+        for message in messages:
+            self.messages.append(message)
+            role, blocks, encoded = message.derived("anthropic", _encoded_blocks)
+            if not blocks:
+                continue
+            if role == self._role:
+                self._blocks.extend(encoded)
+            else:
+                if self._role is not None and self._sent:
+                    self._closed.append(_turn_json(self._role, self._blocks))
+                self._sent = self._sent or role == "user"
+                self._role, self._blocks = role, list(encoded)
+            self._newest = blocks[-1]
+
+    def json(self) -> str:
+        """The `messages` member, as JSON."""
+        if self._role is None or not self._sent or self._newest is None:
+            return "[]"
+        newest = dumps({**self._newest, "cache_control": _EPHEMERAL})
+        last = _turn_json(self._role, [*self._blocks[:-1], newest])
+        return f"[{','.join([*self._closed, last])}]"
+
+
 def _messages_json(messages: list[Message]) -> str:
-    """Core messages as Messages API turns, in JSON: tool results are user turns, roles
-    alternate, and the newest block is a cache breakpoint too (the next turn reads the whole
-    conversation so far from the cache)."""
-    turns: list[tuple[str, list[str]]] = []
-    newest: dict[str, Any] | None = None
-    for message in messages:
-        role, blocks, encoded = message.derived("anthropic", _encoded_blocks)
-        if not blocks:
-            continue
-        if turns and turns[-1][0] == role:
-            turns[-1][1].extend(encoded)
-        else:
-            turns.append((role, list(encoded)))
-        newest = blocks[-1]
-    first = next((i for i, (role, _) in enumerate(turns) if role == "user"), len(turns))
-    turns = turns[first:]
-    if turns and newest is not None:
-        turns[-1][1][-1] = dumps({**newest, "cache_control": _EPHEMERAL})
-    return f"[{','.join(_turn_json(role, blocks) for role, blocks in turns)}]"
+    """Core messages as Messages API turns, in JSON (see `_Conversation`)."""
+    conversation = _Conversation()
+    conversation.extend(messages)
+    return conversation.json()
 
 
 def _turn_json(role: str, blocks: list[str]) -> str:

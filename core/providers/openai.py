@@ -5,6 +5,9 @@ body is encoded here (each message once, then reused) and sent with the SDK's lo
 `post`, which keeps the SDK's auth, errors and stream decoding but skips its typed-parameter
 transform: that transform walks the whole history on every call and its cost grows with the
 conversation.
+The stream is read as plain dicts (`AsyncStream[object]`): the SDK still decodes the SSE and
+raises its own errors, but no pydantic chunk model is built per event, which had been most of
+a turn's client-side cost.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from typing import Any
 from urllib.parse import urlparse
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 from core.errors import ProviderError, ProviderErrorKind
 from core.events import Finished, ModelEvent, StopReason, TextDelta
@@ -98,9 +100,11 @@ class OpenAIProvider:
             response = await self._client.post(
                 "/chat/completions",
                 content=self._body(request),
-                cast_to=ChatCompletion,
+                cast_to=object,
                 stream=True,
-                stream_cls=openai.AsyncStream[ChatCompletionChunk],
+                # Chunks as decoded JSON: building a ChatCompletionChunk model for each of
+                # them cost more than everything else the client does in a turn.
+                stream_cls=openai.AsyncStream[object],
                 options={"security": {"bearer_auth": True}},
             )
             async with response:
@@ -144,37 +148,29 @@ class OpenAIProvider:
         return encode_body(fields, f"[{','.join(messages)}]")
 
     async def _events(
-        self, response: openai.AsyncStream[ChatCompletionChunk], model: str
+        self, response: openai.AsyncStream[object], model: str
     ) -> AsyncIterator[ModelEvent]:
         usage = Usage()
         stop: StopReason = "end_turn"
         ended = False
         calls: dict[int, tuple[list[str], list[str], list[str]]] = {}
         async for chunk in response:
-            if chunk.usage is not None:
-                details = chunk.usage.prompt_tokens_details
-                cached = (details.cached_tokens or 0) if details is not None else 0
-                usage = Usage(
-                    input_tokens=max(chunk.usage.prompt_tokens - cached, 0),
-                    output_tokens=chunk.usage.completion_tokens,
-                    cache_read_tokens=cached,
-                )
-            for choice in chunk.choices:
-                delta = choice.delta
-                if delta.content:
-                    yield TextDelta(text=delta.content)
-                for fragment in delta.tool_calls or ():
-                    ids, names, arguments = calls.setdefault(fragment.index, ([], [], []))
-                    if fragment.id:
-                        ids.append(fragment.id)
-                    if fragment.function is not None:
-                        if fragment.function.name:
-                            names.append(fragment.function.name)
-                        if fragment.function.arguments:
-                            arguments.append(fragment.function.arguments)
-                if choice.finish_reason:
+            if not isinstance(chunk, dict):
+                continue
+            reported = chunk.get("usage")
+            if isinstance(reported, dict):
+                usage = _usage(reported)
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                text = delta.get("content")
+                if text:
+                    yield TextDelta(text=text)
+                for fragment in delta.get("tool_calls") or ():
+                    _add_fragment(calls, fragment)
+                reason = choice.get("finish_reason")
+                if reason:
                     ended = True
-                    stop = _STOP_REASONS.get(choice.finish_reason, "other")
+                    stop = _STOP_REASONS.get(reason, "other")
         if not ended:
             # The connection closed before the answer said it was done: whatever came is a
             # fragment, and must not be taken (or stored) for the whole answer.
@@ -189,6 +185,33 @@ class OpenAIProvider:
         if calls and stop == "end_turn":
             stop = "tool_use"
         yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
+
+
+def _usage(reported: dict[str, Any]) -> Usage:
+    """Usage from a chunk's `usage`; cached prompt tokens are counted apart from the rest."""
+    details = reported.get("prompt_tokens_details")
+    cached = int((details.get("cached_tokens") if isinstance(details, dict) else 0) or 0)
+    return Usage(
+        input_tokens=max(int(reported.get("prompt_tokens") or 0) - cached, 0),
+        output_tokens=int(reported.get("completion_tokens") or 0),
+        cache_read_tokens=cached,
+    )
+
+
+def _add_fragment(
+    calls: dict[int, tuple[list[str], list[str], list[str]]], fragment: dict[str, Any]
+) -> None:
+    """Collect one streamed piece of a tool call (its id, name and argument text arrive in
+    pieces, keyed by the call's index)."""
+    ids, names, arguments = calls.setdefault(int(fragment.get("index") or 0), ([], [], []))
+    if fragment.get("id"):
+        ids.append(fragment["id"])
+    function = fragment.get("function")
+    if isinstance(function, dict):
+        if function.get("name"):
+            names.append(function["name"])
+        if function.get("arguments"):
+            arguments.append(function["arguments"])
 
 
 def _encoded(message: Message) -> str | None:

@@ -26,12 +26,6 @@ from datetime import UTC, datetime, timedelta
 from typing import assert_never
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import (
-    CroniterBadDateError,
-    CroniterError,
-    croniter,
-)
-
 from core.errors import SwitchboardError
 from core.scheduling.models import Cadence, CronCadence, IntervalCadence, OnceCadence, Schedule
 
@@ -295,6 +289,10 @@ def make_cron(expression: str, timezone: str = "UTC") -> CronCadence:
         raise CadenceError(
             f"{shown!r} is not a cron expression; use 5 fields ({_CRON_FIELDS}), e.g. '0 9 * * 1-5'"
         )
+    # croniter is imported where a cron expression is read: it is a hundredth of a second of
+    # every process's start-up otherwise (`switchboard chat`), most of which never read one.
+    from croniter import CroniterError, croniter
+
     try:
         croniter.expand(shown)
     except (CroniterError, TypeError) as exc:
@@ -357,6 +355,8 @@ def _cron_next(cadence: CronCadence, after: datetime) -> datetime | None:
 
 def _cron_occurrences(cadence: CronCadence, after: datetime) -> Iterator[datetime]:
     """Cron times strictly after `after`, in UTC, strictly increasing; ends if none are left."""
+    from croniter import CroniterBadDateError, CroniterError, croniter
+
     zone = parse_timezone(cadence.timezone)
     try:
         times = croniter(cadence.expression, after.astimezone(zone))
@@ -473,6 +473,8 @@ def _cron_missed(cadence: CronCadence, due: datetime, now: datetime) -> tuple[da
 
 
 def _cron_at_or_before(cadence: CronCadence, now: datetime) -> datetime:
+    from croniter import croniter
+
     zone = parse_timezone(cadence.timezone)
     # croniter's get_prev is strictly before its start; a microsecond later includes `now`.
     times = croniter(cadence.expression, (now + timedelta(microseconds=1)).astimezone(zone))

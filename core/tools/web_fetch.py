@@ -10,7 +10,7 @@ Safety (server-side request forgery is the risk: the bot's network is not the as
   IPv4 addresses carried inside IPv6 (`::ffff:127.0.0.1`, NAT64, 6to4, Teredo).
 - DNS rebinding cannot swap the address after the check: the name is resolved once per hop,
   the answer checked, and the connection made through a resolver that knows only that
-  checked address (`_PinnedResolver`). The URL keeps its host name, so the `Host` header,
+  checked address (`_pinned_resolver_class`). The URL keeps its host name, so the `Host` header,
   TLS SNI and certificate check are for the name, while the socket goes to the checked IP.
 - At most `max_bytes` (2 MB) are read, decompressed, and the whole fetch takes at most
   `timeout` (15 s). Proxies from the environment are ignored.
@@ -29,17 +29,18 @@ import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-import html2text
-from aiohttp.abc import AbstractResolver, ResolveResult
 from pydantic import BaseModel, ConfigDict, Field
-from yarl import URL
 
 from core.errors import ToolError
 from core.safety import FENCE_CLOSE, FENCE_OPEN
 from core.tools.base import SafetyTier, Tool, ToolContext
+
+if TYPE_CHECKING:
+    import aiohttp
+    from yarl import URL
 
 __all__ = [
     "WEB_FETCH",
@@ -143,32 +144,40 @@ def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
     return None
 
 
-class _PinnedResolver(AbstractResolver):
-    """Answers only for the checked host, only with the checked address."""
+@cache
+def _pinned_resolver_class() -> type[Any]:
+    """The resolver class, made on first use: aiohttp is imported only when a page is
+    fetched (it is a tenth of a second of every start-up otherwise)."""
+    from aiohttp.abc import AbstractResolver, ResolveResult
 
-    def __init__(self, host: str, address: str) -> None:
-        self._host = host
-        self._address = address
+    class PinnedResolver(AbstractResolver):
+        """Answers only for the checked host, only with the checked address."""
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        if host != self._host:
-            raise OSError(f"{host} was not checked")
-        ip = ipaddress.ip_address(self._address)
-        return [
-            ResolveResult(
-                hostname=host,
-                host=self._address,
-                port=port,
-                family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                proto=0,
-                flags=socket.AI_NUMERICHOST,
-            )
-        ]
+        def __init__(self, host: str, address: str) -> None:
+            self._host = host
+            self._address = address
 
-    async def close(self) -> None:
-        return None
+        async def resolve(
+            self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+        ) -> list[ResolveResult]:
+            if host != self._host:
+                raise OSError(f"{host} was not checked")
+            ip = ipaddress.ip_address(self._address)
+            return [
+                ResolveResult(
+                    hostname=host,
+                    host=self._address,
+                    port=port,
+                    family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
+                    proto=0,
+                    flags=socket.AI_NUMERICHOST,
+                )
+            ]
+
+        async def close(self) -> None:
+            return None
+
+    return PinnedResolver
 
 
 @dataclass(frozen=True)
@@ -217,8 +226,11 @@ class _Fetcher:
         return addresses[0]
 
     async def _get(self, url: URL, address: str) -> _Page | URL:
+        import aiohttp
+        from yarl import URL
+
         connector = aiohttp.TCPConnector(
-            resolver=_PinnedResolver(url.raw_host or "", address),
+            resolver=_pinned_resolver_class()(url.raw_host or "", address),
             use_dns_cache=False,
             force_close=True,
         )
@@ -251,6 +263,8 @@ class _Fetcher:
 
 
 def _checked_url(raw: str) -> URL:
+    from yarl import URL  # with aiohttp, on the first fetch: not part of every start-up
+
     try:
         url = URL(raw.strip())
     except (ValueError, TypeError) as exc:
@@ -274,6 +288,8 @@ def _is_text(content_type: str, body: bytes) -> bool:
 
 
 def _html_to_text(html: str) -> str:
+    import html2text  # only when a page is fetched: kept off every process's start-up
+
     converter = html2text.HTML2Text()
     converter.body_width = 0  # no hard wrapping
     converter.ignore_images = True
@@ -330,6 +346,8 @@ def web_fetch_tool(
     fetcher = _Fetcher(settings or WebFetchSettings(), resolve)
 
     async def run(args: WebFetchArgs, context: ToolContext) -> str:
+        import aiohttp
+
         try:
             async with asyncio.timeout(fetcher.settings.timeout):
                 page = await fetcher.fetch(args.url)
