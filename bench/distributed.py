@@ -1,4 +1,4 @@
-"""W3: the distributed deployment's queue path, with 1 and then 2 `switchboard worker` processes.
+"""W3: the distributed deployment's queue path, with 1, 2 and 4 `switchboard worker` processes.
 
 This process plays the gateway: it puts Telegram-shaped direct messages on the Redis `inbound`
 queue (32 conversations at once, each sending its next message once the last was answered)
@@ -9,71 +9,120 @@ Each worker may run as many turns at once as there are conversations, so no mess
 for a free place in a worker; at saturation it still waits for the CPU, so the hops (see
 bench.driver) are measured a second time with one message at a time, where they are the
 queue path's alone.
+
+The workers run through `bench.probe`, which counts their Redis round trips (a pipeline or a
+script is one) and the commands they send; redis-server's `INFO commandstats` adds what every
+client caused, scripts' inner commands included. Both are printed per turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common import FAKE_PIDS, BenchError, cpu_seconds, fake_llm, provider_env
+from bench.common import FAKE_PIDS, ROOT, BenchError, cpu_seconds, fake_llm, provider_env
+from bench.probe import COUNTS_ENV, read_counts
 from bench.report import console, table, verdict
 
 CONVERSATIONS = 32
 TURNS_PER_CONVERSATION = 10
+WORKER_COUNTS = (1, 2, 4)
+# The worker's own targets (docs/performance.md).
+CPU_TARGET_MS = 6.0
+TRIPS_TARGET = 10.0
 
 
 def w3(turns: int = 2000, paced: int = 300) -> dict[str, Any]:
     results: dict[str, Any] = {}
     with fake_llm("openai") as url:
-        for workers in (1, 2):
+        for workers in WORKER_COUNTS:
             console.print(f"W3 {workers} worker(s): {turns} turns over the Redis queue ...")
             results[f"{workers}_worker"] = _phase(url, workers, turns, paced)
-    one, two = results["1_worker"], results["2_worker"]
+    phases = [results[f"{n}_worker"] for n in WORKER_COUNTS]
+    one, two = phases[0], phases[1]
     speedup = two["turns_per_s"] / one["turns_per_s"]
-    # What 2 cores allow at most: 1 worker is bound by its own CPU per turn, 2 workers by
-    # everything's (redis-server, the fake LLM and the gateway share the two cores).
-    cpu_one, cpu_two = one["cpu_ms_per_turn"], two["cpu_ms_per_turn"]
-    bound = (2000 / sum(cpu_two.values())) / (1000 / cpu_one["workers"])
+    cores = os.cpu_count() or 1
+    for workers, phase in zip(WORKER_COUNTS, phases, strict=True):
+        phase["cpu_bound_turns_per_s"] = _bound(workers, cores, phase["cpu_ms_per_turn"])
     hop = max(two["paced"]["pickup_p99_ms"], two["paced"]["outbound_p99_ms"])
+    worst_cpu = max(p["cpu_ms_per_turn"]["workers"] for p in phases)
+    worst_trips = max(p["redis"]["round_trips_per_turn"] for p in phases)
     targets = {
         "2 workers at least 1.6x": speedup >= 1.6,
         "Redis hop p99 under 5 ms": hop < 5.0,
+        f"worker CPU at most {CPU_TARGET_MS:g} ms/turn": worst_cpu <= CPU_TARGET_MS,
+        f"at most {TRIPS_TARGET:g} Redis round trips/turn": worst_trips <= TRIPS_TARGET,
     }
+    _print(turns, paced, cores, phases, speedup, targets)
+    return {"speedup": speedup, "cores": cores, "targets": targets, **results}
+
+
+def _bound(workers: int, cores: int, cpu_ms: dict[str, float]) -> float:
+    """The most turns/s these CPU costs allow: each worker uses one core at most, and every
+    process of the run (redis-server, the fake LLM, the driver) shares the machine's cores."""
+    own = workers * 1000 / cpu_ms["workers"] if cpu_ms["workers"] else float("inf")
+    total = sum(cpu_ms.values())
+    shared = cores * 1000 / total if total else float("inf")
+    return min(own, shared)
+
+
+def _print(
+    turns: int,
+    paced: int,
+    cores: int,
+    phases: list[dict[str, Any]],
+    speedup: float,
+    targets: dict[str, bool],
+) -> None:
+    def row(name: str, pick: Callable[[dict[str, Any]], Any]) -> list[Any]:
+        return [name, *(pick(p) for p in phases)]
+
     rows: list[list[Any]] = [
-        ["turns/s (32 conversations at once)", one["turns_per_s"], two["turns_per_s"]]
+        row("turns/s (32 conversations at once)", lambda p: p["turns_per_s"]),
+        row(f"  CPU bound on {cores} cores at these costs", lambda p: p["cpu_bound_turns_per_s"]),
+        row("turn p50 ms (gateway to final answer)", lambda p: p["turn_p50_ms"]),
+        row("saturated: enqueue -> pick-up p50 / p99 ms", lambda p: _pair(p, "pickup")),
+        row("saturated: reply -> outbound p50 / p99 ms", lambda p: _pair(p, "outbound")),
     ]
-    for name, key in (
-        ("turn p50 ms (gateway to final answer)", "turn_p50_ms"),
-        ("enqueue -> pick-up p50 / p99 ms", "pickup"),
-        ("reply -> outbound p50 / p99 ms", "outbound"),
-    ):
-        if key in ("pickup", "outbound"):
-            rows.append([f"saturated: {name}", _pair(one, key), _pair(two, key)])
-        else:
-            rows.append([f"saturated: {name}", one[key], two[key]])
-    for name in cpu_one:
-        rows.append([f"saturated: CPU ms/turn, {name}", cpu_one[name], cpu_two[name]])
-    for name, key in (
-        ("enqueue -> pick-up p50 / p99 ms", "pickup"),
-        ("reply -> outbound p50 / p99 ms", "outbound"),
-    ):
-        rows.append([f"one at a time: {name}", _pair(one["paced"], key), _pair(two["paced"], key)])
-    rows.append(["2 workers / 1 worker (turns/s)", "", f"{speedup:.2f}x"])
-    rows.append(["  bound on 2 cores at these CPU costs", "", f"{bound:.2f}x"])
+    for name in phases[0]["cpu_ms_per_turn"]:
+        rows.append([f"CPU ms/turn, {name}", *(p["cpu_ms_per_turn"][name] for p in phases)])
+    rows += [
+        row("Redis round trips/turn, workers", lambda p: p["redis"]["round_trips_per_turn"]),
+        row("Redis commands sent/turn, workers", lambda p: p["redis"]["commands_per_turn"]),
+        row(
+            "Redis commands run/turn, server (all clients)",
+            lambda p: p["redis"]["server_commands_per_turn"],
+        ),
+        row("one at a time: enqueue -> pick-up p50 / p99", lambda p: _pair(p["paced"], "pickup")),
+        row("one at a time: reply -> outbound p50 / p99", lambda p: _pair(p["paced"], "outbound")),
+        row(
+            "one at a time: round trips/turn, workers",
+            lambda p: p["paced"]["redis"]["round_trips_per_turn"],
+        ),
+    ]
+    rows.append(["2 workers / 1 worker (turns/s)", "", f"{speedup:.2f}x", ""])
     for name, met in targets.items():
-        rows.append([f"target: {name}", "", verdict(met)])
+        rows.append([f"target: {name}", "", verdict(met), ""])
     title = f"W3: Redis inbound queue, {turns} turns (+{paced} one at a time), 0 ms model"
-    table(title, ["", "1 worker", "2 workers"], rows)
-    return {"speedup": speedup, "cpu_bound_speedup": bound, "targets": targets, **results}
+    table(title, ["", *(f"{n} worker(s)" for n in WORKER_COUNTS)], rows)
+    per_command = Counter[str]()
+    for name, count in phases[0]["redis"]["commands_by_name"].items():
+        per_command[name] = count
+    table(
+        "W3, 1 worker: the commands it sent per turn (EVALSHA: one script)",
+        ["command", "per turn"],
+        [[name, count] for name, count in per_command.most_common()],
+    )
 
 
 def _pair(figures: dict[str, Any], key: str) -> str:
@@ -93,8 +142,10 @@ def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
         stack.callback(redis.stop)
         env = provider_env("openai", url, work / "data")
         env["REDIS_URL"] = redis.url
+        env["SWITCHBOARD_PROFILES_DIR"] = str(bench_profile(work / "profiles"))
+        counts = [work / f"worker-{index}.counts.json" for index in range(workers)]
         pids = [
-            stack.enter_context(_worker(env, work / f"worker-{index}.log"))
+            stack.enter_context(_worker(env, work / f"worker-{index}.log", counts[index]))
             for index in range(workers)
         ]
         processes = {
@@ -102,30 +153,125 @@ def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
             "redis-server": [redis.process.pid] if redis.process else [],
             "fake LLM": [FAKE_PIDS[url]],
         }
-        readings: list[dict[str, float]] = []
+        readings: list[dict[str, Any]] = []
 
-        def reading() -> None:
-            taken = {name: sum(map(cpu_seconds, ids)) for name, ids in processes.items()}
+        async def reading() -> None:
+            # The workers finish a turn's last steps (its processed mark, the mailbox) after
+            # the answer went out, and the probe writes its totals every 20 ms: let both land.
+            await asyncio.sleep(0.3)
+            taken: dict[str, Any] = {
+                name: sum(map(cpu_seconds, ids)) for name, ids in processes.items()
+            }
             taken["driver (gateway)"] = time.process_time()
+            taken["counts"] = [read_counts(path) for path in counts]
+            taken["server"] = await _server_commands(redis.url)
             readings.append(taken)
 
         figures = asyncio.run(_drive(redis.url, turns, paced, reading))
-        before, after = readings
+        before, after, paced_end = readings
+        done = figures["turns"]
         figures["cpu_ms_per_turn"] = {
-            name: (after[name] - before[name]) * 1000 / figures["turns"] for name in after
+            name: (after[name] - before[name]) * 1000 / done
+            for name in after
+            if name not in ("counts", "server")
         }
+        figures["redis"] = _redis_figures(before, after, done)
+        figures["paced"]["redis"] = _redis_figures(after, paced_end, figures["paced_turns"])
         return figures
 
 
+# What the bench's people may do: write to the bot in a DM without pairing (their approval is
+# still looked up per message), under rate limits and budgets they never reach, so each turn
+# reads what a turn of a real deployment reads.
+BENCH_PROFILE = """
+[access.telegram]
+dm_policy = "open"
+
+[limits]
+rate_limit = "1000/minute"
+chat_rate_limit = "1000/minute"
+daily_turns = 100000
+
+[budgets]
+global_daily = 1000.0
+per_user_daily = 100.0
+per_chat_daily = 100.0
+per_session = 100.0
+"""
+
+
+def bench_profile(folder: Path) -> Path:
+    """A profiles folder whose `default` is the shipped one plus `BENCH_PROFILE`."""
+    target = folder / "default"
+    shutil.copytree(ROOT / "profiles" / "default", target)
+    with (target / "profile.toml").open("a") as f:
+        f.write(BENCH_PROFILE)
+    return folder
+
+
+def _redis_figures(before: dict[str, Any], after: dict[str, Any], turns: int) -> dict[str, Any]:
+    trips = sum(c["round_trips"] for c in after["counts"]) - sum(
+        c["round_trips"] for c in before["counts"]
+    )
+    by_name: Counter[str] = Counter()
+    for c in after["counts"]:
+        by_name.update(c["commands"])
+    for c in before["counts"]:
+        by_name.subtract(c["commands"])
+    sites: Counter[str] = Counter()
+    for c in after["counts"]:
+        sites.update(c.get("sites", {}))
+    for c in before["counts"]:
+        sites.subtract(c.get("sites", {}))
+    server = Counter(after["server"])
+    server.subtract(before["server"])
+    return {
+        "round_trips_per_turn": trips / turns,
+        "commands_per_turn": sum(by_name.values()) / turns,
+        "commands_by_name": {
+            name: round(count / turns, 2) for name, count in by_name.most_common() if count > 0
+        },
+        "round_trips_by_site": {
+            name: round(count / turns, 2) for name, count in sites.most_common() if count > 0
+        },
+        "server_commands_per_turn": sum(server.values()) / turns,
+        "server_commands_by_name": {
+            name: round(count / turns, 2) for name, count in server.most_common() if count > 0
+        },
+    }
+
+
+async def _server_commands(url: str) -> dict[str, int]:
+    """redis-server's count of calls per command so far (scripts' inner commands included;
+    the INFO asking for it is left out)."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(url)
+    try:
+        stats = await client.info("commandstats")
+    finally:
+        await client.aclose()
+    return {
+        name.removeprefix("cmdstat_"): int(value["calls"])
+        for name, value in stats.items()
+        if name not in ("cmdstat_info", "cmdstat_hello", "cmdstat_client|setinfo")
+    }
+
+
 @contextmanager
-def _worker(env: dict[str, str], log: Path) -> Iterator[int]:
-    command = shutil.which("switchboard", path=str(Path(sys.executable).parent))
-    if command is None:
-        raise BenchError("the switchboard command is not installed in this virtualenv")
+def _worker(env: dict[str, str], log: Path, counts: Path) -> Iterator[int]:
     with log.open("w") as out:
         process = subprocess.Popen(
-            [command, "worker", "--concurrency", str(CONVERSATIONS)],
-            env=env,
+            [
+                sys.executable,
+                "-m",
+                "bench.probe",
+                "worker",
+                "--concurrency",
+                str(CONVERSATIONS),
+            ],
+            cwd=ROOT,
+            env={**env, COUNTS_ENV: str(counts)},
             stdout=out,
             stderr=out,
         )
@@ -144,11 +290,11 @@ def _worker(env: dict[str, str], log: Path) -> Iterator[int]:
 
 
 async def _drive(
-    redis_url: str, turns: int, paced: int, reading: Callable[[], None]
+    redis_url: str, turns: int, paced: int, reading: Callable[[], Awaitable[None]]
 ) -> dict[str, Any]:
     """Warm up; run `turns` turns with CONVERSATIONS at once (`reading` is called just before
-    and after, for CPU accounting); then `paced` turns one at a time, where no turn waits for
-    another and the hops are the queue path's alone."""
+    and after, for CPU and Redis accounting); then `paced` turns one at a time, where no turn
+    waits for another and the hops are the queue path's alone (`reading` again at its end)."""
     from bench.driver import ChatDriver
     from core.bus.redis import RedisBus
 
@@ -159,20 +305,19 @@ async def _drive(
             # Warm-up, not measured: workers started and connected, code paths loaded.
             await driver.conversations(CONVERSATIONS, 1, first=conversations)
             driver.measuring = True
-            reading()
+            await reading()
             started = time.perf_counter()
             await driver.conversations(conversations, TURNS_PER_CONVERSATION, at_once=CONVERSATIONS)
             wall = time.perf_counter() - started
-            reading()
+            await reading()
             figures = driver.figures()
+        paced_conversations = max(1, paced // TURNS_PER_CONVERSATION)
         async with ChatDriver(bus) as one_by_one:
             one_by_one.measuring = True
             await one_by_one.conversations(
-                max(1, paced // TURNS_PER_CONVERSATION),
-                TURNS_PER_CONVERSATION,
-                at_once=1,
-                first=2 * conversations,
+                paced_conversations, TURNS_PER_CONVERSATION, at_once=1, first=2 * conversations
             )
+            await reading()
     finally:
         await bus.close()
     done = conversations * TURNS_PER_CONVERSATION
@@ -184,5 +329,6 @@ async def _drive(
         "wall_s": wall,
         "turns_per_s": done / wall,
         **figures,
+        "paced_turns": paced_conversations * TURNS_PER_CONVERSATION,
         "paced": one_by_one.figures(),
     }

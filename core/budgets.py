@@ -159,34 +159,40 @@ class BudgetGuard:
                     spent_usd=run_spent,
                     scope=spender.session_id,
                 )
-        if limits.per_session is not None:
-            spent = (await self.ledger.cost_summary(spender.session_id)).cost_usd
-            if spent >= limits.per_session:
-                return BudgetHit(
-                    name="per_session",
-                    limit_usd=limits.per_session,
-                    spent_usd=spent,
-                    scope=spender.session_id,
-                )
         now = self._clock().astimezone(UTC)
         midnight = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
         # A limit whose person or chat is unknown (a call nobody asked for) does not apply.
-        daily: list[tuple[BudgetName, float | None, str | None, str | None]] = []
+        daily: list[tuple[BudgetName, float | None, str | None]] = []
         if spender.user is not None:
-            daily.append(("per_user_daily", limits.per_user_daily, spender.user, None))
+            daily.append(("per_user_daily", limits.per_user_daily, spender.user))
         if spender.chat is not None:
-            daily.append(("per_chat_daily", limits.per_chat_daily, None, spender.chat))
-        daily.append(("global_daily", limits.global_daily, None, None))
-        for name, limit, user, chat in daily:
-            if limit is None:
-                continue
-            spent = await self.ledger.daily_spend(now.date(), user=user, chat=chat)
-            if spent >= limit:
+            daily.append(("per_chat_daily", limits.per_chat_daily, spender.chat))
+        daily.append(("global_daily", limits.global_daily, "all"))
+        if limits.per_session is None and all(limit is None for _, limit, _ in daily):
+            return None
+        # Every scope in one read of the ledger (one round trip on Redis), before each call.
+        spending = await self.ledger.spending(
+            now.date(), session_id=spender.session_id, user=spender.user, chat=spender.chat
+        )
+        if limits.per_session is not None and spending.session >= limits.per_session:
+            return BudgetHit(
+                name="per_session",
+                limit_usd=limits.per_session,
+                spent_usd=spending.session,
+                scope=spender.session_id,
+            )
+        spent_by = {
+            "per_user_daily": spending.user_daily,
+            "per_chat_daily": spending.chat_daily,
+            "global_daily": spending.global_daily,
+        }
+        for name, limit, scope in daily:
+            if limit is not None and spent_by[name] >= limit:
                 return BudgetHit(
                     name=name,
                     limit_usd=limit,
-                    spent_usd=spent,
-                    scope=user or chat or "all",
+                    spent_usd=spent_by[name],
+                    scope=scope or "all",
                     resets_at=midnight,
                 )
         return None

@@ -32,6 +32,7 @@ from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.stats import QueueStats
 from core.envelopes import decode, encode
 from core.errors import BusError
+from core.redis_client import BatchingRedis, redis_client
 from core.redis_keys import CONSUMER_GROUP, RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -390,13 +391,16 @@ class RedisBus(Bus):
         self._maxlen = maxlen
         self._recheck_seconds = min(_MAX_RECHECK_SECONDS, lease_seconds / 2)
         self._owns_client = client is None
-        self._client = client or aioredis.Redis.from_url(
+        self._client = client or redis_client(
             url,
             decode_responses=False,
             # A few quick retries ride out a dropped connection; a server that stays down
             # surfaces as BusError fast, and the caller backs off.
             retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=2),
         )
+        # Everything but the blocking read goes through a client on the same pool that
+        # pipelines what is sent in one turn of the loop (core/redis_client.py).
+        self._batched = BatchingRedis(connection_pool=self._client.connection_pool)
         self._take_script = self._client.register_script(_TAKE)
         self._settle_script = self._client.register_script(_SETTLE)
         self._sweep_script = self._client.register_script(_SWEEP)
@@ -451,7 +455,7 @@ class RedisBus(Bus):
         data = self._encode(envelope)
         with self._command(f"enqueue on {queue}"):
             if dedupe_id is None:
-                entry_id = await self._client.xadd(
+                entry_id = await self._batched.xadd(
                     self._keys.queue_stream(queue),
                     {"data": data},
                     maxlen=self._maxlen,
@@ -461,6 +465,7 @@ class RedisBus(Bus):
                 entry_id = await self._enqueue_once_script(
                     keys=[self._keys.queue_stream(queue), self._keys.enqueued(dedupe_id)],
                     args=[self._maxlen, data, _DEDUPE_SECONDS],
+                    client=self._batched,
                 )
                 if entry_id is None:
                     return None
@@ -502,7 +507,7 @@ class RedisBus(Bus):
         """`PUBLISH` to the topic's channel (nobody subscribed: dropped)."""
         data = self._encode(envelope)
         with self._command(f"publish on {topic}"):
-            await self._client.publish(self._keys.topic_channel(topic), data)
+            await self._batched.publish(self._keys.topic_channel(topic), data)
 
     async def subscribe(self, topic: str) -> Subscription:
         """A subscription, on a connection of its own, to envelopes published from now on."""
@@ -632,6 +637,7 @@ class RedisBus(Bus):
             reply: list[Any] = await self._take_script(
                 keys=[stream, dlq],
                 args=[CONSUMER_GROUP, consumer, self._lease_ms, self._max_deliveries, self._maxlen],
+                client=self._batched,
             )
             return reply
 
@@ -723,6 +729,7 @@ class RedisBus(Bus):
                         reason,
                         data,
                     ],
+                    client=self._batched,
                 )
             except ResponseError as exc:
                 if not _group_is_gone(exc):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from typing import Any
+from typing import Any, Final
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
@@ -32,6 +32,7 @@ from redis.exceptions import RedisError
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
 from core.mailbox.base import Claim, ClaimState
+from core.redis_client import redis_client
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -46,22 +47,24 @@ local left = redis.call('ZCARD', KEYS[2])
 if left == 0 then redis.call('SREM', KEYS[3], ARGV[2]) end
 return left
 """
-# KEYS: lease, box; ARGV: token, member. 1 when removed under the lease, 0 when it was lost.
+# KEYS: lease, box; ARGV: token, member. {1, next head or nil} when removed under the lease
+# (the next head saves the drain loop a read), {0} when the lease was lost.
 _DONE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
 redis.call('ZREM', KEYS[2], ARGV[2])
-return 1
+return {1, redis.call('ZRANGE', KEYS[2], 0, 0)[1]}
 """
-# KEYS: lease, fence epoch counter; ARGV: token, ttl ms.
-# Returns the claim's epoch when the lease was free, 0 when someone holds it.
+# KEYS: lease, fence epoch counter, box; ARGV: token, ttl ms.
+# Returns {epoch, head or nil} when the lease was free (the head saves the first read), {0}
+# when someone holds it.
 _CLAIM = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
 local now = redis.call('TIME')
 local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local epoch = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1
 if epoch < floor then epoch = floor end
 redis.call('SET', KEYS[2], string.format('%d', epoch))
-return epoch
+return {epoch, redis.call('ZRANGE', KEYS[3], 0, 0)[1]}
 """
 # KEYS: lease, fence epoch counter; ARGV: token, ttl ms, the claim's epoch.
 # 1 when renewed, 0 when the lease is someone else's or another claim was granted since.
@@ -85,27 +88,43 @@ return 1
 _MARGIN = 0.1
 
 
+# No head was read along with the last claim or done: `head()` asks Redis.
+_UNREAD: Final = object()
+
+
 class _RedisClaim(ClaimState):
     def __init__(
-        self, mailboxes: RedisMailboxes, session_key: str, token: str, epoch: int, sent: float
+        self,
+        mailboxes: RedisMailboxes,
+        session_key: str,
+        token: str,
+        epoch: int,
+        sent: float,
+        head: Any,
     ) -> None:
         """`sent`: the loop time the claim request was sent (the lease runs from then at the
-        latest)."""
+        latest); `head`: the mailbox's oldest entry, read with the claim (None: empty)."""
         super().__init__(session_key, epoch)
         self._boxes = mailboxes
         self._token = token
         self._epoch = epoch
         self._lease = mailboxes.keys.lease(f"turn:{session_key}")
         self._heads: dict[str, bytes] = {}
+        # The head the claim or the last `done` read in the same script (None: the box was
+        # empty then); used once. Work put after that read is not lost: `release` reports it.
+        self._next: Any = head
         self._renewer = asyncio.create_task(self._renew_forever(sent))
 
     async def head(self) -> Inbound | None:
         redis = self._boxes.client
         while True:
-            found = await _call(redis.zrange(self._boxes.keys.mailbox(self._key), 0, 0))
-            if not found:
+            found, self._next = self._next, _UNREAD
+            if found is _UNREAD:
+                read = await _call(redis.zrange(self._boxes.keys.mailbox(self._key), 0, 0))
+                found = read[0] if read else None
+            if found is None:
                 return None
-            raw: bytes = found[0]
+            raw: bytes = found
             try:
                 envelope = decode(raw)
             except BusError as exc:
@@ -120,13 +139,15 @@ class _RedisClaim(ClaimState):
 
     async def done(self, inbound: Inbound) -> None:
         raw = self._heads.pop(inbound.id, None) or encode(inbound)
-        removed = await _call(
+        removed, *head = await _call(
             self._boxes.script_done(
                 keys=[self._lease, self._boxes.keys.mailbox(self._key)], args=[self._token, raw]
             )
         )
         if not removed:
             self._lost.set()
+            return
+        self._next = head[0] if head else None
 
     async def release(self) -> bool:
         await cancel_and_wait(self._renewer)
@@ -206,7 +227,7 @@ class RedisMailboxes:
     ) -> RedisMailboxes:
         """Mailboxes on the Redis at `url`, in the namespace of `keys`."""
         return cls(
-            aioredis.Redis.from_url(url, retry=_quick_retry()),
+            redis_client(url, batching=True, retry=_quick_retry()),
             keys=keys,
             lease_seconds=lease_seconds,
         )
@@ -224,15 +245,19 @@ class RedisMailboxes:
         token = f"{owner}:{secrets.token_hex(8)}"
         ttl_ms = int(self.lease_seconds * 1000)
         sent = asyncio.get_running_loop().time()
-        epoch = await _call(
+        epoch, *head = await _call(
             self.script_claim(
-                keys=[self.keys.lease(f"turn:{session_key}"), self.keys.claim_epoch(session_key)],
+                keys=[
+                    self.keys.lease(f"turn:{session_key}"),
+                    self.keys.claim_epoch(session_key),
+                    self.keys.mailbox(session_key),
+                ],
                 args=[token, ttl_ms],
             )
         )
         if not epoch:
             return None
-        return _RedisClaim(self, session_key, token, int(epoch), sent)
+        return _RedisClaim(self, session_key, token, int(epoch), sent, head[0] if head else None)
 
     async def pending(self) -> list[str]:
         """Sessions with waiting work (held or not)."""

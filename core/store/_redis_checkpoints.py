@@ -1,12 +1,12 @@
 """The `CheckpointStore` of `RedisStore`: turn checkpoints.
 
-Per turn (keys in `core/redis_keys.py`): a hash holding the checkpoint's JSON under `body`;
+Per turn (keys in `core/redis_keys.py`): a hash holding the checkpoint's JSON under `body`,
+with its `status` and `updated_at` also in fields of their own, which win over the body's (so
+finishing a checkpoint is one script that rewrites only them, without reading the body);
 and one sorted set of the run keys of `running` checkpoints, scored by `updated_at` (epoch
 microseconds), which recovery reads. A save is one transaction and safe to replay. Finished
 checkpoints expire a week after they finished.
 
-A checkpoint has one writer at a time (the worker holding its session's lease, or `recover`),
-so finishing one reads and rewrites it without a script.
 
 Each method checks its arguments and turns client errors into `StoreError`s.
 """
@@ -18,12 +18,22 @@ from typing import Final
 
 from core.checkpoints import Checkpoint, CheckpointStatus
 from core.errors import StoreError
-from core.store._redis_base import RedisBase
+from core.store._redis_base import RedisBase, text
 from core.store._shared import check_aware, epoch_micros
 
 __all__ = ["RedisCheckpoints"]
 
 _KEEP_FINISHED: Final = timedelta(days=7)
+
+# KEYS: checkpoint, running set; ARGV: run key, status, updated_at (ISO text), keep seconds.
+# 1 when the checkpoint exists (now finished), 0 when there is none.
+_FINISH: Final = """
+if redis.call('HEXISTS', KEYS[1], 'body') == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'updated_at', ARGV[3])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1
+"""
 
 
 class RedisCheckpoints(RedisBase):
@@ -36,7 +46,14 @@ class RedisCheckpoints(RedisBase):
             key = self._keys.checkpoint(checkpoint.run_key)
             running = self._keys.running_checkpoints()
             async with self._client.pipeline(transaction=True) as pipe:
-                pipe.hset(key, "body", checkpoint.model_dump_json())
+                pipe.hset(
+                    key,
+                    mapping={
+                        "body": checkpoint.model_dump_json(),
+                        "status": checkpoint.status,
+                        "updated_at": checkpoint.updated_at.isoformat(),
+                    },
+                )
                 if checkpoint.status == "running":
                     pipe.persist(key)
                     pipe.zadd(running, {checkpoint.run_key: epoch_micros(checkpoint.updated_at)})
@@ -48,10 +65,20 @@ class RedisCheckpoints(RedisBase):
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
         async with self._translated(f"read checkpoint {run_key!r}"):
-            raw = await self._client.hget(self._keys.checkpoint(run_key), "body")
+            raw, status, updated_at = await self._client.hmget(
+                self._keys.checkpoint(run_key), ["body", "status", "updated_at"]
+            )
             if raw is None:
                 return None
-            return Checkpoint.model_validate_json(raw)
+            found = Checkpoint.model_validate_json(raw)
+            if status is None or updated_at is None:
+                return found  # written before these fields existed
+            return found.model_copy(
+                update={
+                    "status": text(status),
+                    "updated_at": datetime.fromisoformat(text(updated_at)),
+                }
+            )
 
     async def incomplete_checkpoints(
         self, *, older_than: datetime | None = None
@@ -77,11 +104,13 @@ class RedisCheckpoints(RedisBase):
     async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
         """Set a checkpoint's status; False if there is none."""
         async with self._translated(f"finish checkpoint {run_key!r}"):
-            now = self._now()
-            found = await self.get_checkpoint(run_key)
-            if found is None:
-                return False
-            await self.save_checkpoint(
-                found.model_copy(update={"status": status, "updated_at": now})
+            finished = await self._script(_FINISH)(
+                keys=[self._keys.checkpoint(run_key), self._keys.running_checkpoints()],
+                args=[
+                    run_key,
+                    status,
+                    self._now().isoformat(),
+                    int(_KEEP_FINISHED.total_seconds()),
+                ],
             )
-            return True
+            return bool(finished)

@@ -14,7 +14,7 @@ from core.errors import StoreError
 from core.messages import Usage
 from core.store._redis_base import RANKED_MEMBER, RECEIPT_SECONDS, RedisBase, ranked_id
 from core.store._shared import check_limit, epoch_micros
-from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary
+from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary, Spending
 
 __all__ = ["RedisLedger"]
 
@@ -190,6 +190,27 @@ class RedisLedger(RedisBase):
         async with self._translated(f"sum the spending of {day.isoformat()}"):
             value = await self._client.hget(self._keys.daily_spend(day.isoformat()), field)
         return 0.0 if value is None else float(value)
+
+    async def spending(
+        self, day: date, *, session_id: str, user: str | None = None, chat: str | None = None
+    ) -> Spending:
+        """The session's total and the day's three daily sums, in one round trip."""
+        fields = ["all", f"user:{user}", f"chat:{chat}"]
+        async with self._translated(f"read the spending of {day.isoformat()}"):
+            async with self._client.pipeline(transaction=False) as pipe:
+                pipe.hget(self._keys.cost_totals(session_id), "cost_usd")
+                pipe.hmget(self._keys.daily_spend(day.isoformat()), fields)
+                session, (everyone, by_user, by_chat) = await pipe.execute()
+
+        def usd(value: Any) -> float:
+            return 0.0 if value is None else float(value)
+
+        return Spending(
+            session=usd(session),
+            user_daily=usd(by_user) if user is not None else 0.0,
+            chat_daily=usd(by_chat) if chat is not None else 0.0,
+            global_daily=usd(everyone),
+        )
 
     async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:
         """Totals per person, chat, day or model: days newest first, the others costliest

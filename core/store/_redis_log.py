@@ -30,13 +30,21 @@ __all__ = ["RedisLog"]
 _ID_ATTEMPTS: Final = 3
 
 # KEYS: sessions_by_key, sessions_by_update, session_order, session(new id)
-# ARGV: new id, key, now (text), now (epoch microseconds), "current" | "create"
-# Returns {0, id} for the key's newest session, {1, id} when it made one, {2} on an id clash.
-# A replay (same new id, key and time) finds the session it made and returns {1, id} again.
+# ARGV: new id, key, now (text), now (epoch microseconds), "current" | "create", and the
+#       prefixes of session and message-list keys (the newest session's are read by name)
+# Returns {0, id, key, created_at, updated_at, message count} for the key's newest session
+# (its record read in the same step; {0, id} if it has none), {1, id} when it made one, {2}
+# on an id clash. A replay (same new id, key and time) finds the session it made and returns
+# {1, id} again.
 _OPEN_SESSION: Final = f"""
 if ARGV[5] == 'current' then
-  local newest = redis.call('ZREVRANGE', KEYS[1], 0, 0)
-  if newest[1] then return {{0, newest[1]}} end
+  local newest = redis.call('ZREVRANGE', KEYS[1], 0, 0)[1]
+  if newest then
+    local record = ARGV[6] .. newest
+    local fields = redis.call('HMGET', record, 'id', 'key', 'created_at', 'updated_at')
+    if not fields[1] then return {{0, newest}} end
+    return {{0, newest, fields[2], fields[3], fields[4], redis.call('LLEN', ARGV[7] .. newest)}}
+  end
 end
 local made = redis.call('HMGET', KEYS[4], 'key', 'created_at')
 if made[1] then
@@ -288,11 +296,21 @@ class RedisLog(RedisBase):
                     self._keys.session_order(),
                     self._keys.session(new_id),
                 ],
-                args=[new_id, key, utc_text(now), epoch_micros(now), mode],
+                args=[
+                    new_id,
+                    key,
+                    utc_text(now),
+                    epoch_micros(now),
+                    mode,
+                    self._keys.session(""),
+                    self._keys.messages(""),
+                ],
             )
             outcome = int(reply[0])
             if outcome == 1:
                 return SessionRecord(id=new_id, key=key, created_at=now, updated_at=now)
+            if outcome == 0 and len(reply) == 6:
+                return _session([reply[1], *reply[2:5]], int(reply[5]))
             if outcome == 0:
                 found = await self._read_sessions([text(reply[1])])
                 if not found:

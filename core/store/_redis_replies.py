@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from core.errors import ChannelError
+from core.redis_client import redis_client
 from core.redis_keys import RedisKeys
 from core.store.replies import RECORD_TTL_SECONDS, REPLY_RECORD_VERSION, LocalHolds, ReplyRecord
 from core.tasks import cancel_and_wait
@@ -64,7 +65,7 @@ class RedisReplyRecords:
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisReplyRecords:
         """Records in the Redis at `url` (binary replies: payloads are msgpack)."""
-        return cls(aioredis.Redis.from_url(url, decode_responses=False), **options)
+        return cls(redis_client(url, decode_responses=False), **options)
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -11,7 +11,7 @@ from core.errors import StoreError
 from core.messages import Usage
 from core.store._shared import check_limit, from_utc_text, utc_text
 from core.store._sqlite_base import SqliteBase
-from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary
+from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary, Spending
 
 __all__ = ["MIGRATION", "SqliteLedger"]
 
@@ -134,6 +134,18 @@ class SqliteLedger(SqliteBase):
         async with self._read(f"sum the spending of {day.isoformat()}"):
             rows = await self._db.execute_fetchall(query, params)
         return float(next(iter(rows))[0])
+
+    async def spending(
+        self, day: date, *, session_id: str, user: str | None = None, chat: str | None = None
+    ) -> Spending:
+        """The session's total and the day's three daily sums (one local query each)."""
+        session = (await self.cost_summary(session_id)).cost_usd
+        return Spending(
+            session=session,
+            user_daily=await self.daily_spend(day, user=user) if user is not None else 0.0,
+            chat_daily=await self.daily_spend(day, chat=chat) if chat is not None else 0.0,
+            global_daily=await self.daily_spend(day),
+        )
 
     async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:
         """Totals per person, chat, day or model: days newest first, the others costliest

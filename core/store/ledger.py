@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.messages import Usage
 
-__all__ = ["CostEntry", "CostGroup", "CostGrouping", "CostLedger", "CostSummary"]
+__all__ = ["CostEntry", "CostGroup", "CostGrouping", "CostLedger", "CostSummary", "Spending"]
 
 # What `costs_by` groups the ledger by.
 CostGrouping = Literal["user", "chat", "day", "model"]
@@ -66,6 +66,18 @@ class CostGroup(BaseModel):
     unpriced_calls: int = 0
 
 
+class Spending(BaseModel):
+    """What the budgets read before a model call, in USD: one session's total, and the
+    spending of one UTC day by one person, one chat and everyone (`CostLedger.spending`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    session: float = 0.0
+    user_daily: float = 0.0
+    chat_daily: float = 0.0
+    global_daily: float = 0.0
+
+
 class CostLedger(Protocol):
     """One entry per provider call, summed per session and overall."""
 
@@ -86,6 +98,13 @@ class CostLedger(Protocol):
     ) -> float:
         """The known cost in USD of the calls made on UTC `day`: one person's (`user`), one
         chat's (`chat`), or everyone's (neither). `ValueError` if both are given."""
+        ...
+
+    async def spending(
+        self, day: date, *, session_id: str, user: str | None = None, chat: str | None = None
+    ) -> Spending:
+        """In one read: `cost_summary(session_id).cost_usd` and the `daily_spend` of `day` for
+        `user`, for `chat` and for everyone (0 for a person or chat not given)."""
         ...
 
     async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:

@@ -32,6 +32,7 @@ from redis.exceptions import RedisError
 
 from core.clock import utc_now
 from core.errors import StoreError
+from core.redis_client import redis_client
 from core.redis_keys import RedisKeys
 from core.store._redis_access import RedisAccess
 from core.store._redis_checkpoints import RedisCheckpoints
@@ -96,7 +97,7 @@ class RedisStore(
         """
         where = _describe(url)
         try:
-            client = aioredis.Redis.from_url(url, decode_responses=False, retry=_retry())
+            client = redis_client(url, batching=True, decode_responses=False, retry=_retry())
         except ValueError:
             # The parser's message may quote the URL, and with it a password.
             raise StoreError(f"the Redis store URL {where} is not valid") from None

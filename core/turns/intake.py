@@ -80,28 +80,38 @@ class InboundHandler:
         self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
     ) -> None:
         """Answer `inbound` unless it was answered before; mark it answered."""
-        if await self.store.is_processed(inbound.dedupe_key):
-            log.info("skipping %s: already answered", inbound.dedupe_key)
-            return
-        if inbound.origin == "scheduled":
-            await self.scheduled.run(inbound, cancel=cancel, fence=fence)
-        elif inbound.origin == "external":
-            if self.external is None:
+        if inbound.origin != "user":
+            if await self.store.is_processed(inbound.dedupe_key):
+                log.info("skipping %s: already answered", inbound.dedupe_key)
+                return
+            if inbound.origin == "scheduled":
+                await self.scheduled.run(inbound, cancel=cancel, fence=fence)
+            elif self.external is None:
                 log.error("no runner for external requests; dropped %s", inbound.id)
             else:
                 await self.external.run(inbound, cancel=cancel, fence=fence)
+            await self.store.mark_processed(inbound.dedupe_key)
+            return
+        # A person's message: the three reads it needs are independent, so they are asked for
+        # at once (one round trip on Redis, where the store batches them).
+        processed, entry, found = await asyncio.gather(
+            self.store.is_processed(inbound.dedupe_key),
+            self.gate.entry(inbound),
+            self.store.get_checkpoint(inbound.dedupe_key),
+        )
+        if processed:
+            log.info("skipping %s: already answered", inbound.dedupe_key)
+            return
+        if entry.action == "ignore":
+            pass  # a group message for someone else: read, not answered
+        elif entry.action == "refuse":
+            await self._refuse(inbound, entry.text)
+        elif entry.action == "pair":
+            await self._pair(inbound)
+        elif inbound.kind == "command":
+            await self._command(inbound, entry)
         else:
-            entry = await self.gate.entry(inbound)
-            if entry.action == "ignore":
-                pass  # a group message for someone else: read, not answered
-            elif entry.action == "refuse":
-                await self._refuse(inbound, entry.text)
-            elif entry.action == "pair":
-                await self._pair(inbound)
-            elif inbound.kind == "command":
-                await self._command(inbound, entry)
-            else:
-                await self._turn(inbound, entry, cancel, fence)
+            await self._turn(inbound, entry, cancel, fence, found)
         await self.store.mark_processed(inbound.dedupe_key)
 
     async def apologize(self, inbound: Inbound) -> None:
@@ -159,8 +169,14 @@ class InboundHandler:
         await self.outbox.send(inbound, "notice", text)
 
     async def _turn(
-        self, inbound: Inbound, entry: Entry, cancel: asyncio.Event, fence: Fence | None
+        self,
+        inbound: Inbound,
+        entry: Entry,
+        cancel: asyncio.Event,
+        fence: Fence | None,
+        found: Checkpoint | None,
     ) -> None:
+        """Run a turn; `found` is the message's checkpoint from before (a resumed turn's)."""
         if not inbound.text.strip() and not inbound.images:
             return
         limit = self.policy.max_input_chars
@@ -172,7 +188,6 @@ class InboundHandler:
                 f"{limit:,}). Please send a shorter one.",
             )
             return
-        found = await self.store.get_checkpoint(inbound.dedupe_key)
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
             return  # the user was told to send it again

@@ -4,8 +4,10 @@ at debug level per tool call)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections import deque
 
 from core.bus.base import Bus
 from core.bus.names import EVENTS
@@ -35,6 +37,10 @@ class Lifecycle:
 
     Every reader of the `events` topic sees them, so their data (reply text, tool arguments
     and output) is scrubbed of secrets first.
+
+    The turn does not wait for them: one sender task per process publishes them in order while
+    the turn goes on, so an event leaves together with what the turn sends next on the bus
+    (on Redis, the same round trip: core/redis_client.py) instead of costing one of its own.
     """
 
     def __init__(self, bus: Bus, redactor: Redactor, metrics: Metrics | None = None) -> None:
@@ -44,11 +50,15 @@ class Lifecycle:
         self.metrics = metrics
         # Runs still waiting for their first streamed text, and when each began.
         self._awaiting_text: dict[str, float] = {}
+        self._outgoing: deque[EventEnvelope] = deque()
+        # The sender, while there is something to send (it ends when the queue is empty).
+        self._sender: asyncio.Task[None] | None = None
 
     async def publish(
         self, event: AgentEvent, session_id: str, run_id: str, context: ChannelContext
     ) -> None:
-        """Fan `event` out if it is a lifecycle event; a failure is logged, never raised."""
+        """Fan `event` out if it is a lifecycle event, after the ones before it; a failure is
+        logged, never raised. Returns once it is queued (see `sent`)."""
         self._observe(event, run_id, context)
         name = LIFECYCLE_NAMES.get(type(event))
         if name is None:
@@ -62,20 +72,42 @@ class Lifecycle:
             started = self._started.pop(run_id, None)
             if started is not None:
                 data["duration_ms"] = round((now - started) * 1000, 1)
-        try:
-            await self.bus.publish(
-                EVENTS,
-                EventEnvelope(
-                    name=name,
-                    session_id=session_id,
-                    run_id=run_id,
-                    session_key=context.session_key,
-                    data=data,
-                ),
+        self._outgoing.append(
+            EventEnvelope(
+                name=name,
+                session_id=session_id,
+                run_id=run_id,
+                session_key=context.session_key,
+                data=data,
             )
+        )
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send())
+
+    async def sent(self) -> None:
+        """Wait until every event queued so far has been published (or given up on)."""
+        while self._sender is not None and not self._sender.done():
+            await asyncio.shield(self._sender)
+
+    async def _send(self) -> None:
+        while self._outgoing:
+            # Everything queued goes at once, in order (one pipeline on Redis): sending one
+            # event per round trip fell behind when many turns ran at once.
+            batch = list(self._outgoing)
+            self._outgoing.clear()
+            if len(batch) == 1:
+                await self._publish_one(batch[0])
+            else:
+                await asyncio.gather(*(self._publish_one(e) for e in batch))
+
+    async def _publish_one(self, envelope: EventEnvelope) -> None:
+        try:
+            await self.bus.publish(EVENTS, envelope)
         except Exception:
             # Lifecycle fan-out is best effort; the turn itself must not fail for it.
-            log.warning("could not publish %s for run %s", name, run_id, exc_info=True)
+            log.warning(
+                "could not publish %s for run %s", envelope.name, envelope.run_id, exc_info=True
+            )
 
     def _observe(self, event: AgentEvent, run_id: str, context: ChannelContext) -> None:
         """The turn's metrics and log lines, from its events."""

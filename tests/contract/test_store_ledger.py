@@ -205,6 +205,27 @@ async def test_daily_spend_counts_a_person_and_a_chat_across_sessions(store: Sto
     assert await store.daily_spend(today, user="telegram:nobody") == 0.0
 
 
+async def test_spending_reads_the_session_and_every_daily_scope_at_once(store: Store) -> None:
+    session = await store.create_session("telegram:bot:42")
+    other = await store.create_session("telegram:bot:77")
+    chat = "telegram:bot:42"
+    await store.record_cost(_spent(session.id, 0.25, user="telegram:1", chat=chat))
+    await store.record_cost(_spent(session.id, None, user="telegram:1", chat=chat))
+    await store.record_cost(_spent(other.id, 1.0, user="telegram:2", chat="telegram:bot:77"))
+    today = START.date()
+
+    spent = await store.spending(today, session_id=session.id, user="telegram:1", chat=chat)
+    nobody = await store.spending(
+        today - timedelta(days=1), session_id="no-such-session", user=None, chat=None
+    )
+
+    assert spent.session == pytest.approx((await store.cost_summary(session.id)).cost_usd)
+    assert (spent.session, spent.user_daily, spent.chat_daily) == pytest.approx((0.25,) * 3)
+    assert spent.global_daily == pytest.approx(await store.daily_spend(today))
+    assert spent.global_daily == pytest.approx(1.25)
+    assert nobody == type(nobody)()
+
+
 async def test_daily_spend_is_per_utc_day(store: Store) -> None:
     session = await store.create_session("telegram:bot:42")
     midnight = datetime(2025, 3, 2, tzinfo=START.tzinfo)

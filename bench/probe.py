@@ -1,0 +1,125 @@
+"""`python -m bench.probe ARGS`: `switchboard ARGS` with every Redis exchange counted.
+
+W3 starts its workers through this module. It wraps two methods of redis-py's asyncio
+connection: `send_packed_command` (one write of one or more commands whose replies are then
+read: a round trip; a pipeline or a MULTI/EXEC block is one) and `pack_command` (one
+command, by name; `EVALSHA` counts once however many commands its script runs). A thread
+writes the running totals as JSON to the file named by `SWITCHBOARD_BENCH_COUNTS` every 20 ms
+while they change, so the bench can read them at the start and end of a measured phase.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+COUNTS_ENV = "SWITCHBOARD_BENCH_COUNTS"
+
+_trips = 0
+_commands: Counter[str] = Counter()
+# Round trips by the code of ours that asked for them (only with SITES_ENV set: it costs).
+SITES_ENV = "BENCH_REDIS_SITES"
+# A cProfile of the whole process is written to this file when it exits.
+PROFILE_ENV = "BENCH_PROFILE_TO"
+_sites: Counter[str] = Counter()
+_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def _site() -> str:
+    """`module:function` of the innermost frame in core/, channels/ or bots/."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name.startswith(_ROOT) and "/bench/" not in name and "-packages/" not in name:
+            module = name[len(_ROOT) + 1 :].removesuffix(".py")
+            return f"{module}:{frame.f_code.co_name}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
+
+
+def install() -> None:
+    """Wrap redis-py's asyncio connection so that its exchanges are counted."""
+    from redis.asyncio.connection import AbstractConnection
+
+    sites = bool(os.environ.get(SITES_ENV))
+
+    def counting(send: Any) -> Any:
+        async def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
+            global _trips
+            _trips += 1
+            if sites:
+                _sites[_site()] += 1
+            await send(self, command, check_health)
+
+        return counted_send
+
+    from core.redis_client import QuickConnection
+
+    # QuickConnection writes in its own way (core/redis_client.py): wrap both.
+    for kind in (AbstractConnection, QuickConnection):
+        kind.send_packed_command = counting(kind.send_packed_command)  # type: ignore[method-assign]
+    pack = AbstractConnection.pack_command
+
+    def counted_pack(self: Any, *args: Any) -> Any:
+        name = args[0] if args else b"?"
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        _commands[name.split(" ", 1)[0].upper()] += 1
+        return pack(self, *args)
+
+    AbstractConnection.pack_command = counted_pack  # type: ignore[method-assign]
+
+
+def snapshot() -> dict[str, Any]:
+    """The totals so far: round trips and commands by name."""
+    return {"round_trips": _trips, "commands": dict(_commands), "sites": dict(_sites)}
+
+
+def _report_forever(path: Path, stop: threading.Event) -> None:
+    last: dict[str, Any] | None = None
+    while not stop.wait(0.02):
+        now = snapshot()
+        if now != last:
+            spare = path.with_suffix(".tmp")
+            spare.write_text(json.dumps(now))
+            spare.replace(path)
+            last = now
+
+
+def read_counts(path: Path) -> dict[str, Any]:
+    """The totals a probed process last wrote (zeros before it wrote any)."""
+    try:
+        found: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"round_trips": 0, "commands": {}}
+    return found
+
+
+def main() -> None:
+    """Count, then run the `switchboard` command line with this process's arguments."""
+    install()
+    target = os.environ.get(COUNTS_ENV)
+    if target:
+        stop = threading.Event()
+        threading.Thread(target=_report_forever, args=(Path(target), stop), daemon=True).start()
+    from bots.cli import main as switchboard
+
+    profile = os.environ.get(PROFILE_ENV)
+    if not profile:
+        switchboard(sys.argv[1:])
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(switchboard, sys.argv[1:])
+    finally:
+        profiler.dump_stats(profile)
+
+
+if __name__ == "__main__":
+    main()
