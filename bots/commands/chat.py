@@ -16,7 +16,7 @@ from rich.table import Table
 
 from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
-from bots.commands.costs import GROUPINGS, cost_by
+from bots.commands.costs import GROUPINGS, cost_by, money
 from bots.commands.processes import run_with_gateways
 from bots.commands.where import STORE_EPILOG, describe_store
 from bots.platforms import command_registry
@@ -28,7 +28,6 @@ from channels.terminal import TerminalAdapter
 from core.envelopes import new_id
 from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
-from core.pricing import format_usd
 from core.store.ledger import CostGrouping
 from core.store.log import ConversationLog
 
@@ -211,7 +210,7 @@ async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
             f"{usage.output_tokens:,}",
             f"{usage.cache_read_tokens:,}",
             f"{usage.cache_write_tokens:,}",
-            _money(row.cost_usd, row.unpriced_calls),
+            money(row.cost_usd, row.unpriced_calls),
         )
     console.print(table)
     if total.unpriced_calls:
@@ -221,11 +220,6 @@ async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
             style="yellow",
             markup=False,
         )
-
-
-def _money(amount: float, unpriced: int) -> str:
-    text = format_usd(amount)
-    return f"{text} + unknown" if unpriced else text
 
 
 @click.group()

@@ -13,7 +13,7 @@ from bots.settings import Settings
 from core.pricing import format_usd
 from core.store.ledger import CostGrouping
 
-__all__ = ["GROUPINGS", "cost_by"]
+__all__ = ["GROUPINGS", "cost_by", "money"]
 
 GROUPINGS: Final[tuple[CostGrouping, ...]] = ("user", "chat", "day", "model")
 
@@ -42,14 +42,14 @@ async def cost_by(settings: Settings, by: CostGrouping, limit: int) -> None:
             str(row.calls),
             f"{row.usage.input_tokens:,}",
             f"{row.usage.output_tokens:,}",
-            _money(row.cost_usd, row.unpriced_calls),
+            money(row.cost_usd, row.unpriced_calls),
         )
     table.add_row(
         "total",
         str(total.calls),
         f"{total.usage.input_tokens:,}",
         f"{total.usage.output_tokens:,}",
-        _money(total.cost_usd, total.unpriced_calls),
+        money(total.cost_usd, total.unpriced_calls),
     )
     console.print(table)
     if by in ("user", "chat"):
@@ -61,6 +61,7 @@ async def cost_by(settings: Settings, by: CostGrouping, limit: int) -> None:
         )
 
 
-def _money(amount: float, unpriced: int) -> str:
+def money(amount: float, unpriced: int) -> str:
+    """A cost for a table: `+ unknown` where some calls had no known price."""
     text = format_usd(amount)
     return f"{text} + unknown" if unpriced else text
