@@ -14,6 +14,7 @@ from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.access import Pairing
 from core.errors import ConfigError
+from core.scheduling.book import ScheduleBook
 
 __all__ = ["pairing"]
 
@@ -136,11 +137,16 @@ async def _deny(settings: Settings, platform: str, code: str) -> None:
 async def _revoke(settings: Settings, platform: str, user_id: str) -> None:
     async with open_store(settings) as store:
         revoked = await Pairing(store).revoke(platform, user_id)
-    if not revoked:
-        raise ConfigError(
-            f"{platform} user {user_id} is not approved (see `switchboard pairing list`)"
-        )
+        if not revoked:
+            raise ConfigError(
+                f"{platform} user {user_id} is not approved (see `switchboard pairing list`)"
+            )
+        # Their schedules would go on running (and spending) without them.
+        paused = await ScheduleBook(store).pause_all_of(f"{platform}:{user_id}")
     click.echo(f"Revoked the approval of {platform} user {user_id}.")
+    if paused:
+        ids = ", ".join(s.id for s in paused)
+        click.echo(f"Paused their schedules ({ids}); `switchboard schedule resume ID` resumes one.")
 
 
 def _no_request(platform: str, code: str) -> str:

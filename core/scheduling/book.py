@@ -119,6 +119,15 @@ class ScheduleBook:
         await self.store.save_schedule(changed)
         return changed
 
+    async def pause_all_of(self, owner: str) -> list[Schedule]:
+        """Pause every active schedule `owner` made (someone whose access was taken away must
+        not keep spending through them); the schedules paused."""
+        paused = []
+        for schedule in await self.store.list_schedules(owner=owner):
+            if schedule.status == "active":
+                paused.append(await self.set_status(schedule.id, "paused"))
+        return paused
+
     async def finish(
         self,
         schedule_id: str,

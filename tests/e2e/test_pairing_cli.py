@@ -13,6 +13,8 @@ import pytest
 
 from core.access import Pairing
 from core.envelopes import Address, Inbound
+from core.scheduling.book import ScheduleBook
+from core.scheduling.models import CronCadence
 from core.store.sqlite import SqliteStore
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +74,33 @@ async def _approvals(path: Path) -> list[tuple[str, bool]]:
         await store.close()
 
 
+async def _schedules(path: Path, owners: list[str]) -> list[str]:
+    """One daily schedule made in a chat by each of `owners`; their ids."""
+    store = await SqliteStore.open(path)
+    try:
+        book = ScheduleBook(store)
+        made = [
+            await book.create(
+                cadence=CronCadence(expression="0 9 * * *"),
+                prompt="morning digest",
+                deliver_to=Address(platform="telegram", bot="b", chat="-100"),
+                owner=owner,
+            )
+            for owner in owners
+        ]
+        return [schedule.id for schedule in made]
+    finally:
+        await store.close()
+
+
+async def _statuses(path: Path) -> dict[str, str]:
+    store = await SqliteStore.open(path)
+    try:
+        return {s.id: s.status for s in await store.list_schedules()}
+    finally:
+        await store.close()
+
+
 def test_list_approve_deny_and_revoke(env: dict[str, str], tmp_path: Path) -> None:
     db = tmp_path / "data" / "switchboard.db"
     first, second = asyncio.run(_ask(db, ["101", "102"]))
@@ -92,9 +121,15 @@ def test_list_approve_deny_and_revoke(env: dict[str, str], tmp_path: Path) -> No
     assert "No pending requests." in listed.stdout
     assert "101" in listed.stdout and "yes" in listed.stdout
 
+    mine, theirs = asyncio.run(_schedules(db, ["telegram:101", "telegram:7"]))
     revoked = run(["revoke", "telegram", "101"], env, tmp_path)
-    assert revoked.stdout == "Revoked the approval of telegram user 101.\n"
+    assert revoked.stdout == (
+        "Revoked the approval of telegram user 101.\n"
+        f"Paused their schedules ({mine}); `switchboard schedule resume ID` resumes one.\n"
+    )
     assert asyncio.run(_approvals(db)) == []
+    # The revoked person's schedule no longer runs; someone else's does.
+    assert asyncio.run(_statuses(db)) == {mine: "paused", theirs: "active"}
 
 
 @pytest.mark.parametrize(
