@@ -1,26 +1,29 @@
 """What the page's cost view shows: sums of the cost ledger per conversation, day and model,
 and the spend each budget is measured against.
 
-One pass over the ledger entries of the most recently charged sessions: the per-day and
-per-model sums and the spends of the budgets all come from the same entries.
+The sums per day and per model are the ledger's own groupings (`CostLedger.costs_by`, over
+every call); today's spend per chat and per person, which the budgets are measured against,
+comes from the entries of the most recently charged sessions.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
 from core.clock import utc_now
 from core.store.base import Store
-from core.store.ledger import CostEntry, CostSummary
+from core.store.ledger import CostEntry, CostGroup, CostSummary
 
 __all__ = ["CostReport", "cost_report"]
 
-# How many sessions the breakdowns read (most recently charged first).
+# How many sessions the page lists and reads today's entries of (most recently charged first).
 SESSIONS = 200
+# How many days the chart shows, newest last.
+DAYS = 90
 
 
 @dataclass
@@ -29,28 +32,25 @@ class CostReport:
 
     total: CostSummary
     conversations: list[dict[str, Any]] = field(default_factory=list)
-    # day or model -> [USD, tokens]
-    days: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0.0, 0.0]))
-    models: dict[str, list[float]] = field(default_factory=lambda: defaultdict(lambda: [0.0, 0.0]))
-    # Today's (UTC) spend, overall, per chat and per person.
+    # The ledger's totals per UTC day and per model.
+    days: Sequence[CostGroup] = ()
+    models: Sequence[CostGroup] = ()
+    # Today's (UTC) spend: everyone's (from the ledger), per chat and per person (from the
+    # listed conversations' entries).
     today_total: float = 0.0
     today_chats: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     today_users: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     top_session: float = 0.0
 
     def add(self, entry: CostEntry, chat: str, today: date) -> None:
-        """Count one ledger entry (`chat`: its session's key when the entry names none)."""
-        cost = entry.cost_usd or 0.0
-        for bucket in (self.days[entry.at.date().isoformat()], self.models[entry.model]):
-            bucket[0] += cost
-            bucket[1] += entry.usage.total_tokens
+        """Count one ledger entry toward today's spends (`chat`: its session's key when the
+        entry names none)."""
         if entry.at.date() != today:
             return
-        self.today_total += cost
-        self.today_chats[getattr(entry, "chat", None) or chat] += cost
-        user = getattr(entry, "user", None)
-        if user:
-            self.today_users[user] += cost
+        cost = entry.cost_usd or 0.0
+        self.today_chats[entry.chat or chat] += cost
+        if entry.user:
+            self.today_users[entry.user] += cost
 
     def spent(self, budget: str) -> float | None:
         """What a budget is measured against: its busiest scope's spend (None: not known here).
@@ -87,21 +87,27 @@ class CostReport:
             "total": _row(self.total),
             "conversations": self.conversations,
             "days": [
-                {"day": day, "cost_usd": v[0], "tokens": int(v[1])}
-                for day, v in sorted(self.days.items())
+                {"day": g.key, "cost_usd": g.cost_usd, "tokens": g.usage.total_tokens}
+                for g in sorted(self.days, key=lambda g: g.key)
             ],
             "models": [
-                {"model": model, "cost_usd": v[0], "tokens": int(v[1])}
-                for model, v in sorted(self.models.items(), key=lambda kv: (-kv[1][0], kv[0]))
+                {"model": g.key, "cost_usd": g.cost_usd, "tokens": g.usage.total_tokens}
+                for g in self.models
             ],
             "budgets": self.budgets(limits),
         }
 
 
 async def cost_report(store: Store) -> CostReport:
-    """The ledger of the `SESSIONS` most recently charged sessions, summed."""
+    """The ledger summed for the page: totals per day and model over every call, the
+    `SESSIONS` most recently charged conversations, and today's spends."""
     today = utc_now().date()
-    report = CostReport(total=await store.cost_summary())
+    report = CostReport(
+        total=await store.cost_summary(),
+        days=await store.costs_by("day", limit=DAYS),
+        models=await store.costs_by("model"),
+        today_total=await store.daily_spend(today),
+    )
     for row in await store.costs_by_session(limit=SESSIONS):
         assert row.session_id is not None
         record = await store.get_session(row.session_id)
