@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 from channels.base import InboundSink
 from channels.web.spec import BOT, SPEC, USER
-from core.envelopes import Address, Inbound, Outbound
+from core.confirm import answer_inbound, button_value
+from core.envelopes import Address, Inbound, Outbound, new_id
 from core.errors import ChannelError
 
 __all__ = ["WebAdapter"]
@@ -79,6 +80,18 @@ class WebAdapter:
             text=text,
             user_id=USER,
             user_name=USER,
+            is_direct=True,
+        )
+
+    def answer(self, conversation: str, question: str, allowed: bool) -> Inbound | None:
+        """The operator's press of a question's Yes or No button, read like every platform's
+        buttons (`core/confirm.py`); None when `question` is not an id one of ours carries."""
+        return answer_inbound(
+            button_value(question, allowed),
+            address=self.address(conversation),
+            user_id=USER,
+            user_name=USER,
+            press_id=new_id(),
             is_direct=True,
         )
 

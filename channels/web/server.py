@@ -26,7 +26,14 @@ from channels.web.auth import WebAuth
 from channels.web.render import to_html
 from channels.web.sse import EventStream
 from core.bus.base import Bus
-from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent, Outbound, new_id
+from core.envelopes import (
+    EventEnvelope,
+    Inbound,
+    NotificationFailed,
+    NotificationSent,
+    Outbound,
+    new_id,
+)
 from core.errors import BusError, ChannelError, StoreError
 
 __all__ = ["CONVERSATION", "WebServer"]
@@ -231,8 +238,18 @@ class WebServer:
         answer = body.get("answer")
         if answer not in ("yes", "no"):
             raise bad_request("`answer` must be yes or no")
+        question = body.get("question")
+        if question is None:
+            # No question named: the answer is typed, as in any chat.
+            inbound: Inbound | None = self.adapter.inbound(conversation, str(answer))
+        elif isinstance(question, str):
+            inbound = self.adapter.answer(conversation, question, answer == "yes")
+        else:
+            inbound = None
+        if inbound is None:
+            raise bad_request("`question` must be the id the question event carried")
         try:
-            await self.adapter.submit(self.adapter.inbound(conversation, str(answer)))
+            await self.adapter.submit(inbound)
         except ChannelError as exc:
             return _error(503, str(exc))
         return web.json_response({"answered": answer}, status=202)
@@ -317,6 +334,8 @@ def _shown(outbound: Outbound) -> dict[str, Any]:
     shown: dict[str, Any] = {"kind": outbound.kind, "text": outbound.text, "seq": outbound.seq}
     if outbound.kind in ("delta", "reply", "notification"):
         shown["html"] = to_html(outbound.text)
+    if outbound.question is not None:
+        shown["question"] = outbound.question
     if outbound.failed:
         shown["failed"] = True
     return shown

@@ -15,6 +15,8 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright, expect
 from pydantic import BaseModel
 
+from core.bus.names import EVENTS
+from core.envelopes import EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
@@ -139,10 +141,19 @@ async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
         await page.screenshot(path=shots / "chat.png")
 
         # A privileged tool asks first: the question comes with buttons.
+        lifecycle = await running.bus.subscribe(EVENTS)
         await page.fill("#chat-input", "launch it")
         await page.click("#send")
         await page.click(".message.question .answer-yes")
         await expect(page.locator(".message.assistant.done").last).to_have_text("Launched.")
+        await expect(page.locator(".message.question").last).to_contain_text("Allowed")
+        # Answered as a press of that question's button (its id sent back), not a typed yes.
+        async with asyncio.timeout(PATIENCE):
+            async for event in lifecycle:
+                if isinstance(event, EventEnvelope) and event.name == "confirm.decision":
+                    assert (event.data["via"], event.data["allowed"]) == ("button", True)
+                    break
+        await lifecycle.aclose()
 
         # The stop button cancels a turn that would never end.
         await page.fill("#chat-input", "take your time")

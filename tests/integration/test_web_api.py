@@ -142,6 +142,8 @@ async def test_writes_from_another_origin_are_refused(page: Page) -> None:
         ("/api/chat", json.dumps({"text": "x" * 20_001})),
         ("/api/stop", json.dumps({})),
         ("/api/answer", json.dumps({"conversation": "c1", "answer": "maybe"})),
+        ("/api/answer", json.dumps({"conversation": "c1", "answer": "yes", "question": 7})),
+        ("/api/answer", json.dumps({"conversation": "c1", "answer": "yes", "question": "a:b"})),
         ("/api/schedules", json.dumps({"prompt": "p", "deliver_to": "web:inbox"})),
         ("/api/schedules", json.dumps({"prompt": "p", "deliver_to": "nowhere", "every": "1h"})),
         ("/api/schedules", json.dumps({"prompt": "p", "deliver_to": "web:x", "every": "soon"})),

@@ -159,7 +159,7 @@ async function send(text) {
       } else if (event === "progress") {
         bubble("progress").textContent = "↳ " + data.text;
       } else if (event === "question") {
-        showQuestion(data.text);
+        showQuestion(data.text, data.question);
       } else if (event === "decision") {
         // The answer is in (from this page or another chat): the question without its buttons.
         const asked = [...document.querySelectorAll(".message.question .body")].pop();
@@ -183,12 +183,14 @@ async function send(text) {
   }
 }
 
-function showQuestion(text) {
+function showQuestion(text, question) {
   const body = bubble("question");
   const conversation = state.conversation;
   const answer = async (word, buttons) => {
     for (const b of buttons) b.disabled = true;
-    await api("/api/answer", { method: "POST", body: JSON.stringify({ conversation, answer: word }) });
+    // A press names its question, like every platform's buttons.
+    const sent = { conversation, answer: word, question };
+    await api("/api/answer", { method: "POST", body: JSON.stringify(sent) });
   };
   const yes = el("button", { class: "answer-yes" }, "Yes");
   const no = el("button", { class: "answer-no" }, "No");
