@@ -83,6 +83,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
     from core.mcp.servers import McpServers
 
 log = logging.getLogger(__name__)
@@ -113,6 +115,9 @@ class Backends:
     readiness: Readiness
     # The process's metrics: the parts built on these backends record into it.
     metrics: Metrics = field(default_factory=Metrics)
+    # The batching Redis client the store, the mailboxes and the bus share (None without
+    # Redis); the rate limits' counters go through it too.
+    redis: Redis | None = None
 
 
 @dataclass
@@ -206,6 +211,7 @@ async def backends(
         # Imported here: redis-py is only loaded by processes that use it.
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
+        from core.redis_client import BatchingRedis
         from core.store._redis_replies import RedisReplyRecords
         from core.store.redis import RedisStore
 
@@ -225,15 +231,21 @@ async def backends(
                 readiness=_readiness(redis_store),
             )
             return
-        redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
+        # One batching client for the store, the mailboxes and the bus's non-blocking
+        # commands: what a process's turns issue at the same time leaves in one round trip
+        # (core/redis_client.py). The store closes it, last.
+        shared = redis_store.client
+        batched = shared if isinstance(shared, BatchingRedis) else None
+        redis_bus = await RedisBus.connect(
+            url, lease_seconds=BUS_LEASE_SECONDS, keys=keys, batched=batched
+        )
         stack.push_async_callback(redis_bus.close)
-        mailboxes = RedisMailboxes.from_url(url, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
-        stack.push_async_callback(mailboxes.aclose)
+        mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
         replies = RedisReplyRecords.from_url(url, keys=keys)
         stack.push_async_callback(replies.aclose)
         readiness = _readiness(redis_store)
         readiness.add_check("bus", redis_bus.ping)
-        yield Backends(redis_store, redis_bus, mailboxes, replies, True, readiness)
+        yield Backends(redis_store, redis_bus, mailboxes, replies, True, readiness, redis=shared)
 
 
 def _readiness(store: Store) -> Readiness:
@@ -280,7 +292,7 @@ async def worker_for(
     )
     # Privileged tools ask the chat first (`full` mode); no answer within a minute means no.
     gate = Confirmations(bus=found.bus, timeout=60.0, marks=found.store, redactor=redactor)
-    limiter, close_limiter = open_rate_limits(settings, options)
+    limiter, close_limiter = open_rate_limits(settings, options, found.redis)
     try:
         runtime = AgentRuntime(
             provider=provider,

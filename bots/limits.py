@@ -8,9 +8,10 @@ else this process's memory (the embedded deployment is one process).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from limits.aio.storage import MemoryStorage, RedisStorage, Storage
+from limits.aio.storage import MemoryStorage, RedisStorage
+from limits.aio.storage.redis.redispy import RedispyBridge
 
 from bots.settings import Settings
 from core.budgets import BudgetAlerts, BudgetGuard, Budgets
@@ -20,6 +21,9 @@ from core.profile import ProfileSettings
 from core.ratelimit import RateLimits
 from core.store.base import Store
 
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
 __all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
 
 # Platforms on which a person's user id is also the address of the bot's DM with them.
@@ -27,23 +31,54 @@ _DM_BY_USER_ID: Final = frozenset({"telegram", "slack"})
 
 
 def open_rate_limits(
-    settings: Settings, options: ProfileSettings
+    settings: Settings, options: ProfileSettings, client: Redis | None = None
 ) -> tuple[RateLimits, Callable[[], Awaitable[None]]]:
-    """The profile's rate limits over the deployment's counters, and what closes them."""
+    """The profile's rate limits over the deployment's counters, and what closes them.
+
+    `client` is the process's shared Redis client (a `BatchingRedis`, see `bots/app.py`): the
+    counters' scripts then go through it, and a message's tests (and its hits) leave in one
+    round trip together with whatever else the process sends at that moment. Without it the
+    counters get a pool of their own.
+    """
     if settings.redis_url is None:
         return RateLimits(options.limits, MemoryStorage()), _nothing
     # Imported here: redis-py is only loaded by processes that use it.
     from redis.asyncio import ConnectionPool
 
-    # Our own pool (the package's redis-py bridge takes one), so its connections are closed.
-    pool = ConnectionPool.from_url(settings.redis_url)
-    storage: Storage = RedisStorage(
+    # The package's redis-py bridge takes a pool: the shared client's, or our own (so that its
+    # connections are closed).
+    pool = (
+        client.connection_pool
+        if client is not None
+        else ConnectionPool.from_url(settings.redis_url)
+    )
+    storage = RedisStorage(
         f"async+{settings.redis_url}",
         implementation="redispy",
         key_prefix=settings.redis_keys.rate_limits(),
         connection_pool=pool,  # type: ignore[arg-type]  # typed narrower than it takes
     )
-    return RateLimits(options.limits, storage), pool.aclose
+    if client is None:
+        return RateLimits(options.limits, storage), pool.aclose
+    _send_through(storage, client)
+    return RateLimits(options.limits, storage), _nothing
+
+
+def _send_through(storage: RedisStorage, client: Redis) -> None:
+    """Have `storage` send its commands and scripts through `client`.
+
+    The redis-py bridge makes a plain client on the pool it is given and registers its scripts
+    on it; both are swapped for the shared client (the attributes the bridge's own
+    `use_basic` and `register_scripts` set), so its scripts join the shared client's batches.
+    """
+    bridge = storage.bridge
+    if not isinstance(bridge, RedispyBridge):
+        return
+    # Typed as the package's protocol of a client, which redis-py's class meets in practice.
+    shared = cast("Any", client)
+    bridge.storage = shared
+    bridge.connection_getter = lambda _readonly: shared
+    bridge.register_scripts()
 
 
 async def _nothing() -> None:

@@ -13,6 +13,7 @@ runs are not turns a person sends, so the budgets (`core/budgets.py`) bound them
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Collection
 from typing import Final
@@ -118,11 +119,19 @@ class RateLimits:
             if limit is not None
         ]
         # Tested first, then counted: a message refused by one limit uses none of the others.
-        for limit, keys in checks:
-            if not await self._limiter.test(limit.item, limit.name, *keys):
+        # The limits are independent, so each step asks for all of them at once (on Redis, one
+        # round trip each: the storage sends through the process's batching client).
+        passed = await asyncio.gather(
+            *(self._limiter.test(limit.item, limit.name, *keys) for limit, keys in checks)
+        )
+        for (limit, keys), ok in zip(checks, passed, strict=True):
+            if not ok:
                 return False, await self._notice(limit, keys)
-        for limit, keys in checks:
-            if not await self._limiter.hit(limit.item, limit.name, *keys):
+        counted = await asyncio.gather(
+            *(self._limiter.hit(limit.item, limit.name, *keys) for limit, keys in checks)
+        )
+        for (limit, keys), ok in zip(checks, counted, strict=True):
+            if not ok:
                 # Another worker took the last place between the test and the hit.
                 return False, await self._notice(limit, keys)
         return True, None

@@ -10,24 +10,45 @@ docs/performance.md, "Known limits").
 `BatchingRedis` sends the commands its callers issue in the same turn of the event loop as one
 pipeline (one write, one round trip), each caller still awaiting its own reply. A worker
 running many turns at once issues many small independent commands; batched, they cost one
-round trip instead of one each. Only clients whose commands never block may batch (a blocking
-read would hold up the others in its pipeline): the store's and the mailboxes', not the bus's.
+round trip instead of one each. Its explicit pipelines (`pipeline()`) join the batch too, as one
+unit: their commands stay together and in order, and a transactional one makes the batch it
+leaves in a MULTI/EXEC (atomic together with the rest of the batch, which only makes it
+stronger). So two parts of a process that share one `BatchingRedis` (the store, the
+mailboxes, the bus's non-blocking commands and the rate limits do, `bots/app.py`) and issue
+their work at the same time pay one round trip for all of it. Only commands that never block
+may batch (a blocking read would hold up the others in its pipeline): the bus keeps a plain
+client for its blocking reads and subscriptions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import Connection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 __all__ = ["BatchingRedis", "QuickConnection", "redis_client"]
 
-_Waiting = tuple[tuple[Any, ...], dict[str, Any], "asyncio.Future[Any]"]
+_Command = tuple[tuple[Any, ...], Mapping[str, Any]]
+
+
+class _Unit:
+    """One caller's work in a batch: a command, or an explicit pipeline's commands."""
+
+    __slots__ = ("commands", "reply", "transaction")
+
+    def __init__(
+        self, commands: list[_Command], transaction: bool, reply: asyncio.Future[list[Any]]
+    ) -> None:
+        self.commands = commands
+        self.transaction = transaction
+        # The unit's replies in order, errors among them as exceptions.
+        self.reply = reply
 
 
 class QuickConnection(Connection):
@@ -69,21 +90,33 @@ class BatchingRedis(aioredis.Redis):
     """A client that pipelines the commands issued in one turn of the event loop.
 
     Replies and errors reach each caller as if it had sent its command alone; a command whose
-    caller was cancelled before the batch left is not sent. Explicit pipelines and scripts
-    work as on any client (a script call is one command of a batch).
+    caller was cancelled before the batch left is not sent. Scripts work as on any client (a
+    script call is one command of a batch); an explicit pipeline joins the batch as one unit
+    (a pipeline that WATCHes keys, or calls scripts through the pipeline, runs on its own).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._waiting: list[_Waiting] = []
+        self._waiting: list[_Unit] = []
         self._flush_due = False
         self._batches: set[asyncio.Task[None]] = set()
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         """Queue the command for this turn of the loop's batch; its reply."""
+        (result,) = await self._submit([(args, options)], transaction=False)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
+        """A pipeline whose `execute()` joins this turn of the loop's batch."""
+        return _BatchedPipeline(self, transaction, shard_hint)
+
+    async def _submit(self, commands: list[_Command], transaction: bool) -> list[Any]:
+        """Queue `commands` as one unit of this turn of the loop's batch; their replies."""
         loop = asyncio.get_running_loop()
-        reply: asyncio.Future[Any] = loop.create_future()
-        self._waiting.append((args, options, reply))
+        reply: asyncio.Future[list[Any]] = loop.create_future()
+        self._waiting.append(_Unit(commands, transaction, reply))
         if not self._flush_due:
             self._flush_due = True
             loop.call_soon(self._flush)
@@ -96,36 +129,59 @@ class BatchingRedis(aioredis.Redis):
         self._batches.add(task)
         task.add_done_callback(self._batches.discard)
 
-    async def _send(self, batch: list[_Waiting]) -> None:
-        live = [waiting for waiting in batch if not waiting[2].done()]
+    async def _send(self, batch: list[_Unit]) -> None:
+        live = [unit for unit in batch if not unit.reply.done()]
         if not live:
             return
         try:
-            if len(live) == 1:
-                args, options, _ = live[0]
+            if len(live) == 1 and len(live[0].commands) == 1 and not live[0].transaction:
+                args, options = live[0].commands[0]
                 sent = aioredis.Redis.execute_command(self, *args, **options)  # type: ignore[no-untyped-call]
                 results = [await sent]
             else:
-                async with self.pipeline(transaction=False) as pipe:
-                    for args, options, _ in live:
-                        pipe.execute_command(*args, **options)
+                transaction = any(unit.transaction for unit in live)
+                pipe = aioredis.Redis.pipeline(self, transaction=transaction)
+                async with pipe:
+                    for unit in live:
+                        for args, options in unit.commands:
+                            pipe.execute_command(*args, **options)
                     results = await pipe.execute(raise_on_error=False)
         except asyncio.CancelledError:
-            for _, _, reply in live:
-                reply.cancel()
+            for unit in live:
+                unit.reply.cancel()
             raise
         except Exception as exc:
-            for _, _, reply in live:
-                if not reply.done():
-                    reply.set_exception(exc)
+            for unit in live:
+                if not unit.reply.done():
+                    unit.reply.set_exception(exc)
             return
-        for (_, _, reply), result in zip(live, results, strict=True):
-            if reply.done():
-                continue  # its caller stopped waiting
-            if isinstance(result, Exception):
-                reply.set_exception(result)
-            else:
-                reply.set_result(result)
+        at = 0
+        for unit in live:
+            replies = results[at : at + len(unit.commands)]
+            at += len(unit.commands)
+            if not unit.reply.done():  # else its caller stopped waiting
+                unit.reply.set_result(replies)
+
+
+class _BatchedPipeline(Pipeline):
+    """An explicit pipeline of a `BatchingRedis`: its commands leave with the loop turn's
+    batch, together and in order (in a MULTI/EXEC when it is a transaction)."""
+
+    def __init__(self, owner: BatchingRedis, transaction: bool, shard_hint: str | None) -> None:
+        super().__init__(owner.connection_pool, owner.response_callbacks, transaction, shard_hint)
+        self._owner = owner
+
+    async def execute(self, raise_on_error: bool = True) -> list[Any]:
+        """Send the queued commands with the batch; their replies (redis-py's contract)."""
+        if self.watching or self.explicit_transaction or self.scripts:
+            return await super().execute(raise_on_error)
+        stack, self.command_stack = self.command_stack, []
+        if not stack:
+            return []
+        results = await self._owner._submit(stack, self.is_transaction)
+        if raise_on_error:
+            self.raise_first_error(stack, results)
+        return results
 
 
 def redis_client(url: str, *, batching: bool = False, **options: Any) -> aioredis.Redis:

@@ -374,9 +374,15 @@ class RedisBus(Bus):
         maxlen: int = 100_000,
         client: aioredis.Redis | None = None,
         keys: RedisKeys | None = None,
+        batched: BatchingRedis | None = None,
     ) -> None:
         """A bus on the Redis at `url` (or `client`), its streams and channels in the namespace
-        of `keys` (the default bot's when None)."""
+        of `keys` (the default bot's when None).
+
+        `batched` is a batching client the process shares (with its store and mailboxes), for
+        everything but the blocking reads and subscriptions: what they issue at the same time
+        then leaves in one round trip. None: one on this bus's own pool. The bus never closes it.
+        """
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
         if max_deliveries < 1:
@@ -398,9 +404,14 @@ class RedisBus(Bus):
             # surfaces as BusError fast, and the caller backs off.
             retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=2),
         )
-        # Everything but the blocking read goes through a client on the same pool that
-        # pipelines what is sent in one turn of the loop (core/redis_client.py).
-        self._batched = BatchingRedis(connection_pool=self._client.connection_pool)
+        # Everything but the blocking read goes through a client that pipelines what is sent
+        # in one turn of the loop (core/redis_client.py): the process's shared one, or one on
+        # this bus's own pool.
+        if batched is not None and batched.connection_pool.connection_kwargs.get(
+            "decode_responses"
+        ):
+            raise ValueError("the Redis client must not decode responses (payloads are msgpack)")
+        self._batched = batched or BatchingRedis(connection_pool=self._client.connection_pool)
         self._take_script = self._client.register_script(_TAKE)
         self._settle_script = self._client.register_script(_SETTLE)
         self._sweep_script = self._client.register_script(_SWEEP)
@@ -426,6 +437,7 @@ class RedisBus(Bus):
         maxlen: int = 100_000,
         client: aioredis.Redis | None = None,
         keys: RedisKeys | None = None,
+        batched: BatchingRedis | None = None,
     ) -> RedisBus:
         """A bus whose Redis answered a PING; `BusError` if it is unreachable."""
         bus = cls(
@@ -435,6 +447,7 @@ class RedisBus(Bus):
             maxlen=maxlen,
             client=client,
             keys=keys,
+            batched=batched,
         )
         try:
             with bus._command("connect"):

@@ -81,6 +81,13 @@ class RedisStore(
         super().__init__(client, keys=keys or RedisKeys(), clock=clock)
         self._processed_ttl_ms = max(1, processed_ttl // timedelta(milliseconds=1))
 
+    @property
+    def client(self) -> aioredis.Redis:
+        """The store's client. A process shares it (a `BatchingRedis` when `open` made it) with
+        its mailboxes, its bus's non-blocking commands and its rate limits, so that what they
+        issue at the same time leaves in one round trip (`bots/app.py`)."""
+        return self._client
+
     @classmethod
     async def open(
         cls,

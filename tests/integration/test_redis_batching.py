@@ -88,3 +88,50 @@ async def test_scripts_and_explicit_pipelines_work_as_on_any_client(
 
     assert done == [True, 11]
     assert list(results) == [16, 17]
+
+
+async def test_explicit_pipelines_of_several_callers_share_one_round_trip(
+    batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await batched.ping()
+    writes = _count_writes(monkeypatch)
+
+    async def transfer(i: int) -> list[Any]:
+        async with batched.pipeline(transaction=True) as pipe:
+            pipe.set(f"a{i}", i)
+            pipe.incrby(f"a{i}", 100)
+            pipe.get(f"a{i}")
+            return await pipe.execute()
+
+    results = await asyncio.gather(*(transfer(i) for i in range(5)), batched.incr("alone"))
+
+    assert len(writes) == 1
+    assert list(results[:5]) == [[True, 100 + i, str(100 + i).encode()] for i in range(5)]
+    assert results[5] == 1
+
+
+async def test_an_error_inside_a_batched_pipeline_reaches_only_its_caller(
+    batched: BatchingRedis,
+) -> None:
+    await batched.set("text", "not a number")
+
+    async def failing() -> list[Any]:
+        async with batched.pipeline(transaction=False) as pipe:
+            pipe.incr("text")
+            pipe.incr("fine")
+            return await pipe.execute()
+
+    async def lenient() -> list[Any]:
+        async with batched.pipeline(transaction=True) as pipe:
+            pipe.incr("text")
+            pipe.incr("also-fine")
+            return await pipe.execute(raise_on_error=False)
+
+    failed, kept, other = await asyncio.gather(
+        failing(), lenient(), batched.incr("counter"), return_exceptions=True
+    )
+
+    assert isinstance(failed, ResponseError)
+    assert isinstance(kept, list) and isinstance(kept[0], ResponseError) and kept[1] == 1
+    assert other == 1
+    assert await batched.get("fine") == b"1"  # the rest of the failing pipeline still ran
