@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Final
 
 from limits import RateLimitItem, RateLimitItemPerDay, RateLimitItemPerSecond, parse
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.envelopes import Inbound
 
-__all__ = ["LOCAL_PLATFORMS", "RateLimitSettings", "RateLimits"]
+__all__ = ["LOCAL_PLATFORMS", "RateLimitSettings", "RateLimits", "Tested"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,14 @@ class _Limit(BaseModel):
     name: str
     item: RateLimitItem
     notice: str
+
+
+@dataclass(frozen=True, slots=True)
+class Tested:
+    """How a message stands against each limit that applies to it (none: exempt)."""
+
+    checks: list[tuple[_Limit, tuple[str, ...]]]
+    passed: list[bool]
 
 
 class RateLimits:
@@ -105,11 +114,16 @@ class RateLimits:
     async def admit(self, inbound: Inbound, *, is_admin: bool) -> tuple[bool, str | None]:
         """Whether `inbound` may run a turn, and the notice to send when it may not (None:
         stay silent, the person was told already in this window). Admitting counts it."""
+        return await self.settle(await self.test(inbound, is_admin=is_admin))
+
+    async def test(self, inbound: Inbound, *, is_admin: bool) -> Tested:
+        """The first half of `admit`, which only reads: how `inbound` stands against each
+        limit. The worker asks for it together with its other reads of the message."""
         address = inbound.address
         if is_admin or address.platform in self._exempt:
-            return True, None
-        person = (address.platform, inbound.user_id)
-        checks = [
+            return Tested(checks=[], passed=[])
+        person: tuple[str, ...] = (address.platform, inbound.user_id)
+        checks: list[tuple[_Limit, tuple[str, ...]]] = [
             (limit, keys)
             for limit, keys in (
                 (self._person, person),
@@ -118,19 +132,24 @@ class RateLimits:
             )
             if limit is not None
         ]
-        # Tested first, then counted: a message refused by one limit uses none of the others.
-        # The limits are independent, so each step asks for all of them at once (on Redis, one
-        # round trip each: the storage sends through the process's batching client).
+        # The limits are independent, so they are asked all at once (on Redis, one round trip:
+        # the storage sends through the process's batching client).
         passed = await asyncio.gather(
             *(self._limiter.test(limit.item, limit.name, *keys) for limit, keys in checks)
         )
-        for (limit, keys), ok in zip(checks, passed, strict=True):
+        return Tested(checks=checks, passed=list(passed))
+
+    async def settle(self, tested: Tested) -> tuple[bool, str | None]:
+        """The second half of `admit`: count the message against every limit it passed, or
+        refuse it (and the notice, if due)."""
+        # Tested first, then counted: a message refused by one limit uses none of the others.
+        for (limit, keys), ok in zip(tested.checks, tested.passed, strict=True):
             if not ok:
                 return False, await self._notice(limit, keys)
         counted = await asyncio.gather(
-            *(self._limiter.hit(limit.item, limit.name, *keys) for limit, keys in checks)
+            *(self._limiter.hit(limit.item, limit.name, *keys) for limit, keys in tested.checks)
         )
-        for (limit, keys), ok in zip(checks, counted, strict=True):
+        for (limit, keys), ok in zip(tested.checks, counted, strict=True):
             if not ok:
                 # Another worker took the last place between the test and the hit.
                 return False, await self._notice(limit, keys)

@@ -101,6 +101,18 @@ async def keep_trying(
     failure is raised instead of waiting for another attempt.
     """
 
+    # The first attempt is made directly: almost every call succeeds at once, and building
+    # tenacity's retry loop for it cost a worker about 5 % of its CPU (docs/performance.md).
+    try:
+        result = await operation()
+    except (BusError, StoreError) as exc:
+        if stopping is not None and stopping.is_set():
+            raise
+        readiness.down(name, str(exc) or type(exc).__name__)
+    else:
+        readiness.up(name)
+        return result
+
     def worth_another_try(state: RetryCallState) -> bool:
         if state.outcome is None or not state.outcome.failed:
             return False
@@ -129,6 +141,8 @@ async def keep_trying(
         before_sleep=mark_down,
         reraise=True,
     )
+    # The first failure waits like tenacity's first retry would have.
+    await pause(_FIRST_WAIT)
     # Iterated rather than called: tenacity would call a lambda returning a coroutine without
     # awaiting it (it only awaits coroutine functions).
     async for attempt in retrying:

@@ -251,11 +251,9 @@ class AgentRuntime:
                 self.store, session_id, after_seq=after
             )
             resumed = _interrupted_turn(history, user_input.source)
-            if resumed is None:
-                stored_input = await self._append(session_id, user_input, state)
-                state.first_seq = stored_input.seq
-                history.append(stored_input)
-            else:
+            # A new message is stored by `_loop`, together with the turn's first reads.
+            pending: Message | None = user_input if resumed is None else None
+            if resumed is not None:
                 # This message's turn was started before and cut off (a worker died): go on
                 # from what it stored instead of storing the message again.
                 log.warning("resuming an interrupted turn of session %s", session_id)
@@ -272,12 +270,14 @@ class AgentRuntime:
                     model=self.model,
                 )
             )
-            last = history[-1]
-            if resumed is not None and last.role == "assistant" and not last.tool_calls:
+            last = history[-1] if resumed is not None else None
+            if last is not None and last.role == "assistant" and not last.tool_calls:
                 # The cut-off turn had already answered; only its delivery may be missing.
                 final = RunCompleted(run_id=run_id, text=last.text, steps=0)
             else:
-                final = await self._loop(run_id, session_id, history, context, emit, state)
+                final = await self._loop(
+                    run_id, session_id, history, context, emit, state, pending
+                )
             emit(final)
         except asyncio.CancelledError:
             if not flag.requested:
@@ -325,7 +325,10 @@ class AgentRuntime:
         context: ChannelContext,
         emit: Callable[[AgentEvent | None], None],
         state: _TurnState,
+        pending: Message | None = None,
     ) -> RunCompleted | RunFailed:
+        """The turn's steps. `pending` is the person's message, not stored yet: it is stored
+        while the turn's memory context and its budgets are read (one round trip on Redis)."""
         offered = context.mode.allowed_tools(self.tools)
         system = self.prompt.build(
             mode=context.mode,
@@ -334,7 +337,22 @@ class AgentRuntime:
             now=self._clock(),
             scheduled=context.schedule_brief,
         )
-        state.turn_context = await self._context_for(context, history)
+        state.user, state.chat = spender_keys(
+            context.platform, context.user_id, context.address, scheduled=context.scheduled
+        )
+        refusal: RunFailed | None = None
+        checked = pending is not None
+        if pending is not None:
+            stored, state.turn_context, refusal = await asyncio.gather(
+                self._append(session_id, pending, state),
+                self._context_for(context, pending.text),
+                self._over_budget(run_id, session_id, context, state),
+            )
+            state.first_seq = stored.seq
+            history.append(stored)
+        else:
+            asked = next((m.text for m in reversed(history) if m.role == "user"), "")
+            state.turn_context = await self._context_for(context, asked)
         state.view = TurnWindow(
             store=self.store,
             session_id=session_id,
@@ -348,9 +366,6 @@ class AgentRuntime:
             ready=state.ready,
         )
         state.ready = state.view.ready
-        state.user, state.chat = spender_keys(
-            context.platform, context.user_id, context.address, scheduled=context.scheduled
-        )
         tool_context = ToolContext(
             session_id=session_id,
             user_id=context.user_id,
@@ -364,7 +379,9 @@ class AgentRuntime:
         for step in range(1, self.limits.max_steps + 1):
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
-            refusal = await self._over_budget(run_id, session_id, context, state)
+            if not checked:
+                refusal = await self._over_budget(run_id, session_id, context, state)
+            checked = False
             if refusal is not None:
                 return refusal
             if compacted := await state.view.compact(history):
@@ -374,11 +391,14 @@ class AgentRuntime:
                 await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
                 return outcome
             text, calls, finished = outcome
-            await self._charge(session_id, run_id, finished, state)
             if text:
                 state.texts.append(text)
-            answer = await self._append(
-                session_id, Message.assistant(text, calls, usage=finished.usage), state
+            # The call's cost and its answer are written together (one round trip on Redis).
+            _, answer = await asyncio.gather(
+                self._charge(session_id, run_id, finished, state),
+                self._append(
+                    session_id, Message.assistant(text, calls, usage=finished.usage), state
+                ),
             )
             history.append(answer)
             if not calls:
@@ -727,11 +747,10 @@ class AgentRuntime:
         async with asyncio.timeout(self.limits.tool_timeout):
             return await tool(call.arguments, tool_context)
 
-    async def _context_for(self, context: ChannelContext, history: list[Message]) -> str:
+    async def _context_for(self, context: ChannelContext, asked: str) -> str:
         """The turn's extra context (memory) for the newest user text; "" when it fails."""
         if self._turn_context is None:
             return ""
-        asked = next((m.text for m in reversed(history) if m.role == "user"), "")
         try:
             return await self._turn_context(context, asked)
         except Exception:

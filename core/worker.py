@@ -213,6 +213,9 @@ class Worker:
                 # Putting it twice (a retry after a put that did land) keeps one copy: the
                 # mailbox is a set of encoded envelopes.
                 await self._patiently("worker intake", lambda: self.mailboxes.put(inbound))
+                # The mailbox holds it now: its drain may start (its claim then leaves with
+                # the ack below, in one round trip on Redis).
+                self._wake(inbound.session_key)
                 if self._may_answer(inbound):
                     # A typed yes/no may answer a question another worker holds; that worker
                     # marks it processed, so the mailbox copy is then skipped (core/confirm.py).
@@ -226,8 +229,6 @@ class Worker:
             return
         finally:
             self._intake.release()
-        if not control:
-            self._wake(inbound.session_key)
 
     async def _patiently(self, name: str, operation: Callable[[], Awaitable[_T]]) -> _T:
         """`operation()`, tried again while the bus or the store is away (until `stop()`)."""

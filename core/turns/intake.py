@@ -24,7 +24,7 @@ from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
 from core.policy import ChannelPolicy
-from core.ratelimit import RateLimits
+from core.ratelimit import RateLimits, Tested
 from core.store.base import Fence, Store
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
@@ -92,12 +92,15 @@ class InboundHandler:
                 await self.external.run(inbound, cancel=cancel, fence=fence)
             await self.store.mark_processed(inbound.dedupe_key)
             return
-        # A person's message: the three reads it needs are independent, so they are asked for
-        # at once (one round trip on Redis, where the store batches them).
-        processed, entry, found = await asyncio.gather(
+        # A person's message: the reads it needs are independent, so they are asked for at
+        # once (one round trip on Redis, where the process batches them): its processed mark,
+        # its person's access, its checkpoint, and (for what may become a turn) how it stands
+        # against the rate limits.
+        processed, entry, found, tested = await asyncio.gather(
             self.store.is_processed(inbound.dedupe_key),
             self.gate.entry(inbound),
             self.store.get_checkpoint(inbound.dedupe_key),
+            self._rate_test(inbound),
         )
         if processed:
             log.info("skipping %s: already answered", inbound.dedupe_key)
@@ -111,7 +114,14 @@ class InboundHandler:
         elif inbound.kind == "command":
             await self._command(inbound, entry)
         else:
-            await self._turn(inbound, entry, cancel, fence, found)
+            finished = await self._turn(inbound, entry, cancel, fence, found, tested)
+            if finished is not None:
+                # The turn's checkpoint is finished with the processed mark (one round trip).
+                await asyncio.gather(
+                    self.store.finish_checkpoint(finished, "completed"),
+                    self.store.mark_processed(inbound.dedupe_key),
+                )
+                return
         await self.store.mark_processed(inbound.dedupe_key)
 
     async def apologize(self, inbound: Inbound) -> None:
@@ -175,10 +185,15 @@ class InboundHandler:
         cancel: asyncio.Event,
         fence: Fence | None,
         found: Checkpoint | None,
-    ) -> None:
-        """Run a turn; `found` is the message's checkpoint from before (a resumed turn's)."""
+        tested: Tested | None,
+    ) -> str | None:
+        """Run a turn; `found` is the message's checkpoint from before (a resumed turn's).
+
+        Returns the run key of the turn's checkpoint when it is for the caller to finish (the
+        turn came to its end), else None.
+        """
         if not inbound.text.strip() and not inbound.images:
-            return
+            return None
         limit = self.policy.max_input_chars
         if len(inbound.text) > limit:
             await self.outbox.send(
@@ -187,19 +202,25 @@ class InboundHandler:
                 f"That message is too long ({len(inbound.text):,} characters; the limit is "
                 f"{limit:,}). Please send a shorter one.",
             )
-            return
+            return None
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
-            return  # the user was told to send it again
-        # A turn resumed after a crash was admitted when it first came.
-        if found is None and not await self._within_rate(inbound):
-            return
-        # Typing shows before the session lookup and the checkpoint write (Redis round trips).
-        await self.outbox.send(inbound, "typing", "")
-        session = await self.store.current_session(inbound.session_key)
+            return None  # the user was told to send it again
+        # A turn resumed after a crash was admitted when it first came. The message is counted
+        # against the rate limits while its session is looked up (one round trip).
+        counted, session = await asyncio.gather(
+            self._within_rate(inbound, tested if found is None else None),
+            self.store.current_session(inbound.session_key),
+        )
+        if not counted:
+            return None
         context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
-        checkpoint = await self._checkpoint(inbound, session.id, found)
-        await self.turns.run(
+        # Typing shows as the checkpoint is written (one round trip).
+        _, checkpoint = await asyncio.gather(
+            self.outbox.send(inbound, "typing", ""),
+            self._checkpoint(inbound, session.id, found),
+        )
+        outcome = await self.turns.run(
             inbound,
             context,
             session.id,
@@ -207,14 +228,23 @@ class InboundHandler:
             fence=fence,
             checkpoint=checkpoint,
             shown=True,
+            finish=False,
         )
+        return checkpoint.run_key if outcome is not None else None
 
-    async def _within_rate(self, inbound: Inbound) -> bool:
-        """Whether the rate limits let this message run a turn; the notice, if due, is sent."""
-        if self.rate_limits is None:
-            return True
+    async def _rate_test(self, inbound: Inbound) -> Tested | None:
+        """How a person's message stands against the rate limits (None: nothing to test)."""
+        if self.rate_limits is None or inbound.kind == "command":
+            return None
         is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
-        allowed, notice = await self.rate_limits.admit(inbound, is_admin=is_admin)
+        return await self.rate_limits.test(inbound, is_admin=is_admin)
+
+    async def _within_rate(self, inbound: Inbound, tested: Tested | None) -> bool:
+        """Whether the rate limits let this message run a turn (`tested`: how it stood); the
+        notice, if due, is sent. Counts it."""
+        if self.rate_limits is None or tested is None:
+            return True
+        allowed, notice = await self.rate_limits.settle(tested)
         if notice is not None:
             await self.outbox.send(inbound, "notice", notice)
         return allowed

@@ -117,10 +117,13 @@ class TurnRunner:
         fence: Fence | None,
         checkpoint: Checkpoint | None,
         shown: bool,
+        finish: bool = True,
     ) -> Outcome | None:
         """Run one turn answering `inbound`; its outcome (None if the runtime stopped short).
 
-        With `shown`, the answer streams into the chat and ends with its final text.
+        With `shown`, the answer streams into the chat and ends with its final text. The
+        checkpoint is marked completed when the turn has an outcome, unless `finish` is False
+        (the caller finishes it, together with its own last writes).
         """
         message = Message.user(inbound.text, inbound.images, source=inbound.dedupe_key)
         policy = self.outbox.policy(inbound.address.platform) if shown else None
@@ -164,7 +167,7 @@ class TurnRunner:
                         await self.outbox.send(inbound, "notice", "Cancelled.", seq=stream.next_seq)
         finally:
             await stream.close()
-        if outcome is not None and checkpoint is not None:
+        if outcome is not None and checkpoint is not None and finish:
             await self.store.finish_checkpoint(checkpoint.run_key, "completed")
         return outcome
 

@@ -681,8 +681,10 @@ async def test_closing_the_event_stream_early_cancels_the_turn(
     store: SqliteStore, session_id: str
 ) -> None:
     never_set, provider_cancelled = asyncio.Event(), asyncio.Event()
+    asked = asyncio.Event()
 
     async def thinks(_request: ModelRequest) -> list[Any]:
+        asked.set()
         try:
             await never_set.wait()
         except asyncio.CancelledError:
@@ -697,6 +699,7 @@ async def test_closing_the_event_stream_early_cancels_the_turn(
     async with contextlib.aclosing(stream) as events:
         async for event in events:
             assert isinstance(event, RunStarted)
+            await asked.wait()  # the model call is under way when the stream is closed
             break
 
     assert provider_cancelled.is_set()
