@@ -9,12 +9,13 @@ was stored after it, by this process or any other.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from core.context import Sanitizer
 from core.messages import Message
-from core.store.log import ConversationLog
+from core.store.log import CompactionSummary, ConversationLog
 
 __all__ = ["HistoryCache"]
 
@@ -61,6 +62,34 @@ class HistoryCache:
             cached, ready = [m for m in entry.messages if m.seq > after_seq], None
         last = cached[-1].seq if cached else after_seq
         return cached + await store.list_messages(session_id, after_seq=last), ready
+
+    async def load_latest(
+        self, store: ConversationLog, session_id: str
+    ) -> tuple[CompactionSummary | None, list[Message], Sanitizer | None]:
+        """The session's latest summary and the messages after its marker (all of them
+        without one), as `load` gives them.
+
+        With something cached, the summary and the messages stored after the cached ones are
+        asked for at once (one round trip on Redis); only a summary older than the cached
+        messages' marker (the cache is then of no use) costs another read.
+        """
+        entry = self._entries.get(session_id)
+        if entry is None:
+            summary = await store.latest_summary(session_id)
+            after = summary.up_to_seq if summary else 0
+            return (summary, *await self.load(store, session_id, after_seq=after))
+        self._take(session_id)
+        last = entry.messages[-1].seq if entry.messages else entry.after_seq
+        summary, newer = await asyncio.gather(
+            store.latest_summary(session_id), store.list_messages(session_id, after_seq=last)
+        )
+        after = summary.up_to_seq if summary else 0
+        if after < entry.after_seq:
+            return summary, await store.list_messages(session_id, after_seq=after), None
+        if after == entry.after_seq:
+            return summary, [*entry.messages, *newer], entry.ready
+        # A newer summary marker only cuts the front of what was cached.
+        return summary, [m for m in (*entry.messages, *newer) if m.seq > after], None
 
     def keep(
         self,

@@ -32,9 +32,12 @@ from redis.asyncio.connection import Connection
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-__all__ = ["BatchingRedis", "QuickConnection", "redis_client"]
+__all__ = ["LATER_SECONDS", "BatchingRedis", "QuickConnection", "redis_client"]
 
 _Command = tuple[tuple[Any, ...], Mapping[str, Any]]
+
+# The longest `BatchingRedis.execute_later` holds a command back, waiting for others to go with.
+LATER_SECONDS = 0.02
 
 
 class _Unit:
@@ -99,6 +102,8 @@ class BatchingRedis(aioredis.Redis):
         super().__init__(*args, **kwargs)
         self._waiting: list[_Unit] = []
         self._flush_due = False
+        # A timer that sends what only `execute_later` queued, when nothing else took it.
+        self._later: asyncio.TimerHandle | None = None
         self._batches: set[asyncio.Task[None]] = set()
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
@@ -112,6 +117,20 @@ class BatchingRedis(aioredis.Redis):
         """A pipeline whose `execute()` joins this turn of the loop's batch."""
         return _BatchedPipeline(self, transaction, shard_hint)
 
+    async def execute_later(self, *args: Any, **options: Any) -> Any:
+        """`execute_command`, for a command that may wait up to `LATER_SECONDS` for company:
+        it leaves with the next batch anything else starts, or alone when that time is up.
+        For what nobody waits on (events fanned out on pub/sub)."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[list[Any]] = loop.create_future()
+        self._waiting.append(_Unit([(args, options)], False, reply))
+        if not self._flush_due and self._later is None:
+            self._later = loop.call_later(LATER_SECONDS, self._flush)
+        (result,) = await reply
+        if isinstance(result, Exception):
+            raise result
+        return result
+
     async def _submit(self, commands: list[_Command], transaction: bool) -> list[Any]:
         """Queue `commands` as one unit of this turn of the loop's batch; their replies."""
         loop = asyncio.get_running_loop()
@@ -119,12 +138,19 @@ class BatchingRedis(aioredis.Redis):
         self._waiting.append(_Unit(commands, transaction, reply))
         if not self._flush_due:
             self._flush_due = True
-            loop.call_soon(self._flush)
+            # Sent two turns of the loop later, not one: work a caller hands to a task of its
+            # own (`asyncio.gather`) starts a turn later and still makes the batch.
+            loop.call_soon(loop.call_soon, self._flush)
         return await reply
 
     def _flush(self) -> None:
         self._flush_due = False
+        if self._later is not None:
+            self._later.cancel()
+            self._later = None
         batch, self._waiting = self._waiting, []
+        if not batch:
+            return
         task = asyncio.get_running_loop().create_task(self._send(batch))
         self._batches.add(task)
         task.add_done_callback(self._batches.discard)

@@ -245,11 +245,10 @@ class AgentRuntime:
         history: list[Message] = []
         after = 0
         try:
-            state.summary = await self.store.latest_summary(session_id)
-            after = state.summary.up_to_seq if state.summary else 0
-            history, state.ready = await self._histories.load(
-                self.store, session_id, after_seq=after
+            state.summary, history, state.ready = await self._histories.load_latest(
+                self.store, session_id
             )
+            after = state.summary.up_to_seq if state.summary else 0
             resumed = _interrupted_turn(history, user_input.source)
             # A new message is stored by `_loop`, together with the turn's first reads.
             pending: Message | None = user_input if resumed is None else None

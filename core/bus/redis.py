@@ -29,6 +29,7 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
+from core.bus.names import EVENTS
 from core.bus.stats import QueueStats
 from core.envelopes import decode, encode
 from core.errors import BusError
@@ -517,10 +518,18 @@ class RedisBus(Bus):
         return None
 
     async def publish(self, topic: str, envelope: BusPayload) -> None:
-        """`PUBLISH` to the topic's channel (nobody subscribed: dropped)."""
+        """`PUBLISH` to the topic's channel (nobody subscribed: dropped).
+
+        Lifecycle events (the `events` topic) may wait a few milliseconds to leave with the
+        next commands the process sends, instead of taking a round trip of their own.
+        """
         data = self._encode(envelope)
+        channel = self._keys.topic_channel(topic)
         with self._command(f"publish on {topic}"):
-            await self._batched.publish(self._keys.topic_channel(topic), data)
+            if topic == EVENTS:
+                await self._batched.execute_later("PUBLISH", channel, data)
+            else:
+                await self._batched.publish(channel, data)
 
     async def subscribe(self, topic: str) -> Subscription:
         """A subscription, on a connection of its own, to envelopes published from now on."""

@@ -135,3 +135,36 @@ async def test_an_error_inside_a_batched_pipeline_reaches_only_its_caller(
     assert isinstance(kept, list) and isinstance(kept[0], ResponseError) and kept[1] == 1
     assert other == 1
     assert await batched.get("fine") == b"1"  # the rest of the failing pipeline still ran
+
+
+async def test_a_command_sent_later_rides_with_the_next_batch_or_leaves_alone(
+    batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await batched.ping()
+    writes = _count_writes(monkeypatch)
+
+    later = asyncio.create_task(batched.execute_later("SET", "event", "1"))
+    await asyncio.sleep(0)  # queued, waiting for company
+    assert await batched.incr("turn") == 1
+    assert await later is True
+    assert len(writes) == 1  # both in one write
+
+    alone = await batched.execute_later("SET", "event", "2")  # nothing else comes: the timer
+    assert alone is True
+    assert len(writes) == 2
+    assert await batched.get("event") == b"2"
+
+
+async def test_work_a_caller_hands_to_tasks_still_makes_the_batch(
+    batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await batched.ping()
+    writes = _count_writes(monkeypatch)
+
+    async def nested() -> list[Any]:
+        return list(await asyncio.gather(batched.incr("a"), batched.incr("b")))
+
+    results = await asyncio.gather(batched.incr("c"), nested())
+
+    assert results == [1, [1, 1]]
+    assert len(writes) == 1

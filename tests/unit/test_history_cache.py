@@ -9,6 +9,7 @@ import pytest
 from core.history import HistoryCache
 from core.messages import Message, ToolCall
 from core.store import SqliteStore, Store
+from core.store.log import CompactionSummary
 
 
 class CountingStore:
@@ -17,6 +18,9 @@ class CountingStore:
     def __init__(self, store: Store) -> None:
         self.inner = store
         self.read: list[int] = []
+
+    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
+        return await self.inner.latest_summary(session_id)
 
     async def list_messages(self, session_id: str, *, after_seq: int = 0) -> list[Message]:
         found = await self.inner.list_messages(session_id, after_seq=after_seq)
@@ -134,3 +138,22 @@ def test_derived_values_are_computed_once_and_not_carried_into_changed_copies() 
     )
     assert "_derived" not in message.model_dump()
     assert Message.model_validate_json(message.model_dump_json()) == message
+
+
+
+async def test_load_latest_asks_for_the_summary_and_only_what_came_after_the_cache(
+    store: Store,
+) -> None:
+    session = (await store.create_session("s")).id
+    counting = CountingStore(store)
+    cache = HistoryCache()
+    await _append(store, session, "one", "two")
+
+    summary, first, _ = await cache.load_latest(counting, session)  # type: ignore[arg-type]
+    cache.keep(session, first, after_seq=0)
+    await _append(store, session, "three")
+    summary, again, _ = await cache.load_latest(counting, session)  # type: ignore[arg-type]
+
+    assert summary is None
+    assert [m.text for m in again] == ["one", "two", "three"]
+    assert counting.read == [2, 1]  # the second read only returned the newer message
