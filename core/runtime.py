@@ -341,6 +341,8 @@ class AgentRuntime:
         )
         refusal: RunFailed | None = None
         checked = pending is not None
+        # The last tool round's results, stored with the next step's first reads.
+        unsaved: list[Message] = []
         if pending is not None:
             stored, state.turn_context, refusal = await asyncio.gather(
                 self._append(session_id, pending, state),
@@ -378,7 +380,15 @@ class AgentRuntime:
         for step in range(1, self.limits.max_steps + 1):
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
-            if not checked:
+            if unsaved:
+                # The last tool round's results are stored while the budgets are read.
+                saved, refusal = await asyncio.gather(
+                    self._append_all(session_id, unsaved, state),
+                    self._over_budget(run_id, session_id, context, state),
+                )
+                history.extend(saved)
+                unsaved = []
+            elif not checked:
                 refusal = await self._over_budget(run_id, session_id, context, state)
             checked = False
             if refusal is not None:
@@ -408,16 +418,19 @@ class AgentRuntime:
                     cost_usd=None if state.unpriced else state.cost,
                     steps=step,
                 )
-            history.extend(
-                await self._dispatch(session_id, calls, context, tool_context, emit, state)
+            ran, unsaved = await self._dispatch(
+                session_id, calls, context, tool_context, emit, state
             )
+            history.extend(ran)
             if state.monitor.stopped:
+                history.extend(await self._append_all(session_id, unsaved, state))
                 return RunFailed(
                     run_id=run_id,
                     failure="loop",
                     message=LOOP_STOPPED,
                     detail=f"the same tool calls kept repeating (step {step})",
                 )
+        history.extend(await self._append_all(session_id, unsaved, state))
         return RunFailed(
             run_id=run_id,
             failure="budget",
@@ -632,10 +645,15 @@ class AgentRuntime:
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
         state: _TurnState,
-    ) -> list[Message]:
-        """Run the calls: contiguous read-only ones together, the others alone and in order."""
+    ) -> tuple[list[Message], list[Message]]:
+        """Run the calls: contiguous read-only ones together, the others alone and in order.
+
+        Returns the results stored, and those of the last group, not stored yet: the caller
+        stores them with its next reads (they are needed only by the next model call).
+        """
         results: list[Message] = []
-        for group in self._groups(calls):
+        groups = self._groups(calls)
+        for index, group in enumerate(groups):
             if len(group) == 1:
                 outcomes = [
                     await self._run_tool(group[0], context, tool_context, emit, state.monitor)
@@ -649,12 +667,20 @@ class AgentRuntime:
                         )
                     )
                 )
-            for call, (output, is_error) in zip(group, outcomes, strict=True):
-                stored = await self._append(
-                    session_id, Message.tool_result(call, output, is_error=is_error), state
-                )
-                results.append(stored)
-        return results
+            made = [
+                Message.tool_result(call, output, is_error=is_error)
+                for call, (output, is_error) in zip(group, outcomes, strict=True)
+            ]
+            if index == len(groups) - 1:
+                return results, made
+            results.extend(await self._append_all(session_id, made, state))
+        return results, []
+
+    async def _append_all(
+        self, session_id: str, messages: list[Message], state: _TurnState
+    ) -> list[Message]:
+        """Store `messages` in order; the stored ones."""
+        return [await self._append(session_id, message, state) for message in messages]
 
     def _groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
         groups: list[list[ToolCall]] = []

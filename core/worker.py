@@ -88,6 +88,10 @@ class Worker:
         self._sweep_interval = sweep_interval
         self._attempts = attempts
         self._draining: set[str] = set()
+        # Sessions woken while being drained: looked at again once their drain ends, unless
+        # the drain loop read their mailbox after the wake (work put after a `done` that
+        # emptied the box and released the claim with it would otherwise wait for the sweep).
+        self._again: set[str] = set()
         self._running: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
@@ -236,7 +240,10 @@ class Worker:
 
     def _wake(self, session_key: str) -> None:
         """Drain the session's mailbox unless this worker does already (or is stopping)."""
-        if session_key in self._draining or self._stopping.is_set():
+        if self._stopping.is_set():
+            return
+        if session_key in self._draining:
+            self._again.add(session_key)
             return
         self._draining.add(session_key)
         self._spawn(self._drain(session_key))
@@ -261,6 +268,9 @@ class Worker:
             log.warning("could not drain %s (%s); the sweep will try again", session_key, exc)
         finally:
             self._draining.discard(session_key)
+        if session_key in self._again:
+            self._again.discard(session_key)
+            more = True
         if more:
             self._wake(session_key)
 
@@ -274,10 +284,19 @@ class Worker:
     async def _drain_claimed(self, claim: Claim) -> None:
         failures = 0
         while not self._stopping.is_set() and not claim.lost.is_set():
+            self._again.discard(claim.session_key)  # what was put so far, head() sees
             inbound = await self._patiently("worker drain", claim.head)
             if inbound is None:
                 return
-            error = await self._handle(inbound, claim)
+            settled = False
+
+            async def done(inbound: Inbound = inbound) -> None:
+                # Given to the handler: it takes the item out with its own last writes.
+                nonlocal settled
+                await claim.done(inbound)
+                settled = True
+
+            error = await self._handle(inbound, claim, done)
             if error is None:
                 failures = 0
             elif isinstance(error, (BusError, StoreError)) and await self._outage(inbound, claim):
@@ -295,7 +314,8 @@ class Worker:
                 failures = 0
             if claim.lost.is_set():
                 return
-            await self._patiently("worker drain", functools.partial(claim.done, inbound))
+            if not settled:
+                await self._patiently("worker drain", functools.partial(claim.done, inbound))
 
     async def _outage(self, inbound: Inbound, claim: Claim) -> bool:
         """Whether the store or the mailboxes are unreachable now; if so, wait until they
@@ -314,7 +334,9 @@ class Worker:
         await self._patiently("worker drain", probe)
         return waited
 
-    async def _handle(self, inbound: Inbound, claim: Claim) -> Exception | None:
+    async def _handle(
+        self, inbound: Inbound, claim: Claim, done: Callable[[], Awaitable[None]]
+    ) -> Exception | None:
         """Handle one item; the error when it failed and should be tried again.
 
         A lost claim stops the turn by cancelling it, not through `cancel`: a worker that no
@@ -326,7 +348,7 @@ class Worker:
         # Every line logged while it is handled names its platform and session.
         with log_context(platform=inbound.address.platform, session=key):
             turn = asyncio.create_task(
-                self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
+                self.handler.handle(inbound, cancel=cancel, fence=claim.fence, done=done)
             )
         lost = asyncio.create_task(claim.lost.wait())
         try:

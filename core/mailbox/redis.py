@@ -47,12 +47,24 @@ local left = redis.call('ZCARD', KEYS[2])
 if left == 0 then redis.call('SREM', KEYS[3], ARGV[2]) end
 return left
 """
-# KEYS: lease, box; ARGV: token, member. {1, next head or nil} when removed under the lease
-# (the next head saves the drain loop a read), {0} when the lease was lost.
+# KEYS: lease, box, pending set, fence epoch counter; ARGV: token, member, session key, the
+# claim's epoch. {1, next head} when removed under the lease and more work waits (the head
+# saves the drain loop a read); {2} when the box is now empty: the lease is released as well
+# (the drain loop's next step would have been to release it), and the epoch counter raised
+# past the claim's so that a renewal still on its way cannot take the lease again; {0} when
+# the lease was lost.
 _DONE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
 redis.call('ZREM', KEYS[2], ARGV[2])
-return {1, redis.call('ZRANGE', KEYS[2], 0, 0)[1]}
+local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
+if head then return {1, head} end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[3], ARGV[3])
+local epoch = tonumber(ARGV[4])
+if (tonumber(redis.call('GET', KEYS[4])) or 0) <= epoch then
+  redis.call('SET', KEYS[4], string.format('%d', epoch + 1))
+end
+return {2}
 """
 # KEYS: lease, fence epoch counter, box; ARGV: token, ttl ms.
 # Returns {epoch, head or nil} when the lease was free (the head saves the first read), {0}
@@ -113,6 +125,8 @@ class _RedisClaim(ClaimState):
         # The head the claim or the last `done` read in the same script (None: the box was
         # empty then); used once. Work put after that read is not lost: `release` reports it.
         self._next: Any = head
+        # Set when `done` emptied the box and gave the lease up with it.
+        self._released = False
         self._renewer = asyncio.create_task(self._renew_forever(sent))
 
     async def head(self) -> Inbound | None:
@@ -139,18 +153,35 @@ class _RedisClaim(ClaimState):
 
     async def done(self, inbound: Inbound) -> None:
         raw = self._heads.pop(inbound.id, None) or encode(inbound)
+        keys = self._boxes.keys
         removed, *head = await _call(
             self._boxes.script_done(
-                keys=[self._lease, self._boxes.keys.mailbox(self._key)], args=[self._token, raw]
+                keys=[
+                    self._lease,
+                    keys.mailbox(self._key),
+                    keys.mailboxes(),
+                    keys.claim_epoch(self._key),
+                ],
+                args=[self._token, raw, self._key, self._epoch],
             )
         )
         if not removed:
             self._lost.set()
             return
+        if int(removed) == 2:
+            # Empty, and released in the same script: `release` has nothing left to send.
+            self._released = True
+            self._renewer.cancel()
+            self._next = None
+            return
         self._next = head[0] if head else None
 
     async def release(self) -> bool:
         await cancel_and_wait(self._renewer)
+        if self._released:
+            # Work put after `done` emptied the box is drained by whoever puts it: the lease
+            # is free for its claim (this process's worker wakes the session again itself).
+            return False
         left = await _call(
             self._boxes.script_release(
                 keys=[

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -77,9 +77,19 @@ class InboundHandler:
         self.external = external
 
     async def handle(
-        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
+        self,
+        inbound: Inbound,
+        *,
+        cancel: asyncio.Event,
+        fence: Fence | None = None,
+        done: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
-        """Answer `inbound` unless it was answered before; mark it answered."""
+        """Answer `inbound` unless it was answered before; mark it answered.
+
+        `done` is the caller's own last write for the message (the worker's: taking it out of
+        its mailbox). When given, it is made together with the processed mark, after it and in
+        the same round trip on Redis; the caller sees whether it was by its own bookkeeping.
+        """
         if inbound.origin != "user":
             if await self.store.is_processed(inbound.dedupe_key):
                 log.info("skipping %s: already answered", inbound.dedupe_key)
@@ -90,7 +100,7 @@ class InboundHandler:
                 log.error("no runner for external requests; dropped %s", inbound.id)
             else:
                 await self.external.run(inbound, cancel=cancel, fence=fence)
-            await self.store.mark_processed(inbound.dedupe_key)
+            await self._settle(inbound, done)
             return
         # A person's message: the reads it needs are independent, so they are asked for at
         # once (one round trip on Redis, where the process batches them): its processed mark,
@@ -115,14 +125,26 @@ class InboundHandler:
             await self._command(inbound, entry)
         else:
             finished = await self._turn(inbound, entry, cancel, fence, found, tested)
-            if finished is not None:
-                # The turn's checkpoint is finished with the processed mark (one round trip).
-                await asyncio.gather(
-                    self.store.finish_checkpoint(finished, "completed"),
-                    self.store.mark_processed(inbound.dedupe_key),
-                )
-                return
-        await self.store.mark_processed(inbound.dedupe_key)
+            await self._settle(inbound, done, finished)
+            return
+        await self._settle(inbound, done)
+
+    async def _settle(
+        self,
+        inbound: Inbound,
+        done: Callable[[], Awaitable[None]] | None,
+        finished: str | None = None,
+    ) -> None:
+        """The message's last writes, issued together (one round trip on Redis, in this
+        order): its turn's checkpoint marked completed (`finished`: its run key), its
+        processed mark, and the caller's `done`."""
+        writes: list[Awaitable[object]] = []
+        if finished is not None:
+            writes.append(self.store.finish_checkpoint(finished, "completed"))
+        writes.append(self.store.mark_processed(inbound.dedupe_key))
+        if done is not None:
+            writes.append(done())
+        await asyncio.gather(*writes)
 
     async def apologize(self, inbound: Inbound) -> None:
         """Tell the user their message could not be handled (after repeated failures)."""
@@ -215,10 +237,11 @@ class InboundHandler:
         if not counted:
             return None
         context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
-        # Typing shows as the checkpoint is written (one round trip).
-        _, checkpoint = await asyncio.gather(
-            self.outbox.send(inbound, "typing", ""),
-            self._checkpoint(inbound, session.id, found),
+        checkpoint = self._checkpoint(inbound, session.id, found)
+        # Typing shows and the checkpoint is written while the turn reads its history (one
+        # round trip on Redis); the turn goes on only once both are done (`TurnRunner.run`).
+        written = asyncio.gather(
+            self.outbox.send(inbound, "typing", ""), self.store.save_checkpoint(checkpoint)
         )
         outcome = await self.turns.run(
             inbound,
@@ -229,6 +252,7 @@ class InboundHandler:
             checkpoint=checkpoint,
             shown=True,
             finish=False,
+            written=written,
         )
         return checkpoint.run_key if outcome is not None else None
 
@@ -249,11 +273,11 @@ class InboundHandler:
             await self.outbox.send(inbound, "notice", notice)
         return allowed
 
-    async def _checkpoint(
+    def _checkpoint(
         self, inbound: Inbound, session_id: str, found: Checkpoint | None
     ) -> Checkpoint:
-        """Save the turn's `running` checkpoint (`found` is the one kept from before a crash,
-        when the turn is resumed)."""
+        """The turn's `running` checkpoint, to be saved (`found` is the one kept from before a
+        crash, when the turn is resumed)."""
         now = self._clock()
         if found is None or found.session_id != session_id:
             found = Checkpoint(
@@ -263,9 +287,7 @@ class InboundHandler:
                 started_at=now,
                 updated_at=now,
             )
-        checkpoint = found.model_copy(update={"status": "running", "updated_at": now})
-        await self.store.save_checkpoint(checkpoint)
-        return checkpoint
+        return found.model_copy(update={"status": "running", "updated_at": now})
 
 
 def _arguments(text: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 
 from core.checkpoints import Checkpoint
@@ -118,12 +118,15 @@ class TurnRunner:
         checkpoint: Checkpoint | None,
         shown: bool,
         finish: bool = True,
+        written: Awaitable[object] | None = None,
     ) -> Outcome | None:
         """Run one turn answering `inbound`; its outcome (None if the runtime stopped short).
 
         With `shown`, the answer streams into the chat and ends with its final text. The
         checkpoint is marked completed when the turn has an outcome, unless `finish` is False
-        (the caller finishes it, together with its own last writes).
+        (the caller finishes it, together with its own last writes). `written` is the
+        caller's writes still under way (the checkpoint's save): the turn starts reading
+        meanwhile, and goes on past its first event only once they are done.
         """
         message = Message.user(inbound.text, inbound.images, source=inbound.dedupe_key)
         policy = self.outbox.policy(inbound.address.platform) if shown else None
@@ -138,6 +141,9 @@ class TurnRunner:
             async for event in self.runtime.run(
                 session_id, message, context, cancel=cancel, fence=fence
             ):
+                if written is not None:
+                    waiting, written = written, None
+                    await waiting
                 if isinstance(event, RunStarted):
                     run_id = event.run_id
                 await self.lifecycle.publish(event, session_id, run_id, context)
@@ -166,6 +172,9 @@ class TurnRunner:
                         await stream.close()
                         await self.outbox.send(inbound, "notice", "Cancelled.", seq=stream.next_seq)
         finally:
+            if written is not None:
+                # The turn ended before its first event: its error is the one that counts.
+                await asyncio.gather(written, return_exceptions=True)
             await stream.close()
         if outcome is not None and checkpoint is not None and finish:
             await self.store.finish_checkpoint(checkpoint.run_key, "completed")

@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from core.clock import utc_now
+from core.envelopes import Address, Inbound
 from core.leader import Leadership
 from core.mailbox.redis import RedisMailboxes
 from core.redis_keys import RedisKeys
@@ -77,3 +79,37 @@ async def test_the_poller_lease_redis_lost_is_taken_again_by_its_holder(
         assert not leadership.lost.is_set()
     finally:
         await leadership.release()
+
+
+async def test_done_with_the_last_item_releases_the_lease_for_good(raw: aioredis.Redis) -> None:
+    mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=LEASE)
+    said = Inbound(
+        id="m1",
+        address=Address(platform="telegram", bot="bot", chat="7"),
+        user_id="7",
+        text="hi",
+        received_at=utc_now(),
+    )
+    await mailboxes.put(said)
+    claim = await mailboxes.claim(said.session_key, owner="worker-a")
+    assert claim is not None
+    key = KEYS.lease(f"turn:{said.session_key}")
+    head = await claim.head()
+    assert head is not None and head.id == "m1"
+
+    await claim.done(head)
+
+    # Released in the same script: another worker may claim at once, nothing is pending.
+    assert await raw.get(key) is None
+    assert said.session_key not in await mailboxes.pending()
+    # A renewal that was still on its way does not take the lease again.
+    renewed = await mailboxes.script_renew(
+        keys=[key, KEYS.claim_epoch(said.session_key)],
+        args=[b"whatever", int(LEASE * 1000), claim.fence.epoch],
+    )
+    assert renewed == 0
+    assert await raw.get(key) is None
+    assert await claim.release() is False
+    other = await mailboxes.claim(said.session_key, owner="worker-b")
+    assert other is not None and other.fence.epoch > claim.fence.epoch
+    await other.release()

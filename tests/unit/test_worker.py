@@ -849,7 +849,14 @@ class _FailsWhileAway:
         self.apologized: list[str] = []
         self.done = asyncio.Event()
 
-    async def handle(self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence) -> None:
+    async def handle(
+        self,
+        inbound: Inbound,
+        *,
+        cancel: asyncio.Event,
+        fence: Fence,
+        done: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self.handled.append(inbound.text)
         if len(self.handled) == 1:
             self.store.refusals = 2  # the worker's next looks find the store away
