@@ -89,8 +89,9 @@ class Worker:
         self._attempts = attempts
         self._draining: set[str] = set()
         # Sessions woken while being drained: looked at again once their drain ends, unless
-        # the drain loop read their mailbox after the wake (work put after a `done` that
-        # emptied the box and released the claim with it would otherwise wait for the sweep).
+        # the drain read their mailbox (a claim, a `done`) after the wake. Work put after a
+        # `done` that emptied the box and released the claim with it would otherwise wait
+        # for the sweep.
         self._again: set[str] = set()
         self._running: dict[str, asyncio.Event] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -255,6 +256,7 @@ class Worker:
             async with self._slots:
                 if self._stopping.is_set():
                     return
+                self._again.discard(session_key)  # the claim reads the mailbox's head
                 claim = await self._patiently(
                     "worker drain", lambda: self.mailboxes.claim(session_key, owner=self.name)
                 )
@@ -284,7 +286,6 @@ class Worker:
     async def _drain_claimed(self, claim: Claim) -> None:
         failures = 0
         while not self._stopping.is_set() and not claim.lost.is_set():
-            self._again.discard(claim.session_key)  # what was put so far, head() sees
             inbound = await self._patiently("worker drain", claim.head)
             if inbound is None:
                 return
@@ -293,7 +294,7 @@ class Worker:
             async def done(inbound: Inbound = inbound) -> None:
                 # Given to the handler: it takes the item out with its own last writes.
                 nonlocal settled
-                await claim.done(inbound)
+                await self._done(claim, inbound)
                 settled = True
 
             error = await self._handle(inbound, claim, done)
@@ -315,7 +316,13 @@ class Worker:
             if claim.lost.is_set():
                 return
             if not settled:
-                await self._patiently("worker drain", functools.partial(claim.done, inbound))
+                await self._patiently("worker drain", functools.partial(self._done, claim, inbound))
+
+    async def _done(self, claim: Claim, inbound: Inbound) -> None:
+        """`claim.done(inbound)`. It reads what the mailbox holds next (and may release the
+        claim when nothing is left), so wakes of the session before it are answered by it."""
+        self._again.discard(claim.session_key)
+        await claim.done(inbound)
 
     async def _outage(self, inbound: Inbound, claim: Claim) -> bool:
         """Whether the store or the mailboxes are unreachable now; if so, wait until they

@@ -1,0 +1,115 @@
+"""The worker on the Redis bus and mailboxes: a message that lands just after the previous
+turn's `done` emptied the mailbox (and released the claim with it) is answered at once, not
+left for the sweep.
+
+Against the test's real `redis-server`. The sweep runs every minute here, so only the worker's
+own wake can pick the second message up within the test's patience.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from core.bus import INBOUND
+from core.bus.redis import RedisBus
+from core.envelopes import Address, Inbound
+from core.fencing import Fence
+from core.mailbox.redis import RedisMailboxes
+from core.readiness import Readiness
+from core.redis_client import redis_client
+from core.redis_keys import RedisKeys
+from core.store.sqlite import SqliteStore
+from core.turns.intake import InboundHandler
+from core.worker import Worker
+
+KEYS = RedisKeys("handoff")
+CHAT = Address(platform="telegram", bot="bot", chat="42")
+PATIENCE = 10.0
+
+
+def said(text: str) -> Inbound:
+    return Inbound(address=CHAT, user_id="42", text=text, is_direct=True)
+
+
+class _Watched(Worker):
+    """The worker, telling when a session was woken while its drain still ran."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.woken_while_draining = asyncio.Event()
+
+    def _wake(self, session_key: str) -> None:
+        draining = session_key in self._draining
+        super()._wake(session_key)
+        if draining:
+            self.woken_while_draining.set()
+
+
+class _PutsAfterDone:
+    """Handles a message by taking it out of the mailbox (`done`) first; while the first one
+    is still being handled, the second arrives and is put in the emptied mailbox."""
+
+    def __init__(self, bus: RedisBus, worker: Callable[[], _Watched]) -> None:
+        self.bus = bus
+        self.worker = worker
+        self.handled: list[str] = []
+        self.second = asyncio.Event()
+
+    async def handle(
+        self,
+        inbound: Inbound,
+        *,
+        cancel: asyncio.Event,
+        fence: Fence | None = None,
+        done: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.handled.append(inbound.text)
+        assert done is not None
+        await done()  # the mailbox is empty now: the claim went with it
+        if inbound.text == "first":
+            await self.bus.enqueue(INBOUND, said("second"))
+            # Until this worker took it off the bus, put it in the mailbox and woke the
+            # session, which its drain of the first message still holds.
+            await asyncio.wait_for(self.worker().woken_while_draining.wait(), PATIENCE)
+        else:
+            self.second.set()
+
+    async def apologize(self, inbound: Inbound) -> None:
+        raise AssertionError("nothing fails here")
+
+    async def abandon(self, inbound: Inbound) -> None:
+        raise AssertionError("no crash policy")
+
+
+async def test_work_put_after_done_released_the_claim_is_answered_without_the_sweep(
+    redis_url: str,
+) -> None:
+    shared = redis_client(redis_url, batching=True)
+    bus = await RedisBus.connect(redis_url, keys=KEYS)
+    store = await SqliteStore.open(":memory:")
+    holder: list[_Watched] = []
+    handler = _PutsAfterDone(bus, lambda: holder[0])
+    worker = _Watched(
+        bus=bus,
+        store=store,
+        mailboxes=RedisMailboxes(shared, keys=KEYS),
+        handler=cast(InboundHandler, handler),
+        confirmations=None,
+        on_crash=None,
+        readiness=Readiness(),
+        sweep_interval=60.0,
+    )
+    holder.append(worker)
+    running = asyncio.create_task(worker.run())
+    try:
+        await bus.enqueue(INBOUND, said("first"))
+        await asyncio.wait_for(handler.second.wait(), PATIENCE)
+        assert handler.handled == ["first", "second"]
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(running, PATIENCE)
+        await bus.close()
+        await store.close()
+        await shared.aclose()
