@@ -40,6 +40,13 @@ __all__ = ["RedisMailboxes"]
 
 log = logging.getLogger(__name__)
 
+# KEYS: box, pending set; ARGV: encoded inbound, score (received at), session key. One
+# script rather than a MULTI/EXEC block: one command of the process's batch.
+_PUT = """
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+"""
 # KEYS: lease, box, pending set; ARGV: token, session key. Returns what is left in the box.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -251,6 +258,7 @@ class RedisMailboxes:
         self.script_done: Any = client.register_script(_DONE)
         self.script_renew: Any = client.register_script(_RENEW)
         self.script_claim: Any = client.register_script(_CLAIM)
+        self.script_put: Any = client.register_script(_PUT)
 
     @classmethod
     def from_url(
@@ -266,10 +274,12 @@ class RedisMailboxes:
     async def put(self, inbound: Inbound) -> None:
         """Add work in the order the gateway received it."""
         key = inbound.session_key
-        async with self.client.pipeline(transaction=True) as pipe:
-            pipe.zadd(self.keys.mailbox(key), {encode(inbound): inbound.received_at.timestamp()})
-            pipe.sadd(self.keys.mailboxes(), key)
-            await _call(pipe.execute())
+        await _call(
+            self.script_put(
+                keys=[self.keys.mailbox(key), self.keys.mailboxes()],
+                args=[encode(inbound), inbound.received_at.timestamp(), key],
+            )
+        )
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's lease if nobody holds it, with a new fencing epoch."""

@@ -4,8 +4,9 @@ Per turn (keys in `core/redis_keys.py`): a hash holding the checkpoint's JSON un
 with its `status` and `updated_at` also in fields of their own, which win over the body's (so
 finishing a checkpoint is one script that rewrites only them, without reading the body);
 and one sorted set of the run keys of `running` checkpoints, scored by `updated_at` (epoch
-microseconds), which recovery reads. A save is one transaction and safe to replay. Finished
-checkpoints expire a week after they finished.
+microseconds), which recovery reads. A save is one script (atomic, and one command of the
+process's batch rather than a MULTI/EXEC block) and safe to replay. Finished checkpoints
+expire a week after they finished.
 
 
 Each method checks its arguments and turns client errors into `StoreError`s.
@@ -35,6 +36,21 @@ redis.call('ZREM', KEYS[2], ARGV[1])
 return 1
 """
 
+# KEYS: checkpoint, running set; ARGV: body (JSON), status, updated_at (ISO text), run key,
+# updated_at (epoch microseconds), keep seconds. A running checkpoint is kept and listed as
+# running; any other expires and leaves the running set.
+_SAVE: Final = """
+redis.call('HSET', KEYS[1], 'body', ARGV[1], 'status', ARGV[2], 'updated_at', ARGV[3])
+if ARGV[2] == 'running' then
+  redis.call('PERSIST', KEYS[1])
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[4])
+else
+  redis.call('EXPIRE', KEYS[1], ARGV[6])
+  redis.call('ZREM', KEYS[2], ARGV[4])
+end
+return 1
+"""
+
 
 class RedisCheckpoints(RedisBase):
     """The `CheckpointStore` of `RedisStore`."""
@@ -43,24 +59,17 @@ class RedisCheckpoints(RedisBase):
         """Insert the checkpoint, or replace the stored one with the same run key."""
         check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
         async with self._translated(f"save checkpoint {checkpoint.run_key!r}"):
-            key = self._keys.checkpoint(checkpoint.run_key)
-            running = self._keys.running_checkpoints()
-            async with self._client.pipeline(transaction=True) as pipe:
-                pipe.hset(
-                    key,
-                    mapping={
-                        "body": checkpoint.model_dump_json(),
-                        "status": checkpoint.status,
-                        "updated_at": checkpoint.updated_at.isoformat(),
-                    },
-                )
-                if checkpoint.status == "running":
-                    pipe.persist(key)
-                    pipe.zadd(running, {checkpoint.run_key: epoch_micros(checkpoint.updated_at)})
-                else:
-                    pipe.expire(key, _KEEP_FINISHED)
-                    pipe.zrem(running, checkpoint.run_key)
-                await pipe.execute()
+            await self._script(_SAVE)(
+                keys=[self._keys.checkpoint(checkpoint.run_key), self._keys.running_checkpoints()],
+                args=[
+                    checkpoint.model_dump_json(),
+                    checkpoint.status,
+                    checkpoint.updated_at.isoformat(),
+                    checkpoint.run_key,
+                    epoch_micros(checkpoint.updated_at),
+                    int(_KEEP_FINISHED.total_seconds()),
+                ],
+            )
 
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
