@@ -274,9 +274,7 @@ class AgentRuntime:
                 # The cut-off turn had already answered; only its delivery may be missing.
                 final = RunCompleted(run_id=run_id, text=last.text, steps=0)
             else:
-                final = await self._loop(
-                    run_id, session_id, history, context, emit, state, pending
-                )
+                final = await self._loop(run_id, session_id, history, context, emit, state, pending)
             emit(final)
         except asyncio.CancelledError:
             if not flag.requested:

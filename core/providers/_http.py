@@ -21,14 +21,17 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def encode_body(fields: Mapping[str, Any], messages: str) -> bytes:
-    """A request body: `fields` plus a `"messages"` member given as JSON already.
+def encode_body(fields: Mapping[str, Any], messages: str, *, tools: str | None = None) -> bytes:
+    """A request body: `fields` plus a `"messages"` member (and a `"tools"` one) given as
+    JSON already.
 
-    Each message's JSON is made once and kept with it (`Message.derived`), so a request costs
-    joining strings rather than serializing the whole conversation again on every step.
+    Each message's JSON is made once and kept with it (`Message.derived`), and each tool's
+    with its spec, so a request costs joining strings rather than serializing the whole
+    conversation and every tool definition again on every step.
     """
     head = dumps(fields)
-    return f'{head[:-1]}{"," if len(head) > 2 else ""}"messages":{messages}}}'.encode()
+    extra = f'"tools":{tools},' if tools is not None else ""
+    return f'{head[:-1]}{"," if len(head) > 2 else ""}{extra}"messages":{messages}}}'.encode()
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:

@@ -71,9 +71,14 @@ class AnthropicProvider:
         key_variable: str = "ANTHROPIC_API_KEY",
         timeout: float = 600.0,
     ) -> None:
-        # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
+        # Retries are ours (tenacity, with a total bound); the SDK's would stack on top. The
+        # SDK's aiohttp transport, as for OpenAI (core/providers/openai.py).
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
         self._conversations: OrderedDict[int, _Conversation] = OrderedDict()

@@ -23,7 +23,7 @@ from core.errors import ProviderError, ProviderErrorKind
 from core.events import Finished, ModelEvent, StopReason, TextDelta
 from core.messages import ImagePart, Message, TextPart, Usage
 from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
-from core.providers.base import ModelRequest
+from core.providers.base import ModelRequest, ToolSpec
 from core.providers.defaults import DEFAULT_MODELS
 
 __all__ = ["DEFAULT_OPENAI_MODEL", "OpenAIProvider", "classify_openai_error"]
@@ -76,8 +76,15 @@ class OpenAIProvider:
         timeout: float = 600.0,
     ) -> None:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
+        # The SDK's aiohttp transport (its own request pipeline, auth and errors on top): its
+        # connection pool costs a fraction of the default one's CPU per request, whose every
+        # request checked each pooled connection (docs/performance.md, W3).
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout,
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
         host = urlparse(str(self._client.base_url)).hostname or ""
@@ -131,21 +138,10 @@ class OpenAIProvider:
             "stream_options": {"include_usage": True},
             self._max_tokens_field: request.max_tokens,
         }
-        if request.tools:
-            fields["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters,
-                    },
-                }
-                for t in request.tools
-            ]
         if request.temperature is not None:
             fields["temperature"] = request.temperature
-        return encode_body(fields, f"[{','.join(messages)}]")
+        tools = f"[{','.join(map(_tool_json, request.tools))}]" if request.tools else None
+        return encode_body(fields, f"[{','.join(messages)}]", tools=tools)
 
     async def _events(
         self, response: openai.AsyncStream[object], model: str
@@ -282,3 +278,30 @@ def classify_openai_error(exc: openai.APIError, key_variable: str) -> ProviderEr
         provider="openai",
         retry_after=parse_retry_after(headers),
     )
+
+
+# Each tool's definition as JSON, by the identity of its (frozen) spec: every call of every turn
+# offers the same tools, so they are encoded once. Bounded; the spec is held so that its id
+# stays its own.
+_TOOL_JSON: dict[int, tuple[ToolSpec, str]] = {}
+_TOOL_JSON_KEPT = 1024
+
+
+def _tool_json(spec: ToolSpec) -> str:
+    found = _TOOL_JSON.get(id(spec))
+    if found is not None and found[0] is spec:
+        return found[1]
+    encoded = dumps(
+        {
+            "type": "function",
+            "function": {
+                "name": spec.name,
+                "description": spec.description,
+                "parameters": spec.parameters,
+            },
+        }
+    )
+    if len(_TOOL_JSON) >= _TOOL_JSON_KEPT:
+        _TOOL_JSON.clear()
+    _TOOL_JSON[id(spec)] = (spec, encoded)
+    return encoded
