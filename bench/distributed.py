@@ -55,13 +55,25 @@ def w3(turns: int = 2000, paced: int = 300) -> dict[str, Any]:
     for workers, phase in zip(WORKER_COUNTS, phases, strict=True):
         phase["cpu_bound_turns_per_s"] = _bound(workers, cores, phase["cpu_ms_per_turn"])
     hop = max(two["paced"]["pickup_p99_ms"], two["paced"]["outbound_p99_ms"])
-    worst_cpu = max(p["cpu_ms_per_turn"]["workers"] for p in phases)
-    worst_trips = max(p["redis"]["round_trips_per_turn"] for p in phases)
-    targets = {
-        "2 workers at least 1.6x": speedup >= 1.6,
-        "Redis hop p99 under 5 ms": hop < 5.0,
-        f"worker CPU at most {CPU_TARGET_MS:g} ms/turn": worst_cpu <= CPU_TARGET_MS,
-        f"at most {TRIPS_TARGET:g} Redis round trips/turn": worst_trips <= TRIPS_TARGET,
+    # What the CPU costs let 2 workers reach over 1 on this machine (see `_bound`).
+    allowed = two["cpu_bound_turns_per_s"] / one["cpu_bound_turns_per_s"]
+    # Each target, judged per phase (None: not judged there).
+    targets: dict[str, list[bool | None]] = {
+        f"2 workers at least 1.6x (the CPU bound allows {allowed:.2f}x)": [
+            None,
+            speedup >= 1.6,
+            None,
+        ],
+        "Redis hop p99 under 5 ms": [None, hop < 5.0, None],
+        f"worker CPU at most {CPU_TARGET_MS:g} ms/turn": [
+            p["cpu_ms_per_turn"]["workers"] <= CPU_TARGET_MS for p in phases
+        ],
+        f"at most {TRIPS_TARGET:g} Redis round trips/turn, 32 at once": [
+            p["redis"]["round_trips_per_turn"] <= TRIPS_TARGET for p in phases
+        ],
+        f"at most {TRIPS_TARGET:g} Redis round trips/turn, one at a time": [
+            p["paced"]["redis"]["round_trips_per_turn"] <= TRIPS_TARGET for p in phases
+        ],
     }
     _print(turns, paced, cores, phases, speedup, targets)
     return {"speedup": speedup, "cores": cores, "targets": targets, **results}
@@ -82,7 +94,7 @@ def _print(
     cores: int,
     phases: list[dict[str, Any]],
     speedup: float,
-    targets: dict[str, bool],
+    targets: dict[str, list[bool | None]],
 ) -> None:
     def row(name: str, pick: Callable[[dict[str, Any]], Any]) -> list[Any]:
         return [name, *(pick(p) for p in phases)]
@@ -111,8 +123,8 @@ def _print(
         ),
     ]
     rows.append(["2 workers / 1 worker (turns/s)", "", f"{speedup:.2f}x", ""])
-    for name, met in targets.items():
-        rows.append([f"target: {name}", "", verdict(met), ""])
+    for name, judged in targets.items():
+        rows.append([f"target: {name}", *("" if met is None else verdict(met) for met in judged)])
     title = f"W3: Redis inbound queue, {turns} turns (+{paced} one at a time), 0 ms model"
     table(title, ["", *(f"{n} worker(s)" for n in WORKER_COUNTS)], rows)
     per_command = Counter[str]()
