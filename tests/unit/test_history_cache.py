@@ -140,7 +140,6 @@ def test_derived_values_are_computed_once_and_not_carried_into_changed_copies() 
     assert Message.model_validate_json(message.model_dump_json()) == message
 
 
-
 async def test_load_latest_asks_for_the_summary_and_only_what_came_after_the_cache(
     store: Store,
 ) -> None:
