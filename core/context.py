@@ -124,29 +124,16 @@ def _measure(message: Message) -> int:
 
 def estimate_tools(tools: Sequence[ToolSpec]) -> int:
     """An estimate of what the tool definitions offered to the model take."""
-    return sum(_tool_tokens(t) for t in tools)
-
-
-# A tool's estimate, by the identity of its (frozen) spec: a tool makes its spec once, and
-# every turn offers the same ones. Bounded; the spec is held so that its id stays its own.
-_TOOL_TOKENS: dict[int, tuple[ToolSpec, int]] = {}
-_TOOL_TOKENS_KEPT = 1024
+    return sum(t.derived("tokens", _tool_tokens) for t in tools)
 
 
 def _tool_tokens(spec: ToolSpec) -> int:
-    found = _TOOL_TOKENS.get(id(spec))
-    if found is not None and found[0] is spec:
-        return found[1]
-    tokens = (
+    return (
         _TOOL_CALL_TOKENS
         + estimate_text(spec.name)
         + estimate_text(spec.description)
         + estimate_text(json.dumps(spec.parameters, separators=(",", ":")))
     )
-    if len(_TOOL_TOKENS) >= _TOOL_TOKENS_KEPT:
-        _TOOL_TOKENS.clear()
-    _TOOL_TOKENS[id(spec)] = (spec, tokens)
-    return tokens
 
 
 def fit(

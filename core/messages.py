@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ContentPart",
+    "Derives",
     "ImagePart",
     "Message",
     "Role",
@@ -99,7 +100,26 @@ class Usage(BaseModel):
         )
 
 
-class Message(BaseModel):
+class Derives:
+    """`derived`, for frozen models: what is worked out from one once, kept with it."""
+
+    def derived(self, key: str, compute: Callable[[Self], _T]) -> _T:
+        """`compute(self)`, worked out once per object: it never changes, and a long
+        conversation would otherwise be measured and translated again on every step.
+
+        `key` names what is derived (a token estimate, one provider's wire form); callers
+        must not change the value they get back.
+        """
+        memo: dict[str, Any] | None = self.__dict__.get(_DERIVED)
+        if memo is None:
+            memo = self.__dict__[_DERIVED] = {}
+        if key in memo:
+            return memo[key]  # type: ignore[no-any-return]
+        value = memo[key] = compute(self)
+        return value
+
+
+class Message(Derives, BaseModel):
     """One entry of a conversation.
 
     `seq` and `created_at` are assigned by the store when the message is appended; a message
@@ -153,21 +173,6 @@ class Message(BaseModel):
             name=call.name,
             is_error=is_error,
         )
-
-    def derived(self, key: str, compute: Callable[[Message], _T]) -> _T:
-        """`compute(self)`, worked out once per message: a message never changes, and a long
-        conversation would otherwise be measured and translated again on every step.
-
-        `key` names what is derived (a token estimate, one provider's wire form); callers
-        must not change the value they get back.
-        """
-        memo: dict[str, Any] | None = self.__dict__.get(_DERIVED)
-        if memo is None:
-            memo = self.__dict__[_DERIVED] = {}
-        if key in memo:
-            return memo[key]  # type: ignore[no-any-return]
-        value = memo[key] = compute(self)
-        return value
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         """A copy, without what was derived from the original (the copy may differ)."""

@@ -8,13 +8,17 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.events import Finished, ModelEvent, StopReason, TextDelta
-from core.messages import Message, ToolCall, Usage
+from core.messages import Derives, Message, ToolCall, Usage
 
 __all__ = ["Completion", "ModelRequest", "Provider", "ToolSpec", "complete"]
 
 
-class ToolSpec(BaseModel):
-    """What the model is told about a tool: its name, purpose and argument schema."""
+class ToolSpec(Derives, BaseModel):
+    """What the model is told about a tool: its name, purpose and argument schema.
+
+    A tool makes its spec once and every call offers it again, so what is derived from it
+    (its token estimate, each provider's JSON of it) is kept with it (`derived`).
+    """
 
     model_config = ConfigDict(frozen=True)
 

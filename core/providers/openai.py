@@ -140,7 +140,11 @@ class OpenAIProvider:
         }
         if request.temperature is not None:
             fields["temperature"] = request.temperature
-        tools = f"[{','.join(map(_tool_json, request.tools))}]" if request.tools else None
+        tools = (
+            f"[{','.join(t.derived('openai', _tool_json) for t in request.tools)}]"
+            if request.tools
+            else None
+        )
         return encode_body(fields, f"[{','.join(messages)}]", tools=tools)
 
     async def _events(
@@ -280,18 +284,9 @@ def classify_openai_error(exc: openai.APIError, key_variable: str) -> ProviderEr
     )
 
 
-# Each tool's definition as JSON, by the identity of its (frozen) spec: every call of every turn
-# offers the same tools, so they are encoded once. Bounded; the spec is held so that its id
-# stays its own.
-_TOOL_JSON: dict[int, tuple[ToolSpec, str]] = {}
-_TOOL_JSON_KEPT = 1024
-
-
 def _tool_json(spec: ToolSpec) -> str:
-    found = _TOOL_JSON.get(id(spec))
-    if found is not None and found[0] is spec:
-        return found[1]
-    encoded = dumps(
+    """A tool's definition as the API takes it, as JSON."""
+    return dumps(
         {
             "type": "function",
             "function": {
@@ -301,7 +296,3 @@ def _tool_json(spec: ToolSpec) -> str:
             },
         }
     )
-    if len(_TOOL_JSON) >= _TOOL_JSON_KEPT:
-        _TOOL_JSON.clear()
-    _TOOL_JSON[id(spec)] = (spec, encoded)
-    return encoded
