@@ -5,20 +5,35 @@ a reply is a short lease, `SET NX PX` of a random token under `RedisKeys.reply_h
 while held (a platform call may wait out a rate limit) and removed by its holder only (Lua
 compare-and-delete); a gateway that dies while holding a reply blocks it for at most
 `lease_seconds`.
+
+A record saved after the platform showed a message, and the release of a hold, are tried
+again while Redis is unreachable (a restart), for up to `patience`: a record lost there would
+have the message sent again by the next delivery of its entry, and a hold left behind would
+stop every delivery of its reply (and, one gateway delivering in order, the queue behind it)
+until its lease ran out.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 import redis.asyncio as aioredis
 from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_delay,
+    wait_exponential_jitter,
+)
 
 from core.errors import ChannelError
 from core.redis_client import redis_client
@@ -27,6 +42,10 @@ from core.store.replies import RECORD_TTL_SECONDS, REPLY_RECORD_VERSION, LocalHo
 from core.tasks import cancel_and_wait
 
 __all__ = ["RedisReplyRecords"]
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 # KEYS: hold; ARGV: token. Deletes the hold only if it is still ours.
 _RELEASE = """
@@ -91,8 +110,10 @@ class RedisReplyRecords:
         """Store `record` for a day."""
         packed = msgpack.packb({"v": REPLY_RECORD_VERSION, "body": record.model_dump()})
         try:
-            await self._redis.set(
-                self._keys.reply_record(record.key), packed, ex=RECORD_TTL_SECONDS
+            await self._while_away(
+                lambda: self._redis.set(
+                    self._keys.reply_record(record.key), packed, ex=RECORD_TTL_SECONDS
+                )
             )
         except RedisError as exc:
             raise ChannelError(f"cannot save the record of reply {record.key}: {exc}") from exc
@@ -112,9 +133,11 @@ class RedisReplyRecords:
             finally:
                 await cancel_and_wait(renewing)
                 try:
-                    await self._redis.eval(_RELEASE, 1, self._keys.reply_hold(key), token)
-                except RedisError:
-                    pass  # the lease lapses by itself
+                    await self._while_away(
+                        lambda: self._redis.eval(_RELEASE, 1, self._keys.reply_hold(key), token)
+                    )
+                except RedisError as exc:
+                    log.warning("could not release the hold of reply %s: %s", key, exc)
 
     async def _renew(self, key: str, token: str) -> None:
         """Keep the hold while its holder works (a third of the lease at a time)."""
@@ -133,9 +156,7 @@ class RedisReplyRecords:
         give_up_at = loop.time() + self._patience
         while True:
             try:
-                if await self._redis.set(
-                    self._keys.reply_hold(key), token, nx=True, px=self._lease_ms
-                ):
+                if await self._while_away(lambda: self._take(key, token)):
                     return
             except RedisError as exc:
                 raise ChannelError(f"cannot hold reply {key}: {exc}") from exc
@@ -143,3 +164,24 @@ class RedisReplyRecords:
                 raise ChannelError(f"reply {key} stayed held by another gateway")
             # Another gateway shows a piece of this reply: a platform call or two.
             await asyncio.sleep(self._poll)
+
+    async def _take(self, key: str, token: str) -> bool:
+        """Whether the hold of `key` is `token`'s now (taken, or taken by a try whose answer
+        a dropped connection lost before this one was sent)."""
+        hold = self._keys.reply_hold(key)
+        if await self._redis.set(hold, token, nx=True, px=self._lease_ms):
+            return True
+        return bool(await self._redis.get(hold) == token.encode())
+
+    async def _while_away(self, operation: Callable[[], Awaitable[_T]]) -> _T:
+        """`operation()`, tried again while Redis is unreachable, for up to `patience`."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type((RedisConnectionError, RedisTimeoutError)),
+            wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
+            stop=stop_after_delay(self._patience),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await operation()
+        raise AssertionError("unreachable: tenacity returns or raises")

@@ -1,0 +1,63 @@
+"""Reply records across a Redis restart (with persistence), against a redis-server of the
+test's own that is stopped and started again.
+
+A gateway that cannot release a reply's hold, or save the record of a message the platform
+just showed, while Redis restarts must finish both once Redis is back: a hold left behind
+blocks every delivery of the reply (and the gateway's queue behind it) for the whole lease,
+and a record lost makes the next delivery send the message again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from core.redis_keys import RedisKeys
+from core.store._redis_replies import RedisReplyRecords
+from core.store.replies import ReplyRecord, ShownMessage
+from tests.redis_server import RedisServer
+
+KEYS = RedisKeys("restart")
+
+
+@pytest.fixture
+async def server(tmp_path: Path) -> AsyncIterator[RedisServer]:
+    started = RedisServer(tmp_path / "redis", persistent=True)
+    await asyncio.to_thread(started.start)
+    try:
+        yield started
+    finally:
+        await asyncio.to_thread(started.stop)
+
+
+async def test_a_hold_is_released_and_a_record_saved_once_redis_is_back(
+    server: RedisServer,
+) -> None:
+    records = RedisReplyRecords.from_url(server.url, keys=KEYS, patience=20.0)
+    raw = aioredis.Redis.from_url(server.url)
+    record = ReplyRecord(
+        key="telegram:1:2:3", messages=(ShownMessage(message_id="41", digest="d"),)
+    )
+    try:
+        held = records.hold(record.key)
+        await held.__aenter__()
+        assert await raw.exists(KEYS.reply_hold(record.key)) == 1
+        await raw.aclose()
+
+        await asyncio.to_thread(server.stop)
+        # While Redis is away: the record of what was shown, then the end of the hold.
+        finishing = asyncio.create_task(records.save(record))
+        releasing = asyncio.create_task(held.__aexit__(None, None, None))
+        await asyncio.to_thread(server.start)
+        await asyncio.wait_for(asyncio.gather(finishing, releasing), 30)
+
+        raw = aioredis.Redis.from_url(server.url)
+        assert await raw.exists(KEYS.reply_hold(record.key)) == 0
+        assert await records.get(record.key) == record
+    finally:
+        await raw.aclose()
+        await records.aclose()
