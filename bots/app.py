@@ -241,9 +241,9 @@ async def backends(
         )
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
-        replies = RedisReplyRecords.from_url(url, keys=keys)
-        stack.push_async_callback(replies.aclose)
         readiness = _readiness(redis_store)
+        replies = RedisReplyRecords.from_url(url, keys=keys, readiness=readiness)
+        stack.push_async_callback(replies.aclose)
         readiness.add_check("bus", redis_bus.ping)
         yield Backends(redis_store, redis_bus, mailboxes, replies, True, readiness, redis=shared)
 

@@ -30,12 +30,14 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import (
     AsyncRetrying,
+    RetryCallState,
     retry_if_exception_type,
     stop_after_delay,
     wait_exponential_jitter,
 )
 
 from core.errors import ChannelError
+from core.readiness import Readiness
 from core.redis_client import redis_client
 from core.redis_keys import RedisKeys
 from core.store.replies import RECORD_TTL_SECONDS, REPLY_RECORD_VERSION, LocalHolds, ReplyRecord
@@ -44,6 +46,9 @@ from core.tasks import cancel_and_wait
 __all__ = ["RedisReplyRecords"]
 
 log = logging.getLogger(__name__)
+
+# The name under which a write waiting for Redis marks the process's readiness down.
+_LOOP = "reply records"
 
 _T = TypeVar("_T")
 
@@ -72,8 +77,12 @@ class RedisReplyRecords:
         lease_seconds: float = 30.0,
         patience: float = 30.0,
         poll: float = 0.02,
+        readiness: Readiness | None = None,
     ) -> None:
+        """`readiness` (the process's) is told while a write waits for Redis to come back:
+        `reply records` is down meanwhile."""
         self._redis = client
+        self._readiness = readiness
         self._keys = keys or RedisKeys()
         self._lease_ms = int(lease_seconds * 1000)
         self._patience = patience
@@ -174,14 +183,29 @@ class RedisReplyRecords:
         return bool(await self._redis.get(hold) == token.encode())
 
     async def _while_away(self, operation: Callable[[], Awaitable[_T]]) -> _T:
-        """`operation()`, tried again while Redis is unreachable, for up to `patience`."""
+        """`operation()`, tried again while Redis is unreachable, for up to `patience`
+        (`reply records` marked down in the process's readiness meanwhile)."""
+        readiness = self._readiness
+
+        def waiting(state: RetryCallState) -> None:
+            error = state.outcome.exception() if state.outcome is not None else None
+            if readiness is not None:
+                readiness.down(_LOOP, f"{error} (trying again)")
+
         retrying = AsyncRetrying(
             retry=retry_if_exception_type((RedisConnectionError, RedisTimeoutError)),
             wait=wait_exponential_jitter(multiplier=0.05, max=1.0, jitter=0.05),
             stop=stop_after_delay(self._patience),
+            before_sleep=waiting,
             reraise=True,
         )
         async for attempt in retrying:
             with attempt:
-                return await operation()
+                result = await operation()
+            outcome = attempt.retry_state.outcome
+            if outcome is not None and outcome.failed:
+                continue  # tenacity waits, then tries again (or raises when it gives up)
+            if attempt.retry_state.attempt_number > 1 and readiness is not None:
+                readiness.up(_LOOP)
+            return result
         raise AssertionError("unreachable: tenacity returns or raises")

@@ -50,7 +50,8 @@ DESCRIPTIONS = {
 }
 # Each process's log line when a loop first fails; Redis stays down until all have said so.
 _NOT_WORKING = r"WARNING core\.readiness: {} is not working"
-_LOOPS = {"gateway": "telegram delivery", "worker": "worker receive"}
+# The gateway's delivery loop notices, or (mid-delivery) the reply records it waits on.
+_LOOPS = {"gateway": "(?:telegram delivery|reply records)", "worker": "worker receive"}
 # After the fault, how long nothing may happen before the tally is taken when some answers
 # can never come (Redis restarted empty): the answers in flight have had time to arrive.
 _QUIET = 3.0

@@ -298,7 +298,10 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
             await asyncio.to_thread(server.stop)
             # Down until every process has noticed, then back on the same port, data intact.
             outage = {
-                gateway: r"WARNING core\.readiness: telegram delivery is not working",
+                # Its delivery loop, or (mid-delivery) the reply records it waits on.
+                gateway: (
+                    r"WARNING core\.readiness: (?:telegram delivery|reply records) is not working"
+                ),
                 worker: r"WARNING core\.readiness: worker receive is not working",
                 printer: r"subscription to \S+ interrupted",
             }
@@ -313,7 +316,7 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
                     f"subscription to {keys.topic_channel(CONTROL)} restored",
                     "worker receive is working again",
                 ],
-                gateway: ["telegram delivery is working again"],
+                gateway: [r"(?:telegram delivery|reply records) is working again"],
             }
             for launched in (printer, worker):
                 await launched.until_logged(recovered[launched][0], after=offsets[launched.name])

@@ -29,7 +29,12 @@ TOKEN = "t" * 32
 # Each process's log line when its loop first fails, and when it works again.
 NOT_WORKING = r"WARNING core\.readiness: {} is not working"
 WORKING = r"{} is working again"
-LOOPS = {"gateway": "telegram delivery", "worker": "worker receive", "scheduler": "scheduler"}
+# The gateway's delivery loop notices, or (mid-delivery) the reply records it waits on.
+LOOPS = {
+    "gateway": "(?:telegram delivery|reply records)",
+    "worker": "worker receive",
+    "scheduler": "scheduler",
+}
 
 
 @dataclass
