@@ -75,9 +75,13 @@ return {2}
 """
 # KEYS: lease, fence epoch counter, box; ARGV: token, ttl ms.
 # Returns {epoch, head or nil} when the lease was free (the head saves the first read), {0}
-# when someone holds it.
+# when someone holds it. A lease already held by this very token is a claim sent again after
+# its answer was lost (a retry on a dropped connection): the same claim, with its epoch.
 _CLAIM = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
+  return {tonumber(redis.call('GET', KEYS[2])), redis.call('ZRANGE', KEYS[3], 0, 0)[1]}
+end
 local now = redis.call('TIME')
 local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local epoch = (tonumber(redis.call('GET', KEYS[2])) or 0) + 1

@@ -113,3 +113,21 @@ async def test_done_with_the_last_item_releases_the_lease_for_good(raw: aioredis
     other = await mailboxes.claim(said.session_key, owner="worker-b")
     assert other is not None and other.fence.epoch > claim.fence.epoch
     await other.release()
+
+
+async def test_a_claim_sent_again_with_its_token_is_the_same_claim(raw: aioredis.Redis) -> None:
+    mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=LEASE)
+    keys = [
+        KEYS.lease("turn:again"),
+        KEYS.claim_epoch("again"),
+        KEYS.mailbox("again"),
+    ]
+    first = await mailboxes.script_claim(keys=keys, args=["worker-a:token", 30_000])
+    # Its answer lost to a dropped connection, redis-py sends the script again.
+    again = await mailboxes.script_claim(keys=keys, args=["worker-a:token", 30_000])
+    other = await mailboxes.script_claim(keys=keys, args=["worker-b:token", 30_000])
+
+    assert first[0] > 0
+    assert again[0] == first[0]
+    assert other == [0]
+    await raw.delete(*keys)
