@@ -230,8 +230,9 @@ class InboundHandler:
             return None  # the user was told to send it again
         # A turn resumed after a crash was admitted when it first came. The message is counted
         # against the rate limits while its session is looked up (one round trip).
+        # Admins (the profile's, and people approved as admins) are not limited.
         counted, session = await asyncio.gather(
-            self._within_rate(inbound, tested if found is None else None),
+            self._within_rate(inbound, None if entry.admin or found is not None else tested),
             self.store.current_session(inbound.session_key),
         )
         if not counted:
@@ -258,7 +259,11 @@ class InboundHandler:
 
     async def _rate_test(self, inbound: Inbound) -> Tested | None:
         """How a person's message stands against the rate limits (None: nothing to test)."""
-        if self.rate_limits is None or inbound.kind == "command":
+        if (
+            self.rate_limits is None
+            or inbound.kind == "command"
+            or not self.policy.addressed(inbound)  # read, not answered: nothing to count
+        ):
             return None
         is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
         return await self.rate_limits.test(inbound, is_admin=is_admin)

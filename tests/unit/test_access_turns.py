@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
 
 from core.access import NOT_ADMIN, NOT_APPROVED, Pairing
@@ -18,6 +19,7 @@ from core.messages import Message, ToolCall
 from core.policy import ChannelPolicy, PlatformAccess
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply, tool_reply
+from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
 from core.store.access import PairingRequest
 from core.store.sqlite import SqliteStore
@@ -134,3 +136,39 @@ def test_requests_need_a_valid_code() -> None:
                 "expires_at": "2026-03-01T13:00:00Z",
             }
         )
+
+
+async def test_a_person_approved_as_admin_is_not_rate_limited(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    pairing = Pairing(store, codes=lambda: "ABCDEFGH")
+    await pairing.request(Inbound(address=GROUP, user_id="boss", is_direct=True))
+    assert await pairing.approve("telegram", "ABCDEFGH", admin=True)
+    provider = ScriptedProvider([text_reply(f"answer {n}") for n in range(3)])
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
+    limits = RateLimits(
+        RateLimitSettings(rate_limit="1/minute", chat_rate_limit="", daily_turns=0),
+        MemoryStorage(),
+    )
+    policy = ChannelPolicy(default_access=PlatformAccess())
+    worker = build_worker(bus=bus, store=store, runtime=runtime, policy=policy, rate_limits=limits)
+    task = asyncio.create_task(worker.run())
+    replies: list[str] = []
+    try:
+        for n in range(3):  # three messages against a limit of one a minute
+            await bus.enqueue(
+                INBOUND,
+                Inbound(address=GROUP, user_id="boss", text=f"q{n}", mentions_bot=True),
+            )
+        while len(replies) < 3:
+            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
+            assert delivery is not None, f"only {replies}"
+            await delivery.ack()
+            assert isinstance(delivery.envelope, Outbound)
+            if delivery.envelope.kind in ("reply", "notice"):
+                replies.append(delivery.envelope.text)
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+    assert replies == ["answer 0", "answer 1", "answer 2"]
