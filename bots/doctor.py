@@ -47,8 +47,6 @@ _DEFAULT_URLS: Final = {
     "slack": "https://slack.com/api/",
     "discord": "https://discord.com/api/v10",
 }
-# Platforms whose person is the operator at this machine.
-_LOCAL: Final = frozenset({"terminal", "web"})
 
 
 @dataclass(frozen=True)
@@ -156,7 +154,8 @@ def _webhook_secrets(env: Mapping[str, str]) -> list[Finding]:
 
 
 def _admins(profile: Profile) -> list[Finding]:
-    remote = [a for a in profile.settings.admins if a.split(":", 1)[0] not in _LOCAL]
+    local = REGISTERED.local_platforms()
+    remote = [a for a in profile.settings.admins if a.split(":", 1)[0] not in local]
     if remote:
         return [Finding("ok", "admins", f"{len(remote)} admin(s) on chat platforms")]
     return [

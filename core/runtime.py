@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from core.budgets import BudgetGuard, Spender, spender_keys
+from core.budgets import BudgetGuard, Spender, dollars, spender_keys
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
 from core.confirm import Confirm
@@ -527,7 +527,7 @@ class AgentRuntime:
             run_id=run_id,
             failure="budget",
             message=(
-                f"This conversation has reached its spending limit of {_dollars(limit)}. "
+                f"This conversation has reached its spending limit of {dollars(limit)}. "
                 "Send /new to start a fresh one."
             ),
             detail=f"spent ${spent:.4f} of max_spend_usd={limit}",
@@ -831,11 +831,6 @@ class _TurnState:
         # Whose spending the turn's calls count to, in the ledger (`core/budgets.py`).
         self.user: str | None = None
         self.chat: str | None = None
-
-
-def _dollars(amount: float) -> str:
-    """`$5.00` or `$0.25`, but `$0.001` rather than a misleading `$0.00`."""
-    return f"${amount:.2f}" if round(amount, 2) == amount else f"${amount:g}"
 
 
 def _too_long(run_id: str, exc: BudgetExceeded) -> RunFailed:

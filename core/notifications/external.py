@@ -24,7 +24,7 @@ from core.bus.names import INBOUND, outbound_queue
 from core.envelopes import Address, Inbound, NotificationSource, Outbound, new_id
 from core.events import RunCompleted, RunFailed
 from core.runtime import ChannelContext
-from core.scheduling.book import NOTIFY_MARKER
+from core.scheduling.book import NOTIFY_MARKER, deliverable
 from core.store.base import Fence, Store
 from core.turns.turn import Contexts, TurnRunner
 
@@ -32,7 +32,6 @@ __all__ = [
     "ExternalRuns",
     "Notifier",
     "check_reachable",
-    "deliverable",
     "external_brief",
     "request_id",
 ]
@@ -82,16 +81,6 @@ def request_id(kind: str, key: str | None) -> str:
     if key is None:
         return new_id()
     return uuid.uuid5(_KEYS, f"{kind}\n{key}").hex
-
-
-def deliverable(policy: ExternalPolicy, answer: str) -> str | None:
-    """The text to deliver under the policy, or None to stay quiet."""
-    text = answer.strip()
-    if policy == "conditional":
-        if not text.startswith(NOTIFY_MARKER):
-            return None
-        text = text[len(NOTIFY_MARKER) :].strip()
-    return text or None
 
 
 class Notifier:

@@ -20,7 +20,7 @@ from core.scheduling.models import Cadence, NotifyPolicy, Schedule, ScheduleRun,
 from core.scheduling.rules import ScheduleLimits
 from core.store.schedules import ScheduleStore
 
-__all__ = ["NOTIFY_MARKER", "Notification", "ScheduleBook"]
+__all__ = ["NOTIFY_MARKER", "Notification", "ScheduleBook", "deliverable"]
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class ScheduleBook:
             log.info("schedule %s was removed while it ran", schedule_id)
             return []
         now = self._clock()
-        shown = _deliverable(schedule.notify, output) if succeeded else None
+        shown = deliverable(schedule.notify, output) if succeeded else None
         notes = [Notification(schedule.deliver_to, shown)] if shown else []
         if succeeded:
             failures = 0
@@ -206,8 +206,9 @@ class ScheduleBook:
         return None
 
 
-def _deliverable(policy: NotifyPolicy, output: str) -> str | None:
-    """The text to deliver under the policy, or None to stay quiet."""
+def deliverable(policy: NotifyPolicy, output: str) -> str | None:
+    """The text to deliver under the policy, or None to stay quiet (a schedule's run, or an
+    agent turn asked for from outside, `core/notifications/external.py`)."""
     text = output.strip()
     if policy == "never" or not text:
         return None

@@ -185,7 +185,15 @@ class RedisReplyRecords:
     async def _while_away(self, operation: Callable[[], Awaitable[_T]]) -> _T:
         """`operation()`, tried again while Redis is unreachable, for up to `patience`
         (`reply records` marked down in the process's readiness meanwhile)."""
+        # The first attempt is made directly: almost every one succeeds, and building the
+        # retry loop for it would cost every delivery (as in `core.readiness.keep_trying`).
+        try:
+            return await operation()
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            first = exc
         readiness = self._readiness
+        if readiness is not None:
+            readiness.down(_LOOP, f"{first} (trying again)")
 
         def waiting(state: RetryCallState) -> None:
             error = state.outcome.exception() if state.outcome is not None else None
@@ -205,7 +213,7 @@ class RedisReplyRecords:
             outcome = attempt.retry_state.outcome
             if outcome is not None and outcome.failed:
                 continue  # tenacity waits, then tries again (or raises when it gives up)
-            if attempt.retry_state.attempt_number > 1 and readiness is not None:
+            if readiness is not None:
                 readiness.up(_LOOP)
             return result
         raise AssertionError("unreachable: tenacity returns or raises")

@@ -27,7 +27,7 @@ from core.metrics import Metrics
 from core.redact import Redactor
 from core.runtime import ChannelContext
 
-__all__ = ["Lifecycle"]
+__all__ = ["Lifecycle", "outcome_name"]
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +132,15 @@ class Lifecycle:
                 self._awaiting_text.pop(run_id, None)
                 start = self._started.get(run_id)
                 seconds = None if start is None else now - start
-                outcome = _outcome(event)
+                outcome = outcome_name(event)
                 if metrics is not None:
                     metrics.turn_ended(context.platform, context.mode.name, outcome, seconds)
                 with log_context(run=run_id):
                     log.info("%s", _turn_line(event, outcome, seconds, context))
 
 
-def _outcome(event: RunCompleted | RunFailed | Cancelled) -> str:
+def outcome_name(event: RunCompleted | RunFailed | Cancelled | None) -> str:
+    """`completed`, `failed` or `cancelled` (a turn that stopped short counts as cancelled)."""
     if isinstance(event, RunCompleted):
         return "completed"
     return "failed" if isinstance(event, RunFailed) else "cancelled"

@@ -16,6 +16,7 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.brief import scheduled_brief
 from core.scheduling.tools import describe_cadence
 from core.store.base import Fence, Store
+from core.turns.lifecycle import outcome_name
 from core.turns.turn import Contexts, TurnRunner
 
 __all__ = ["ScheduledRuns"]
@@ -48,8 +49,10 @@ class ScheduledRuns:
         if inbound.schedule_id is None or inbound.run_id is None:
             log.error("a scheduled run without its schedule or run id; dropped")
             return
-        context = await self._context(inbound)
-        session = await self.store.current_session(inbound.session_key)
+        # The schedule (for its brief) and the session are read at once.
+        context, session = await asyncio.gather(
+            self._context(inbound), self.store.current_session(inbound.session_key)
+        )
         started = time.monotonic()
         outcome = await self.turns.run(
             inbound, context, session.id, cancel=cancel, fence=fence, checkpoint=None, shown=False
@@ -60,7 +63,7 @@ class ScheduledRuns:
         elif isinstance(outcome, RunFailed):
             error = outcome.detail or outcome.message
         if self.metrics is not None:
-            self.metrics.schedule_runs.labels(outcome=_outcome(outcome)).inc()
+            self.metrics.schedule_runs.labels(outcome=outcome_name(outcome)).inc()
         notes = await self.book.finish(
             inbound.schedule_id,
             inbound.run_id,
@@ -99,9 +102,3 @@ class ScheduledRuns:
             cadence=describe_cadence(schedule.cadence) if schedule is not None else None,
         )
         return context.model_copy(update={"schedule_brief": brief})
-
-
-def _outcome(outcome: RunCompleted | RunFailed | object) -> str:
-    if isinstance(outcome, RunCompleted):
-        return "completed"
-    return "failed" if isinstance(outcome, RunFailed) else "cancelled"
