@@ -48,10 +48,17 @@ DESCRIPTIONS = {
     "redis-empty": "Redis restarted empty (no persistence)",
     "serve-kill": "embedded `switchboard serve` SIGKILLed and restarted",
 }
-# Each process's log line when a loop first fails; Redis stays down until all have said so.
-_NOT_WORKING = r"WARNING core\.readiness: {} is not working"
-# The gateway's delivery loop notices, or (mid-delivery) the reply records it waits on.
-_LOOPS = {"gateway": "(?:telegram delivery|reply records)", "worker": "worker receive"}
+# Each process's log line when a loop first fails (Redis stays down until all have said so),
+# and when it works again.
+NOT_WORKING = r"WARNING core\.readiness: {} is not working"
+WORKING = r"{} is working again"
+# The loop whose line says each process noticed Redis going away: the gateway's delivery loop,
+# or (mid-delivery) the reply records it waits on.
+LOOPS = {
+    "gateway": "(?:telegram delivery|reply records)",
+    "worker": "worker receive",
+    "scheduler": "scheduler",
+}
 # After the fault, how long nothing may happen before the tally is taken when some answers
 # can never come (Redis restarted empty): the answers in flight have had time to arrive.
 _QUIET = 3.0
@@ -316,7 +323,7 @@ async def _restart_redis(server: RedisServer, noticing: dict[str, Launched]) -> 
     offsets = {name: len(p.log) for name, p in noticing.items()}
     await asyncio.to_thread(server.stop)
     for name, launched in noticing.items():
-        await launched.until_logged(_NOT_WORKING.format(_LOOPS[name]), 20, after=offsets[name])
+        await launched.until_logged(NOT_WORKING.format(LOOPS[name]), 20, after=offsets[name])
     await asyncio.to_thread(server.start)
 
 

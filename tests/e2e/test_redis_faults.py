@@ -16,6 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.e2e.faults import LOOPS, NOT_WORKING, WORKING
 from tests.e2e.processes import Deployment, Launched, clean_env, run_once, until
 from tests.e2e.test_distributed import answers, redis_client, settled
 from tests.fakes import FakeOpenAI, FakeTelegram
@@ -26,15 +27,6 @@ pytestmark = pytest.mark.e2e
 LATENCY = 0.3
 FIRST_CHAT = 2001
 TOKEN = "t" * 32
-# Each process's log line when its loop first fails, and when it works again.
-NOT_WORKING = r"WARNING core\.readiness: {} is not working"
-WORKING = r"{} is working again"
-# The gateway's delivery loop notices, or (mid-delivery) the reply records it waits on.
-LOOPS = {
-    "gateway": "(?:telegram delivery|reply records)",
-    "worker": "worker receive",
-    "scheduler": "scheduler",
-}
 
 
 @dataclass

@@ -17,6 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from tests.e2e.processes import until
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -111,12 +112,12 @@ async def test_serve_delivers_hooks_and_records_scheduled_receipts(
         scheduled = await reply_containing(fake, DM, "The answer is 42")
 
         # The receipt is recorded moments after the message was sent: look until it shows.
-        async with asyncio.timeout(START_PATIENCE):
-            while True:
-                code, out, err = await _switchboard(env, tmp_path, "schedule", "runs", schedule_id)
-                assert code == 0, err
-                if f"yes ({scheduled.message_id})" in out:
-                    break
+        async def receipt_listed() -> bool:
+            code, out, err = await _switchboard(env, tmp_path, "schedule", "runs", schedule_id)
+            assert code == 0, err
+            return f"yes ({scheduled.message_id})" in out
+
+        await until(receipt_listed, START_PATIENCE, "the run's receipt", lambda: served.log)
         assert await served.terminate(5.0) == 0
 
     assert "Traceback" not in served.log, served.log
