@@ -138,13 +138,24 @@ class SqliteLedger(SqliteBase):
     async def spending(
         self, day: date, *, session_id: str, user: str | None = None, chat: str | None = None
     ) -> Spending:
-        """The session's total and the day's three daily sums (one local query each)."""
-        session = (await self.cost_summary(session_id)).cost_usd
+        """The session's total and the day's three daily sums, in one statement (budgets ask
+        before every model call). A person or chat not given matches no row: 0."""
+        start = datetime.combine(day, time(), tzinfo=UTC)
+        async with self._read(f"sum the spending of {day.isoformat()}"):
+            rows = await self._db.execute_fetchall(
+                "SELECT (SELECT COALESCE(SUM(cost_usd), 0.0) FROM costs WHERE session_id = ?),"
+                " COALESCE(SUM(CASE WHEN user_key = ? THEN cost_usd END), 0.0),"
+                " COALESCE(SUM(CASE WHEN chat_key = ? THEN cost_usd END), 0.0),"
+                " COALESCE(SUM(cost_usd), 0.0)"
+                " FROM costs WHERE at >= ? AND at < ?",
+                (session_id, user, chat, utc_text(start), utc_text(start + timedelta(days=1))),
+            )
+        session, user_daily, chat_daily, global_daily = next(iter(rows))
         return Spending(
-            session=session,
-            user_daily=await self.daily_spend(day, user=user) if user is not None else 0.0,
-            chat_daily=await self.daily_spend(day, chat=chat) if chat is not None else 0.0,
-            global_daily=await self.daily_spend(day),
+            session=float(session),
+            user_daily=float(user_daily),
+            chat_daily=float(chat_daily),
+            global_daily=float(global_daily),
         )
 
     async def costs_by(self, by: CostGrouping, *, limit: int = 50) -> list[CostGroup]:
