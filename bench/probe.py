@@ -10,6 +10,7 @@ while they change, so the bench can read them at the start and end of a measured
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -27,6 +28,9 @@ SITES_ENV = "BENCH_REDIS_SITES"
 # A cProfile of the whole process is written to this file when it exits.
 PROFILE_ENV = "BENCH_PROFILE_TO"
 _sites: Counter[str] = Counter()
+# Each round trip's commands, a line each, appended to this file (scripts by their name).
+TRACE_ENV = "BENCH_REDIS_TRACE"
+_traced: list[str] = []
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -42,11 +46,59 @@ def _site() -> str:
     return "?"
 
 
+def _script_names() -> dict[str, str]:
+    """SHA1 -> `module:NAME` of every Lua script a module of core/ holds as a constant."""
+    import hashlib
+    import importlib
+    import pkgutil
+
+    import core
+
+    names: dict[str, str] = {}
+    for found in pkgutil.walk_packages(core.__path__, "core."):
+        try:
+            module = importlib.import_module(found.name)
+        except Exception:
+            continue
+        for name, value in vars(module).items():
+            if isinstance(value, str) and "redis.call" in value:
+                sha = hashlib.sha1(value.encode()).hexdigest()
+                names[sha] = f"{found.name.rsplit('.', 1)[-1]}:{name}"
+    return names
+
+
+def _commands_of(packed: Any, scripts: dict[str, str]) -> list[str]:
+    """The command names in one write (RESP arrays), EVALSHA by the script's name."""
+    data = packed if isinstance(packed, bytes) else b"".join(bytes(part) for part in packed)
+    names: list[str] = []
+    at = 0
+    while (start := data.find(b"*", at)) != -1:
+        try:
+            count_end = data.index(b"\r\n", start)
+            count = int(data[start + 1 : count_end])
+            at = count_end + 2
+            arguments: list[bytes] = []
+            for _ in range(count):
+                size_end = data.index(b"\r\n", at)
+                size = int(data[at + 1 : size_end])
+                arguments.append(data[size_end + 2 : size_end + 2 + size])
+                at = size_end + 2 + size + 2
+        except ValueError:
+            break
+        name = arguments[0].decode(errors="replace").upper() if arguments else "?"
+        if name == "EVALSHA" and len(arguments) > 1:
+            name = scripts.get(arguments[1].decode(errors="replace"), "EVALSHA")
+        names.append(name)
+    return names
+
+
 def install() -> None:
     """Wrap redis-py's asyncio connection so that its exchanges are counted."""
     from redis.asyncio.connection import AbstractConnection
 
     sites = bool(os.environ.get(SITES_ENV))
+    trace = os.environ.get(TRACE_ENV)
+    scripts = _script_names() if trace else {}
 
     def counting(send: Any) -> Any:
         async def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
@@ -54,6 +106,8 @@ def install() -> None:
             _trips += 1
             if sites:
                 _sites[_site()] += 1
+            if trace:
+                _traced.append(" ".join(_commands_of(command, scripts)))
             await send(self, command, check_health)
 
         return counted_send
@@ -79,9 +133,20 @@ def snapshot() -> dict[str, Any]:
     return {"round_trips": _trips, "commands": dict(_commands), "sites": dict(_sites)}
 
 
+def _write_trace() -> None:
+    """Append the round trips traced since the last call to the `TRACE_ENV` file."""
+    trace = os.environ.get(TRACE_ENV)
+    if not trace or not _traced:
+        return
+    lines = [_traced.pop(0) for _ in range(len(_traced))]
+    with open(trace, "a", encoding="utf-8") as out:
+        out.writelines(f"{line}\n" for line in lines)
+
+
 def _report_forever(path: Path, stop: threading.Event) -> None:
     last: dict[str, Any] | None = None
     while not stop.wait(0.02):
+        _write_trace()
         now = snapshot()
         if now != last:
             spare = path.with_suffix(".tmp")
@@ -102,6 +167,7 @@ def read_counts(path: Path) -> dict[str, Any]:
 def main() -> None:
     """Count, then run the `switchboard` command line with this process's arguments."""
     install()
+    atexit.register(_write_trace)
     target = os.environ.get(COUNTS_ENV)
     if target:
         stop = threading.Event()
