@@ -87,7 +87,9 @@ class Worker:
         self._intake = asyncio.Semaphore(concurrency * 4)
         self._sweep_interval = sweep_interval
         self._attempts = attempts
-        self._draining: set[str] = set()
+        # Sessions this worker drains, each with the marker of its drain (a drain whose
+        # claim is given up may still be winding down when the next one starts).
+        self._draining: dict[str, object] = {}
         # Sessions woken while being drained: looked at again once their drain ends, unless
         # the drain read their mailbox (a claim, a `done`) after the wake. Work put after a
         # `done` that emptied the box and released the claim with it would otherwise wait
@@ -217,17 +219,16 @@ class Worker:
             else:
                 # Putting it twice (a retry after a put that did land) keeps one copy: the
                 # mailbox is a set of encoded envelopes.
-                await self._patiently("worker intake", lambda: self.mailboxes.put(inbound))
-                # The mailbox holds it now: its drain may start (its claim then leaves with
-                # the ack below, in one round trip on Redis).
-                self._wake(inbound.session_key)
+                await self._hand_over(inbound)
                 if self._may_answer(inbound):
                     # A typed yes/no may answer a question another worker holds; that worker
                     # marks it processed, so the mailbox copy is then skipped (core/confirm.py).
                     await self._patiently(
                         "worker intake", lambda: self.bus.publish(CONTROL, inbound)
                     )
-            await self._patiently("worker intake", delivery.ack)
+            # Nothing but this intake place waits on the ack: it leaves with the drain's first
+            # reads (one round trip on Redis) rather than alone.
+            await self._patiently("worker intake", lambda: delivery.ack(later=True))
         except BusError as exc:
             # Only when stopping: the entry comes back to the next worker after its lease.
             log.warning("could not accept delivery %s (%s); it will come again", delivery.id, exc)
@@ -239,6 +240,37 @@ class Worker:
         """`operation()`, tried again while the bus or the store is away (until `stop()`)."""
         return await keep_trying(self.readiness, name, operation, stopping=self._stopping)
 
+    async def _hand_over(self, inbound: Inbound) -> None:
+        """Put `inbound` in its session's mailbox and see that the mailbox is drained.
+
+        With a slot free, the put claims the session as well (one command on Redis) and a
+        drain starts with that claim. A claim refused means the session is held (by another
+        worker, or by a drain of this one): its holder reads the mailbox again after this
+        put (its next `done`, or its release, which reports work left).
+        """
+        key = inbound.session_key
+        if self._stopping.is_set() or self._slots.locked():
+            await self._patiently("worker intake", lambda: self.mailboxes.put(inbound))
+            self._wake(key)
+            return
+        self._again.discard(key)  # the claim reads the mailbox's head
+        await self._slots.acquire()  # free: not locked, checked above
+        try:
+            claim = await self._patiently(
+                "worker intake",
+                lambda: self.mailboxes.put_and_claim(inbound, owner=self.name),
+            )
+        except BaseException:
+            self._slots.release()
+            raise
+        if claim is None:
+            self._slots.release()
+            return
+        # A drain of this worker may still be winding down (its claim given up with its last
+        # `done`, the answer not read yet): this one takes its place.
+        marker = self._draining[key] = object()
+        self._spawn(self._drain(key, marker, claimed=claim))
+
     def _wake(self, session_key: str) -> None:
         """Drain the session's mailbox unless this worker does already (or is stopping)."""
         if self._stopping.is_set():
@@ -246,30 +278,46 @@ class Worker:
         if session_key in self._draining:
             self._again.add(session_key)
             return
-        self._draining.add(session_key)
-        self._spawn(self._drain(session_key))
+        marker = self._draining[session_key] = object()
+        self._spawn(self._drain(session_key, marker))
 
-    async def _drain(self, session_key: str) -> None:
-        """Claim a session and run its waiting work, oldest first."""
+    def _let_go(self, session_key: str, marker: object) -> None:
+        """The drain `marker` no longer reads the session's mailbox: a wake starts another."""
+        if self._draining.get(session_key) is marker:
+            del self._draining[session_key]
+
+    async def _drain(self, session_key: str, marker: object, claimed: Claim | None = None) -> None:
+        """Claim a session and run its waiting work, oldest first.
+
+        `claimed`: the caller took a slot and the session's claim already; the slot is
+        released here.
+        """
         more = False
         try:
-            async with self._slots:
-                if self._stopping.is_set():
-                    return
-                self._again.discard(session_key)  # the claim reads the mailbox's head
-                claim = await self._patiently(
-                    "worker drain", lambda: self.mailboxes.claim(session_key, owner=self.name)
-                )
+            if claimed is None:
+                await self._slots.acquire()
+            try:
+                claim = claimed
+                if claim is None:
+                    if self._stopping.is_set():
+                        return
+                    self._again.discard(session_key)  # the claim reads the mailbox's head
+                    claim = await self._patiently(
+                        "worker drain",
+                        lambda: self.mailboxes.claim(session_key, owner=self.name),
+                    )
                 if claim is None:
                     return  # another worker runs this session
                 try:
-                    await self._drain_claimed(claim)
+                    await self._drain_claimed(claim, marker)
                 finally:
                     more = await self._release(claim)
+            finally:
+                self._slots.release()
         except (BusError, StoreError) as exc:
             log.warning("could not drain %s (%s); the sweep will try again", session_key, exc)
         finally:
-            self._draining.discard(session_key)
+            self._let_go(session_key, marker)
         if session_key in self._again:
             self._again.discard(session_key)
             more = True
@@ -283,7 +331,7 @@ class Worker:
             log.warning("could not release %s (%s); its lease will lapse", claim.session_key, exc)
             return False
 
-    async def _drain_claimed(self, claim: Claim) -> None:
+    async def _drain_claimed(self, claim: Claim, marker: object) -> None:
         failures = 0
         while not self._stopping.is_set() and not claim.lost.is_set():
             inbound = await self._patiently("worker drain", claim.head)
@@ -294,7 +342,7 @@ class Worker:
             async def done(inbound: Inbound = inbound) -> None:
                 # Given to the handler: it takes the item out with its own last writes.
                 nonlocal settled
-                await self._done(claim, inbound)
+                await self._done(claim, inbound, marker)
                 settled = True
 
             error = await self._handle(inbound, claim, done)
@@ -316,13 +364,19 @@ class Worker:
             if claim.lost.is_set():
                 return
             if not settled:
-                await self._patiently("worker drain", functools.partial(self._done, claim, inbound))
+                await self._patiently(
+                    "worker drain", functools.partial(self._done, claim, inbound, marker)
+                )
 
-    async def _done(self, claim: Claim, inbound: Inbound) -> None:
+    async def _done(self, claim: Claim, inbound: Inbound, marker: object) -> None:
         """`claim.done(inbound)`. It reads what the mailbox holds next (and may release the
-        claim when nothing is left), so wakes of the session before it are answered by it."""
+        claim when nothing is left), so wakes of the session before it are answered by it.
+        A claim given up with it ends the drain's reading: work that comes while the drain
+        winds down is claimed by a drain of its own at once (on Redis, with its put)."""
         self._again.discard(claim.session_key)
         await claim.done(inbound)
+        if claim.released:
+            self._let_go(claim.session_key, marker)
 
     async def _outage(self, inbound: Inbound, claim: Claim) -> bool:
         """Whether the store or the mailboxes are unreachable now; if so, wait until they

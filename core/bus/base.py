@@ -60,8 +60,11 @@ class Delivery(Protocol):
         """1 on first delivery, 2 on the first redelivery, and so on."""
         ...
 
-    async def ack(self) -> None:
-        """Done: the entry will not be delivered again."""
+    async def ack(self, *, later: bool = False) -> None:
+        """Done: the entry will not be delivered again.
+
+        `later`: nothing waits on the ack but the caller; on Redis it may wait a few
+        milliseconds to leave with the next commands the process sends."""
         ...
 
     async def nack(self) -> None:

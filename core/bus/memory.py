@@ -187,7 +187,7 @@ class _MemoryDelivery(Delivery):
         """1 on first delivery, 2 on the first redelivery, and so on."""
         return self._attempt
 
-    async def ack(self) -> None:
+    async def ack(self, *, later: bool = False) -> None:
         """Done; a no-op when repeated or when the lease already passed to someone else."""
         self._queue.ack(self._seq, self._attempt)
 

@@ -25,7 +25,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
@@ -234,9 +234,14 @@ class _RedisDelivery(Delivery):
         """The entry's delivery count in the consumer group (1 on first delivery)."""
         return self._attempt
 
-    async def ack(self) -> None:
-        """Done: acknowledge and delete the entry; a no-op if this delivery is stale."""
-        await self._bus._settle(self._queue, self._id, self._consumer, self._attempt, "ack")
+    async def ack(self, *, later: bool = False) -> None:
+        """Done: acknowledge and delete the entry; a no-op if this delivery is stale.
+
+        `later`: the ack waits up to `LATER_SECONDS` to leave with the next commands the
+        process sends (`BatchingRedis.execute_later`)."""
+        await self._bus._settle(
+            self._queue, self._id, self._consumer, self._attempt, "ack", later=later
+        )
 
     async def nack(self) -> None:
         """Make the entry claimable at once; a no-op if this delivery is stale."""
@@ -733,26 +738,34 @@ class RedisBus(Bus):
         action: _Settlement,
         *,
         data: bytes = b"",
+        later: bool = False,
     ) -> None:
-        """Ack, nack or dead-letter an entry if `consumer` still holds it at `attempt`."""
+        """Ack, nack or dead-letter an entry if `consumer` still holds it at `attempt`
+        (`later`: the command may wait for the next batch, see `ack`)."""
         reason = "undecodable" if action == "bury" else ""
+        keys = [self._keys.queue_stream(queue), self._keys.dead_letters(queue)]
+        args: list[str | int | bytes] = [
+            CONSUMER_GROUP,
+            entry_id,
+            consumer,
+            attempt,
+            action,
+            self._lease_ms,
+            self._maxlen,
+            reason,
+            data,
+        ]
         with self._command(f"{action} entry {entry_id} on {queue}"):
             try:
-                await self._settle_script(
-                    keys=[self._keys.queue_stream(queue), self._keys.dead_letters(queue)],
-                    args=[
-                        CONSUMER_GROUP,
-                        entry_id,
-                        consumer,
-                        attempt,
-                        action,
-                        self._lease_ms,
-                        self._maxlen,
-                        reason,
-                        data,
-                    ],
-                    client=self._batched,
-                )
+                if later:
+                    try:
+                        await self._batched.execute_later(
+                            "EVALSHA", self._settle_script.sha, len(keys), *keys, *args
+                        )
+                        return
+                    except NoScriptError:
+                        pass  # Redis lost its scripts: the call below loads it again
+                await self._settle_script(keys=keys, args=args, client=self._batched)
             except ResponseError as exc:
                 if not _group_is_gone(exc):
                     raise

@@ -154,7 +154,7 @@ class _SqliteDelivery(Delivery):
         """1 on first delivery, 2 on the first redelivery, and so on."""
         return self._deliveries
 
-    async def ack(self) -> None:
+    async def ack(self, *, later: bool = False) -> None:
         """Done; a no-op when repeated or when the lease already passed to someone else."""
         async with self._bus.file.write("ack an entry") as db:
             await db.execute(

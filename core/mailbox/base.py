@@ -55,6 +55,12 @@ class Claim(Protocol):
         """Give the claim up; True when work arrived that nobody drains yet."""
         ...
 
+    @property
+    def released(self) -> bool:
+        """True once `done` found the mailbox empty and gave the claim up with it: the drain
+        reads the mailbox no more (its `release` sends nothing)."""
+        ...
+
 
 class Mailboxes(Protocol):
     """Per-session mailboxes with claims."""
@@ -65,6 +71,11 @@ class Mailboxes(Protocol):
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The claim on a session, or None while another worker holds it."""
+        ...
+
+    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
+        """`put(inbound)`, then `claim` of its session; the claim reads the mailbox after the
+        put (in the distributed deployment both are one command)."""
         ...
 
     async def pending(self) -> list[str]:
@@ -80,6 +91,7 @@ class ClaimState:
         self._key = session_key
         self._fence = Fence(session_key=session_key, epoch=epoch)
         self._lost = asyncio.Event()
+        self._released = False
 
     @property
     def session_key(self) -> str:
@@ -95,3 +107,8 @@ class ClaimState:
     def lost(self) -> asyncio.Event:
         """Set when the claim could not be kept: stop the turn, its writes are refused."""
         return self._lost
+
+    @property
+    def released(self) -> bool:
+        """Whether `done` gave the claim up already (the mailbox was empty)."""
+        return self._released

@@ -46,6 +46,10 @@ class MemoryMailboxes:
         key = inbound.session_key
         self.boxes.setdefault(key, collections.deque()).append(inbound)
 
+    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
+        await self.put(inbound)
+        return await self.claim(inbound.session_key, owner=owner)
+
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         if session_key in self.held:
             return None

@@ -89,6 +89,24 @@ if epoch < floor then epoch = floor end
 redis.call('SET', KEYS[2], string.format('%d', epoch))
 return {epoch, redis.call('ZRANGE', KEYS[3], 0, 0)[1]}
 """
+# KEYS: box, pending set, lease, fence epoch counter; ARGV: encoded inbound, score, session
+# key, token, ttl ms. `_PUT` then `_CLAIM` in one script: the work goes in and, when nobody
+# holds its session, the claim is granted with the head it then reads (the put's work, or
+# older work). Same replies as `_CLAIM`.
+_PUT_CLAIM = """
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+redis.call('SADD', KEYS[2], ARGV[3])
+if not redis.call('SET', KEYS[3], ARGV[4], 'NX', 'PX', ARGV[5]) then
+  if redis.call('GET', KEYS[3]) ~= ARGV[4] then return {0} end
+  return {tonumber(redis.call('GET', KEYS[4])), redis.call('ZRANGE', KEYS[1], 0, 0)[1]}
+end
+local now = redis.call('TIME')
+local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local epoch = (tonumber(redis.call('GET', KEYS[4])) or 0) + 1
+if epoch < floor then epoch = floor end
+redis.call('SET', KEYS[4], string.format('%d', epoch))
+return {epoch, redis.call('ZRANGE', KEYS[1], 0, 0)[1]}
+"""
 # KEYS: lease, fence epoch counter; ARGV: token, ttl ms, the claim's epoch.
 # 1 when renewed, 0 when the lease is someone else's or another claim was granted since.
 # A lease that is gone while no newer claim was granted (Redis restarted empty) is taken
@@ -136,8 +154,6 @@ class _RedisClaim(ClaimState):
         # The head the claim or the last `done` read in the same script (None: the box was
         # empty then); used once. Work put after that read is not lost: `release` reports it.
         self._next: Any = head
-        # Set when `done` emptied the box and gave the lease up with it.
-        self._released = False
         self._renewer = asyncio.create_task(self._renew_forever(sent))
 
     async def head(self) -> Inbound | None:
@@ -263,6 +279,7 @@ class RedisMailboxes:
         self.script_renew: Any = client.register_script(_RENEW)
         self.script_claim: Any = client.register_script(_CLAIM)
         self.script_put: Any = client.register_script(_PUT)
+        self.script_put_claim: Any = client.register_script(_PUT_CLAIM)
 
     @classmethod
     def from_url(
@@ -284,6 +301,27 @@ class RedisMailboxes:
                 args=[encode(inbound), inbound.received_at.timestamp(), key],
             )
         )
+
+    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
+        """`put`, then `claim` of its session, in one script (one command)."""
+        key = inbound.session_key
+        token = f"{owner}:{secrets.token_hex(8)}"
+        ttl_ms = int(self.lease_seconds * 1000)
+        sent = asyncio.get_running_loop().time()
+        epoch, *head = await _call(
+            self.script_put_claim(
+                keys=[
+                    self.keys.mailbox(key),
+                    self.keys.mailboxes(),
+                    self.keys.lease(f"turn:{key}"),
+                    self.keys.claim_epoch(key),
+                ],
+                args=[encode(inbound), inbound.received_at.timestamp(), key, token, ttl_ms],
+            )
+        )
+        if not epoch:
+            return None
+        return _RedisClaim(self, key, token, int(epoch), sent, head[0] if head else None)
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's lease if nobody holds it, with a new fencing epoch."""

@@ -99,6 +99,11 @@ class SqliteMailboxes:
                 (inbound.session_key, inbound.id, encode(inbound)),
             )
 
+    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
+        """`put`, then `claim` of its session."""
+        await self.put(inbound)
+        return await self.claim(inbound.session_key, owner=owner)
+
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's claim unless this process holds it already."""
         if session_key in self.held:

@@ -70,6 +70,30 @@ async def test_a_held_session_cannot_be_claimed_again(mailboxes: Mailboxes) -> N
     await again.release()
 
 
+async def test_put_and_claim_claims_a_free_session_and_only_puts_into_a_held_one(
+    mailboxes: Mailboxes,
+) -> None:
+    older, first, second = _inbound("1", "a"), _inbound("1", "b"), _inbound("1", "c")
+    await mailboxes.put(older)
+    claim = await mailboxes.put_and_claim(first, owner="w1")
+    assert claim is not None
+    # The claim reads the box after the put: the older work first, then the new.
+    head = await claim.head()
+    assert head is not None and head.id == older.id
+    # Held: the second only goes in, and waits for the holder.
+    assert await mailboxes.put_and_claim(second, owner="w2") is None
+    seen = []
+    while (head := await claim.head()) is not None:
+        seen.append(head.text)
+        await claim.done(head)
+    assert seen == ["a", "b", "c"]
+    await claim.release()
+    assert await mailboxes.pending() == []
+    again = await mailboxes.put_and_claim(_inbound("1", "d"), owner="w2")
+    assert again is not None and again.fence.epoch > claim.fence.epoch
+    await again.release()
+
+
 async def test_head_stays_until_done(mailboxes: Mailboxes) -> None:
     item = _inbound("1", "a")
     await mailboxes.put(item)

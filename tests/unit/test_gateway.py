@@ -78,7 +78,7 @@ class _Delivery(Delivery):
     def attempt(self) -> int:
         return self._inner.attempt
 
-    async def ack(self) -> None:
+    async def ack(self, *, later: bool = False) -> None:
         self._bus.ack_calls += 1
         if self._bus.settle_failures:
             self._bus.settle_failures -= 1
