@@ -189,12 +189,15 @@ class AgentRuntime:
         *,
         cancel: asyncio.Event | None = None,
         fence: Fence | None = None,
+        admitted: Awaitable[bool] | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Run one turn and yield its events; the last one is RunCompleted/RunFailed/Cancelled.
 
         Setting `cancel` stops the turn at once (in-flight model and tool calls are
         cancelled) and ends it with `Cancelled`. Every message is written with `fence`, so
-        a worker that lost the session's lease cannot add to its history.
+        a worker that lost the session's lease cannot add to its history. `admitted` is the
+        caller's last word on whether the turn runs, awaited once the history is read (the
+        reads go meanwhile); False ends the turn there, with no events and nothing written.
         """
         run_id = new_id()
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
@@ -209,6 +212,7 @@ class AgentRuntime:
                     queue.put_nowait,
                     flag,
                     _TurnState(fence),
+                    admitted,
                 ),
                 name=f"turn:{session_id}",
             )
@@ -240,6 +244,7 @@ class AgentRuntime:
         emit: Callable[[AgentEvent | None], None],
         flag: _Cancel,
         state: _TurnState,
+        admitted: Awaitable[bool] | None = None,
     ) -> None:
         final: RunCompleted | RunFailed | Cancelled | None = None
         history: list[Message] = []
@@ -249,6 +254,8 @@ class AgentRuntime:
                 self.store, session_id
             )
             after = state.summary.up_to_seq if state.summary else 0
+            if admitted is not None and not await admitted:
+                return
             resumed = _interrupted_turn(history, user_input.source)
             # A new message is stored by `_loop`, together with the turn's first reads.
             pending: Message | None = user_input if resumed is None else None

@@ -30,14 +30,15 @@ __all__ = ["RedisLog"]
 _ID_ATTEMPTS: Final = 3
 
 # KEYS: sessions_by_key, sessions_by_update, session_order, session(new id)
-# ARGV: new id, key, now (text), now (epoch microseconds), "current" | "create", and the
-#       prefixes of session and message-list keys (the newest session's are read by name)
+# ARGV: new id, key, now (text), now (epoch microseconds), "current" | "create" | "find",
+#       and the prefixes of session and message-list keys (the newest session's are read by
+#       name)
 # Returns {0, id, key, created_at, updated_at, message count} for the key's newest session
 # (its record read in the same step; {0, id} if it has none), {1, id} when it made one, {2}
-# on an id clash. A replay (same new id, key and time) finds the session it made and returns
-# {1, id} again.
+# on an id clash, {3} when "find" found none (nothing is made then). A replay (same new id,
+# key and time) finds the session it made and returns {1, id} again.
 _OPEN_SESSION: Final = f"""
-if ARGV[5] == 'current' then
+if ARGV[5] ~= 'create' then
   local newest = redis.call('ZREVRANGE', KEYS[1], 0, 0)[1]
   if newest then
     local record = ARGV[6] .. newest
@@ -45,6 +46,7 @@ if ARGV[5] == 'current' then
     if not fields[1] then return {{0, newest}} end
     return {{0, newest, fields[2], fields[3], fields[4], redis.call('LLEN', ARGV[7] .. newest)}}
   end
+  if ARGV[5] == 'find' then return {{3}} end
 end
 local made = redis.call('HMGET', KEYS[4], 'key', 'created_at')
 if made[1] then
@@ -140,13 +142,24 @@ class RedisLog(RedisBase):
     async def create_session(self, key: str) -> SessionRecord:
         """Start a new session for `key`; it becomes the key's current session."""
         async with self._translated(f"create a session for {key!r}"):
-            return await self._open(key, mode="create")
+            made = await self._open(key, mode="create")
+        if made is None:
+            raise StoreError(f"no session was made for {key!r}")
+        return made
 
     async def current_session(self, key: str) -> SessionRecord:
         """The key's current session (the newest, or the one reopened last), created if the
         key has none yet."""
         async with self._translated(f"find the current session of {key!r}"):
-            return await self._open(key, mode="current")
+            found = await self._open(key, mode="current")
+        if found is None:
+            raise StoreError(f"no current session for {key!r} was found or made")
+        return found
+
+    async def find_current_session(self, key: str) -> SessionRecord | None:
+        """The key's current session, or None if it has none (nothing is created)."""
+        async with self._translated(f"find the current session of {key!r}"):
+            return await self._open(key, mode="find")
 
     async def reopen_session(self, session_id: str) -> SessionRecord | None:
         """Make an earlier session its key's current one again; None if there is none."""
@@ -284,8 +297,11 @@ class RedisLog(RedisBase):
             )
         return bool(deleted)
 
-    async def _open(self, key: str, *, mode: Literal["current", "create"]) -> SessionRecord:
-        """The key's newest session (`mode="current"`) or a new one, atomically."""
+    async def _open(
+        self, key: str, *, mode: Literal["current", "create", "find"]
+    ) -> SessionRecord | None:
+        """The key's newest session (`mode="current"`, made if it has none; `"find"`: None
+        then) or a new one (`"create"`), atomically."""
         for _ in range(_ID_ATTEMPTS):
             now = self._now()
             new_id = uuid4().hex[:12]
@@ -307,6 +323,8 @@ class RedisLog(RedisBase):
                 ],
             )
             outcome = int(reply[0])
+            if outcome == 3:
+                return None
             if outcome == 1:
                 return SessionRecord(id=new_id, key=key, created_at=now, updated_at=now)
             if outcome == 0 and len(reply) == 6:

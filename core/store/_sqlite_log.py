@@ -74,6 +74,11 @@ class SqliteLog(SqliteBase):
             found = await self._reopened_session(key) or await self._newest_session(key)
             return found if found is not None else await self._insert_session(key)
 
+    async def find_current_session(self, key: str) -> SessionRecord | None:
+        """The key's current session, or None if it has none (nothing is created)."""
+        async with self._read(f"find the current session of {key!r}"):
+            return await self._reopened_session(key) or await self._newest_session(key)
+
     async def reopen_session(self, session_id: str) -> SessionRecord | None:
         """Make an earlier session its key's current one again; None if there is none."""
         async with self._write(f"reopen session {session_id!r}"):

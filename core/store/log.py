@@ -52,6 +52,10 @@ class ConversationLog(Protocol):
         key has none yet."""
         ...
 
+    async def find_current_session(self, key: str) -> SessionRecord | None:
+        """The key's current session, or None if it has none (nothing is created)."""
+        ...
+
     async def reopen_session(self, session_id: str) -> SessionRecord | None:
         """Make an earlier session its key's current one again (a conversation resumed after
         `/new`); None if there is no such session. A later `create_session` supersedes it."""

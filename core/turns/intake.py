@@ -16,7 +16,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.access import REFUSAL_TEXT, Entry, Gate
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
@@ -25,7 +25,7 @@ from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
-from core.store.base import Fence, Store
+from core.store.base import Fence, SessionRecord, Store
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
 from core.turns.turn import Contexts, TurnRunner
@@ -105,12 +105,14 @@ class InboundHandler:
         # A person's message: the reads it needs are independent, so they are asked for at
         # once (one round trip on Redis, where the process batches them): its processed mark,
         # its person's access, its checkpoint, and (for what may become a turn) how it stands
-        # against the rate limits.
-        processed, entry, found, tested = await asyncio.gather(
+        # against the rate limits and its session (looked up only: a stranger's message
+        # makes none).
+        processed, entry, found, tested, session = await asyncio.gather(
             self.store.is_processed(inbound.dedupe_key),
             self.gate.entry(inbound),
             self.store.get_checkpoint(inbound.dedupe_key),
             self._rate_test(inbound),
+            self._session_of(inbound),
         )
         if processed:
             log.info("skipping %s: already answered", inbound.dedupe_key)
@@ -124,7 +126,7 @@ class InboundHandler:
         elif inbound.kind == "command":
             await self._command(inbound, entry)
         else:
-            finished = await self._turn(inbound, entry, cancel, fence, found, tested)
+            finished = await self._turn(inbound, entry, cancel, fence, found, tested, session)
             await self._settle(inbound, done, finished)
             return
         await self._settle(inbound, done)
@@ -208,11 +210,13 @@ class InboundHandler:
         fence: Fence | None,
         found: Checkpoint | None,
         tested: Tested | None,
+        session: SessionRecord | None,
     ) -> str | None:
-        """Run a turn; `found` is the message's checkpoint from before (a resumed turn's).
+        """Run a turn; `found` is the message's checkpoint from before (a resumed turn's),
+        `session` its session as looked up with it (None: it has none yet).
 
         Returns the run key of the turn's checkpoint when it is for the caller to finish (the
-        turn came to its end), else None.
+        turn came to its end, or the rate limits stopped it), else None.
         """
         if not inbound.text.strip() and not inbound.images:
             return None
@@ -228,34 +232,70 @@ class InboundHandler:
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
             return None  # the user was told to send it again
-        # A turn resumed after a crash was admitted when it first came. The message is counted
-        # against the rate limits while its session is looked up (one round trip).
-        # Admins (the profile's, and people approved as admins) are not limited.
-        counted, session = await asyncio.gather(
-            self._within_rate(inbound, None if entry.admin or found is not None else tested),
-            self.store.current_session(inbound.session_key),
-        )
-        if not counted:
-            return None
+        if session is None:
+            session = await self.store.current_session(inbound.session_key)  # its first
         context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
         checkpoint = self._checkpoint(inbound, session.id, found)
-        # Typing shows and the checkpoint is written while the turn reads its history (one
-        # round trip on Redis); the turn goes on only once both are done (`TurnRunner.run`).
-        written = asyncio.gather(
-            self.outbox.send(inbound, "typing", ""), self.store.save_checkpoint(checkpoint)
+        # The message is counted against the rate limits and the checkpoint written while the
+        # turn reads its history (one round trip on Redis); the turn goes on only if the
+        # count lets it (`admitted`), and past its first event once the checkpoint is saved.
+        # A turn resumed after a crash was admitted when it first came; admins (the
+        # profile's, and people approved as admins) are not limited.
+        saved = asyncio.ensure_future(self.store.save_checkpoint(checkpoint))
+        counting = asyncio.ensure_future(
+            self._within_rate(inbound, None if entry.admin or found is not None else tested)
         )
-        outcome = await self.turns.run(
-            inbound,
-            context,
-            session.id,
-            cancel=cancel,
-            fence=fence,
-            checkpoint=checkpoint,
-            shown=True,
-            finish=False,
-            written=written,
-        )
+        typing: asyncio.Future[None] | None = None
+        failed: list[Exception] = []
+
+        async def admit() -> bool:
+            nonlocal typing
+            try:
+                if not await counting:
+                    return False
+            except Exception as exc:  # raised below, once the runtime has let the turn go
+                failed.append(exc)
+                return False
+            typing = asyncio.ensure_future(self.outbox.send(inbound, "typing", ""))
+            return True
+
+        admitting = asyncio.ensure_future(admit())
+
+        async def write() -> None:
+            await saved
+            if await admitting and typing is not None:
+                await typing
+
+        written = asyncio.ensure_future(write())
+        try:
+            outcome = await self.turns.run(
+                inbound,
+                context,
+                session.id,
+                cancel=cancel,
+                fence=fence,
+                checkpoint=checkpoint,
+                shown=True,
+                finish=False,
+                written=written,
+                admitted=admitting,
+            )
+        except BaseException:
+            await _settled(saved, counting, admitting, typing, written, cancel=True)
+            raise
+        await _settled(saved, counting, admitting, typing, written)
+        if failed:
+            raise failed[0]
+        if not admitting.result():
+            saved.result()  # its error, if any, is the message's
+            return checkpoint.run_key  # stopped by the rate limits: finished with the message
         return checkpoint.run_key if outcome is not None else None
+
+    async def _session_of(self, inbound: Inbound) -> SessionRecord | None:
+        """The session a message that may become a turn goes to, if it has one yet."""
+        if inbound.kind == "command" or not self.policy.addressed(inbound):
+            return None
+        return await self.store.find_current_session(inbound.session_key)
 
     async def _rate_test(self, inbound: Inbound) -> Tested | None:
         """How a person's message stands against the rate limits (None: nothing to test)."""
@@ -302,3 +342,13 @@ def _arguments(text: str) -> str:
         parts = text.split(maxsplit=1)
         text = parts[1] if len(parts) > 1 else ""
     return text.strip()
+
+
+async def _settled(*tasks: asyncio.Future[Any] | None, cancel: bool = False) -> None:
+    """Wait for the tasks that were given (cancelled first with `cancel`); their errors are
+    read by whoever asks for their results."""
+    running = [task for task in tasks if task is not None]
+    if cancel:
+        for task in running:
+            task.cancel()
+    await asyncio.gather(*running, return_exceptions=True)

@@ -119,14 +119,17 @@ class TurnRunner:
         shown: bool,
         finish: bool = True,
         written: Awaitable[object] | None = None,
+        admitted: Awaitable[bool] | None = None,
     ) -> Outcome | None:
-        """Run one turn answering `inbound`; its outcome (None if the runtime stopped short).
+        """Run one turn answering `inbound`; its outcome (None if the runtime stopped short
+        or `admitted` said no).
 
         With `shown`, the answer streams into the chat and ends with its final text. The
         checkpoint is marked completed when the turn has an outcome, unless `finish` is False
         (the caller finishes it, together with its own last writes). `written` is the
         caller's writes still under way (the checkpoint's save): the turn starts reading
-        meanwhile, and goes on past its first event only once they are done.
+        meanwhile, and goes on past its first event only once they are done. `admitted`: see
+        `AgentRuntime.run`.
         """
         message = Message.user(inbound.text, inbound.images, source=inbound.dedupe_key)
         policy = self.outbox.policy(inbound.address.platform) if shown else None
@@ -139,7 +142,7 @@ class TurnRunner:
         outcome: Outcome | None = None
         try:
             async for event in self.runtime.run(
-                session_id, message, context, cancel=cancel, fence=fence
+                session_id, message, context, cancel=cancel, fence=fence, admitted=admitted
             ):
                 if written is not None:
                     waiting, written = written, None

@@ -35,6 +35,22 @@ async def test_current_session_creates_one_and_then_returns_it(store: Conversati
     assert await store.get_session(first.id) == first
 
 
+async def test_find_current_session_finds_without_making_one(store: ConversationLog) -> None:
+    assert await store.find_current_session("telegram:7") is None
+    assert await store.list_sessions() == []  # looking made nothing
+    made = await store.current_session("telegram:7")
+    assert await store.find_current_session("telegram:7") == made
+    await store.append_message(made.id, Message.user("hello"))
+    found = await store.find_current_session("telegram:7")
+    assert found is not None and found.id == made.id and found.message_count == 1
+    fresh = await store.create_session("telegram:7")
+    found = await store.find_current_session("telegram:7")
+    assert found is not None and found.id == fresh.id
+    await store.reopen_session(made.id)
+    found = await store.find_current_session("telegram:7")
+    assert found is not None and found.id == made.id
+
+
 async def test_sessions_of_different_keys_are_separate(store: ConversationLog) -> None:
     a = await store.current_session("slack:T1:C1")
     b = await store.current_session("slack:T1:C2")

@@ -172,3 +172,31 @@ async def test_a_person_approved_as_admin_is_not_rate_limited(
         await asyncio.wait_for(task, PATIENCE)
 
     assert replies == ["answer 0", "answer 1", "answer 2"]
+
+
+async def test_a_strangers_messages_make_no_session(bus: MemoryBus, store: SqliteStore) -> None:
+    provider = ScriptedProvider([text_reply("never sent")])
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
+    worker = build_worker(
+        bus=bus, store=store, runtime=runtime, policy=ChannelPolicy(default_access=PlatformAccess())
+    )
+    task = asyncio.create_task(worker.run())
+    said = Inbound(address=GROUP, user_id="u9", text="hello?", is_direct=True)
+    notices: list[Outbound] = []
+    try:
+        await bus.enqueue(INBOUND, said)
+        delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
+        assert delivery is not None
+        await delivery.ack()
+        assert isinstance(delivery.envelope, Outbound)
+        notices.append(delivery.envelope)
+        await worker.idle.wait()
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+    # Asked to pair, not answered; the session lookup made along the way created nothing.
+    assert [(n.kind, n.reply_to) for n in notices] == [("notice", said.id)]
+    assert provider.requests == []
+    assert await store.list_sessions() == []
+    assert await store.is_processed(said.dedupe_key)

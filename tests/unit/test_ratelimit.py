@@ -119,6 +119,7 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
     inbounds.append(said("boss", text="admin"))
     task = asyncio.create_task(worker.run())
     finals: list[Outbound] = []
+    typing: set[str] = set()
     try:
         for inbound in inbounds:
             await bus.enqueue(INBOUND, inbound)
@@ -131,7 +132,14 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
             assert isinstance(envelope, Outbound)
             if envelope.kind in ("reply", "notice"):
                 finals.append(envelope)
+            elif envelope.kind == "typing":
+                typing.add(envelope.reply_to)
         await worker.idle.wait()
+        while found := await bus.receive(outbound_queue("telegram"), consumer="t", timeout=0.05):
+            await found.ack()
+            assert isinstance(found.envelope, Outbound)
+            assert found.envelope.kind == "typing", found.envelope
+            typing.add(found.envelope.reply_to)
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)
@@ -144,6 +152,13 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
     assert by_message[inbounds[3].id] == ("reply", "two")
     assert len(provider.requests) == 2
     assert await store.is_processed(inbounds[2].dedupe_key)
+    # Typing shows only for the turns that ran; the refused ones' checkpoints (written while
+    # their count was made) are finished, so no restart takes them for cut-off turns.
+    assert typing == {inbounds[0].id, inbounds[3].id}
+    for refused in inbounds[1:3]:
+        checkpoint = await store.get_checkpoint(refused.dedupe_key)
+        assert checkpoint is not None and checkpoint.status == "completed"
+    assert await store.incomplete_checkpoints() == []
 
 
 class _Time:
