@@ -51,6 +51,15 @@ class SqliteBase:
             yield
 
     @asynccontextmanager
+    async def _statement(self, action: str) -> AsyncIterator[None]:
+        """A write of one statement: atomic on its own (the connection autocommits, and a
+        statement that writes takes the write lock before it reads), and one trip to
+        aiosqlite's thread instead of the three of a transaction around it."""
+        async with self._lock, _translated(action):
+            self._ensure_open()
+            yield
+
+    @asynccontextmanager
     async def _write(self, action: str) -> AsyncIterator[None]:
         """One write transaction, committed on success and rolled back on any exception."""
         async with self._lock, _translated(action):

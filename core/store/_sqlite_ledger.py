@@ -58,18 +58,15 @@ class SqliteLedger(SqliteBase):
         if entry.at.tzinfo is None:
             raise StoreError("a cost entry's `at` is a naive datetime; it must be aware")
         usage = entry.usage
-        async with self._write(f"record a cost for session {entry.session_id!r}"):
-            rows = await self._db.execute_fetchall(
-                "SELECT 1 FROM sessions WHERE id = ?", (entry.session_id,)
-            )
-            if next(iter(rows), None) is None:
-                raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
-            await self._db.execute(
+        action = f"record a cost for session {entry.session_id!r}"
+        # Stored only if the session is known.
+        async with self._statement(action):
+            stored = await self._db.execute(
                 "INSERT INTO costs (session_id, run_id, provider, model, input_tokens,"
                 " output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, at,"
-                " user_key, chat_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " user_key, chat_key) SELECT s.id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?"
+                " FROM sessions AS s WHERE s.id = ?",
                 (
-                    entry.session_id,
                     entry.run_id,
                     entry.provider,
                     entry.model,
@@ -81,8 +78,11 @@ class SqliteLedger(SqliteBase):
                     utc_text(entry.at),
                     entry.user,
                     entry.chat,
+                    entry.session_id,
                 ),
             )
+        if stored.rowcount != 1:
+            raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
 
     async def cost_summary(self, session_id: str | None = None) -> CostSummary:
         """Totals for one session, or for every session when `session_id` is None.

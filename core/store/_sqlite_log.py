@@ -22,7 +22,13 @@ from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store._sqlite_base import SqliteBase
 from core.store.log import CompactionSummary, SessionRecord
 
-__all__ = ["FENCES_MIGRATION", "REOPENED_MIGRATION", "SUMMARIES_MIGRATION", "SqliteLog"]
+__all__ = [
+    "FENCES_MIGRATION",
+    "REOPENED_MIGRATION",
+    "SUMMARIES_MIGRATION",
+    "TOUCH_MIGRATION",
+    "SqliteLog",
+]
 
 SUMMARIES_MIGRATION: Final = (
     """
@@ -50,6 +56,31 @@ REOPENED_MIGRATION: Final = (
     )
     """,
 )
+
+# A message stored moves its session's `updated_at` to the message's time, in the statement
+# that stores it: an append is then one statement (one trip to aiosqlite's thread, where each
+# statement costs a thread hand-over, not a transaction of five).
+TOUCH_MIGRATION: Final = (
+    """
+    CREATE TRIGGER messages_touch_session AFTER INSERT ON messages
+    BEGIN
+        UPDATE sessions SET updated_at = NEW.created_at WHERE id = NEW.session_id;
+    END
+    """,
+)
+
+# Stores a message at the end of its session (the next seq), unless the session is unknown;
+# RETURNING its seq. `_FENCED` adds: unless a newer fencing epoch wrote to the session key.
+# Params: role, body, created_at, session id[, session key, epoch].
+_APPEND: Final = (
+    "INSERT INTO messages (session_id, seq, role, body, created_at)"
+    " SELECT s.id, (SELECT COALESCE(MAX(m.seq), 0) + 1 FROM messages AS m"
+    " WHERE m.session_id = s.id), ?, ?, ? FROM sessions AS s WHERE s.id = ?"
+)
+_FENCED: Final = (
+    " AND NOT EXISTS (SELECT 1 FROM fences AS f WHERE f.session_key = ? AND f.epoch > ?)"
+)
+_RETURNING: Final = " RETURNING seq"
 
 # Every read of a session fills `message_count`, so all of them share this column list.
 _SESSION_COLUMNS: Final = (
@@ -121,25 +152,31 @@ class SqliteLog(SqliteBase):
         its session key was seen with (checked and recorded in the same transaction).
         """
         body = _encode_body(message)
-        async with self._write(f"append a message to session {session_id!r}"):
-            if fence is not None:
-                await self._check_fence(fence)
-            now = self._now()
-            updated = await self._db.execute(
-                "UPDATE sessions SET updated_at = ? WHERE id = ?", (utc_text(now), session_id)
-            )
-            if updated.rowcount != 1:
-                raise StoreError(f"cannot append a message: no session has id {session_id!r}")
-            rows = await self._db.execute_fetchall(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM messages WHERE session_id = ?",
-                (session_id,),
-            )
-            seq = int(next(iter(rows))[0])
-            await self._db.execute(
-                "INSERT INTO messages (session_id, seq, role, body, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (session_id, seq, message.role, body, utc_text(now)),
-            )
+        action = f"append a message to session {session_id!r}"
+        now = self._now()
+        stored = (message.role, body, utc_text(now), session_id)
+        if fence is None:
+            async with self._statement(action):
+                rows = await self._db.execute_fetchall(_APPEND + _RETURNING, stored)
+        else:
+            # The fence recorded, then the message stored unless a newer fence was seen: one
+            # transaction, so the check and the write it guards commit together.
+            async with self._write(action):
+                await self._db.execute(
+                    "INSERT INTO fences (session_key, epoch) VALUES (?, ?)"
+                    " ON CONFLICT (session_key) DO UPDATE SET epoch = excluded.epoch"
+                    " WHERE excluded.epoch > fences.epoch",
+                    (fence.session_key, fence.epoch),
+                )
+                rows = await self._db.execute_fetchall(
+                    _APPEND + _FENCED + _RETURNING, (*stored, fence.session_key, fence.epoch)
+                )
+                if not rows:
+                    await self._refuse_overtaken(fence)
+                    raise _unknown(session_id)  # rolls the fence's record back
+        if not rows:
+            raise _unknown(session_id)
+        seq = int(next(iter(rows))[0])
         return message.model_copy(update={"seq": seq, "created_at": now})
 
     async def list_messages(
@@ -213,9 +250,8 @@ class SqliteLog(SqliteBase):
                 raise
         return deleted.rowcount == 1
 
-    async def _check_fence(self, fence: Fence) -> None:
-        """Refuse an overtaken `fence`, else record it as the newest seen (in the caller's
-        transaction, so the check and the write it guards commit together)."""
+    async def _refuse_overtaken(self, fence: Fence) -> None:
+        """Raise `FenceOvertaken` if a newer epoch than `fence`'s wrote to its session key."""
         rows = await self._db.execute_fetchall(
             "SELECT epoch FROM fences WHERE session_key = ?", (fence.session_key,)
         )
@@ -224,12 +260,6 @@ class SqliteLog(SqliteBase):
             raise FenceOvertaken(
                 f"cannot write to {fence.session_key!r}: its claim was overtaken"
                 f" (epoch {fence.epoch} < {seen})"
-            )
-        if fence.epoch > seen:
-            await self._db.execute(
-                "INSERT INTO fences (session_key, epoch) VALUES (?, ?)"
-                " ON CONFLICT (session_key) DO UPDATE SET epoch = excluded.epoch",
-                (fence.session_key, fence.epoch),
             )
 
     async def _insert_session(self, key: str) -> SessionRecord:
@@ -297,3 +327,7 @@ def _encode_body(message: Message) -> str:
 def _decode_body(body: str, *, seq: int, created_at: str) -> Message:
     message = Message.model_validate_json(body)
     return message.model_copy(update={"seq": seq, "created_at": from_utc_text(created_at)})
+
+
+def _unknown(session_id: str) -> StoreError:
+    return StoreError(f"cannot append a message: no session has id {session_id!r}")

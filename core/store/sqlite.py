@@ -33,6 +33,7 @@ from core.store._sqlite_log import (
     FENCES_MIGRATION,
     REOPENED_MIGRATION,
     SUMMARIES_MIGRATION,
+    TOUCH_MIGRATION,
     SqliteLog,
 )
 from core.store._sqlite_processed import SqliteProcessed
@@ -132,6 +133,8 @@ _MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     LEDGER_PEOPLE_MIGRATION,
     # Pairing requests and approvals (`core/access.py`).
     _access.MIGRATION,
+    # A stored message moves its session's `updated_at` (an append is one statement).
+    TOUCH_MIGRATION,
 )
 
 SCHEMA_VERSION: Final = len(_MIGRATIONS)
