@@ -102,13 +102,13 @@ class SqliteLog(SqliteBase):
         """The key's current session (the newest, or the one reopened last), created if the
         key has none yet."""
         async with self._write(f"find the current session of {key!r}"):
-            found = await self._reopened_session(key) or await self._newest_session(key)
+            found = await self._current(key)
             return found if found is not None else await self._insert_session(key)
 
     async def find_current_session(self, key: str) -> SessionRecord | None:
         """The key's current session, or None if it has none (nothing is created)."""
         async with self._read(f"find the current session of {key!r}"):
-            return await self._reopened_session(key) or await self._newest_session(key)
+            return await self._current(key)
 
     async def reopen_session(self, session_id: str) -> SessionRecord | None:
         """Make an earlier session its key's current one again; None if there is none."""
@@ -159,21 +159,23 @@ class SqliteLog(SqliteBase):
             async with self._statement(action):
                 rows = await self._db.execute_fetchall(_APPEND + _RETURNING, stored)
         else:
-            # The fence recorded, then the message stored unless a newer fence was seen: one
-            # transaction, so the check and the write it guards commit together.
-            async with self._write(action):
+            # Two statements, in this order, each atomic: the fence is recorded (for a known
+            # session), then the message stored unless a newer fence was recorded. Once a
+            # write of a newer claim is stored its fence is, so no older claim writes after
+            # it, whichever process the writes come from.
+            async with self._statement(action):
                 await self._db.execute(
-                    "INSERT INTO fences (session_key, epoch) VALUES (?, ?)"
+                    "INSERT INTO fences (session_key, epoch)"
+                    " SELECT ?, ? WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)"
                     " ON CONFLICT (session_key) DO UPDATE SET epoch = excluded.epoch"
                     " WHERE excluded.epoch > fences.epoch",
-                    (fence.session_key, fence.epoch),
+                    (fence.session_key, fence.epoch, session_id),
                 )
                 rows = await self._db.execute_fetchall(
                     _APPEND + _FENCED + _RETURNING, (*stored, fence.session_key, fence.epoch)
                 )
                 if not rows:
                     await self._refuse_overtaken(fence)
-                    raise _unknown(session_id)  # rolls the fence's record back
         if not rows:
             raise _unknown(session_id)
         seq = int(next(iter(rows))[0])
@@ -271,19 +273,14 @@ class SqliteLog(SqliteBase):
         )
         return record
 
-    async def _reopened_session(self, key: str) -> SessionRecord | None:
+    async def _current(self, key: str) -> SessionRecord | None:
+        """The key's reopened session, else its newest (one statement)."""
         rows = await self._db.execute_fetchall(
-            f"SELECT {_SESSION_COLUMNS} FROM reopened AS r JOIN sessions AS s"
-            " ON s.id = r.session_id WHERE r.key = ?",
-            (key,),
-        )
-        return _first_session(rows)
-
-    async def _newest_session(self, key: str) -> SessionRecord | None:
-        rows = await self._db.execute_fetchall(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions AS s WHERE s.key = ?"
-            " ORDER BY s.created_at DESC, s.rowid DESC LIMIT 1",
-            (key,),
+            f"SELECT {_SESSION_COLUMNS} FROM sessions AS s WHERE s.id = COALESCE("
+            "(SELECT r.session_id FROM reopened AS r WHERE r.key = ?),"
+            " (SELECT n.id FROM sessions AS n WHERE n.key = ?"
+            " ORDER BY n.created_at DESC, n.rowid DESC LIMIT 1))",
+            (key, key),
         )
         return _first_session(rows)
 

@@ -13,7 +13,7 @@ class SqliteProcessed(SqliteBase):
 
     async def mark_processed(self, key: str) -> bool:
         """Remember that the inbound message `key` was answered; False if it already was."""
-        async with self._write(f"mark {key!r} processed"):
+        async with self._statement(f"mark {key!r} processed"):
             cursor = await self._db.execute(
                 "INSERT OR IGNORE INTO processed (key, at) VALUES (?, ?)",
                 (key, utc_text(self._now())),
