@@ -239,34 +239,23 @@ class InboundHandler:
         # The message is counted against the rate limits and the checkpoint written while the
         # turn reads its history (one round trip on Redis); the turn goes on only if the
         # count lets it (`admitted`), and past its first event once the checkpoint is saved.
-        # A turn resumed after a crash was admitted when it first came; admins (the
-        # profile's, and people approved as admins) are not limited.
+        # Typing shows as the turn starts its steps. A turn resumed after a crash was
+        # admitted when it first came; admins (the profile's, and people approved as admins)
+        # are not limited.
         saved = asyncio.ensure_future(self.store.save_checkpoint(checkpoint))
         counting = asyncio.ensure_future(
             self._within_rate(inbound, None if entry.admin or found is not None else tested)
         )
-        typing: asyncio.Future[None] | None = None
         failed: list[Exception] = []
 
         async def admit() -> bool:
-            nonlocal typing
             try:
-                if not await counting:
-                    return False
+                return await counting
             except Exception as exc:  # raised below, once the runtime has let the turn go
                 failed.append(exc)
                 return False
-            typing = asyncio.ensure_future(self.outbox.send(inbound, "typing", ""))
-            return True
 
         admitting = asyncio.ensure_future(admit())
-
-        async def write() -> None:
-            await saved
-            if await admitting and typing is not None:
-                await typing
-
-        written = asyncio.ensure_future(write())
         try:
             outcome = await self.turns.run(
                 inbound,
@@ -277,13 +266,14 @@ class InboundHandler:
                 checkpoint=checkpoint,
                 shown=True,
                 finish=False,
-                written=written,
+                written=saved,
                 admitted=admitting,
+                typing=True,
             )
         except BaseException:
-            await _settled(saved, counting, admitting, typing, written, cancel=True)
+            await _settled(saved, counting, admitting, cancel=True)
             raise
-        await _settled(saved, counting, admitting, typing, written)
+        await _settled(saved, counting, admitting)
         if failed:
             raise failed[0]
         if not admitting.result():

@@ -120,6 +120,7 @@ class TurnRunner:
         finish: bool = True,
         written: Awaitable[object] | None = None,
         admitted: Awaitable[bool] | None = None,
+        typing: bool = False,
     ) -> Outcome | None:
         """Run one turn answering `inbound`; its outcome (None if the runtime stopped short
         or `admitted` said no).
@@ -129,7 +130,8 @@ class TurnRunner:
         (the caller finishes it, together with its own last writes). `written` is the
         caller's writes still under way (the checkpoint's save): the turn starts reading
         meanwhile, and goes on past its first event only once they are done. `admitted`: see
-        `AgentRuntime.run`.
+        `AgentRuntime.run`. With `typing` (and `shown`), the typing indicator is sent as the
+        runtime starts its steps (with their first writes, one round trip on Redis).
         """
         message = Message.user(inbound.text, inbound.images, source=inbound.dedupe_key)
         policy = self.outbox.policy(inbound.address.platform) if shown else None
@@ -149,6 +151,8 @@ class TurnRunner:
                     await waiting
                 if isinstance(event, RunStarted):
                     run_id = event.run_id
+                    if typing and policy is not None:
+                        await self.outbox.send(inbound, "typing", "")
                 await self.lifecycle.publish(event, session_id, run_id, context)
                 if isinstance(event, RunCompleted | RunFailed | Cancelled):
                     outcome = event

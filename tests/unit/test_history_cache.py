@@ -27,6 +27,13 @@ class CountingStore:
         self.read.append(len(found))
         return found
 
+    async def summary_and_tail(
+        self, session_id: str
+    ) -> tuple[CompactionSummary | None, list[Message]]:
+        summary, found = await self.inner.summary_and_tail(session_id)
+        self.read.append(len(found))
+        return summary, found
+
 
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
