@@ -69,15 +69,15 @@ class HistoryCache:
         """The session's latest summary and the messages after its marker (all of them
         without one), as `load` gives them.
 
-        With something cached, the summary and the messages stored after the cached ones are
-        asked for at once (one round trip on Redis); only a summary older than the cached
-        messages' marker (the cache is then of no use) costs another read.
+        With nothing cached, both come from one read (`summary_and_tail`); with something
+        cached, the summary and the messages stored after the cached ones are asked for at
+        once (one round trip on Redis); only a summary older than the cached messages'
+        marker (the cache is then of no use) costs another read.
         """
         entry = self._entries.get(session_id)
         if entry is None:
-            summary = await store.latest_summary(session_id)
-            after = summary.up_to_seq if summary else 0
-            return (summary, *await self.load(store, session_id, after_seq=after))
+            summary, messages = await store.summary_and_tail(session_id)
+            return summary, messages, None
         self._take(session_id)
         last = entry.messages[-1].seq if entry.messages else entry.after_seq
         summary, newer = await asyncio.gather(

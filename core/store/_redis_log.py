@@ -111,6 +111,19 @@ if not top[1] then return false end
 return redis.call('HGET', KEYS[1], top[1])
 """
 
+# KEYS: summaries, summary order, messages
+# Returns {the JSON of the latest summary or nil, the messages after its marker}.
+_TAIL: Final = """
+local top = redis.call('ZREVRANGE', KEYS[2], 0, 0)[1]
+local summary = false
+local after = 0
+if top then
+  summary = redis.call('HGET', KEYS[1], top)
+  after = tonumber(top)
+end
+return {summary, redis.call('LRANGE', KEYS[3], after, -1)}
+"""
+
 # KEYS: session, messages, message_seq, summaries, summary order, sessions_by_update;
 # ARGV: session id, the prefix of sessions_by_key keys
 # Returns 1, or 0 for an unknown session. The ledger's keys are left: spending outlives it.
@@ -279,6 +292,22 @@ class RedisLog(RedisBase):
             if raw is None:
                 return None
             return CompactionSummary.model_validate_json(raw)
+
+    async def summary_and_tail(
+        self, session_id: str
+    ) -> tuple[CompactionSummary | None, list[Message]]:
+        """`latest_summary` and the messages after its marker (all of them without one), in
+        one script."""
+        async with self._translated(f"read the summary and messages of session {session_id!r}"):
+            raw, tail = await self._script(_TAIL)(
+                keys=[
+                    self._keys.summaries(session_id),
+                    self._keys.summary_order(session_id),
+                    self._keys.messages(session_id),
+                ]
+            )
+            summary = None if raw is None else CompactionSummary.model_validate_json(raw)
+            return summary, [_decode_message(item) for item in tail]
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session's record, messages and summaries, and its place in the

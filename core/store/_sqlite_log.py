@@ -218,6 +218,14 @@ class SqliteLog(SqliteBase):
                 (session_id, summary.up_to_seq, summary.text, utc_text(summary.created_at)),
             )
 
+    async def summary_and_tail(
+        self, session_id: str
+    ) -> tuple[CompactionSummary | None, list[Message]]:
+        """`latest_summary` and the messages after its marker (all of them without one)."""
+        summary = await self.latest_summary(session_id)
+        after = summary.up_to_seq if summary else 0
+        return summary, await self.list_messages(session_id, after_seq=after)
+
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         async with self._read(f"read the summary of session {session_id!r}"):
