@@ -33,6 +33,7 @@ from typing import Any
 from bench.common import FAKE_PIDS, ROOT, BenchError, cpu_seconds, fake_llm, provider_env
 from bench.probe import COUNTS_ENV, read_counts
 from bench.report import console, table, verdict
+from bench.turns import yardstick_cpu_ms
 
 CONVERSATIONS = 32
 TURNS_PER_CONVERSATION = 10
@@ -47,7 +48,11 @@ def w3(turns: int = 2000, paced: int = 300) -> dict[str, Any]:
     with fake_llm("openai") as url:
         for workers in WORKER_COUNTS:
             console.print(f"W3 {workers} worker(s): {turns} turns over the Redis queue ...")
+            # The machine's speed just before the phase: a shared machine's moves by a third
+            # from one minute to the next, and the CPU figures move with it.
+            yardstick = yardstick_cpu_ms(url, 200 if turns >= 1000 else 40)
             results[f"{workers}_worker"] = _phase(url, workers, turns, paced)
+            results[f"{workers}_worker"]["yardstick_cpu_ms"] = yardstick
     phases = [results[f"{n}_worker"] for n in WORKER_COUNTS]
     one, two = phases[0], phases[1]
     speedup = two["turns_per_s"] / one["turns_per_s"]
@@ -109,6 +114,13 @@ def _print(
     for name in phases[0]["cpu_ms_per_turn"]:
         rows.append([f"CPU ms/turn, {name}", *(p["cpu_ms_per_turn"][name] for p in phases)])
     rows += [
+        row("yardstick: W1's no-SDK floor, CPU ms/turn, just before", _yardstick),
+        row(
+            "CPU/turn, workers / yardstick",
+            lambda p: f"{p['cpu_ms_per_turn']['workers'] / _yardstick(p):.2f}x",
+        ),
+    ]
+    rows += [
         row("Redis round trips/turn, workers", lambda p: p["redis"]["round_trips_per_turn"]),
         row("Redis commands sent/turn, workers", lambda p: p["redis"]["commands_per_turn"]),
         row(
@@ -135,6 +147,11 @@ def _print(
         ["command", "per turn"],
         [[name, count] for name, count in per_command.most_common()],
     )
+
+
+def _yardstick(phase: dict[str, Any]) -> float:
+    found: float = phase["yardstick_cpu_ms"]
+    return found
 
 
 def _pair(figures: dict[str, Any], key: str) -> str:

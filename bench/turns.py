@@ -42,6 +42,12 @@ def _run(engine: str, vendor: str, url: str, sessions: int, turns: int) -> dict[
         return run_child(args, env=provider_env(vendor, url, Path(data)))
 
 
+def yardstick_cpu_ms(url: str, turns: int = 200) -> float:
+    """CPU ms per turn of W1's no-SDK floor (one session, OpenAI, the fake LLM at `url`): what
+    this machine's speed is at the moment, for figures compared across runs and machines."""
+    return turn_figures(_run("bare", "openai", url, 1, turns))["cpu_ms_per_turn"]
+
+
 def _compare(
     vendor: str,
     latency: float,
