@@ -119,7 +119,7 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
     inbounds.append(said("boss", text="admin"))
     task = asyncio.create_task(worker.run())
     finals: list[Outbound] = []
-    typing: set[str] = set()
+    typing: set[str | None] = set()
     try:
         for inbound in inbounds:
             await bus.enqueue(INBOUND, inbound)
