@@ -89,24 +89,17 @@ if epoch < floor then epoch = floor end
 redis.call('SET', KEYS[2], string.format('%d', epoch))
 return {epoch, redis.call('ZRANGE', KEYS[3], 0, 0)[1]}
 """
-# KEYS: box, pending set, lease, fence epoch counter; ARGV: encoded inbound, score, session
-# key, token, ttl ms. `_PUT` then `_CLAIM` in one script: the work goes in and, when nobody
-# holds its session, the claim is granted with the head it then reads (the put's work, or
-# older work). Same replies as `_CLAIM`.
-_PUT_CLAIM = """
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-redis.call('SADD', KEYS[2], ARGV[3])
-if not redis.call('SET', KEYS[3], ARGV[4], 'NX', 'PX', ARGV[5]) then
-  if redis.call('GET', KEYS[3]) ~= ARGV[4] then return {0} end
-  return {tonumber(redis.call('GET', KEYS[4])), redis.call('ZRANGE', KEYS[1], 0, 0)[1]}
-end
-local now = redis.call('TIME')
-local floor = tonumber(now[1]) * 1000000 + tonumber(now[2])
-local epoch = (tonumber(redis.call('GET', KEYS[4])) or 0) + 1
-if epoch < floor then epoch = floor end
-redis.call('SET', KEYS[4], string.format('%d', epoch))
-return {epoch, redis.call('ZRANGE', KEYS[1], 0, 0)[1]}
+# KEYS: lease, fence epoch counter, box, pending set; ARGV: token, ttl ms, encoded inbound,
+# score, session key. The put, then `_CLAIM` in the same script: the work goes in and, when
+# nobody holds its session, the claim is granted with the head it then reads (the put's work,
+# or older work). Same replies as `_CLAIM`.
+_PUT_CLAIM = (
+    """
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
+redis.call('SADD', KEYS[4], ARGV[5])
 """
+    + _CLAIM
+)
 # KEYS: lease, fence epoch counter; ARGV: token, ttl ms, the claim's epoch.
 # 1 when renewed, 0 when the lease is someone else's or another claim was granted since.
 # A lease that is gone while no newer claim was granted (Redis restarted empty) is taken
@@ -311,12 +304,12 @@ class RedisMailboxes:
         epoch, *head = await _call(
             self.script_put_claim(
                 keys=[
-                    self.keys.mailbox(key),
-                    self.keys.mailboxes(),
                     self.keys.lease(f"turn:{key}"),
                     self.keys.claim_epoch(key),
+                    self.keys.mailbox(key),
+                    self.keys.mailboxes(),
                 ],
-                args=[encode(inbound), inbound.received_at.timestamp(), key, token, ttl_ms],
+                args=[token, ttl_ms, encode(inbound), inbound.received_at.timestamp(), key],
             )
         )
         if not epoch:
