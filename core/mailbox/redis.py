@@ -297,38 +297,30 @@ class RedisMailboxes:
 
     async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
         """`put`, then `claim` of its session, in one script (one command)."""
-        key = inbound.session_key
-        token = f"{owner}:{secrets.token_hex(8)}"
-        ttl_ms = int(self.lease_seconds * 1000)
-        sent = asyncio.get_running_loop().time()
-        epoch, *head = await _call(
-            self.script_put_claim(
-                keys=[
-                    self.keys.lease(f"turn:{key}"),
-                    self.keys.claim_epoch(key),
-                    self.keys.mailbox(key),
-                    self.keys.mailboxes(),
-                ],
-                args=[token, ttl_ms, encode(inbound), inbound.received_at.timestamp(), key],
-            )
+        put = [encode(inbound), inbound.received_at.timestamp(), inbound.session_key]
+        return await self._claim(
+            self.script_put_claim, inbound.session_key, owner, [self.keys.mailboxes()], put
         )
-        if not epoch:
-            return None
-        return _RedisClaim(self, key, token, int(epoch), sent, head[0] if head else None)
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's lease if nobody holds it, with a new fencing epoch."""
+        return await self._claim(self.script_claim, session_key, owner, [], [])
+
+    async def _claim(
+        self, script: Any, session_key: str, owner: str, keys: list[str], args: list[Any]
+    ) -> Claim | None:
+        """Run `_CLAIM` (or a script that ends with it, given its further keys and args)."""
         token = f"{owner}:{secrets.token_hex(8)}"
-        ttl_ms = int(self.lease_seconds * 1000)
         sent = asyncio.get_running_loop().time()
         epoch, *head = await _call(
-            self.script_claim(
+            script(
                 keys=[
                     self.keys.lease(f"turn:{session_key}"),
                     self.keys.claim_epoch(session_key),
                     self.keys.mailbox(session_key),
+                    *keys,
                 ],
-                args=[token, ttl_ms],
+                args=[token, int(self.lease_seconds * 1000), *args],
             )
         )
         if not epoch:
