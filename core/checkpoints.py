@@ -38,5 +38,8 @@ class Checkpoint(BaseModel):
     inbound: Inbound
     status: CheckpointStatus = "running"
     tool_rounds: int = 0
+    # False while the rate limits' count of the message is not known to be made (the first
+    # save goes with the count): a turn resumed from such a checkpoint is counted again.
+    counted: bool = True
     started_at: datetime
     updated_at: datetime

@@ -254,7 +254,8 @@ class AgentRuntime:
                 self.store, session_id
             )
             after = state.summary.up_to_seq if state.summary else 0
-            if admitted is not None and not await admitted:
+            # Shielded: a cancel of the turn must not cancel the caller's own count.
+            if admitted is not None and not await asyncio.shield(admitted):
                 return
             resumed = _interrupted_turn(history, user_input.source)
             # A new message is stored by `_loop`, together with the turn's first reads.

@@ -333,7 +333,9 @@ class Worker:
 
     async def _drain_claimed(self, claim: Claim, marker: object) -> None:
         failures = 0
-        while not self._stopping.is_set() and not claim.lost.is_set():
+        # A claim given up by its last `done` reads the mailbox no more: what came since is
+        # another drain's.
+        while not self._stopping.is_set() and not claim.lost.is_set() and not claim.released:
             inbound = await self._patiently("worker drain", claim.head)
             if inbound is None:
                 return

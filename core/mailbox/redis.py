@@ -150,6 +150,8 @@ class _RedisClaim(ClaimState):
         self._renewer = asyncio.create_task(self._renew_forever(sent))
 
     async def head(self) -> Inbound | None:
+        if self._released:
+            return None  # given up with the last `done`: the mailbox is another claim's now
         redis = self._boxes.client
         while True:
             found, self._next = self._next, _UNREAD

@@ -7,6 +7,7 @@ aiosqlite every statement is a hand-over to its thread, the cost that counts her
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -18,6 +19,8 @@ from core.store._shared import check_aware, utc_text
 from core.store._sqlite_base import SqliteBase
 
 __all__ = ["MIGRATION", "SqliteCheckpoints"]
+
+log = logging.getLogger(__name__)
 
 # Finished checkpoints are kept this long (for `recover` to say what happened), then pruned,
 # by a `finish_checkpoint` at most this often.
@@ -111,9 +114,13 @@ class SqliteCheckpoints(SqliteBase):
             )
         if self._pruned_at is None or now - self._pruned_at >= _PRUNE_EVERY:
             self._pruned_at = now
-            async with self._statement("prune finished checkpoints"):
-                await self._db.execute(
-                    "DELETE FROM checkpoints WHERE status != 'running' AND updated_at < ?",
-                    (utc_text(now - _KEEP_FINISHED),),
-                )
+            try:
+                async with self._statement("prune finished checkpoints"):
+                    await self._db.execute(
+                        "DELETE FROM checkpoints WHERE status != 'running' AND updated_at < ?",
+                        (utc_text(now - _KEEP_FINISHED),),
+                    )
+            except StoreError as exc:  # the finish is made; the prune is tried again later
+                log.warning("%s", exc)
+                self._pruned_at = None
         return finished.rowcount == 1

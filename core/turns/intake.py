@@ -240,12 +240,13 @@ class InboundHandler:
         # turn reads its history (one round trip on Redis); the turn goes on only if the
         # count lets it (`admitted`), and past its first event once the checkpoint is saved.
         # Typing shows as the turn starts its steps. A turn resumed after a crash was
-        # admitted when it first came; admins (the profile's, and people approved as admins)
-        # are not limited.
-        saved = asyncio.ensure_future(self.store.save_checkpoint(checkpoint))
-        counting = asyncio.ensure_future(
-            self._within_rate(inbound, None if entry.admin or found is not None else tested)
-        )
+        # admitted when it first came (unless its checkpoint says the count may not have been
+        # made); admins (the profile's, and people approved as admins) are not limited.
+        counted_before = found is not None and found.counted
+        limited = None if entry.admin or counted_before else tested
+        first = checkpoint if limited is None else checkpoint.model_copy(update={"counted": False})
+        saved = asyncio.ensure_future(self.store.save_checkpoint(first))
+        counting = asyncio.ensure_future(self._within_rate(inbound, limited))
         failed: list[Exception] = []
 
         async def admit() -> bool:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 
 import pytest
 from limits.aio.storage import MemoryStorage
 
+from core import ratelimit
 from core.bus import INBOUND, MemoryBus, outbound_queue
+from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound, Outbound
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
@@ -159,6 +162,103 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
         checkpoint = await store.get_checkpoint(refused.dedupe_key)
         assert checkpoint is not None and checkpoint.status == "completed"
     assert await store.incomplete_checkpoints() == []
+
+
+class _HeldLimits(RateLimits):
+    """Rate limits whose count of a message waits until the test lets it go."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            RateLimitSettings(rate_limit="5/minute", chat_rate_limit="", daily_turns=0),
+            MemoryStorage(),
+        )
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def settle(self, tested: ratelimit.Tested) -> tuple[bool, str | None]:
+        self.entered.set()
+        await self.release.wait()
+        return await super().settle(tested)
+
+
+async def test_a_cancel_while_the_count_is_made_ends_the_message_once(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    provider = ScriptedProvider([text_reply("too late")])
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
+    held = _HeldLimits()
+    worker = build_worker(bus=bus, store=store, runtime=runtime, rate_limits=held)
+    inbound = said("7", text="a long question")
+    task = asyncio.create_task(worker.run())
+    seen: list[Outbound] = []
+    try:
+        await bus.enqueue(INBOUND, inbound)
+        await asyncio.wait_for(held.entered.wait(), PATIENCE)
+        cancel = Inbound(kind="cancel", address=inbound.address, user_id="7")
+        await bus.enqueue(INBOUND, cancel)
+        while not any(o.kind == "notice" for o in seen):
+            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
+            assert delivery is not None, f"no notice; saw {seen}"
+            await delivery.ack()
+            assert isinstance(delivery.envelope, Outbound)
+            seen.append(delivery.envelope)
+        held.release.set()
+        await worker.idle.wait()
+        while found := await bus.receive(outbound_queue("telegram"), consumer="t", timeout=0.05):
+            await found.ack()
+            assert isinstance(found.envelope, Outbound)
+            seen.append(found.envelope)
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+    # Cancelled once, settled once: nothing left for the sweep to run again.
+    assert [(o.kind, o.text) for o in seen] == [("notice", "Cancelled.")]
+    assert provider.requests == []
+    assert await store.is_processed(inbound.dedupe_key)
+    assert await worker.mailboxes.pending() == []
+    assert await store.incomplete_checkpoints() == []
+
+
+async def test_a_turn_whose_count_was_not_made_is_counted_when_it_runs_again(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    # The checkpoint is written with the count: until the count is known it says so, and a
+    # turn resumed from it is counted again, not waved through as admitted before.
+    session = await store.current_session(GROUP.session_key)
+    inbound = said("7")
+    now = datetime.now(UTC)
+    await store.save_checkpoint(
+        Checkpoint(
+            run_key=inbound.dedupe_key,
+            session_id=session.id,
+            inbound=inbound,
+            started_at=now,
+            updated_at=now,
+            counted=False,
+        )
+    )
+    provider = ScriptedProvider([text_reply("answered")])
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
+    limiter = limits(rate_limit="1/minute", chat_rate_limit="", daily_turns=0)
+    worker = build_worker(bus=bus, store=store, runtime=runtime, rate_limits=limiter)
+    task = asyncio.create_task(worker.run())
+    kinds: list[str] = []
+    try:
+        await bus.enqueue(INBOUND, inbound)
+        while "reply" not in kinds:
+            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
+            assert delivery is not None, f"no reply; saw {kinds}"
+            await delivery.ack()
+            assert isinstance(delivery.envelope, Outbound)
+            kinds.append(delivery.envelope.kind)
+        await worker.idle.wait()
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+    # Counted: the person's next message within the minute is over the limit.
+    allowed, _ = await limiter.admit(said("7"), is_admin=False)
+    assert not allowed
 
 
 class _Time:
