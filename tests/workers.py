@@ -7,9 +7,11 @@ from typing import Any
 
 from bots.app import assemble_worker
 from bots.platforms import REGISTERED
+from core.bus import outbound_queue
 from core.bus.base import Bus
 from core.commands import CommandRegistry, builtin_commands
 from core.confirm import Confirmations
+from core.envelopes import Inbound, Outbound
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
@@ -22,7 +24,53 @@ from core.store.base import Store
 from core.turns import StreamPolicy
 from core.worker import Worker
 
-__all__ = ["build_worker", "stream_policies"]
+__all__ = ["Outbox", "build_worker", "stream_policies"]
+
+PATIENCE = 5.0
+
+
+class Outbox:
+    """Reads a platform's outbound queue, keeping everything it saw in arrival order."""
+
+    def __init__(self, bus: Bus, platform: str = "terminal") -> None:
+        self.bus = bus
+        self.queue = outbound_queue(platform)
+        self.seen: list[Outbound] = []
+
+    async def next(self, wait: float = PATIENCE) -> Outbound | None:
+        """The next delivery (acked and kept), or None if none came within `wait` seconds."""
+        delivery = await self.bus.receive(self.queue, consumer="test", timeout=wait)
+        if delivery is None:
+            return None
+        await delivery.ack()
+        envelope = delivery.envelope
+        assert isinstance(envelope, Outbound)
+        self.seen.append(envelope)
+        return envelope
+
+    async def until(self, wanted: str = "", kind: str = "") -> Outbound:
+        """The first delivery (seen or yet to come) whose text contains `wanted`, of `kind`."""
+        while not (found := [o for o in self.seen if wanted in o.text and kind in ("", o.kind)]):
+            came = await self.next()
+            assert came is not None, f"{wanted!r} ({kind}) never arrived; saw {self.seen}"
+        return found[0]
+
+    async def turn_of(self, inbound: Inbound) -> list[Outbound]:
+        """Everything sent for `inbound` up to and including what ends its turn."""
+        while not any(o.reply_to == inbound.id and o.ends_turn for o in self.seen):
+            came = await self.next()
+            assert came is not None, f"nothing arrived on {self.queue}; saw {self.seen}"
+        return [o for o in self.seen if o.reply_to == inbound.id]
+
+    async def rest(self) -> list[Outbound]:
+        """Whatever is still waiting (read without waiting for more), kept too."""
+        came: list[Outbound] = []
+        while (envelope := await self.next(wait=0.05)) is not None:
+            came.append(envelope)
+        return came
+
+    async def is_empty(self) -> bool:
+        return await self.bus.receive(self.queue, consumer="test", timeout=0) is None
 
 
 def stream_policies(interval: float) -> dict[str, StreamPolicy]:

@@ -13,7 +13,7 @@ from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
 
 from core.access import NOT_ADMIN, NOT_APPROVED, Pairing
-from core.bus import INBOUND, MemoryBus, outbound_queue
+from core.bus import INBOUND, MemoryBus
 from core.envelopes import Address, Inbound, Outbound
 from core.messages import Message, ToolCall
 from core.policy import ChannelPolicy, PlatformAccess
@@ -24,7 +24,7 @@ from core.runtime import AgentRuntime
 from core.store.access import PairingRequest
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
-from tests.workers import build_worker
+from tests.workers import Outbox, build_worker
 
 PATIENCE = 5.0
 GROUP = Address(platform="telegram", bot="b", chat="g1")
@@ -80,23 +80,18 @@ async def group_turn(
     policy = ChannelPolicy(modes={"telegram": "full"}, default_access=PlatformAccess())
     worker = build_worker(bus=bus, store=store, runtime=runtime, policy=policy)
     task = asyncio.create_task(worker.run())
-    seen: list[Outbound] = []
+    outbox = Outbox(bus, "telegram")
     try:
         await bus.enqueue(
             INBOUND, Inbound(address=GROUP, user_id=user, text="do it", mentions_bot=True)
         )
-        while not any(o.kind == "reply" for o in seen):
-            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
-            assert delivery is not None, f"no reply; saw {seen}"
-            await delivery.ack()
-            assert isinstance(delivery.envelope, Outbound)
-            seen.append(delivery.envelope)
+        await outbox.until(kind="reply")
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)
     session = await store.current_session(GROUP.session_key)
     results = [m for m in await store.list_messages(session.id) if m.role == "tool"]
-    return provider, ran, results, seen
+    return provider, ran, results, outbox.seen
 
 
 async def test_an_unapproved_person_in_a_group_cannot_use_tools_that_change_things(
@@ -153,25 +148,24 @@ async def test_a_person_approved_as_admin_is_not_rate_limited(
     policy = ChannelPolicy(default_access=PlatformAccess())
     worker = build_worker(bus=bus, store=store, runtime=runtime, policy=policy, rate_limits=limits)
     task = asyncio.create_task(worker.run())
-    replies: list[str] = []
+    outbox = Outbox(bus, "telegram")
+
+    def replies() -> list[str]:
+        return [o.text for o in outbox.seen if o.kind in ("reply", "notice")]
+
     try:
         for n in range(3):  # three messages against a limit of one a minute
             await bus.enqueue(
                 INBOUND,
                 Inbound(address=GROUP, user_id="boss", text=f"q{n}", mentions_bot=True),
             )
-        while len(replies) < 3:
-            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
-            assert delivery is not None, f"only {replies}"
-            await delivery.ack()
-            assert isinstance(delivery.envelope, Outbound)
-            if delivery.envelope.kind in ("reply", "notice"):
-                replies.append(delivery.envelope.text)
+        while len(replies()) < 3:
+            assert await outbox.next() is not None, f"only {replies()}"
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)
 
-    assert replies == ["answer 0", "answer 1", "answer 2"]
+    assert replies() == ["answer 0", "answer 1", "answer 2"]
 
 
 async def test_a_strangers_messages_make_no_session(bus: MemoryBus, store: SqliteStore) -> None:
@@ -182,21 +176,18 @@ async def test_a_strangers_messages_make_no_session(bus: MemoryBus, store: Sqlit
     )
     task = asyncio.create_task(worker.run())
     said = Inbound(address=GROUP, user_id="u9", text="hello?", is_direct=True)
-    notices: list[Outbound] = []
+    outbox = Outbox(bus, "telegram")
     try:
         await bus.enqueue(INBOUND, said)
-        delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
-        assert delivery is not None
-        await delivery.ack()
-        assert isinstance(delivery.envelope, Outbound)
-        notices.append(delivery.envelope)
+        assert await outbox.next() is not None
         await worker.idle.wait()
+        await outbox.rest()
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)
 
     # Asked to pair, not answered; the session lookup made along the way created nothing.
-    assert [(n.kind, n.reply_to) for n in notices] == [("notice", said.id)]
+    assert [(n.kind, n.reply_to) for n in outbox.seen] == [("notice", said.id)]
     assert provider.requests == []
     assert await store.list_sessions() == []
     assert await store.is_processed(said.dedupe_key)

@@ -21,7 +21,8 @@ from core.providers import ModelRequest
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.store.sqlite import SqliteStore
 from core.tools import builtin_tools
-from tests.unit.test_worker import PATIENCE, Outbox, command, make_worker, message, running
+from tests.unit.test_worker import PATIENCE, command, make_worker, message, running
+from tests.workers import Outbox
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

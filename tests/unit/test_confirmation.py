@@ -15,7 +15,7 @@ import pytest
 
 from core.bus import INBOUND, MemoryBus, outbound_queue
 from core.confirm import Confirmations, parse_answer
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Inbound
 from core.events import AgentEvent, RunCompleted, ToolFinished
 from core.messages import Message, ToolCall
 from core.modes import FULL, NO_TOOLS, SAFE_CHAT, CapabilityMode
@@ -27,7 +27,7 @@ from core.store.sqlite import SqliteStore
 from core.tools import ToolContext, ToolRegistry
 from core.worker import Worker
 from tests.confirming import script, wipe_tool
-from tests.workers import build_worker
+from tests.workers import Outbox, build_worker
 
 # How long a test waits for something that should happen at once before it fails instead of
 # hanging; only reached when the behaviour under test is broken.
@@ -172,26 +172,6 @@ async def test_a_scheduled_turn_is_never_asked(bus: MemoryBus) -> None:
 
 
 # --- through the worker --------------------------------------------------------------------
-
-
-class Outbox:
-    """Reads the terminal's outbound queue, keeping everything it saw in arrival order."""
-
-    def __init__(self, bus: MemoryBus) -> None:
-        self.bus = bus
-        self.seen: list[Outbound] = []
-
-    async def until(self, wanted: str, kind: str = "") -> Outbound:
-        """The first delivery (seen or yet to come) whose text contains `wanted`."""
-        while not (found := [o for o in self.seen if wanted in o.text and kind in ("", o.kind)]):
-            delivery = await self.bus.receive(
-                outbound_queue("terminal"), consumer="test", timeout=PATIENCE
-            )
-            assert delivery is not None, f"{wanted!r} never arrived; saw {self.seen}"
-            await delivery.ack()
-            assert isinstance(delivery.envelope, Outbound)
-            self.seen.append(delivery.envelope)
-        return found[0]
 
 
 def make_worker(

@@ -11,17 +11,19 @@ import pytest
 from limits.aio.storage import MemoryStorage
 
 from core import ratelimit
-from core.bus import INBOUND, MemoryBus, outbound_queue
+from core.bus import INBOUND, MemoryBus
 from core.checkpoints import Checkpoint
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Inbound
+from core.messages import Message
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
+from core.store.log import CompactionSummary
 from core.store.sqlite import SqliteStore
 from core.tools import ToolRegistry
-from tests.workers import build_worker
+from tests.workers import Outbox, build_worker
 
 GROUP = Address(platform="telegram", bot="b", chat="-100")
 PATIENCE = 5.0
@@ -121,31 +123,22 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
     inbounds = [said("7", text="one"), said("7", text="two"), said("7", text="three")]
     inbounds.append(said("boss", text="admin"))
     task = asyncio.create_task(worker.run())
-    finals: list[Outbound] = []
-    typing: set[str | None] = set()
+    outbox = Outbox(bus, "telegram")
     try:
         for inbound in inbounds:
             await bus.enqueue(INBOUND, inbound)
         # One reply, one notice and the admin's reply; the third message gets nothing.
-        while len(finals) < 3:
-            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
-            assert delivery is not None, f"only {finals} arrived"
-            await delivery.ack()
-            envelope = delivery.envelope
-            assert isinstance(envelope, Outbound)
-            if envelope.kind in ("reply", "notice"):
-                finals.append(envelope)
-            elif envelope.kind == "typing":
-                typing.add(envelope.reply_to)
+        while len([o for o in outbox.seen if o.kind in ("reply", "notice")]) < 3:
+            assert await outbox.next() is not None, f"only {outbox.seen} arrived"
         await worker.idle.wait()
-        while found := await bus.receive(outbound_queue("telegram"), consumer="t", timeout=0.05):
-            await found.ack()
-            assert isinstance(found.envelope, Outbound)
-            assert found.envelope.kind == "typing", found.envelope
-            typing.add(found.envelope.reply_to)
+        late = await outbox.rest()
+        assert all(o.kind == "typing" for o in late), late
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)
+
+    finals = [o for o in outbox.seen if o.kind in ("reply", "notice")]
+    typing = {o.reply_to for o in outbox.seen if o.kind == "typing"}
 
     by_message = {o.reply_to: (o.kind, o.text) for o in finals}
     assert by_message[inbounds[0].id] == ("reply", "one")
@@ -182,38 +175,41 @@ class _HeldLimits(RateLimits):
 
 
 async def test_a_cancel_while_the_count_is_made_ends_the_message_once(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqliteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The cancel comes once the turn has read its history, so the runtime waits on the count.
+    history_read = asyncio.Event()
+    read = store.summary_and_tail
+
+    async def reading(session_id: str) -> tuple[CompactionSummary | None, list[Message]]:
+        found = await read(session_id)
+        history_read.set()
+        return found
+
+    monkeypatch.setattr(store, "summary_and_tail", reading)
     provider = ScriptedProvider([text_reply("too late")])
     runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
     held = _HeldLimits()
     worker = build_worker(bus=bus, store=store, runtime=runtime, rate_limits=held)
     inbound = said("7", text="a long question")
     task = asyncio.create_task(worker.run())
-    seen: list[Outbound] = []
+    outbox = Outbox(bus, "telegram")
     try:
         await bus.enqueue(INBOUND, inbound)
         await asyncio.wait_for(held.entered.wait(), PATIENCE)
+        await asyncio.wait_for(history_read.wait(), PATIENCE)
         cancel = Inbound(kind="cancel", address=inbound.address, user_id="7")
         await bus.enqueue(INBOUND, cancel)
-        while not any(o.kind == "notice" for o in seen):
-            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
-            assert delivery is not None, f"no notice; saw {seen}"
-            await delivery.ack()
-            assert isinstance(delivery.envelope, Outbound)
-            seen.append(delivery.envelope)
+        await outbox.until(kind="notice")
         held.release.set()
         await worker.idle.wait()
-        while found := await bus.receive(outbound_queue("telegram"), consumer="t", timeout=0.05):
-            await found.ack()
-            assert isinstance(found.envelope, Outbound)
-            seen.append(found.envelope)
+        await outbox.rest()
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)
 
     # Cancelled once, settled once: nothing left for the sweep to run again.
-    assert [(o.kind, o.text) for o in seen] == [("notice", "Cancelled.")]
+    assert [(o.kind, o.text) for o in outbox.seen] == [("notice", "Cancelled.")]
     assert provider.requests == []
     assert await store.is_processed(inbound.dedupe_key)
     assert await worker.mailboxes.pending() == []
@@ -243,15 +239,10 @@ async def test_a_turn_whose_count_was_not_made_is_counted_when_it_runs_again(
     limiter = limits(rate_limit="1/minute", chat_rate_limit="", daily_turns=0)
     worker = build_worker(bus=bus, store=store, runtime=runtime, rate_limits=limiter)
     task = asyncio.create_task(worker.run())
-    kinds: list[str] = []
+    outbox = Outbox(bus, "telegram")
     try:
         await bus.enqueue(INBOUND, inbound)
-        while "reply" not in kinds:
-            delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
-            assert delivery is not None, f"no reply; saw {kinds}"
-            await delivery.ack()
-            assert isinstance(delivery.envelope, Outbound)
-            kinds.append(delivery.envelope.kind)
+        await outbox.until(kind="reply")
         await worker.idle.wait()
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)

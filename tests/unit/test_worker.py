@@ -16,9 +16,9 @@ from typing import Any, cast
 import pytest
 from pydantic import BaseModel
 
-from core.bus import EVENTS, INBOUND, Delivery, MemoryBus, outbound_queue
+from core.bus import EVENTS, INBOUND, Delivery, MemoryBus
 from core.commands import CommandRegistry, builtin_commands
-from core.envelopes import Address, EventEnvelope, Inbound, Outbound
+from core.envelopes import Address, EventEnvelope, Inbound
 from core.errors import BusError, ProviderError, StoreError
 from core.events import Finished, ModelEvent, TextDelta
 from core.fencing import Fence
@@ -34,7 +34,7 @@ from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tool
 from core.turns import StreamPolicy
 from core.turns.intake import InboundHandler
 from core.worker import Worker
-from tests.workers import build_worker
+from tests.workers import Outbox, build_worker
 
 HELP_TEXT = CommandRegistry(builtin_commands()).help_text()
 
@@ -120,33 +120,6 @@ def message(
 
 def command(word: str, address: Address = TERMINAL) -> Inbound:
     return Inbound(kind="command", address=address, user_id="u1", text=f"/{word}", command=word)
-
-
-class Outbox:
-    """Reads a platform's outbound queue, keeping everything it saw in arrival order."""
-
-    def __init__(self, bus: MemoryBus, platform: str = "terminal") -> None:
-        self.bus = bus
-        self.queue = outbound_queue(platform)
-        self.seen: list[Outbound] = []
-
-    async def next(self) -> Outbound:
-        delivery = await self.bus.receive(self.queue, consumer="test", timeout=PATIENCE)
-        assert delivery is not None, f"nothing arrived on {self.queue}; saw {self.seen}"
-        await delivery.ack()
-        envelope = delivery.envelope
-        assert isinstance(envelope, Outbound)
-        self.seen.append(envelope)
-        return envelope
-
-    async def turn_of(self, inbound: Inbound) -> list[Outbound]:
-        """Everything sent for `inbound` up to and including what ends its turn."""
-        while not any(o.reply_to == inbound.id and o.ends_turn for o in self.seen):
-            await self.next()
-        return [o for o in self.seen if o.reply_to == inbound.id]
-
-    async def is_empty(self) -> bool:
-        return await self.bus.receive(self.queue, consumer="test", timeout=0) is None
 
 
 async def send(bus: MemoryBus, *inbounds: Inbound) -> None:
