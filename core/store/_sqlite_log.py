@@ -149,7 +149,7 @@ class SqliteLog(SqliteBase):
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
         Raises `StoreError` for an unknown session, or for a `fence` older than one a write of
-        its session key was seen with (checked and recorded in the same transaction).
+        its session key was seen with (recorded first, then checked by the insert itself).
         """
         body = _encode_body(message)
         action = f"append a message to session {session_id!r}"
