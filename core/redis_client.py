@@ -23,14 +23,20 @@ client for its blocking reads and subscriptions.
 from __future__ import annotations
 
 import asyncio
+import inspect
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
-from redis.asyncio.connection import Connection
+from redis.asyncio.connection import AbstractConnection, Connection
+from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.typing import EncodableT
 
 __all__ = ["LATER_SECONDS", "BatchingRedis", "QuickConnection", "redis_client"]
 
@@ -55,7 +61,24 @@ class _Unit:
 
 
 class QuickConnection(Connection):
-    """A TCP connection whose writes are bounded by a timer rather than a task."""
+    """A TCP connection whose writes are bounded by a timer rather than a task, and whose
+    commands are packed by hiredis (in C) rather than argument by argument in Python."""
+
+    def pack_command(self, *args: EncodableT) -> list[bytes]:
+        """redis-py's packing, done by `hiredis.pack_command` for what it takes (str as
+        UTF-8, bytes, int, float); anything else goes to redis-py's own packer, which also
+        raises its errors (None, bool)."""
+        if self.encoder.encoding != "utf-8" or self.encoder.encoding_errors != "strict":
+            return super().pack_command(*args)
+        name = args[0]
+        if isinstance(name, str) and " " in name:
+            args = (*name.split(), *args[1:])
+        elif isinstance(name, bytes) and b" " in name:
+            args = (*name.split(), *args[1:])
+        try:
+            return [hiredis.pack_command(args)]  # type: ignore[arg-type]  # checked by hiredis
+        except TypeError:
+            return super().pack_command(*args)
 
     async def send_packed_command(
         self, command: bytes | str | Iterable[bytes], check_health: bool = True
@@ -159,19 +182,16 @@ class BatchingRedis(aioredis.Redis):
         live = [unit for unit in batch if not unit.reply.done()]
         if not live:
             return
+        commands = [command for unit in live for command in unit.commands]
         try:
-            if len(live) == 1 and len(live[0].commands) == 1 and not live[0].transaction:
-                args, options = live[0].commands[0]
-                sent = aioredis.Redis.execute_command(self, *args, **options)  # type: ignore[no-untyped-call]
-                results = [await sent]
-            else:
-                transaction = any(unit.transaction for unit in live)
-                pipe = aioredis.Redis.pipeline(self, transaction=transaction)
+            if any(unit.transaction for unit in live):
+                pipe = aioredis.Redis.pipeline(self, transaction=True)
                 async with pipe:
-                    for unit in live:
-                        for args, options in unit.commands:
-                            pipe.execute_command(*args, **options)
+                    for args, options in commands:
+                        pipe.execute_command(*args, **options)
                     results = await pipe.execute(raise_on_error=False)
+            else:
+                results = await self._exchange(commands)
         except asyncio.CancelledError:
             for unit in live:
                 unit.reply.cancel()
@@ -187,6 +207,58 @@ class BatchingRedis(aioredis.Redis):
             at += len(unit.commands)
             if not unit.reply.done():  # else its caller stopped waiting
                 unit.reply.set_result(replies)
+
+    async def _exchange(self, commands: list[_Command]) -> list[Any]:
+        """Send `commands` in one write on a pooled connection and read their replies, a
+        server error among them as the `ResponseError` in its place.
+
+        What redis-py's non-transactional pipeline does, with its per-reply timer, its
+        observability hooks and its per-command dispatch left out: one timer bounds all the
+        reads. A dropped connection is retried by the connection's own `Retry`, as redis-py
+        does (its writes are idempotent only as far as the caller's commands are: the same
+        contract as a redis-py pipeline).
+        """
+        pool = self.connection_pool
+        connection = await pool.get_connection()  # type: ignore[no-untyped-call]
+        try:
+            return await connection.retry.call_with_retry(  # type: ignore[no-any-return]
+                lambda: self._write_and_read(connection, commands),
+                lambda _error: connection.disconnect(),
+            )
+        finally:
+            await pool.release(connection)
+
+    async def _write_and_read(
+        self, connection: AbstractConnection, commands: list[_Command]
+    ) -> list[Any]:
+        await connection.send_packed_command(connection.pack_commands(args for args, _ in commands))
+        callbacks = self.response_callbacks
+        results: list[Any] = []
+        try:
+            async with asyncio.timeout(connection.socket_timeout):
+                for args, options in commands:
+                    try:
+                        reply = await connection.read_response(
+                            disable_decoding=NEVER_DECODE in options, timeout=math.inf
+                        )
+                    except ResponseError as error:
+                        results.append(options.get(EMPTY_RESPONSE, error))
+                        continue
+                    callback = callbacks.get(args[0])
+                    if callback is not None:
+                        extra = {
+                            key: value
+                            for key, value in options.items()
+                            if key not in (NEVER_DECODE, EMPTY_RESPONSE, "keys")
+                        }
+                        reply = callback(reply, **extra)
+                        if inspect.isawaitable(reply):
+                            reply = await reply
+                    results.append(reply)
+        except TimeoutError:
+            await connection.disconnect(nowait=True)
+            raise RedisTimeoutError("Timeout reading from the Redis server") from None
+        return results
 
 
 class _BatchedPipeline(Pipeline):

@@ -7,7 +7,7 @@ the connection's write; each caller still gets its own reply or its own error.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -168,3 +168,124 @@ async def test_work_a_caller_hands_to_tasks_still_makes_the_batch(
 
     assert results == [1, [1, 1]]
     assert len(writes) == 1
+
+
+async def _replies(client: Any) -> list[Any]:
+    """The same commands, one at a time, with the reply shapes redis-py's callbacks make."""
+    script = client.register_script("return {KEYS[1], ARGV[1]}")
+    replies: list[Any] = []
+    calls: list[Callable[[], Awaitable[Any]]] = [
+        lambda: client.set("s", "é"),
+        lambda: client.set("s", "x", nx=True),  # not set: None
+        lambda: client.get("s"),
+        lambda: client.hset("h", mapping={"a": "1", "b": "2"}),
+        lambda: client.hgetall("h"),
+        lambda: client.zadd("z", {"m": 1.5, "n": 2}),
+        lambda: client.zrange("z", 0, -1, withscores=True),
+        lambda: client.exists("s", "h", "missing"),
+        lambda: client.expire("s", 100),
+        lambda: client.ttl("s"),
+        lambda: client.lpush("l", "a", "b"),
+        lambda: client.lrange("l", 0, -1),
+        lambda: client.smembers("missing-set"),
+        lambda: client.incrbyfloat("f", 0.25),
+        lambda: client.ping(),
+        lambda: script(keys=["k"], args=["v"]),
+        lambda: client.incr("s"),  # a server error
+    ]
+    for call in calls:
+        try:
+            replies.append(await call())
+        except ResponseError as error:
+            replies.append(("error", str(error)))
+        await client.delete("none")  # a command between, as a caller would
+    return replies
+
+
+@pytest.mark.parametrize("decode", [False, True])
+async def test_batched_replies_are_those_a_plain_client_gets(redis_url: str, decode: bool) -> None:
+    plain = redis_client(redis_url, decode_responses=decode)
+    batched = redis_client(redis_url, batching=True, decode_responses=decode)
+    try:
+        await plain.flushdb()
+        expected = await _replies(plain)
+        await plain.flushdb()
+        got = await _replies(batched)
+    finally:
+        await plain.aclose()
+        await batched.aclose()
+
+    assert got == expected
+    assert got[4] == ({"a": "1", "b": "2"} if decode else {b"a": b"1", b"b": b"2"})
+    assert got[-1][0] == "error"
+
+
+def test_commands_are_packed_byte_for_byte_as_redis_py_packs_them() -> None:
+    from redis.asyncio.connection import Connection
+    from redis.exceptions import DataError
+
+    ours, theirs = QuickConnection(), Connection()
+    for args in (
+        ("GET", "k"),
+        ("SCRIPT LOAD", "return 1"),
+        (b"CLIENT SETNAME", b"name"),
+        ("SET", "é", b"\x00\xff", 3, -2.5, 1e20, memoryview(b"view")),
+        ("RPUSH", "l", bytearray(b"array")),
+    ):
+        assert b"".join(ours.pack_command(*args)) == b"".join(theirs.pack_command(*args))
+    for bad in (None, True):
+        with pytest.raises(DataError):
+            ours.pack_command("SET", "k", bad)  # type: ignore[arg-type]
+
+
+async def test_a_server_that_never_answers_times_out_and_the_connection_is_dropped() -> None:
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    received = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        received.set()
+        await reader.read()  # until the client gives up
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = redis_client(f"redis://127.0.0.1:{port}", batching=True, socket_timeout=0.2)
+    try:
+        with pytest.raises(RedisTimeoutError):
+            await asyncio.gather(client.get("a"), client.get("b"))
+        assert received.is_set()
+        assert all(not c.is_connected for c in client.connection_pool._available_connections)
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_batch_on_a_connection_the_server_dropped_is_retried_on_a_new_one(
+    redis_server: Any,
+) -> None:
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+
+    client = redis_client(redis_server.url, batching=True, retry=Retry(NoBackoff(), retries=2))
+    try:
+        await client.set("kept", "1")
+        own = await client.client_id()  # the pool's one connection
+        await _kill_client(redis_server.url, own)
+
+        values = await asyncio.gather(client.incr("after"), client.get("kept"))
+    finally:
+        await client.aclose()
+
+    assert list(values) == [1, b"1"]
+
+
+async def _kill_client(url: str, client_id: int) -> None:
+    """Close this client connection from the server's side (CLIENT KILL ID)."""
+    admin = redis_client(url)
+    try:
+        assert await admin.client_kill_filter(_id=str(client_id)) == 1
+    finally:
+        await admin.aclose()
