@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import FAKE_PIDS, ROOT, BenchError, cpu_seconds, fake_llm, provider_env
-from bench.probe import COUNTS_ENV, read_counts
+from bench.probe import COUNTS_ENV, ask_counts
 from bench.report import console, table, verdict
 from bench.turns import yardstick_cpu_ms
 
@@ -186,13 +186,15 @@ def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
 
         async def reading() -> None:
             # The workers finish a turn's last steps (its processed mark, the mailbox) after
-            # the answer went out, and the probe writes its totals every 20 ms: let both land.
+            # the answer went out: let them land.
             await asyncio.sleep(0.3)
             taken: dict[str, Any] = {
                 name: sum(map(cpu_seconds, ids)) for name, ids in processes.items()
             }
             taken["driver (gateway)"] = time.process_time()
-            taken["counts"] = [read_counts(path) for path in counts]
+            taken["counts"] = [
+                await ask_counts(pid, path) for pid, path in zip(pids, counts, strict=True)
+            ]
             taken["server"] = await _server_commands(redis.url)
             readings.append(taken)
 

@@ -3,9 +3,10 @@
 W3 starts its workers through this module. It wraps two methods of redis-py's asyncio
 connection: `send_packed_command` (one write of one or more commands whose replies are then
 read: a round trip; a pipeline or a MULTI/EXEC block is one) and `pack_command` (one
-command, by name; `EVALSHA` counts once however many commands its script runs). A thread
-writes the running totals as JSON to the file named by `SWITCHBOARD_BENCH_COUNTS` every 20 ms
-while they change, so the bench can read them at the start and end of a measured phase.
+command, by name; `EVALSHA` counts once however many commands its script runs). On SIGUSR1
+it writes the running totals as JSON to the file named by `SWITCHBOARD_BENCH_COUNTS`, with a
+serial number, so the bench can ask for them at the start and end of a measured phase
+(`ask_counts`) without the process spending anything on them in between.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import signal
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ _sites: Counter[str] = Counter()
 # Each round trip's commands, a line each, appended to this file (scripts by their name).
 TRACE_ENV = "BENCH_REDIS_TRACE"
 _traced: list[str] = []
+# How many times the totals were written (`_report`).
+_written = 0
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -117,15 +120,27 @@ def install() -> None:
     # QuickConnection writes in its own way (core/redis_client.py): wrap both.
     for kind in (AbstractConnection, QuickConnection):
         kind.send_packed_command = counting(kind.send_packed_command)  # type: ignore[method-assign]
-    pack = AbstractConnection.pack_command
+    # QuickConnection packs in its own way and falls back to redis-py's packer: count a
+    # command once, at the outermost of the two.
+    packing = 0
 
-    def counted_pack(self: Any, *args: Any) -> Any:
-        name = args[0] if args else b"?"
-        name = name.decode() if isinstance(name, bytes) else str(name)
-        _commands[name.split(" ", 1)[0].upper()] += 1
-        return pack(self, *args)
+    def counting_pack(pack: Any) -> Any:
+        def counted_pack(self: Any, *args: Any) -> Any:
+            nonlocal packing
+            if not packing:
+                name = args[0] if args else b"?"
+                name = name.decode() if isinstance(name, bytes) else str(name)
+                _commands[name.split(" ", 1)[0].upper()] += 1
+            packing += 1
+            try:
+                return pack(self, *args)
+            finally:
+                packing -= 1
 
-    AbstractConnection.pack_command = counted_pack  # type: ignore[method-assign]
+        return counted_pack
+
+    for kind in (AbstractConnection, QuickConnection):
+        kind.pack_command = counting_pack(kind.pack_command)  # type: ignore[method-assign]
 
 
 def snapshot() -> dict[str, Any]:
@@ -143,16 +158,14 @@ def _write_trace() -> None:
         out.writelines(f"{line}\n" for line in lines)
 
 
-def _report_forever(path: Path, stop: threading.Event) -> None:
-    last: dict[str, Any] | None = None
-    while not stop.wait(0.02):
-        _write_trace()
-        now = snapshot()
-        if now != last:
-            spare = path.with_suffix(".tmp")
-            spare.write_text(json.dumps(now))
-            spare.replace(path)
-            last = now
+def _report(path: Path) -> None:
+    """Write the totals to `path` (atomically), numbered one more than the last write."""
+    global _written
+    _written += 1
+    _write_trace()
+    spare = path.with_suffix(".tmp")
+    spare.write_text(json.dumps({**snapshot(), "serial": _written}))
+    spare.replace(path)
 
 
 def read_counts(path: Path) -> dict[str, Any]:
@@ -160,8 +173,24 @@ def read_counts(path: Path) -> dict[str, Any]:
     try:
         found: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {"round_trips": 0, "commands": {}}
+        return {"round_trips": 0, "commands": {}, "serial": 0}
     return found
+
+
+async def ask_counts(pid: int, path: Path) -> dict[str, Any]:
+    """The totals of the probed process `pid` as of now: it is asked (SIGUSR1) and its
+    answer awaited (the file's serial number moves on), for up to 10 s."""
+    import asyncio
+
+    before = read_counts(path).get("serial", 0)
+    os.kill(pid, signal.SIGUSR1)
+    # Another process writes the file: it is looked at every 5 ms.
+    for _ in range(2000):
+        found = read_counts(path)
+        if found.get("serial", 0) != before:
+            return found
+        await asyncio.sleep(0.005)
+    raise RuntimeError(f"process {pid} did not write its counts to {path} within 10 s")
 
 
 def main() -> None:
@@ -170,8 +199,7 @@ def main() -> None:
     atexit.register(_write_trace)
     target = os.environ.get(COUNTS_ENV)
     if target:
-        stop = threading.Event()
-        threading.Thread(target=_report_forever, args=(Path(target), stop), daemon=True).start()
+        signal.signal(signal.SIGUSR1, lambda _signal, _frame: _report(Path(target)))
     from bots.cli import main as switchboard
 
     profile = os.environ.get(PROFILE_ENV)
