@@ -213,3 +213,74 @@ def test_the_logging_filter_scrubs_messages_arguments_and_tracebacks(
     assert "hunter22" not in text
     assert f"Bearer {REDACTED}" in text
     assert f"password={REDACTED}" in text
+
+
+def test_the_quick_gate_lets_through_every_text_a_full_scrub_would_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Text the gate passes over skips the built-in shapes: scrubbed with and without the gate,
+    random texts made of the shapes' pieces must come out the same."""
+    import random
+
+    import core.redact
+
+    pieces = [
+        "api_key",
+        "APIKEY",
+        "access-key",
+        "token",
+        "Secret",
+        "passwd",
+        "PWD",
+        "=",
+        ": ",
+        "'",
+        '"',
+        " ",
+        "\n",
+        "Authorization: ",
+        "Bearer ",
+        "bot ",
+        "https://",
+        "user:",
+        "pw@",
+        "host",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "sk-",
+        "sk-ant-",
+        "sk_live_",
+        "rk_test_",
+        "ghp_",
+        "github_pat_",
+        "AKIA",
+        "ASIA",
+        "AIza",
+        "eyJ",
+        ".",
+        "/",
+        "-",
+        "_",
+        "+",
+        "==",
+        "abcdefghij",
+        "ABCDEFGHIJ",
+        "0123456789",
+        "q7Zx9Lw2",
+        "xoxb-",
+        "xapp-",
+        "123456789:",
+        "the",
+        "word",
+        "[redacted]",
+        "ke",
+        "y",
+    ]
+    chosen = random.Random(20261124)
+    texts = ["".join(chosen.choices(pieces, k=chosen.randint(1, 6))) for _ in range(4000)]
+    gated = [redact(text) for text in texts]
+    monkeypatch.setattr(core.redact, "_MAY_HOLD_SECRET", core.redact.re.compile(""))
+    full = [redact(text) for text in texts]
+
+    assert gated == full
+    assert sum(text != scrubbed for text, scrubbed in zip(texts, full, strict=True)) > 400
+    assert sum(text == scrubbed for text, scrubbed in zip(texts, full, strict=True)) > 100
