@@ -11,6 +11,7 @@ the model has already seen, and `sanitize` repairs tool calls and results that l
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -95,6 +96,22 @@ def estimate_text(text: str) -> int:
     """An estimate of the tokens of `text`: never less than the length / 4, rounded up."""
     if not text:
         return 0
+    if len(text) >= _REMEMBERED_LENGTH:
+        return _estimate_long(text)
+    return _estimate(text)
+
+
+# A system prompt is built again for every turn, the same text most of the time: the estimates
+# of long texts are kept (hashing a text is far cheaper than measuring it again).
+_REMEMBERED_LENGTH: Final = 512
+
+
+@functools.lru_cache(maxsize=64)
+def _estimate_long(text: str) -> int:
+    return _estimate(text)
+
+
+def _estimate(text: str) -> int:
     folded = _WHITESPACE.sub(" ", text)
     cjk = len(_CJK.findall(folded))
     return math.ceil((len(folded) - cjk) / _CHARS_PER_TOKEN) + cjk
