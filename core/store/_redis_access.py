@@ -105,7 +105,7 @@ class RedisAccess(RedisBase):
         check_aware(request, "the pairing request")
         value = f"{epoch_micros(request.expires_at):020d} {request.model_dump_json()}"
         platform = request.platform
-        async with self._translated(f"file a pairing request of {platform}:{request.user_id}"):
+        with self._translated(f"file a pairing request of {platform}:{request.user_id}"):
             outcome, body = await self._script(_REQUEST)(
                 keys=[
                     self._keys.pairing_requests(platform),
@@ -123,7 +123,7 @@ class RedisAccess(RedisBase):
         """The live pending requests of one platform (None: every one), oldest first."""
         cutoff = _micros(now)
         found: list[PairingRequest] = []
-        async with self._translated("list the pairing requests"):
+        with self._translated("list the pairing requests"):
             for name in await self._platforms(platform, self._keys.pairing_platforms()):
                 values = await self._client.hvals(self._keys.pairing_requests(name))
                 for value in map(text, values):
@@ -136,7 +136,7 @@ class RedisAccess(RedisBase):
         self, platform: str, code: str, *, now: datetime, admin: bool, by: str
     ) -> Approval | None:
         """Turn the live pending request with `code` into an approval; None if there is none."""
-        async with self._translated(f"approve the pairing code of {platform}"):
+        with self._translated(f"approve the pairing code of {platform}"):
             body = await self._script(_APPROVE)(
                 keys=[
                     self._keys.pairing_requests(platform),
@@ -161,7 +161,7 @@ class RedisAccess(RedisBase):
         self, platform: str, code: str, *, now: datetime
     ) -> PairingRequest | None:
         """Mark the live pending request with `code` denied; the request as it was, or None."""
-        async with self._translated(f"deny the pairing code of {platform}"):
+        with self._translated(f"deny the pairing code of {platform}"):
             body = await self._script(_DENY)(
                 keys=[
                     self._keys.pairing_requests(platform),
@@ -174,14 +174,14 @@ class RedisAccess(RedisBase):
 
     async def approval(self, platform: str, user_id: str) -> Approval | None:
         """This person's approval on `platform`, or None."""
-        async with self._translated(f"read the approval of {platform}:{user_id}"):
+        with self._translated(f"read the approval of {platform}:{user_id}"):
             body = await self._client.hget(self._keys.approvals(platform), user_id)
             return None if body is None else Approval.model_validate_json(text(body))
 
     async def approvals(self, platform: str | None) -> list[Approval]:
         """Every approval of one platform (None: every one), by platform, oldest first."""
         found: list[Approval] = []
-        async with self._translated("list the approvals"):
+        with self._translated("list the approvals"):
             for name in await self._platforms(platform, self._keys.approval_platforms()):
                 values = await self._client.hvals(self._keys.approvals(name))
                 found.extend(Approval.model_validate_json(text(v)) for v in values)
@@ -189,7 +189,7 @@ class RedisAccess(RedisBase):
 
     async def revoke_approval(self, platform: str, user_id: str) -> bool:
         """Take this person's approval back; whether there was one."""
-        async with self._translated(f"revoke the approval of {platform}:{user_id}"):
+        with self._translated(f"revoke the approval of {platform}:{user_id}"):
             return bool(await self._client.hdel(self._keys.approvals(platform), user_id))
 
     async def _platforms(self, platform: str | None, known: str) -> list[str]:

@@ -9,8 +9,7 @@ what that run did instead of applying it again.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
@@ -58,18 +57,11 @@ class RedisBase:
             script = self._scripts[source] = self._client.register_script(source)
         return script
 
-    @asynccontextmanager
-    async def _translated(self, action: str) -> AsyncIterator[None]:
-        """Turn client failures into `StoreError`s that say what the store was doing."""
+    def _translated(self, action: str) -> _Translated:
+        """Turn client failures into `StoreError`s that say what the store was doing (`with`,
+        around every store call; refused once the store is closed)."""
         self._ensure_open()
-        try:
-            yield
-        except RedisError as exc:
-            raise StoreError(f"Redis store could not {action}: {exc}") from exc
-        except ValidationError as exc:
-            raise StoreError(
-                f"Redis store could not {action}: stored data is invalid: {exc}"
-            ) from exc
+        return _Translated(action)
 
     def _ensure_open(self) -> None:
         if self._closed:
@@ -94,3 +86,26 @@ def text(value: bytes | str) -> str:
 def ranked_id(member: bytes) -> str:
     """The session id of a `<order>:<session id>` sorted-set member."""
     return text(member).split(":", 1)[1]
+
+
+class _Translated:
+    """`RedisBase._translated`: a class rather than a generator, as it wraps every store call
+    (a generator-based context manager costs several times as much)."""
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: str) -> None:
+        self._action = action
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, trace: object
+    ) -> None:
+        if isinstance(exc, RedisError):
+            raise StoreError(f"Redis store could not {self._action}: {exc}") from exc
+        if isinstance(exc, ValidationError):
+            raise StoreError(
+                f"Redis store could not {self._action}: stored data is invalid: {exc}"
+            ) from exc

@@ -58,7 +58,7 @@ class RedisCheckpoints(RedisBase):
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Insert the checkpoint, or replace the stored one with the same run key."""
         check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
-        async with self._translated(f"save checkpoint {checkpoint.run_key!r}"):
+        with self._translated(f"save checkpoint {checkpoint.run_key!r}"):
             await self._script(_SAVE)(
                 keys=[self._keys.checkpoint(checkpoint.run_key), self._keys.running_checkpoints()],
                 args=[
@@ -73,7 +73,7 @@ class RedisCheckpoints(RedisBase):
 
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
-        async with self._translated(f"read checkpoint {run_key!r}"):
+        with self._translated(f"read checkpoint {run_key!r}"):
             raw, status, updated_at = await self._client.hmget(
                 self._keys.checkpoint(run_key), ["body", "status", "updated_at"]
             )
@@ -96,7 +96,7 @@ class RedisCheckpoints(RedisBase):
         started first."""
         if older_than is not None and older_than.tzinfo is None:
             raise StoreError("incomplete_checkpoints needs an aware datetime")
-        async with self._translated("list incomplete checkpoints"):
+        with self._translated("list incomplete checkpoints"):
             top: float | str = "+inf" if older_than is None else f"({epoch_micros(older_than)}"
             members = await self._client.zrangebyscore(
                 self._keys.running_checkpoints(), "-inf", top
@@ -112,7 +112,7 @@ class RedisCheckpoints(RedisBase):
 
     async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
         """Set a checkpoint's status; False if there is none."""
-        async with self._translated(f"finish checkpoint {run_key!r}"):
+        with self._translated(f"finish checkpoint {run_key!r}"):
             finished = await self._script(_FINISH)(
                 keys=[self._keys.checkpoint(run_key), self._keys.running_checkpoints()],
                 args=[

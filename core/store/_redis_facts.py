@@ -127,7 +127,7 @@ class RedisFacts(RedisBase):
         Raises `StoreError` for another fact with an id the scope holds, or a naive time.
         """
         check_aware(fact, f"fact {fact.id!r}")
-        async with self._translated(f"remember fact {fact.id!r} of {fact.scope!r}"):
+        with self._translated(f"remember fact {fact.id!r} of {fact.scope!r}"):
             scope = fact.scope
             terms = search_terms(fact.text)
             fact = fact.model_copy(update={"created_at": fact.created_at.astimezone(UTC)})
@@ -154,7 +154,7 @@ class RedisFacts(RedisBase):
         """The facts of `scope` sharing the most terms with `query`, then the newest; without
         search terms, the newest facts."""
         check_limit(limit)
-        async with self._translated(f"search the facts of {scope!r}"):
+        with self._translated(f"search the facts of {scope!r}"):
             parsed = MemoryQuery.parse(query)
             if parsed.empty:
                 return await self.list_facts(scope, limit=limit)
@@ -176,7 +176,7 @@ class RedisFacts(RedisBase):
     async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
         """The facts of `scope`, newest first."""
         check_limit(limit)
-        async with self._translated(f"list the facts of {scope!r}"):
+        with self._translated(f"list the facts of {scope!r}"):
             if limit == 0:
                 return []
             ids = cast(
@@ -193,7 +193,7 @@ class RedisFacts(RedisBase):
 
     async def forget_fact(self, scope: str, fact_id: str) -> bool:
         """Delete the fact `fact_id` of `scope`; False if the scope holds no such fact."""
-        async with self._translated(f"forget fact {fact_id!r} of {scope!r}"):
+        with self._translated(f"forget fact {fact_id!r} of {scope!r}"):
             for _ in range(_ATTEMPTS):
                 stored = await self._client.hget(self._keys.fact_terms(scope), fact_id)
                 if stored is None:

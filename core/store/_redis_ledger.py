@@ -108,7 +108,7 @@ class RedisLedger(RedisBase):
                 strict=True,
             )
         )
-        async with self._translated(f"record a cost for session {session_id!r}"):
+        with self._translated(f"record a cost for session {session_id!r}"):
             recorded = await self._script(_RECORD_COST)(
                 keys=[
                     self._keys.session(session_id),
@@ -150,7 +150,7 @@ class RedisLedger(RedisBase):
             else self._keys.cost_totals(session_id)
         )
         whose = "all sessions" if session_id is None else f"session {session_id!r}"
-        async with self._translated(f"sum the costs of {whose}"):
+        with self._translated(f"sum the costs of {whose}"):
             values = await self._client.hmget(key, list(_TOTAL_FIELDS))
             return _summary(session_id, values)
 
@@ -163,7 +163,7 @@ class RedisLedger(RedisBase):
         check_limit(limit)
         if limit == 0:
             return []
-        async with self._translated("sum costs by session"):
+        with self._translated("sum costs by session"):
             members = cast(
                 list[bytes],
                 await self._client.zrevrange(self._keys.sessions_with_costs(), 0, limit - 1),
@@ -187,7 +187,7 @@ class RedisLedger(RedisBase):
             if user is None and chat is None
             else (f"user:{user}" if user is not None else f"chat:{chat}")
         )
-        async with self._translated(f"sum the spending of {day.isoformat()}"):
+        with self._translated(f"sum the spending of {day.isoformat()}"):
             value = await self._client.hget(self._keys.daily_spend(day.isoformat()), field)
         return 0.0 if value is None else float(value)
 
@@ -196,7 +196,7 @@ class RedisLedger(RedisBase):
     ) -> Spending:
         """The session's total and the day's three daily sums, in one round trip."""
         fields = ["all", f"user:{user}", f"chat:{chat}"]
-        async with self._translated(f"read the spending of {day.isoformat()}"):
+        with self._translated(f"read the spending of {day.isoformat()}"):
             async with self._client.pipeline(transaction=False) as pipe:
                 pipe.hget(self._keys.cost_totals(session_id), "cost_usd")
                 pipe.hmget(self._keys.daily_spend(day.isoformat()), fields)
@@ -216,7 +216,7 @@ class RedisLedger(RedisBase):
         """Totals per person, chat, day or model: days newest first, the others costliest
         first (then by key)."""
         check_limit(limit)
-        async with self._translated(f"sum costs by {by}"):
+        with self._translated(f"sum costs by {by}"):
             members = cast(set[bytes], await self._client.smembers(self._keys.cost_groups(by)))
             keys = [m.decode() for m in members]
             async with self._client.pipeline(transaction=True) as pipe:
@@ -232,7 +232,7 @@ class RedisLedger(RedisBase):
 
     async def cost_entries(self, session_id: str) -> list[CostEntry]:
         """A session's ledger entries in the order they were recorded."""
-        async with self._translated(f"read the cost entries of session {session_id!r}"):
+        with self._translated(f"read the cost entries of session {session_id!r}"):
             raw = cast(list[bytes], await self._client.lrange(self._keys.costs(session_id), 0, -1))
         return [CostEntry.model_validate_json(item) for item in raw]
 

@@ -154,7 +154,7 @@ class RedisLog(RedisBase):
 
     async def create_session(self, key: str) -> SessionRecord:
         """Start a new session for `key`; it becomes the key's current session."""
-        async with self._translated(f"create a session for {key!r}"):
+        with self._translated(f"create a session for {key!r}"):
             made = await self._open(key, mode="create")
         if made is None:
             raise StoreError(f"no session was made for {key!r}")
@@ -163,7 +163,7 @@ class RedisLog(RedisBase):
     async def current_session(self, key: str) -> SessionRecord:
         """The key's current session (the newest, or the one reopened last), created if the
         key has none yet."""
-        async with self._translated(f"find the current session of {key!r}"):
+        with self._translated(f"find the current session of {key!r}"):
             found = await self._open(key, mode="current")
         if found is None:
             raise StoreError(f"no current session for {key!r} was found or made")
@@ -171,12 +171,12 @@ class RedisLog(RedisBase):
 
     async def find_current_session(self, key: str) -> SessionRecord | None:
         """The key's current session, or None if it has none (nothing is created)."""
-        async with self._translated(f"find the current session of {key!r}"):
+        with self._translated(f"find the current session of {key!r}"):
             return await self._open(key, mode="find")
 
     async def reopen_session(self, session_id: str) -> SessionRecord | None:
         """Make an earlier session its key's current one again; None if there is none."""
-        async with self._translated(f"reopen session {session_id!r}"):
+        with self._translated(f"reopen session {session_id!r}"):
             found = await self._read_sessions([session_id])
             if not found:
                 return None
@@ -191,7 +191,7 @@ class RedisLog(RedisBase):
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session with this id, or `None`."""
-        async with self._translated(f"read session {session_id!r}"):
+        with self._translated(f"read session {session_id!r}"):
             found = await self._read_sessions([session_id])
         return found[0] if found else None
 
@@ -200,7 +200,7 @@ class RedisLog(RedisBase):
         check_limit(limit)
         if limit == 0:
             return []
-        async with self._translated("list sessions"):
+        with self._translated("list sessions"):
             members = cast(
                 list[bytes],
                 await self._client.zrevrange(self._keys.sessions_by_update(), 0, limit - 1),
@@ -217,7 +217,7 @@ class RedisLog(RedisBase):
         its session key was seen with (checked, and the fence recorded, in the same script).
         """
         body = message.model_dump_json(exclude={"seq", "created_at"})
-        async with self._translated(f"append a message to session {session_id!r}"):
+        with self._translated(f"append a message to session {session_id!r}"):
             now = self._now()
             keys = [
                 self._keys.session(session_id),
@@ -258,7 +258,7 @@ class RedisLog(RedisBase):
         # `seq` is the list index plus one; a negative index would count from the end.
         start = max(after_seq, 0)
         stop = -1 if limit is None else start + limit - 1
-        async with self._translated(f"list the messages of session {session_id!r}"):
+        with self._translated(f"list the messages of session {session_id!r}"):
             raw = cast(
                 list[bytes],
                 await self._client.lrange(self._keys.messages(session_id), start, stop),
@@ -271,7 +271,7 @@ class RedisLog(RedisBase):
         Raises `StoreError` for an unknown session or a naive time.
         """
         check_aware(summary, f"the summary of session {session_id!r}")
-        async with self._translated(f"save a summary of session {session_id!r}"):
+        with self._translated(f"save a summary of session {session_id!r}"):
             saved = await self._script(_SAVE)(
                 keys=[
                     self._keys.session(session_id),
@@ -285,7 +285,7 @@ class RedisLog(RedisBase):
 
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
-        async with self._translated(f"read the summary of session {session_id!r}"):
+        with self._translated(f"read the summary of session {session_id!r}"):
             raw = await self._script(_LATEST)(
                 keys=[self._keys.summaries(session_id), self._keys.summary_order(session_id)]
             )
@@ -298,7 +298,7 @@ class RedisLog(RedisBase):
     ) -> tuple[CompactionSummary | None, list[Message]]:
         """`latest_summary` and the messages after its marker (all of them without one), in
         one script."""
-        async with self._translated(f"read the summary and messages of session {session_id!r}"):
+        with self._translated(f"read the summary and messages of session {session_id!r}"):
             raw, tail = await self._script(_TAIL)(
                 keys=[
                     self._keys.summaries(session_id),
@@ -312,7 +312,7 @@ class RedisLog(RedisBase):
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session's record, messages and summaries, and its place in the
         indexes, in one script; its ledger stays."""
-        async with self._translated(f"delete session {session_id!r}"):
+        with self._translated(f"delete session {session_id!r}"):
             deleted = await self._script(_DELETE_SESSION)(
                 keys=[
                     self._keys.session(session_id),

@@ -26,7 +26,7 @@ class RedisProcessed(RedisBase):
         # A unique marker tells a replay of our own SET (it finds the marker it wrote) from a
         # key that someone else marked first.
         marker = f"{utc_text(self._now())} {uuid4().hex}"
-        async with self._translated(f"mark {key!r} processed"):
+        with self._translated(f"mark {key!r} processed"):
             before = await self._client.set(
                 self._keys.processed(key), marker, nx=True, px=self._processed_ttl_ms, get=True
             )
@@ -37,5 +37,5 @@ class RedisProcessed(RedisBase):
 
     async def is_processed(self, key: str) -> bool:
         """Whether `mark_processed(key)` happened before (within `processed_ttl`)."""
-        async with self._translated(f"check whether {key!r} was processed"):
+        with self._translated(f"check whether {key!r} was processed"):
             return bool(await self._client.exists(self._keys.processed(key)))

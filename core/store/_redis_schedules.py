@@ -126,7 +126,7 @@ class RedisSchedules(RedisBase):
         Raises `StoreError` when any of its times is naive.
         """
         check_aware(schedule, f"schedule {schedule.id!r}")
-        async with self._translated(f"save schedule {schedule.id!r}"):
+        with self._translated(f"save schedule {schedule.id!r}"):
             key = self._keys.schedule(schedule.id)
             due_at = schedule.next_run_at if schedule.status == "active" else None
             member = "" if due_at is None else _due_member(schedule)
@@ -150,7 +150,7 @@ class RedisSchedules(RedisBase):
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
-        async with self._translated(f"read schedule {schedule_id!r}"):
+        with self._translated(f"read schedule {schedule_id!r}"):
             body = await self._client.hget(self._keys.schedule(schedule_id), "body")
             return None if body is None else Schedule.model_validate_json(body)
 
@@ -159,7 +159,7 @@ class RedisSchedules(RedisBase):
     ) -> list[Schedule]:
         """Schedules (of `owner`, delivered to `deliver_to`'s platform, chat and thread when
         given), oldest first; `deliver_to.bot` is ignored."""
-        async with self._translated("list schedules"):
+        with self._translated("list schedules"):
             index = (
                 self._keys.schedules() if owner is None else self._keys.schedules_by_owner(owner)
             )
@@ -172,7 +172,7 @@ class RedisSchedules(RedisBase):
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Remove a schedule and its runs; False if there was none."""
-        async with self._translated(f"delete schedule {schedule_id!r}"):
+        with self._translated(f"delete schedule {schedule_id!r}"):
             key = self._keys.schedule(schedule_id)
             for _ in range(_ATTEMPTS):
                 stored = await self._stored_owner(key)
@@ -204,7 +204,7 @@ class RedisSchedules(RedisBase):
         check_limit(limit)
         if now.utcoffset() is None:
             raise StoreError("`now` is a naive datetime; it must be aware")
-        async with self._translated("find due schedules"):
+        with self._translated("find due schedules"):
             now_micros = epoch_micros(now)
             if limit == 0:
                 return []
@@ -222,7 +222,7 @@ class RedisSchedules(RedisBase):
         Raises `StoreError` for an unknown schedule or a naive time.
         """
         check_aware(run, f"run {run.id!r}")
-        async with self._translated(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
+        with self._translated(f"save run {run.id!r} of schedule {run.schedule_id!r}"):
             saved = await self._script(_SAVE_RUN)(
                 keys=[
                     self._keys.schedule(run.schedule_id),
@@ -237,7 +237,7 @@ class RedisSchedules(RedisBase):
     async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
         """A schedule's runs, newest (by `started_at`) first."""
         check_limit(limit)
-        async with self._translated(f"list the runs of schedule {schedule_id!r}"):
+        with self._translated(f"list the runs of schedule {schedule_id!r}"):
             if limit == 0:
                 return []
             ids = cast(
@@ -259,7 +259,7 @@ class RedisSchedules(RedisBase):
         """Delete all but the newest `keep` runs of a schedule; returns how many went."""
         if keep < 0:
             raise ValueError(f"keep must not be negative, got {keep}")
-        async with self._translated(f"prune the runs of schedule {schedule_id!r}"):
+        with self._translated(f"prune the runs of schedule {schedule_id!r}"):
             gone = await self._script(_PRUNE_RUNS)(
                 keys=[
                     self._keys.schedule_runs(schedule_id),
@@ -277,7 +277,7 @@ class RedisSchedules(RedisBase):
         if at.utcoffset() is None:
             raise StoreError("`at` is a naive datetime; it must be aware")
         runs = self._keys.schedule_runs(schedule_id)
-        async with self._translated(f"record the delivery of run {run_id!r}"):
+        with self._translated(f"record the delivery of run {run_id!r}"):
             for _ in range(_ATTEMPTS):
                 body = cast(bytes | None, await self._client.hget(runs, run_id))
                 if body is None:

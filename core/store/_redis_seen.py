@@ -33,7 +33,7 @@ class RedisSeen(RedisBase):
         """Keep `mark` unless the conversation's mark is as new or newer; whether it was kept."""
         check_aware(mark, "the seen mark")
         value = f"{mark.position:020d} {mark.model_dump_json()}"
-        async with self._translated(f"mark {mark.message_id!r} seen in {mark.chat!r}"):
+        with self._translated(f"mark {mark.message_id!r} seen in {mark.chat!r}"):
             kept = await self._script(_MARK)(
                 keys=[self._keys.seen(mark.platform, mark.bot)], args=[mark.chat, value]
             )
@@ -41,7 +41,7 @@ class RedisSeen(RedisBase):
 
     async def last_seen(self, platform: str, bot: str) -> list[LastSeen]:
         """Every conversation's mark of one bot, newest message first."""
-        async with self._translated(f"read the seen marks of {platform}:{bot}"):
+        with self._translated(f"read the seen marks of {platform}:{bot}"):
             values = await self._client.hvals(self._keys.seen(platform, bot))
             marks = [LastSeen.model_validate_json(text(v).partition(" ")[2]) for v in values]
         return sorted(marks, key=lambda mark: (-mark.at.timestamp(), mark.chat))
