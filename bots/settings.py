@@ -37,6 +37,10 @@ class Settings(BaseSettings):
     # A level, then optional NAME=LEVEL pairs (bots/logs.py); checked by `LogLevels.parse`.
     log_level: str = Field(default="warning", alias="SWITCHBOARD_LOG_LEVEL")
     log_format: Literal["text", "json"] = Field(default="text", alias="SWITCHBOARD_LOG_FORMAT")
+    # The event loop of `serve`, `gateway`, `worker` and `scheduler` (bots/loop.py).
+    event_loop: Literal["uvloop", "asyncio"] = Field(
+        default="uvloop", alias="SWITCHBOARD_EVENT_LOOP"
+    )
 
     anthropic_api_key: SecretStr | None = Field(default=None, alias="ANTHROPIC_API_KEY")
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")

@@ -12,6 +12,7 @@ from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
 from bots.commands.status import announce
 from bots.commands.where import log_startup
+from bots.loop import run_process
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
 from bots.settings import Settings
@@ -101,7 +102,7 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     lets running answers finish.
     """
     settings = settings_from(ctx, profile=profile)
-    asyncio.run(_serve_platforms(settings))
+    run_process(settings, _serve_platforms(settings))
 
 
 async def _serve_platforms(settings: Settings) -> None:
@@ -211,7 +212,7 @@ def gateway(ctx: click.Context, platform: str) -> None:
     """
     settings = settings_from(ctx)
     require_redis(settings, "gateway")
-    asyncio.run(_gateway(settings, platform))
+    run_process(settings, _gateway(settings, platform))
 
 
 async def _gateway(settings: Settings, platform: str) -> None:
@@ -301,7 +302,7 @@ def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> 
     """
     settings = settings_from(ctx, profile=profile)
     require_redis(settings, "worker")
-    asyncio.run(_worker(settings, concurrency))
+    run_process(settings, _worker(settings, concurrency))
 
 
 async def _worker(settings: Settings, concurrency: int | None) -> None:
@@ -337,7 +338,7 @@ def scheduler(ctx: click.Context) -> None:
     """
     settings = settings_from(ctx)
     require_redis(settings, "scheduler")
-    asyncio.run(_scheduler(settings))
+    run_process(settings, _scheduler(settings))
 
 
 async def _scheduler(settings: Settings) -> None:
