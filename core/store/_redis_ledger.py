@@ -18,6 +18,14 @@ from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary, S
 
 __all__ = ["RedisLedger"]
 
+# KEYS: the session's cost totals, the day's spend hash. ARGV: the day's three fields.
+# Returns the session's cost and the three daily sums (nil for none): one command rather than
+# an HGET and an HMGET, as it is read before every model call.
+_SPENDING: Final = """
+local day = redis.call('HMGET', KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+return {redis.call('HGET', KEYS[1], 'cost_usd'), day[1], day[2], day[3]}
+"""
+
 # KEYS: session, costs, cost_totals, all_cost_totals, sessions_with_costs, cost_order,
 #       write_receipt, the group totals of the entry's user, chat, day and model (8-11),
 #       the sets of users, chats, days and models (12-15), the day's spend hash (16)
@@ -197,10 +205,10 @@ class RedisLedger(RedisBase):
         """The session's total and the day's three daily sums, in one round trip."""
         fields = ["all", f"user:{user}", f"chat:{chat}"]
         with self._translated(f"read the spending of {day.isoformat()}"):
-            async with self._client.pipeline(transaction=False) as pipe:
-                pipe.hget(self._keys.cost_totals(session_id), "cost_usd")
-                pipe.hmget(self._keys.daily_spend(day.isoformat()), fields)
-                session, (everyone, by_user, by_chat) = await pipe.execute()
+            session, everyone, by_user, by_chat = await self._script(_SPENDING)(
+                keys=[self._keys.cost_totals(session_id), self._keys.daily_spend(day.isoformat())],
+                args=fields,
+            )
 
         def usd(value: Any) -> float:
             return 0.0 if value is None else float(value)
