@@ -5,17 +5,19 @@ redis-py 8 gives every connection a 5 s socket timeout and enforces it on each w
 extra turn. `QuickConnection` bounds the write with `asyncio.timeout` instead (a timer, no
 task), so a worker's many small commands cost less CPU; reads keep redis-py's own timeout.
 It also writes without the wrapped task that a cancellation could leave waiting (see
-docs/performance.md, "Known limits").
+docs/performance.md, "Known limits"), and packs commands with hiredis, in C.
 
 `BatchingRedis` sends the commands its callers issue in the same turn of the event loop as one
 pipeline (one write, one round trip), each caller still awaiting its own reply. A worker
 running many turns at once issues many small independent commands; batched, they cost one
-round trip instead of one each. Its explicit pipelines (`pipeline()`) join the batch too, as one
-unit: their commands stay together and in order, and a transactional one makes the batch it
-leaves in a MULTI/EXEC (atomic together with the rest of the batch, which only makes it
-stronger). So two parts of a process that share one `BatchingRedis` (the store, the
-mailboxes, the bus's non-blocking commands and the rate limits do, `bots/app.py`) and issue
-their work at the same time pay one round trip for all of it. Only commands that never block
+round trip instead of one each. It writes a batch and reads the replies itself, under one
+timer, rather than through redis-py's pipeline and its timer per reply. Its explicit
+pipelines (`pipeline()`) join the batch too, as one unit: their commands stay together and in
+order, and a transactional one makes the batch it leaves in a MULTI/EXEC (atomic together
+with the rest of the batch, which only makes it stronger). So two parts of a process that
+share one `BatchingRedis` (the store, the mailboxes, the bus's non-blocking commands and the
+rate limits do, `bots/app.py`) and issue their work at the same time pay one round trip for
+all of it. Only commands that never block
 may batch (a blocking read would hold up the others in its pipeline): the bus keeps a plain
 client for its blocking reads and subscriptions.
 """
