@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from limits.aio.storage import MemoryStorage, RedisStorage
-from limits.aio.storage.redis.redispy import RedispyBridge
-
 from bots.settings import Settings
 from core.budgets import BudgetAlerts, BudgetGuard, Budgets
 from core.bus.base import Bus
@@ -22,6 +19,7 @@ from core.ratelimit import RateLimits
 from core.store.base import Store
 
 if TYPE_CHECKING:
+    from limits.aio.storage import RedisStorage, Storage
     from redis.asyncio import Redis
 
 __all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
@@ -41,8 +39,10 @@ def open_rate_limits(
     counters get a pool of their own.
     """
     if settings.redis_url is None:
-        return RateLimits(options.limits, MemoryStorage()), _nothing
+        # Made on the first message tested: `switchboard chat` never needs `limits`.
+        return RateLimits(options.limits, _memory_storage), _nothing
     # Imported here: redis-py is only loaded by processes that use it.
+    from limits.aio.storage import RedisStorage
     from redis.asyncio import ConnectionPool
 
     # The package's redis-py bridge takes a pool: the shared client's, or our own (so that its
@@ -71,6 +71,8 @@ def _send_through(storage: RedisStorage, client: Redis) -> None:
     on it; both are swapped for the shared client (the attributes the bridge's own
     `use_basic` and `register_scripts` set), so its scripts join the shared client's batches.
     """
+    from limits.aio.storage.redis.redispy import RedispyBridge
+
     bridge = storage.bridge
     if not isinstance(bridge, RedispyBridge):
         return
@@ -83,6 +85,12 @@ def _send_through(storage: RedisStorage, client: Redis) -> None:
 
 async def _nothing() -> None:
     return None
+
+
+def _memory_storage() -> Storage:
+    from limits.aio.storage import MemoryStorage
+
+    return MemoryStorage()
 
 
 def effective_budgets(options: ProfileSettings) -> Budgets:

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from limits import RateLimitItem, RateLimitItemPerDay, RateLimitItemPerSecond, parse
-from limits.aio.storage import Storage
-from limits.aio.strategies import MovingWindowRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.envelopes import Inbound
+
+# `limits` (about 30 ms of imports) is loaded when a rate is first read or a message first
+# tested, not at start: `switchboard chat`, whose terminal is never limited, does without it.
+if TYPE_CHECKING:
+    from limits import RateLimitItem
+    from limits.aio.storage import Storage
+    from limits.aio.strategies import MovingWindowRateLimiter
 
 __all__ = ["LOCAL_PLATFORMS", "RateLimitSettings", "RateLimits", "Tested"]
 
@@ -48,6 +52,8 @@ class RateLimitSettings(BaseModel):
     @classmethod
     def _readable(cls, value: str) -> str:
         if value.strip():
+            from limits import parse
+
             try:
                 parse(value)
             except ValueError:
@@ -57,10 +63,9 @@ class RateLimitSettings(BaseModel):
         return value
 
 
-class _Limit(BaseModel):
+@dataclass(frozen=True, slots=True)
+class _Limit:
     """One limit as checked: its item, what it is keyed by, and the notice when it is hit."""
-
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
     name: str
     item: RateLimitItem
@@ -82,34 +87,54 @@ class RateLimits:
     def __init__(
         self,
         settings: RateLimitSettings,
-        storage: Storage,
+        storage: Storage | Callable[[], Storage],
         *,
         exempt_platforms: Collection[str] = LOCAL_PLATFORMS,
     ) -> None:
-        self._limiter = MovingWindowRateLimiter(storage)
+        """`storage` is the counters' storage, or what makes it on the first message that is
+        tested (so that a process whose messages are all exempt never loads `limits`)."""
+        self._settings = settings
+        self._storage = storage
         self._exempt = frozenset(exempt_platforms)
-        self._person = _limit(
-            "person",
-            settings.rate_limit,
-            "You are sending messages faster than I answer ({rate}); please wait a moment.",
-        )
-        self._chat = _limit(
-            "chat",
-            settings.chat_rate_limit,
-            "This chat is sending more messages than I answer ({rate}); please wait a moment.",
-        )
-        self._daily = (
-            _Limit(
-                name="daily",
-                item=RateLimitItemPerDay(settings.daily_turns),
-                notice=(
-                    f"You have used your {settings.daily_turns} messages for the last 24 hours;"
-                    " please try again later."
+        self._parts: _Parts | None = None
+
+    def _ready(self) -> _Parts:
+        """The limiter and the limits, made the first time they are needed."""
+        if self._parts is None:
+            from limits import RateLimitItemPerDay
+            from limits.aio.storage import Storage
+            from limits.aio.strategies import MovingWindowRateLimiter
+
+            settings = self._settings
+            storage = self._storage
+            daily = settings.daily_turns
+            self._parts = _Parts(
+                limiter=MovingWindowRateLimiter(
+                    storage if isinstance(storage, Storage) else storage()
                 ),
+                person=_limit(
+                    "person",
+                    settings.rate_limit,
+                    "You are sending messages faster than I answer ({rate}); please wait a moment.",
+                ),
+                chat=_limit(
+                    "chat",
+                    settings.chat_rate_limit,
+                    "This chat is sending more messages than I answer ({rate}); please wait a"
+                    " moment.",
+                ),
+                daily=_Limit(
+                    name="daily",
+                    item=RateLimitItemPerDay(daily),
+                    notice=(
+                        f"You have used your {daily} messages for the last 24 hours;"
+                        " please try again later."
+                    ),
+                )
+                if daily
+                else None,
             )
-            if settings.daily_turns
-            else None
-        )
+        return self._parts
 
     async def admit(self, inbound: Inbound, *, is_admin: bool) -> tuple[bool, str | None]:
         """Whether `inbound` may run a turn, and the notice to send when it may not (None:
@@ -122,20 +147,21 @@ class RateLimits:
         address = inbound.address
         if is_admin or address.platform in self._exempt:
             return Tested(checks=[], passed=[])
+        parts = self._ready()
         person: tuple[str, ...] = (address.platform, inbound.user_id)
         checks: list[tuple[_Limit, tuple[str, ...]]] = [
             (limit, keys)
             for limit, keys in (
-                (self._person, person),
-                (self._chat, (address.platform, address.bot, address.chat)),
-                (self._daily, person),
+                (parts.person, person),
+                (parts.chat, (address.platform, address.bot, address.chat)),
+                (parts.daily, person),
             )
             if limit is not None
         ]
         # The limits are independent, so they are asked all at once (on Redis, one round trip:
         # the storage sends through the process's batching client).
         passed = await asyncio.gather(
-            *(self._limiter.test(limit.item, limit.name, *keys) for limit, keys in checks)
+            *(parts.limiter.test(limit.item, limit.name, *keys) for limit, keys in checks)
         )
         return Tested(checks=checks, passed=list(passed))
 
@@ -146,8 +172,9 @@ class RateLimits:
         for (limit, keys), ok in zip(tested.checks, tested.passed, strict=True):
             if not ok:
                 return False, await self._notice(limit, keys)
+        limiter = self._ready().limiter
         counted = await asyncio.gather(
-            *(self._limiter.hit(limit.item, limit.name, *keys) for limit, keys in tested.checks)
+            *(limiter.hit(limit.item, limit.name, *keys) for limit, keys in tested.checks)
         )
         for (limit, keys), ok in zip(tested.checks, counted, strict=True):
             if not ok:
@@ -158,14 +185,26 @@ class RateLimits:
     async def _notice(self, limit: _Limit, keys: tuple[str, ...]) -> str | None:
         """The limit's notice the first time it is hit in its window; None after that."""
         log.info("rate limit %s reached by %s", limit.name, ":".join(keys))
+        from limits import RateLimitItemPerSecond
+
         once = RateLimitItemPerSecond(1, limit.item.get_expiry())
-        first = await self._limiter.hit(once, "notice", limit.name, *keys)
+        first = await self._ready().limiter.hit(once, "notice", limit.name, *keys)
         return limit.notice if first else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Parts:
+    limiter: MovingWindowRateLimiter
+    person: _Limit | None
+    chat: _Limit | None
+    daily: _Limit | None
 
 
 def _limit(name: str, rate: str, notice: str) -> _Limit | None:
     if not rate.strip():
         return None
+    from limits import parse
+
     item = parse(rate)
     shown = f"{item.amount} per {_window(item)}"
     return _Limit(name=name, item=item, notice=notice.format(rate=shown))

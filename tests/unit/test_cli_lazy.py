@@ -17,7 +17,7 @@ from bots.cli import LAZY_COMMANDS, _invalid_value, cli, main
 # (prometheus_client is not here: every process records metrics, `chat` too.)
 HEAVY = frozenset(
     {"openai", "anthropic", "aiohttp", "redis", "playwright", "mcp", "discord", "telegram"}
-    | {"slack_bolt", "markdown_it"}
+    | {"slack_bolt", "markdown_it", "limits"}
 )
 
 
