@@ -10,6 +10,7 @@ SHA-256) and UUIDs are left alone: they identify things, they do not unlock them
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -157,15 +158,17 @@ class Redactor:
         self._exact = re.compile("|".join(re.escape(v) for v in values)) if values else None
         self._patterns = tuple(re.compile(p) for p in patterns)
         # All of the above in one expression: most texts (ids, names, plain replies) match
-        # none of it and are done after a single scan. A platform pattern that cannot be
-        # joined with the others (a global flag of its own) leaves the texts to the steps.
-        either = [p.pattern for p in (self._exact, *self._patterns) if p is not None]
-        try:
-            self._anything: re.Pattern[str] | None = re.compile(
-                "|".join(f"(?:{p})" for p in (*either, _MAY_HOLD_SECRET.pattern))
-            )
-        except re.error:
-            self._anything = None
+        # none of it and are done after a single scan. Joined, a pattern's groups are
+        # numbered anew (a back-reference would point elsewhere) and a global flag of its own
+        # is refused: a platform pattern with groups, or one that cannot be joined, leaves
+        # every text to the steps below.
+        self._anything: re.Pattern[str] | None = None
+        if not any(p.groups for p in self._patterns):
+            either = [p.pattern for p in (self._exact, *self._patterns) if p is not None]
+            with contextlib.suppress(re.error):
+                self._anything = re.compile(
+                    "|".join(f"(?:{p})" for p in (*either, _MAY_HOLD_SECRET.pattern))
+                )
 
     def __call__(self, text: str) -> str:
         if self._anything is not None and not self._anything.search(text):

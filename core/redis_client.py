@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 import redis.asyncio as aioredis
@@ -81,6 +80,26 @@ class QuickConnection(Connection):
             return [hiredis.pack_command(args)]  # type: ignore[arg-type]  # checked by hiredis
         except TypeError:
             return super().pack_command(*args)
+
+    async def read_reply(self, disable_decoding: bool = False) -> Any:
+        """One reply, read without a timer of its own: the caller bounds a whole batch of
+        reads with one (`BatchingRedis`). A read that fails drops the connection and raises
+        as redis-py's `read_response` does (`ConnectionError`); a server error is raised
+        as its `ResponseError`, the connection kept."""
+        try:
+            reply = await self._read_response_from_parser(disable_decoding=disable_decoding)
+        except OSError as exc:  # ETIMEDOUT included: an error, not a reply
+            await self.disconnect(nowait=True)
+            raise RedisConnectionError(f"Error while reading from the Redis server: {exc}") from exc
+        except BaseException:
+            # A read cut short (a cancel, the batch's timer) leaves the stream mid-reply.
+            await self.disconnect(nowait=True)
+            raise
+        if self.health_check_interval:
+            self.next_health_check = asyncio.get_running_loop().time() + self.health_check_interval
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
 
     async def send_packed_command(
         self, command: bytes | str | Iterable[bytes], check_health: bool = True
@@ -214,11 +233,11 @@ class BatchingRedis(aioredis.Redis):
         """Send `commands` in one write on a pooled connection and read their replies, a
         server error among them as the `ResponseError` in its place.
 
-        What redis-py's non-transactional pipeline does, with its per-reply timer, its
-        observability hooks and its per-command dispatch left out: one timer bounds all the
-        reads. A dropped connection is retried by the connection's own `Retry`, as redis-py
-        does (its writes are idempotent only as far as the caller's commands are: the same
-        contract as a redis-py pipeline).
+        What redis-py's non-transactional pipeline does, without its observability hooks and
+        its per-command dispatch. A dropped connection or a timeout is retried by the
+        connection's own `Retry`, as redis-py does: the batch is sent again whole, so its
+        commands are applied twice if the first write had reached Redis (the same contract
+        as a redis-py pipeline; the callers' writes are idempotent or fenced).
         """
         pool = self.connection_pool
         connection = await pool.get_connection()  # type: ignore[no-untyped-call]
@@ -234,33 +253,52 @@ class BatchingRedis(aioredis.Redis):
         self, connection: AbstractConnection, commands: list[_Command]
     ) -> list[Any]:
         await connection.send_packed_command(connection.pack_commands(args for args, _ in commands))
-        callbacks = self.response_callbacks
+        # Our connections read the batch's replies under one timer; another kind (`rediss://`,
+        # `unix://`) with redis-py's timer per reply.
+        quick = isinstance(connection, QuickConnection)
         results: list[Any] = []
         try:
-            async with asyncio.timeout(connection.socket_timeout):
-                for args, options in commands:
-                    try:
-                        reply = await connection.read_response(
-                            disable_decoding=NEVER_DECODE in options, timeout=math.inf
-                        )
-                    except ResponseError as error:
-                        results.append(options.get(EMPTY_RESPONSE, error))
-                        continue
-                    callback = callbacks.get(args[0])
-                    if callback is not None:
-                        extra = {
-                            key: value
-                            for key, value in options.items()
-                            if key not in (NEVER_DECODE, EMPTY_RESPONSE, "keys")
-                        }
-                        reply = callback(reply, **extra)
-                        if inspect.isawaitable(reply):
-                            reply = await reply
-                    results.append(reply)
+            async with asyncio.timeout(connection.socket_timeout if quick else None):
+                await self._read_replies(connection, commands, quick, results)
         except TimeoutError:
             await connection.disconnect(nowait=True)
             raise RedisTimeoutError("Timeout reading from the Redis server") from None
+        except Exception:
+            # Replies of the batch may be left unread on the connection: it is not reused.
+            await connection.disconnect(nowait=True)
+            raise
         return results
+
+    async def _read_replies(
+        self,
+        connection: AbstractConnection,
+        commands: list[_Command],
+        quick: bool,
+        results: list[Any],
+    ) -> None:
+        """Read one reply per command into `results`, shaped as redis-py shapes it."""
+        callbacks = self.response_callbacks
+        for args, options in commands:
+            raw = NEVER_DECODE in options
+            try:
+                if quick:
+                    reply = await cast(QuickConnection, connection).read_reply(raw)
+                else:
+                    reply = await connection.read_response(disable_decoding=raw)
+            except ResponseError as error:
+                results.append(options.get(EMPTY_RESPONSE, error))
+                continue
+            callback = callbacks.get(args[0])
+            if callback is not None:
+                extra = {
+                    key: value
+                    for key, value in options.items()
+                    if key not in (NEVER_DECODE, EMPTY_RESPONSE, "keys")
+                }
+                reply = callback(reply, **extra)
+                if inspect.isawaitable(reply):
+                    reply = await reply
+            results.append(reply)
 
 
 class _BatchedPipeline(Pipeline):

@@ -24,15 +24,15 @@ async def batched(redis_url: str) -> AsyncIterator[BatchingRedis]:
     await client.aclose()
 
 
-def _count_writes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def _count_writes(monkeypatch: pytest.MonkeyPatch, kind: type[Any] = QuickConnection) -> list[int]:
     writes: list[int] = []
-    send = QuickConnection.send_packed_command
+    send = kind.send_packed_command
 
-    async def counted(self: QuickConnection, command: Any, check_health: bool = True) -> None:
+    async def counted(self: Any, command: Any, check_health: bool = True) -> None:
         writes.append(1)
         await send(self, command, check_health)
 
-    monkeypatch.setattr(QuickConnection, "send_packed_command", counted)
+    monkeypatch.setattr(kind, "send_packed_command", counted)
     return writes
 
 
@@ -170,11 +170,11 @@ async def test_work_a_caller_hands_to_tasks_still_makes_the_batch(
     assert len(writes) == 1
 
 
-async def _replies(client: Any) -> list[Any]:
-    """The same commands, one at a time, with the reply shapes redis-py's callbacks make."""
+def _calls(client: Any) -> list[Callable[[], Awaitable[Any]]]:
+    """Commands whose replies redis-py's callbacks and options shape, a server error among
+    them; in order, each may depend on the ones before it."""
     script = client.register_script("return {KEYS[1], ARGV[1]}")
-    replies: list[Any] = []
-    calls: list[Callable[[], Awaitable[Any]]] = [
+    return [
         lambda: client.set("s", "é"),
         lambda: client.set("s", "x", nx=True),  # not set: None
         lambda: client.get("s"),
@@ -192,13 +192,24 @@ async def _replies(client: Any) -> list[Any]:
         lambda: client.ping(),
         lambda: script(keys=["k"], args=["v"]),
         lambda: client.incr("s"),  # a server error
+        lambda: client.dump("s"),  # NEVER_DECODE: bytes even when decoding
+        lambda: client.mget("s", "h"),  # EMPTY_RESPONSE on an error
+        lambda: client.get("s"),
     ]
-    for call in calls:
+
+
+def _shown(reply: Any) -> Any:
+    return ("error", str(reply)) if isinstance(reply, ResponseError) else reply
+
+
+async def _replies(client: Any) -> list[Any]:
+    """`_calls`, one at a time."""
+    replies: list[Any] = []
+    for call in _calls(client):
         try:
             replies.append(await call())
         except ResponseError as error:
-            replies.append(("error", str(error)))
-        await client.delete("none")  # a command between, as a caller would
+            replies.append(_shown(error))
     return replies
 
 
@@ -217,7 +228,38 @@ async def test_batched_replies_are_those_a_plain_client_gets(redis_url: str, dec
 
     assert got == expected
     assert got[4] == ({"a": "1", "b": "2"} if decode else {b"a": b"1", b"b": b"2"})
-    assert got[-1][0] == "error"
+    assert got[-4][0] == "error"
+    assert isinstance(got[-3], bytes)
+
+
+@pytest.mark.parametrize("decode", [False, True])
+@pytest.mark.parametrize("ours", [True, False], ids=["QuickConnection", "redis-py Connection"])
+async def test_a_batch_of_many_callers_gets_each_its_own_shaped_reply(
+    redis_url: str, decode: bool, ours: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Either kind of connection (`rediss://` and `unix://` keep redis-py's)."""
+    from redis.asyncio.connection import Connection
+
+    plain = redis_client(redis_url, decode_responses=decode)
+    batched = redis_client(
+        redis_url,
+        batching=True,
+        decode_responses=decode,
+        connection_class=QuickConnection if ours else Connection,
+    )
+    try:
+        await plain.flushdb()
+        expected = await _replies(plain)
+        await plain.flushdb()
+        await batched.ping()
+        writes = _count_writes(monkeypatch, Connection if not ours else QuickConnection)
+        got = await asyncio.gather(*(call() for call in _calls(batched)), return_exceptions=True)
+    finally:
+        await plain.aclose()
+        await batched.aclose()
+
+    assert len(writes) == 1  # every caller's command in one batch, in the order issued
+    assert [_shown(reply) for reply in got] == expected
 
 
 def test_commands_are_packed_byte_for_byte_as_redis_py_packs_them() -> None:
@@ -261,6 +303,37 @@ async def test_a_server_that_never_answers_times_out_and_the_connection_is_dropp
         await client.aclose()
         server.close()
         await server.wait_closed()
+
+
+async def test_a_read_the_system_times_out_is_an_error_not_empty_replies(
+    redis_url: str,
+) -> None:
+    """A connection the kernel gives up on (ETIMEDOUT while replies are awaited) fails the
+    batch's callers; it must not read as replies of nil."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    armed = {"on": False}
+
+    class TimingOut(QuickConnection):
+        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            await super().send_packed_command(command, check_health)
+            if armed["on"]:
+                armed["on"] = False
+                # What the transport hands the stream when a read fails with ETIMEDOUT.
+                self._reader.set_exception(TimeoutError(110, "Connection timed out"))  # type: ignore[union-attr]
+
+    client = redis_client(redis_url, batching=True, connection_class=TimingOut)
+    try:
+        await client.set("a", "1")
+        armed["on"] = True
+        replies = await asyncio.gather(client.get("a"), client.get("b"), return_exceptions=True)
+        again = await client.get("a")
+    finally:
+        await client.aclose()
+
+    assert all(isinstance(r, RedisTimeoutError | RedisConnectionError) for r in replies), replies
+    assert again == b"1"  # a new connection, not the one left with a reply unread
 
 
 async def test_a_batch_on_a_connection_the_server_dropped_is_retried_on_a_new_one(

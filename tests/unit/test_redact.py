@@ -291,3 +291,15 @@ def test_the_quick_gate_lets_through_every_text_a_full_scrub_would_change(
     assert gated == full
     assert sum(text != scrubbed for text, scrubbed in zip(texts, full, strict=True)) > 400
     assert sum(text == scrubbed for text, scrubbed in zip(texts, full, strict=True)) > 100
+
+
+def test_a_platform_pattern_with_a_back_reference_still_scrubs() -> None:
+    """Joined into the quick scan a pattern's groups would be numbered anew, so `\\1` would
+    point at another pattern's group: such a pattern keeps its own scan."""
+    scrub = Redactor(patterns=[r"(pgr)_[a-z]{4}", r"(['\"])zz_[a-z0-9]{10}\1"])
+    assert scrub("id 'zz_abc123def4'") == f"id {REDACTED}"
+
+
+def test_a_platform_pattern_with_a_flag_of_its_own_still_scrubs() -> None:
+    scrub = Redactor(patterns=[r"(?i)pgr_[a-z]{4}"])  # a global flag cannot be joined
+    assert scrub("code PGR_ABCD") == f"code {REDACTED}"
