@@ -39,7 +39,8 @@ def open_rate_limits(
     counters get a pool of their own.
     """
     if settings.redis_url is None:
-        # Made on the first message tested: `switchboard chat` never needs `limits`.
+        # Made on the first message tested: `switchboard chat`, whose terminal is exempt,
+        # never makes it.
         return RateLimits(options.limits, _memory_storage), _nothing
     # Imported here: redis-py is only loaded by processes that use it.
     from limits.aio.storage import RedisStorage

@@ -23,8 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.envelopes import Inbound
 
-# `limits` (about 30 ms of imports) is loaded when a rate is first read or a message first
-# tested, not at start: `switchboard chat`, whose terminal is never limited, does without it.
+# `limits` (about 30 ms of imports) is loaded when a profile's rate is checked or a message
+# first tested, not at start: `switchboard chat`, whose terminal is never limited, does without
+# it unless its profile writes a rate of its own.
 if TYPE_CHECKING:
     from limits import RateLimitItem
     from limits.aio.storage import Storage
