@@ -160,10 +160,15 @@ def _redis_errors(action: str) -> Iterator[None]:
     """Turn redis-py's exceptions into `BusError` (the messages name host and port only)."""
     try:
         yield
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        raise BusError(f"cannot {action}: Redis is unreachable ({exc})") from exc
     except RedisError as exc:
-        raise BusError(f"cannot {action}: Redis refused ({exc})") from exc
+        raise _bus_error(action, exc) from exc
+
+
+def _bus_error(action: str, exc: RedisError) -> BusError:
+    """The `BusError` a redis-py exception becomes (its message names host and port only)."""
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+        return BusError(f"cannot {action}: Redis is unreachable ({exc})")
+    return BusError(f"cannot {action}: Redis refused ({exc})")
 
 
 class _Command:
@@ -189,10 +194,8 @@ class _Command:
         bus._in_flight -= 1
         if not bus._in_flight:
             bus._idle.set()
-        if isinstance(exc, RedisConnectionError | RedisTimeoutError):
-            raise BusError(f"cannot {self._action}: Redis is unreachable ({exc})") from exc
         if isinstance(exc, RedisError):
-            raise BusError(f"cannot {self._action}: Redis refused ({exc})") from exc
+            raise _bus_error(self._action, exc) from exc
 
 
 def _group_is_gone(exc: ResponseError) -> bool:
