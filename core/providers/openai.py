@@ -1,13 +1,12 @@
 """Chat Completions through the official `openai` SDK: OpenAI and every compatible server.
 
 Ollama, vLLM, llama.cpp and OpenRouter speak the same API at another base URL. The request
-body is encoded here (each message once, then reused) and sent with the SDK's low-level
-`post`, which keeps the SDK's auth, errors and stream decoding but skips its typed-parameter
-transform: that transform walks the whole history on every call and its cost grows with the
-conversation.
-The stream is read as plain dicts (`AsyncStream[object]`): the SDK still decodes the SSE and
-raises its own errors, but no pydantic chunk model is built per event, which had been most of
-a turn's client-side cost.
+body is encoded here (each message once, then reused) and posted over the SDK's own HTTP
+client with the SDK's headers and error types (`SdkPost`), skipping its typed-parameter
+transform (which walks the whole history on every call) and its per-request pipeline.
+The stream is decoded by the SDK (`AsyncStream[object]`: its SSE decoding and its errors)
+as plain dicts: no pydantic chunk model is built per event, which had been most of a turn's
+client-side cost.
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import openai
 from core.errors import ProviderError, ProviderErrorKind
 from core.events import Finished, ModelEvent, StopReason, TextDelta
 from core.messages import ImagePart, Message, TextPart, Usage
-from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
+from core.providers._http import SdkPost, dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest, ToolSpec
 from core.providers.defaults import DEFAULT_MODELS
 
@@ -76,15 +75,25 @@ class OpenAIProvider:
         timeout: float = 600.0,
     ) -> None:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
-        # The SDK's aiohttp transport (its own request pipeline, auth and errors on top): its
-        # connection pool costs a fraction of the default one's CPU per request, whose every
-        # request checked each pooled connection (docs/performance.md, W3).
+        # The SDK's aiohttp transport: its connection pool costs a fraction of the default
+        # one's CPU per request, whose every request checked each pooled connection
+        # (docs/performance.md, W3). Requests go over it with the SDK's headers and errors
+        # but without its per-request pipeline (SdkPost).
+        http = openai.DefaultAioHttpClient(timeout=timeout)
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
             base_url=base_url,
             max_retries=0,
             timeout=timeout,
-            http_client=openai.DefaultAioHttpClient(timeout=timeout),
+            http_client=http,
+        )
+        self._post = SdkPost(
+            self._client,
+            http,
+            "/chat/completions",
+            status_error=self._client._make_status_error_from_response,
+            timeout_error=lambda request: openai.APITimeoutError(request=request),
+            connection_error=lambda request: openai.APIConnectionError(request=request),
         )
         self._key_variable = key_variable
         host = urlparse(str(self._client.base_url)).hostname or ""
@@ -104,15 +113,10 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one Chat Completions call as model events."""
         try:
-            response = await self._client.post(
-                "/chat/completions",
-                content=self._body(request),
-                cast_to=object,
-                stream=True,
-                # Chunks as decoded JSON: building a ChatCompletionChunk model for each of
-                # them cost more than everything else the client does in a turn.
-                stream_cls=openai.AsyncStream[object],
-                options={"security": {"bearer_auth": True}},
+            # Chunks as decoded JSON: building a ChatCompletionChunk model for each of them
+            # cost more than everything else the client does in a turn.
+            response = openai.AsyncStream[object](
+                cast_to=object, response=await self._post(self._body(request)), client=self._client
             )
             async with response:
                 async for event in self._events(response, request.model):
