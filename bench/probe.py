@@ -23,7 +23,8 @@ from typing import Any
 COUNTS_ENV = "SWITCHBOARD_BENCH_COUNTS"
 
 _trips = 0
-_commands: Counter[str] = Counter()
+# Commands by their first argument as given (str or bytes, `CLIENT SETINFO` whole).
+_raw_names: Counter[Any] = Counter()
 # Round trips by the code of ours that asked for them (only with SITES_ENV set: it costs).
 SITES_ENV = "BENCH_REDIS_SITES"
 # A cProfile of the whole process is written to this file when it exits.
@@ -120,32 +121,42 @@ def install() -> None:
     # QuickConnection writes in its own way (core/redis_client.py): wrap both.
     for kind in (AbstractConnection, QuickConnection):
         kind.send_packed_command = counting(kind.send_packed_command)  # type: ignore[method-assign]
-    # QuickConnection packs in its own way and falls back to redis-py's packer: count a
-    # command once, at the outermost of the two.
-    packing = 0
+    # QuickConnection packs in its own way and falls back to redis-py's packer: a command
+    # counts once, at the outermost of the two. Its first argument is kept as it came (the
+    # names are made when the totals are written: this runs for every command).
+    raw = _raw_names
 
-    def counting_pack(pack: Any) -> Any:
+    def counting_quick(pack: Any) -> Any:
         def counted_pack(self: Any, *args: Any) -> Any:
-            nonlocal packing
-            if not packing:
-                name = args[0] if args else b"?"
-                name = name.decode() if isinstance(name, bytes) else str(name)
-                _commands[name.split(" ", 1)[0].upper()] += 1
-            packing += 1
-            try:
-                return pack(self, *args)
-            finally:
-                packing -= 1
+            raw[args[0] if args else b"?"] += 1
+            return pack(self, *args)
 
         return counted_pack
 
-    for kind in (AbstractConnection, QuickConnection):
-        kind.pack_command = counting_pack(kind.pack_command)  # type: ignore[method-assign]
+    def counting_plain(pack: Any) -> Any:
+        def counted_pack(self: Any, *args: Any) -> Any:
+            if not isinstance(self, QuickConnection):
+                raw[args[0] if args else b"?"] += 1
+            return pack(self, *args)
+
+        return counted_pack
+
+    QuickConnection.pack_command = counting_quick(QuickConnection.pack_command)  # type: ignore[method-assign]
+    AbstractConnection.pack_command = counting_plain(AbstractConnection.pack_command)  # type: ignore[method-assign]
+
+
+def _command_names() -> dict[str, int]:
+    """The commands counted so far, by name (`CLIENT SETINFO` as `CLIENT`)."""
+    names: Counter[str] = Counter()
+    for first, count in _raw_names.items():
+        name = first.decode() if isinstance(first, bytes) else str(first)
+        names[name.split(" ", 1)[0].upper()] += count
+    return dict(names)
 
 
 def snapshot() -> dict[str, Any]:
     """The totals so far: round trips and commands by name."""
-    return {"round_trips": _trips, "commands": dict(_commands), "sites": dict(_sites)}
+    return {"round_trips": _trips, "commands": _command_names(), "sites": dict(_sites)}
 
 
 def _write_trace() -> None:
