@@ -7,7 +7,7 @@ import email.utils
 import json
 import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC
 from typing import Any, Protocol
 
@@ -52,6 +52,16 @@ class _SdkClient(Protocol):
 
     def platform_headers(self) -> dict[str, str]: ...
 
+    # The SDK's own mapping of an HTTP error response to its error classes: private, in the
+    # base client both SDKs are generated from (tests/integration/test_sdk_post.py).
+    def _make_status_error_from_response(self, response: httpx2.Response) -> Exception: ...
+
+
+class _RequestError(Protocol):
+    """The SDKs' `APITimeoutError` and `APIConnectionError`, made from the failed request."""
+
+    def __call__(self, *, request: httpx2.Request) -> Exception: ...
+
 
 class SdkPost:
     """Streamed POSTs of an encoded body to one path of an official SDK's API, lean.
@@ -59,15 +69,15 @@ class SdkPost:
     The request goes over the SDK's own HTTP client (`DefaultAioHttpClient`, its aiohttp
     transport) with the SDK's headers (its auth, API version, user agent and platform
     headers, read from the client once), and a failure comes back as the SDK's own error:
-    `timeout_error` or `connection_error` for a request that got no answer, the SDK's
-    status error for an HTTP error (`status_error`, the client's own mapping of status and
-    body to its error classes). What the SDK's per-request pipeline does besides is skipped:
-    it copied and validated pydantic request options, merged the headers again, made an
-    idempotency key and ran a retry loop (ours are in `core/providers/reliable.py`) for
-    every call, about 0.6 ms of CPU a call on a 2-core machine, as much as the rest of the
-    client's work together (docs/performance.md). Not sent, then: the SDK's `Idempotency-Key`
-    (a new one per call, meaningless without the SDK's retries) and its retry-count and
-    timeout telemetry headers.
+    `timeout_error` or `connection_error` for a request that got no answer, and for an HTTP
+    error the class the client's own mapping of status and body gives. What the SDK's
+    per-request pipeline does besides is skipped: it copied and validated pydantic request
+    options, merged the headers again and ran its retry loop (ours are in
+    `core/providers/reliable.py`) for every call, about 0.6 ms of CPU a call on a 2-core
+    machine, as much as the rest of the client's work together (docs/performance.md). Not
+    sent, then: the retry-count and timeout telemetry headers that pipeline makes per
+    request. The headers are read once, so an API key the SDK would refresh per request (a
+    key provider) is not supported: the providers take plain keys.
     """
 
     def __init__(
@@ -76,16 +86,14 @@ class SdkPost:
         http: httpx2.AsyncClient,
         path: str,
         *,
-        status_error: Callable[[httpx2.Response], Exception],
-        timeout_error: Callable[[httpx2.Request], Exception],
-        connection_error: Callable[[httpx2.Request], Exception],
+        timeout_error: _RequestError,
+        connection_error: _RequestError,
     ) -> None:
         self._client = client
         self._http = http
         # Joined as the SDK joins a path to its base URL (which ends with "/").
         base = client.base_url
         self._url = base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode())
-        self._status_error = status_error
         self._timeout_error = timeout_error
         self._connection_error = connection_error
         self._headers: dict[str, str] | None = None
@@ -112,11 +120,11 @@ class SdkPost:
                     await response.aread()
                 finally:
                     await response.aclose()
-                raise self._status_error(response)
+                raise self._client._make_status_error_from_response(response)
         except httpx2.TimeoutException as exc:
-            raise self._timeout_error(request) from exc
+            raise self._timeout_error(request=request) from exc
         except (httpx2.RequestError, ssl.SSLError) as exc:
-            raise self._connection_error(request) from exc
+            raise self._connection_error(request=request) from exc
         return response
 
 

@@ -86,9 +86,8 @@ class AnthropicProvider:
             self._client,
             http,
             "/v1/messages",
-            status_error=self._client._make_status_error_from_response,
-            timeout_error=lambda request: anthropic.APITimeoutError(request=request),
-            connection_error=lambda request: anthropic.APIConnectionError(request=request),
+            timeout_error=anthropic.APITimeoutError,
+            connection_error=anthropic.APIConnectionError,
         )
         self._key_variable = key_variable
         self._conversations: OrderedDict[int, _Conversation] = OrderedDict()

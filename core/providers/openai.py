@@ -91,9 +91,8 @@ class OpenAIProvider:
             self._client,
             http,
             "/chat/completions",
-            status_error=self._client._make_status_error_from_response,
-            timeout_error=lambda request: openai.APITimeoutError(request=request),
-            connection_error=lambda request: openai.APIConnectionError(request=request),
+            timeout_error=openai.APITimeoutError,
+            connection_error=openai.APIConnectionError,
         )
         self._key_variable = key_variable
         host = urlparse(str(self._client.base_url)).hostname or ""

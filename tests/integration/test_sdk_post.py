@@ -23,11 +23,9 @@ from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.conftest import MakeAnthropic, MakeOpenAI
 from tests.integration.helpers import GPT, SONNET, collect, request
 
-# Headers the SDK makes anew for each request of its own pipeline, left out on purpose (the
-# idempotency key pairs the SDK's retries, which are not used; the rest is its telemetry),
-# and the body's length, which differs with the body.
+# Telemetry headers the SDK's own pipeline makes for each request, left out on purpose, and
+# the body's length, which differs with the body.
 _PER_REQUEST = {
-    "idempotency-key",
     "x-stainless-retry-count",
     "x-stainless-read-timeout",
     "x-stainless-timeout",
@@ -39,22 +37,31 @@ def _lasting(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name not in _PER_REQUEST}
 
 
+async def _drain(stream: Any) -> None:
+    """Read an SDK stream to its end (its request is then recorded whole)."""
+    async with stream:
+        async for _ in stream:
+            pass
+
+
 async def test_openai_requests_carry_the_sdks_own_headers(
     fake_openai: FakeOpenAI, make_openai: MakeOpenAI
 ) -> None:
     gpt = make_openai()
     fake_openai.script(Text("the SDK's way"), Text("ours"))
-    sdk_stream: Any = await gpt._client.post(
-        "/chat/completions",
-        body={"model": GPT, "messages": [{"role": "user", "content": "hi"}], "stream": True},
-        cast_to=object,
-        stream=True,
-        stream_cls=openai.AsyncStream[object],
-        options={"security": {"bearer_auth": True}},
+    body = {"model": GPT, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    options: Any = {"security": {"bearer_auth": True}}
+    stream_cls = openai.AsyncStream[object]
+    await _drain(
+        await gpt._client.post(
+            "/chat/completions",
+            body=body,
+            cast_to=object,
+            stream=True,
+            stream_cls=stream_cls,
+            options=options,
+        )
     )
-    async with sdk_stream:
-        async for _ in sdk_stream:
-            pass
     events = await collect(gpt, request(GPT))
 
     assert any(getattr(e, "text", "") == "ours" for e in events)
@@ -70,21 +77,17 @@ async def test_anthropic_requests_carry_the_sdks_own_headers(
 ) -> None:
     claude = make_anthropic()
     fake_anthropic.script(Text("the SDK's way"), Text("ours"))
-    sdk_stream: Any = await claude._client.post(
-        "/v1/messages",
-        body={
-            "model": SONNET,
-            "max_tokens": 64,
-            "messages": [{"role": "user", "content": "hi"}],
-            "stream": True,
-        },
-        cast_to=object,
-        stream=True,
-        stream_cls=anthropic.AsyncStream[object],
+    body = {"model": SONNET, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    stream_cls = anthropic.AsyncStream[object]
+    await _drain(
+        await claude._client.post(
+            "/v1/messages",
+            body={**body, "stream": True},
+            cast_to=object,
+            stream=True,
+            stream_cls=stream_cls,
+        )
     )
-    async with sdk_stream:
-        async for _ in sdk_stream:
-            pass
     events = await collect(claude, request(SONNET))
 
     assert any(getattr(e, "text", "") == "ours" for e in events)
