@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
-import ssl
 import time
 from collections.abc import Mapping
 from datetime import UTC
@@ -74,10 +73,12 @@ class SdkPost:
     per-request pipeline does besides is skipped: it copied and validated pydantic request
     options, merged the headers again and ran its retry loop (ours are in
     `core/providers/reliable.py`) for every call, about 0.6 ms of CPU a call on a 2-core
-    machine, as much as the rest of the client's work together (docs/performance.md). Not
-    sent, then: the retry-count and timeout telemetry headers that pipeline makes per
-    request. The headers are read once, so an API key the SDK would refresh per request (a
-    key provider) is not supported: the providers take plain keys.
+    machine, as much as the rest of the client's work together (docs/performance.md). Left
+    out with it: the retry-count and timeout telemetry headers that pipeline makes per
+    request, and what the SDK would run around a request when configured for it (the
+    Anthropic SDK's OpenTelemetry spans and trace headers, client middleware, a custom
+    auth): none is configured here. The headers are read once, so an API key the SDK would
+    refresh per request (a key provider) is not supported: the providers take plain keys.
     """
 
     def __init__(
@@ -96,35 +97,47 @@ class SdkPost:
         self._url = base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode())
         self._timeout_error = timeout_error
         self._connection_error = connection_error
-        self._headers: dict[str, str] | None = None
+        self._headers: httpx2.Headers | None = None
 
-    def _sdk_headers(self) -> dict[str, str]:
-        """The client's headers as its own requests carry them (`Omit` markers dropped)."""
-        merged = {**self._client.auth_headers, **self._client.default_headers}
-        return {name: value for name, value in merged.items() if isinstance(value, str)}
+    def _sdk_headers(self) -> httpx2.Headers:
+        """The client's headers as its own requests carry them: merged as the SDK merges
+        them, whatever their case (a later one replaces an earlier one; `Omit` removes)."""
+        headers = httpx2.Headers()
+        for source in (self._client.auth_headers, self._client.default_headers):
+            for name, value in source.items():
+                if isinstance(value, str):
+                    headers[name] = value
+                elif name in headers:
+                    del headers[name]
+        return headers
 
     async def __call__(self, body: bytes) -> httpx2.Response:
         """Send `body`; the response, status 2xx, its body still to be streamed."""
         headers = self._headers
         if headers is None:
             # The platform headers read files the first time, so they are asked for in a
-            # thread (as the SDK does), where the SDK keeps them; the rest is read here, in
-            # the event loop (one header names the async library running).
+            # thread (as the SDK does); the SDK keeps them (a cache of its module), and the
+            # rest is read here, in the event loop (one header names the async library).
             await asyncio.to_thread(self._client.platform_headers)
             headers = self._headers = self._sdk_headers()
         request = self._http.build_request("POST", self._url, content=body, headers=headers)
         try:
             response = await self._http.send(request, stream=True)
-            if response.is_error:
+            if not response.is_success:
                 try:
                     await response.aread()
                 finally:
                     await response.aclose()
-                raise self._client._make_status_error_from_response(response)
         except httpx2.TimeoutException as exc:
             raise self._timeout_error(request=request) from exc
-        except (httpx2.RequestError, ssl.SSLError) as exc:
+        except Exception as exc:
+            # Anything else that kept the request from an answer (a refused or dropped
+            # connection, a malformed response from a proxy): the SDK's connection error, which
+            # our retries and fallback know (the Anthropic SDK's own path does the same; the
+            # OpenAI SDK's let such an error through as it came, past them).
             raise self._connection_error(request=request) from exc
+        if not response.is_success:
+            raise self._client._make_status_error_from_response(response)
         return response
 
 
