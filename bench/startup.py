@@ -1,7 +1,12 @@
 """Start-up: how long `switchboard --help` takes, and `switchboard chat` until it can read.
 
 Each command runs `runs` times after one unmeasured run (warm: the OS has the files cached and
-Python its bytecode), as a person would start it, from a fresh process each time:
+Python its bytecode), as a person would start it, from a fresh process each time. The
+commands run with Python's bytecode cache on even where the environment turns it off
+(`PYTHONDONTWRITEBYTECODE`, set in some sandboxes and images): without it every start
+compiles Switchboard's own modules again (about 0.13 s on a 2-core machine), which a usual
+installation pays at most once (`pip install` compiles a package; a checkout writes the
+bytecode on its first start).
 
 - `--help`: start to exit.
 - `chat` ready: start until the answer to a first line (`/help`, answered by the terminal
@@ -74,6 +79,7 @@ def startup(runs: int = 10) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="switchboard-startup-") as folder:
         data = Path(folder)
         env = provider_env("openai", "http://127.0.0.1:9/v1", data)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # the warm-up run writes the bytecode
         console.print(f"start-up: {len(shapes)} commands, {runs} runs each after a warm-up ...")
         for args, stdin in shapes.values():
             _timed(args, env, stdin, data)  # warm-up, not counted
