@@ -86,13 +86,20 @@ class Bus(Protocol):
     """Queues and topics carrying `core.envelopes` payloads."""
 
     async def enqueue(
-        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+        self,
+        queue: str,
+        envelope: BusPayload,
+        *,
+        dedupe_id: str | None = None,
+        later: bool = False,
     ) -> str | None:
         """Append to a work queue; returns the entry id.
 
         With `dedupe_id`, an envelope enqueued under the same id before (within a day) is not
         added again and None is returned: a worker that repeats a turn after a crash sends
-        its reply once.
+        its reply once. With `later`, the append may wait a moment to leave together with the
+        process's next other work (on Redis, up to `LATER_SECONDS` for the next batch): for
+        what a few milliseconds do not change, like the pieces of a streamed reply.
         """
         ...
 

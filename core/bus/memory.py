@@ -263,7 +263,12 @@ class MemoryBus(Bus):
         self._enqueued: OrderedDict[str, None] = OrderedDict()
 
     async def enqueue(
-        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+        self,
+        queue: str,
+        envelope: BusPayload,
+        *,
+        dedupe_id: str | None = None,
+        later: bool = False,  # nothing to wait for here: appended at once
     ) -> str | None:
         """Append to a work queue and wake its waiting receivers; returns the entry id.
 

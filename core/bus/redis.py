@@ -496,16 +496,33 @@ class RedisBus(Bus):
         return bus
 
     async def enqueue(
-        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+        self,
+        queue: str,
+        envelope: BusPayload,
+        *,
+        dedupe_id: str | None = None,
+        later: bool = False,
     ) -> str | None:
         """`XADD` to the queue's stream (trimmed to about `maxlen`); returns the entry id.
 
         With `dedupe_id` the add and a day-long marker of the id are one script: None when the
-        marker already existed.
+        marker already existed. With `later` (and no `dedupe_id`) the `XADD` waits up to
+        `LATER_SECONDS` for the next batch of the process's shared client.
         """
         data = self._encode(envelope)
         with self._command(f"enqueue on {queue}"):
-            if dedupe_id is None:
+            if later and dedupe_id is None:
+                entry_id = await self._batched.execute_later(
+                    "XADD",
+                    self._keys.queue_stream(queue),
+                    "MAXLEN",
+                    "~",
+                    self._maxlen,
+                    "*",
+                    "data",
+                    data,
+                )
+            elif dedupe_id is None:
                 entry_id = await self._batched.xadd(
                     self._keys.queue_stream(queue),
                     {"data": data},

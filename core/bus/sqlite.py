@@ -242,7 +242,12 @@ class SqliteBus(Bus):
         return bus
 
     async def enqueue(
-        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+        self,
+        queue: str,
+        envelope: BusPayload,
+        *,
+        dedupe_id: str | None = None,
+        later: bool = False,  # nothing to wait for here: appended at once
     ) -> str | None:
         """Append to a work queue (committed on return) and wake its receivers; the entry id.
 

@@ -58,4 +58,7 @@ class Outbox:
                 failed=failed,
             ),
             dedupe_id=f"{inbound.dedupe_key}:final" if final else None,
+            # A streamed piece may wait a moment for company (on Redis it then leaves with
+            # the call's cost and answer instead of in a round trip of its own).
+            later=kind == "delta",
         )

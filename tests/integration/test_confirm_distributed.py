@@ -75,9 +75,14 @@ class HeldIntake:
         return delivery
 
     async def enqueue(
-        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+        self,
+        queue: str,
+        envelope: BusPayload,
+        *,
+        dedupe_id: str | None = None,
+        later: bool = False,
     ) -> str | None:
-        return await self._bus.enqueue(queue, envelope, dedupe_id=dedupe_id)
+        return await self._bus.enqueue(queue, envelope, dedupe_id=dedupe_id, later=later)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -20,6 +20,7 @@ from redis.typing import EncodableT, FieldT
 from core.bus import RedisBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import BusError
+from core.redis_client import QuickConnection
 from core.redis_keys import RedisKeys
 from tests.redis_server import RedisServer
 
@@ -155,6 +156,32 @@ async def test_maxlen_keeps_the_stream_bounded(
     length = await raw.xlen(KEYS.queue_stream(queue))
     assert 10 <= length <= 10 + 100
     assert await raw.xrange(KEYS.queue_stream(queue), first_id, first_id) == []
+
+
+async def test_an_entry_enqueued_later_leaves_with_the_next_command_or_alone(
+    open_bus: OpenBus, queue: str, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bus = await open_bus()
+    await bus.enqueue(queue, _outbound("warm"))  # connected before counting
+    writes: list[int] = []
+    send = QuickConnection.send_packed_command
+
+    async def counted(self: QuickConnection, command: Any, check_health: bool = True) -> None:
+        writes.append(1)
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(QuickConnection, "send_packed_command", counted)
+    piece = Outbound(kind="delta", address=ADDRESS, text="the ans", seq=1)
+    held = asyncio.create_task(bus.enqueue(queue, piece, later=True))
+    await asyncio.sleep(0)
+    final_id = await bus.enqueue(queue, _outbound("the answer"), dedupe_id=f"{queue}:final")
+    piece_id = await held
+
+    assert len(writes) == 1  # the piece went with the final reply's script
+    alone = await bus.enqueue(queue, _outbound("later, alone"), later=True)  # the timer
+    assert len(writes) == 2
+    entries = await _entries(raw, KEYS.queue_stream(queue))
+    assert [entry_id.decode() for entry_id, _ in entries[1:]] == [piece_id, final_id, alone]
 
 
 async def test_an_undecodable_entry_is_dead_lettered_without_blocking_the_queue(

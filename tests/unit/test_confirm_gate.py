@@ -142,11 +142,16 @@ class DecisionsRefused(MemoryBus):
     """A bus that takes the question but not the decision (as if Redis went away then)."""
 
     async def enqueue(
-        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+        self,
+        queue: str,
+        envelope: BusPayload,
+        *,
+        dedupe_id: str | None = None,
+        later: bool = False,
     ) -> str | None:
         if isinstance(envelope, Outbound) and envelope.kind == "decision":
             raise BusError("the bus is away")
-        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id)
+        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id, later=later)
 
 
 async def test_the_answer_stands_when_the_decision_cannot_be_shown() -> None:

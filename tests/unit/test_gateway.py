@@ -22,12 +22,17 @@ class _FlakyBus(MemoryBus):
         self.failures = failures
 
     async def enqueue(
-        self, queue: str, envelope: BusPayload, *, dedupe_id: str | None = None
+        self,
+        queue: str,
+        envelope: BusPayload,
+        *,
+        dedupe_id: str | None = None,
+        later: bool = False,
     ) -> str | None:
         if self.failures:
             self.failures -= 1
             raise BusError("connection refused")
-        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id)
+        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id, later=later)
 
 
 class _Adapter:
