@@ -164,7 +164,8 @@ class BatchingRedis(aioredis.Redis):
     async def execute_later(self, *args: Any, **options: Any) -> Any:
         """`execute_command`, for a command that may wait up to `LATER_SECONDS` for company:
         it leaves with the next batch anything else starts, or alone when that time is up.
-        For what nobody waits on (events fanned out on pub/sub)."""
+        For what a few milliseconds do not change: events fanned out on pub/sub, the pieces
+        of a streamed reply (`RedisBus.enqueue(..., later=True)`)."""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[list[Any]] = loop.create_future()
         self._waiting.append(_Unit([(args, options)], False, reply))
