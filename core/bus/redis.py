@@ -511,23 +511,12 @@ class RedisBus(Bus):
         """
         data = self._encode(envelope)
         with self._command(f"enqueue on {queue}"):
-            if later and dedupe_id is None:
-                entry_id = await self._batched.execute_later(
-                    "XADD",
-                    self._keys.queue_stream(queue),
-                    "MAXLEN",
-                    "~",
-                    self._maxlen,
-                    "*",
-                    "data",
-                    data,
-                )
-            elif dedupe_id is None:
-                entry_id = await self._batched.xadd(
-                    self._keys.queue_stream(queue),
-                    {"data": data},
-                    maxlen=self._maxlen,
-                    approximate=True,
+            if dedupe_id is None:
+                send = self._batched.execute_later if later else self._batched.execute_command
+                stream = self._keys.queue_stream(queue)
+                # `XADD stream MAXLEN ~ n * data ...`, what redis-py's `xadd` sends.
+                entry_id = await send(
+                    "XADD", stream, "MAXLEN", "~", self._maxlen, "*", "data", data
                 )
             else:
                 entry_id = await self._enqueue_once_script(
