@@ -123,11 +123,12 @@ class SdkPost:
         request = self._http.build_request("POST", self._url, content=body, headers=headers)
         try:
             response = await self._http.send(request, stream=True)
-            if not response.is_success:
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
+            if response.is_success:
+                return response
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
         except httpx2.TimeoutException as exc:
             raise self._timeout_error(request=request) from exc
         except Exception as exc:
@@ -136,9 +137,7 @@ class SdkPost:
             # our retries and fallback know (the Anthropic SDK's own path does the same; the
             # OpenAI SDK's let such an error through as it came, past them).
             raise self._connection_error(request=request) from exc
-        if not response.is_success:
-            raise self._client._make_status_error_from_response(response)
-        return response
+        raise self._client._make_status_error_from_response(response)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
