@@ -14,6 +14,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 from core.redis_client import BatchingRedis, QuickConnection, redis_client
+from tests.integration.redis_writes import count_writes
 
 
 @pytest.fixture
@@ -24,23 +25,11 @@ async def batched(redis_url: str) -> AsyncIterator[BatchingRedis]:
     await client.aclose()
 
 
-def _count_writes(monkeypatch: pytest.MonkeyPatch, kind: type[Any] = QuickConnection) -> list[int]:
-    writes: list[int] = []
-    send = kind.send_packed_command
-
-    async def counted(self: Any, command: Any, check_health: bool = True) -> None:
-        writes.append(1)
-        await send(self, command, check_health)
-
-    monkeypatch.setattr(kind, "send_packed_command", counted)
-    return writes
-
-
 async def test_commands_issued_together_share_one_round_trip(
     batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await batched.ping()  # connected before counting
-    writes = _count_writes(monkeypatch)
+    writes = count_writes(monkeypatch)
 
     await asyncio.gather(*(batched.set(f"k{i}", i) for i in range(20)))
     values = await asyncio.gather(*(batched.get(f"k{i}") for i in range(20)))
@@ -94,7 +83,7 @@ async def test_explicit_pipelines_of_several_callers_share_one_round_trip(
     batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await batched.ping()
-    writes = _count_writes(monkeypatch)
+    writes = count_writes(monkeypatch)
 
     async def transfer(i: int) -> list[Any]:
         async with batched.pipeline(transaction=True) as pipe:
@@ -141,7 +130,7 @@ async def test_a_command_sent_later_rides_with_the_next_batch_or_leaves_alone(
     batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await batched.ping()
-    writes = _count_writes(monkeypatch)
+    writes = count_writes(monkeypatch)
 
     later = asyncio.create_task(batched.execute_later("SET", "event", "1"))
     await asyncio.sleep(0)  # queued, waiting for company
@@ -159,7 +148,7 @@ async def test_work_a_caller_hands_to_tasks_still_makes_the_batch(
     batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await batched.ping()
-    writes = _count_writes(monkeypatch)
+    writes = count_writes(monkeypatch)
 
     async def nested() -> list[Any]:
         return list(await asyncio.gather(batched.incr("a"), batched.incr("b")))
@@ -252,7 +241,7 @@ async def test_a_batch_of_many_callers_gets_each_its_own_shaped_reply(
         expected = await _replies(plain)
         await plain.flushdb()
         await batched.ping()
-        writes = _count_writes(monkeypatch, Connection if not ours else QuickConnection)
+        writes = count_writes(monkeypatch, Connection if not ours else QuickConnection)
         got = await asyncio.gather(*(call() for call in _calls(batched)), return_exceptions=True)
     finally:
         await plain.aclose()

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
@@ -20,8 +20,8 @@ from redis.typing import EncodableT, FieldT
 from core.bus import RedisBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import BusError
-from core.redis_client import QuickConnection
 from core.redis_keys import RedisKeys
+from tests.integration.redis_writes import count_writes
 from tests.redis_server import RedisServer
 
 LEASE = 0.2
@@ -164,14 +164,7 @@ async def test_an_entry_enqueued_later_leaves_with_the_next_command_or_alone(
     bus = await open_bus()
     # Connected, and the script of an enqueue under a dedupe id loaded, before counting.
     await bus.enqueue(queue, _outbound("warm"), dedupe_id=f"{queue}:warm")
-    writes: list[int] = []
-    send = QuickConnection.send_packed_command
-
-    async def counted(self: QuickConnection, command: Any, check_health: bool = True) -> None:
-        writes.append(1)
-        await send(self, command, check_health)
-
-    monkeypatch.setattr(QuickConnection, "send_packed_command", counted)
+    writes = count_writes(monkeypatch)
     piece = Outbound(kind="delta", address=ADDRESS, text="the ans", seq=1)
     held = asyncio.create_task(bus.enqueue(queue, piece, later=True))
     # Held: a command issued alone leaves within two turns of the event loop, this one not.
