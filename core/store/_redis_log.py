@@ -22,7 +22,7 @@ from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
 from core.store._redis_base import RANKED_MEMBER, RECEIPT_SECONDS, RedisBase, ranked_id, text
 from core.store._shared import check_aware, check_limit, epoch_micros, from_utc_text, utc_text
-from core.store.log import CompactionSummary, SessionRecord
+from core.store.log import CompactionSummary, SessionRecord, new_session_id
 
 __all__ = ["RedisLog"]
 
@@ -160,11 +160,11 @@ class RedisLog(RedisBase):
             raise StoreError(f"no session was made for {key!r}")
         return made
 
-    async def current_session(self, key: str) -> SessionRecord:
+    async def current_session(self, key: str, *, new_id: str | None = None) -> SessionRecord:
         """The key's current session (the newest, or the one reopened last), created if the
-        key has none yet."""
+        key has none yet (with `new_id` as its id when given)."""
         with self._translated(f"find the current session of {key!r}"):
-            found = await self._open(key, mode="current")
+            found = await self._open(key, mode="current", new_id=new_id)
         if found is None:
             raise StoreError(f"no current session for {key!r} was found or made")
         return found
@@ -327,22 +327,23 @@ class RedisLog(RedisBase):
         return bool(deleted)
 
     async def _open(
-        self, key: str, *, mode: Literal["current", "create", "find"]
+        self, key: str, *, mode: Literal["current", "create", "find"], new_id: str | None = None
     ) -> SessionRecord | None:
         """The key's newest session (`mode="current"`, made if it has none; `"find"`: None
-        then) or a new one (`"create"`), atomically."""
-        for _ in range(_ID_ATTEMPTS):
+        then) or a new one (`"create"`), atomically. A session made gets `new_id` when given
+        (one attempt: an id already in use is an error), else a fresh id."""
+        for _ in range(1 if new_id else _ID_ATTEMPTS):
             now = self._now()
-            new_id = uuid4().hex[:12]
+            made_id = new_id or new_session_id()
             reply = await self._script(_OPEN_SESSION)(
                 keys=[
                     self._keys.sessions_by_key(key),
                     self._keys.sessions_by_update(),
                     self._keys.session_order(),
-                    self._keys.session(new_id),
+                    self._keys.session(made_id),
                 ],
                 args=[
-                    new_id,
+                    made_id,
                     key,
                     utc_text(now),
                     epoch_micros(now),
@@ -355,7 +356,7 @@ class RedisLog(RedisBase):
             if outcome == 3:
                 return None
             if outcome == 1:
-                return SessionRecord(id=new_id, key=key, created_at=now, updated_at=now)
+                return SessionRecord(id=made_id, key=key, created_at=now, updated_at=now)
             if outcome == 0 and len(reply) == 6:
                 return _session([reply[1], *reply[2:5]], int(reply[5]))
             if outcome == 0:
@@ -363,6 +364,8 @@ class RedisLog(RedisBase):
                 if not found:
                     raise StoreError(f"session {text(reply[1])!r} of {key!r} has no record")
                 return found[0]
+        if new_id:
+            raise StoreError(f"session id {new_id!r} is already another session's")
         raise StoreError(f"no unused session id found in {_ID_ATTEMPTS} attempts")
 
     async def _read_sessions(self, session_ids: Sequence[str]) -> list[SessionRecord]:

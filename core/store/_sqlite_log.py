@@ -11,7 +11,6 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any, Final
-from uuid import uuid4
 
 import aiosqlite
 
@@ -20,7 +19,7 @@ from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store._sqlite_base import SqliteBase
-from core.store.log import CompactionSummary, SessionRecord
+from core.store.log import CompactionSummary, SessionRecord, new_session_id
 
 __all__ = [
     "FENCES_MIGRATION",
@@ -98,12 +97,12 @@ class SqliteLog(SqliteBase):
             await self._db.execute("DELETE FROM reopened WHERE key = ?", (key,))
             return await self._insert_session(key)
 
-    async def current_session(self, key: str) -> SessionRecord:
+    async def current_session(self, key: str, *, new_id: str | None = None) -> SessionRecord:
         """The key's current session (the newest, or the one reopened last), created if the
-        key has none yet."""
+        key has none yet (with `new_id` as its id when given)."""
         async with self._write(f"find the current session of {key!r}"):
             found = await self._current(key)
-            return found if found is not None else await self._insert_session(key)
+            return found if found is not None else await self._insert_session(key, new_id)
 
     async def find_current_session(self, key: str) -> SessionRecord | None:
         """The key's current session, or None if it has none (nothing is created)."""
@@ -272,9 +271,11 @@ class SqliteLog(SqliteBase):
                 f" (epoch {fence.epoch} < {seen})"
             )
 
-    async def _insert_session(self, key: str) -> SessionRecord:
+    async def _insert_session(self, key: str, session_id: str | None = None) -> SessionRecord:
         now = self._now()
-        record = SessionRecord(id=uuid4().hex[:12], key=key, created_at=now, updated_at=now)
+        record = SessionRecord(
+            id=session_id or new_session_id(), key=key, created_at=now, updated_at=now
+        )
         await self._db.execute(
             "INSERT INTO sessions (id, key, created_at, updated_at) VALUES (?, ?, ?, ?)",
             (record.id, key, utc_text(now), utc_text(now)),

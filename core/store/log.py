@@ -5,13 +5,19 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Protocol
+from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.fencing import Fence
 from core.messages import Message
 
-__all__ = ["CompactionSummary", "ConversationLog", "SessionRecord"]
+__all__ = ["CompactionSummary", "ConversationLog", "SessionRecord", "new_session_id"]
+
+
+def new_session_id() -> str:
+    """A fresh session id (12 hex digits), as the stores make them."""
+    return uuid4().hex[:12]
 
 
 class SessionRecord(BaseModel):
@@ -47,9 +53,12 @@ class ConversationLog(Protocol):
         """Start a new session for `key`; it becomes the key's current session."""
         ...
 
-    async def current_session(self, key: str) -> SessionRecord:
+    async def current_session(self, key: str, *, new_id: str | None = None) -> SessionRecord:
         """The key's current session (the newest, or the one reopened last), created if the
-        key has none yet."""
+        key has none yet: with `new_id` as its id when given (from `new_session_id`), so a
+        caller may start writing under that id before the answer is back. The id of what is
+        returned is the truth: another caller may have made the key's session first. Raises
+        `StoreError` if `new_id` is already another session's."""
         ...
 
     async def find_current_session(self, key: str) -> SessionRecord | None:

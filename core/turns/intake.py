@@ -23,9 +23,11 @@ from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
+from core.errors import StoreError
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
 from core.store.base import Fence, SessionRecord, Store
+from core.store.log import new_session_id
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
 from core.turns.turn import Contexts, TurnRunner
@@ -232,10 +234,19 @@ class InboundHandler:
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
             return None  # the user was told to send it again
+        making: asyncio.Future[SessionRecord] | None = None
         if session is None:
-            session = await self.store.current_session(inbound.session_key)  # its first
+            # The conversation's first turn: its session is made under an id chosen here, with
+            # the checkpoint's save (one round trip on Redis, not two). The turn is admitted
+            # only once the session is known to have that id.
+            session_id = new_session_id()
+            making = asyncio.ensure_future(
+                self.store.current_session(inbound.session_key, new_id=session_id)
+            )
+        else:
+            session_id = session.id
         context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
-        checkpoint = self._checkpoint(inbound, session.id, found)
+        checkpoint = self._checkpoint(inbound, session_id, found)
         # The message is counted against the rate limits and the checkpoint written while the
         # turn reads its history (one round trip on Redis); the turn goes on only if the
         # count lets it (`admitted`), and past its first event once the checkpoint is saved.
@@ -251,6 +262,12 @@ class InboundHandler:
 
         async def admit() -> bool:
             try:
+                if making is not None and (made := await making).id != session_id:
+                    # Someone made the key's session meanwhile: nothing was written under the
+                    # chosen id; the message is taken again, into that session.
+                    raise StoreError(
+                        f"session {made.id!r} of {inbound.session_key!r} was made meanwhile"
+                    )
                 return await counting
             except Exception as exc:  # raised below, once the runtime has let the turn go
                 failed.append(exc)
@@ -261,7 +278,7 @@ class InboundHandler:
             outcome = await self.turns.run(
                 inbound,
                 context,
-                session.id,
+                session_id,
                 cancel=cancel,
                 fence=fence,
                 checkpoint=checkpoint,
@@ -272,9 +289,9 @@ class InboundHandler:
                 typing=True,
             )
         except BaseException:
-            await _settled(saved, counting, admitting, cancel=True)
+            await _settled(saved, counting, admitting, making, cancel=True)
             raise
-        await _settled(saved, counting, admitting)
+        await _settled(saved, counting, admitting, making)
         if failed:
             raise failed[0]
         if not admitting.result():

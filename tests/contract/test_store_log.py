@@ -19,6 +19,7 @@ from core.store import (
     ConversationLog,
     Store,
 )
+from core.store.log import new_session_id
 from tests.contract.store_support import START, is_utc
 
 # Sessions
@@ -33,6 +34,24 @@ async def test_current_session_creates_one_and_then_returns_it(store: Conversati
     assert is_utc(first.created_at) and is_utc(first.updated_at)
     assert again.id == first.id
     assert await store.get_session(first.id) == first
+
+
+async def test_current_session_makes_one_under_the_id_it_is_given(store: ConversationLog) -> None:
+    chosen = new_session_id()
+    made = await store.current_session("telegram:5", new_id=chosen)
+    assert made.id == chosen and made.key == "telegram:5"
+    assert await store.get_session(chosen) == made
+
+    # The key has a session now: another id given is not used, the existing session returned.
+    again = await store.current_session("telegram:5", new_id=new_session_id())
+    assert again.id == chosen
+    assert [s.id for s in await store.list_sessions()] == [chosen]
+
+    # An id that is already another key's session is refused, and nothing is made.
+    with pytest.raises(StoreError):
+        await store.current_session("telegram:6", new_id=chosen)
+    assert await store.find_current_session("telegram:6") is None
+    assert await store.get_session(chosen) == made
 
 
 async def test_find_current_session_finds_without_making_one(store: ConversationLog) -> None:

@@ -29,6 +29,7 @@ from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.readiness import Readiness
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
+from core.store.log import SessionRecord
 from core.store.sqlite import SqliteStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.turns import StreamPolicy
@@ -388,6 +389,50 @@ async def test_new_starts_a_fresh_session_for_the_chat(bus: MemoryBus, store: Sq
     assert new.id != old.id
     assert [m.text for m in provider.requests[-1].messages] == ["fresh start"]
     assert [m.text for m in await store.list_messages(old.id)] == ["remember this", "one"]
+
+
+class _RacedStore(SqliteStore):
+    """A store whose first look for a key's session finds none, while another writer (the web
+    page, another process) makes one just after: the turn's own making then finds it."""
+
+    made_meanwhile: str | None = None
+
+    async def find_current_session(self, key: str) -> SessionRecord | None:
+        found = await super().find_current_session(key)
+        if found is None and self.made_meanwhile is None:
+            self.made_meanwhile = (await self.create_session(key)).id
+        return found
+
+
+async def test_a_first_message_whose_session_another_writer_made_meanwhile_goes_into_it(
+    bus: MemoryBus, clock: LeaseClock, tmp_path: Path
+) -> None:
+    store = await _RacedStore.open(tmp_path / "raced.db")
+    assert isinstance(store, _RacedStore)
+    try:
+        worker, provider = make_worker(bus, store, [text_reply("Hello Alice!")])
+        outbox = Outbox(bus)
+        inbound = message("hi")
+        async with running(worker):
+            await send(bus, inbound)
+            sent = await outbox.turn_of(inbound)
+            await worker.idle.wait()
+
+        # Answered once, in the session the other writer made; the id the turn had chosen
+        # for it was never used.
+        assert [(o.kind, o.text) for o in sent] == [
+            ("typing", ""),
+            ("delta", "Hello Alice!"),
+            ("reply", "Hello Alice!"),
+        ]
+        assert len(provider.requests) == 1
+        assert store.made_meanwhile is not None
+        assert [s.id for s in await store.list_sessions()] == [store.made_meanwhile]
+        texts = [m.text for m in await store.list_messages(store.made_meanwhile)]
+        assert texts == ["hi", "Hello Alice!"]
+        assert await unacked_inbound(bus, clock) == []
+    finally:
+        await store.close()
 
 
 async def test_cost_reports_the_tokens_of_the_current_conversation(
