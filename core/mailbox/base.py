@@ -79,7 +79,8 @@ class Mailboxes(Protocol):
         ...
 
     async def pending(self) -> list[str]:
-        """Session keys whose mailboxes hold work."""
+        """Session keys whose mailboxes hold work and whose sessions nobody holds (a holder
+        reads its mailbox again at its next `done` or `release`), sorted."""
         ...
 
 

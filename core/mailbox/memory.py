@@ -60,4 +60,5 @@ class MemoryMailboxes:
         return _MemoryClaim(self, session_key, epoch)
 
     async def pending(self) -> list[str]:
-        return [key for key, box in self.boxes.items() if box]
+        """Sessions with waiting work that nobody holds."""
+        return sorted(key for key, box in self.boxes.items() if box and key not in self.held)

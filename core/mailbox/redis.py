@@ -27,18 +27,28 @@ from typing import Any, Final
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
 from core.mailbox.base import Claim, ClaimState
-from core.redis_client import redis_client
+from core.redis_client import BatchingRedis, redis_client
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
 __all__ = ["RedisMailboxes"]
 
 log = logging.getLogger(__name__)
+
+# KEYS: pending set; ARGV: the prefix of the sessions' turn leases. The sessions in the set
+# whose lease nobody holds (a holder reads its mailbox again before it lets go).
+_UNHELD = """
+local free = {}
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', ARGV[1] .. key) == 0 then free[#free + 1] = key end
+end
+return free
+"""
 
 # KEYS: box, pending set; ARGV: encoded inbound, score (received at), session key. One
 # script rather than a MULTI/EXEC block: one command of the process's batch.
@@ -275,6 +285,7 @@ class RedisMailboxes:
         self.script_claim: Any = client.register_script(_CLAIM)
         self.script_put: Any = client.register_script(_PUT)
         self.script_put_claim: Any = client.register_script(_PUT_CLAIM)
+        self.script_unheld: Any = client.register_script(_UNHELD)
 
     @classmethod
     def from_url(
@@ -330,8 +341,24 @@ class RedisMailboxes:
         return _RedisClaim(self, session_key, token, int(epoch), sent, head[0] if head else None)
 
     async def pending(self) -> list[str]:
-        """Sessions with waiting work (held or not)."""
-        members = await _call(self.client.smembers(self.keys.mailboxes()))
+        """Sessions with waiting work whose turn lease nobody holds (one script).
+
+        On a batching client the look waits up to `LATER_SECONDS` for company: the worker's
+        periodic sweep rides with a turn's writes rather than taking a round trip of its own.
+        """
+        keys, args = [self.keys.mailboxes()], [self.keys.lease("turn:")]
+
+        async def unheld() -> Any:
+            if isinstance(self.client, BatchingRedis):
+                try:
+                    return await self.client.execute_later(
+                        "EVALSHA", self.script_unheld.sha, len(keys), *keys, *args
+                    )
+                except NoScriptError:
+                    pass  # Redis lost its scripts: the call below loads it again
+            return await self.script_unheld(keys=keys, args=args)
+
+        members = await _call(unheld())
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     async def aclose(self) -> None:

@@ -115,12 +115,12 @@ class SqliteMailboxes:
         return _SqliteClaim(self, session_key, epoch)
 
     async def pending(self) -> list[str]:
-        """Sessions with waiting work (held or not)."""
+        """Sessions with waiting work that nobody holds (claims are this process's)."""
         async with self.file.write("list mailboxes") as db:
             rows = await db.execute_fetchall(
                 "SELECT DISTINCT session_key FROM mailbox_items ORDER BY session_key"
             )
-        return [str(row[0]) for row in rows]
+        return [str(row[0]) for row in rows if str(row[0]) not in self.held]
 
     async def has_work(self, session_key: str) -> bool:
         """Whether the session's mailbox holds anything."""

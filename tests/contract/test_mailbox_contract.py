@@ -70,6 +70,17 @@ async def test_a_held_session_cannot_be_claimed_again(mailboxes: Mailboxes) -> N
     await again.release()
 
 
+async def test_a_held_sessions_mailbox_is_not_listed_as_pending(mailboxes: Mailboxes) -> None:
+    held, free = _inbound("1", "a"), _inbound("2", "b")
+    claim = await mailboxes.put_and_claim(held, owner="w1")
+    assert claim is not None
+    await mailboxes.put(free)
+    # Its holder reads it again before letting go: the sweep has nothing to do there.
+    assert await mailboxes.pending() == [free.session_key]
+    assert await claim.release() is True  # the item is still waiting, and nobody holds it
+    assert await mailboxes.pending() == sorted([held.session_key, free.session_key])
+
+
 async def test_put_and_claim_claims_a_free_session_and_only_puts_into_a_held_one(
     mailboxes: Mailboxes,
 ) -> None:

@@ -13,7 +13,11 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
+import core.redis_client as redis_client_module
+from core.envelopes import Address, Inbound
+from core.mailbox.redis import RedisMailboxes
 from core.redis_client import BatchingRedis, QuickConnection, redis_client
+from core.redis_keys import RedisKeys
 from tests.integration.redis_writes import count_writes
 
 
@@ -142,6 +146,31 @@ async def test_a_command_sent_later_rides_with_the_next_batch_or_leaves_alone(
     assert alone is True
     assert len(writes) == 2
     assert await batched.get("event") == b"2"
+
+
+async def test_the_sweeps_look_for_waiting_mailboxes_rides_with_a_turns_writes(
+    batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mailboxes = RedisMailboxes(batched, keys=RedisKeys("sweep"))
+    waiting = Inbound(address=Address(platform="telegram", chat="7"), user_id="7", text="hi")
+    await mailboxes.put(waiting)
+    writes = count_writes(monkeypatch)
+    monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 60.0)  # held until company comes
+
+    look = asyncio.create_task(mailboxes.pending())
+    for _ in range(10):  # long past the loop turns a command of its own waits for its batch
+        await asyncio.sleep(0)
+    assert not look.done() and writes == []
+    assert await batched.incr("turn") == 1
+    assert await look == [waiting.session_key]
+    assert len(writes) == 1  # the look left with the turn's write
+
+    monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 0.02)
+    assert await mailboxes.pending() == [waiting.session_key]  # alone: the timer sends it
+    assert len(writes) == 2
+
+    await batched.script_flush()  # Redis lost its scripts (a restart): loaded again
+    assert await mailboxes.pending() == [waiting.session_key]
 
 
 async def test_work_a_caller_hands_to_tasks_still_makes_the_batch(
