@@ -540,9 +540,12 @@ class RedisBus(Bus):
         self._check_open()
         loop = asyncio.get_running_loop()
         give_up_at = None if timeout is None else loop.time() + max(timeout, 0.0)
+        # The look after a wait that brought nothing (for leases that ran out meanwhile) may
+        # wait for company: in a busy process it leaves with a turn's writes.
+        later = False
         try:
             while not self._closed:
-                delivery = await self._take(queue, consumer)
+                delivery = await self._take(queue, consumer, later=later)
                 if delivery is not None:
                     return delivery
                 now = loop.time()
@@ -554,6 +557,7 @@ class RedisBus(Bus):
                 delivery = await self._read_new(queue, consumer, wait)
                 if delivery is not None:
                     return delivery
+                later = True
         except BusError:
             if self._closed:
                 return None
@@ -694,16 +698,30 @@ class RedisBus(Bus):
         if self._owns_client:
             await self._client.aclose()
 
-    async def _take(self, queue: str, consumer: str) -> Delivery | None:
-        """Claim an expired entry or read a new one, without waiting."""
+    async def _take(self, queue: str, consumer: str, *, later: bool = False) -> Delivery | None:
+        """Claim an expired entry or read a new one, without waiting (`later`: the script may
+        wait up to `LATER_SECONDS` for the next batch of the process's shared client)."""
         stream, dlq = self._keys.queue_stream(queue), self._keys.dead_letters(queue)
+        keys = [stream, dlq]
+        args: list[str | int] = [
+            CONSUMER_GROUP,
+            consumer,
+            self._lease_ms,
+            self._max_deliveries,
+            self._maxlen,
+        ]
 
         async def take() -> list[Any]:
-            reply: list[Any] = await self._take_script(
-                keys=[stream, dlq],
-                args=[CONSUMER_GROUP, consumer, self._lease_ms, self._max_deliveries, self._maxlen],
-                client=self._batched,
-            )
+            reply: list[Any]
+            if later:
+                try:
+                    reply = await self._batched.execute_later(
+                        "EVALSHA", self._take_script.sha, len(keys), *keys, *args
+                    )
+                    return reply
+                except NoScriptError:
+                    pass  # Redis lost its scripts: the call below loads it again
+            reply = await self._take_script(keys=keys, args=args, client=self._batched)
             return reply
 
         while True:

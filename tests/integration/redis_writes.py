@@ -20,3 +20,19 @@ def count_writes(monkeypatch: pytest.MonkeyPatch, kind: type[Any] = QuickConnect
 
     monkeypatch.setattr(kind, "send_packed_command", counted)
     return writes
+
+
+def record_writes(
+    monkeypatch: pytest.MonkeyPatch, kind: type[Any] = QuickConnection
+) -> list[bytes]:
+    """A list that gains the bytes of each write a `kind` connection makes from now on."""
+    writes: list[bytes] = []
+    send = kind.send_packed_command
+
+    async def recorded(self: Any, command: Any, check_health: bool = True) -> None:
+        packed = command if isinstance(command, bytes) else b"".join(map(bytes, command))
+        writes.append(packed)
+        await send(self, command, check_health)
+
+    monkeypatch.setattr(kind, "send_packed_command", recorded)
+    return writes

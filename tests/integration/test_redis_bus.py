@@ -11,17 +11,18 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import cast
+from typing import Any, cast
 
 import pytest
 import redis.asyncio as aioredis
 from redis.typing import EncodableT, FieldT
 
+import core.redis_client as redis_client_module
 from core.bus import RedisBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import BusError
 from core.redis_keys import RedisKeys
-from tests.integration.redis_writes import count_writes
+from tests.integration.redis_writes import count_writes, record_writes
 from tests.redis_server import RedisServer
 
 LEASE = 0.2
@@ -179,6 +180,44 @@ async def test_an_entry_enqueued_later_leaves_with_the_next_command_or_alone(
     assert len(writes) == 2
     entries = await _entries(raw, KEYS.queue_stream(queue))
     assert [entry_id.decode() for entry_id, _ in entries[1:]] == [piece_id, final_id, alone]
+
+
+def _first_command(write: bytes) -> bytes:
+    """The name of the first command in one write (`*N`, `$len`, name)."""
+    return write.split(b"\r\n", 3)[2]
+
+
+async def test_the_look_after_a_wait_that_brought_nothing_leaves_with_the_next_command(
+    open_bus: OpenBus, queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Waits of 0.05 s for new entries (half the lease); the look for expired leases after one
+    # that brought nothing is held for company (for a minute here, so it cannot go alone).
+    bus = await open_bus(lease_seconds=0.1)
+    monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 60.0)
+    held = asyncio.Event()
+    hold = bus._batched.execute_later
+
+    async def holding(*args: Any, **options: Any) -> Any:
+        held.set()
+        return await hold(*args, **options)
+
+    monkeypatch.setattr(bus._batched, "execute_later", holding)
+    writes = record_writes(monkeypatch)
+    receiving = asyncio.create_task(bus.receive(queue, consumer="c", timeout=None))
+    await asyncio.wait_for(held.wait(), PATIENCE)  # a wait brought nothing: the look is held
+    assert not receiving.done()
+    # One wait, the last write: the held look has not left.
+    assert [_first_command(write) for write in writes].count(b"XREADGROUP") == 1
+    assert _first_command(writes[-1]) == b"XREADGROUP"
+    looked = len(writes)
+
+    await bus.enqueue(queue, _outbound("hello"))
+    delivery = await asyncio.wait_for(receiving, PATIENCE)
+
+    assert delivery is not None and cast(Outbound, delivery.envelope).text == "hello"
+    together = writes[looked]  # the enqueue's write carried the held look
+    assert together.count(b"\r\nEVALSHA\r\n") == 1 and together.count(b"\r\nXADD\r\n") == 1
+    await delivery.ack()
 
 
 async def test_entries_enqueued_later_keep_the_stream_bounded(
