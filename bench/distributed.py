@@ -121,7 +121,10 @@ def _print(
         ),
     ]
     rows += [
-        row("Redis round trips/turn, workers", lambda p: p["redis"]["round_trips_per_turn"]),
+        row(
+            "Redis round trips/turn, workers (periodic work aside)",
+            lambda p: p["redis"]["round_trips_per_turn"],
+        ),
         row("Redis commands sent/turn, workers", lambda p: p["redis"]["commands_per_turn"]),
         row(
             "Redis commands run/turn, server (all clients)",
@@ -130,8 +133,12 @@ def _print(
         row("one at a time: enqueue -> pick-up p50 / p99", lambda p: _pair(p["paced"], "pickup")),
         row("one at a time: reply -> outbound p50 / p99", lambda p: _pair(p["paced"], "outbound")),
         row(
-            "one at a time: round trips/turn, workers",
+            "one at a time: round trips/turn, workers (periodic work aside)",
             lambda p: p["paced"]["redis"]["round_trips_per_turn"],
+        ),
+        row(
+            "one at a time: periodic round trips (heartbeat, sweep, idle looks) per s, per worker",
+            lambda p: p["paced"]["redis"]["periodic_round_trips_per_s_per_worker"],
         ),
     ]
     rows.append(["2 workers / 1 worker (turns/s)", "", f"{speedup:.2f}x", ""])
@@ -192,6 +199,7 @@ def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
                 name: sum(map(cpu_seconds, ids)) for name, ids in processes.items()
             }
             taken["driver (gateway)"] = time.process_time()
+            taken["at"] = time.monotonic()
             taken["counts"] = [
                 await ask_counts(pid, path) for pid, path in zip(pids, counts, strict=True)
             ]
@@ -204,7 +212,7 @@ def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
         figures["cpu_ms_per_turn"] = {
             name: (after[name] - before[name]) * 1000 / done
             for name in after
-            if name not in ("counts", "server")
+            if name not in ("counts", "server", "at")
         }
         figures["redis"] = _redis_figures(before, after, done)
         figures["paced"]["redis"] = _redis_figures(after, paced_end, figures["paced_turns"])
@@ -241,9 +249,18 @@ def bench_profile(folder: Path) -> Path:
 
 
 def _redis_figures(before: dict[str, Any], after: dict[str, Any], turns: int) -> dict[str, Any]:
-    trips = sum(c["round_trips"] for c in after["counts"]) - sum(
-        c["round_trips"] for c in before["counts"]
-    )
+    def total(name: str) -> int:
+        return int(
+            sum(c.get(name, 0) for c in after["counts"])
+            - sum(c.get(name, 0) for c in before["counts"])
+        )
+
+    # A turn's round trips are what the window took less the process's periodic work (the
+    # heartbeat, the sweep, the look for expired leases after a wait that brought nothing),
+    # which comes with time, not turns: counted on its own.
+    periodic = total("periodic_round_trips")
+    trips = total("round_trips") - periodic
+    seconds = after["at"] - before["at"]
     by_name: Counter[str] = Counter()
     for c in after["counts"]:
         by_name.update(c["commands"])
@@ -258,6 +275,8 @@ def _redis_figures(before: dict[str, Any], after: dict[str, Any], turns: int) ->
     server.subtract(before["server"])
     return {
         "round_trips_per_turn": trips / turns,
+        "periodic_round_trips": periodic,
+        "periodic_round_trips_per_s_per_worker": periodic / seconds / len(after["counts"]),
         "commands_per_turn": sum(by_name.values()) / turns,
         "commands_by_name": {
             name: round(count / turns, 2) for name, count in by_name.most_common() if count > 0
@@ -325,7 +344,10 @@ async def _drive(
 ) -> dict[str, Any]:
     """Warm up; run `turns` turns with CONVERSATIONS at once (`reading` is called just before
     and after, for CPU and Redis accounting); then `paced` turns one at a time, where no turn
-    waits for another and the hops are the queue path's alone (`reading` again at its end)."""
+    waits for another and the hops are the queue path's alone (`reading` again at its end).
+    The one-at-a-time conversations take turns, so a conversation's next message does not come
+    while its last turn still ends (its final writes after the answer), which with several
+    workers would hand it from one to another: a person takes seconds to write again."""
     from bench.driver import ChatDriver
     from core.bus.redis import RedisBus
 
@@ -345,8 +367,8 @@ async def _drive(
         paced_conversations = max(1, paced // TURNS_PER_CONVERSATION)
         async with ChatDriver(bus) as one_by_one:
             one_by_one.measuring = True
-            await one_by_one.conversations(
-                paced_conversations, TURNS_PER_CONVERSATION, at_once=1, first=2 * conversations
+            await one_by_one.in_turn(
+                paced_conversations, TURNS_PER_CONVERSATION, first=2 * conversations
             )
             await reading()
     finally:

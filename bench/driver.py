@@ -73,35 +73,46 @@ class ChatDriver:
 
         await asyncio.gather(*(lane() for _ in range(min(count, at_once or count))))
 
+    async def in_turn(self, count: int, turns: int, *, first: int = 0) -> None:
+        """`count` conversations of `turns` messages, numbered from `first`, one message at a
+        time, each conversation in turn: a conversation's next message comes `count - 1`
+        turns after its last, as a person's would, not while its last turn still ends."""
+        for _ in range(turns):
+            for index in range(first, first + count):
+                await self._turn(index, None)
+
     async def _conversation(
         self, index: int, turns: int, after_turn: Callable[[], object] | None
     ) -> None:
-        address = Address(platform=PLATFORM, chat=str(700_000 + index))
         for _ in range(turns):
-            inbound = Inbound(
-                address=address,
-                user_id=str(700_000 + index),
-                user_name=f"bench{index}",
-                text="what is 17*23?",
-                is_direct=True,
-            )
-            answer = self._waiting[inbound.id] = asyncio.get_running_loop().create_future()
-            self._sent[inbound.id] = inbound.received_at.timestamp()
-            started = time.perf_counter()
-            await self.bus.enqueue(INBOUND, inbound)
-            try:
-                text = await asyncio.wait_for(answer, timeout=TURN_TIMEOUT)
-            except TimeoutError:
-                raise BenchError(f"a turn got no answer within {TURN_TIMEOUT:g} s") from None
-            finally:
-                self._sent.pop(inbound.id, None)
-            if text != ANSWER:
-                raise BenchError(f"a turn answered {text!r} instead of the calculator's answer")
-            self.answered += 1
-            if self.measuring:
-                self.turn_ms.append((time.perf_counter() - started) * 1000)
-            if after_turn is not None:
-                after_turn()
+            await self._turn(index, after_turn)
+
+    async def _turn(self, index: int, after_turn: Callable[[], object] | None) -> None:
+        """One message of conversation `index`, and its answer awaited."""
+        inbound = Inbound(
+            address=Address(platform=PLATFORM, chat=str(700_000 + index)),
+            user_id=str(700_000 + index),
+            user_name=f"bench{index}",
+            text="what is 17*23?",
+            is_direct=True,
+        )
+        answer = self._waiting[inbound.id] = asyncio.get_running_loop().create_future()
+        self._sent[inbound.id] = inbound.received_at.timestamp()
+        started = time.perf_counter()
+        await self.bus.enqueue(INBOUND, inbound)
+        try:
+            text = await asyncio.wait_for(answer, timeout=TURN_TIMEOUT)
+        except TimeoutError:
+            raise BenchError(f"a turn got no answer within {TURN_TIMEOUT:g} s") from None
+        finally:
+            self._sent.pop(inbound.id, None)
+        if text != ANSWER:
+            raise BenchError(f"a turn answered {text!r} instead of the calculator's answer")
+        self.answered += 1
+        if self.measuring:
+            self.turn_ms.append((time.perf_counter() - started) * 1000)
+        if after_turn is not None:
+            after_turn()
 
     async def _receive(self) -> None:
         queue = outbound_queue(PLATFORM)

@@ -17,12 +17,19 @@ import os
 import signal
 import sys
 from collections import Counter
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
 COUNTS_ENV = "SWITCHBOARD_BENCH_COUNTS"
 
 _trips = 0
+# Round trips of the process's periodic work, which comes with time, not with turns: the
+# heartbeat, the sweep for mailboxes with work waiting, and the look for expired leases after a
+# wait for new work that brought nothing. A periodic command that rode with a turn's batch is
+# not one: the batch is counted with whoever sent it (see `_periodic`).
+_periodic_trips = 0
+_in_periodic: ContextVar[bool] = ContextVar("bench_periodic", default=False)
 # Commands by their first argument as given (str or bytes, `CLIENT SETINFO` whole).
 _raw_names: Counter[Any] = Counter()
 # Round trips by the code of ours that asked for them (only with SITES_ENV set: it costs).
@@ -30,7 +37,8 @@ SITES_ENV = "BENCH_REDIS_SITES"
 # A cProfile of the whole process is written to this file when it exits.
 PROFILE_ENV = "BENCH_PROFILE_TO"
 _sites: Counter[str] = Counter()
-# Each round trip's commands, a line each, appended to this file (scripts by their name).
+# Each round trip's commands, a line each, appended to this file (scripts by their name;
+# a periodic round trip marked so).
 TRACE_ENV = "BENCH_REDIS_TRACE"
 _traced: list[str] = []
 # How many times the totals were written (`_report`).
@@ -106,12 +114,16 @@ def install() -> None:
 
     def counting(send: Any) -> Any:
         async def counted_send(self: Any, command: Any, check_health: bool = True) -> None:
-            global _trips
+            global _trips, _periodic_trips
             _trips += 1
+            periodic = _in_periodic.get()
+            if periodic:
+                _periodic_trips += 1
             if sites:
                 _sites[_site()] += 1
             if trace:
-                _traced.append(" ".join(_commands_of(command, scripts)))
+                names = " ".join(_commands_of(command, scripts))
+                _traced.append(f"(periodic) {names}" if periodic else names)
             await send(self, command, check_health)
 
         return counted_send
@@ -143,6 +155,60 @@ def install() -> None:
 
     QuickConnection.pack_command = counting_quick(QuickConnection.pack_command)  # type: ignore[method-assign]
     AbstractConnection.pack_command = counting_plain(AbstractConnection.pack_command)  # type: ignore[method-assign]
+    _mark_periodic()
+
+
+def _periodic(call: Any, *, when: Any = None) -> Any:
+    """`call` (a coroutine method) with its Redis writes counted as periodic (only those of
+    calls for which `when(args, kwargs)` holds, if given). The mark is a context variable: a
+    batch a `later` command waits in is sent from the context that started its timer, so a
+    held periodic command that a turn's write took along is counted with the turn."""
+
+    async def marked(*args: Any, **kwargs: Any) -> Any:
+        if when is not None and not when(args, kwargs):
+            return await call(*args, **kwargs)
+        token = _in_periodic.set(True)
+        try:
+            return await call(*args, **kwargs)
+        finally:
+            _in_periodic.reset(token)
+
+    return marked
+
+
+def _mark_periodic() -> None:
+    from core.bus.redis import RedisBus
+    from core.heartbeat import RedisHeartbeats
+    from core.mailbox.redis import RedisMailboxes
+
+    RedisHeartbeats.beat = _periodic(RedisHeartbeats.beat)  # type: ignore[method-assign]
+    RedisHeartbeats.leave = _periodic(RedisHeartbeats.leave)  # type: ignore[method-assign]
+    RedisMailboxes.pending = _periodic(RedisMailboxes.pending)  # type: ignore[method-assign]
+    # A look for work after a wait that brought nothing (a receive loop's look, `later`, or
+    # the first of a `receive` called again after one that timed out), and the wait it
+    # begins: they are there because time passed. Until a delivery, by bus and queue.
+    idle: set[tuple[int, str]] = set()
+
+    def idle_look(args: Any, kwargs: Any) -> bool:
+        if kwargs.get("later", False):
+            idle.add((id(args[0]), args[1]))
+        return (id(args[0]), args[1]) in idle
+
+    RedisBus._take = _periodic(RedisBus._take, when=idle_look)  # type: ignore[method-assign]
+    RedisBus._read_new = _periodic(  # type: ignore[method-assign]
+        RedisBus._read_new, when=lambda args, _kwargs: (id(args[0]), args[1]) in idle
+    )
+    receive = RedisBus.receive
+
+    async def receiving(bus: Any, queue: str, *args: Any, **kwargs: Any) -> Any:
+        delivery = await receive(bus, queue, *args, **kwargs)
+        if delivery is None:
+            idle.add((id(bus), queue))
+        else:
+            idle.discard((id(bus), queue))
+        return delivery
+
+    RedisBus.receive = receiving  # type: ignore[method-assign,assignment]
 
 
 def _command_names() -> dict[str, int]:
@@ -155,8 +221,13 @@ def _command_names() -> dict[str, int]:
 
 
 def snapshot() -> dict[str, Any]:
-    """The totals so far: round trips and commands by name."""
-    return {"round_trips": _trips, "commands": _command_names(), "sites": dict(_sites)}
+    """The totals so far: round trips (all, and those of periodic work) and commands by name."""
+    return {
+        "round_trips": _trips,
+        "periodic_round_trips": _periodic_trips,
+        "commands": _command_names(),
+        "sites": dict(_sites),
+    }
 
 
 def _write_trace() -> None:
@@ -184,7 +255,7 @@ def read_counts(path: Path) -> dict[str, Any]:
     try:
         found: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
-        return {"round_trips": 0, "commands": {}, "serial": 0}
+        return {"round_trips": 0, "periodic_round_trips": 0, "commands": {}, "serial": 0}
     return found
 
 
