@@ -23,7 +23,6 @@ from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
-from core.errors import StoreError
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
 from core.store.base import Fence, SessionRecord, Store
@@ -234,17 +233,9 @@ class InboundHandler:
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
             return None  # the user was told to send it again
-        making: asyncio.Future[SessionRecord] | None = None
-        if session is None:
-            # The conversation's first turn: its session is made under an id chosen here, with
-            # the checkpoint's save (one round trip on Redis, not two). The turn is admitted
-            # only once the session is known to have that id.
-            session_id = new_session_id()
-            making = asyncio.ensure_future(
-                self.store.current_session(inbound.session_key, new_id=session_id)
-            )
-        else:
-            session_id = session.id
+        # A conversation's first turn makes its session under an id chosen here, with the
+        # checkpoint's save (one round trip on Redis, not two).
+        session_id = new_session_id() if session is None else session.id
         context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
         checkpoint = self._checkpoint(inbound, session_id, found)
         # The message is counted against the rate limits and the checkpoint written while the
@@ -256,19 +247,27 @@ class InboundHandler:
         counted_before = found is not None and found.counted
         limited = None if entry.admin or counted_before else tested
         first = checkpoint if limited is None else checkpoint.model_copy(update={"counted": False})
+        making = (
+            None
+            if session is not None
+            else asyncio.ensure_future(
+                self.store.current_session(inbound.session_key, new_id=session_id)
+            )
+        )
         saved = asyncio.ensure_future(self.store.save_checkpoint(first))
         counting = asyncio.ensure_future(self._within_rate(inbound, limited))
         failed: list[Exception] = []
+        # The key's session, when another writer made it after the look-up (not the one
+        # made under `session_id`): the turn runs again, in it.
+        elsewhere: list[SessionRecord] = []
 
         async def admit() -> bool:
             try:
+                admitted = await counting
                 if making is not None and (made := await making).id != session_id:
-                    # Someone made the key's session meanwhile: nothing was written under the
-                    # chosen id; the message is taken again, into that session.
-                    raise StoreError(
-                        f"session {made.id!r} of {inbound.session_key!r} was made meanwhile"
-                    )
-                return await counting
+                    elsewhere.append(made)
+                    return False  # nothing was written under the chosen id
+                return admitted
             except Exception as exc:  # raised below, once the runtime has let the turn go
                 failed.append(exc)
                 return False
@@ -294,6 +293,9 @@ class InboundHandler:
         await _settled(saved, counting, admitting, making)
         if failed:
             raise failed[0]
+        if elsewhere and counting.result():
+            # Counted already: the turn in the key's session is not counted again.
+            return await self._turn(inbound, entry, cancel, fence, None, None, elsewhere[0])
         if not admitting.result():
             saved.result()  # its error, if any, is the message's
             return checkpoint.run_key  # stopped by the rate limits: finished with the message

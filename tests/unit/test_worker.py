@@ -8,12 +8,14 @@ The bus's lease clock is a fake: advancing it past the lease shows whether a del
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
 
 from core.bus import EVENTS, INBOUND, Delivery, MemoryBus
@@ -24,9 +26,10 @@ from core.events import Finished, ModelEvent, TextDelta
 from core.fencing import Fence
 from core.mailbox.memory import MemoryMailboxes
 from core.messages import ToolCall, Usage
-from core.policy import ChannelPolicy
+from core.policy import ChannelPolicy, PlatformAccess
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
+from core.ratelimit import RateLimits, RateLimitSettings
 from core.readiness import Readiness
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
 from core.store.log import SessionRecord
@@ -405,26 +408,40 @@ class _RacedStore(SqliteStore):
 
 
 async def test_a_first_message_whose_session_another_writer_made_meanwhile_goes_into_it(
-    bus: MemoryBus, clock: LeaseClock, tmp_path: Path
+    bus: MemoryBus, clock: LeaseClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = await _RacedStore.open(tmp_path / "raced.db")
     assert isinstance(store, _RacedStore)
+    # One message a minute: counted twice, the message would be refused.
+    limits = RateLimits(
+        RateLimitSettings(rate_limit="1/minute", chat_rate_limit="", daily_turns=0),
+        MemoryStorage(),
+    )
     try:
-        worker, provider = make_worker(bus, store, [text_reply("Hello Alice!")])
-        outbox = Outbox(bus)
-        inbound = message("hi")
+        worker, provider = make_worker(
+            bus,
+            store,
+            [text_reply("Hello Alice!")],
+            policy=ChannelPolicy(default_access=PlatformAccess()),
+            rate_limits=limits,
+        )
+        outbox = Outbox(bus, "telegram")
+        group = Address(platform="telegram", bot="b", chat="g1")
+        inbound = Inbound(address=group, user_id="u1", text="hi", mentions_bot=True)
         async with running(worker):
             await send(bus, inbound)
             sent = await outbox.turn_of(inbound)
             await worker.idle.wait()
 
-        # Answered once, in the session the other writer made; the id the turn had chosen
-        # for it was never used.
+        # Answered once, in the session the other writer made, at once (not as a failure
+        # tried again); the id the turn had chosen for it was never used.
+        warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
         assert [(o.kind, o.text) for o in sent] == [
             ("typing", ""),
             ("delta", "Hello Alice!"),
             ("reply", "Hello Alice!"),
         ]
+        assert warned == []
         assert len(provider.requests) == 1
         assert store.made_meanwhile is not None
         assert [s.id for s in await store.list_sessions()] == [store.made_meanwhile]
