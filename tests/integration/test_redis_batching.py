@@ -154,6 +154,7 @@ async def test_the_sweeps_look_for_waiting_mailboxes_rides_with_a_turns_writes(
     mailboxes = RedisMailboxes(batched, keys=RedisKeys("sweep"))
     waiting = Inbound(address=Address(platform="telegram", chat="7"), user_id="7", text="hi")
     await mailboxes.put(waiting)
+    assert await mailboxes.pending() == [waiting.session_key]  # its script loaded, if new
     writes = count_writes(monkeypatch)
     monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 60.0)  # held until company comes
 

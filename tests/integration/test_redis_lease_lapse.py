@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from core.envelopes import Address, Inbound
 from core.mailbox.redis import RedisMailboxes
 from core.redis_keys import RedisKeys
 from tests.redis_server import RedisServer
@@ -98,3 +99,25 @@ async def test_a_lease_and_epoch_redis_lost_are_taken_again_by_their_holder(
     after = await mailboxes.claim(SESSION_KEY, owner="worker-b")
     assert after is not None and after.fence.epoch > claim.fence.epoch
     await after.release()
+
+
+async def test_a_dead_holders_mailbox_is_left_to_it_until_its_lease_lapses(
+    raw: aioredis.Redis,
+) -> None:
+    mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=0.3)
+    waiting = Inbound(address=Address(platform="telegram", bot="bot", chat="9"), user_id="9")
+    await mailboxes.put(waiting)
+    lease_key = KEYS.lease(f"turn:{waiting.session_key}")
+    # A worker claimed the session and died: its lease is still there, renewed by nobody.
+    await raw.set(lease_key, "worker-a:0123456789abcdef", px=60_000)
+    assert await mailboxes.pending() == []
+
+    await raw.delete(lease_key)  # lapsed
+    assert await mailboxes.pending() == [waiting.session_key]
+    claim = await mailboxes.claim(waiting.session_key, owner="worker-b")
+    assert claim is not None
+    head = await claim.head()
+    assert head is not None and head.id == waiting.id
+    await claim.done(head)
+    assert await claim.release() is False
+    assert await mailboxes.pending() == []
