@@ -160,9 +160,10 @@ def install() -> None:
 
 def _periodic(call: Any, *, when: Any = None) -> Any:
     """`call` (a coroutine method) with its Redis writes counted as periodic (only those of
-    calls for which `when(args, kwargs)` holds, if given). The mark is a context variable: a
-    batch a `later` command waits in is sent from the context that started its timer, so a
-    held periodic command that a turn's write took along is counted with the turn."""
+    calls for which `when(args, kwargs)` holds, if given). The mark is a context variable; a
+    batch of the shared client is periodic only if every command in it is (`_mark_batches`),
+    so a periodic command that left with a turn's write adds nothing, and a turn's command
+    that joined a periodic one's batch keeps its round trip."""
 
     async def marked(*args: Any, **kwargs: Any) -> Any:
         if when is not None and not when(args, kwargs):
@@ -176,10 +177,39 @@ def _periodic(call: Any, *, when: Any = None) -> Any:
     return marked
 
 
+def _mark_batches() -> None:
+    """Each command queued on a `BatchingRedis` remembers whether periodic work queued it;
+    the batch is sent marked periodic only if all of its commands were."""
+    import weakref
+
+    from core import redis_client
+
+    periodic: weakref.WeakSet[Any] = weakref.WeakSet()  # the replies of periodic commands
+    made = redis_client._Unit.__init__
+    send = redis_client.BatchingRedis._send
+
+    def unit(self: Any, commands: Any, transaction: bool, reply: Any) -> None:
+        made(self, commands, transaction, reply)
+        if _in_periodic.get():
+            periodic.add(reply)
+
+    async def sent(self: Any, batch: list[Any]) -> None:
+        token = _in_periodic.set(all(u.reply in periodic for u in batch if not u.reply.done()))
+        try:
+            await send(self, batch)
+        finally:
+            _in_periodic.reset(token)
+
+    redis_client._Unit.__init__ = unit  # type: ignore[method-assign]
+    redis_client.BatchingRedis._send = sent  # type: ignore[method-assign]
+
+
 def _mark_periodic() -> None:
     from core.bus.redis import RedisBus
     from core.heartbeat import RedisHeartbeats
     from core.mailbox.redis import RedisMailboxes
+
+    _mark_batches()
 
     RedisHeartbeats.beat = _periodic(RedisHeartbeats.beat)  # type: ignore[method-assign]
     RedisHeartbeats.leave = _periodic(RedisHeartbeats.leave)  # type: ignore[method-assign]
