@@ -456,6 +456,8 @@ class RedisBus(Bus):
         self._enqueue_once_script = self._client.register_script(_ENQUEUE_ONCE)
         # Streams whose consumer group this bus has made sure of.
         self._groups: set[str] = set()
+        # Queues (and consumers) whose last receive waited for new work in vain.
+        self._waited_in_vain: set[tuple[str, str]] = set()
         # Blocking reads in flight, cancelled by `close`.
         self._reads: set[asyncio.Task[Any]] = set()
         self._subscriptions: set[_RedisSubscription] = set()
@@ -541,21 +543,27 @@ class RedisBus(Bus):
         loop = asyncio.get_running_loop()
         give_up_at = None if timeout is None else loop.time() + max(timeout, 0.0)
         # The look after a wait that brought nothing (for leases that ran out meanwhile) may
-        # wait for company: in a busy process it leaves with a turn's writes.
-        later = False
+        # wait for company: in a busy process it leaves with a turn's writes. So may the first
+        # look of a receive whose last one waited in vain (a loop over an idle queue).
+        pair = (queue, consumer)
+        later = timeout != 0 and pair in self._waited_in_vain
         try:
             while not self._closed:
                 delivery = await self._take(queue, consumer, later=later)
                 if delivery is not None:
+                    self._waited_in_vain.discard(pair)
                     return delivery
                 now = loop.time()
                 if give_up_at is not None and give_up_at <= now:
+                    if later:
+                        self._waited_in_vain.add(pair)
                     return None
                 wait = self._recheck_seconds
                 if give_up_at is not None:
                     wait = min(wait, give_up_at - now)
                 delivery = await self._read_new(queue, consumer, wait)
                 if delivery is not None:
+                    self._waited_in_vain.discard(pair)
                     return delivery
                 later = True
         except BusError:
