@@ -205,6 +205,8 @@ def _mark_batches() -> None:
 
 
 def _mark_periodic() -> None:
+    import weakref
+
     from core.bus.redis import RedisBus
     from core.heartbeat import RedisHeartbeats
     from core.mailbox.redis import RedisMailboxes
@@ -214,28 +216,30 @@ def _mark_periodic() -> None:
     RedisHeartbeats.beat = _periodic(RedisHeartbeats.beat)  # type: ignore[method-assign]
     RedisHeartbeats.leave = _periodic(RedisHeartbeats.leave)  # type: ignore[method-assign]
     RedisMailboxes.pending = _periodic(RedisMailboxes.pending)  # type: ignore[method-assign]
-    # A look for work after a wait that brought nothing (a receive loop's look, `later`, or
-    # the first of a `receive` called again after one that timed out), and the wait it
-    # begins: they are there because time passed. Until a delivery, by bus and queue.
-    idle: set[tuple[int, str]] = set()
+    # A look for work after a wait that brought nothing (a receive loop's look, `later`), the
+    # waits that follow, and those of a `receive` called again after one that timed out:
+    # they are there because time passed. Until a delivery, by bus and queue.
+    idle: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
     def idle_look(args: Any, kwargs: Any) -> bool:
+        queues = idle.setdefault(args[0], set())
         if kwargs.get("later", False):
-            idle.add((id(args[0]), args[1]))
-        return (id(args[0]), args[1]) in idle
+            queues.add(args[1])
+        return args[1] in queues
 
     RedisBus._take = _periodic(RedisBus._take, when=idle_look)  # type: ignore[method-assign]
     RedisBus._read_new = _periodic(  # type: ignore[method-assign]
-        RedisBus._read_new, when=lambda args, _kwargs: (id(args[0]), args[1]) in idle
+        RedisBus._read_new, when=lambda args, _kwargs: args[1] in idle.get(args[0], ())
     )
     receive = RedisBus.receive
 
     async def receiving(bus: Any, queue: str, *args: Any, **kwargs: Any) -> Any:
         delivery = await receive(bus, queue, *args, **kwargs)
+        queues = idle.setdefault(bus, set())
         if delivery is None:
-            idle.add((id(bus), queue))
+            queues.add(queue)
         else:
-            idle.discard((id(bus), queue))
+            queues.discard(queue)
         return delivery
 
     RedisBus.receive = receiving  # type: ignore[method-assign,assignment]

@@ -543,16 +543,20 @@ class RedisBus(Bus):
         loop = asyncio.get_running_loop()
         give_up_at = None if timeout is None else loop.time() + max(timeout, 0.0)
         # The look after a wait that brought nothing (for leases that ran out meanwhile) may
-        # wait for company: in a busy process it leaves with a turn's writes. So may the first
-        # look of a receive whose last one waited in vain (a loop over an idle queue).
+        # wait for company: in a busy process it leaves with a turn's writes. A receive whose
+        # last one waited in vain (a loop over a quiet queue) ended with such a look: it
+        # waits for new work first, and looks again at its next re-check.
         pair = (queue, consumer)
-        later = timeout != 0 and pair in self._waited_in_vain
+        look = timeout == 0 or pair not in self._waited_in_vain
+        later = False
         try:
             while not self._closed:
-                delivery = await self._take(queue, consumer, later=later)
-                if delivery is not None:
-                    self._waited_in_vain.discard(pair)
-                    return delivery
+                if look:
+                    delivery = await self._take(queue, consumer, later=later)
+                    if delivery is not None:
+                        self._waited_in_vain.discard(pair)
+                        return delivery
+                look = True
                 now = loop.time()
                 if give_up_at is not None and give_up_at <= now:
                     if later:

@@ -293,8 +293,9 @@ class InboundHandler:
         await _settled(saved, counting, admitting, making)
         if failed:
             raise failed[0]
-        if elsewhere and counting.result():
-            # Counted already: the turn in the key's session is not counted again.
+        if elsewhere and counting.result() and outcome is None:
+            # Counted already: the turn in the key's session is not counted again. (A turn
+            # cancelled meanwhile has its outcome, and said so: it is not run again.)
             return await self._turn(inbound, entry, cancel, fence, None, None, elsewhere[0])
         if not admitting.result():
             saved.result()  # its error, if any, is the message's

@@ -220,41 +220,32 @@ async def test_the_look_after_a_wait_that_brought_nothing_leaves_with_the_next_c
     await delivery.ack()
 
 
-async def test_a_receive_after_one_that_waited_in_vain_holds_its_first_look_for_company(
+async def test_a_receive_after_one_that_waited_in_vain_waits_for_new_work_first(
     open_bus: OpenBus, queue: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bus = await open_bus(lease_seconds=0.1)
-    # A loop over a quiet queue: this receive waits (0.05 s at a time) and gives up.
+    # A loop over a quiet queue: this receive waits (0.05 s at a time) and gives up, its
+    # last act a look for expired leases.
     assert await bus.receive(queue, consumer="c", timeout=0.12) is None
-    monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 60.0)
-    held_after: list[int] = []  # how many writes had gone when a look was held
-    held = asyncio.Event()
-    hold = bus._batched.execute_later
-
-    async def holding(*args: Any, **options: Any) -> Any:
-        held_after.append(len(writes))
-        held.set()
-        return await hold(*args, **options)
-
-    monkeypatch.setattr(bus._batched, "execute_later", holding)
     writes = record_writes(monkeypatch)
-    receiving = asyncio.create_task(bus.receive(queue, consumer="c", timeout=None))
-    await asyncio.wait_for(held.wait(), PATIENCE)
-    assert held_after == [0] and not receiving.done()  # its first look is held
+    # Without waiting, it still looks (and only looks).
+    assert await bus.receive(queue, consumer="c", timeout=0) is None
+    assert [_first_command(write) for write in writes] == [b"EVALSHA"]
+    writes.clear()
 
+    receiving = asyncio.create_task(bus.receive(queue, consumer="c", timeout=None))
     await bus.enqueue(queue, _outbound("hello"))
     delivery = await asyncio.wait_for(receiving, PATIENCE)
     assert delivery is not None and cast(Outbound, delivery.envelope).text == "hello"
-    assert writes[0].count(b"\r\nEVALSHA\r\n") == 1 and writes[0].count(b"\r\nXADD\r\n") == 1
+    # The next one went straight to its wait, which brought the entry: no look at all.
+    assert b"XREADGROUP" in [_first_command(write) for write in writes]
+    assert not any(b"\r\nEVALSHA\r\n" in write for write in writes)
     await delivery.ack()
 
-    # Having found work, the next receive looks at once (then waits, then holds its look).
-    monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 0.02)
+    # Having found work, the next receive looks first again.
     writes.clear()
-    held_after.clear()
-    assert await bus.receive(queue, consumer="c", timeout=0.06) is None
-    assert [_first_command(write) for write in writes[:2]] == [b"EVALSHA", b"XREADGROUP"]
-    assert all(count >= 2 for count in held_after)
+    assert await bus.receive(queue, consumer="c", timeout=0.01) is None
+    assert _first_command(writes[0]) == b"EVALSHA"
 
 
 async def test_entries_enqueued_later_keep_the_stream_bounded(
