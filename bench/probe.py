@@ -26,8 +26,8 @@ COUNTS_ENV = "SWITCHBOARD_BENCH_COUNTS"
 _trips = 0
 # Round trips of the process's periodic work, which comes with time, not with turns: the
 # heartbeat, the sweep for mailboxes with work waiting, and the look for expired leases after a
-# wait for new work that brought nothing. A periodic command that rode with a turn's batch is
-# not one: the batch is counted with whoever sent it (see `_periodic`).
+# wait for new work that brought nothing. A batch counts as periodic only if every command in
+# it is (`_mark_batches`): a periodic command that rode with a turn's batch adds nothing.
 _periodic_trips = 0
 _in_periodic: ContextVar[bool] = ContextVar("bench_periodic", default=False)
 # Commands by their first argument as given (str or bytes, `CLIENT SETINFO` whole).

@@ -34,8 +34,9 @@ import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.connection import AbstractConnection, Connection
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
@@ -175,6 +176,14 @@ class BatchingRedis(aioredis.Redis):
         if isinstance(result, Exception):
             raise result
         return result
+
+    async def script_later(self, script: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
+        """Run a registered script as `execute_later` runs a command (its `EVALSHA` may wait
+        for company); a script Redis lost (a restart) is loaded and run at once."""
+        try:
+            return await self.execute_later("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await script(keys=keys, args=args, client=self)
 
     async def _submit(self, commands: list[_Command], transaction: bool) -> list[Any]:
         """Queue `commands` as one unit of this turn of the loop's batch; their replies."""

@@ -25,7 +25,7 @@ from redis.asyncio.client import PubSub
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, RedisError, ResponseError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
@@ -726,14 +726,9 @@ class RedisBus(Bus):
         async def take() -> list[Any]:
             reply: list[Any]
             if later:
-                try:
-                    reply = await self._batched.execute_later(
-                        "EVALSHA", self._take_script.sha, len(keys), *keys, *args
-                    )
-                    return reply
-                except NoScriptError:
-                    pass  # Redis lost its scripts: the call below loads it again
-            reply = await self._take_script(keys=keys, args=args, client=self._batched)
+                reply = await self._batched.script_later(self._take_script, keys, args)
+            else:
+                reply = await self._take_script(keys=keys, args=args, client=self._batched)
             return reply
 
         while True:
@@ -826,14 +821,9 @@ class RedisBus(Bus):
         with self._command(f"{action} entry {entry_id} on {queue}"):
             try:
                 if later:
-                    try:
-                        await self._batched.execute_later(
-                            "EVALSHA", self._settle_script.sha, len(keys), *keys, *args
-                        )
-                        return
-                    except NoScriptError:
-                        pass  # Redis lost its scripts: the call below loads it again
-                await self._settle_script(keys=keys, args=args, client=self._batched)
+                    await self._batched.script_later(self._settle_script, keys, args)
+                else:
+                    await self._settle_script(keys=keys, args=args, client=self._batched)
             except ResponseError as exc:
                 if not _group_is_gone(exc):
                     raise

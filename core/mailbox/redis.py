@@ -27,7 +27,7 @@ from typing import Any, Final
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
@@ -347,18 +347,11 @@ class RedisMailboxes:
         periodic sweep rides with a turn's writes rather than taking a round trip of its own.
         """
         keys, args = [self.keys.mailboxes()], [self.keys.lease("turn:")]
-
-        async def unheld() -> Any:
-            if isinstance(self.client, BatchingRedis):
-                try:
-                    return await self.client.execute_later(
-                        "EVALSHA", self.script_unheld.sha, len(keys), *keys, *args
-                    )
-                except NoScriptError:
-                    pass  # Redis lost its scripts: the call below loads it again
-            return await self.script_unheld(keys=keys, args=args)
-
-        members = await _call(unheld())
+        if isinstance(self.client, BatchingRedis):
+            unheld = self.client.script_later(self.script_unheld, keys, args)
+        else:
+            unheld = self.script_unheld(keys=keys, args=args)
+        members = await _call(unheld)
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     async def aclose(self) -> None:

@@ -148,6 +148,24 @@ async def test_a_command_sent_later_rides_with_the_next_batch_or_leaves_alone(
     assert await batched.get("event") == b"2"
 
 
+async def test_a_script_sent_later_rides_with_the_next_batch_and_is_loaded_if_lost(
+    batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = batched.register_script("return redis.call('INCR', KEYS[1])")
+    await batched.script_flush()  # as after a restart: Redis does not know it
+    assert await batched.script_later(script, ["ran"], []) == 1  # loaded, then run once
+    writes = count_writes(monkeypatch)
+    monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 60.0)
+
+    later = asyncio.create_task(batched.script_later(script, ["ran"], []))
+    for _ in range(10):  # long past the loop turns a command of its own waits for its batch
+        await asyncio.sleep(0)
+    assert not later.done() and writes == []
+    assert await batched.incr("turn") == 1
+    assert await later == 2
+    assert len(writes) == 1
+
+
 async def test_the_sweeps_look_for_waiting_mailboxes_rides_with_a_turns_writes(
     batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
