@@ -4,9 +4,9 @@ The intake rules, in order: an answered message is skipped (dedupe); a scheduled
 `ScheduledRuns`; the access `Gate` (`core/access.py`) decides the rest: a group message for
 someone else is read, not answered; a stranger's DM under the pairing policy gets a pairing
 code once, and nothing else; someone the policy does not admit gets one polite refusal per
-chat; a command is answered from the registry (`core/commands.py`); a message too long is
-refused; a message over a rate limit (`core/ratelimit.py`) gets one notice per window, then
-silence; anything else is a turn (`core/turns/turn.py`) under a mode fitted to its person,
+chat; a command is answered from the registry (`core/commands.py`) once it is within the
+rate limits; a message too long is refused; a message over a rate limit (`core/ratelimit.py`)
+gets one notice per window, then silence; anything else is a turn (`core/turns/turn.py`) under a mode fitted to its person,
 checkpointed so a crash mid-turn can be recovered.
 """
 
@@ -125,7 +125,9 @@ class InboundHandler:
         elif entry.action == "pair":
             await self._pair(inbound)
         elif inbound.kind == "command":
-            await self._command(inbound, entry)
+            # Commands count against the person's and the chat's rates like messages do.
+            if await self._within_rate(inbound, None if entry.admin else tested):
+                await self._command(inbound, entry)
         else:
             finished = await self._turn(inbound, entry, cancel, fence, found, tested, session)
             await self._settle(inbound, done, finished)
@@ -312,7 +314,6 @@ class InboundHandler:
         """How a person's message stands against the rate limits (None: nothing to test)."""
         if (
             self.rate_limits is None
-            or inbound.kind == "command"
             or not self.policy.addressed(inbound)  # read, not answered: nothing to count
         ):
             return None
