@@ -11,8 +11,9 @@ rates as messages (each answer is a write the bot makes, and `/new` makes a sess
 against the daily turns, which are for turns the model runs.
 
 Over a limit the person gets one short notice per window of that limit, then silence, and no
-turn runs (and no command is answered). Local channels (the terminal and the web page) and admins are exempt; scheduled
-runs are not turns a person sends, so the budgets (`core/budgets.py`) bound them instead.
+turn runs (and no command is answered). Local channels (the terminal and the web page) and
+admins are exempt; scheduled runs are not turns a person sends, so the budgets
+(`core/budgets.py`) bound them instead.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ printed (`pytest -s`) as well as asserted.
 
 from __future__ import annotations
 
+import itertools
 import random
 import string
 from pathlib import Path
@@ -194,7 +195,10 @@ def _configured() -> list[str]:
         "sk-ant-api03-" + rand(alnum + "_-", 90),
         "sk-proj-" + rand(alnum + "_-", 48),
         f"{rng.randint(10**8, 10**10)}:AA" + rand(alnum + "_-", 33),
-        "xoxb-" + "-".join(str(rng.randint(10**10, 10**11)) for _ in range(2)) + "-" + rand(alnum, 24),
+        "xoxb-"
+        + "-".join(str(rng.randint(10**10, 10**11)) for _ in range(2))
+        + "-"
+        + rand(alnum, 24),
         rand("abcdef0123456789", 32),  # a Slack signing secret
         rand(alnum + "_-", 43),  # the web token (secrets.token_urlsafe)
         "hooks-" + rand(alnum, 20),
@@ -253,7 +257,7 @@ def test_a_streamed_answer_never_shows_a_piece_of_a_configured_secret() -> None:
     scrub = Redactor(configured)
     rng = random.Random(5)
     texts = [f"Sure, the key is {s} and that is all." for s in configured]
-    texts += [f"{s}{t}" for s, t in zip(configured, configured[1:], strict=False)]
+    texts += [f"{s}{t}" for s, t in itertools.pairwise(configured)]
     texts += [f"{s[:-1]} is not a secret, {s[:5]} neither" for s in configured]
     texts += ["overlapping-secret-1-longer.", "overlapping-secret-1-long", *_answers()[:20]]
     for text in texts:
