@@ -93,10 +93,14 @@ async def test_telegram_stranger_gets_a_code_then_answers_once_approved_until_re
         fake.private_text(STRANGER, "hello?")
         first = await telegram_helpers.reply_containing(fake, STRANGER, "pairing code")
         code = code_in(first.text)
-        # Asking again while the request is pending sends no second code (nor anything else).
+        # Asking again while the request is pending brings the same code back, no new one.
         fake.private_text(STRANGER, "/start")
         fake.private_text(STRANGER, "anyone there?")
         await store.until_handled(f"telegram:{telegram_helpers.BOT_KEY}:{STRANGER}:", 3)
+        await telegram_helpers.until(
+            fake, lambda: len(fake.sent_texts(STRANGER)) == 3, "the code again"
+        )
+        assert [code_in(text) for text in fake.sent_texts(STRANGER)] == [code] * 3
         [request] = await pairing.pending("telegram")
         assert (request.user_id, request.code) == (str(STRANGER), code)
 
@@ -107,12 +111,12 @@ async def test_telegram_stranger_gets_a_code_then_answers_once_approved_until_re
         assert await pairing.revoke("telegram", str(STRANGER))
         fake.private_text(STRANGER, "still me")
         await telegram_helpers.until(
-            fake, lambda: len(fake.sent_texts(STRANGER)) == 3, "a new pairing code"
+            fake, lambda: len(fake.sent_texts(STRANGER)) == 5, "a new pairing code"
         )
 
     texts = fake.sent_texts(STRANGER)
-    assert texts[1] == "hello, friend"
-    assert code_in(texts[2]) != code
+    assert texts[3] == "hello, friend"
+    assert code_in(texts[4]) != code
     # One model call in all: only the approved person's message reached the model.
     assert len(provider.requests) == 1
     assert provider.requests[0].messages[-1].text == "hi again"
@@ -195,6 +199,8 @@ async def test_slack_stranger_gets_a_code_and_is_answered_once_approved(
         code = code_in(first.text)
         await bot.send(fake.dm("hello again"))
         await store.until_handled(f"slack:{bot.adapter.bot_key}:{DM_CHANNEL}:", 2)
+        await fake.until(lambda: len(fake.messages.get(DM_CHANNEL, [])) == 2, "the code again", 5.0)
+        assert code_in(fake.messages[DM_CHANNEL][1].text) == code
         [request] = await pairing.pending("slack")
         assert request.code == code
 
@@ -206,9 +212,9 @@ async def test_slack_stranger_gets_a_code_and_is_answered_once_approved(
         assert await pairing.revoke("slack", approval.user_id)
         await bot.send(fake.dm("and now?"))
         await fake.until(
-            lambda: len(fake.messages.get(DM_CHANNEL, [])) == 3, "a new pairing code", 5.0
+            lambda: len(fake.messages.get(DM_CHANNEL, [])) == 4, "a new pairing code", 5.0
         )
 
     assert len(provider.requests) == 1
     assert provider.requests[0].messages[-1].text == "now?"
-    assert "pairing code" in fake.messages[DM_CHANNEL][2].text
+    assert "pairing code" in fake.messages[DM_CHANNEL][3].text

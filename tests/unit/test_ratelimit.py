@@ -15,7 +15,7 @@ from core.bus import INBOUND, MemoryBus
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.messages import Message
-from core.policy import ChannelPolicy
+from core.policy import ChannelPolicy, PlatformAccess
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.ratelimit import RateLimits, RateLimitSettings
@@ -326,3 +326,37 @@ async def test_commands_count_against_the_rates_and_make_no_session_over_them(
     # One /new got through: one session made, not four.
     sessions = [s for s in await store.list_sessions() if s.key == GROUP.session_key]
     assert len(sessions) == 1, sessions
+
+
+async def test_a_stranger_asking_for_the_pairing_code_again_is_bounded_by_the_rates(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    runtime = AgentRuntime(
+        provider=ScriptedProvider([]), model="m", tools=ToolRegistry([]), store=store
+    )
+    worker = build_worker(
+        bus=bus,
+        store=store,
+        runtime=runtime,
+        policy=ChannelPolicy(default_access=PlatformAccess(dm_policy="pairing")),
+        rate_limits=limits(rate_limit="2/minute", chat_rate_limit="", daily_turns=0),
+    )
+    dm = Address(platform="telegram", bot="b", chat="42")
+    inbounds = [said("42", dm, text=f"hello {n}") for n in range(5)]
+    task = asyncio.create_task(worker.run())
+    outbox = Outbox(bus, "telegram")
+    try:
+        for inbound in inbounds:
+            await bus.enqueue(INBOUND, inbound)
+        while len(outbox.seen) < 3:
+            assert await outbox.next() is not None, f"only {outbox.seen} arrived"
+        await worker.idle.wait()
+        assert await outbox.rest() == []
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+    texts = [o.text for o in outbox.seen]
+    # The same code twice, then one notice, then silence.
+    assert texts[0] == texts[1] and "pairing code is" in texts[0]
+    assert "faster than I answer" in texts[2]
