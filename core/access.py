@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, Literal
@@ -78,12 +78,14 @@ def new_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(_CODE_LENGTH))
 
 
-def _pairing_text(request: PairingRequest) -> str:
+def _pairing_text(request: PairingRequest, prefix: str = "/") -> str:
+    """The text with a person's code; `prefix` starts a chat command typed on their
+    platform (an admin there answers `<prefix>approve CODE`)."""
     return (
         "Hi! This bot only talks to people its owner let in. Your pairing code is "
         f"{request.code} (valid for an hour). Send it to the owner; they approve it with "
         f"`switchboard pairing approve {request.platform} {request.code}`, or an admin "
-        f"answers `/approve {request.code}` in a chat with the bot. Then write again."
+        f"answers `{prefix}approve {request.code}` in a chat with the bot. Then write again."
     )
 
 
@@ -106,7 +108,10 @@ class Pairing:
         codes: Callable[[], str] = new_code,
         ttl: timedelta = PAIRING_TTL,
         max_pending: int = MAX_PENDING,
+        command_prefixes: Mapping[str, str] | None = None,
     ) -> None:
+        """`command_prefixes`: what starts a chat command typed on each platform, for the
+        pairing text (unlisted: `/`)."""
         if max_pending < 1:
             raise ValueError("max_pending must be at least 1")
         self.records = records
@@ -114,6 +119,7 @@ class Pairing:
         self._codes = codes
         self.ttl = ttl
         self.max_pending = max_pending
+        self._prefixes = dict(command_prefixes or {})
 
     async def request(self, inbound: Inbound) -> PairingReply:
         """File a request for the writer of `inbound`; the reply text holds its code. A person
@@ -144,12 +150,16 @@ class Pairing:
                         old.platform,
                         old.user_id,
                     )
-                return PairingReply("created", _pairing_text(wanted))
+                return PairingReply("created", self._text(wanted))
             if answer.outcome == "exists":
-                pending = found is not None and found.status == "pending"
-                return PairingReply("exists", _pairing_text(found) if pending else None)
+                if found is not None and found.status == "pending":
+                    return PairingReply("exists", self._text(found))
+                return PairingReply("exists", None)
         log.warning("no free pairing code for %s user %s", platform, inbound.user_id)
         return PairingReply("failed", None)
+
+    def _text(self, request: PairingRequest) -> str:
+        return _pairing_text(request, self._prefixes.get(request.platform, "/"))
 
     async def pending(self, platform: str | None = None) -> list[PairingRequest]:
         """The live pending requests, oldest first."""
