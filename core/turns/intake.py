@@ -316,8 +316,8 @@ class InboundHandler:
         return await self.rate_limits.test(inbound, is_admin=is_admin)
 
     async def _within_rate(self, inbound: Inbound, tested: Tested | None) -> bool:
-        """Whether the rate limits let this message run a turn (`tested`: how it stood); the
-        notice, if due, is sent. Counts it."""
+        """Whether the rate limits let this message be answered (a turn, a command or a
+        pairing code; `tested`: how it stood); the notice, if due, is sent. Counts it."""
         if self.rate_limits is None or tested is None:
             return True
         allowed, notice = await self.rate_limits.settle(tested)
