@@ -450,7 +450,11 @@ def assemble_worker(
         ),
         outbox=outbox,
         rate_limits=rate_limits,
-        gate=Gate(policy=policy, pairing=Pairing(store), modes=modes),
+        gate=Gate(
+            policy=policy,
+            pairing=Pairing(store, command_prefixes=REGISTERED.command_prefixes()),
+            modes=modes,
+        ),
         external=external,
     )
     return Worker(

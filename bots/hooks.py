@@ -2,7 +2,8 @@
 
 Off unless `SWITCHBOARD_HOOKS_PORT` is set; served by `switchboard serve` and by `switchboard
 hooks` alone. Binds 127.0.0.1 unless `SWITCHBOARD_HOOKS_HOST` says otherwise, and wants
-`Authorization: Bearer <SWITCHBOARD_HOOKS_TOKEN>` (24 characters at least) on every request.
+`Authorization: Bearer <SWITCHBOARD_HOOKS_TOKEN>` (24 characters at least; the scheme in any
+case) on every request; an address that sends wrong tokens too often waits (`bots/bearer.py`).
 
 - `POST /hooks/notify` `{"to": "telegram:123", "text": "...", "name": "ci"}`: the text is
   delivered as it is.
@@ -12,16 +13,18 @@ hooks` alone. Binds 127.0.0.1 unless `SWITCHBOARD_HOOKS_HOST` says otherwise, an
 
 Answers: 202 `{"id": ...}` once queued; 400 with one line saying what is wrong with the body;
 401 bad token; 403 a target not in the profile's `[hooks] targets`; 413 a body over 64 KB;
-429 over the per-token rate (`[hooks] rate`, default 60/minute); 503 while the bus is away.
+429 with `Retry-After` over the per-token rate (`[hooks] rate`, default 60/minute) or after
+too many wrong tokens from one address (10 a minute); 503 while the bus is away.
 An `Idempotency-Key` header makes a repeat return the same id and deliver nothing more.
 """
 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import logging
+import math
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -32,6 +35,7 @@ from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from bots.bearer import BearerGuard
 from core.addresses import AddressBook
 from core.envelopes import Address, NotificationSource
 from core.errors import BusError, ConfigError
@@ -119,6 +123,7 @@ class HooksServer:
         self.notifier = notifier
         self.addresses = addresses
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
+        self._bearer = BearerGuard(settings.token, name="hooks")
         # Rate-limit key of the token: its digest, so the token itself is kept nowhere else.
         self._token_key = hashlib.sha256(settings.token.encode()).hexdigest()[:16]
         self._runner: web.AppRunner | None = None
@@ -145,14 +150,20 @@ class HooksServer:
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """The token first (constant time), then the token's rate."""
-        given = request.headers.get("Authorization", "")
-        expected = f"Bearer {self.settings.token}"
-        if not hmac.compare_digest(given.encode(), expected.encode()):
+        """The token first (constant time; wrong ones throttled per address), then the
+        token's rate."""
+        refusal = await self._bearer.check(request)
+        if refusal is not None and refusal.status == 429:
+            return _error(429, "too many wrong tokens; try again later", refusal.headers)
+        if refusal is not None:
             return _error(401, "unauthorized: send Authorization: Bearer <SWITCHBOARD_HOOKS_TOKEN>")
         for limit in self.settings.limits:
             if not await self._limiter.hit(limit, "hooks", self._token_key):
-                return _error(429, f"too many requests: the limit is {limit}")
+                stats = await self._limiter.get_window_stats(limit, "hooks", self._token_key)
+                wait = max(1, math.ceil(stats.reset_time - time.time()))
+                return _error(
+                    429, f"too many requests: the limit is {limit}", {"Retry-After": str(wait)}
+                )
         try:
             return await handler(request)
         except web.HTTPClientError as exc:
@@ -215,5 +226,5 @@ class HooksServer:
         return body, to, key
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)

@@ -3,13 +3,14 @@
 Off unless `SWITCHBOARD_METRICS_PORT` is set. Like every listener of Switchboard it binds to
 127.0.0.1 unless told otherwise and wants a token: `Authorization: Bearer
 <SWITCHBOARD_METRICS_TOKEN>` on every request (Prometheus' `authorization` setting, a
-container health check's header). `/healthz` says the process is alive; `/readyz` answers 503
-while a loop is down or a dependency (store, bus) does not answer.
+container health check's header; the scheme in any case). An address that sends wrong tokens
+too often gets 429 with `Retry-After` for a while (`bots/bearer.py`). `/healthz` says the
+process is alive; `/readyz` answers 503 while a loop is down or a dependency (store, bus) does
+not answer.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from bots.bearer import BearerGuard
 from bots.platforms import REGISTERED
 from channels.web.spec import SPEC as WEB
 from core.bus.names import INBOUND, RECEIPTS, outbound_queue
@@ -63,6 +65,7 @@ class OperationsServer:
         self.settings = settings
         self.metrics = metrics
         self.readiness = readiness
+        self._bearer = BearerGuard(settings.token, name="operations")
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         """The port it listens on, once started (the given one, or the one chosen for 0)."""
@@ -88,11 +91,11 @@ class OperationsServer:
 
     @web.middleware
     async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        given = request.headers.get("Authorization", "")
-        expected = f"Bearer {self.settings.token}"
-        if not hmac.compare_digest(given.encode(), expected.encode()):
-            return web.Response(status=401, text="unauthorized")
-        return await handler(request)
+        refusal = await self._bearer.check(request)
+        if refusal is None:
+            return await handler(request)
+        text = "too many wrong tokens" if refusal.status == 429 else "unauthorized"
+        return web.Response(status=refusal.status, text=text, headers=refusal.headers)
 
     async def _metrics(self, _request: web.Request) -> web.Response:
         await self.metrics.refresh()

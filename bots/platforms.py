@@ -82,6 +82,10 @@ class Platforms:
             for spec in self.specs
         }
 
+    def command_prefixes(self) -> dict[str, str]:
+        """What starts a chat command typed as a message, per platform (`/`, Slack's `!`)."""
+        return {spec.name: spec.command_prefix for spec in self.specs}
+
     def addresses(self) -> AddressBook:
         """The delivery-address grammars of every platform."""
         return AddressBook(spec.address for spec in self.specs)

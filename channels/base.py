@@ -126,6 +126,9 @@ class ChannelSpec:
     shows_progress: bool = True
     # User ids trusted with everything by default (the person at a local terminal).
     operators: tuple[str, ...] = ()
+    # What starts a chat command typed as a message there (`/new`; Slack keeps `/` for the
+    # slash commands an app registered, so a message says `!new`).
+    command_prefix: str = "/"
 
     def configured(self, env: Mapping[str, str]) -> bool:
         """Whether the environment asks for this platform to be served."""

@@ -1,8 +1,10 @@
 """Who may talk to the bot, and what they may make it do (`docs/access.md`).
 
 `Pairing` keeps pairing requests and approvals (in the store's `AccessRecords`): a stranger's
-direct message under the `pairing` policy files a request with an 8-character code, sent to
-them once; an operator approves it from the CLI or an admin with `/approve CODE` in a chat.
+direct message under the `pairing` policy files a request with an 8-character code (one per
+person: writing again brings the same code back); an operator approves it from the CLI or an
+admin with `/approve CODE` in a chat. At most `MAX_PENDING` requests wait per platform; a new
+one takes the place of the oldest, so no handful of strangers locks the others out.
 
 `Gate` decides, per inbound message, from the platform's `PlatformAccess`, the allowlists, the
 profile's admins and the approvals read from the store on every message (so an approval or a
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, Literal
@@ -52,15 +54,13 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PAIRING_TTL: Final = timedelta(hours=1)
-# Pending requests per platform: a flood of strangers cannot fill the operator's list.
+# Pending requests per platform: a flood of strangers cannot make the operator's list long
+# (the oldest gives way to a new one).
 MAX_PENDING: Final = 3
 _CODE_LENGTH: Final = 8
 
 REFUSAL_TEXT: Final = "Sorry, this bot only answers the people it was set up for."
 GROUP_REFUSAL_TEXT: Final = "Sorry, this bot does not answer in this group."
-FULL_TEXT: Final = (
-    "Sorry, this bot is not taking new requests right now. Please try again in an hour."
-)
 
 # What the model reads about tools withheld from the person of a turn (prompt and refusals).
 NOT_ADMIN: Final = (
@@ -78,12 +78,14 @@ def new_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(_CODE_LENGTH))
 
 
-def _pairing_text(request: PairingRequest) -> str:
+def _pairing_text(request: PairingRequest, prefix: str = "/") -> str:
+    """The text with a person's code; `prefix` starts a chat command typed on their
+    platform (an admin there answers `<prefix>approve CODE`)."""
     return (
         "Hi! This bot only talks to people its owner let in. Your pairing code is "
         f"{request.code} (valid for an hour). Send it to the owner; they approve it with "
         f"`switchboard pairing approve {request.platform} {request.code}`, or an admin "
-        f"answers `/approve {request.code}` in a chat with the bot. Then write again."
+        f"answers `{prefix}approve {request.code}` in a chat with the bot. Then write again."
     )
 
 
@@ -91,7 +93,7 @@ def _pairing_text(request: PairingRequest) -> str:
 class PairingReply:
     """What filing a pairing request gave: the outcome and the text for the person, if any."""
 
-    outcome: Literal["created", "exists", "full", "failed"]
+    outcome: Literal["created", "exists", "failed"]
     text: str | None
 
 
@@ -106,16 +108,23 @@ class Pairing:
         codes: Callable[[], str] = new_code,
         ttl: timedelta = PAIRING_TTL,
         max_pending: int = MAX_PENDING,
+        command_prefixes: Mapping[str, str] | None = None,
     ) -> None:
+        """`command_prefixes`: what starts a chat command typed on each platform, for the
+        pairing text (unlisted: `/`)."""
+        if max_pending < 1:
+            raise ValueError("max_pending must be at least 1")
         self.records = records
         self._clock = clock
         self._codes = codes
         self.ttl = ttl
         self.max_pending = max_pending
+        self._prefixes = dict(command_prefixes or {})
 
     async def request(self, inbound: Inbound) -> PairingReply:
-        """File a request for the writer of `inbound`; the code is in the reply text only the
-        first time (a person with a live request gets no new code, and no text)."""
+        """File a request for the writer of `inbound`; the reply text holds its code. A person
+        with a live pending request gets that one's code again (no new one); a person whose
+        request was denied gets no text until it expires."""
         now = self._clock()
         platform = inbound.address.platform
         # A code in use is a one-in-a-trillion draw; three draws make a clash a non-event.
@@ -135,14 +144,22 @@ class Pairing:
             # A replayed filing (a dropped Redis connection) finds its own request.
             if answer.outcome == "created" or (found is not None and found.code == wanted.code):
                 log.info("pairing request from %s user %s", platform, inbound.user_id)
-                return PairingReply("created", _pairing_text(wanted))
+                for old in answer.gave_way:
+                    log.info(
+                        "pairing request of %s user %s gave way to a newer one",
+                        old.platform,
+                        old.user_id,
+                    )
+                return PairingReply("created", self._text(wanted))
             if answer.outcome == "exists":
+                if found is not None and found.status == "pending":
+                    return PairingReply("exists", self._text(found))
                 return PairingReply("exists", None)
-            if answer.outcome == "full":
-                log.info("pairing request from %s user %s: list full", platform, inbound.user_id)
-                return PairingReply("full", FULL_TEXT)
         log.warning("no free pairing code for %s user %s", platform, inbound.user_id)
         return PairingReply("failed", None)
+
+    def _text(self, request: PairingRequest) -> str:
+        return _pairing_text(request, self._prefixes.get(request.platform, "/"))
 
     async def pending(self, platform: str | None = None) -> list[PairingRequest]:
         """The live pending requests, oldest first."""

@@ -6,9 +6,14 @@ any moving 24 hours). The `limits` package counts (moving windows), in the stora
 gives: its Redis storage in the distributed deployment, so every worker shares the counters
 (each hit is one atomic script), and its memory storage in the embedded one (one process).
 
+Chat commands (`/help`, `/cost`, `/new`...) count against the same per-person and per-chat
+rates as messages (each answer is a write the bot makes, and `/new` makes a session), but not
+against the daily turns, which are for turns the model runs.
+
 Over a limit the person gets one short notice per window of that limit, then silence, and no
-turn runs. Local channels (the terminal and the web page) and admins are exempt; scheduled
-runs are not turns a person sends, so the budgets (`core/budgets.py`) bound them instead.
+turn runs (and no command is answered). Local channels (the terminal and the web page) and
+admins are exempt; scheduled runs are not turns a person sends, so the budgets
+(`core/budgets.py`) bound them instead.
 """
 
 from __future__ import annotations
@@ -138,13 +143,15 @@ class RateLimits:
         return self._parts
 
     async def admit(self, inbound: Inbound, *, is_admin: bool) -> tuple[bool, str | None]:
-        """Whether `inbound` may run a turn, and the notice to send when it may not (None:
-        stay silent, the person was told already in this window). Admitting counts it."""
+        """Whether `inbound` may run a turn (or, a command, be answered), and the notice to
+        send when it may not (None: stay silent, the person was told already in this window).
+        Admitting counts it."""
         return await self.settle(await self.test(inbound, is_admin=is_admin))
 
     async def test(self, inbound: Inbound, *, is_admin: bool) -> Tested:
         """The first half of `admit`, which only reads: how `inbound` stands against each
-        limit. The worker asks for it together with its other reads of the message."""
+        limit (a command: not against the daily turns). The worker asks for it together with
+        its other reads of the message."""
         address = inbound.address
         if is_admin or address.platform in self._exempt:
             return Tested(checks=[], passed=[])
@@ -155,7 +162,7 @@ class RateLimits:
             for limit, keys in (
                 (parts.person, person),
                 (parts.chat, (address.platform, address.bot, address.chat)),
-                (parts.daily, person),
+                (None if inbound.kind == "command" else parts.daily, person),
             )
             if limit is not None
         ]

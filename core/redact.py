@@ -1,7 +1,10 @@
-"""Secret scrubbing for logs, events and tool output.
+"""Secret scrubbing for logs, events, tool output and the model's answers.
 
 The runtime never lets a configured secret (an API key, a bot token) reach the model, a log
-line or a bus event: every such text passes through a `Redactor`. Besides the configured
+line or a bus event: every such text passes through a `Redactor`. The model's answers and the
+arguments of its tool calls are scrubbed of the configured values only (`Redactor.known`,
+and `AnswerScrubber` as an answer streams): the shapes below would also catch a password the
+model was asked to make up, or a key the person pasted themselves. Besides the configured
 values it catches credentials by shape: `key=value` pairs whose key names a secret, HTTP
 `Authorization` headers, the formats of well-known providers and long high-entropy tokens.
 Only the secret part is replaced (`AWS_SECRET_ACCESS_KEY=[redacted]`), and digests (git SHAs,
@@ -18,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["REDACTED", "RedactingFilter", "Redactor", "looks_like_secret"]
+__all__ = ["REDACTED", "AnswerScrubber", "RedactingFilter", "Redactor", "looks_like_secret"]
 
 REDACTED = "[redacted]"
 
@@ -155,6 +158,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = (), patterns: Iterable[str] = ()) -> None:
         # Short values would shred ordinary text; real secrets are long.
         values = sorted({s for s in secrets if s and len(s) >= 8}, key=len, reverse=True)
+        self._values = tuple(values)
         self._exact = re.compile("|".join(re.escape(v) for v in values)) if values else None
         self._patterns = tuple(re.compile(p) for p in patterns)
         # All of the above in one expression: most texts (ids, names, plain replies) match
@@ -191,6 +195,27 @@ class Redactor:
         text = _KEY_VALUE.sub(_key_value, text)
         return _CANDIDATE.sub(_high_entropy, text)
 
+    def known(self, text: str) -> str:
+        """`text` with the configured secret values replaced, and nothing else touched."""
+        return text if self._exact is None else self._exact.sub(REDACTED, text)
+
+    def known_data(self, value: Any) -> Any:
+        """A copy of JSON-like data with the configured secret values replaced in every
+        string (keys included), and nothing else touched."""
+        if self._exact is None:
+            return value
+        if isinstance(value, str):
+            return self.known(value)
+        if isinstance(value, dict):
+            return {self.known_data(key): self.known_data(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self.known_data(item) for item in value]
+        return value
+
+    def answer(self) -> AnswerScrubber:
+        """A scrubber of one streamed answer (see `AnswerScrubber`)."""
+        return AnswerScrubber(self._exact, self._values)
+
     def data(self, value: Any) -> Any:
         """A copy of JSON-like data with every string scrubbed and secret-named fields hidden."""
         if isinstance(value, str):
@@ -208,6 +233,57 @@ class Redactor:
         if isinstance(value, list | tuple):
             return [self.data(item) for item in value]
         return value
+
+
+class AnswerScrubber:
+    """Scrubs the configured secret values from text that arrives in pieces (a streamed
+    answer), so that no piece shows any part of one, even a secret split across two pieces.
+
+    `add` returns the scrubbed text that is safe to show now: it holds back the end of what
+    came, from where a configured value may begin and is not complete yet. `end` returns what
+    was held back, scrubbed. Joined, the returns are `Redactor.known` of the whole text.
+    """
+
+    def __init__(self, exact: re.Pattern[str] | None, values: tuple[str, ...]) -> None:
+        self._exact = exact
+        self._values = values
+        self._firsts = frozenset(value[0] for value in values)
+        self._longest = max((len(value) for value in values), default=0)
+        self._pending = ""  # arrived, not shown yet; no secret crosses where it starts
+
+    def add(self, piece: str) -> str:
+        """The scrubbed text that may be shown, now that `piece` came."""
+        if self._exact is None:
+            return piece
+        text = self._pending + piece
+        cut = self._settled(text)
+        self._pending = text[cut:]
+        return self._exact.sub(REDACTED, text[:cut])
+
+    def end(self) -> str:
+        """The rest of the text, scrubbed: the answer is complete."""
+        text, self._pending = self._pending, ""
+        return text if self._exact is None else self._exact.sub(REDACTED, text)
+
+    def _settled(self, text: str) -> int:
+        """How much of `text` can be scrubbed now: up to the earliest place where a
+        configured value may begin but is not complete, moved back to the start of any
+        complete value that crosses it (scrubbed whole once the rest is known)."""
+        assert self._exact is not None
+        cut = len(text)
+        for start in range(max(0, len(text) - self._longest + 1), len(text)):
+            if text[start] in self._firsts and any(
+                len(value) > len(text) - start and value.startswith(text[start:])
+                for value in self._values
+            ):
+                cut = start
+                break
+        for match in self._exact.finditer(text, 0, len(text)):
+            if match.start() >= cut:
+                break
+            if match.end() > cut:
+                return match.start()
+        return cut
 
 
 class RedactingFilter(logging.Filter):

@@ -600,20 +600,40 @@ class AgentRuntime:
         parts: list[str] = []
         calls: list[ToolCall] = []
         finished = Finished()
+        # The bot's own secrets never leave in an answer: each piece is scrubbed before it is
+        # shown or kept, a secret split across two pieces too (held back until it is whole).
+        scrubber = self._redact.answer()
+
+        def shown(chunk: str) -> None:
+            if not chunk:
+                return
+            parts.append(chunk)
+            if streamed is not None:
+                streamed.append(chunk)
+            emit(TextDelta(text=chunk))
+
         # Deadlines are the provider's (ReliableProvider gives each attempt one): only it can
         # tell the time spent waiting between retries from a model that is slow to answer.
         async for event in self.provider.stream(request):
             match event:
                 case TextDelta(text=chunk):
-                    parts.append(chunk)
-                    if streamed is not None:
-                        streamed.append(chunk)
-                    emit(event)
+                    shown(scrubber.add(chunk))
                 case ToolCall():
-                    calls.append(event)
+                    calls.append(self._scrubbed_call(event))
                 case Finished():
                     finished = event
+        shown(scrubber.end())
         return "".join(parts), calls, finished
+
+    def _scrubbed_call(self, call: ToolCall) -> ToolCall:
+        """`call` with the bot's secrets out of its arguments: as it is stored, shown and run
+        (a tool is never the way a configured secret leaves the bot)."""
+        arguments = self._redact.known_data(call.arguments)
+        raw = call.raw_arguments
+        scrubbed_raw = raw if raw is None else self._redact.known(raw)
+        if arguments == call.arguments and scrubbed_raw == raw:
+            return call
+        return call.model_copy(update={"arguments": arguments, "raw_arguments": scrubbed_raw})
 
     def _provider_failure(
         self, run_id: str, exc: ProviderError, *, cut_off: bool = False

@@ -68,7 +68,10 @@ _NO_STATUS = frozenset({"not_allowed_token_type", "unknown_method", "missing_sco
 _BAD_TOKEN = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
 )
-_COMMAND = re.compile(r"/([A-Za-z][A-Za-z0-9_]*)(?:\s|$)")
+# `/new` (after a mention: Slack keeps a message starting with `/` for slash commands) or `!new`
+# (`channels/slack/spec.py`'s prefix, which Slack passes through as it is).
+_COMMAND = re.compile(r"[/!]([A-Za-z][A-Za-z0-9_]*)(?:\s|$)")
+_SLASH = re.compile(r"^/[A-Za-z][A-Za-z0-9_]*$")
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 _REMEMBERED = 10_000  # event ids and threads kept in memory
@@ -194,6 +197,8 @@ class SlackAdapter:
         app.event("message")(self._on_event)
         app.event("app_mention")(self._on_event)
         app.action(ACTION)(self._on_press)
+        # The slash commands deploy/slack-app-manifest.yml registers.
+        app.command(_SLASH)(self._on_slash)
         return app
 
     # --- running ---------------------------------------------------------------------------
@@ -382,6 +387,38 @@ class SlackAdapter:
             await self._sink(inbound)
         await ack()
 
+    async def _on_slash(self, ack: Any, body: dict[str, Any]) -> None:
+        """bolt's listener for the app's slash commands: hand the command over as if it had
+        been written in the chat, then ack with no text (the answer comes as a message; a
+        failed hand-over raises, and Slack shows the person an error)."""
+        inbound = self._slash_inbound(body)
+        if inbound is not None:
+            assert self._sink is not None
+            await self._sink(inbound)
+        await ack()
+
+    def _slash_inbound(self, body: Mapping[str, Any]) -> Inbound | None:
+        """The `command` Inbound of a slash command's payload; None when it is not one."""
+        word = str(body.get("command") or "").removeprefix("/").lower()
+        channel, user = body.get("channel_id"), body.get("user_id")
+        if not word or not isinstance(channel, str) or not isinstance(user, str) or not user:
+            return None
+        arguments = str(body.get("text") or "").strip()
+        is_direct = channel.startswith("D")
+        team = body.get("team_id")
+        return Inbound(
+            kind="command",
+            command=word,
+            # Slash commands come from a chat, never a thread: the chat's conversation.
+            address=Address(platform="slack", bot=self.bot_key, chat=channel),
+            user_id=user,
+            user_name=str(body.get("user_name") or ""),
+            text=f"/{word} {arguments}".strip(),
+            is_direct=is_direct,
+            mentions_bot=True,
+            team=str(team) if team else None,
+        )
+
     def _handed_over(self, chat: str, task: asyncio.Task[None]) -> None:
         self._receiving.discard(task)
         if self._last_in_chat.get(chat) is task:
@@ -509,6 +546,8 @@ class SlackAdapter:
                 _remember(self._threads, (channel, thread))
         text = mrkdwn_to_text(raw_text, drop_user=bot_user)
         command = _command(text, self._words) if addressed or is_direct else None
+        if command is not None:
+            text = "/" + text.lstrip()[1:]  # `!approve CODE` reads as `/approve CODE`
         team = event.get("user_team") or event.get("team") or body.get("team_id")
         profile = event.get("user_profile")
         name = ""

@@ -71,4 +71,7 @@ SPEC = ChannelSpec(
     stream_interval=_STREAM_INTERVAL,
     # `progress` renews the assistant status Slack drops after two minutes.
     shows_progress=True,
+    # Slack answers a message starting with `/` itself unless the app registered that slash
+    # command (deploy/slack-app-manifest.yml does): `!approve CODE` always reaches the bot.
+    command_prefix="!",
 )

@@ -4,9 +4,10 @@ their codes and a hash of approvals (keys in `core/redis_keys.py`).
 A request's value is its expiry (epoch microseconds, 20 digits, so text order is time order), a
 space and its JSON; the scripts compare the prefix with `now` and read the JSON with cjson.
 Filing, approving and denying are one script each, so two workers never both take the last
-pending slot or both approve one code. Approving and denying keep a receipt of their reply, so
-a replayed script answers what its first run did; a replayed filing finds its own request and
-answers `exists` with the same code, which `core/access.py` takes for `created`.
+pending slot (or both push out the same oldest request) or both approve one code. Approving
+and denying keep a receipt of their reply, so a replayed script answers what its first run
+did; a replayed filing finds its own request and answers `exists` with the same code, which
+`core/access.py` takes for `created`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ from core.store.access import Approval, PairingAnswer, PairingRequest
 __all__ = ["RedisAccess"]
 
 # KEYS: requests, codes, pairing platforms. ARGV: user id, code, value, now (20 digits),
-# max pending, platform. Returns {outcome, request JSON or ""}.
+# max pending, platform. Returns {outcome, request JSON or "", JSON of each request that gave
+# way...}.
 _REQUEST: Final = """
 local now = ARGV[4]
-local pending = 0
+local pending = {}
 local mine = nil
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
@@ -40,16 +42,31 @@ for i = 1, #fields, 2 do
   elseif user == ARGV[1] then
     mine = value
   elseif record['status'] == 'pending' then
-    pending = pending + 1
+    pending[#pending + 1] = {user, value, record['code']}
   end
 end
 if mine then return {'exists', string.sub(mine, 22)} end
-if pending >= tonumber(ARGV[5]) then return {'full', ''} end
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then return {'code_taken', ''} end
+-- A full list: the pending requests that expire first give way.
+table.sort(pending, function(a, b)
+  local x, y = string.sub(a[2], 1, 20), string.sub(b[2], 1, 20)
+  if x ~= y then return x < y end
+  return a[1] < b[1]
+end)
+local answer = {'created', string.sub(ARGV[3], 22)}
+local keep = math.max(tonumber(ARGV[5]) - 1, 0)
+for i = 1, #pending - keep do
+  local user, value, code = pending[i][1], pending[i][2], pending[i][3]
+  redis.call('HDEL', KEYS[1], user)
+  if redis.call('HGET', KEYS[2], code) == user then
+    redis.call('HDEL', KEYS[2], code)
+  end
+  answer[#answer + 1] = string.sub(value, 22)
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
 redis.call('SADD', KEYS[3], ARGV[6])
-return {'created', string.sub(ARGV[3], 22)}
+return answer
 """
 
 # The live pending request with code ARGV[1] at time ARGV[2]: sets `user`, `value`, `request`
@@ -100,13 +117,13 @@ class RedisAccess(RedisBase):
     async def request_pairing(
         self, request: PairingRequest, *, now: datetime, max_pending: int
     ) -> PairingAnswer:
-        """File `request` unless its person has a live one, the platform is full or the code
-        is in use; drops expired requests first."""
+        """File `request` unless its person has a live one or the code is in use; drops expired
+        requests first, and the oldest pending ones past `max_pending` - 1."""
         check_aware(request, "the pairing request")
         value = f"{epoch_micros(request.expires_at):020d} {request.model_dump_json()}"
         platform = request.platform
         with self._translated(f"file a pairing request of {platform}:{request.user_id}"):
-            outcome, body = await self._script(_REQUEST)(
+            outcome, body, *gave_way = await self._script(_REQUEST)(
                 keys=[
                     self._keys.pairing_requests(platform),
                     self._keys.pairing_codes(platform),
@@ -115,7 +132,10 @@ class RedisAccess(RedisBase):
                 args=[request.user_id, request.code, value, _micros(now), max_pending, platform],
             )
             found = PairingRequest.model_validate_json(text(body)) if text(body) else None
-        return PairingAnswer.model_validate({"outcome": text(outcome), "request": found})
+            dropped = [PairingRequest.model_validate_json(text(item)) for item in gave_way]
+        return PairingAnswer.model_validate(
+            {"outcome": text(outcome), "request": found, "gave_way": dropped}
+        )
 
     async def pairing_requests(
         self, platform: str | None, *, now: datetime

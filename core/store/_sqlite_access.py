@@ -48,8 +48,8 @@ class SqliteAccess(SqliteBase):
     async def request_pairing(
         self, request: PairingRequest, *, now: datetime, max_pending: int
     ) -> PairingAnswer:
-        """File `request` unless its person has a live one, the platform is full or the code
-        is in use; drops expired requests first."""
+        """File `request` unless its person has a live one or the code is in use; drops expired
+        requests first, and the oldest pending ones past `max_pending` - 1."""
         check_aware(request, "the pairing request")
         at = _utc(now)
         async with self._write(f"file a pairing request of {request.platform}:{request.user_id}"):
@@ -66,17 +66,23 @@ class SqliteAccess(SqliteBase):
                     outcome="exists", request=PairingRequest.model_validate_json(str(mine[0]))
                 )
             rows = await self._db.execute_fetchall(
-                "SELECT count(*) FROM pairing_requests WHERE platform = ? AND status = 'pending'",
-                (request.platform,),
-            )
-            if int(next(iter(rows))[0]) >= max_pending:
-                return PairingAnswer(outcome="full")
-            rows = await self._db.execute_fetchall(
                 "SELECT 1 FROM pairing_requests WHERE platform = ? AND code = ?",
                 (request.platform, request.code),
             )
             if next(iter(rows), None) is not None:
                 return PairingAnswer(outcome="code_taken")
+            # A full list: the pending requests that expire first give way.
+            rows = await self._db.execute_fetchall(
+                "SELECT user_id, body FROM pairing_requests"
+                " WHERE platform = ? AND status = 'pending'"
+                " ORDER BY expires_at DESC, user_id DESC LIMIT -1 OFFSET ?",
+                (request.platform, max(max_pending - 1, 0)),
+            )
+            gave_way = [PairingRequest.model_validate_json(str(body)) for _, body in rows]
+            await self._db.executemany(
+                "DELETE FROM pairing_requests WHERE platform = ? AND user_id = ?",
+                [(request.platform, str(user)) for user, _ in rows],
+            )
             await self._db.execute(
                 "INSERT INTO pairing_requests"
                 " (platform, user_id, code, status, created_at, expires_at, body)"
@@ -91,7 +97,7 @@ class SqliteAccess(SqliteBase):
                     request.model_dump_json(),
                 ),
             )
-        return PairingAnswer(outcome="created", request=request)
+        return PairingAnswer(outcome="created", request=request, gave_way=gave_way)
 
     async def pairing_requests(
         self, platform: str | None, *, now: datetime

@@ -8,7 +8,9 @@ revocation takes effect at once everywhere.
 
 Requests expire (`expires_at`); an expired request is as good as gone and is dropped the next
 time a request is filed on its platform. A denied request stays, `denied`, until it expires, so
-the same person cannot ask again at once.
+the same person cannot ask again at once. A person has one live request at a time; a platform
+has at most `max_pending` pending ones: a new request takes the place of the pending one that
+expires first (the oldest), so strangers can crowd the operator's list but never close it.
 """
 
 from __future__ import annotations
@@ -61,16 +63,17 @@ class Approval(BaseModel):
 class PairingAnswer(BaseModel):
     """What filing a request did.
 
-    `created`: the request was stored (`request` is it). `exists`: the person already has a
-    live request, pending or denied (`request` is that one; nothing was stored). `full`: the
-    platform has as many pending requests as allowed. `code_taken`: another live request has
-    this code (draw another).
+    `created`: the request was stored (`request` is it; `gave_way`: the pending requests it
+    took the place of, the list being full). `exists`: the person already has a live request,
+    pending or denied (`request` is that one; nothing was stored). `code_taken`: another live
+    request has this code (draw another).
     """
 
     model_config = ConfigDict(frozen=True)
 
-    outcome: Literal["created", "exists", "full", "code_taken"]
+    outcome: Literal["created", "exists", "code_taken"]
     request: PairingRequest | None = None
+    gave_way: list[PairingRequest] = Field(default_factory=list)
 
 
 class AccessRecords(Protocol):
@@ -79,8 +82,9 @@ class AccessRecords(Protocol):
     async def request_pairing(
         self, request: PairingRequest, *, now: datetime, max_pending: int
     ) -> PairingAnswer:
-        """File `request` unless its person has a live one, the platform already has
-        `max_pending` pending ones, or its code is in use; drops expired requests first."""
+        """File `request` unless its person has a live one or its code is in use; drops
+        expired requests first and, when the platform already has `max_pending` pending ones,
+        the ones that expire first (`max_pending` is at least 1)."""
         ...
 
     async def pairing_requests(

@@ -2,9 +2,10 @@
 
 The intake rules, in order: an answered message is skipped (dedupe); a scheduled run goes to
 `ScheduledRuns`; the access `Gate` (`core/access.py`) decides the rest: a group message for
-someone else is read, not answered; a stranger's DM under the pairing policy gets a pairing
-code once, and nothing else; someone the policy does not admit gets one polite refusal per
-chat; a command is answered from the registry (`core/commands.py`); a message too long is
+someone else is read, not answered; a stranger's DM under the pairing policy gets their
+pairing code (the same one each time, within the rate limits), and nothing else; someone the
+policy does not admit gets one polite refusal per chat; a command is answered from the
+registry (`core/commands.py`) once it is within the rate limits; a message too long is
 refused; a message over a rate limit (`core/ratelimit.py`) gets one notice per window, then
 silence; anything else is a turn (`core/turns/turn.py`) under a mode fitted to its person,
 checkpointed so a crash mid-turn can be recovered.
@@ -123,9 +124,13 @@ class InboundHandler:
         elif entry.action == "refuse":
             await self._refuse(inbound, entry.text)
         elif entry.action == "pair":
-            await self._pair(inbound)
+            # The code goes out again when asked for, within the rate limits.
+            if await self._within_rate(inbound, tested):
+                await self._pair(inbound)
         elif inbound.kind == "command":
-            await self._command(inbound, entry)
+            # Commands count against the person's and the chat's rates like messages do.
+            if await self._within_rate(inbound, None if entry.admin else tested):
+                await self._command(inbound, entry)
         else:
             finished = await self._turn(inbound, entry, cancel, fence, found, tested, session)
             await self._settle(inbound, done, finished)
@@ -171,18 +176,10 @@ class InboundHandler:
             await self.outbox.send(inbound, "notice", text)
 
     async def _pair(self, inbound: Inbound) -> None:
-        """A stranger's DM under the pairing policy: a code once, no model call, no turn."""
+        """A stranger's DM under the pairing policy: their code, no model call, no turn."""
         reply = await self.gate.pairing.request(inbound)
-        if reply.text is None:
-            return  # the code went out with the first message; no new one each time
-        if reply.outcome == "full":
-            address = inbound.address
-            # Told once per chat: a stranger writing on cannot make the bot write back.
-            if not await self.store.mark_processed(
-                f"pairing-full:{address.platform}:{address.bot}:{address.chat}"
-            ):
-                return
-        await self.outbox.send(inbound, "notice", reply.text)
+        if reply.text is not None:  # None: their request was denied
+            await self.outbox.send(inbound, "notice", reply.text)
 
     async def _command(self, inbound: Inbound, entry: Entry) -> None:
         word = (inbound.command or "").lower()
@@ -312,7 +309,6 @@ class InboundHandler:
         """How a person's message stands against the rate limits (None: nothing to test)."""
         if (
             self.rate_limits is None
-            or inbound.kind == "command"
             or not self.policy.addressed(inbound)  # read, not answered: nothing to count
         ):
             return None
@@ -320,8 +316,8 @@ class InboundHandler:
         return await self.rate_limits.test(inbound, is_admin=is_admin)
 
     async def _within_rate(self, inbound: Inbound, tested: Tested | None) -> bool:
-        """Whether the rate limits let this message run a turn (`tested`: how it stood); the
-        notice, if due, is sent. Counts it."""
+        """Whether the rate limits let this message be answered (a turn, a command or a
+        pairing code; `tested`: how it stood); the notice, if due, is sent. Counts it."""
         if self.rate_limits is None or tested is None:
             return True
         allowed, notice = await self.rate_limits.settle(tested)

@@ -44,30 +44,56 @@ async def test_a_request_is_filed_once_per_person(store: AccessRecords) -> None:
     assert await store.pairing_requests("telegram", now=T0) == [request("u1", "ABCD2345")]
 
 
-async def test_pending_requests_are_limited_per_platform(store: AccessRecords) -> None:
+async def test_pending_requests_are_limited_per_platform_and_the_oldest_gives_way(
+    store: AccessRecords,
+) -> None:
     for n, code in enumerate(("AAAAAAA2", "AAAAAAA3", "AAAAAAA4")):
-        answer = await store.request_pairing(
-            request(f"u{n}", code, at=T0 + timedelta(seconds=n)), now=T0, max_pending=3
-        )
+        at = T0 + timedelta(seconds=n)
+        answer = await store.request_pairing(request(f"u{n}", code, at=at), now=at, max_pending=3)
         assert answer.outcome == "created"
+        assert answer.gave_way == []
+    # u1 is denied: a denied request holds no pending place and never gives way.
+    await store.deny_pairing("telegram", "AAAAAAA3", now=T0)
+    later = T0 + timedelta(seconds=5)
+    fourth = await store.request_pairing(
+        request("u8", "AAAAAAA6", at=later), now=later, max_pending=3
+    )
+    assert (fourth.outcome, fourth.gave_way) == ("created", [])
 
-    full = await store.request_pairing(request("u9", "AAAAAAA5"), now=T0, max_pending=3)
+    latest = T0 + timedelta(seconds=9)
+    fifth = await store.request_pairing(
+        request("u9", "AAAAAAA5", at=latest), now=latest, max_pending=3
+    )
     elsewhere = await store.request_pairing(
-        request("u9", "AAAAAAA5", platform="slack"), now=T0, max_pending=3
+        request("u9", "AAAAAAA5", platform="slack", at=latest), now=latest, max_pending=3
     )
 
-    assert full.outcome == "full"
-    assert full.request is None
+    assert fifth.outcome == "created"
+    assert fifth.request == request("u9", "AAAAAAA5", at=latest)
+    assert fifth.gave_way == [request("u0", "AAAAAAA2")]
     assert elsewhere.outcome == "created"
-    assert [r.user_id for r in await store.pairing_requests("telegram", now=T0)] == [
-        "u0",
-        "u1",
+    assert [r.user_id for r in await store.pairing_requests("telegram", now=latest)] == [
         "u2",
+        "u8",
+        "u9",
     ]
+    # The code of the one that gave way is free again, and approves nobody.
+    assert (
+        await store.approve_pairing("telegram", "AAAAAAA2", now=latest, admin=False, by="cli")
+        is None
+    )
+    reused = await store.request_pairing(
+        request("u7", "AAAAAAA2", at=latest), now=latest, max_pending=4
+    )
+    assert reused.outcome == "created"
+    # The denied request stays until it expires.
+    again = await store.request_pairing(request("u1", "AAAAAAA7"), now=latest, max_pending=4)
+    assert again.outcome == "exists"
     # Oldest first; equal times by platform.
-    assert [r.platform for r in await store.pairing_requests(None, now=T0)] == [
-        "slack",
+    assert [r.platform for r in await store.pairing_requests(None, now=latest)] == [
         "telegram",
+        "telegram",
+        "slack",
         "telegram",
         "telegram",
     ]

@@ -608,6 +608,35 @@ class FakeSlack(EventBuilders):
         ):
             return response.status, await response.text()
 
+    async def post_command(self, url: str, payload: dict[str, str]) -> tuple[int, str]:
+        """POST a slash command's payload as Slack does (a signed form of its fields)."""
+        raw = urlencode(payload).encode()
+        stamp = str(int(time.time()))
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "X-Slack-Request-Timestamp": stamp,
+            "X-Slack-Signature": self.signature(stamp, raw),
+        }
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(url, data=raw, headers=headers) as response,
+        ):
+            return response.status, await response.text()
+
+    async def send_socket_command(self, payload: dict[str, str]) -> str:
+        """Send a slash command's payload over the Socket Mode connection; its envelope id."""
+        if not self._sockets:
+            raise RuntimeError("no Socket Mode client is connected")
+        envelope_id = str(uuid.uuid4())
+        envelope = {
+            "envelope_id": envelope_id,
+            "type": "slash_commands",
+            "accepts_response_payload": True,
+            "payload": payload,
+        }
+        await self._sockets[-1].send_str(json.dumps(envelope))
+        return envelope_id
+
     async def send_socket_interaction(self, payload: dict[str, Any]) -> str:
         """Send an interaction payload over the Socket Mode connection; its envelope id."""
         if not self._sockets:

@@ -105,6 +105,28 @@ class EventBuilders:
             self.history.setdefault(channel, []).append(kept)
         return self.event_callback(event)
 
+    def slash_command(
+        self, command: str, text: str = "", *, user: str = ALICE, channel: str = DM_CHANNEL
+    ) -> dict[str, str]:
+        """The payload of a slash command the app registered (`/approve`), typed by `user` in
+        `channel`: form fields, as Slack posts them (and sends them over Socket Mode)."""
+        number = next(self._sequence)
+        return {
+            "token": "fake-verification-token",
+            "team_id": self.team_id,
+            "team_domain": "switchboard-test",
+            "channel_id": channel,
+            "channel_name": "directmessage" if channel.startswith("D") else "general",
+            "user_id": user,
+            "user_name": user.lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": APP_ID,
+            "is_enterprise_install": "false",
+            "response_url": f"https://hooks.slack.invalid/commands/{number}",
+            "trigger_id": f"{number}.{uuid.uuid4().hex[:12]}",
+        }
+
     def dm(
         self,
         text: str,

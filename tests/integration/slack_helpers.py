@@ -57,6 +57,15 @@ class Serving:
         status, text = await self.fake.post_event(self.events_url, body, retry_num=retry_num)
         assert status == 200, (status, text)
 
+    async def command(self, payload: dict[str, str]) -> None:
+        """Deliver a slash command the way this app receives them; it was acknowledged."""
+        if self.mode == "socket":
+            envelope = await self.fake.send_socket_command(payload)
+            await self.fake.wait_for_ack(envelope, timeout=PATIENCE)
+            return
+        status, text = await self.fake.post_command(self.events_url, payload)
+        assert status == 200, (status, text)
+
 
 @asynccontextmanager
 async def serving(

@@ -21,7 +21,7 @@ from core.policy import ChannelPolicy, PlatformAccess
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.store.sqlite import SqliteStore
 from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_events import DM_CHANNEL
+from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration import slack_helpers, telegram_helpers
 from tests.integration.serving import PATIENCE
@@ -29,6 +29,7 @@ from tests.integration.serving import PATIENCE
 STRANGER = 555  # a Telegram private chat: the user's id is the chat's id
 ADMIN = 42
 CODE = re.compile(r"pairing code is ([A-Z2-9]{8})")
+CAROL = "U0CAROL"  # a second Slack stranger
 
 
 def product_policy(**fields: object) -> ChannelPolicy:
@@ -93,10 +94,14 @@ async def test_telegram_stranger_gets_a_code_then_answers_once_approved_until_re
         fake.private_text(STRANGER, "hello?")
         first = await telegram_helpers.reply_containing(fake, STRANGER, "pairing code")
         code = code_in(first.text)
-        # Asking again while the request is pending sends no second code (nor anything else).
+        # Asking again while the request is pending brings the same code back, no new one.
         fake.private_text(STRANGER, "/start")
         fake.private_text(STRANGER, "anyone there?")
         await store.until_handled(f"telegram:{telegram_helpers.BOT_KEY}:{STRANGER}:", 3)
+        await telegram_helpers.until(
+            fake, lambda: len(fake.sent_texts(STRANGER)) == 3, "the code again"
+        )
+        assert [code_in(text) for text in fake.sent_texts(STRANGER)] == [code] * 3
         [request] = await pairing.pending("telegram")
         assert (request.user_id, request.code) == (str(STRANGER), code)
 
@@ -107,12 +112,12 @@ async def test_telegram_stranger_gets_a_code_then_answers_once_approved_until_re
         assert await pairing.revoke("telegram", str(STRANGER))
         fake.private_text(STRANGER, "still me")
         await telegram_helpers.until(
-            fake, lambda: len(fake.sent_texts(STRANGER)) == 3, "a new pairing code"
+            fake, lambda: len(fake.sent_texts(STRANGER)) == 5, "a new pairing code"
         )
 
     texts = fake.sent_texts(STRANGER)
-    assert texts[1] == "hello, friend"
-    assert code_in(texts[2]) != code
+    assert texts[3] == "hello, friend"
+    assert code_in(texts[4]) != code
     # One model call in all: only the approved person's message reached the model.
     assert len(provider.requests) == 1
     assert provider.requests[0].messages[-1].text == "hi again"
@@ -195,6 +200,8 @@ async def test_slack_stranger_gets_a_code_and_is_answered_once_approved(
         code = code_in(first.text)
         await bot.send(fake.dm("hello again"))
         await store.until_handled(f"slack:{bot.adapter.bot_key}:{DM_CHANNEL}:", 2)
+        await fake.until(lambda: len(fake.messages.get(DM_CHANNEL, [])) == 2, "the code again", 5.0)
+        assert code_in(fake.messages[DM_CHANNEL][1].text) == code
         [request] = await pairing.pending("slack")
         assert request.code == code
 
@@ -206,9 +213,49 @@ async def test_slack_stranger_gets_a_code_and_is_answered_once_approved(
         assert await pairing.revoke("slack", approval.user_id)
         await bot.send(fake.dm("and now?"))
         await fake.until(
-            lambda: len(fake.messages.get(DM_CHANNEL, [])) == 3, "a new pairing code", 5.0
+            lambda: len(fake.messages.get(DM_CHANNEL, [])) == 4, "a new pairing code", 5.0
         )
 
     assert len(provider.requests) == 1
     assert provider.requests[0].messages[-1].text == "now?"
-    assert "pairing code" in fake.messages[DM_CHANNEL][2].text
+    assert "pairing code" in fake.messages[DM_CHANNEL][3].text
+
+
+@pytest.mark.parametrize("mode", ["http", "socket"])
+async def test_slack_pairing_text_names_a_command_slack_passes_and_both_forms_approve(
+    fake_slack: FakeSlack, store: SqliteStore, mode: str
+) -> None:
+    fake = fake_slack
+    provider = ScriptedProvider([text_reply("welcome, Alice"), text_reply("welcome, Carol")])
+    admin_dm = "D0BOB"
+    policy = product_policy(admins=frozenset({f"slack:{BOB}"}))
+    async with slack_helpers.serving(
+        fake, store, provider, policy=policy, mode="socket" if mode == "socket" else "http"
+    ) as bot:
+        await bot.send(fake.dm("hello"))
+        first = await slack_helpers.reply_containing(fake, DM_CHANNEL, "pairing code")
+        code = code_in(first.text)
+        # A message starting with `!` reaches the bot as it is (one with `/` would not).
+        await bot.send(fake.dm(f"!approve {code}", user=BOB, channel=admin_dm))
+        approved = await slack_helpers.reply_containing(fake, admin_dm, "Approved")
+        await bot.send(fake.dm("thanks"))
+        await slack_helpers.reply_containing(fake, DM_CHANNEL, "welcome, Alice")
+
+        # With the manifest's slash commands installed, `/approve CODE` works too.
+        await bot.send(fake.dm("me too", user=CAROL, channel="D0CAROL"))
+        other = code_in(
+            (await slack_helpers.reply_containing(fake, "D0CAROL", "pairing code")).text
+        )
+        await bot.command(fake.slash_command("/approve", other, user=BOB, channel=admin_dm))
+        await slack_helpers.reply_containing(fake, admin_dm, f"Approved {CAROL}")
+        await bot.send(fake.dm("thanks!", user=CAROL, channel="D0CAROL"))
+        await slack_helpers.reply_containing(fake, "D0CAROL", "welcome, Carol")
+        # A person who is no admin is told so, by either form.
+        await bot.command(fake.slash_command("/deny", "ABCDEFGH", channel=DM_CHANNEL))
+        await slack_helpers.reply_containing(fake, DM_CHANNEL, "Only an admin")
+
+    assert f"`!approve {code}`" in first.text
+    assert "`/approve" not in first.text
+    assert f"slack user {ALICE}" in approved.text
+    assert await Pairing(store).pending() == []
+    assert len(provider.requests) == 2

@@ -79,16 +79,35 @@ class Listener:
     http: aiohttp.ClientSession
 
     async def post(
-        self, path: str, body: Any, *, token: str = TOKEN, key: str | None = None
+        self,
+        path: str,
+        body: Any,
+        *,
+        token: str = TOKEN,
+        key: str | None = None,
+        scheme: str = "Bearer",
     ) -> tuple[int, dict[str, Any]]:
-        headers = {"Authorization": f"Bearer {token}"}
+        status, _, found = await self.exchange(path, body, token=token, key=key, scheme=scheme)
+        return status, found
+
+    async def exchange(
+        self,
+        path: str,
+        body: Any,
+        *,
+        token: str = TOKEN,
+        key: str | None = None,
+        scheme: str = "Bearer",
+    ) -> tuple[int, dict[str, str], dict[str, Any]]:
+        """The status, headers and JSON body of the answer."""
+        headers = {"Authorization": f"{scheme} {token}"}
         if key is not None:
             headers["Idempotency-Key"] = key
         url = f"http://127.0.0.1:{self.server.port}{path}"
         data = body if isinstance(body, bytes) else None
         json_body = None if isinstance(body, bytes) else body
         async with self.http.post(url, json=json_body, data=data, headers=headers) as response:
-            return response.status, await response.json()
+            return response.status, dict(response.headers), await response.json()
 
 
 @asynccontextmanager
@@ -162,11 +181,44 @@ async def test_requests_are_refused_with_the_right_status(bus: MemoryBus) -> Non
     assert await _queued(bus, outbound_queue("telegram")) == []
 
 
+async def test_the_bearer_scheme_is_read_in_any_case(bus: MemoryBus) -> None:
+    async with listening(bus) as hooks:
+        statuses = [
+            (await hooks.post("/hooks/notify", {"to": TARGET, "text": scheme}, scheme=scheme))[0]
+            for scheme in ("bearer", "BEARER", "Bearer")
+        ]
+        refused = await hooks.post("/hooks/notify", {"to": TARGET, "text": "x"}, scheme="Basic")
+
+    assert statuses == [202, 202, 202]
+    assert refused[0] == 401
+    assert len(await _queued(bus, outbound_queue("telegram"))) == 3
+
+
+async def test_wrong_tokens_from_one_address_are_throttled(bus: MemoryBus) -> None:
+    good = {"to": TARGET, "text": "hi"}
+    async with listening(bus) as hooks:
+        wrong = [
+            (await hooks.post("/hooks/notify", good, token=f"guess-{n}"))[0] for n in range(10)
+        ]
+        status, headers, body = await hooks.exchange("/hooks/notify", good, token="guess-10")
+        # Past the limit the address waits, whatever it sends: no guess is checked meanwhile.
+        right, right_headers, _ = await hooks.exchange("/hooks/notify", good)
+
+    assert wrong == [401] * 10
+    assert (status, body["error"]) == (429, "too many wrong tokens; try again later")
+    assert 0 < int(headers["Retry-After"]) <= 60
+    assert right == 429 and "Retry-After" in right_headers
+    assert await _queued(bus, outbound_queue("telegram")) == []
+
+
 async def test_over_the_rate_a_token_gets_429(bus: MemoryBus) -> None:
     async with listening(bus, _settings(rate="2/minute")) as hooks:
         statuses = [
-            (await hooks.post("/hooks/notify", {"to": TARGET, "text": str(n)}))[0] for n in range(3)
+            (await hooks.post("/hooks/notify", {"to": TARGET, "text": str(n)}))[0] for n in range(2)
         ]
+        over, headers, _ = await hooks.exchange("/hooks/notify", {"to": TARGET, "text": "2"})
+        statuses.append(over)
+        assert 0 < int(headers["Retry-After"]) <= 60
         # A wrong token is refused before it counts.
         assert (await hooks.post("/hooks/notify", {"to": TARGET, "text": "x"}, token="no"))[
             0

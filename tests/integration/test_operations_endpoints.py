@@ -27,13 +27,40 @@ async def server() -> AsyncIterator[OperationsServer]:
     await running.close()
 
 
-async def get(server: OperationsServer, path: str, token: str | None = TOKEN) -> tuple[int, str]:
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+async def get(
+    server: OperationsServer, path: str, token: str | None = TOKEN, scheme: str = "Bearer"
+) -> tuple[int, str]:
+    status, _, text = await exchange(server, path, token, scheme)
+    return status, text
+
+
+async def exchange(
+    server: OperationsServer, path: str, token: str | None = TOKEN, scheme: str = "Bearer"
+) -> tuple[int, dict[str, str], str]:
+    """The status, headers and text of the answer."""
+    headers = {"Authorization": f"{scheme} {token}"} if token is not None else {}
     async with (
         aiohttp.ClientSession() as session,
         session.get(f"http://127.0.0.1:{server.port}{path}", headers=headers) as response,
     ):
-        return response.status, await response.text()
+        return response.status, dict(response.headers), await response.text()
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer"])
+async def test_the_bearer_scheme_is_read_in_any_case(server: OperationsServer, scheme: str) -> None:
+    assert await get(server, "/healthz", scheme=scheme) == (200, "ok")
+
+
+async def test_wrong_tokens_from_one_address_are_throttled(server: OperationsServer) -> None:
+    wrong = [(await get(server, "/metrics", f"guess-{n}"))[0] for n in range(10)]
+    status, headers, text = await exchange(server, "/metrics", "guess-10")
+    # Past the limit the address waits, whatever it sends: no guess is checked meanwhile.
+    right, right_headers, _ = await exchange(server, "/healthz")
+
+    assert wrong == [401] * 10
+    assert (status, text) == (429, "too many wrong tokens")
+    assert 0 < int(headers["Retry-After"]) <= 60
+    assert right == 429 and "Retry-After" in right_headers
 
 
 @pytest.mark.parametrize("path", ["/metrics", "/healthz", "/readyz"])

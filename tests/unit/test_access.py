@@ -17,6 +17,7 @@ from core.access import (
     Entry,
     Gate,
     Pairing,
+    PairingReply,
     new_code,
 )
 from core.envelopes import Address, Inbound
@@ -91,7 +92,7 @@ def test_codes_are_eight_characters_without_look_alikes() -> None:
     assert len(drawn) == 200
 
 
-async def test_a_code_is_sent_once_per_request_and_expires_after_an_hour(
+async def test_one_request_per_person_whose_code_comes_back_and_expires_after_an_hour(
     store: SqliteStore,
 ) -> None:
     clock = Clock()
@@ -99,25 +100,51 @@ async def test_a_code_is_sent_once_per_request_and_expires_after_an_hour(
 
     first = await pairing.request(dm("u1"))
     again = await pairing.request(dm("u1"))
+    waiting = [r.code for r in await pairing.pending()]
     clock.now = T0 + timedelta(hours=1)
     renewed = await pairing.request(dm("u1"))
 
     assert first.outcome == "created"
     assert first.text is not None and "ABCDEFGH" in first.text
     assert "switchboard pairing approve telegram ABCDEFGH" in first.text
-    assert (again.outcome, again.text) == ("exists", None)
+    # Writing again brings the same code back: one request per person, no new code.
+    assert (again.outcome, again.text) == ("exists", first.text)
+    assert waiting == ["ABCDEFGH"]
     assert renewed.outcome == "created"
     assert renewed.text is not None and "JKLMNPQR" in renewed.text
 
 
-async def test_at_most_three_requests_wait_per_platform(store: SqliteStore) -> None:
-    pairing = Pairing(store, clock=Clock())
+async def test_at_most_three_requests_wait_per_platform_and_the_oldest_gives_way(
+    store: SqliteStore,
+) -> None:
+    clock = Clock()
+    pairing = Pairing(store, clock=clock)
 
-    outcomes = [(await pairing.request(dm(f"u{n}"))).outcome for n in range(4)]
+    replies = []
+    for n in range(5):
+        clock.now = T0 + timedelta(minutes=n)
+        replies.append(await pairing.request(dm(f"u{n}")))
     other_platform = await pairing.request(dm("u9", platform="slack"))
 
-    assert outcomes == ["created", "created", "created", "full"]
+    # Three strangers do not lock out a fourth and a fifth: each gets a code, and the list
+    # keeps the three newest.
+    assert [r.outcome for r in replies] == ["created"] * 5
+    assert all(r.text is not None and "pairing code is" in r.text for r in replies)
+    assert [r.user_id for r in await pairing.pending("telegram")] == ["u2", "u3", "u4"]
     assert other_platform.outcome == "created"
+    # The one that gave way asks again and is back in, with a new code.
+    clock.now += timedelta(minutes=1)
+    again = await pairing.request(dm("u0"))
+    assert again.outcome == "created"
+    assert [r.user_id for r in await pairing.pending("telegram")] == ["u3", "u4", "u0"]
+
+
+async def test_a_denied_person_gets_no_code_until_it_expires(store: SqliteStore) -> None:
+    pairing = Pairing(store, clock=Clock(), codes=codes("ABCDEFGH", "JKLMNPQR"))
+    await pairing.request(dm("u1"))
+    assert await pairing.deny("telegram", "ABCDEFGH") is not None
+
+    assert await pairing.request(dm("u1")) == PairingReply("exists", None)
 
 
 async def test_a_taken_code_is_drawn_again(store: SqliteStore) -> None:

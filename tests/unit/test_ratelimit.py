@@ -15,7 +15,7 @@ from core.bus import INBOUND, MemoryBus
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.messages import Message
-from core.policy import ChannelPolicy
+from core.policy import ChannelPolicy, PlatformAccess
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.ratelimit import RateLimits, RateLimitSettings
@@ -279,3 +279,84 @@ async def test_once_the_window_passes_the_person_is_answered_and_warned_again(
     assert await limiter.admit(said("7"), is_admin=False) == (True, None)
     allowed, notice = await limiter.admit(said("7"), is_admin=False)
     assert not allowed and notice is not None
+
+
+def command(user: str, word: str, address: Address = GROUP) -> Inbound:
+    return Inbound(
+        address=address, user_id=user, text=f"/{word}", kind="command", command=word, is_direct=True
+    )
+
+
+async def test_commands_count_against_the_rates_and_make_no_session_over_them(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    provider = ScriptedProvider([])
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
+    worker = build_worker(
+        bus=bus,
+        store=store,
+        runtime=runtime,
+        policy=ChannelPolicy(admins=frozenset({"telegram:boss"})),
+        # The daily turns do not count commands: only the rate stops the fourth one here.
+        rate_limits=limits(rate_limit="3/minute", chat_rate_limit="", daily_turns=1),
+    )
+    words = ["help", "new", "cost", "new", "help", "cost", "new"]
+    inbounds = [command("7", word) for word in words]
+    inbounds.append(command("boss", "help"))
+    task = asyncio.create_task(worker.run())
+    outbox = Outbox(bus, "telegram")
+    try:
+        for inbound in inbounds:
+            await bus.enqueue(INBOUND, inbound)
+        # Three answers, one notice and the admin's answer; the rest get nothing.
+        while len([o for o in outbox.seen if o.kind == "notice"]) < 5:
+            assert await outbox.next() is not None, f"only {outbox.seen} arrived"
+        await worker.idle.wait()
+        assert await outbox.rest() == []
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+    by_message = {o.reply_to: o.text for o in outbox.seen}
+    assert set(by_message) == {inbounds[i].id for i in (0, 1, 2, 3, 7)}
+    assert "faster than I answer" in by_message[inbounds[3].id]
+    assert "faster than I answer" not in by_message[inbounds[7].id]
+    for refused in inbounds[3:7]:
+        assert await store.is_processed(refused.dedupe_key)
+    # One /new got through: one session made, not four.
+    sessions = [s for s in await store.list_sessions() if s.key == GROUP.session_key]
+    assert len(sessions) == 1, sessions
+
+
+async def test_a_stranger_asking_for_the_pairing_code_again_is_bounded_by_the_rates(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    runtime = AgentRuntime(
+        provider=ScriptedProvider([]), model="m", tools=ToolRegistry([]), store=store
+    )
+    worker = build_worker(
+        bus=bus,
+        store=store,
+        runtime=runtime,
+        policy=ChannelPolicy(default_access=PlatformAccess(dm_policy="pairing")),
+        rate_limits=limits(rate_limit="2/minute", chat_rate_limit="", daily_turns=0),
+    )
+    dm = Address(platform="telegram", bot="b", chat="42")
+    inbounds = [said("42", dm, text=f"hello {n}") for n in range(5)]
+    task = asyncio.create_task(worker.run())
+    outbox = Outbox(bus, "telegram")
+    try:
+        for inbound in inbounds:
+            await bus.enqueue(INBOUND, inbound)
+        while len(outbox.seen) < 3:
+            assert await outbox.next() is not None, f"only {outbox.seen} arrived"
+        await worker.idle.wait()
+        assert await outbox.rest() == []
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+
+    texts = [o.text for o in outbox.seen]
+    # The same code twice, then one notice, then silence.
+    assert texts[0] == texts[1] and "pairing code is" in texts[0]
+    assert "faster than I answer" in texts[2]

@@ -8,7 +8,15 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel
 
-from core.events import AgentEvent, RunCompleted, RunFailed, ToolFinished, ToolRequested
+from core.events import (
+    AgentEvent,
+    Finished,
+    RunCompleted,
+    RunFailed,
+    TextDelta,
+    ToolFinished,
+    ToolRequested,
+)
 from core.messages import Message, ToolCall
 from core.modes import FULL
 from core.providers import ScriptedProvider
@@ -117,6 +125,61 @@ async def test_the_arguments_of_a_requested_call_are_redacted_in_its_event(
 
     requested = of_type(events, ToolRequested)[0]
     assert requested.arguments == {"query": f"key {REDACTED}", "password": REDACTED}
+
+
+BOT_KEY = "sk-ant-api03-" + "Q7v2Lm9XzR4tB8nK1pW6yH3cJ5dF0gA" * 2
+
+
+async def test_the_bots_own_secret_is_scrubbed_from_a_streamed_answer(
+    store: SqliteStore, session_id: str
+) -> None:
+    # The key comes in two pieces: no piece, event or stored message holds any of it.
+    half = len(BOT_KEY) // 2
+    pieces = ["Your key is ", BOT_KEY[:half], BOT_KEY[half:], " (keep it safe). ", "Password: x9"]
+    events, _ = await run_turn(
+        store,
+        session_id,
+        [[*(TextDelta(text=p) for p in pieces), Finished(stop_reason="end_turn")]],
+        [],
+        redactor=Redactor([BOT_KEY]),
+    )
+
+    wanted = f"Your key is {REDACTED} (keep it safe). Password: x9"
+    shown = [e.text for e in of_type(events, TextDelta)]
+    assert not any(BOT_KEY[:4] in piece or BOT_KEY[-6:] in piece for piece in shown), shown
+    assert "".join(shown) == wanted
+    completed = of_type(events, RunCompleted)[0]
+    assert completed.text == wanted
+    stored = await store.list_messages(session_id)
+    assert [m.text for m in stored if m.role == "assistant"] == [wanted]
+
+
+async def test_the_bots_own_secret_is_scrubbed_from_tool_call_arguments(
+    store: SqliteStore, session_id: str
+) -> None:
+    ran: list[str] = []
+
+    async def search(args: QueryArgs, _ctx: ToolContext) -> str:
+        ran.append(args.query)
+        return "nothing found"
+
+    # A random password the model was asked to make up is not the bot's: it stays.
+    made_up = "Zq8#rT2!vLp9@wX4"
+    asked = call("c1", "search", query=f"key {BOT_KEY} and {made_up}")
+    _, provider = await run_turn(
+        store,
+        session_id,
+        [tool_reply(asked), text_reply("done")],
+        [make_tool("search", search, QueryArgs)],
+        redactor=Redactor([BOT_KEY]),
+    )
+
+    scrubbed = f"key {REDACTED} and {made_up}"
+    assert ran == [scrubbed]
+    stored = [m for m in await store.list_messages(session_id) if m.tool_calls]
+    assert [c.arguments for c in stored[0].tool_calls] == [{"query": scrubbed}]
+    sent_back = [m for m in provider.requests[1].messages if m.tool_calls]
+    assert BOT_KEY not in str(sent_back)
 
 
 async def test_secrets_in_log_lines_are_redacted(

@@ -10,6 +10,7 @@ printed (`pytest -s`) as well as asserted.
 
 from __future__ import annotations
 
+import itertools
 import random
 import string
 from pathlib import Path
@@ -179,3 +180,97 @@ def test_every_credential_sample_is_caught(scrub: Redactor) -> None:
     print(f"\ncredential samples: {len(samples)}, missed: {len(missed)}")
     assert len(samples) >= 20
     assert missed == []
+
+
+def _configured() -> list[str]:
+    """A bot's configured secrets, shaped like the real ones (provider keys, platform tokens,
+    the web, hooks and metrics tokens, a signing secret)."""
+    rng = random.Random(31)
+    alnum = string.ascii_letters + string.digits
+
+    def rand(alphabet: str, size: int) -> str:
+        return "".join(rng.choices(alphabet, k=size))
+
+    return [
+        "sk-ant-api03-" + rand(alnum + "_-", 90),
+        "sk-proj-" + rand(alnum + "_-", 48),
+        f"{rng.randint(10**8, 10**10)}:AA" + rand(alnum + "_-", 33),
+        "xoxb-"
+        + "-".join(str(rng.randint(10**10, 10**11)) for _ in range(2))
+        + "-"
+        + rand(alnum, 24),
+        rand("abcdef0123456789", 32),  # a Slack signing secret
+        rand(alnum + "_-", 43),  # the web token (secrets.token_urlsafe)
+        "hooks-" + rand(alnum, 20),
+        rand(alnum, 16),  # a metrics token
+    ]
+
+
+def _answers() -> list[str]:
+    """Lines a model writes in answers: made-up passwords, hashes, keys in examples, ids."""
+    rng = random.Random(2026)
+    alnum = string.ascii_letters + string.digits
+    lines = []
+    for _ in range(50):
+        password = "".join(rng.choices(alnum + "!@#%", k=rng.randint(16, 40)))
+        lines += [
+            f"Here is a strong password you could use: {password}",
+            f"The file's SHA-256 is {''.join(rng.choices('0123456789abcdef', k=64))}.",
+            "Put your key in `.env` as `ANTHROPIC_API_KEY=sk-ant-...` and restart.",
+            f"Your order id is {''.join(rng.choices(alnum, k=24))}, keep it for reference.",
+            "Slack tokens start with `xoxb-` (bot) or `xapp-` (app-level).",
+        ]
+    return lines
+
+
+def test_an_answer_keeps_everything_but_the_configured_secrets() -> None:
+    configured = _configured()
+    scrub = Redactor(configured, patterns=REGISTERED.secret_patterns())
+    ordinary = _docs() + _chat_lines() + _answers()
+    changed = [line for line in ordinary if scrub.known(line) != line]
+    print(f"\nanswer lines: {len(ordinary)}, changed by the answer scrubber: {len(changed)}")
+    assert changed == []
+
+    leaked = []
+    for secret in configured:
+        for sentence in (
+            f"Sure, the key is {secret}.",
+            f"```\nexport KEY={secret}\n```",
+            f"{secret}",
+            f"twice: {secret} and {secret}!",
+        ):
+            cleaned = scrub.known(sentence)
+            if secret in cleaned or REDACTED not in cleaned:
+                leaked.append(cleaned)
+    assert leaked == []
+
+
+def _chunks(text: str, rng: random.Random) -> list[str]:
+    cuts = sorted(rng.sample(range(1, len(text)), k=min(len(text) - 1, rng.randint(1, 12))))
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+
+
+def test_a_streamed_answer_never_shows_a_piece_of_a_configured_secret() -> None:
+    configured = _configured()
+    # Two values sharing a beginning: the longer one must not be cut at the shorter one.
+    configured += ["overlapping-secret-1", "overlapping-secret-1-longer"]
+    scrub = Redactor(configured)
+    rng = random.Random(5)
+    texts = [f"Sure, the key is {s} and that is all." for s in configured]
+    texts += [f"{s}{t}" for s, t in itertools.pairwise(configured)]
+    texts += [f"{s[:-1]} is not a secret, {s[:5]} neither" for s in configured]
+    texts += ["overlapping-secret-1-longer.", "overlapping-secret-1-long", *_answers()[:20]]
+    for text in texts:
+        whole = scrub.known(text)
+        # Every way of cutting it in two, then random cuttings into many pieces.
+        cuttings = [[text[:i], text[i:]] for i in range(1, len(text))]
+        cuttings += [_chunks(text, rng) for _ in range(20)]
+        for pieces in cuttings:
+            stream = scrub.answer()
+            shown = ""
+            for piece in pieces:
+                shown += stream.add(piece)
+                # What is shown is always the start of the scrubbed whole: no secret's first
+                # part ever shows, even for a moment.
+                assert whole.startswith(shown), (pieces, shown)
+            assert shown + stream.end() == whole, pieces
