@@ -1,0 +1,72 @@
+"""Signing in to the web page: wrong tokens are throttled per address; the generated token is
+kept in the data folder so login links outlive a restart."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+
+from channels.web.throttle import TokenThrottle
+from core.providers.scripted import ScriptedProvider
+from core.store.sqlite import SqliteStore
+from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
+
+WRONG = "not-the-token-0123456789"
+
+
+@pytest.fixture
+async def page(store: SqliteStore) -> AsyncIterator[Page]:
+    async with running_page(store, ScriptedProvider([])) as running:
+        yield running
+
+
+async def _sign_in(http: aiohttp.ClientSession, page: Page, token: str) -> aiohttp.ClientResponse:
+    async with http.post(
+        page.base + "/login",
+        data={"token": token},
+        headers={"Origin": page.origin},
+        allow_redirects=False,
+    ) as response:
+        await response.read()
+        return response
+
+
+async def test_wrong_tokens_from_one_address_are_throttled_with_retry_after(page: Page) -> None:
+    # A browser signed in before the guessing starts.
+    signed_in = await _sign_in(page.http, page, TOKEN)
+    assert signed_in.status == 303 and signed_in.headers["Location"] == "/"
+    allowed = TokenThrottle().rate.amount
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=PATIENCE)) as guesser:
+        for _ in range(allowed):
+            response = await _sign_in(guesser, page, WRONG)
+            assert (response.status, response.headers["Location"]) == (303, "/login#failed")
+        throttled = await _sign_in(guesser, page, WRONG)
+        assert throttled.status == 429
+        assert int(throttled.headers["Retry-After"]) >= 1
+        # The right token too: otherwise the answer would still tell a guess right or wrong.
+        assert (await _sign_in(guesser, page, TOKEN)).status == 429
+        async with guesser.get(page.base + "/api/sessions", headers=page.bearer()) as response:
+            assert response.status == 429
+            assert "try again" in (await response.json())["error"]
+    # The browser already signed in goes on as before.
+    async with page.http.get(page.base + "/api/sessions") as response:
+        assert response.status == 200
+
+
+async def test_wrong_bearer_tokens_count_as_guesses(page: Page) -> None:
+    wrong = {"Authorization": f"Bearer {WRONG}"}
+    for _ in range(TokenThrottle().rate.amount):
+        async with page.http.get(page.base + "/api/sessions", headers=wrong) as response:
+            assert response.status == 401
+    async with page.http.get(page.base + "/api/sessions", headers=page.bearer()) as response:
+        assert response.status == 429
+        assert int(response.headers["Retry-After"]) >= 1
+
+
+async def test_right_tokens_are_never_counted(page: Page) -> None:
+    for _ in range(TokenThrottle().rate.amount * 2):
+        async with page.http.get(page.base + "/api/sessions", headers=page.bearer()) as response:
+            assert response.status == 200
+    assert (await _sign_in(page.http, page, TOKEN)).status == 303
