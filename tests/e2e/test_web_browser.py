@@ -245,3 +245,17 @@ async def test_model_markup_is_shown_as_text(
         assert await page.locator("#messages img, #messages script").count() == 0
         assert await page.evaluate("window.pwned === undefined")
         await page.screenshot(path=tmp_path / "markup.png")
+
+
+async def test_the_right_link_pasted_after_a_wrong_one_signs_in(
+    browser: Browser, store: SqliteStore
+) -> None:
+    async with running_page(store, HeldModel()) as running:
+        page = await browser.new_page()
+        page.set_default_timeout(MS)
+        await page.goto(f"{running.base}/login#token=stale-token-0123456789")
+        await expect(page.locator("#login-failed")).to_be_visible()
+        # Pasted into the same tab: only the part after '#' changes, nothing is loaded.
+        await page.goto(f"{running.base}/login#token={running.server.auth.token}")
+        await page.wait_for_url(f"{running.base}/")
+        await expect(page.locator("body")).to_have_attribute("data-events", "live")

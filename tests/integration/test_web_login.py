@@ -4,10 +4,12 @@ kept in the data folder so login links outlive a restart."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
 
+from bots.web import TOKEN_FILE, kept_token
 from channels.web.throttle import TokenThrottle
 from core.providers.scripted import ScriptedProvider
 from core.store.sqlite import SqliteStore
@@ -70,3 +72,25 @@ async def test_right_tokens_are_never_counted(page: Page) -> None:
         async with page.http.get(page.base + "/api/sessions", headers=page.bearer()) as response:
             assert response.status == 200
     assert (await _sign_in(page.http, page, TOKEN)).status == 303
+
+
+def test_the_generated_token_is_kept_owner_only_and_reused(tmp_path: Path) -> None:
+    path = tmp_path / "data" / TOKEN_FILE
+    made = kept_token(path)
+    assert len(made) >= 16
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    assert kept_token(path) == made
+    path.chmod(0o644)
+    assert kept_token(path) == made
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_kept_token_too_short_to_be_one_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / TOKEN_FILE
+    path.write_text("short\n")
+    path.chmod(0o644)
+    made = kept_token(path)
+    assert made != "short" and len(made) >= 16
+    assert path.read_text().strip() == made
+    assert path.stat().st_mode & 0o777 == 0o600
