@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from core.envelopes import EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
+from core.store.ledger import CostEntry
 from core.store.sqlite import SqliteStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 from tests.integration.web_support import PATIENCE, running_page
@@ -259,3 +261,32 @@ async def test_the_right_link_pasted_after_a_wrong_one_signs_in(
         await page.goto(f"{running.base}/login#token={running.server.auth.token}")
         await page.wait_for_url(f"{running.base}/")
         await expect(page.locator("body")).to_have_attribute("data-events", "live")
+
+
+async def test_costs_without_a_known_price_show_unknown_not_free(
+    browser: Browser, store: SqliteStore
+) -> None:
+    session = await store.current_session("web:local:kitchen")
+    for model, cost in (("mystery-model", None), ("known-model", 0.25)):
+        entry = CostEntry(
+            session_id=session.id,
+            run_id="r",
+            provider="p",
+            model=model,
+            usage=Usage(input_tokens=1000),
+            cost_usd=cost,
+            at=datetime.now(UTC),
+        )
+        await store.record_cost(entry)
+    async with running_page(store, HeldModel()) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.click("button[data-tab=costs]")
+        mystery = page.locator("#cost-models tbody tr", has_text="mystery-model")
+        await expect(mystery.locator("td").last).to_have_text("unknown")
+        known = page.locator("#cost-models tbody tr", has_text="known-model")
+        await expect(known.locator("td").last).to_have_text("$0.2500")
+        # Sums with some unknown calls say so: the known part plus an unknown rest.
+        await expect(page.locator("#cost-total")).to_contain_text("$0.2500 + unknown")
+        conversation = page.locator("#cost-conversations tbody tr", has_text="web:local:kitchen")
+        await expect(conversation.locator("td").last).to_have_text("$0.2500 + unknown")
+        await expect(page.locator("#cost-chart svg")).to_contain_text("$0.2500 + unknown")

@@ -209,7 +209,9 @@ async def test_a_turn_streams_progress_and_the_reply_and_shows_in_events_and_cos
     assert row["key"] == f"web:local:{conversation}"
     assert row["calls"] == 2
     assert row["tokens"] == 80
-    assert costs["models"] == [{"model": "test-model", "cost_usd": 0.00008, "tokens": 80}]
+    assert costs["models"] == [
+        {"model": "test-model", "calls": 2, "cost_usd": 0.00008, "tokens": 80, "unpriced_calls": 0}
+    ]
     assert len(costs["days"]) == 1
 
     async with page.http.get(page.base + "/api/conversations", headers=page.bearer()) as response:
@@ -357,6 +359,29 @@ async def test_budgets_say_what_is_left_of_the_profiles_limits(
     assert budgets["global_daily"]["spent_usd"] == pytest.approx(0.15)
     assert budgets["per_chat_daily"]["spent_usd"] == pytest.approx(0.1)
     assert [d["cost_usd"] for d in shown["days"]] == [pytest.approx(0.3), pytest.approx(0.15)]
+
+
+async def test_calls_without_a_known_price_are_counted_per_day_and_model(page: Page) -> None:
+    session = await page.store.current_session("web:local:kitchen")
+    now = datetime.now(UTC)
+    for model, cost in (("mystery-model", None), ("mystery-model", None), ("known", 0.5)):
+        entry = CostEntry(
+            session_id=session.id,
+            run_id="r",
+            provider="p",
+            model=model,
+            usage=Usage(input_tokens=10),
+            cost_usd=cost,
+            at=now,
+        )
+        await page.store.record_cost(entry)
+    async with page.http.get(page.base + "/api/costs", headers=page.bearer()) as response:
+        costs = await response.json()
+    models = {m["model"]: (m["calls"], m["unpriced_calls"], m["cost_usd"]) for m in costs["models"]}
+    assert models == {"mystery-model": (2, 2, 0.0), "known": (1, 0, 0.5)}
+    [day] = costs["days"]
+    assert (day["calls"], day["unpriced_calls"], day["cost_usd"]) == (3, 2, 0.5)
+    assert costs["total"]["unpriced_calls"] == 2
 
 
 async def test_a_notification_shows_in_the_live_feed_with_its_chat(page: Page) -> None:

@@ -38,6 +38,14 @@ function usd(value) {
   return "$" + Number(value || 0).toFixed(4);
 }
 
+// A ledger sum: `cost_usd` counts only calls with a known price, so calls without one make
+// the cost unknown, never free.
+function cost(row) {
+  if (!row.unpriced_calls) return usd(row.cost_usd);
+  if (row.unpriced_calls >= row.calls) return "unknown";
+  return usd(row.cost_usd) + " + unknown";
+}
+
 function when(text) {
   return text ? text.replace("T", " ").slice(0, 19) : "";
 }
@@ -324,9 +332,9 @@ async function loadSessions() {
 }
 
 async function showSession(id) {
-  const { session, messages, cost } = await api("/api/sessions/" + encodeURIComponent(id));
+  const { session, messages, cost: spent } = await api("/api/sessions/" + encodeURIComponent(id));
   const box = document.getElementById("session-detail");
-  box.replaceChildren(el("h3", {}, session.key + " · " + messages.length + " messages · " + usd(cost.cost_usd)),
+  box.replaceChildren(el("h3", {}, session.key + " · " + messages.length + " messages · " + cost(spent)),
     ...messages.map((m) => {
       const body = el("div", { class: "body" });
       if (m.html) setHtml(body, m.html); else body.textContent = m.text;
@@ -342,13 +350,13 @@ async function loadCosts() {
   const costs = await api("/api/costs");
   const t = costs.total;
   document.getElementById("cost-total").textContent =
-    "Total: " + usd(t.cost_usd) + " · " + t.calls + " model calls · " + t.tokens + " tokens" +
+    "Total: " + cost(t) + " · " + t.calls + " model calls · " + t.tokens + " tokens" +
     (t.unpriced_calls ? " · " + t.unpriced_calls + " calls without a known price" : "");
   drawChart(document.getElementById("cost-chart"), costs.days);
   document.querySelector("#cost-models tbody").replaceChildren(...costs.models.map((m) =>
-    el("tr", {}, el("td", {}, m.model), el("td", {}, m.tokens), el("td", {}, usd(m.cost_usd)))));
+    el("tr", {}, el("td", {}, m.model), el("td", {}, m.tokens), el("td", {}, cost(m)))));
   document.querySelector("#cost-conversations tbody").replaceChildren(...costs.conversations.map((c) =>
-    el("tr", { "data-session": c.session }, el("td", {}, c.key || c.session), el("td", {}, c.calls), el("td", {}, c.tokens), el("td", {}, usd(c.cost_usd)))));
+    el("tr", { "data-session": c.session }, el("td", {}, c.key || c.session), el("td", {}, c.calls), el("td", {}, c.tokens), el("td", {}, cost(c)))));
   document.querySelector("#cost-budgets tbody").replaceChildren(...(costs.budgets.length ? costs.budgets.map((b) =>
     el("tr", { "data-budget": b.name }, el("td", {}, b.name), el("td", {}, usd(b.limit_usd)),
       b.spent_usd === null ? el("td", { class: "muted" }, "not measured here") :
@@ -377,7 +385,7 @@ function drawChart(box, days) {
     label.textContent = d.day.slice(5);
     const value = document.createElementNS(ns, "text");
     value.setAttribute("x", 10 + i * 60); value.setAttribute("y", height - 35 - h);
-    value.textContent = usd(d.cost_usd);
+    value.textContent = cost(d);
     svg.append(bar, label, value);
   });
   box.replaceChildren(days.length ? svg : el("p", { class: "muted" }, "Nothing spent yet."));
