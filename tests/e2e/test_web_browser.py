@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 from pydantic import BaseModel
 
 from core.bus.names import EVENTS
-from core.envelopes import EventEnvelope
+from core.envelopes import Address, EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
+from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
 from core.store.ledger import CostEntry
 from core.store.sqlite import SqliteStore
 from core.tools.base import SafetyTier, Tool, ToolContext
@@ -290,3 +291,40 @@ async def test_costs_without_a_known_price_show_unknown_not_free(
         conversation = page.locator("#cost-conversations tbody tr", has_text="web:local:kitchen")
         await expect(conversation.locator("td").last).to_have_text("$0.2500 + unknown")
         await expect(page.locator("#cost-chart svg")).to_contain_text("$0.2500 + unknown")
+
+
+async def test_finished_schedules_offer_no_pause(browser: Browser, store: SqliteStore) -> None:
+    now = datetime.now(UTC)
+    once = OnceCadence(at=now - timedelta(hours=1))
+    hourly = IntervalCadence(seconds=3600, start=now - timedelta(hours=5))
+    made = {
+        "ran-once": (once, "completed"),
+        "missed-once": (once, "disabled"),
+        "kept-failing": (hourly, "disabled"),
+        "hourly": (hourly, "active"),
+    }
+    for name, (cadence, status) in made.items():
+        await store.save_schedule(
+            Schedule(
+                id=name,
+                cadence=cadence,
+                prompt=f"prompt of {name}",
+                deliver_to=Address(platform="web", bot="local", chat="kitchen"),
+                owner="web:operator",
+                status=status,
+                next_run_at=now + timedelta(hours=1) if status == "active" else None,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    async with running_page(store, HeldModel()) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.click("button[data-tab=schedules]")
+
+        def buttons(name: str) -> Locator:
+            return page.locator(f"#schedules tbody tr[data-schedule={name}] button")
+
+        await expect(buttons("hourly")).to_have_text(["Pause", "Runs", "Delete"])
+        await expect(buttons("kept-failing")).to_have_text(["Resume", "Runs", "Delete"])
+        await expect(buttons("ran-once")).to_have_text(["Runs", "Delete"])
+        await expect(buttons("missed-once")).to_have_text(["Runs", "Delete"])

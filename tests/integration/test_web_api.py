@@ -26,7 +26,7 @@ from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
 from core.scheduling.book import ScheduleBook
-from core.scheduling.models import ScheduleRun
+from core.scheduling.models import OnceCadence, Schedule, ScheduleRun
 from core.store.ledger import CostEntry
 from core.store.sqlite import SqliteStore
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
@@ -309,6 +309,30 @@ async def test_schedules_are_created_paused_resumed_listed_and_deleted(page: Pag
         assert response.status == 200
     async with page.http.get(page.base + "/api/schedules", headers=headers) as response:
         assert (await response.json()) == {"schedules": []}
+
+
+async def test_a_finished_schedule_cannot_be_paused(page: Page) -> None:
+    now = datetime.now(UTC)
+    for status in ("completed", "disabled"):
+        done = Schedule(
+            id=f"s-{status}",
+            cadence=OnceCadence(at=now - timedelta(hours=1)),
+            prompt="take the bread out",
+            deliver_to=Address(platform="web", bot="local", chat="kitchen"),
+            owner="web:operator",
+            status=status,
+            next_run_at=None,
+            created_at=now,
+            updated_at=now,
+        )
+        await page.store.save_schedule(done)
+        async with page.http.post(
+            f"{page.base}/api/schedules/{done.id}/pause", headers=page.bearer()
+        ) as response:
+            assert response.status == 409
+            assert "nothing to pause" in (await response.json())["error"]
+        stored = await page.store.get_schedule(done.id)
+        assert stored is not None and stored.status == status
 
 
 async def test_a_store_that_does_not_answer_is_503_not_500(page: Page) -> None:

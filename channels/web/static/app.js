@@ -264,9 +264,12 @@ async function loadSchedules() {
   const body = document.querySelector("#schedules tbody");
   body.replaceChildren(...schedules.map((s) => {
     const last = s.last_run ? s.last_run.status + (s.last_run.error ? ": " + s.last_run.error : "") : "";
-    const toggle = s.status === "paused"
-      ? el("button", { onclick: () => scheduleAction(s.id, "resume") }, "Resume")
-      : el("button", { onclick: () => scheduleAction(s.id, "pause") }, "Pause");
+    // A finished schedule (a one-off that ran or was given up) has nothing to pause or resume;
+    // a recurring one disabled after failures may be resumed.
+    const resumable = s.status === "paused" || (s.status === "disabled" && s.cadence.kind !== "once");
+    const toggle = s.status === "active"
+      ? el("button", { onclick: () => scheduleAction(s.id, "pause") }, "Pause")
+      : resumable ? el("button", { onclick: () => scheduleAction(s.id, "resume") }, "Resume") : null;
     return el("tr", { "data-schedule": s.id },
       el("td", {}, s.id), el("td", {}, s.cadence_text), el("td", {}, s.prompt), el("td", {}, s.status),
       el("td", {}, when(s.next_run_at)), el("td", {}, last), el("td", {}, s.deliver_to_text),
