@@ -8,11 +8,13 @@ sees an answer stream in. A screenshot of each tab is saved under the test's tmp
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 from pydantic import BaseModel
 
@@ -328,3 +330,63 @@ async def test_finished_schedules_offer_no_pause(browser: Browser, store: Sqlite
         await expect(buttons("kept-failing")).to_have_text(["Resume", "Runs", "Delete"])
         await expect(buttons("ran-once")).to_have_text(["Runs", "Delete"])
         await expect(buttons("missed-once")).to_have_text(["Runs", "Delete"])
+
+
+# axe-core rules the page once broke: text contrast, the chart's text alternative, the main
+# landmark and the level-one heading, an empty table header.
+A11Y_RULES = (
+    "color-contrast",
+    "svg-img-alt",
+    "landmark-one-main",
+    "page-has-heading-one",
+    "empty-table-header",
+)
+
+
+async def _axe(page: Page, where: str) -> set[str]:
+    """Run axe-core on `page`; fail on any violation; the ids of the rules that held."""
+    results = (await Axe().run(page, options={"resultTypes": ["violations"]})).response
+    found = [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']]}"
+        for v in results["violations"]
+    ]
+    assert found == [], f"{where}: {found}"
+    return {rule["id"] for rule in results["passes"]}
+
+
+async def test_every_view_passes_axe_core(browser: Browser, store: SqliteStore) -> None:
+    session = await store.current_session("web:local:kitchen")
+    entry = CostEntry(
+        session_id=session.id,
+        run_id="r",
+        provider="p",
+        model="test-model",
+        usage=Usage(input_tokens=1000),
+        cost_usd=0.25,
+        at=datetime.now(UTC),
+    )
+    await store.record_cost(entry)
+    async with running_page(store, HeldModel()) as running:
+        login = await browser.new_page()
+        await login.goto(f"{running.base}/login")
+        await _axe(login, "sign-in")
+        await login.close()
+
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.fill("#chat-input", "launch nothing, just say hello")
+        await page.click("#send")
+        await expect(page.locator(".message.assistant.done")).to_be_visible()
+        held = await _axe(page, "chat")
+        for tab, ready in (
+            ("events", "#events tbody tr"),
+            ("schedules", "#schedules thead th"),
+            ("sessions", "#sessions tbody tr"),
+            ("costs", "#cost-chart svg"),
+        ):
+            await page.click(f"button[data-tab={tab}]")
+            await page.locator(ready).first.wait_for()
+            held |= await _axe(page, tab)
+        assert set(A11Y_RULES) <= held
+        await expect(page.locator("#cost-chart svg")).to_have_attribute(
+            "aria-label", re.compile(r"Tokens and cost per day: \d{4}-\d\d-\d\d, \d+ tokens, \$")
+        )

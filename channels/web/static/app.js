@@ -319,7 +319,7 @@ async function createSchedule(event) {
 async function showRuns(id) {
   const { runs } = await api("/api/schedules/" + encodeURIComponent(id) + "/runs");
   const box = document.getElementById("runs");
-  box.replaceChildren(el("h3", {}, "Runs of " + id),
+  box.replaceChildren(el("h2", {}, "Runs of " + id),
     ...(runs.length ? runs.map((r) => el("div", { class: "run" },
       el("div", {}, when(r.started_at) + " · " + r.status + (r.cost_usd != null ? " · " + usd(r.cost_usd) : "")),
       el("pre", {}, r.output || r.error || "(no output)"))) : [el("p", { class: "muted" }, "No runs yet.")]));
@@ -337,7 +337,7 @@ async function loadSessions() {
 async function showSession(id) {
   const { session, messages, cost: spent } = await api("/api/sessions/" + encodeURIComponent(id));
   const box = document.getElementById("session-detail");
-  box.replaceChildren(el("h3", {}, session.key + " · " + messages.length + " messages · " + cost(spent)),
+  box.replaceChildren(el("h2", {}, session.key + " · " + messages.length + " messages · " + cost(spent)),
     ...messages.map((m) => {
       const body = el("div", { class: "body" });
       if (m.html) setHtml(body, m.html); else body.textContent = m.text;
@@ -377,6 +377,13 @@ function drawChart(box, days) {
   svg.setAttribute("width", width);
   svg.setAttribute("height", height);
   svg.setAttribute("role", "img");
+  // Its text alternative: every bar's day, tokens and cost.
+  const described = "Tokens and cost per day: " +
+    days.map((d) => d.day + ", " + d.tokens + " tokens, " + cost(d)).join("; ");
+  svg.setAttribute("aria-label", described);
+  const title = document.createElementNS(ns, "title");
+  title.textContent = described;
+  svg.append(title);
   const top = Math.max(1, ...days.map((d) => d.tokens));
   days.forEach((d, i) => {
     const h = Math.round((d.tokens / top) * (height - 50));
