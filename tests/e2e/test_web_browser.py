@@ -65,6 +65,11 @@ class HeldModel:
             await self.release.wait()
             yield TextDelta(text="**391**.")
             yield Finished(stop_reason="end_turn", usage=usage)
+        elif "think first" in asked:
+            self.halfway.set()
+            await self.release.wait()
+            yield TextDelta(text="Thought it through.")
+            yield Finished(stop_reason="end_turn", usage=usage)
         elif "take your time" in asked:
             self.halfway.set()
             await asyncio.Event().wait()  # only the stop button ends this one
@@ -390,3 +395,22 @@ async def test_every_view_passes_axe_core(browser: Browser, store: SqliteStore) 
         await expect(page.locator("#cost-chart svg")).to_have_attribute(
             "aria-label", re.compile(r"Tokens and cost per day: \d{4}-\d\d-\d\d, \d+ tokens, \$")
         )
+
+
+async def test_a_thinking_sign_shows_until_the_answer_starts(
+    browser: Browser, store: SqliteStore
+) -> None:
+    model = HeldModel()
+    async with running_page(store, model) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.fill("#chat-input", "think first, then answer")
+        await page.click("#send")
+        # The model has the question and has said nothing yet: the page shows it works.
+        await asyncio.wait_for(model.halfway.wait(), PATIENCE)
+        sign = page.locator("#messages .thinking")
+        await expect(sign).to_be_visible()
+        await expect(sign).to_have_text("Thinking…")
+        await expect(sign).to_have_attribute("role", "status")
+        model.release.set()
+        await expect(page.locator(".message.assistant.done")).to_have_text("Thought it through.")
+        await expect(sign).to_have_count(0)

@@ -137,6 +137,20 @@ async function* sseEvents(response) {
   }
 }
 
+// A sign of life while the model works and nothing shows yet: from the send until text
+// streams in, and again while a tool runs or after a question is answered.
+function thinking(shown) {
+  let node = document.getElementById("thinking");
+  if (!shown) {
+    if (node) node.remove();
+    return;
+  }
+  node = node || el("div", { id: "thinking", class: "message thinking", role: "status" }, "Thinking…");
+  const messages = document.getElementById("messages");
+  messages.append(node);  // (moved) below the newest message
+  node.scrollIntoView({ block: "end" });
+}
+
 async function send(text) {
   const stop = document.getElementById("stop");
   const sendButton = document.getElementById("send");
@@ -144,6 +158,7 @@ async function send(text) {
   let answer = null;
   sendButton.disabled = true;
   stop.disabled = false;
+  thinking(true);
   try {
     const response = await fetch("/api/chat", {
       method: "POST",
@@ -162,28 +177,35 @@ async function send(text) {
         state.running = data.id;
         document.getElementById("conversation-title").textContent = "Conversation " + data.conversation;
       } else if (event === "delta") {
+        thinking(false);
         answer = answer || bubble("assistant", "streaming");
         setHtml(answer, data.html);
       } else if (event === "progress") {
         bubble("progress").textContent = "↳ " + data.text;
+        thinking(true);
       } else if (event === "question") {
+        thinking(false);
         showQuestion(data.text, data.question);
       } else if (event === "decision") {
         // The answer is in (from this page or another chat): the question without its buttons.
         const asked = [...document.querySelectorAll(".message.question .body")].pop();
         if (asked) asked.replaceChildren(el("div", {}, data.text));
+        thinking(true);
       } else if (event === "reply") {
+        thinking(false);
         answer = answer || bubble("assistant");
         setHtml(answer, data.html);
         answer.parentElement.classList.remove("streaming");
         answer.parentElement.classList.add("done");
         if (data.failed) answer.parentElement.classList.add("failed");
       } else if (event === "notice" || event === "notification") {
+        thinking(false);
         if (answer) answer.parentElement.classList.remove("streaming");
         bubble("notice").textContent = data.text;
       }
     }
   } finally {
+    thinking(false);
     state.running = null;
     sendButton.disabled = false;
     stop.disabled = true;
