@@ -414,3 +414,31 @@ async def test_a_thinking_sign_shows_until_the_answer_starts(
         model.release.set()
         await expect(page.locator(".message.assistant.done")).to_have_text("Thought it through.")
         await expect(sign).to_have_count(0)
+
+
+async def test_at_phone_width_the_chat_keeps_its_width_and_nothing_overlaps(
+    browser: Browser, store: SqliteStore, tmp_path: Path
+) -> None:
+    async with running_page(store, HeldModel()) as running:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        page.set_default_timeout(MS)
+        await page.goto(f"{running.base}/login#token={running.server.auth.token}")
+        await page.wait_for_url(f"{running.base}/")
+        await page.fill("#chat-input", "a message long enough to wrap over a few lines of a phone")
+        await page.click("#send")
+        await expect(page.locator(".message.assistant.done")).to_be_visible()
+        await page.screenshot(path=tmp_path / "phone-chat.png")
+        messages = await page.locator("#messages").bounding_box()
+        sidebar = await page.locator("#tab-chat aside").bounding_box()
+        assert messages is not None and sidebar is not None
+        assert messages["width"] > 250, messages
+        # The list of conversations sits above the chat, not beside or over it.
+        assert sidebar["y"] + sidebar["height"] <= messages["y"], (sidebar, messages)
+        # A sentence wraps over a few lines, not one word per line.
+        bubble = await page.locator(".message.user").bounding_box()
+        assert bubble is not None and bubble["height"] < 100, bubble
+        # No view is wider than the phone (wide tables scroll inside their panel).
+        for tab in ("chat", "events", "schedules", "sessions", "costs"):
+            await page.click(f"button[data-tab={tab}]")
+            wide = await page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= 390, (tab, wide)
