@@ -153,14 +153,17 @@ def kept_token(path: Path) -> str:
     """
     try:
         kept = path.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        kept = ""
+    except (FileNotFoundError, UnicodeDecodeError):
+        kept = ""  # none yet, or not text: made anew
     except OSError as exc:
         log.warning("cannot read the web page's token from %s: %s", path, exc)
         return new_token()
     if len(kept) >= _SHORTEST:
-        if path.stat().st_mode & 0o077:
-            path.chmod(0o600)
+        try:
+            if path.stat().st_mode & 0o077:
+                path.chmod(0o600)
+        except OSError as exc:
+            log.warning("cannot make %s private to its owner: %s", path, exc)
         return kept
     token = new_token()
     try:
