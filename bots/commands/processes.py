@@ -193,6 +193,7 @@ async def _web_page(
         bus=parts.bus,
         readiness=parts.readiness,
         profile=parts.profile,
+        data_dir=settings.data_dir,
         optional=optional,
         metrics=parts.metrics,
     ) as gateway:

@@ -50,6 +50,7 @@ async def _web(settings: Settings) -> None:
                 bus=parts.bus,
                 readiness=parts.readiness,
                 profile=profile,
+                data_dir=settings.data_dir,
                 metrics=parts.metrics,
             ) as gateway,
         ):
@@ -67,6 +68,7 @@ async def _web(settings: Settings) -> None:
             bus=found.bus,
             readiness=found.readiness,
             profile=profile,
+            data_dir=settings.data_dir,
             metrics=found.metrics,
         ) as gateway,
     ):

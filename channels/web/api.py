@@ -199,8 +199,13 @@ class ReadApi:
         return web.json_response({"runs": [r.model_dump(mode="json") for r in runs]})
 
     async def pause(self, request: web.Request) -> web.Response:
-        """Pause a schedule."""
+        """Pause a schedule; 409 for one that has finished (completed or disabled)."""
         schedule = await self._existing(request)
+        if schedule.status not in ("active", "paused"):
+            raise web.HTTPConflict(
+                text=json.dumps({"error": f"it is {schedule.status}: there is nothing to pause"}),
+                content_type="application/json",
+            )
         changed = await self.book.set_status(schedule.id, "paused")
         return web.json_response({"schedule": self._schedule(changed)})
 

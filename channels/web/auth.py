@@ -16,7 +16,7 @@ from typing import Literal
 
 from aiohttp import web
 
-__all__ = ["COOKIE", "Credential", "WebAuth"]
+__all__ = ["COOKIE", "Credential", "WebAuth", "new_token"]
 
 COOKIE = "switchboard_web"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -24,13 +24,19 @@ _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 Credential = Literal["bearer", "cookie"]
 
 
+def new_token() -> str:
+    """A fresh random token (192 bits)."""
+    return secrets.token_urlsafe(24)
+
+
 class WebAuth:
     """The page's token and the checks made on every request."""
 
-    def __init__(self, token: str | None = None) -> None:
-        """`token`: the configured one; None makes a fresh random one (`generated` says so)."""
-        self.generated = token is None
-        self.token = token or secrets.token_urlsafe(24)
+    def __init__(self, token: str | None = None, *, generated: bool = False) -> None:
+        """`token`: the configured one; None makes a fresh random one. `generated` says the
+        token was made by Switchboard, not configured (always so when `token` is None)."""
+        self.generated = generated or token is None
+        self.token = token or new_token()
         self._session = hmac.new(
             self.token.encode(), b"switchboard web session", hashlib.sha256
         ).hexdigest()

@@ -86,14 +86,8 @@ class CostReport:
         return {
             "total": _row(self.total),
             "conversations": self.conversations,
-            "days": [
-                {"day": g.key, "cost_usd": g.cost_usd, "tokens": g.usage.total_tokens}
-                for g in sorted(self.days, key=lambda g: g.key)
-            ],
-            "models": [
-                {"model": g.key, "cost_usd": g.cost_usd, "tokens": g.usage.total_tokens}
-                for g in self.models
-            ],
+            "days": [{"day": g.key} | _group(g) for g in sorted(self.days, key=lambda g: g.key)],
+            "models": [{"model": g.key} | _group(g) for g in self.models],
             "budgets": self.budgets(limits),
         }
 
@@ -117,6 +111,16 @@ async def cost_report(store: Store) -> CostReport:
         for entry in await store.cost_entries(row.session_id):
             report.add(entry, key, today)
     return report
+
+
+def _group(group: CostGroup) -> dict[str, Any]:
+    # `unpriced_calls`: calls without a known price; `cost_usd` sums only the others.
+    return {
+        "calls": group.calls,
+        "tokens": group.usage.total_tokens,
+        "cost_usd": group.cost_usd,
+        "unpriced_calls": group.unpriced_calls,
+    }
 
 
 def _row(summary: CostSummary) -> dict[str, Any]:

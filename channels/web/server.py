@@ -25,6 +25,7 @@ from channels.web.api import ReadApi, bad_request, json_body
 from channels.web.auth import WebAuth
 from channels.web.render import to_html
 from channels.web.sse import EventStream
+from channels.web.throttle import TokenThrottle
 from core.bus.base import Bus
 from core.envelopes import (
     EventEnvelope,
@@ -72,8 +73,10 @@ class WebServer:
         bus: Bus,
         topics: Sequence[str],
         api: ReadApi,
+        throttle: TokenThrottle | None = None,
     ) -> None:
-        """`topics` are the bus topics `GET /api/events` streams (lifecycle, notifications)."""
+        """`topics` are the bus topics `GET /api/events` streams (lifecycle, notifications);
+        `throttle` bounds wrong tokens per client address (`TokenThrottle()` when None)."""
         self.host = host
         self.port = port
         self.auth = auth
@@ -81,6 +84,7 @@ class WebServer:
         self.bus = bus
         self.topics = tuple(topics)
         self.api = api
+        self.throttle = throttle or TokenThrottle()
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
 
@@ -129,6 +133,7 @@ class WebServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await self.throttle.close()
 
     async def _end_streams(self, _app: web.Application) -> None:
         for task in list(self._streams):
@@ -138,7 +143,15 @@ class WebServer:
     async def _guard(
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
+        address = request.remote or ""
+        bearer = "Authorization" in request.headers
+        if bearer or (request.method == "POST" and request.path == "/login"):
+            wait = await self.throttle.wait(address)
+            if wait is not None:
+                return _throttled(wait)
         credential = self.auth.credential(request)
+        if bearer and credential != "bearer":
+            await self.throttle.wrong(address)
         refused = self.auth.foreign_write(request, credential)
         if refused is not None:
             return _error(403, f"refused: {refused}")
@@ -168,6 +181,7 @@ class WebServer:
         form = await request.post()
         given = form.get("token")
         if not isinstance(given, str) or not self.auth.matches(given.strip()):
+            await self.throttle.wrong(request.remote or "")
             return _see_other("/login#failed")
         response = _see_other("/")
         self.auth.sign_in(response)
@@ -394,6 +408,12 @@ def _event_item(topic: str, payload: BaseModel) -> dict[str, Any]:
 def _see_other(location: str) -> web.Response:
     # Returned, not raised: the response carries the sign-in cookie and the page's headers.
     return web.Response(status=303, headers={"Location": location})
+
+
+def _throttled(wait: int) -> web.Response:
+    response = _error(429, f"too many wrong tokens from this address; try again in {wait} s")
+    response.headers["Retry-After"] = str(wait)
+    return response
 
 
 def _error(status: int, message: str) -> web.Response:

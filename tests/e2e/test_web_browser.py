@@ -8,18 +8,23 @@ sees an answer stream in. A screenshot of each tab is saved under the test's tmp
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from axe_playwright_python.async_playwright import Axe
+from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 from pydantic import BaseModel
 
 from core.bus.names import EVENTS
-from core.envelopes import EventEnvelope
+from core.envelopes import Address, EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
+from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
+from core.store.ledger import CostEntry
 from core.store.sqlite import SqliteStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 from tests.integration.web_support import PATIENCE, running_page
@@ -59,6 +64,11 @@ class HeldModel:
             self.halfway.set()
             await self.release.wait()
             yield TextDelta(text="**391**.")
+            yield Finished(stop_reason="end_turn", usage=usage)
+        elif "think first" in asked:
+            self.halfway.set()
+            await self.release.wait()
+            yield TextDelta(text="Thought it through.")
             yield Finished(stop_reason="end_turn", usage=usage)
         elif "take your time" in asked:
             self.halfway.set()
@@ -245,3 +255,190 @@ async def test_model_markup_is_shown_as_text(
         assert await page.locator("#messages img, #messages script").count() == 0
         assert await page.evaluate("window.pwned === undefined")
         await page.screenshot(path=tmp_path / "markup.png")
+
+
+async def test_the_right_link_pasted_after_a_wrong_one_signs_in(
+    browser: Browser, store: SqliteStore
+) -> None:
+    async with running_page(store, HeldModel()) as running:
+        page = await browser.new_page()
+        page.set_default_timeout(MS)
+        await page.goto(f"{running.base}/login#token=stale-token-0123456789")
+        await expect(page.locator("#login-failed")).to_be_visible()
+        # Pasted into the same tab: only the part after '#' changes, nothing is loaded.
+        await page.goto(f"{running.base}/login#token={running.server.auth.token}")
+        await page.wait_for_url(f"{running.base}/")
+        await expect(page.locator("body")).to_have_attribute("data-events", "live")
+
+
+async def test_costs_without_a_known_price_show_unknown_not_free(
+    browser: Browser, store: SqliteStore
+) -> None:
+    session = await store.current_session("web:local:kitchen")
+    for model, cost in (("mystery-model", None), ("known-model", 0.25)):
+        entry = CostEntry(
+            session_id=session.id,
+            run_id="r",
+            provider="p",
+            model=model,
+            usage=Usage(input_tokens=1000),
+            cost_usd=cost,
+            at=datetime.now(UTC),
+        )
+        await store.record_cost(entry)
+    async with running_page(store, HeldModel()) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.click("button[data-tab=costs]")
+        mystery = page.locator("#cost-models tbody tr", has_text="mystery-model")
+        await expect(mystery.locator("td").last).to_have_text("unknown")
+        known = page.locator("#cost-models tbody tr", has_text="known-model")
+        await expect(known.locator("td").last).to_have_text("$0.2500")
+        # Sums with some unknown calls say so: the known part plus an unknown rest.
+        await expect(page.locator("#cost-total")).to_contain_text("$0.2500 + unknown")
+        conversation = page.locator("#cost-conversations tbody tr", has_text="web:local:kitchen")
+        await expect(conversation.locator("td").last).to_have_text("$0.2500 + unknown")
+        await expect(page.locator("#cost-chart svg")).to_contain_text("$0.2500 + unknown")
+
+
+async def test_finished_schedules_offer_no_pause(browser: Browser, store: SqliteStore) -> None:
+    now = datetime.now(UTC)
+    once = OnceCadence(at=now - timedelta(hours=1))
+    hourly = IntervalCadence(seconds=3600, start=now - timedelta(hours=5))
+    made = {
+        "ran-once": (once, "completed"),
+        "missed-once": (once, "disabled"),
+        "kept-failing": (hourly, "disabled"),
+        "hourly": (hourly, "active"),
+    }
+    for name, (cadence, status) in made.items():
+        await store.save_schedule(
+            Schedule(
+                id=name,
+                cadence=cadence,
+                prompt=f"prompt of {name}",
+                deliver_to=Address(platform="web", bot="local", chat="kitchen"),
+                owner="web:operator",
+                status=status,
+                next_run_at=now + timedelta(hours=1) if status == "active" else None,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    async with running_page(store, HeldModel()) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.click("button[data-tab=schedules]")
+
+        def buttons(name: str) -> Locator:
+            return page.locator(f"#schedules tbody tr[data-schedule={name}] button")
+
+        await expect(buttons("hourly")).to_have_text(["Pause", "Runs", "Delete"])
+        await expect(buttons("kept-failing")).to_have_text(["Resume", "Runs", "Delete"])
+        await expect(buttons("ran-once")).to_have_text(["Runs", "Delete"])
+        await expect(buttons("missed-once")).to_have_text(["Runs", "Delete"])
+
+
+# axe-core rules the page once broke: text contrast, the chart's text alternative, the main
+# landmark and the level-one heading, an empty table header.
+A11Y_RULES = (
+    "color-contrast",
+    "svg-img-alt",
+    "landmark-one-main",
+    "page-has-heading-one",
+    "empty-table-header",
+)
+
+
+async def _axe(page: Page, where: str) -> set[str]:
+    """Run axe-core on `page`; fail on any violation; the ids of the rules that held."""
+    results = (await Axe().run(page, options={"resultTypes": ["violations"]})).response
+    found = [
+        f"{v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']]}"
+        for v in results["violations"]
+    ]
+    assert found == [], f"{where}: {found}"
+    return {rule["id"] for rule in results["passes"]}
+
+
+async def test_every_view_passes_axe_core(browser: Browser, store: SqliteStore) -> None:
+    session = await store.current_session("web:local:kitchen")
+    entry = CostEntry(
+        session_id=session.id,
+        run_id="r",
+        provider="p",
+        model="test-model",
+        usage=Usage(input_tokens=1000),
+        cost_usd=0.25,
+        at=datetime.now(UTC),
+    )
+    await store.record_cost(entry)
+    async with running_page(store, HeldModel()) as running:
+        login = await browser.new_page()
+        await login.goto(f"{running.base}/login")
+        await _axe(login, "sign-in")
+        await login.close()
+
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.fill("#chat-input", "launch nothing, just say hello")
+        await page.click("#send")
+        await expect(page.locator(".message.assistant.done")).to_be_visible()
+        held = await _axe(page, "chat")
+        for tab, ready in (
+            ("events", "#events tbody tr"),
+            ("schedules", "#schedules thead th"),
+            ("sessions", "#sessions tbody tr"),
+            ("costs", "#cost-chart svg"),
+        ):
+            await page.click(f"button[data-tab={tab}]")
+            await page.locator(ready).first.wait_for()
+            held |= await _axe(page, tab)
+        assert set(A11Y_RULES) <= held
+        await expect(page.locator("#cost-chart svg")).to_have_attribute(
+            "aria-label", re.compile(r"Tokens and cost per day: \d{4}-\d\d-\d\d, \d+ tokens, \$")
+        )
+
+
+async def test_a_thinking_sign_shows_until_the_answer_starts(
+    browser: Browser, store: SqliteStore
+) -> None:
+    model = HeldModel()
+    async with running_page(store, model) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.fill("#chat-input", "think first, then answer")
+        await page.click("#send")
+        # The model has the question and has said nothing yet: the page shows it works.
+        await asyncio.wait_for(model.halfway.wait(), PATIENCE)
+        sign = page.locator("#messages .thinking")
+        await expect(sign).to_be_visible()
+        await expect(sign).to_have_text("Thinking…")
+        await expect(sign).to_have_attribute("role", "status")
+        model.release.set()
+        await expect(page.locator(".message.assistant.done")).to_have_text("Thought it through.")
+        await expect(sign).to_have_count(0)
+
+
+async def test_at_phone_width_the_chat_keeps_its_width_and_nothing_overlaps(
+    browser: Browser, store: SqliteStore, tmp_path: Path
+) -> None:
+    async with running_page(store, HeldModel()) as running:
+        page = await browser.new_page(viewport={"width": 390, "height": 844})
+        page.set_default_timeout(MS)
+        await page.goto(f"{running.base}/login#token={running.server.auth.token}")
+        await page.wait_for_url(f"{running.base}/")
+        await page.fill("#chat-input", "a message long enough to wrap over a few lines of a phone")
+        await page.click("#send")
+        await expect(page.locator(".message.assistant.done")).to_be_visible()
+        await page.screenshot(path=tmp_path / "phone-chat.png")
+        messages = await page.locator("#messages").bounding_box()
+        sidebar = await page.locator("#tab-chat aside").bounding_box()
+        assert messages is not None and sidebar is not None
+        assert messages["width"] > 250, messages
+        # The list of conversations sits above the chat, not beside or over it.
+        assert sidebar["y"] + sidebar["height"] <= messages["y"], (sidebar, messages)
+        # A sentence wraps over a few lines, not one word per line.
+        bubble = await page.locator(".message.user").bounding_box()
+        assert bubble is not None and bubble["height"] < 100, bubble
+        # No view is wider than the phone (wide tables scroll inside their panel).
+        for tab in ("chat", "events", "schedules", "sessions", "costs"):
+            await page.click(f"button[data-tab={tab}]")
+            wide = await page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= 390, (tab, wide)

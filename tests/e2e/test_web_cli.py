@@ -1,6 +1,7 @@
 """`switchboard serve` and `switchboard web` serving the web page, as subprocesses.
 
-Embedded, `serve` with no platform token serves the page alone and prints a login link;
+Embedded, `serve` with no platform token serves the page alone and prints a login link
+(whose token is kept in the data folder, so it outlives a restart);
 distributed, `switchboard web` hands the page's chats to a separate `switchboard worker` over
 Redis. Both answer with the offline demo model. Bad settings are one line and exit 1.
 """
@@ -58,6 +59,14 @@ async def test_serve_without_platform_tokens_serves_the_page_with_a_login_link(
             answer = await _chat(http, base, {"Origin": base})
         assert "391" in answer
         assert await served.stop() == 0
+        # The token is kept (owner-only) in the data folder: the link opens the page again
+        # after a restart.
+        kept = tmp_path / "data" / "web-token"
+        assert kept.stat().st_mode & 0o777 == 0o600
+        again = await deployment.start("serve")
+        link = await again.until_logged(r"Web page: open (http://\S+)/login#token=(\S+) to")
+        assert link.group(2) == token
+        assert await again.stop() == 0
 
 
 async def test_web_hands_chats_to_a_redis_worker(tmp_path: Path, redis_url: str) -> None:
@@ -86,6 +95,8 @@ async def test_web_hands_chats_to_a_redis_worker(tmp_path: Path, redis_url: str)
         assert TOKEN not in page.log
         assert await page.stop() == 0
         assert await worker.stop() == 0
+    # SWITCHBOARD_WEB_TOKEN is the token: none is made or kept.
+    assert not (tmp_path / "data" / "web-token").exists()
 
 
 async def test_web_has_help(tmp_path: Path) -> None:

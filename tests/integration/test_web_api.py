@@ -26,7 +26,7 @@ from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
 from core.scheduling.book import ScheduleBook
-from core.scheduling.models import ScheduleRun
+from core.scheduling.models import OnceCadence, Schedule, ScheduleRun
 from core.store.ledger import CostEntry
 from core.store.sqlite import SqliteStore
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
@@ -209,7 +209,9 @@ async def test_a_turn_streams_progress_and_the_reply_and_shows_in_events_and_cos
     assert row["key"] == f"web:local:{conversation}"
     assert row["calls"] == 2
     assert row["tokens"] == 80
-    assert costs["models"] == [{"model": "test-model", "cost_usd": 0.00008, "tokens": 80}]
+    assert costs["models"] == [
+        {"model": "test-model", "calls": 2, "cost_usd": 0.00008, "tokens": 80, "unpriced_calls": 0}
+    ]
     assert len(costs["days"]) == 1
 
     async with page.http.get(page.base + "/api/conversations", headers=page.bearer()) as response:
@@ -309,6 +311,30 @@ async def test_schedules_are_created_paused_resumed_listed_and_deleted(page: Pag
         assert (await response.json()) == {"schedules": []}
 
 
+async def test_a_finished_schedule_cannot_be_paused(page: Page) -> None:
+    now = datetime.now(UTC)
+    for status in ("completed", "disabled"):
+        done = Schedule(
+            id=f"s-{status}",
+            cadence=OnceCadence(at=now - timedelta(hours=1)),
+            prompt="take the bread out",
+            deliver_to=Address(platform="web", bot="local", chat="kitchen"),
+            owner="web:operator",
+            status=status,
+            next_run_at=None,
+            created_at=now,
+            updated_at=now,
+        )
+        await page.store.save_schedule(done)
+        async with page.http.post(
+            f"{page.base}/api/schedules/{done.id}/pause", headers=page.bearer()
+        ) as response:
+            assert response.status == 409
+            assert "nothing to pause" in (await response.json())["error"]
+        stored = await page.store.get_schedule(done.id)
+        assert stored is not None and stored.status == status
+
+
 async def test_a_store_that_does_not_answer_is_503_not_500(page: Page) -> None:
     await page.store.close()
     async with page.http.get(page.base + "/api/sessions", headers=page.bearer()) as response:
@@ -357,6 +383,29 @@ async def test_budgets_say_what_is_left_of_the_profiles_limits(
     assert budgets["global_daily"]["spent_usd"] == pytest.approx(0.15)
     assert budgets["per_chat_daily"]["spent_usd"] == pytest.approx(0.1)
     assert [d["cost_usd"] for d in shown["days"]] == [pytest.approx(0.3), pytest.approx(0.15)]
+
+
+async def test_calls_without_a_known_price_are_counted_per_day_and_model(page: Page) -> None:
+    session = await page.store.current_session("web:local:kitchen")
+    now = datetime.now(UTC)
+    for model, cost in (("mystery-model", None), ("mystery-model", None), ("known", 0.5)):
+        entry = CostEntry(
+            session_id=session.id,
+            run_id="r",
+            provider="p",
+            model=model,
+            usage=Usage(input_tokens=10),
+            cost_usd=cost,
+            at=now,
+        )
+        await page.store.record_cost(entry)
+    async with page.http.get(page.base + "/api/costs", headers=page.bearer()) as response:
+        costs = await response.json()
+    models = {m["model"]: (m["calls"], m["unpriced_calls"], m["cost_usd"]) for m in costs["models"]}
+    assert models == {"mystery-model": (2, 2, 0.0), "known": (1, 0, 0.5)}
+    [day] = costs["days"]
+    assert (day["calls"], day["unpriced_calls"], day["cost_usd"]) == (3, 2, 0.5)
+    assert costs["total"]["unpriced_calls"] == 2
 
 
 async def test_a_notification_shows_in_the_live_feed_with_its_chat(page: Page) -> None:

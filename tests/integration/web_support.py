@@ -20,6 +20,7 @@ from bots.platforms import REGISTERED
 from channels.gateway import Gateway
 from channels.web import WebAdapter, WebAuth, WebServer
 from channels.web.api import ReadApi
+from channels.web.throttle import TokenThrottle
 from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, NOTIFICATIONS
 from core.confirm import Confirmations
@@ -83,9 +84,14 @@ def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
 
 @asynccontextmanager
 async def running_page(
-    store: SqliteStore, provider: Provider, *, extra_tools: tuple[Tool[Any], ...] = ()
+    store: SqliteStore,
+    provider: Provider,
+    *,
+    extra_tools: tuple[Tool[Any], ...] = (),
+    throttle: TokenThrottle | None = None,
 ) -> AsyncIterator[Page]:
-    """The page over `store` answering with `provider`, priced at $1 per million tokens."""
+    """The page over `store` answering with `provider`, priced at $1 per million tokens
+    (`throttle`: the server's bound on wrong tokens, its default when None)."""
     bus = MemoryBus()
     gate = Confirmations(bus=bus, timeout=PATIENCE)
     runtime = AgentRuntime(
@@ -115,6 +121,7 @@ async def running_page(
         bus=bus,
         topics=(EVENTS, NOTIFICATIONS),
         api=ReadApi(store=store, book=ScheduleBook(store), addresses=REGISTERED.addresses()),
+        throttle=throttle,
     )
     await server.start()
     gateway = Gateway(adapter, bus, readiness=Readiness())

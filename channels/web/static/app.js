@@ -38,6 +38,14 @@ function usd(value) {
   return "$" + Number(value || 0).toFixed(4);
 }
 
+// A ledger sum: `cost_usd` counts only calls with a known price, so calls without one make
+// the cost unknown, never free.
+function cost(row) {
+  if (!row.unpriced_calls) return usd(row.cost_usd);
+  if (row.unpriced_calls >= row.calls) return "unknown";
+  return usd(row.cost_usd) + " + unknown";
+}
+
 function when(text) {
   return text ? text.replace("T", " ").slice(0, 19) : "";
 }
@@ -129,6 +137,20 @@ async function* sseEvents(response) {
   }
 }
 
+// A sign of life while the model works and nothing shows yet: from the send until text
+// streams in, and again while a tool runs or after a question is answered.
+function thinking(shown) {
+  let node = document.getElementById("thinking");
+  if (!shown) {
+    if (node) node.remove();
+    return;
+  }
+  node = node || el("div", { id: "thinking", class: "message thinking", role: "status" }, "Thinking…");
+  const messages = document.getElementById("messages");
+  messages.append(node);  // (moved) below the newest message
+  node.scrollIntoView({ block: "end" });
+}
+
 async function send(text) {
   const stop = document.getElementById("stop");
   const sendButton = document.getElementById("send");
@@ -136,6 +158,7 @@ async function send(text) {
   let answer = null;
   sendButton.disabled = true;
   stop.disabled = false;
+  thinking(true);
   try {
     const response = await fetch("/api/chat", {
       method: "POST",
@@ -154,28 +177,35 @@ async function send(text) {
         state.running = data.id;
         document.getElementById("conversation-title").textContent = "Conversation " + data.conversation;
       } else if (event === "delta") {
+        thinking(false);
         answer = answer || bubble("assistant", "streaming");
         setHtml(answer, data.html);
       } else if (event === "progress") {
         bubble("progress").textContent = "↳ " + data.text;
+        thinking(true);
       } else if (event === "question") {
+        thinking(false);
         showQuestion(data.text, data.question);
       } else if (event === "decision") {
         // The answer is in (from this page or another chat): the question without its buttons.
         const asked = [...document.querySelectorAll(".message.question .body")].pop();
         if (asked) asked.replaceChildren(el("div", {}, data.text));
+        thinking(true);
       } else if (event === "reply") {
+        thinking(false);
         answer = answer || bubble("assistant");
         setHtml(answer, data.html);
         answer.parentElement.classList.remove("streaming");
         answer.parentElement.classList.add("done");
         if (data.failed) answer.parentElement.classList.add("failed");
       } else if (event === "notice" || event === "notification") {
+        thinking(false);
         if (answer) answer.parentElement.classList.remove("streaming");
         bubble("notice").textContent = data.text;
       }
     }
   } finally {
+    thinking(false);
     state.running = null;
     sendButton.disabled = false;
     stop.disabled = true;
@@ -256,9 +286,12 @@ async function loadSchedules() {
   const body = document.querySelector("#schedules tbody");
   body.replaceChildren(...schedules.map((s) => {
     const last = s.last_run ? s.last_run.status + (s.last_run.error ? ": " + s.last_run.error : "") : "";
-    const toggle = s.status === "paused"
-      ? el("button", { onclick: () => scheduleAction(s.id, "resume") }, "Resume")
-      : el("button", { onclick: () => scheduleAction(s.id, "pause") }, "Pause");
+    // A finished schedule (a one-off that ran or was given up) has nothing to pause or resume;
+    // a recurring one disabled after failures may be resumed.
+    const resumable = s.status === "paused" || (s.status === "disabled" && s.cadence.kind !== "once");
+    const toggle = s.status === "active"
+      ? el("button", { onclick: () => scheduleAction(s.id, "pause") }, "Pause")
+      : resumable ? el("button", { onclick: () => scheduleAction(s.id, "resume") }, "Resume") : null;
     return el("tr", { "data-schedule": s.id },
       el("td", {}, s.id), el("td", {}, s.cadence_text), el("td", {}, s.prompt), el("td", {}, s.status),
       el("td", {}, when(s.next_run_at)), el("td", {}, last), el("td", {}, s.deliver_to_text),
@@ -308,7 +341,7 @@ async function createSchedule(event) {
 async function showRuns(id) {
   const { runs } = await api("/api/schedules/" + encodeURIComponent(id) + "/runs");
   const box = document.getElementById("runs");
-  box.replaceChildren(el("h3", {}, "Runs of " + id),
+  box.replaceChildren(el("h2", {}, "Runs of " + id),
     ...(runs.length ? runs.map((r) => el("div", { class: "run" },
       el("div", {}, when(r.started_at) + " · " + r.status + (r.cost_usd != null ? " · " + usd(r.cost_usd) : "")),
       el("pre", {}, r.output || r.error || "(no output)"))) : [el("p", { class: "muted" }, "No runs yet.")]));
@@ -324,9 +357,9 @@ async function loadSessions() {
 }
 
 async function showSession(id) {
-  const { session, messages, cost } = await api("/api/sessions/" + encodeURIComponent(id));
+  const { session, messages, cost: spent } = await api("/api/sessions/" + encodeURIComponent(id));
   const box = document.getElementById("session-detail");
-  box.replaceChildren(el("h3", {}, session.key + " · " + messages.length + " messages · " + usd(cost.cost_usd)),
+  box.replaceChildren(el("h2", {}, session.key + " · " + messages.length + " messages · " + cost(spent)),
     ...messages.map((m) => {
       const body = el("div", { class: "body" });
       if (m.html) setHtml(body, m.html); else body.textContent = m.text;
@@ -342,13 +375,13 @@ async function loadCosts() {
   const costs = await api("/api/costs");
   const t = costs.total;
   document.getElementById("cost-total").textContent =
-    "Total: " + usd(t.cost_usd) + " · " + t.calls + " model calls · " + t.tokens + " tokens" +
+    "Total: " + cost(t) + " · " + t.calls + " model calls · " + t.tokens + " tokens" +
     (t.unpriced_calls ? " · " + t.unpriced_calls + " calls without a known price" : "");
   drawChart(document.getElementById("cost-chart"), costs.days);
   document.querySelector("#cost-models tbody").replaceChildren(...costs.models.map((m) =>
-    el("tr", {}, el("td", {}, m.model), el("td", {}, m.tokens), el("td", {}, usd(m.cost_usd)))));
+    el("tr", {}, el("td", {}, m.model), el("td", {}, m.tokens), el("td", {}, cost(m)))));
   document.querySelector("#cost-conversations tbody").replaceChildren(...costs.conversations.map((c) =>
-    el("tr", { "data-session": c.session }, el("td", {}, c.key || c.session), el("td", {}, c.calls), el("td", {}, c.tokens), el("td", {}, usd(c.cost_usd)))));
+    el("tr", { "data-session": c.session }, el("td", {}, c.key || c.session), el("td", {}, c.calls), el("td", {}, c.tokens), el("td", {}, cost(c)))));
   document.querySelector("#cost-budgets tbody").replaceChildren(...(costs.budgets.length ? costs.budgets.map((b) =>
     el("tr", { "data-budget": b.name }, el("td", {}, b.name), el("td", {}, usd(b.limit_usd)),
       b.spent_usd === null ? el("td", { class: "muted" }, "not measured here") :
@@ -366,6 +399,13 @@ function drawChart(box, days) {
   svg.setAttribute("width", width);
   svg.setAttribute("height", height);
   svg.setAttribute("role", "img");
+  // Its text alternative: every bar's day, tokens and cost.
+  const described = "Tokens and cost per day: " +
+    days.map((d) => d.day + ", " + d.tokens + " tokens, " + cost(d)).join("; ");
+  svg.setAttribute("aria-label", described);
+  const title = document.createElementNS(ns, "title");
+  title.textContent = described;
+  svg.append(title);
   const top = Math.max(1, ...days.map((d) => d.tokens));
   days.forEach((d, i) => {
     const h = Math.round((d.tokens / top) * (height - 50));
@@ -377,7 +417,7 @@ function drawChart(box, days) {
     label.textContent = d.day.slice(5);
     const value = document.createElementNS(ns, "text");
     value.setAttribute("x", 10 + i * 60); value.setAttribute("y", height - 35 - h);
-    value.textContent = usd(d.cost_usd);
+    value.textContent = cost(d);
     svg.append(bar, label, value);
   });
   box.replaceChildren(days.length ? svg : el("p", { class: "muted" }, "Nothing spent yet."));
