@@ -16,7 +16,13 @@ from pydantic import BaseModel, Field, model_validator
 from core.envelopes import Address
 from core.errors import StoreError, ToolError
 from core.scheduling.book import ScheduleBook
-from core.scheduling.cadence import CadenceError, make_cron, parse_at, parse_duration
+from core.scheduling.cadence import (
+    CadenceError,
+    make_cron,
+    parse_at,
+    parse_duration,
+    parse_timezone,
+)
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.rules import ScheduleRefused, may_manage, shows_prompt
 from core.tools.base import SafetyTier, Tool, ToolContext
@@ -185,7 +191,8 @@ def _cadence(args: ScheduleCreateArgs, now: datetime) -> Cadence:
     if args.delay is not None:
         return OnceCadence(at=now + timedelta(seconds=parse_duration(args.delay)))
     if args.at is not None:
-        return OnceCadence(at=parse_at(args.at, tz=args.timezone, now=now))
+        at = parse_at(args.at, tz=args.timezone, now=now)
+        return OnceCadence(at=at, timezone=parse_timezone(args.timezone).key)
     if args.every is not None:
         return IntervalCadence(seconds=parse_duration(args.every), start=now)
     assert args.cron is not None
