@@ -259,6 +259,8 @@ def test_a_schedule_that_cannot_run_is_refused_in_one_line(
         (["--every", "90m"], "every 90m"),
         (["--every", "1.5 hours"], "every 90m"),
         (["--in", "2h"], "once at "),
+        (["--in", "2h", "--grace", "2h"], "once at "),
+        (["--every", "1h", "--grace", "10m"], "every 1h"),
         (["--at", "tomorrow 9:00", "--tz", "Europe/Paris"], "once at "),
     ],
 )
