@@ -135,7 +135,8 @@ async def _await_reminders(store: ScheduleStore, opened: datetime, err: Console)
         if loop.time() >= deadline:
             err.print(
                 f"Leaving before the answer of scheduled task {', '.join(owing)} came "
-                f"(waited {_REMINDER_PATIENCE:.0f} s); `switchboard schedule runs ID` shows it.",
+                f"(waited {_REMINDER_PATIENCE:.0f} s); see `switchboard schedule runs "
+                f"{owing[0]}`.",
                 style="yellow",
                 markup=False,
             )
