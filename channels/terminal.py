@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from channels.base import ChannelSpec, InboundSink
@@ -82,7 +82,10 @@ class TerminalAdapter:
         stdin: TextIO | None = None,
         console: Console | None = None,
         user_name: str = "you",
+        before_leaving: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`before_leaving` is awaited when piped input ends, while answers are still shown:
+        the chat waits there for scheduled messages due by then."""
         self.address = Address(platform=SPEC.name, bot=_BOT, chat=chat)
         self.interactive = interactive
         self._help = local_help(menu)
@@ -106,6 +109,7 @@ class TerminalAdapter:
         # Proactive messages that came while a turn was running: shown once it has ended,
         # never inside its answer.
         self._held: list[Outbound] = []
+        self._before_leaving = before_leaving
 
     @property
     def platform(self) -> str:
@@ -123,6 +127,12 @@ class TerminalAdapter:
 
             session = PromptSession()
         self._sink, self._session = sink, session
+        await self._read_turns(sink, session)
+        leaving = self._before_leaving
+        if leaving is not None and not self.interactive and not self._stopping.is_set():
+            await leaving()
+
+    async def _read_turns(self, sink: InboundSink, session: PromptSession[str] | None) -> None:
         while not self._stopping.is_set():
             line = await self._read_line(session)
             if line is None:

@@ -7,6 +7,7 @@ import contextlib
 import json
 import shutil
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -24,12 +25,16 @@ from bots.profiles import load_profile
 from bots.providers import build_registry
 from bots.settings import Settings
 from channels.gateway import Gateway
+from channels.terminal import SPEC as TERMINAL_SPEC
 from channels.terminal import TerminalAdapter
+from core.clock import utc_now
 from core.envelopes import new_id
 from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
+from core.scheduling.outstanding import outstanding
 from core.store.ledger import CostGrouping
 from core.store.log import ConversationLog
+from core.store.schedules import ScheduleStore
 
 if TYPE_CHECKING:
     pass
@@ -37,6 +42,11 @@ if TYPE_CHECKING:
 
 __all__ = ["chat", "cost", "sessions"]
 
+# How long a piped chat waits, once its input has ended, for the answers of terminal
+# reminders due by then (one model answer, tools included), and how often it looks.
+_REMINDER_PATIENCE = 60.0
+_REMINDER_POLL = 0.1
+_TERMINAL = TERMINAL_SPEC.name
 _CHAT_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
 
@@ -74,13 +84,21 @@ def chat(
 
 
 async def _chat(settings: Settings, session_name: str | None, interactive: bool) -> None:
+    opened = utc_now()
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     # The terminal's work stays in this process; with REDIS_URL its history goes to Redis.
     async with embedded(settings, profile, local_bus=True) as parts:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
         chat_name = await _terminal_chat(parts.store, session_name, err)
+
+        async def before_leaving() -> None:
+            await _await_reminders(parts.store, opened, err)
+
         adapter = TerminalAdapter(
-            chat=chat_name, interactive=interactive, menu=command_registry().menu()
+            chat=chat_name,
+            interactive=interactive,
+            menu=command_registry().menu(),
+            before_leaving=before_leaving,
         )
         if interactive:
             err.print(
@@ -104,6 +122,27 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
     if adapter.failed_turns and not interactive:
         turns = "turn" if adapter.failed_turns == 1 else "turns"
         raise SwitchboardError(f"{adapter.failed_turns} {turns} could not be answered (see above)")
+
+
+async def _await_reminders(store: ScheduleStore, opened: datetime, err: Console) -> None:
+    """At the end of piped input: wait (at most `_REMINDER_PATIENCE`) until every terminal
+    schedule due by now has fired and its answer has been shown, so a reminder is never fired
+    and then lost with the process."""
+    now = utc_now()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + _REMINDER_PATIENCE
+    while owing := await outstanding(store, platform=_TERMINAL, since=opened, now=now):
+        if loop.time() >= deadline:
+            err.print(
+                f"Leaving before the answer of scheduled task {', '.join(owing)} came "
+                f"(waited {_REMINDER_PATIENCE:.0f} s); see `switchboard schedule runs "
+                f"{owing[0]}`.",
+                style="yellow",
+                markup=False,
+            )
+            return
+        # The answer is the model's; what it waits on is in the store, read again shortly.
+        await asyncio.sleep(_REMINDER_POLL)
 
 
 def _own_command() -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import click
@@ -26,7 +26,8 @@ from core.scheduling.cadence import (
     parse_duration,
     parse_timezone,
 )
-from core.scheduling.models import Cadence, IntervalCadence, OnceCadence
+from core.scheduling.misses import miss_window
+from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.rules import FLOOR_SECONDS, ScheduleRefused, check_gap
 from core.scheduling.tools import describe_cadence
 
@@ -79,9 +80,15 @@ def schedule() -> None:
 @click.option(
     "--misfire",
     type=click.Choice(["skip", "run_once"]),
-    default="skip",
-    show_default=True,
-    help="After downtime: skip missed runs, or run once if within the grace window.",
+    help="A run due while nothing could fire it: run_once runs it late (once) within the "
+    "grace window, skip drops it. Default: run_once for --at and --in, skip for --every "
+    "and --cron.",
+)
+@click.option(
+    "--grace",
+    metavar="DURATION",
+    help="How late a run_once run may still start (default 24h for --at and --in, 5m for "
+    "--every and --cron).",
 )
 @click.pass_context
 def add(ctx: click.Context, /, **options: Any) -> None:
@@ -96,6 +103,14 @@ def add(ctx: click.Context, /, **options: Any) -> None:
         address = _ADDRESSES.parse(options["deliver_to"])
     except ValueError as exc:
         raise ConfigError(f"--deliver-to: {exc}") from None
+    if options["grace"] is not None:
+        if options["misfire"] == "skip":
+            raise ConfigError("--grace applies to --misfire run_once; skip runs only on time")
+        try:
+            options["grace"] = parse_duration(options["grace"])
+        except CadenceError as exc:
+            raise ConfigError(f"--grace: {exc}") from None
+        options["misfire"] = "run_once"  # a grace is only for runs that may come late
     asyncio.run(_add(settings, cadence, options, address))
 
 
@@ -106,9 +121,8 @@ def _cadence(
     given = [name for name, value in choices if value is not None]
     if len(given) != 1:
         raise ConfigError("give exactly one of --at, --in, --every or --cron")
-    zone = tz if tz is not None else "UTC"
     try:
-        parse_timezone(zone)
+        zone = parse_timezone(tz if tz is not None else "UTC").key
     except CadenceError as exc:
         raise ConfigError(f"--tz: {exc}") from None
     if tz is not None and given[0] in ("--every", "--in"):
@@ -120,7 +134,7 @@ def _cadence(
         if every is not None:
             cadence = IntervalCadence(seconds=parse_duration(every), start=now)
         elif at is not None:
-            cadence = OnceCadence(at=parse_at(at, tz=zone, now=now))
+            cadence = OnceCadence(at=parse_at(at, tz=zone, now=now), timezone=zone)
         elif after is not None:
             cadence = OnceCadence(at=now + timedelta(seconds=parse_duration(after)))
         else:
@@ -143,6 +157,7 @@ async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to
                 owner="cli",
                 notify=options["policy"],
                 misfire=options["misfire"],
+                grace_seconds=options["grace"],
             )
         except CadenceError as exc:
             raise ConfigError(str(exc)) from None
@@ -258,19 +273,22 @@ async def _set_status(settings: Settings, schedule_id: str, status: str) -> None
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
 @click.pass_context
 def runs(ctx: click.Context, schedule_id: str, limit: int) -> None:
-    """Show the latest runs of a schedule, with their output."""
+    """Show the latest runs of a schedule with their output, runs it missed and why, and
+    when it runs next (or why it does not)."""
     settings = settings_from(ctx)
     asyncio.run(_runs(settings, schedule_id, limit))
 
 
 async def _runs(settings: Settings, schedule_id: str, limit: int) -> None:
     async with open_store(settings) as store:
-        if await store.get_schedule(schedule_id) is None:
+        schedule = await store.get_schedule(schedule_id)
+        if schedule is None:
             raise ConfigError(f"no schedule {schedule_id!r} (see `switchboard schedule list`)")
         found = await store.list_runs(schedule_id, limit=limit)
     console = stdout()
+    standing = _standing(schedule, utc_now())
     if not found:
-        console.print(f"Schedule {schedule_id} has not run yet.", markup=False)
+        click.echo(f"Schedule {schedule_id} has not run yet. {standing}")
         return
     table = Table(
         "started (UTC)",
@@ -288,7 +306,48 @@ async def _runs(settings: Settings, schedule_id: str, limit: int) -> None:
             run.status,
             f"{run.duration_ms:.0f}" if run.duration_ms is not None else "-",
             f"{run.cost_usd:.6f}" if run.cost_usd is not None else "-",
-            delivery_summary(run),
+            delivery_summary(run) if run.status != "missed" else "-",
             (run.error or run.output)[:80].replace("\n", " "),
         )
     console.print(table)
+    click.echo(standing)  # not wrapped: a reason may be long
+
+
+def _standing(schedule: Schedule, now: datetime) -> str:
+    """One sentence on the schedule's state: when it runs next, or why it does not."""
+    name = f"Schedule {schedule.id}"
+    reason = f" ({schedule.status_reason})" if schedule.status_reason else ""
+    match schedule.status:
+        case "paused" if schedule.next_run_at is None or (
+            schedule.cadence.kind == "once" and schedule.next_run_at <= now
+        ):
+            return f"{name} is paused{reason}, and its time has passed: it will not run."
+        case "paused":
+            return (
+                f"{name} is paused{reason}: it runs again after "
+                f"`switchboard schedule resume {schedule.id}`."
+            )
+        case "disabled":
+            again = (
+                ""
+                if schedule.cadence.kind == "once"
+                else f"; `switchboard schedule resume {schedule.id}` turns it back on"
+            )
+            return f"{name} is disabled{reason}{again}."
+        case "completed":
+            return f"{name} is completed: its run is done."
+    if schedule.next_run_at is None:
+        return f"{name} has nothing left to run."
+    when = f"{schedule.next_run_at:%Y-%m-%d %H:%M:%S} UTC"
+    if schedule.next_run_at > now:
+        return f"Next run {when}."
+    fired_by = (
+        "`switchboard chat` opens"
+        if schedule.deliver_to.platform == "terminal"
+        else "`switchboard serve` (or `switchboard scheduler`) runs"
+    )
+    deadline = schedule.next_run_at + miss_window(schedule)
+    return (
+        f"It was due at {when} and runs when {fired_by}, if that is by "
+        f"{deadline:%Y-%m-%d %H:%M} UTC; later it is skipped as missed."
+    )

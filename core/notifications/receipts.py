@@ -176,8 +176,10 @@ class ReceiptDesk:
         status: ScheduleStatus = schedule.status
         why = receipt.reason or receipt.status.replace("_", " ")
         note = None
+        reason = schedule.status_reason
         if failures >= self.book.disable_after and status == "active":
             status = "disabled"
+            reason = f"{failures} runs in a row failed or could not be delivered; last: {why}"
             note = (
                 f"Scheduled task {schedule.id} could not be delivered or run {failures} times in "
                 f"a row and is now disabled. Last error: {why}"
@@ -192,6 +194,7 @@ class ReceiptDesk:
                 update={
                     "consecutive_failures": failures,
                     "status": status,
+                    "status_reason": reason,
                     "updated_at": receipt.at,
                 }
             )

@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from core.clock import Clock, utc_now
 from core.envelopes import Address, new_id
 from core.errors import StoreError
 from core.scheduling.cadence import CadenceError, first_run
-from core.scheduling.models import Cadence, NotifyPolicy, Schedule, ScheduleRun, ScheduleStatus
+from core.scheduling.misses import default_misfire, late_note, zone_of
+from core.scheduling.models import (
+    Cadence,
+    Misfire,
+    NotifyPolicy,
+    Schedule,
+    ScheduleRun,
+    ScheduleStatus,
+)
 from core.scheduling.rules import ScheduleLimits
 from core.store.schedules import ScheduleStore
 
@@ -67,16 +76,22 @@ class ScheduleBook:
         deliver_to: Address,
         owner: str,
         notify: NotifyPolicy = "always",
-        misfire: Literal["skip", "run_once"] = "skip",
+        misfire: Misfire | None = None,
+        grace_seconds: int | None = None,
     ) -> Schedule:
         """Validate and store a new active schedule; `CadenceError` if it would never run or
-        has nothing to ask."""
+        has nothing to ask.
+
+        Without `misfire` and `grace_seconds`, a one-off runs late within a day and a
+        repeating schedule skips what it missed (`core/scheduling/misses.py`).
+        """
         if not prompt.strip():
             raise CadenceError("the prompt is empty: say what to ask at each run")
         now = self._clock()
         first = first_run(cadence, now)
         if first is None or first <= now:
             raise CadenceError("that time is already past")
+        policy, grace = default_misfire(cadence, misfire)
         schedule = Schedule(
             id=new_id()[:10],
             cadence=cadence,
@@ -85,7 +100,8 @@ class ScheduleBook:
             notify=notify,
             owner=owner,
             next_run_at=first,
-            misfire=misfire,
+            misfire=policy,
+            grace_seconds=grace if grace_seconds is None else grace_seconds,
             created_at=now,
             updated_at=now,
         )
@@ -99,15 +115,18 @@ class ScheduleBook:
             raise StoreError(f"no schedule {schedule_id!r}")
         return schedule
 
-    async def set_status(self, schedule_id: str, status: ScheduleStatus) -> Schedule:
-        """Pause or resume (resuming starts from the next occurrence after now).
+    async def set_status(
+        self, schedule_id: str, status: ScheduleStatus, *, reason: str = ""
+    ) -> Schedule:
+        """Pause or resume (resuming starts from the next occurrence after now); `reason` says
+        why, when it is not the operator's choice.
 
         Resuming a schedule with no occurrence left after now (a one-off whose time passed)
         raises `CadenceError`.
         """
         schedule = await self.get(schedule_id)
         now = self._clock()
-        update: dict[str, object] = {"status": status, "updated_at": now}
+        update: dict[str, object] = {"status": status, "updated_at": now, "status_reason": reason}
         if status == "active":
             upcoming = first_run(schedule.cadence, now)
             # first_run gives a one-off its `at` even when that is past: it would never run.
@@ -125,7 +144,11 @@ class ScheduleBook:
         paused = []
         for schedule in await self.store.list_schedules(owner=owner):
             if schedule.status == "active":
-                paused.append(await self.set_status(schedule.id, "paused"))
+                paused.append(
+                    await self.set_status(
+                        schedule.id, "paused", reason="its owner's access was taken away"
+                    )
+                )
         return paused
 
     async def finish(
@@ -145,8 +168,12 @@ class ScheduleBook:
             log.info("schedule %s was removed while it ran", schedule_id)
             return []
         now = self._clock()
+        run = await self._run(schedule_id, run_id)
         shown = deliverable(schedule.notify, output) if succeeded else None
-        notes = [Notification(schedule.deliver_to, shown)] if shown else []
+        notes = (
+            [Notification(schedule.deliver_to, _noted(shown, run, schedule, now))] if shown else []
+        )
+        reason = schedule.status_reason
         if succeeded:
             failures = 0
             status: ScheduleStatus = (
@@ -157,6 +184,8 @@ class ScheduleBook:
             status = schedule.status
             if failures >= self.disable_after or schedule.cadence.kind == "once":
                 status = "disabled"
+                runs = "its run" if failures == 1 else f"{failures} runs in a row"
+                reason = f"{runs} failed; last error: {error or 'unknown'}"
                 notes.append(
                     Notification(
                         schedule.deliver_to,
@@ -176,10 +205,14 @@ class ScheduleBook:
                 )
         await self.store.save_schedule(
             schedule.model_copy(
-                update={"consecutive_failures": failures, "status": status, "updated_at": now}
+                update={
+                    "consecutive_failures": failures,
+                    "status": status,
+                    "status_reason": reason,
+                    "updated_at": now,
+                }
             )
         )
-        run = await self._run(schedule_id, run_id)
         if run is not None:
             await self.store.save_run(
                 run.model_copy(
@@ -204,6 +237,16 @@ class ScheduleBook:
             if run.id == run_id:
                 return run
         return None
+
+
+def _noted(text: str, run: ScheduleRun | None, schedule: Schedule, now: datetime) -> str:
+    """The answer, after a line saying when it was due when the run started late."""
+    if run is None:
+        return text
+    note = late_note(
+        due_at=run.due_at, started_at=run.started_at, now=now, zone=zone_of(schedule.cadence)
+    )
+    return f"{note}\n{text}" if note else text
 
 
 def deliverable(policy: NotifyPolicy, output: str) -> str | None:

@@ -221,7 +221,9 @@ def parse_at(text: str, *, tz: str = "UTC", now: datetime) -> datetime:
     what dateparser reads as a future time ("tomorrow 9:00", "friday at 17:30", "9pm").
 
     A time without an offset is read in `tz`; one the clocks skip (a DST gap) is refused, one
-    they pass twice is its first occurrence. A time before `now` raises CadenceError.
+    they pass twice is its first occurrence. A weekday that is today (in `tz`) means today
+    while its time is still ahead ("friday 17:30" on a Friday morning), next week's with
+    "next". A time before `now` raises CadenceError.
     """
     now = _utc(now, "now")
     zone = parse_timezone(tz)
@@ -240,10 +242,38 @@ def parse_at(text: str, *, tz: str = "UTC", now: datetime) -> datetime:
         found = _dateparser(cleaned, zone=zone, base=now)
         if found is None:
             raise
+        found = _today_if_ahead(found, cleaned, now.astimezone(zone).replace(tzinfo=None))
         at = _in_zone(found, zone, cleaned).astimezone(UTC)
     if at < now:
         raise CadenceError(f"{cleaned!r} ({at:%Y-%m-%d %H:%M:%S} UTC) is in the past")
     return at
+
+
+# Weekday names and their usual short forms, by `datetime.weekday()`.
+_WEEKDAY_WORDS = (
+    ("monday", "mon"),
+    ("tuesday", "tue", "tues"),
+    ("wednesday", "wed"),
+    ("thursday", "thu", "thur", "thurs"),
+    ("friday", "fri"),
+    ("saturday", "sat"),
+    ("sunday", "sun"),
+)
+_WORD = re.compile(r"[a-z]+", re.ASCII)
+
+
+def _today_if_ahead(found: datetime, cleaned: str, local_now: datetime) -> datetime:
+    """dateparser reads "friday 17:30" said on a Friday morning as next week's Friday; a
+    person means today when that time is still ahead (as on any other day: "friday" on a
+    Thursday is tomorrow). "next friday" keeps next week. Naive wall times in the zone."""
+    words = set(_WORD.findall(cleaned.lower()))
+    today = local_now.date()
+    if "next" in words or not words & set(_WEEKDAY_WORDS[today.weekday()]):
+        return found
+    earlier = found - timedelta(days=7)
+    if earlier.date() == today and earlier > local_now:
+        return earlier
+    return found
 
 
 def _parse_iso(cleaned: str, zone: ZoneInfo) -> datetime:

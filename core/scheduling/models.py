@@ -14,6 +14,7 @@ __all__ = [
     "CronCadence",
     "DeliveryState",
     "IntervalCadence",
+    "Misfire",
     "NotifyPolicy",
     "OnceCadence",
     "RunStatus",
@@ -24,7 +25,11 @@ __all__ = [
 
 NotifyPolicy = Literal["always", "conditional", "never"]
 ScheduleStatus = Literal["active", "paused", "completed", "disabled"]
-RunStatus = Literal["running", "succeeded", "failed"]
+# `missed`: occurrences that never ran (late past the grace window); the record says why.
+RunStatus = Literal["running", "succeeded", "failed", "missed"]
+# What a run that comes late does: `run_once` runs (once) within the grace window, `skip`
+# runs only when at most a minute late.
+Misfire = Literal["skip", "run_once"]
 # What became of a run's answer: `none` (nothing to deliver: the policy kept quiet, or the run
 # failed), `pending` (sent to the chat's gateway, no receipt yet), then the gateway's receipt.
 DeliveryState = Literal["none", "pending", "delivered", "failed", "dead_lettered"]
@@ -37,6 +42,8 @@ class OnceCadence(BaseModel):
 
     kind: Literal["once"] = "once"
     at: datetime
+    # The IANA zone the time was given in: a late answer's note says the time in it.
+    timezone: str = "UTC"
 
 
 class IntervalCadence(BaseModel):
@@ -79,10 +86,13 @@ class Schedule(BaseModel):
     status: ScheduleStatus = "active"
     # When the next run is due; None once nothing is left to run.
     next_run_at: datetime | None
-    misfire: Literal["skip", "run_once"] = "skip"
+    misfire: Misfire = "skip"
     # How late a run may still start under `run_once` (seconds).
     grace_seconds: int = Field(default=300, ge=0)
     consecutive_failures: int = 0
+    # Why the schedule is not active, when something other than the operator made it so
+    # ("disabled after 5 failed runs in a row: ..."); empty while it is active.
+    status_reason: str = ""
     created_at: datetime
     updated_at: datetime
 

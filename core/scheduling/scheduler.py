@@ -30,6 +30,7 @@ from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError
 from core.readiness import Readiness, keep_trying
 from core.scheduling.cadence import first_run, plan
+from core.scheduling.misses import missed_run
 from core.scheduling.models import Schedule, ScheduleRun
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
@@ -126,16 +127,22 @@ class Scheduler:
             )
             moved: dict[str, object] = {"next_run_at": following, "updated_at": current}
             if following is None:
-                moved["status"] = "disabled"  # its only (or last) run was lost with the claim
+                # Its only (or last) run was lost with the claim.
+                moved["status"] = "disabled"
+                moved["status_reason"] = "its run was lost: the scheduler firing it stopped"
             await self.store.save_schedule(schedule.model_copy(update=moved))
             return False
         decision = plan(schedule, current)
         update: dict[str, object] = {"next_run_at": decision.next_run_at, "updated_at": current}
+        missed = missed_run(schedule, decision, current)
         if decision.fire is None and decision.next_run_at is None:
-            update["status"] = "disabled"  # a one-off missed beyond its grace: it never ran
+            # A one-off missed beyond its grace: it never ran.
+            update["status"] = "disabled"
+            update["status_reason"] = f"its run was missed: {missed.error}" if missed else ""
         await self.store.save_schedule(schedule.model_copy(update=update))
-        if decision.skipped:
-            log.info("schedule %s: skipped %d missed run(s)", schedule.id, decision.skipped)
+        if missed is not None:
+            log.info("schedule %s: %s", schedule.id, missed.error)
+            await self.store.save_run(missed)
         if decision.fire is None:
             return False
         run = ScheduleRun(

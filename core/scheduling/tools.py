@@ -16,7 +16,13 @@ from pydantic import BaseModel, Field, model_validator
 from core.envelopes import Address
 from core.errors import StoreError, ToolError
 from core.scheduling.book import ScheduleBook
-from core.scheduling.cadence import CadenceError, make_cron, parse_at, parse_duration
+from core.scheduling.cadence import (
+    CadenceError,
+    make_cron,
+    parse_at,
+    parse_duration,
+    parse_timezone,
+)
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.rules import ScheduleRefused, may_manage, shows_prompt
 from core.tools.base import SafetyTier, Tool, ToolContext
@@ -128,14 +134,14 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
         schedule = await _own(book, args.schedule_id, context)
         found = await book.store.list_runs(schedule.id, limit=5)
         if not found:
-            return f"Schedule {schedule.id} has not run yet; next run {_next(schedule)}."
+            return f"Schedule {schedule.id} has not run yet; {_state(schedule)}."
         lines = [
             f"{_when(r.started_at)}: {r.status}"
             + (f", delivered: {r.output[:200]}" if r.delivered else "")
             + (f", error: {r.error[:200]}" if r.error else "")
             for r in found
         ]
-        return "\n".join(lines)
+        return "\n".join([*lines, f"Schedule {schedule.id}: {_state(schedule)}."])
 
     return [
         Tool(
@@ -185,7 +191,8 @@ def _cadence(args: ScheduleCreateArgs, now: datetime) -> Cadence:
     if args.delay is not None:
         return OnceCadence(at=now + timedelta(seconds=parse_duration(args.delay)))
     if args.at is not None:
-        return OnceCadence(at=parse_at(args.at, tz=args.timezone, now=now))
+        at = parse_at(args.at, tz=args.timezone, now=now)
+        return OnceCadence(at=at, timezone=parse_timezone(args.timezone).key)
     if args.every is not None:
         return IntervalCadence(seconds=parse_duration(args.every), start=now)
     assert args.cron is not None
@@ -262,6 +269,14 @@ def _next(schedule: Schedule) -> str:
     """The next run, or "none" when it is not active: a paused schedule keeps its stored time
     for resuming, but will not run then."""
     return _when(schedule.next_run_at) if schedule.status == "active" else "none"
+
+
+def _state(schedule: Schedule) -> str:
+    """When it runs next, or what it is instead and why ("it is disabled (its run failed…)")."""
+    if schedule.status == "active":
+        return f"next run {_next(schedule)}"
+    reason = f" ({schedule.status_reason})" if schedule.status_reason else ""
+    return f"it is {schedule.status}{reason}"
 
 
 def _maker(schedule: Schedule) -> str:

@@ -14,11 +14,16 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from channels.terminal import NOTIFICATION_LABEL
+from channels.terminal import SPEC as TERMINAL
+from core.scheduling.book import ScheduleBook
+from core.scheduling.models import OnceCadence
+from core.store.sqlite import SqliteStore
 from tests.e2e.processes import open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
@@ -110,6 +115,49 @@ def add_for_terminal(env: dict[str, str], cwd: Path) -> str:
     return found.group(1)
 
 
+async def due_for_terminal(env: dict[str, str], *, late: timedelta) -> str:
+    """A "what is 2+3?" reminder for the terminal, made an hour before its time and due `late`
+    ago: its time came while no chat was open. Its id."""
+    due = datetime.now(UTC) - late
+    to = TERMINAL.address.bare
+    assert to is not None
+    store = await SqliteStore.open(Path(env["SWITCHBOARD_DATA_DIR"]) / "switchboard.db")
+    try:
+        # Made with the defaults `schedule add --in` uses, at the time it was made.
+        made = await ScheduleBook(store, clock=lambda: due - timedelta(hours=1)).create(
+            cadence=OnceCadence(at=due),
+            prompt="what is 2+3?",
+            deliver_to=to,
+            owner="cli",
+        )
+    finally:
+        await store.close()
+    return made.id
+
+
+async def piped_chat(env: dict[str, str], cwd: Path, given: bytes) -> tuple[int, str, str]:
+    """`switchboard chat` with `given` as its whole input: exit code, stdout, stderr."""
+    chat = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "chat",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=cwd,
+    )
+    try:
+        out, err = await asyncio.wait_for(
+            chat.communicate(given), START_PATIENCE + RUN_PATIENCE + STOP_PATIENCE
+        )
+    finally:
+        if chat.returncode is None:
+            chat.kill()
+            await chat.wait()
+    assert chat.returncode is not None
+    return chat.returncode, out.decode(), err.decode()
+
+
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
     assert result.returncode != 0, result.stdout
     assert "Traceback" not in result.stderr, result.stderr
@@ -186,6 +234,11 @@ def test_pause_resume_runs_and_remove(env: dict[str, str], tmp_path: Path) -> No
         (["--at", "the day after soon"], "--at: 'the day after soon' is not a time"),
         (["--in", "a while"], "--in: 'a while' is not a duration"),
         (["--at", "yesterday"], "--at: 'yesterday' ("),
+        (["--in", "1h", "--grace", "soon"], "--grace: 'soon' is not a duration"),
+        (
+            ["--in", "1h", "--misfire", "skip", "--grace", "1h"],
+            "--grace applies to --misfire run_once",
+        ),
     ],
 )
 def test_a_schedule_that_cannot_run_is_refused_in_one_line(
@@ -206,6 +259,8 @@ def test_a_schedule_that_cannot_run_is_refused_in_one_line(
         (["--every", "90m"], "every 90m"),
         (["--every", "1.5 hours"], "every 90m"),
         (["--in", "2h"], "once at "),
+        (["--in", "2h", "--grace", "2h"], "once at "),
+        (["--every", "1h", "--grace", "10m"], "every 1h"),
         (["--at", "tomorrow 9:00", "--tz", "Europe/Paris"], "once at "),
     ],
 )
@@ -378,3 +433,99 @@ def _block(lines: list[str]) -> list[str]:
     start = lines.index(NOTIFICATION_LABEL)
     ends = [n for n, line in enumerate(lines) if n > start and "answer is 5" in line]
     return lines[start : ends[0] + 1] if ends else []
+
+
+async def test_a_reminder_due_while_no_chat_was_open_is_shown_when_the_next_chat_opens(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    reminder = await due_for_terminal(env, late=timedelta(minutes=12))
+    env["SWITCHBOARD_PROVIDER"] = "demo"
+    chat = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "chat",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert chat.stdin is not None and chat.stdout is not None
+    # Input stays open until the reminder has been shown.
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(START_PATIENCE + RUN_PATIENCE):
+            while not _block(lines):
+                line = await chat.stdout.readline()
+                assert line, f"chat ended early: {lines}"
+                lines.append(line.decode().rstrip("\n"))
+    finally:
+        chat.stdin.close()
+        _, errors = await asyncio.wait_for(chat.communicate(), STOP_PATIENCE)
+    assert chat.returncode == 0, errors.decode()
+
+    # Run late rather than skipped, and the answer says when it was due.
+    block = _block(lines)
+    assert re.fullmatch(r"\(due at \d\d:\d\d UTC, 1[23] minutes ago\)", block[1]), block
+    ran = await asyncio.to_thread(run, ["schedule", "runs", reminder], env, tmp_path)
+    assert " succeeded " in ran.stdout, ran.stdout
+    assert f"Schedule {reminder} is completed" in ran.stdout, ran.stdout
+
+
+async def test_a_short_piped_chat_waits_for_a_due_reminder_and_prints_it(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    reminder = await due_for_terminal(env, late=timedelta(minutes=2))
+    env["SWITCHBOARD_PROVIDER"] = "demo"
+
+    # `echo 'what is 6*7?' | switchboard chat`: the input ends at once.
+    code, out, err = await piped_chat(env, tmp_path, b"what is 6*7?\n")
+
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any("answer is 42" in line for line in lines), out
+    assert _block(lines), out
+    ran = await asyncio.to_thread(run, ["schedule", "runs", reminder], env, tmp_path)
+    (row,) = [line for line in ran.stdout.splitlines() if " succeeded " in line]
+    assert " yes " in row, ran.stdout  # delivered, not `pending` for good
+
+
+async def test_a_chat_with_no_input_still_shows_a_due_reminder(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    reminder = await due_for_terminal(env, late=timedelta(minutes=2))
+    env["SWITCHBOARD_PROVIDER"] = "demo"
+
+    code, out, err = await piped_chat(env, tmp_path, b"")
+
+    assert code == 0, err
+    assert _block(out.splitlines()), out
+    ran = await asyncio.to_thread(run, ["schedule", "runs", reminder], env, tmp_path)
+    (row,) = [line for line in ran.stdout.splitlines() if " succeeded " in line]
+    assert " yes " in row, ran.stdout
+
+
+async def test_schedule_runs_says_why_a_reminder_did_not_run(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    # Due over a day ago, past the grace of a one-off.
+    too_late = await due_for_terminal(env, late=timedelta(hours=25))
+    waiting = await due_for_terminal(env, late=timedelta(minutes=5))
+
+    # Nothing has fired them yet: no chat was opened since.
+    before = await asyncio.to_thread(run, ["schedule", "runs", waiting], env, tmp_path)
+    assert f"Schedule {waiting} has not run yet. It was due at " in before.stdout, before.stdout
+    assert "runs when `switchboard chat` opens" in before.stdout, before.stdout
+    pausing = await asyncio.to_thread(run, ["schedule", "pause", waiting], env, tmp_path)
+    assert pausing.returncode == 0, pausing.stderr
+    paused = await asyncio.to_thread(run, ["schedule", "runs", waiting], env, tmp_path)
+    assert f"Schedule {waiting} is paused" in paused.stdout, paused.stdout
+
+    env["SWITCHBOARD_PROVIDER"] = "demo"
+    code, out, err = await piped_chat(env, tmp_path, b"")
+    assert code == 0, err
+    assert NOTIFICATION_LABEL not in out, out  # the paused one stays paused, the other missed
+
+    missed = await asyncio.to_thread(run, ["schedule", "runs", too_late], env, tmp_path)
+    (row,) = [line for line in missed.stdout.splitlines() if " missed " in line]
+    assert "25 hours late, past the 24 hours grace" in row, missed.stdout
+    assert f"Schedule {too_late} is disabled (its run was missed: due " in missed.stdout

@@ -444,6 +444,8 @@ async def test_a_reminder_asked_for_in_a_chat_arrives_in_that_chat(tmp_path: Pat
         (made,) = await stack.store.list_schedules(deliver_to=DM)
         assert made.id in confirmation.text
         assert made.cadence == OnceCadence(at=T0 + timedelta(seconds=2))
+        # Missed (the bot was down at its time), it still runs within a day.
+        assert (made.misfire, made.grace_seconds) == ("run_once", 86_400)
         assert (made.owner, made.prompt, made.deliver_to) == (
             "telegram:555",
             "Reminder: stretch",

@@ -217,6 +217,37 @@ def test_parse_at_reads_iso_times_and_delays(text: str, tz: str, expected: datet
     assert at.tzinfo is UTC
 
 
+# 2026-11-27 is a Friday.
+FRIDAY_MORNING = utc(2026, 11, 27, 9, 0)
+
+
+@pytest.mark.parametrize(
+    ("text", "now", "tz", "expected"),
+    [
+        # The weekday is today and its time still ahead: today, not next week.
+        ("friday 17:30", FRIDAY_MORNING, "UTC", utc(2026, 11, 27, 17, 30)),
+        ("friday at 17:30", FRIDAY_MORNING, "UTC", utc(2026, 11, 27, 17, 30)),
+        ("Fri 5:30pm", FRIDAY_MORNING, "UTC", utc(2026, 11, 27, 17, 30)),
+        ("on friday at 17:30", FRIDAY_MORNING, "UTC", utc(2026, 11, 27, 17, 30)),
+        # Today in the zone it is read in: 09:00 UTC is 10:00 in Paris, still Friday.
+        ("friday 17:30", FRIDAY_MORNING, "Europe/Paris", utc(2026, 11, 27, 16, 30)),
+        # The time has passed today: next week.
+        ("friday 17:30", utc(2026, 11, 27, 18, 0), "UTC", utc(2026, 12, 4, 17, 30)),
+        # 23:30 UTC on Friday is already Saturday in Paris: Friday is next week there.
+        ("friday 17:30", utc(2026, 11, 27, 23, 30), "Europe/Paris", utc(2026, 12, 4, 16, 30)),
+        # "next friday" said on a Friday means next week's.
+        ("next friday 17:30", FRIDAY_MORNING, "UTC", utc(2026, 12, 4, 17, 30)),
+        # Another weekday is unchanged: the coming one.
+        ("thursday 10:00", FRIDAY_MORNING, "UTC", utc(2026, 12, 3, 10, 0)),
+        ("saturday 10:00", FRIDAY_MORNING, "UTC", utc(2026, 11, 28, 10, 0)),
+    ],
+)
+def test_parse_at_a_weekday_that_is_today_with_its_time_ahead_means_today(
+    text: str, now: datetime, tz: str, expected: datetime
+) -> None:
+    assert parse_at(text, tz=tz, now=now) == expected
+
+
 def test_parse_at_is_relative_to_the_given_now_in_any_zone() -> None:
     now = datetime(2025, 3, 29, 13, 0, tzinfo=PARIS)
     assert parse_at("in 5m", now=now) == utc(2025, 3, 29, 12, 5)

@@ -246,6 +246,7 @@ async def test_failures_are_counted_told_at_three_and_disable_at_five(
     assert "provider auth: bad key" in final
     after = await stored(book, made)
     assert after.status == "disabled"
+    assert after.status_reason == "5 runs in a row failed; last error: provider auth: bad key"
     assert await book.store.due_schedules(clock.now + timedelta(days=1)) == []
 
 
@@ -282,7 +283,50 @@ async def test_a_failed_once_schedule_is_disabled_at_once_with_a_notice(
     clock.advance(minutes=1)
     (notice,) = await fail(book, made, clock)
     assert "is now disabled" in notice
-    assert (await stored(book, made)).status == "disabled"
+    after = await stored(book, made)
+    assert after.status == "disabled"
+    assert after.status_reason == "its run failed; last error: provider auth: bad key"
+
+
+# --- late runs ----------------------------------------------------------------------------
+
+
+async def test_a_one_off_runs_late_within_a_day_and_a_repeating_one_skips_by_default(
+    book: ScheduleBook,
+) -> None:
+    once = await make(book, OnceCadence(at=T0 + timedelta(minutes=1)))
+    every = await make(book)
+    assert (once.misfire, once.grace_seconds) == ("run_once", 24 * 3600)
+    assert every.misfire == "skip"
+    chosen = await book.create(
+        cadence=OnceCadence(at=T0 + timedelta(minutes=1)),
+        prompt="p",
+        deliver_to=CHAT,
+        owner="cli",
+        misfire="skip",
+    )
+    assert chosen.misfire == "skip"
+
+
+async def test_an_answer_that_comes_late_says_when_it_was_due(
+    book: ScheduleBook, clock: HandClock
+) -> None:
+    made = await make(
+        book, OnceCadence(at=datetime(2026, 5, 1, 17, 30, tzinfo=UTC), timezone="Europe/Paris")
+    )
+    # Fired 12 minutes after its time (nothing was running to fire it at 17:30 UTC).
+    clock.now = datetime(2026, 5, 1, 17, 42, tzinfo=UTC)
+    assert await succeed(book, made, clock, "Take the bread out!") == [
+        "(due at 19:30 Europe/Paris, 12 minutes ago)\nTake the bread out!"
+    ]
+    (run,) = await book.store.list_runs(made.id)
+    assert run.output == "Take the bread out!"  # the record keeps the answer as it was
+
+
+async def test_an_answer_on_time_has_no_note(book: ScheduleBook, clock: HandClock) -> None:
+    made = await make(book, OnceCadence(at=T0 + timedelta(minutes=1)))
+    clock.advance(minutes=1, seconds=30)
+    assert await succeed(book, made, clock, "Take the bread out!") == ["Take the bread out!"]
 
 
 async def test_finishing_a_run_of_a_removed_schedule_delivers_nothing(

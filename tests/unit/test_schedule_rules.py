@@ -167,7 +167,20 @@ async def test_a_paused_schedule_shows_no_next_run(book: ScheduleBook) -> None:
     listed = await run_tool(book, "schedule_list", {}, tool_context(ALICE))
     assert f"{made.id}: every 1h, paused, next none" in listed
     runs = await run_tool(book, "schedule_runs", {"schedule_id": made.id}, tool_context(ALICE))
-    assert runs == f"Schedule {made.id} has not run yet; next run none."
+    assert runs == f"Schedule {made.id} has not run yet; it is paused."
+
+
+async def test_the_runs_tool_says_why_a_schedule_is_not_running(book: ScheduleBook) -> None:
+    made = await make(book, ALICE)
+    await book.store.save_schedule(
+        made.model_copy(
+            update={"status": "disabled", "status_reason": "5 runs in a row failed; last: x"}
+        )
+    )
+    runs = await run_tool(book, "schedule_runs", {"schedule_id": made.id}, tool_context(ALICE))
+    assert runs == (
+        f"Schedule {made.id} has not run yet; it is disabled (5 runs in a row failed; last: x)."
+    )
 
 
 async def test_the_chat_commands_follow_the_same_rules(book: ScheduleBook) -> None:

@@ -206,7 +206,12 @@ async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
     assert await restarted.tick_once() == 0
 
     assert await fired(bus) == []
-    assert await store.list_runs(made.id) == []
+    # The runs that did not happen are on record, with why.
+    (missed,) = await store.list_runs(made.id)
+    assert (missed.status, missed.due_at, missed.delivery) == ("missed", T0 + MINUTE, "none")
+    assert missed.error == (
+        "11 runs, the first due 2026-05-01 09:01 UTC; 10 minutes late, past the 60 seconds grace"
+    )
     after = await current(store, made)
     assert after.status == "active"
     assert after.next_run_at == T0 + 12 * MINUTE
@@ -241,9 +246,14 @@ async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_
     assert await restarted.tick_once() == 0
 
     (inbound,) = await fired(bus)
-    (run,) = await store.list_runs(made.id)
+    run, missed = sorted(await store.list_runs(made.id), key=lambda r: r.status != "running")
     assert inbound.run_id == run.id
     assert run.due_at == T0 + 10 * MINUTE  # the newest missed occurrence
+    assert missed.status == "missed"
+    assert missed.error == (
+        "9 more runs due since 2026-05-01 09:01 UTC skipped: one late run stands for them, "
+        "never a burst"
+    )
     assert (await current(store, made)).next_run_at == T0 + 11 * MINUTE
 
 
@@ -329,9 +339,49 @@ async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
     )
 
     assert await fired(bus) == []
-    assert await store.list_runs(made.id) == []
+    (missed,) = await store.list_runs(made.id)
+    assert missed.status == "missed"
+    assert missed.error == "due 2026-05-01 09:05 UTC; 10 minutes late, past the 60 seconds grace"
     after = await current(store, made)
     assert (after.status, after.next_run_at) == ("disabled", None)
+    assert after.status_reason == f"its run was missed: {missed.error}"
+
+
+async def test_a_one_off_runs_late_within_a_day_by_default(
+    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+) -> None:
+    # A reminder due while nothing could fire it (no chat open, the machine asleep).
+    made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
+    assert (made.misfire, made.grace_seconds) == ("run_once", 86_400)
+    clock.set(T0 + timedelta(hours=20))
+
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+    )
+
+    (inbound,) = await fired(bus)
+    (run,) = await store.list_runs(made.id)
+    assert (inbound.run_id, run.status, run.due_at) == (run.id, "running", T0 + 5 * MINUTE)
+
+
+async def test_a_one_off_more_than_a_day_late_is_recorded_as_missed(
+    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+) -> None:
+    made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
+    clock.set(T0 + 5 * MINUTE + timedelta(hours=25))
+
+    assert (
+        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 0
+    )
+
+    assert await fired(bus) == []
+    (missed,) = await store.list_runs(made.id)
+    assert missed.error == "due 2026-05-01 09:05 UTC; 25 hours late, past the 24 hours grace"
+    after = await current(store, made)
+    assert (after.status, after.status_reason) == (
+        "disabled",
+        f"its run was missed: {missed.error}",
+    )
 
 
 # --- a scheduler that died holding a claim -----------------------------------------------------
@@ -378,6 +428,7 @@ async def test_a_one_off_claimed_by_a_dead_scheduler_is_disabled_after_two_minut
     after = await current(store, made)
     # It never ran and never will: not left "active" with nothing to run.
     assert (after.status, after.next_run_at) == ("disabled", None)
+    assert after.status_reason == "its run was lost: the scheduler firing it stopped"
 
 
 # --- the loop -------------------------------------------------------------------------------

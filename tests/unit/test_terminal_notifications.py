@@ -91,3 +91,56 @@ async def test_an_interactive_answer_being_streamed_is_not_interrupted() -> None
     assert "Hello there" in shown and NOTIFICATION_LABEL in shown
     assert shown.index("Hello there") < shown.index(NOTIFICATION_LABEL)
     assert shown.endswith(f"{NOTIFICATION_LABEL}\nReminder!\n")
+
+
+async def test_a_piped_chat_waits_before_leaving_and_shows_what_comes_meanwhile() -> None:
+    printed = io.StringIO()
+    due = asyncio.Event()
+    shown: list[str] = []
+
+    async def before_leaving() -> None:
+        # What the chat waits for: a reminder due by the end of input, answered after it.
+        due.set()
+        await adapter.deliver(notification("Take the bread out!"))
+        shown.append(printed.getvalue())
+
+    adapter = TerminalAdapter(
+        chat="c",
+        interactive=False,
+        stdin=io.StringIO(""),
+        console=Console(file=printed, highlight=False, width=200),
+        menu=(),
+        before_leaving=before_leaving,
+    )
+
+    async def nobody(inbound: Inbound) -> None:
+        raise AssertionError(f"no turn was typed: {inbound}")
+
+    await asyncio.wait_for(adapter.run(nobody), 5)
+
+    assert due.is_set()
+    assert shown == [f"{NOTIFICATION_LABEL}\nTake the bread out!\n"]
+
+
+async def test_a_chat_told_to_stop_leaves_without_waiting() -> None:
+    waited: list[bool] = []
+
+    async def before_leaving() -> None:
+        waited.append(True)
+
+    adapter = TerminalAdapter(
+        chat="c",
+        interactive=False,
+        stdin=io.StringIO(""),
+        console=Console(file=io.StringIO(), highlight=False, width=200),
+        menu=(),
+        before_leaving=before_leaving,
+    )
+    await adapter.stop()
+
+    async def nobody(inbound: Inbound) -> None:
+        raise AssertionError(f"no turn was typed: {inbound}")
+
+    await asyncio.wait_for(adapter.run(nobody), 5)
+
+    assert waited == []
