@@ -27,7 +27,7 @@ import httpx
 
 from bots.limits import effective_budgets
 from bots.platforms import REGISTERED, Platforms
-from bots.providers import build_registry
+from bots.providers import PROVIDER_NAMES, build_registry
 from bots.settings import ENV_FILE, Settings
 from core.errors import ProviderError, SwitchboardError
 from core.messages import Message
@@ -72,7 +72,9 @@ async def diagnose(
     found = posture(settings, profile, profile_folder)
     if reach:
         redact = settings.redactor()
-        checks: list[tuple[str, Awaitable[Finding]]] = [("provider", _provider(settings, profile))]
+        checks: list[tuple[str, Awaitable[Finding]]] = []
+        if not any(f.area == "provider" for f in found):  # a provider it does not know
+            checks.append(("provider", _provider(settings, profile)))
         checks.extend(_platform_checks(settings.environ))
         if settings.redis_url is not None:
             checks.append(("redis", _redis(settings.redis_url)))
@@ -85,6 +87,7 @@ async def diagnose(
 def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -> list[Finding]:
     """What the settings and profile expose, without reaching anything."""
     found: list[Finding] = []
+    found.extend(_provider_name(settings))
     found.extend(_dm_policies(settings.environ, profile))
     found.extend(_webhook_secrets(settings.environ))
     found.extend(_admins(profile))
@@ -97,6 +100,21 @@ def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -
 
 
 # --- posture -------------------------------------------------------------------------------
+
+
+def _provider_name(settings: Settings) -> list[Finding]:
+    """A SWITCHBOARD_PROVIDER this build does not know: every turn would fail (the profile's
+    own `provider` is checked when the profile is read)."""
+    if settings.provider is None or settings.provider in PROVIDER_NAMES:
+        return []
+    return [
+        Finding(
+            "critical",
+            "provider",
+            f"SWITCHBOARD_PROVIDER: unknown provider {settings.provider!r}",
+            f"set it to one of {', '.join(PROVIDER_NAMES)}, or unset it",
+        )
+    ]
 
 
 def _dm_policy(profile: Profile, platform: str) -> str:

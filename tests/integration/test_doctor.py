@@ -195,3 +195,17 @@ def test_the_command_exits_1_on_a_critical_finding_and_0_otherwise(
     assert code == 1
     assert out.splitlines()[0].startswith("critical  settings: ")
     assert "max_steps" in out and "Traceback" not in out
+
+
+def test_an_unknown_provider_is_critical_even_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, {"SWITCHBOARD_PROVIDER": "nope"})
+
+    code, out = _doctor(capsys, "--offline")
+
+    assert code == 1, out
+    assert out.splitlines()[0] == (
+        "critical  provider: SWITCHBOARD_PROVIDER: unknown provider 'nope' "
+        "Fix: set it to one of anthropic, openai, demo, or unset it"
+    )
