@@ -29,7 +29,7 @@ from core.envelopes import new_id
 from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
 from core.store.ledger import CostGrouping
-from core.store.log import ConversationLog
+from core.store.log import ConversationLog, SessionRecord
 
 if TYPE_CHECKING:
     pass
@@ -145,8 +145,27 @@ async def _terminal_chat(store: ConversationLog, name: str | None, err: Console)
     return name
 
 
+async def find_session(store: ConversationLog, name: str) -> SessionRecord | None:
+    """The session `name` means, as `chat --session` reads it: a session id, a session key
+    (`telegram:1:42`: that chat's current conversation), or a terminal conversation's name
+    (the last part of `terminal:local:NAME`). Never creates one."""
+    record = await store.get_session(name)
+    if record is not None:
+        return record
+    if ":" in name:
+        return await store.find_current_session(name)
+    if name and set(name) <= _CHAT_NAME_CHARS:
+        return await store.find_current_session(f"terminal:local:{name}")
+    return None
+
+
+_SESSION_HELP = "a session id, a session key, or the NAME of `chat --session NAME`"
+
+
 @click.command(epilog=STORE_EPILOG)
-@click.option("--session", "session_id", metavar="ID", help="Only this session (an id).")
+@click.option(
+    "--session", "session_id", metavar="SESSION", help=f"Only this session: {_SESSION_HELP}."
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option(
     "--by",
@@ -172,8 +191,10 @@ def cost(ctx: click.Context, session_id: str | None, limit: int, group: str | No
 async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
     async with open_store(settings) as store:
         if session_id is not None:
-            if await store.get_session(session_id) is None:
+            found = await find_session(store, session_id)
+            if found is None:
                 raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
+            session_id = found.id
             rows = [await store.cost_summary(session_id)]
         else:
             rows = await store.costs_by_session(limit=limit)
@@ -259,20 +280,24 @@ async def _sessions_list(settings: Settings, limit: int) -> None:
 
 
 @sessions.command("show", epilog=STORE_EPILOG)
-@click.argument("session_id")
+@click.argument("session_id", metavar="SESSION")
 @click.pass_context
 def sessions_show(ctx: click.Context, session_id: str) -> None:
-    """Print the messages of one conversation."""
+    """Print the messages of one conversation.
+
+    SESSION is a session id, a session key (that chat's current conversation), or the NAME
+    of `switchboard chat --session NAME`.
+    """
     settings = settings_from(ctx)
     asyncio.run(_sessions_show(settings, session_id))
 
 
 async def _sessions_show(settings: Settings, session_id: str) -> None:
     async with open_store(settings) as store:
-        record = await store.get_session(session_id)
+        record = await find_session(store, session_id)
         if record is None:
             raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
-        messages = await store.list_messages(session_id)
+        messages = await store.list_messages(record.id)
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"session {record.id} · {record.key} · {len(messages)} messages", style="bold", markup=False
@@ -282,7 +307,7 @@ async def _sessions_show(settings: Settings, session_id: str) -> None:
 
 
 @sessions.command("export", epilog=STORE_EPILOG)
-@click.argument("session_id")
+@click.argument("session_id", metavar="SESSION")
 @click.option(
     "--format",
     "fmt",
@@ -293,17 +318,21 @@ async def _sessions_show(settings: Settings, session_id: str) -> None:
 )
 @click.pass_context
 def sessions_export(ctx: click.Context, session_id: str, fmt: str) -> None:
-    """Write one conversation to stdout, tool calls and results included."""
+    """Write one conversation to stdout, tool calls and results included.
+
+    SESSION is a session id, a session key (that chat's current conversation), or the NAME
+    of `switchboard chat --session NAME`.
+    """
     settings = settings_from(ctx)
     asyncio.run(_sessions_export(settings, session_id, fmt))
 
 
 async def _sessions_export(settings: Settings, session_id: str, fmt: str) -> None:
     async with open_store(settings) as store:
-        record = await store.get_session(session_id)
+        record = await find_session(store, session_id)
         if record is None:
             raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
-        messages = await store.list_messages(session_id)
+        messages = await store.list_messages(record.id)
     if fmt == "json":
         document = {
             "session": record.model_dump(mode="json"),
@@ -321,12 +350,16 @@ async def _sessions_export(settings: Settings, session_id: str, fmt: str) -> Non
 
 
 @sessions.command("delete", epilog=STORE_EPILOG)
-@click.argument("session_id")
+@click.argument("session_id", metavar="SESSION")
 @click.option("--yes", is_flag=True, help="Delete without asking first.")
 @click.pass_context
 def sessions_delete(ctx: click.Context, session_id: str, yes: bool) -> None:
     """Delete one conversation: its messages and summaries. What it cost stays in the ledger;
-    the chat's next message starts a new conversation."""
+    the chat's next message starts a new conversation.
+
+    SESSION is a session id, a session key (that chat's current conversation), or the NAME
+    of `switchboard chat --session NAME`.
+    """
     settings = settings_from(ctx)
     asyncio.run(_sessions_delete(settings, session_id, yes))
 
@@ -334,7 +367,7 @@ def sessions_delete(ctx: click.Context, session_id: str, yes: bool) -> None:
 async def _sessions_delete(settings: Settings, session_id: str, yes: bool) -> None:
     where = describe_store(settings)
     async with open_store(settings) as store:
-        record = await store.get_session(session_id)
+        record = await find_session(store, session_id)
         if record is None:
             raise ConfigError(f"no session {session_id!r} in {where} (see `sessions list`)")
         what = f"session {record.id} ({record.key}, {record.message_count} messages)"
