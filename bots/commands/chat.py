@@ -18,7 +18,7 @@ from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
 from bots.commands.costs import GROUPINGS, cost_by, money
 from bots.commands.processes import run_with_gateways
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.platforms import command_registry
 from bots.profiles import load_profile
 from bots.providers import build_registry
@@ -182,6 +182,7 @@ def cost(ctx: click.Context, session_id: str | None, limit: int, group: str | No
     if group is not None and session_id is not None:
         raise click.UsageError("--by and --session do not go together")
     settings = settings_from(ctx)
+    require_data(settings)
     if group is not None:
         asyncio.run(cost_by(settings, cast("CostGrouping", group), limit))
         return
@@ -254,6 +255,7 @@ def sessions() -> None:
 def sessions_list(ctx: click.Context, limit: int) -> None:
     """List conversations, most recent first."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_sessions_list(settings, limit))
 
 
@@ -289,6 +291,7 @@ def sessions_show(ctx: click.Context, session_id: str) -> None:
     of `switchboard chat --session NAME`.
     """
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_sessions_show(settings, session_id))
 
 
@@ -324,6 +327,7 @@ def sessions_export(ctx: click.Context, session_id: str, fmt: str) -> None:
     of `switchboard chat --session NAME`.
     """
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_sessions_export(settings, session_id, fmt))
 
 
@@ -361,6 +365,7 @@ def sessions_delete(ctx: click.Context, session_id: str, yes: bool) -> None:
     of `switchboard chat --session NAME`.
     """
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_sessions_delete(settings, session_id, yes))
 
 

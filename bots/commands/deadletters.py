@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bots.app import backends
 from bots.commands.common import settings_from, stdout
+from bots.commands.where import require_data
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.bus.base import Bus, DeadLetter
@@ -74,7 +75,9 @@ def deadletters() -> None:
 def list_(ctx: click.Context, queue: str | None) -> None:
     """List the dead letters of every queue (or one), oldest first."""
     settings = settings_from(ctx)
-    asyncio.run(_list(settings, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_list(settings, names))
 
 
 async def _list(settings: Settings, names: list[str]) -> None:
@@ -100,7 +103,9 @@ async def _list(settings: Settings, names: list[str]) -> None:
 def show(ctx: click.Context, entry_id: str, queue: str | None) -> None:
     """Show one dead letter whole (as JSON, secrets scrubbed)."""
     settings = settings_from(ctx)
-    asyncio.run(_show(settings, entry_id, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_show(settings, entry_id, names))
 
 
 async def _show(settings: Settings, entry_id: str, names: list[str]) -> None:
@@ -124,7 +129,9 @@ async def _show(settings: Settings, entry_id: str, names: list[str]) -> None:
 def replay(ctx: click.Context, entry_id: str, queue: str | None) -> None:
     """Queue a dead letter again as new work, and remove it from the dead letters."""
     settings = settings_from(ctx)
-    asyncio.run(_replay(settings, entry_id, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_replay(settings, entry_id, names))
 
 
 async def _replay(settings: Settings, entry_id: str, names: list[str]) -> None:
@@ -144,7 +151,9 @@ async def _replay(settings: Settings, entry_id: str, names: list[str]) -> None:
 def drop(ctx: click.Context, entry_id: str, queue: str | None) -> None:
     """Forget a dead letter for good."""
     settings = settings_from(ctx)
-    asyncio.run(_drop(settings, entry_id, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_drop(settings, entry_id, names))
 
 
 async def _drop(settings: Settings, entry_id: str, names: list[str]) -> None:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from bots.app import open_store
 from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG
+from bots.commands.where import STORE_EPILOG, require_data
 from bots.settings import Settings
 from core.errors import ConfigError
 from core.facts import memory_scope
@@ -37,7 +37,9 @@ def memory() -> None:
 def memory_list(ctx: click.Context, person: str, profile: str | None, limit: int) -> None:
     """List the facts remembered about PERSON, newest first."""
     settings = settings_from(ctx, profile=profile)
-    asyncio.run(_list(settings, _scope(settings, person), limit))
+    scope = _scope(settings, person)
+    require_data(settings)
+    asyncio.run(_list(settings, scope, limit))
 
 
 @memory.command("forget", epilog=STORE_EPILOG)
@@ -48,7 +50,9 @@ def memory_list(ctx: click.Context, person: str, profile: str | None, limit: int
 def memory_forget(ctx: click.Context, person: str, fact_id: str, profile: str | None) -> None:
     """Forget one fact about PERSON (its id from `switchboard memory list`)."""
     settings = settings_from(ctx, profile=profile)
-    asyncio.run(_forget(settings, _scope(settings, person), fact_id))
+    scope = _scope(settings, person)
+    require_data(settings)
+    asyncio.run(_forget(settings, scope, fact_id))
 
 
 def _scope(settings: Settings, person: str) -> str:

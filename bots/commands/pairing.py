@@ -10,6 +10,7 @@ from rich.table import Table
 
 from bots.app import open_store
 from bots.commands.common import settings_from, stdout
+from bots.commands.where import require_data
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.access import Pairing
@@ -36,7 +37,9 @@ def pairing() -> None:
 def pairing_list(ctx: click.Context, platform: str | None) -> None:
     """List pending requests and approved people (of PLATFORM, or every platform)."""
     settings = settings_from(ctx)
-    asyncio.run(_list(settings, _platform(platform) if platform else None))
+    checked = _platform(platform) if platform else None
+    require_data(settings)
+    asyncio.run(_list(settings, checked))
 
 
 @pairing.command("approve")
@@ -47,7 +50,9 @@ def pairing_list(ctx: click.Context, platform: str | None) -> None:
 def pairing_approve(ctx: click.Context, platform: str, code: str, admin: bool) -> None:
     """Let in the person whose request has CODE on PLATFORM."""
     settings = settings_from(ctx)
-    asyncio.run(_approve(settings, _platform(platform), code, admin))
+    checked = _platform(platform)
+    require_data(settings)
+    asyncio.run(_approve(settings, checked, code, admin))
 
 
 @pairing.command("deny")
@@ -57,7 +62,9 @@ def pairing_approve(ctx: click.Context, platform: str, code: str, admin: bool) -
 def pairing_deny(ctx: click.Context, platform: str, code: str) -> None:
     """Refuse the request with CODE; its person cannot ask again until it would have expired."""
     settings = settings_from(ctx)
-    asyncio.run(_deny(settings, _platform(platform), code))
+    checked = _platform(platform)
+    require_data(settings)
+    asyncio.run(_deny(settings, checked, code))
 
 
 @pairing.command("revoke")
@@ -67,7 +74,9 @@ def pairing_deny(ctx: click.Context, platform: str, code: str) -> None:
 def pairing_revoke(ctx: click.Context, platform: str, user_id: str) -> None:
     """Take back the approval of USER_ID on PLATFORM; their next message is not answered."""
     settings = settings_from(ctx)
-    asyncio.run(_revoke(settings, _platform(platform), user_id))
+    checked = _platform(platform)
+    require_data(settings)
+    asyncio.run(_revoke(settings, checked, user_id))
 
 
 def _platform(name: str) -> str:

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from bots.app import embedded, open_store
 from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.profiles import load_profile
 from bots.settings import Settings
 from core.bus.base import Bus
@@ -52,6 +52,7 @@ def recover(
     if run_key is not None and abandon_all:
         raise click.UsageError("--resume and --abandon-all cannot be used together")
     settings = settings_from(ctx, provider=provider, model=model, profile=profile)
+    require_data(settings)
     if run_key is not None:
         asyncio.run(_resume(settings, run_key))
     elif abandon_all:

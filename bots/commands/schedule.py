@@ -11,7 +11,7 @@ from rich.table import Table
 
 from bots.app import open_store
 from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.clock import utc_now
@@ -158,6 +158,7 @@ async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to
 def listing(ctx: click.Context) -> None:
     """List every schedule."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_list(settings))
 
 
@@ -207,6 +208,7 @@ async def _list(settings: Settings) -> None:
 def remove(ctx: click.Context, schedule_id: str) -> None:
     """Remove a schedule and its run history."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_remove(settings, schedule_id))
 
 
@@ -223,6 +225,7 @@ async def _remove(settings: Settings, schedule_id: str) -> None:
 def pause(ctx: click.Context, schedule_id: str) -> None:
     """Stop a schedule from running until it is resumed."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_set_status(settings, schedule_id, "paused"))
 
 
@@ -232,6 +235,7 @@ def pause(ctx: click.Context, schedule_id: str) -> None:
 def resume(ctx: click.Context, schedule_id: str) -> None:
     """Run a paused (or disabled) schedule again, from its next occurrence."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_set_status(settings, schedule_id, "active"))
 
 
@@ -260,6 +264,7 @@ async def _set_status(settings: Settings, schedule_id: str, status: str) -> None
 def runs(ctx: click.Context, schedule_id: str, limit: int) -> None:
     """Show the latest runs of a schedule, with their output."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_runs(settings, schedule_id, limit))
 
 

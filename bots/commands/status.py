@@ -17,7 +17,7 @@ from importlib.metadata import PackageNotFoundError, version
 import click
 
 from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.settings import Settings
 from core.bus.base import Bus
 from core.bus.stats import QueueStats, QueueStatsReader
@@ -88,12 +88,8 @@ def status(ctx: click.Context) -> None:
 
 async def _status(settings: Settings) -> None:
     where = describe_store(settings)
-    if settings.redis_url is None and not settings.database_path.exists():
-        # Not created here: a status run from the wrong folder must not make an empty world.
-        raise click.ClickException(
-            f"no Switchboard data at {where}; set SWITCHBOARD_DATA_DIR to the folder "
-            "`switchboard serve` uses"
-        )
+    # Not created here: a status run from the wrong folder must not make an empty world.
+    require_data(settings)
     try:
         async with asyncio.timeout(_TIMEOUT):
             board = await open_board(settings)

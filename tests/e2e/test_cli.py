@@ -136,7 +136,7 @@ def test_new_command_starts_a_fresh_session(env: dict[str, str], tmp_path: Path)
         (["chat"], {"SWITCHBOARD_PROVIDER": "nope"}, "unknown provider 'nope'"),
         (["chat", "--profile", "missing"], {}, "profile 'missing' not found"),
         (["chat", "--session", "a:b"], {}, "--session"),
-        (["sessions", "show", "nope"], {}, "no session 'nope'"),
+        (["sessions", "show", "nope"], {}, "no data folder at "),
         (["frobnicate"], {}, "No such command"),
         (["--log-level", "loud", "chat"], {}, "--log-level"),
     ],

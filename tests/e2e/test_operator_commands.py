@@ -167,6 +167,7 @@ def test_commands_that_read_the_store_say_which_in_their_help(command: list[str]
 
 def test_empty_answers_name_the_store(in_process: CliRunner, tmp_path: Path) -> None:
     database = tmp_path / "data" / "switchboard.db"
+    asyncio.run(_sessions(database))  # an empty store, as a first `serve` leaves it
 
     schedules = invoke(in_process, ["schedule", "list"]).output
     assert schedules.startswith(f"No schedules. The store is {database}; add one"), schedules
@@ -223,3 +224,59 @@ def test_status_on_redis_lists_the_processes_and_the_queues(
     assert lines[1].split()[:3] == ["worker", "ok", "box-2:877"], shown.output
     assert "inbound              1 waiting, oldest " in shown.output
     assert "outbound.telegram    0 waiting, 0 dead" in shown.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sessions", "list"],
+        ["sessions", "show", "alpha"],
+        ["sessions", "export", "alpha"],
+        ["sessions", "delete", "--yes", "alpha"],
+        ["cost"],
+        ["cost", "--by", "day"],
+        ["memory", "list", "terminal:local"],
+        ["schedule", "list"],
+        ["schedule", "runs", "s1"],
+        ["schedule", "pause", "s1"],
+        ["pairing", "list"],
+        ["deadletters", "list"],
+        ["recover"],
+        ["status"],
+    ],
+)
+def test_reading_commands_refuse_a_data_folder_that_is_not_there(
+    env: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    env["SWITCHBOARD_DATA_DIR"] = str(tmp_path / "dat")  # a typo of "data"
+
+    shown = run(command, env, tmp_path)
+
+    assert shown.returncode == 1, shown
+    assert shown.stderr.strip().splitlines() == [
+        f"switchboard: error: no data folder at {tmp_path / 'dat'}: check SWITCHBOARD_DATA_DIR, "
+        "or start with `switchboard chat` (or `switchboard serve`), which make it"
+    ]
+    assert not (tmp_path / "dat").exists()
+
+
+def test_health_without_its_data_folder_is_unhealthy(env: dict[str, str], tmp_path: Path) -> None:
+    env["SWITCHBOARD_DATA_DIR"] = str(tmp_path / "dat")
+
+    shown = run(["health"], env, tmp_path)
+
+    assert shown.returncode == 1, shown
+    assert shown.stderr.startswith(f"not ok: no data folder at {tmp_path / 'dat'}: "), shown
+    assert not (tmp_path / "dat").exists()
+
+
+def test_a_data_folder_without_the_store_is_named_too(
+    in_process: CliRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "data").mkdir()
+
+    shown = invoke(in_process, ["sessions", "list"])
+
+    assert isinstance(shown.exception, ConfigError)
+    assert str(shown.exception).startswith(f"no store at {tmp_path / 'data' / 'switchboard.db'}: ")
+    assert list((tmp_path / "data").iterdir()) == []

@@ -178,7 +178,7 @@ def test_a_dangling_default_folder_link_is_not_replaced_by_the_packaged_copy(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "default").symlink_to(tmp_path / "gone")
-    with pytest.raises(ConfigError, match="a symbolic link to .*gone, which does not exist"):
+    with pytest.raises(ConfigError, match=r"a symbolic link to .*gone, which does not exist"):
         load_profile(tmp_path, "default")
 
 
