@@ -12,11 +12,18 @@ from typing import TYPE_CHECKING, cast
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from bots.app import embedded, open_store
-from bots.commands.common import settings_from, stdout
-from bots.commands.costs import GROUPINGS, cost_by, money
+from bots.commands.common import (
+    AS_JSON,
+    echo_json,
+    listing,
+    settings_from,
+    stdout,
+    whole,
+    wrapped,
+)
+from bots.commands.costs import GROUPINGS, cost_by, cost_document, session_costs
 from bots.commands.processes import run_with_gateways
 from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.platforms import command_registry
@@ -173,8 +180,11 @@ _SESSION_HELP = "a session id, a session key, or the NAME of `chat --session NAM
     type=click.Choice(GROUPINGS),
     help="Totals per person, chat, UTC day or model instead of per session.",
 )
+@AS_JSON
 @click.pass_context
-def cost(ctx: click.Context, session_id: str | None, limit: int, group: str | None) -> None:
+def cost(
+    ctx: click.Context, session_id: str | None, limit: int, group: str | None, as_json: bool
+) -> None:
     """Show what conversations have cost: model calls, tokens and USD, from the ledger.
 
     A model without a known price is counted apart: its calls make the real total higher.
@@ -184,12 +194,12 @@ def cost(ctx: click.Context, session_id: str | None, limit: int, group: str | No
     settings = settings_from(ctx)
     require_data(settings)
     if group is not None:
-        asyncio.run(cost_by(settings, cast("CostGrouping", group), limit))
+        asyncio.run(cost_by(settings, cast("CostGrouping", group), limit, as_json=as_json))
         return
-    asyncio.run(_cost(settings, session_id, limit))
+    asyncio.run(_cost(settings, session_id, limit, as_json))
 
 
-async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
+async def _cost(settings: Settings, session_id: str | None, limit: int, as_json: bool) -> None:
     async with open_store(settings) as store:
         if session_id is not None:
             found = await find_session(store, session_id)
@@ -201,6 +211,9 @@ async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
             rows = await store.costs_by_session(limit=limit)
         total = await store.cost_summary(session_id)
         keys = {r.session_id: await store.get_session(r.session_id or "") for r in rows}
+    if as_json:
+        echo_json(cost_document(rows, total, keys))
+        return
     console = stdout()
     if total.calls == 0:
         console.print(
@@ -209,32 +222,7 @@ async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
             markup=False,
         )
         return
-    table = Table(
-        "session",
-        "key",
-        "calls",
-        "tokens in",
-        "out",
-        "cache read",
-        "cache write",
-        "USD",
-        box=None,
-        pad_edge=False,
-    )
-    for row in [*rows, total]:
-        record = keys.get(row.session_id) if row is not total else None
-        usage = row.usage
-        table.add_row(
-            row.session_id if row is not total else "total",
-            record.key if record else "",
-            str(row.calls),
-            f"{usage.input_tokens:,}",
-            f"{usage.output_tokens:,}",
-            f"{usage.cache_read_tokens:,}",
-            f"{usage.cache_write_tokens:,}",
-            money(row.cost_usd, row.unpriced_calls),
-        )
-    console.print(table)
+    console.print(session_costs(rows, total, keys, width=console.width))
     if total.unpriced_calls:
         console.print(
             f"{total.unpriced_calls} call(s) used a model without a known price; "
@@ -251,17 +239,21 @@ def sessions() -> None:
 
 @sessions.command("list", epilog=STORE_EPILOG)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@AS_JSON
 @click.pass_context
-def sessions_list(ctx: click.Context, limit: int) -> None:
+def sessions_list(ctx: click.Context, limit: int, as_json: bool) -> None:
     """List conversations, most recent first."""
     settings = settings_from(ctx)
     require_data(settings)
-    asyncio.run(_sessions_list(settings, limit))
+    asyncio.run(_sessions_list(settings, limit, as_json))
 
 
-async def _sessions_list(settings: Settings, limit: int) -> None:
+async def _sessions_list(settings: Settings, limit: int, as_json: bool) -> None:
     async with open_store(settings) as store:
         records = await store.list_sessions(limit=limit)
+    if as_json:
+        echo_json([record.model_dump(mode="json") for record in records])
+        return
     console = stdout()
     if not records:
         console.print(
@@ -270,7 +262,7 @@ async def _sessions_list(settings: Settings, limit: int) -> None:
             markup=False,
         )
         return
-    table = Table("id", "key", "messages", "updated (UTC)", box=None, pad_edge=False)
+    table = listing(whole("id"), wrapped("key"), whole("messages"), whole("updated (UTC)"))
     for record in records:
         table.add_row(
             record.id,
