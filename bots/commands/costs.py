@@ -73,8 +73,8 @@ def _grouped(by: str, rows: Sequence[CostGroup], total: CostSummary) -> Table:
         whole("out"),
         whole("USD"),
     )
-    for row in [*rows, total]:
-        key = "total" if isinstance(row, CostSummary) else row.key or "(none)"
+    lines: list[tuple[str, CostGroup | CostSummary]] = [(r.key or "(none)", r) for r in rows]
+    for key, row in [*lines, ("total", total)]:
         table.add_row(
             key,
             str(row.calls),

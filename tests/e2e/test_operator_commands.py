@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -379,7 +380,7 @@ def test_at_80_columns_ids_and_dates_are_whole(in_process: CliRunner, tmp_path: 
 def test_every_list_command_prints_json(in_process: CliRunner, tmp_path: Path) -> None:
     ids = asyncio.run(_a_busy_store(tmp_path / "data" / "switchboard.db"))
 
-    def listed(*args: str) -> object:
+    def listed(*args: str) -> Any:
         shown = invoke(in_process, [*args, "--json"])
         assert shown.exit_code == 0, shown.output
         return json.loads(shown.output)
