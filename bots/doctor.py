@@ -205,7 +205,7 @@ def _listeners(settings: Settings, profile: Profile) -> list[Finding]:
             found.append(_listening(area, what, checked.host, checked.port, risk))
     env = settings.environ
     if env.get("SLACK_BOT_TOKEN") and not env.get("SLACK_APP_TOKEN"):
-        port = int(env.get("SLACK_PORT") or 3000)
+        port = env.get("SLACK_PORT") or "3000"  # shown, not parsed: the adapter checks it
         found.append(
             _listening(
                 "slack",
@@ -218,7 +218,7 @@ def _listeners(settings: Settings, profile: Profile) -> list[Finding]:
             )
         )
     if env.get("TELEGRAM_BOT_TOKEN") and env.get("TELEGRAM_WEBHOOK_URL"):
-        port = int(env.get("TELEGRAM_WEBHOOK_PORT") or 8443)
+        port = env.get("TELEGRAM_WEBHOOK_PORT") or "8443"
         found.append(
             _listening(
                 "telegram",
@@ -242,7 +242,9 @@ _PAGE_RISK: Final = (
 )
 
 
-def _listening(area: str, what: str, host: str, port: int, risk: str, fix: str = "") -> Finding:
+def _listening(
+    area: str, what: str, host: str, port: int | str, risk: str, fix: str = ""
+) -> Finding:
     """A warning: `what` listens on `host:port`, which other machines can reach."""
     return Finding(
         "warning",
