@@ -4,10 +4,12 @@ Each check gives `Finding`s: one line each, with the fix. Three kinds of check:
 
 - reachability, each bounded by a short timeout: the model provider (a one-token request),
   the configured platforms (Telegram `getMe`, Slack `auth.test`, Discord `/users/@me` after a
-  token shape check) and Redis (`PING`);
+  token shape check) and Redis (`PING`, then whether it persists: `CONFIG GET appendonly`
+  and `save`);
 - posture, read from the settings and the profile: DM policies open to anyone while tools are
-  on, webhooks without their secret, no admins, no budgets, no rate limits, secret-shaped
-  values inside profile files (the Redactor's patterns), a data folder others can read;
+  on, webhooks without their secret, listeners `serve` would refuse (the same checks) or that
+  listen on every interface, no admins, no budgets, no rate limits, secret-shaped values
+  inside profile files (the Redactor's patterns), a data folder others can read;
 - the settings and the profile themselves (the caller loads them; a failure is one finding).
 
 A `critical` finding makes `doctor` exit 1: the bot would not work, or would leak.
@@ -16,6 +18,7 @@ A `critical` finding makes `doctor` exit 1: the bot would not work, or would lea
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import re
 import stat
 from collections.abc import Awaitable, Callable, Mapping
@@ -27,9 +30,9 @@ import httpx
 
 from bots.limits import effective_budgets
 from bots.platforms import REGISTERED, Platforms
-from bots.providers import build_registry
+from bots.providers import PROVIDER_NAMES, build_registry
 from bots.settings import ENV_FILE, Settings
-from core.errors import ProviderError, SwitchboardError
+from core.errors import ConfigError, ProviderError, SwitchboardError
 from core.messages import Message
 from core.profile import Profile
 from core.providers.base import ModelRequest, complete
@@ -72,7 +75,9 @@ async def diagnose(
     found = posture(settings, profile, profile_folder)
     if reach:
         redact = settings.redactor()
-        checks: list[tuple[str, Awaitable[Finding]]] = [("provider", _provider(settings, profile))]
+        checks: list[tuple[str, Awaitable[Finding]]] = []
+        if not any(f.area == "provider" for f in found):  # a provider it does not know
+            checks.append(("provider", _provider(settings, profile)))
         checks.extend(_platform_checks(settings.environ))
         if settings.redis_url is not None:
             checks.append(("redis", _redis(settings.redis_url)))
@@ -85,8 +90,10 @@ async def diagnose(
 def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -> list[Finding]:
     """What the settings and profile expose, without reaching anything."""
     found: list[Finding] = []
+    found.extend(_provider_name(settings))
     found.extend(_dm_policies(settings.environ, profile))
     found.extend(_webhook_secrets(settings.environ))
+    found.extend(_listeners(settings, profile))
     found.extend(_admins(profile))
     found.extend(_spending(profile))
     if profile_folder is not None:
@@ -97,6 +104,21 @@ def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -
 
 
 # --- posture -------------------------------------------------------------------------------
+
+
+def _provider_name(settings: Settings) -> list[Finding]:
+    """A SWITCHBOARD_PROVIDER this build does not know: every turn would fail (the profile's
+    own `provider` is checked when the profile is read)."""
+    if settings.provider is None or settings.provider in PROVIDER_NAMES:
+        return []
+    return [
+        Finding(
+            "critical",
+            "provider",
+            f"SWITCHBOARD_PROVIDER: unknown provider {settings.provider!r}",
+            f"set it to one of {', '.join(PROVIDER_NAMES)}, or unset it",
+        )
+    ]
 
 
 def _dm_policy(profile: Profile, platform: str) -> str:
@@ -151,6 +173,95 @@ def _webhook_secrets(env: Mapping[str, str]) -> list[Finding]:
                 )
             )
     return found
+
+
+def _listeners(settings: Settings, profile: Profile) -> list[Finding]:
+    """What `serve` would refuse to listen with (its own checks, run here), and each listener
+    that would be reachable from other machines."""
+    # Imported here: they bring aiohttp's server, which the rest of doctor does not need.
+    from bots.commands.notify import check_hooks
+    from bots.operations import operations_settings
+    from bots.web import web_settings
+
+    found: list[Finding] = []
+    try:
+        page = web_settings(settings.environ)
+    except ConfigError as exc:
+        found.append(Finding("critical", "web", str(exc), _REFUSED))
+    else:
+        if page is not None and not _loopback(page.host):
+            found.append(_listening("web", "the web page", page.host, page.port, _PAGE_RISK))
+    for area, check, what in (
+        ("hooks", lambda: check_hooks(settings, profile), "the hooks listener"),
+        ("metrics", lambda: operations_settings(settings), "the operations endpoints"),
+    ):
+        try:
+            checked = check()
+        except ConfigError as exc:
+            found.append(Finding("critical", area, str(exc), _REFUSED))
+            continue
+        if checked is not None and not _loopback(checked.host):
+            risk = "anyone who can reach it is one token away from it"
+            found.append(_listening(area, what, checked.host, checked.port, risk))
+    env = settings.environ
+    if env.get("SLACK_BOT_TOKEN") and not env.get("SLACK_APP_TOKEN"):
+        port = env.get("SLACK_PORT") or "3000"  # shown, not parsed: the adapter checks it
+        found.append(
+            _listening(
+                "slack",
+                "the Slack Events API endpoint",
+                "0.0.0.0",
+                port,
+                "only the signing secret stands between the internet and the bot",
+                "put a TLS reverse proxy in front and firewall the port from anything else, "
+                "or use Socket Mode (SLACK_APP_TOKEN), which listens on nothing",
+            )
+        )
+    if env.get("TELEGRAM_BOT_TOKEN") and env.get("TELEGRAM_WEBHOOK_URL"):
+        port = env.get("TELEGRAM_WEBHOOK_PORT") or "8443"
+        found.append(
+            _listening(
+                "telegram",
+                "the Telegram webhook",
+                "0.0.0.0",
+                port,
+                "only the webhook secret stands between the internet and the bot",
+                "put a TLS reverse proxy in front and firewall the port from anything else, "
+                "or drop TELEGRAM_WEBHOOK_URL for long polling, which listens on nothing",
+            )
+        )
+    return found
+
+
+_REFUSED: Final = (
+    "correct it: `serve` refuses to start with it (`openssl rand -hex 24` makes a token)"
+)
+_PAGE_RISK: Final = (
+    "it runs tools in full mode for whoever holds its token, and a token sent over plain HTTP "
+    "can be read on the way"
+)
+
+
+def _listening(
+    area: str, what: str, host: str, port: int | str, risk: str, fix: str = ""
+) -> Finding:
+    """A warning: `what` listens on `host:port`, which other machines can reach."""
+    return Finding(
+        "warning",
+        area,
+        f"{what} listens on {host}:{port}, reachable from other machines: {risk}",
+        fix or "bind it to 127.0.0.1 and reach it through an SSH tunnel or a TLS reverse proxy",
+    )
+
+
+def _loopback(host: str) -> bool:
+    """Whether only this machine can reach a listener bound to `host`."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _admins(profile: Profile) -> list[Finding]:
@@ -399,10 +510,58 @@ async def _redis(url: str) -> Finding:
     try:
         await client.ping()
     except RedisError as exc:
+        await client.aclose()
         return Finding("critical", "redis", f"PING failed: {exc}", "check REDIS_URL and the server")
+    try:
+        return await _persistence(client)
     finally:
         await client.aclose()
-    return Finding("ok", "redis", "PING answered")
+
+
+async def _persistence(client: Any) -> Finding:
+    """Whether Redis keeps what it holds over a restart: the queues, mailboxes and, with
+    REDIS_URL, the conversations themselves. Managed servers may refuse CONFIG."""
+    from redis.exceptions import ResponseError
+
+    try:
+        appendonly = await client.config_get("appendonly")
+        save = await client.config_get("save")
+    except ResponseError as exc:
+        return Finding(
+            "warning",
+            "redis",
+            f"PING answered, but could not tell whether Redis persists (CONFIG GET refused: "
+            f"{exc}); without persistence a restart loses the queued work and the history",
+            "check with the provider that AOF (appendonly) is on",
+        )
+    aof = _config_value(appendonly, "appendonly") == "yes"
+    snapshots = _config_value(save, "save").strip()
+    if aof:
+        return Finding("ok", "redis", "PING answered; it persists (appendonly yes)")
+    fix = "set `appendonly yes` in redis.conf (or `CONFIG SET appendonly yes`, then CONFIG REWRITE)"
+    if snapshots:
+        return Finding(
+            "warning",
+            "redis",
+            f"Redis only snapshots (save {snapshots!r}, appendonly no): a restart loses the "
+            "queued work and history written since the last snapshot",
+            fix,
+        )
+    return Finding(
+        "warning",
+        "redis",
+        "Redis does not persist (appendonly no, save ''): a restart loses every queued "
+        "message, reply and schedule run, and the history kept there",
+        fix,
+    )
+
+
+def _config_value(answer: Any, name: str) -> str:
+    """One value of a `CONFIG GET` answer (a dict, with bytes or str keys)."""
+    if not isinstance(answer, dict):
+        return ""
+    value = answer.get(name, answer.get(name.encode(), ""))
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:

@@ -20,13 +20,20 @@ from aiohttp.typedefs import Handler
 
 from bots.bearer import BearerGuard
 from bots.platforms import REGISTERED
+from bots.settings import Settings
 from channels.web.spec import SPEC as WEB
 from core.bus.names import INBOUND, RECEIPTS, outbound_queue
 from core.errors import ConfigError
 from core.metrics import CONTENT_TYPE, Metrics
 from core.readiness import Readiness
 
-__all__ = ["MIN_TOKEN_LENGTH", "OperationsServer", "OperationsSettings", "watched_queues"]
+__all__ = [
+    "MIN_TOKEN_LENGTH",
+    "OperationsServer",
+    "OperationsSettings",
+    "operations_settings",
+    "watched_queues",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +61,15 @@ class OperationsSettings:
                 f"SWITCHBOARD_METRICS_TOKEN must be set, at least {MIN_TOKEN_LENGTH} characters, "
                 "when SWITCHBOARD_METRICS_PORT is (e.g. `openssl rand -hex 24`)"
             )
+
+
+def operations_settings(settings: Settings) -> OperationsSettings | None:
+    """The endpoints' checked settings, None when SWITCHBOARD_METRICS_PORT is unset;
+    `ConfigError` for a missing or short token (what `serve` refuses, `doctor` reports)."""
+    if settings.metrics_port is None:
+        return None
+    token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
+    return OperationsSettings(port=settings.metrics_port, token=token, host=settings.metrics_host)
 
 
 class OperationsServer:

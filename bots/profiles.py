@@ -30,6 +30,7 @@ def load_profile(profiles_dir: Path, name: str, platforms: Platforms = REGISTERE
     by their platforms.
     """
     folder = profiles_dir / name
+    _check_link(folder)
     if not folder.is_dir():
         if name == "default":
             return _packaged_default(platforms)
@@ -157,8 +158,26 @@ def _read_skills(skills_dir: Path) -> list[Skill]:
     return skills
 
 
+def _check_link(path: Path) -> None:
+    """`ConfigError` when `path` is a symbolic link that leads nowhere: a broken link is a
+    mistake to say, not a file to treat as absent (the profile's settings would be lost)."""
+    if not path.is_symlink():
+        return
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: a symbolic link to {path.readlink()}, which does not exist"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{path}: a symbolic link that cannot be followed ({exc.strerror})"
+        ) from None
+
+
 def _read_optional(path: Path) -> str | None:
     """The file's text stripped, `None` when absent or blank; `ConfigError` when unreadable."""
+    _check_link(path)
     if not path.exists():
         return None
     if not path.is_file():

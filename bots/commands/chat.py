@@ -13,13 +13,20 @@ from typing import TYPE_CHECKING, cast
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from bots.app import embedded, open_store
-from bots.commands.common import settings_from, stdout
-from bots.commands.costs import GROUPINGS, cost_by, money
+from bots.commands.common import (
+    AS_JSON,
+    echo_json,
+    listing,
+    settings_from,
+    stdout,
+    whole,
+    wrapped,
+)
+from bots.commands.costs import GROUPINGS, cost_by, cost_document, session_costs
 from bots.commands.processes import run_with_gateways
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.platforms import command_registry
 from bots.profiles import load_profile
 from bots.providers import build_registry
@@ -33,7 +40,7 @@ from core.errors import ConfigError, SwitchboardError
 from core.messages import Message
 from core.scheduling.outstanding import outstanding
 from core.store.ledger import CostGrouping
-from core.store.log import ConversationLog
+from core.store.log import ConversationLog, SessionRecord
 from core.store.schedules import ScheduleStore
 
 if TYPE_CHECKING:
@@ -184,8 +191,27 @@ async def _terminal_chat(store: ConversationLog, name: str | None, err: Console)
     return name
 
 
+async def find_session(store: ConversationLog, name: str) -> SessionRecord | None:
+    """The session `name` means, as `chat --session` reads it: a session id, a session key
+    (`telegram:1:42`: that chat's current conversation), or a terminal conversation's name
+    (the last part of `terminal:local:NAME`). Never creates one."""
+    record = await store.get_session(name)
+    if record is not None:
+        return record
+    if ":" in name:
+        return await store.find_current_session(name)
+    if name and set(name) <= _CHAT_NAME_CHARS:
+        return await store.find_current_session(f"terminal:local:{name}")
+    return None
+
+
+_SESSION_HELP = "a session id, a session key, or the NAME of `chat --session NAME`"
+
+
 @click.command(epilog=STORE_EPILOG)
-@click.option("--session", "session_id", metavar="ID", help="Only this session (an id).")
+@click.option(
+    "--session", "session_id", metavar="SESSION", help=f"Only this session: {_SESSION_HELP}."
+)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option(
     "--by",
@@ -193,8 +219,11 @@ async def _terminal_chat(store: ConversationLog, name: str | None, err: Console)
     type=click.Choice(GROUPINGS),
     help="Totals per person, chat, UTC day or model instead of per session.",
 )
+@AS_JSON
 @click.pass_context
-def cost(ctx: click.Context, session_id: str | None, limit: int, group: str | None) -> None:
+def cost(
+    ctx: click.Context, session_id: str | None, limit: int, group: str | None, as_json: bool
+) -> None:
     """Show what conversations have cost: model calls, tokens and USD, from the ledger.
 
     A model without a known price is counted apart: its calls make the real total higher.
@@ -202,22 +231,28 @@ def cost(ctx: click.Context, session_id: str | None, limit: int, group: str | No
     if group is not None and session_id is not None:
         raise click.UsageError("--by and --session do not go together")
     settings = settings_from(ctx)
+    require_data(settings)
     if group is not None:
-        asyncio.run(cost_by(settings, cast("CostGrouping", group), limit))
+        asyncio.run(cost_by(settings, cast("CostGrouping", group), limit, as_json=as_json))
         return
-    asyncio.run(_cost(settings, session_id, limit))
+    asyncio.run(_cost(settings, session_id, limit, as_json))
 
 
-async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
+async def _cost(settings: Settings, session_id: str | None, limit: int, as_json: bool) -> None:
     async with open_store(settings) as store:
         if session_id is not None:
-            if await store.get_session(session_id) is None:
+            found = await find_session(store, session_id)
+            if found is None:
                 raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
+            session_id = found.id
             rows = [await store.cost_summary(session_id)]
         else:
             rows = await store.costs_by_session(limit=limit)
         total = await store.cost_summary(session_id)
         keys = {r.session_id: await store.get_session(r.session_id or "") for r in rows}
+    if as_json:
+        echo_json(cost_document(rows, total, keys))
+        return
     console = stdout()
     if total.calls == 0:
         console.print(
@@ -226,32 +261,7 @@ async def _cost(settings: Settings, session_id: str | None, limit: int) -> None:
             markup=False,
         )
         return
-    table = Table(
-        "session",
-        "key",
-        "calls",
-        "tokens in",
-        "out",
-        "cache read",
-        "cache write",
-        "USD",
-        box=None,
-        pad_edge=False,
-    )
-    for row in [*rows, total]:
-        record = keys.get(row.session_id) if row is not total else None
-        usage = row.usage
-        table.add_row(
-            row.session_id if row is not total else "total",
-            record.key if record else "",
-            str(row.calls),
-            f"{usage.input_tokens:,}",
-            f"{usage.output_tokens:,}",
-            f"{usage.cache_read_tokens:,}",
-            f"{usage.cache_write_tokens:,}",
-            money(row.cost_usd, row.unpriced_calls),
-        )
-    console.print(table)
+    console.print(session_costs(rows, total, keys, width=console.width))
     if total.unpriced_calls:
         console.print(
             f"{total.unpriced_calls} call(s) used a model without a known price; "
@@ -268,16 +278,21 @@ def sessions() -> None:
 
 @sessions.command("list", epilog=STORE_EPILOG)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@AS_JSON
 @click.pass_context
-def sessions_list(ctx: click.Context, limit: int) -> None:
+def sessions_list(ctx: click.Context, limit: int, as_json: bool) -> None:
     """List conversations, most recent first."""
     settings = settings_from(ctx)
-    asyncio.run(_sessions_list(settings, limit))
+    require_data(settings)
+    asyncio.run(_sessions_list(settings, limit, as_json))
 
 
-async def _sessions_list(settings: Settings, limit: int) -> None:
+async def _sessions_list(settings: Settings, limit: int, as_json: bool) -> None:
     async with open_store(settings) as store:
         records = await store.list_sessions(limit=limit)
+    if as_json:
+        echo_json([record.model_dump(mode="json") for record in records])
+        return
     console = stdout()
     if not records:
         console.print(
@@ -286,7 +301,7 @@ async def _sessions_list(settings: Settings, limit: int) -> None:
             markup=False,
         )
         return
-    table = Table("id", "key", "messages", "updated (UTC)", box=None, pad_edge=False)
+    table = listing(whole("id"), wrapped("key"), whole("messages"), whole("updated (UTC)"))
     for record in records:
         table.add_row(
             record.id,
@@ -298,20 +313,25 @@ async def _sessions_list(settings: Settings, limit: int) -> None:
 
 
 @sessions.command("show", epilog=STORE_EPILOG)
-@click.argument("session_id")
+@click.argument("session_id", metavar="SESSION")
 @click.pass_context
 def sessions_show(ctx: click.Context, session_id: str) -> None:
-    """Print the messages of one conversation."""
+    """Print the messages of one conversation.
+
+    SESSION is a session id, a session key (that chat's current conversation), or the NAME
+    of `switchboard chat --session NAME`.
+    """
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_sessions_show(settings, session_id))
 
 
 async def _sessions_show(settings: Settings, session_id: str) -> None:
     async with open_store(settings) as store:
-        record = await store.get_session(session_id)
+        record = await find_session(store, session_id)
         if record is None:
             raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
-        messages = await store.list_messages(session_id)
+        messages = await store.list_messages(record.id)
     console = Console(highlight=False, soft_wrap=True)
     console.print(
         f"session {record.id} · {record.key} · {len(messages)} messages", style="bold", markup=False
@@ -321,7 +341,7 @@ async def _sessions_show(settings: Settings, session_id: str) -> None:
 
 
 @sessions.command("export", epilog=STORE_EPILOG)
-@click.argument("session_id")
+@click.argument("session_id", metavar="SESSION")
 @click.option(
     "--format",
     "fmt",
@@ -332,17 +352,22 @@ async def _sessions_show(settings: Settings, session_id: str) -> None:
 )
 @click.pass_context
 def sessions_export(ctx: click.Context, session_id: str, fmt: str) -> None:
-    """Write one conversation to stdout, tool calls and results included."""
+    """Write one conversation to stdout, tool calls and results included.
+
+    SESSION is a session id, a session key (that chat's current conversation), or the NAME
+    of `switchboard chat --session NAME`.
+    """
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_sessions_export(settings, session_id, fmt))
 
 
 async def _sessions_export(settings: Settings, session_id: str, fmt: str) -> None:
     async with open_store(settings) as store:
-        record = await store.get_session(session_id)
+        record = await find_session(store, session_id)
         if record is None:
             raise ConfigError(f"no session {session_id!r} (see `switchboard sessions list`)")
-        messages = await store.list_messages(session_id)
+        messages = await store.list_messages(record.id)
     if fmt == "json":
         document = {
             "session": record.model_dump(mode="json"),
@@ -360,20 +385,25 @@ async def _sessions_export(settings: Settings, session_id: str, fmt: str) -> Non
 
 
 @sessions.command("delete", epilog=STORE_EPILOG)
-@click.argument("session_id")
+@click.argument("session_id", metavar="SESSION")
 @click.option("--yes", is_flag=True, help="Delete without asking first.")
 @click.pass_context
 def sessions_delete(ctx: click.Context, session_id: str, yes: bool) -> None:
     """Delete one conversation: its messages and summaries. What it cost stays in the ledger;
-    the chat's next message starts a new conversation."""
+    the chat's next message starts a new conversation.
+
+    SESSION is a session id, a session key (that chat's current conversation), or the NAME
+    of `switchboard chat --session NAME`.
+    """
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_sessions_delete(settings, session_id, yes))
 
 
 async def _sessions_delete(settings: Settings, session_id: str, yes: bool) -> None:
     where = describe_store(settings)
     async with open_store(settings) as store:
-        record = await store.get_session(session_id)
+        record = await find_session(store, session_id)
         if record is None:
             raise ConfigError(f"no session {session_id!r} in {where} (see `sessions list`)")
         what = f"session {record.id} ({record.key}, {record.message_count} messages)"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine
@@ -12,13 +14,25 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.table import Column, Table
 
 from bots.logs import configure_logging
 from bots.settings import Settings, load_settings
 from core.errors import ConfigError
 from core.logcontext import bind_log_context
 
-__all__ = ["LOG", "on_signals", "require_redis", "settings_from", "stdout"]
+__all__ = [
+    "AS_JSON",
+    "LOG",
+    "echo_json",
+    "listing",
+    "on_signals",
+    "require_redis",
+    "settings_from",
+    "stdout",
+    "whole",
+    "wrapped",
+]
 
 LOG = logging.getLogger("switchboard")
 
@@ -35,8 +49,39 @@ def settings_from(ctx: click.Context, **overrides: object) -> Settings:
 
 
 def stdout() -> Console:
-    """A console for tables: the terminal's width, or wide enough not to cut when piped."""
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    """A console for tables: the terminal's width (or COLUMNS), else wide enough not to wrap
+    when piped."""
+    sized = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    # No markup: table cells hold stored text (a prompt may contain "[/b]"), shown as it is.
+    return Console(highlight=False, markup=False, width=None if sized else 200)
+
+
+def whole(header: str) -> Column:
+    """A column of ids, dates and numbers: never wrapped nor cut, since the next command
+    needs them as they are; the text columns give way instead (see `listing`)."""
+    return Column(header, no_wrap=True)
+
+
+def wrapped(header: str) -> Column:
+    """A column of text that wraps to leave room for the `whole` ones (a long word is folded
+    onto the next line, never cut with an ellipsis)."""
+    return Column(header, overflow="fold")
+
+
+def listing(*columns: Column) -> Table:
+    """The table of a list command: no borders, one space between columns."""
+    return Table(*columns, box=None, pad_edge=False, padding=(0, 1, 0, 0), collapse_padding=True)
+
+
+AS_JSON = click.option(
+    "--json", "as_json", is_flag=True, help="Print machine-readable JSON instead of a table."
+)
+"""The `--json` flag of every list command."""
+
+
+def echo_json(data: object) -> None:
+    """`data` as indented JSON on stdout (dates as ISO 8601 strings, UTC)."""
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
 def on_signals(stop: Callable[[], list[Coroutine[Any, Any, None]]]) -> None:

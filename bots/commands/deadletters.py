@@ -12,10 +12,10 @@ import asyncio
 import json
 
 import click
-from rich.table import Table
 
 from bots.app import backends
-from bots.commands.common import settings_from, stdout
+from bots.commands.common import AS_JSON, echo_json, listing, settings_from, stdout, whole, wrapped
+from bots.commands.where import require_data
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.bus.base import Bus, DeadLetter
@@ -70,22 +70,45 @@ def deadletters() -> None:
 
 @deadletters.command("list")
 @click.option("--queue", help=_QUEUE_HELP)
+@AS_JSON
 @click.pass_context
-def list_(ctx: click.Context, queue: str | None) -> None:
+def list_(ctx: click.Context, queue: str | None, as_json: bool) -> None:
     """List the dead letters of every queue (or one), oldest first."""
     settings = settings_from(ctx)
-    asyncio.run(_list(settings, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_list(settings, names, as_json))
 
 
-async def _list(settings: Settings, names: list[str]) -> None:
+async def _list(settings: Settings, names: list[str], as_json: bool) -> None:
     scrub = settings.redactor()
     async with backends(settings) as found:
         entries = [entry for name in names for entry in await found.bus.dead_letter_entries(name)]
+    if as_json:
+        # What the table shows, the text whole; `deadletters show ID` gives the envelope.
+        listed = []
+        for entry in entries:
+            what, where, text = summary(entry)
+            listed.append(
+                {
+                    "queue": entry.queue,
+                    "id": entry.id,
+                    "deliveries": entry.deliveries,
+                    "reason": scrub(entry.reason),
+                    "what": what,
+                    "to": where,
+                    "text": scrub(text),
+                }
+            )
+        echo_json(listed)
+        return
     console = stdout()
     if not entries:
         console.print("No dead letters.", markup=False)
         return
-    table = Table("queue", "id", "tries", "what", "to", "text", box=None, pad_edge=False)
+    table = listing(
+        whole("queue"), whole("id"), whole("tries"), wrapped("what"), wrapped("to"), wrapped("text")
+    )
     for entry in entries:
         what, where, text = summary(entry)
         preview = scrub(text)[:60].replace("\n", " ")
@@ -100,7 +123,9 @@ async def _list(settings: Settings, names: list[str]) -> None:
 def show(ctx: click.Context, entry_id: str, queue: str | None) -> None:
     """Show one dead letter whole (as JSON, secrets scrubbed)."""
     settings = settings_from(ctx)
-    asyncio.run(_show(settings, entry_id, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_show(settings, entry_id, names))
 
 
 async def _show(settings: Settings, entry_id: str, names: list[str]) -> None:
@@ -124,7 +149,9 @@ async def _show(settings: Settings, entry_id: str, names: list[str]) -> None:
 def replay(ctx: click.Context, entry_id: str, queue: str | None) -> None:
     """Queue a dead letter again as new work, and remove it from the dead letters."""
     settings = settings_from(ctx)
-    asyncio.run(_replay(settings, entry_id, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_replay(settings, entry_id, names))
 
 
 async def _replay(settings: Settings, entry_id: str, names: list[str]) -> None:
@@ -144,7 +171,9 @@ async def _replay(settings: Settings, entry_id: str, names: list[str]) -> None:
 def drop(ctx: click.Context, entry_id: str, queue: str | None) -> None:
     """Forget a dead letter for good."""
     settings = settings_from(ctx)
-    asyncio.run(_drop(settings, entry_id, _check_queue(queue)))
+    names = _check_queue(queue)
+    require_data(settings)
+    asyncio.run(_drop(settings, entry_id, names))
 
 
 async def _drop(settings: Settings, entry_id: str, names: list[str]) -> None:

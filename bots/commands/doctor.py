@@ -28,10 +28,12 @@ __all__ = ["doctor"]
 def doctor(ctx: click.Context, offline: bool) -> None:
     """Check that this bot can run and is safe to put in front of strangers.
 
-    Reaches the model provider (a one-token request), each configured platform and Redis,
-    each within 10 seconds, and audits open DM policies, webhook secrets, admins, budgets,
-    rate limits, secrets inside profile files and the data folder's permissions. Prints one
-    line per finding with its fix; exits 1 when any finding is critical.
+    Reaches the model provider (a one-token request), each configured platform and Redis
+    (and asks whether it persists), each within 10 seconds, and audits open DM policies,
+    webhook secrets, the listeners' tokens (as `serve` checks them) and which listen beyond
+    this machine, admins, budgets, rate limits, secrets inside profile files and the data
+    folder's permissions. Prints one line per finding with its fix; exits 1 when any finding
+    is critical.
     """
     try:
         settings = settings_from(ctx)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import click
-from rich.table import Table
 
 from bots.app import open_store
-from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG
+from bots.commands.common import AS_JSON, echo_json, listing, settings_from, stdout, whole, wrapped
+from bots.commands.where import STORE_EPILOG, require_data
 from bots.settings import Settings
 from core.errors import ConfigError
 from core.facts import memory_scope
@@ -33,11 +32,16 @@ def memory() -> None:
 @click.argument("person", metavar=_PERSON)
 @click.option("--profile", help="Profile whose memory (default: SWITCHBOARD_PROFILE or default).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
+@AS_JSON
 @click.pass_context
-def memory_list(ctx: click.Context, person: str, profile: str | None, limit: int) -> None:
+def memory_list(
+    ctx: click.Context, person: str, profile: str | None, limit: int, as_json: bool
+) -> None:
     """List the facts remembered about PERSON, newest first."""
     settings = settings_from(ctx, profile=profile)
-    asyncio.run(_list(settings, _scope(settings, person), limit))
+    scope = _scope(settings, person)
+    require_data(settings)
+    asyncio.run(_list(settings, scope, limit, as_json))
 
 
 @memory.command("forget", epilog=STORE_EPILOG)
@@ -48,7 +52,9 @@ def memory_list(ctx: click.Context, person: str, profile: str | None, limit: int
 def memory_forget(ctx: click.Context, person: str, fact_id: str, profile: str | None) -> None:
     """Forget one fact about PERSON (its id from `switchboard memory list`)."""
     settings = settings_from(ctx, profile=profile)
-    asyncio.run(_forget(settings, _scope(settings, person), fact_id))
+    scope = _scope(settings, person)
+    require_data(settings)
+    asyncio.run(_forget(settings, scope, fact_id))
 
 
 def _scope(settings: Settings, person: str) -> str:
@@ -61,14 +67,17 @@ def _scope(settings: Settings, person: str) -> str:
         ) from None
 
 
-async def _list(settings: Settings, scope: str, limit: int) -> None:
+async def _list(settings: Settings, scope: str, limit: int, as_json: bool) -> None:
     async with open_store(settings) as store:
         facts = await store.list_facts(scope, limit=limit)
+    if as_json:
+        echo_json([fact.model_dump(mode="json") for fact in facts])
+        return
     console = stdout()
     if not facts:
         console.print(f"Nothing remembered for {scope} (store: {_where(settings)}).", markup=False)
         return
-    table = Table("id", "remembered (UTC)", "fact", box=None, pad_edge=False)
+    table = listing(whole("id"), whole("remembered (UTC)"), wrapped("fact"))
     for fact in facts:
         table.add_row(fact.id, f"{fact.created_at:%Y-%m-%d %H:%M}", fact.text)
     console.print(table)

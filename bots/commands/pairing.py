@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import click
-from rich.table import Table
 
 from bots.app import open_store
-from bots.commands.common import settings_from, stdout
+from bots.commands.common import AS_JSON, echo_json, listing, settings_from, stdout, whole, wrapped
+from bots.commands.where import require_data
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.access import Pairing
@@ -32,11 +32,14 @@ def pairing() -> None:
 
 @pairing.command("list")
 @click.argument("platform", required=False)
+@AS_JSON
 @click.pass_context
-def pairing_list(ctx: click.Context, platform: str | None) -> None:
+def pairing_list(ctx: click.Context, platform: str | None, as_json: bool) -> None:
     """List pending requests and approved people (of PLATFORM, or every platform)."""
     settings = settings_from(ctx)
-    asyncio.run(_list(settings, _platform(platform) if platform else None))
+    checked = _platform(platform) if platform else None
+    require_data(settings)
+    asyncio.run(_list(settings, checked, as_json))
 
 
 @pairing.command("approve")
@@ -47,7 +50,9 @@ def pairing_list(ctx: click.Context, platform: str | None) -> None:
 def pairing_approve(ctx: click.Context, platform: str, code: str, admin: bool) -> None:
     """Let in the person whose request has CODE on PLATFORM."""
     settings = settings_from(ctx)
-    asyncio.run(_approve(settings, _platform(platform), code, admin))
+    checked = _platform(platform)
+    require_data(settings)
+    asyncio.run(_approve(settings, checked, code, admin))
 
 
 @pairing.command("deny")
@@ -57,7 +62,9 @@ def pairing_approve(ctx: click.Context, platform: str, code: str, admin: bool) -
 def pairing_deny(ctx: click.Context, platform: str, code: str) -> None:
     """Refuse the request with CODE; its person cannot ask again until it would have expired."""
     settings = settings_from(ctx)
-    asyncio.run(_deny(settings, _platform(platform), code))
+    checked = _platform(platform)
+    require_data(settings)
+    asyncio.run(_deny(settings, checked, code))
 
 
 @pairing.command("revoke")
@@ -67,7 +74,9 @@ def pairing_deny(ctx: click.Context, platform: str, code: str) -> None:
 def pairing_revoke(ctx: click.Context, platform: str, user_id: str) -> None:
     """Take back the approval of USER_ID on PLATFORM; their next message is not answered."""
     settings = settings_from(ctx)
-    asyncio.run(_revoke(settings, _platform(platform), user_id))
+    checked = _platform(platform)
+    require_data(settings)
+    asyncio.run(_revoke(settings, checked, user_id))
 
 
 def _platform(name: str) -> str:
@@ -79,14 +88,28 @@ def _platform(name: str) -> str:
     return platform
 
 
-async def _list(settings: Settings, platform: str | None) -> None:
+async def _list(settings: Settings, platform: str | None, as_json: bool) -> None:
     async with open_store(settings) as store:
         book = Pairing(store)
         pending = await book.pending(platform)
         approved = await book.approvals(platform)
+    if as_json:
+        echo_json(
+            {
+                "pending": [request.model_dump(mode="json") for request in pending],
+                "approved": [approval.model_dump(mode="json") for approval in approved],
+            }
+        )
+        return
     console = stdout()
     if pending:
-        table = Table("platform", "code", "user id", "name", "expires (UTC)", box=None)
+        table = listing(
+            whole("platform"),
+            whole("code"),
+            whole("user id"),
+            wrapped("name"),
+            whole("expires (UTC)"),
+        )
         for request in pending:
             table.add_row(
                 request.platform,
@@ -100,7 +123,14 @@ async def _list(settings: Settings, platform: str | None) -> None:
     else:
         console.print("No pending requests.", markup=False)
     if approved:
-        table = Table("platform", "user id", "name", "admin", "approved (UTC)", "by", box=None)
+        table = listing(
+            whole("platform"),
+            whole("user id"),
+            wrapped("name"),
+            whole("admin"),
+            whole("approved (UTC)"),
+            wrapped("by"),
+        )
         for approval in approved:
             table.add_row(
                 approval.platform,

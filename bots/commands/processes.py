@@ -11,7 +11,7 @@ import click
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
 from bots.commands.status import announce
-from bots.commands.where import log_startup
+from bots.commands.where import log_startup, require_data
 from bots.loop import run_process
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
@@ -376,6 +376,7 @@ def health(ctx: click.Context) -> None:
 async def _health(settings: Settings) -> None:
     where = "redis" if settings.redis_url else str(settings.database_path)
     try:
+        require_data(settings)  # a mistyped SWITCHBOARD_DATA_DIR is not a healthy empty store
         async with asyncio.timeout(_HEALTH_TIMEOUT), backends(settings) as found:
             await found.store.list_sessions(limit=1)
             if found.distributed:
@@ -399,19 +400,16 @@ async def operations(
     if settings.metrics_port is None:
         yield
         return
-    from bots.operations import OperationsServer, OperationsSettings, watched_queues
+    from bots.operations import OperationsServer, operations_settings, watched_queues
     from core.metering import queue_probe
     from core.metrics import Metrics
 
-    token = settings.metrics_token.get_secret_value() if settings.metrics_token else ""
+    checked = operations_settings(settings)
+    assert checked is not None  # the port is set
     metrics = metrics or Metrics()
     if bus is not None:
         metrics.add_probe(queue_probe(bus, watched_queues))
-    server = OperationsServer(
-        OperationsSettings(port=settings.metrics_port, token=token, host=settings.metrics_host),
-        metrics=metrics,
-        readiness=readiness,
-    )
+    server = OperationsServer(checked, metrics=metrics, readiness=readiness)
     await server.start()
     try:
         yield

@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import click
-from rich.table import Table
 
 from bots.app import embedded, open_store
-from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.common import listing, settings_from, stdout, whole, wrapped
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.profiles import load_profile
 from bots.settings import Settings
 from core.bus.base import Bus
@@ -52,6 +51,7 @@ def recover(
     if run_key is not None and abandon_all:
         raise click.UsageError("--resume and --abandon-all cannot be used together")
     settings = settings_from(ctx, provider=provider, model=model, profile=profile)
+    require_data(settings)
     if run_key is not None:
         asyncio.run(_resume(settings, run_key))
     elif abandon_all:
@@ -69,14 +69,12 @@ async def _list(settings: Settings) -> None:
             f"No unfinished turns. The store is {describe_store(settings)}.", markup=False
         )
         return
-    table = Table(
-        "run key",
-        "session key",
-        "started (UTC)",
-        "tool rounds",
-        "message",
-        box=None,
-        pad_edge=False,
+    table = listing(
+        whole("run key"),
+        wrapped("session key"),
+        whole("started (UTC)"),
+        whole("tool rounds"),
+        wrapped("message"),
     )
     for checkpoint in found:
         table.add_row(

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import click
-from rich.table import Table
 
 from bots.app import open_store
-from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.common import AS_JSON, echo_json, listing, settings_from, stdout, whole, wrapped
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.clock import utc_now
@@ -35,6 +34,10 @@ __all__ = ["schedule"]
 
 # Delivery addresses as each registered platform writes them.
 _ADDRESSES = REGISTERED.addresses()
+
+# `schedule list` narrower than this leaves out these columns.
+_WIDE: Final = 100
+_NARROW_OUT: Final = frozenset({"policy", "failures"})
 
 
 @click.group(
@@ -169,16 +172,21 @@ async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to
 
 
 @schedule.command("list", epilog=STORE_EPILOG)
+@AS_JSON
 @click.pass_context
-def listing(ctx: click.Context) -> None:
+def list_schedules(ctx: click.Context, as_json: bool) -> None:
     """List every schedule."""
     settings = settings_from(ctx)
-    asyncio.run(_list(settings))
+    require_data(settings)
+    asyncio.run(_list(settings, as_json))
 
 
-async def _list(settings: Settings) -> None:
+async def _list(settings: Settings, as_json: bool) -> None:
     async with open_store(settings) as store:
         found = await store.list_schedules()
+    if as_json:
+        echo_json([item.model_dump(mode="json") for item in found])
+        return
     console = stdout()
     if not found:
         console.print(
@@ -187,32 +195,35 @@ async def _list(settings: Settings) -> None:
             markup=False,
         )
         return
-    table = Table(
-        "id",
-        "cadence",
-        "deliver to",
-        "policy",
-        "status",
-        "next run (UTC)",
-        "failures",
-        "prompt",
-        box=None,
-        pad_edge=False,
-    )
+    # Narrower than _WIDE, the least needed columns give way (`--json` has them), so that the
+    # ids and times stay whole and the text keeps some room.
+    columns = {
+        "id": whole,
+        "cadence": wrapped,
+        "deliver to": wrapped,
+        "policy": wrapped,
+        "status": whole,
+        "next run (UTC)": whole,
+        "failures": whole,
+        "prompt": wrapped,
+    }
+    shown = [name for name in columns if console.width >= _WIDE or name not in _NARROW_OUT]
+    table = listing(*(columns[name](name) for name in shown))
     for item in found:
-        table.add_row(
-            item.id,
-            describe_cadence(item.cadence),
-            _ADDRESSES.format(item.deliver_to),
-            item.notify,
-            item.status,
+        cells = {
+            "id": item.id,
+            "cadence": describe_cadence(item.cadence),
+            "deliver to": _ADDRESSES.format(item.deliver_to),
+            "policy": item.notify,
+            "status": item.status,
             # A paused schedule keeps its stored time for resuming, but will not run then.
-            f"{item.next_run_at:%Y-%m-%d %H:%M:%S}"
+            "next run (UTC)": f"{item.next_run_at:%Y-%m-%d %H:%M:%S}"
             if item.next_run_at and item.status == "active"
             else "-",
-            str(item.consecutive_failures),
-            item.prompt[:50],
-        )
+            "failures": str(item.consecutive_failures),
+            "prompt": item.prompt[:50],
+        }
+        table.add_row(*(cells[name] for name in shown))
     console.print(table)
 
 
@@ -222,6 +233,7 @@ async def _list(settings: Settings) -> None:
 def remove(ctx: click.Context, schedule_id: str) -> None:
     """Remove a schedule and its run history."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_remove(settings, schedule_id))
 
 
@@ -238,6 +250,7 @@ async def _remove(settings: Settings, schedule_id: str) -> None:
 def pause(ctx: click.Context, schedule_id: str) -> None:
     """Stop a schedule from running until it is resumed."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_set_status(settings, schedule_id, "paused"))
 
 
@@ -247,6 +260,7 @@ def pause(ctx: click.Context, schedule_id: str) -> None:
 def resume(ctx: click.Context, schedule_id: str) -> None:
     """Run a paused (or disabled) schedule again, from its next occurrence."""
     settings = settings_from(ctx)
+    require_data(settings)
     asyncio.run(_set_status(settings, schedule_id, "active"))
 
 
@@ -271,34 +285,37 @@ async def _set_status(settings: Settings, schedule_id: str, status: str) -> None
 @schedule.command("runs", epilog=STORE_EPILOG)
 @click.argument("schedule_id")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@AS_JSON
 @click.pass_context
-def runs(ctx: click.Context, schedule_id: str, limit: int) -> None:
+def runs(ctx: click.Context, schedule_id: str, limit: int, as_json: bool) -> None:
     """Show the latest runs of a schedule with their output, runs it missed and why, and
     when it runs next (or why it does not)."""
     settings = settings_from(ctx)
-    asyncio.run(_runs(settings, schedule_id, limit))
+    require_data(settings)
+    asyncio.run(_runs(settings, schedule_id, limit, as_json))
 
 
-async def _runs(settings: Settings, schedule_id: str, limit: int) -> None:
+async def _runs(settings: Settings, schedule_id: str, limit: int, as_json: bool) -> None:
     async with open_store(settings) as store:
         schedule = await store.get_schedule(schedule_id)
         if schedule is None:
             raise ConfigError(f"no schedule {schedule_id!r} (see `switchboard schedule list`)")
         found = await store.list_runs(schedule_id, limit=limit)
+    if as_json:
+        echo_json([run.model_dump(mode="json") for run in found])
+        return
     console = stdout()
     standing = _standing(schedule, utc_now())
     if not found:
         click.echo(f"Schedule {schedule_id} has not run yet. {standing}")
         return
-    table = Table(
-        "started (UTC)",
-        "status",
-        "ms",
-        "USD",
-        "delivered",
-        "output / error",
-        box=None,
-        pad_edge=False,
+    table = listing(
+        whole("started (UTC)"),
+        whole("status"),
+        whole("ms"),
+        whole("USD"),
+        wrapped("delivered"),
+        wrapped("output / error"),
     )
     for run in found:
         table.add_row(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -16,8 +17,8 @@ from importlib.metadata import PackageNotFoundError, version
 
 import click
 
-from bots.commands.common import settings_from, stdout
-from bots.commands.where import STORE_EPILOG, describe_store
+from bots.commands.common import AS_JSON, echo_json, settings_from, stdout
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.settings import Settings
 from core.bus.base import Bus
 from core.bus.stats import QueueStats, QueueStatsReader
@@ -75,25 +76,22 @@ async def announce(settings: Settings, role: str, detail: str = "") -> AsyncIter
 
 
 @click.command(epilog=STORE_EPILOG)
+@AS_JSON
 @click.pass_context
-def status(ctx: click.Context) -> None:
+def status(ctx: click.Context, as_json: bool) -> None:
     """List the running processes (role, host, pid, version, last heartbeat) and the queues.
 
     Every `serve`, `gateway`, `worker`, `scheduler` and `web` writes a heartbeat every 10 s; one
     not heard from for 30 seconds is shown as missing, and forgotten after an hour.
     """
     settings = settings_from(ctx)
-    asyncio.run(_status(settings))
+    asyncio.run(_status(settings, as_json))
 
 
-async def _status(settings: Settings) -> None:
+async def _status(settings: Settings, as_json: bool) -> None:
     where = describe_store(settings)
-    if settings.redis_url is None and not settings.database_path.exists():
-        # Not created here: a status run from the wrong folder must not make an empty world.
-        raise click.ClickException(
-            f"no Switchboard data at {where}; set SWITCHBOARD_DATA_DIR to the folder "
-            "`switchboard serve` uses"
-        )
+    # Not created here: a status run from the wrong folder must not make an empty world.
+    require_data(settings)
     try:
         async with asyncio.timeout(_TIMEOUT):
             board = await open_board(settings)
@@ -108,6 +106,17 @@ async def _status(settings: Settings) -> None:
         raise click.ClickException(f"cannot read the status from {where}: {reason}") from None
     except Exception as exc:  # redis-py's errors, without importing it for the embedded case
         raise click.ClickException(f"cannot read the status from {where}: {exc}") from None
+    if as_json:
+        echo_json(
+            {
+                "store": where,
+                "processes": [
+                    p.model_dump(mode="json") | {"missing": p.missing(now)} for p in processes
+                ],
+                "queues": {name: dataclasses.asdict(stats) for name, stats in queues.items()},
+            }
+        )
+        return
     out = stdout()
     if not processes:
         out.print(f"No process is running against {where}.")

@@ -8,8 +8,9 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from bots.settings import Settings
+from core.errors import ConfigError
 
-__all__ = ["STARTUP_LOGGER", "STORE_EPILOG", "describe_store", "log_startup"]
+__all__ = ["STARTUP_LOGGER", "STORE_EPILOG", "describe_store", "log_startup", "require_data"]
 
 STARTUP_LOGGER: Final = "switchboard.startup"
 _startup = logging.getLogger(STARTUP_LOGGER)
@@ -30,6 +31,23 @@ def describe_store(settings: Settings) -> str:
     if parts.port:
         where = f"{where}:{parts.port}"
     return f"Redis at {where} (bot {settings.bot_id})"
+
+
+def require_data(settings: Settings) -> None:
+    """`ConfigError` when the embedded store's file is not there. Commands that only read or
+    change what is stored call it first: opening the store would make an empty one, and a
+    mistyped SWITCHBOARD_DATA_DIR would then look like a bot with nothing stored."""
+    if settings.redis_url is not None or settings.database_path.exists():
+        return
+    where = (
+        f"no data folder at {settings.data_dir}"
+        if not settings.data_dir.exists()
+        else f"no store at {settings.database_path}"
+    )
+    raise ConfigError(
+        f"{where}: check SWITCHBOARD_DATA_DIR, or start with `switchboard chat` "
+        "(or `switchboard serve`), which make it"
+    )
 
 
 def log_startup(settings: Settings, role: str, platforms: Sequence[str] = ()) -> None:

@@ -6,6 +6,8 @@ Each opens its own aiosqlite connection to the same data file; WAL lets them sha
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from pathlib import Path
 from typing import Final
 
@@ -25,6 +27,7 @@ async def open_connection(path: Path | str) -> aiosqlite.Connection:
         # Private (0700) when it is made here: it holds every conversation, and files created
         # inside it follow the umask. An existing folder is left as it is (`doctor` audits it).
         await asyncio.to_thread(Path(target).parent.mkdir, mode=0o700, parents=True, exist_ok=True)
+        await asyncio.to_thread(_create_private, target)
     db = await aiosqlite.connect(target, isolation_level=None)
     try:
         await db.execute("PRAGMA journal_mode = WAL")
@@ -33,3 +36,11 @@ async def open_connection(path: Path | str) -> aiosqlite.Connection:
         await db.close()
         raise
     return db
+
+
+def _create_private(target: str) -> None:
+    """Make the data file 0600 when it does not exist yet. SQLite then opens the existing
+    file, and makes its `-wal` and `-shm` companions with the main file's mode, so none of
+    them is readable by others whatever the umask."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))

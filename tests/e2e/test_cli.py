@@ -96,6 +96,30 @@ def test_session_resumes_by_name_and_by_id(env: dict[str, str], tmp_path: Path) 
     assert "user: third" in shown and "user: remember me" in shown
 
 
+def test_sessions_commands_take_the_name_chat_session_takes(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    first = run(["chat", "--session", "alpha"], env, tmp_path, stdin="hello alpha\n")
+    assert first.returncode == 0, first.stderr
+
+    shown = run(["sessions", "show", "alpha"], env, tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "terminal:local:alpha" in shown.stdout and "hello alpha" in shown.stdout
+    by_key = run(["sessions", "show", "terminal:local:alpha"], env, tmp_path)
+    assert by_key.stdout == shown.stdout
+    exported = run(["sessions", "export", "alpha"], env, tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["session"]["key"] == "terminal:local:alpha"
+    spent = run(["cost", "--session", "alpha"], env, tmp_path)
+    assert spent.returncode == 0, spent.stderr
+    deleted = run(["sessions", "delete", "--yes", "alpha"], env, tmp_path)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "(terminal:local:alpha, 2 messages)" in deleted.stdout
+    gone = run(["sessions", "show", "alpha"], env, tmp_path)
+    assert gone.returncode == 1
+    assert "no session 'alpha'" in gone.stderr
+
+
 def test_new_command_starts_a_fresh_session(env: dict[str, str], tmp_path: Path) -> None:
     result = run(["chat", "--session", "t"], env, tmp_path, stdin="one\n/new\ntwo\n")
     assert result.returncode == 0, result.stderr
@@ -112,7 +136,7 @@ def test_new_command_starts_a_fresh_session(env: dict[str, str], tmp_path: Path)
         (["chat"], {"SWITCHBOARD_PROVIDER": "nope"}, "unknown provider 'nope'"),
         (["chat", "--profile", "missing"], {}, "profile 'missing' not found"),
         (["chat", "--session", "a:b"], {}, "--session"),
-        (["sessions", "show", "nope"], {}, "no session 'nope'"),
+        (["sessions", "show", "nope"], {}, "no data folder at "),
         (["frobnicate"], {}, "No such command"),
         (["--log-level", "loud", "chat"], {}, "--log-level"),
     ],

@@ -191,8 +191,9 @@ async def test_status_where_there_is_no_data_says_so_and_creates_none(tmp_path: 
 
     assert code == 1, shown
     assert shown.strip().splitlines() == [
-        f"switchboard: no Switchboard data at {tmp_path / 'elsewhere' / 'switchboard.db'}; "
-        "set SWITCHBOARD_DATA_DIR to the folder `switchboard serve` uses"
+        f"switchboard: error: no data folder at {tmp_path / 'elsewhere'}: check "
+        "SWITCHBOARD_DATA_DIR, or start with `switchboard chat` (or `switchboard serve`), "
+        "which make it"
     ]
     assert not (tmp_path / "elsewhere").exists()
 

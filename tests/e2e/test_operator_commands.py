@@ -4,13 +4,16 @@ terminal, `--yes` otherwise), and every store-reading command saying which store
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -167,6 +170,7 @@ def test_commands_that_read_the_store_say_which_in_their_help(command: list[str]
 
 def test_empty_answers_name_the_store(in_process: CliRunner, tmp_path: Path) -> None:
     database = tmp_path / "data" / "switchboard.db"
+    asyncio.run(_sessions(database))  # an empty store, as a first `serve` leaves it
 
     schedules = invoke(in_process, ["schedule", "list"]).output
     assert schedules.startswith(f"No schedules. The store is {database}; add one"), schedules
@@ -223,3 +227,200 @@ def test_status_on_redis_lists_the_processes_and_the_queues(
     assert lines[1].split()[:3] == ["worker", "ok", "box-2:877"], shown.output
     assert "inbound              1 waiting, oldest " in shown.output
     assert "outbound.telegram    0 waiting, 0 dead" in shown.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sessions", "list"],
+        ["sessions", "show", "alpha"],
+        ["sessions", "export", "alpha"],
+        ["sessions", "delete", "--yes", "alpha"],
+        ["cost"],
+        ["cost", "--by", "day"],
+        ["memory", "list", "terminal:local"],
+        ["schedule", "list"],
+        ["schedule", "runs", "s1"],
+        ["schedule", "pause", "s1"],
+        ["pairing", "list"],
+        ["deadletters", "list"],
+        ["recover"],
+        ["status"],
+    ],
+)
+def test_reading_commands_refuse_a_data_folder_that_is_not_there(
+    env: dict[str, str], tmp_path: Path, command: list[str]
+) -> None:
+    env["SWITCHBOARD_DATA_DIR"] = str(tmp_path / "dat")  # a typo of "data"
+
+    shown = run(command, env, tmp_path)
+
+    assert shown.returncode == 1, shown
+    assert shown.stderr.strip().splitlines() == [
+        f"switchboard: error: no data folder at {tmp_path / 'dat'}: check SWITCHBOARD_DATA_DIR, "
+        "or start with `switchboard chat` (or `switchboard serve`), which make it"
+    ]
+    assert not (tmp_path / "dat").exists()
+
+
+def test_health_without_its_data_folder_is_unhealthy(env: dict[str, str], tmp_path: Path) -> None:
+    env["SWITCHBOARD_DATA_DIR"] = str(tmp_path / "dat")
+
+    shown = run(["health"], env, tmp_path)
+
+    assert shown.returncode == 1, shown
+    assert shown.stderr.startswith(f"not ok: no data folder at {tmp_path / 'dat'}: "), shown
+    assert not (tmp_path / "dat").exists()
+
+
+def test_a_data_folder_without_the_store_is_named_too(
+    in_process: CliRunner, tmp_path: Path
+) -> None:
+    (tmp_path / "data").mkdir()
+
+    shown = invoke(in_process, ["sessions", "list"])
+
+    assert isinstance(shown.exception, ConfigError)
+    assert str(shown.exception).startswith(f"no store at {tmp_path / 'data' / 'switchboard.db'}: ")
+    assert list((tmp_path / "data").iterdir()) == []
+
+
+LONG_PROMPT = "Summarise the overnight alerts from the monitoring channel, worst first, please"
+
+
+async def _a_busy_store(database: Path) -> dict[str, str]:
+    """A store with something in every list: a session that cost something (and a call with no
+    known price), a schedule, a fact, a pairing request and an approval; their ids."""
+    from datetime import UTC, datetime
+
+    from core.access import Pairing
+    from core.envelopes import Address, Inbound
+    from core.facts import MemoryFact, memory_scope
+    from core.messages import Usage
+    from core.scheduling.book import ScheduleBook
+    from core.scheduling.models import IntervalCadence
+    from core.store import CostEntry
+
+    now = datetime.now(UTC)
+    store = await SqliteStore.open(database)
+    try:
+        session = await store.current_session("telegram:default:-1001234567890")
+        await store.append_message(session.id, Message.user("how are the alerts?"))
+        for cost in (0.0123, None):
+            await store.record_cost(
+                CostEntry(
+                    session_id=session.id,
+                    run_id="r1",
+                    provider="anthropic",
+                    model="claude-sonnet-4-6",
+                    usage=Usage(input_tokens=1_234_567, output_tokens=89_012),
+                    cost_usd=cost,
+                    at=now,
+                    user="telegram:123456789",
+                    chat="telegram:default:-1001234567890",
+                )
+            )
+        made = await ScheduleBook(store).create(
+            cadence=IntervalCadence(seconds=3600, start=now),
+            prompt=LONG_PROMPT,
+            deliver_to=Address(platform="telegram", chat="-1001234567890"),
+            owner="cli",
+            notify="conditional",
+        )
+        fact = MemoryFact.new(
+            memory_scope("default", "telegram", "123456789"), "likes short answers", now=now
+        )
+        await store.remember_fact(fact)
+        pairing = Pairing(store)
+        for user in ("555000111", "555000222"):
+            address = Address(platform="telegram", bot="b", chat=user)
+            await pairing.request(
+                Inbound(address=address, user_id=user, user_name="Ada Lovelace", is_direct=True)
+            )
+        [first, _] = await pairing.pending("telegram")
+        await pairing.approve("telegram", first.code, admin=False, by="cli")
+        [request] = await pairing.pending("telegram")
+        return {"session": session.id, "schedule": made.id, "fact": fact.id, "code": request.code}
+    finally:
+        await store.close()
+
+
+def _narrow(runner: CliRunner, args: list[str]) -> str:
+    runner.env = {**(runner.env or {}), "COLUMNS": "80"}
+    shown = invoke(runner, args)
+    assert shown.exit_code == 0, shown.output
+    assert all(len(line) <= 80 for line in shown.output.splitlines()), shown.output
+    return shown.output
+
+
+def test_at_80_columns_ids_and_dates_are_whole(in_process: CliRunner, tmp_path: Path) -> None:
+    ids = asyncio.run(_a_busy_store(tmp_path / "data" / "switchboard.db"))
+
+    schedules = _narrow(in_process, ["schedule", "list"])
+    [row] = [line for line in schedules.splitlines() if line.startswith(ids["schedule"] + " ")]
+    assert re.search(r" \d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", row), schedules  # next run, whole
+    costs = _narrow(in_process, ["cost"])
+    assert re.search(rf"^{ids['session']} ", costs, re.MULTILINE), costs
+    assert "2,469,134" in costs and "+ unknown" in costs
+    sessions = _narrow(in_process, ["sessions", "list"])
+    assert re.search(
+        rf"^{ids['session']} .* \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d$", sessions, re.MULTILINE
+    ), sessions
+    by_user = _narrow(in_process, ["cost", "--by", "user"])
+    assert re.search(r"^telegram:123456789 ", by_user, re.MULTILINE), by_user
+    by_day = _narrow(in_process, ["cost", "--by", "day"])
+    assert re.search(r"^\d{4}-\d\d-\d\d ", by_day, re.MULTILINE), by_day
+    facts = _narrow(in_process, ["memory", "list", "telegram:123456789"])
+    assert re.search(rf"^{ids['fact']} \d{{4}}-\d\d-\d\d \d\d:\d\d ", facts, re.MULTILINE)
+    pairing = _narrow(in_process, ["pairing", "list"])
+    assert re.search(rf"^telegram +{ids['code']} +555000222 ", pairing, re.MULTILINE), pairing
+    assert re.search(r"^telegram +555000111 ", pairing, re.MULTILINE), pairing
+
+
+def test_every_list_command_prints_json(in_process: CliRunner, tmp_path: Path) -> None:
+    ids = asyncio.run(_a_busy_store(tmp_path / "data" / "switchboard.db"))
+
+    def listed(*args: str) -> Any:
+        shown = invoke(in_process, [*args, "--json"])
+        assert shown.exit_code == 0, shown.output
+        return json.loads(shown.output)
+
+    [session] = listed("sessions", "list")
+    assert session["id"] == ids["session"]
+    assert session["key"] == "telegram:default:-1001234567890"
+    [schedule] = listed("schedule", "list")
+    assert (schedule["id"], schedule["prompt"]) == (ids["schedule"], LONG_PROMPT)
+    assert schedule["next_run_at"].endswith("Z") or "+00:00" in schedule["next_run_at"]
+    assert listed("schedule", "runs", ids["schedule"]) == []
+    spent = listed("cost")
+    assert isinstance(spent, dict)
+    assert [s["session_id"] for s in spent["sessions"]] == [ids["session"]]
+    assert spent["total"]["unpriced_calls"] == 1
+    by_day = listed("cost", "--by", "day")
+    assert isinstance(by_day, dict) and by_day["by"] == "day" and len(by_day["rows"]) == 1
+    access = listed("pairing", "list")
+    assert isinstance(access, dict)
+    assert [r["code"] for r in access["pending"]] == [ids["code"]]
+    assert [a["user_id"] for a in access["approved"]] == ["555000111"]
+    assert listed("deadletters", "list") == []
+    [fact] = listed("memory", "list", "telegram:123456789")
+    assert (fact["id"], fact["text"]) == (ids["fact"], "likes short answers")
+    status = listed("status")
+    assert isinstance(status, dict)
+    assert status["processes"] == [] and status["queues"]["inbound"]["depth"] == 0
+
+
+def test_stored_text_that_looks_like_markup_is_shown_as_it_is(
+    in_process: CliRunner, tmp_path: Path
+) -> None:
+    prompt = "[/oops] tell me [bold]now[/bold]"
+    added = invoke(
+        in_process,
+        ["schedule", "add", "--every", "1h", "--prompt", prompt, "--deliver-to", "terminal"],
+    )
+    assert added.exit_code == 0, added.output
+
+    listed = invoke(in_process, ["schedule", "list"])
+
+    assert listed.exit_code == 0, listed.output
+    assert prompt in listed.output

@@ -143,6 +143,7 @@ def test_list_approve_deny_and_revoke(env: dict[str, str], tmp_path: Path) -> No
 def test_mistakes_are_one_line_and_exit_1(
     env: dict[str, str], tmp_path: Path, args: list[str], message: str
 ) -> None:
+    asyncio.run(_ask(tmp_path / "data" / "switchboard.db", []))  # a bot's store, no requests
     done = run(args, env, tmp_path)
 
     assert done.returncode == 1

@@ -94,6 +94,7 @@ def test_recover_lists_a_turn_cut_off_mid_tool_round_and_resume_completes_it(
 def test_resume_of_an_unknown_turn_is_one_line_and_exit_1(
     env: dict[str, str], tmp_path: Path
 ) -> None:
+    crash_state(env)  # a store with another unfinished turn
     result = run(["recover", "--resume", "terminal:local:crash:nope"], env, tmp_path)
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0

@@ -171,9 +171,9 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *needles: st
 
 
 def test_added_schedule_is_listed(env: dict[str, str], tmp_path: Path) -> None:
-    empty = run(["schedule", "list"], env, tmp_path)
-    assert empty.returncode == 0, empty.stderr
-    assert "No schedules." in empty.stdout
+    nothing = run(["schedule", "list"], env, tmp_path)
+    assert nothing.returncode == 1
+    assert "no data folder at " in nothing.stderr
 
     schedule_id = add_schedule(env, tmp_path)
 
@@ -250,7 +250,7 @@ def test_a_schedule_that_cannot_run_is_refused_in_one_line(
     refused = run(["schedule", "add", "--prompt", "what is 2+3?", *options], env, tmp_path)
 
     assert_one_line_error(refused, needle)
-    assert "No schedules." in run(["schedule", "list"], env, tmp_path).stdout
+    assert not (tmp_path / "data").exists()  # nothing stored, not even an empty store
 
 
 @pytest.mark.parametrize(
@@ -279,10 +279,18 @@ def test_what_people_type_for_a_time_is_understood(
     assert added.stderr == ""
 
 
+async def _empty_store(path: Path) -> None:
+    """The store a bot that has run leaves behind, with no schedule in it."""
+    from core.store.sqlite import SqliteStore
+
+    await (await SqliteStore.open(path)).close()
+
+
 @pytest.mark.parametrize("command", ["pause", "resume", "remove", "runs"])
 def test_an_unknown_schedule_id_is_one_line_and_exit_1(
     env: dict[str, str], tmp_path: Path, command: str
 ) -> None:
+    asyncio.run(_empty_store(tmp_path / "data" / "switchboard.db"))
     result = run(["schedule", command, "nope"], env, tmp_path)
 
     assert result.returncode == 1

@@ -4,12 +4,13 @@ real redis-server, the posture audit over temporary folders, and the command's e
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from bots.cli import main
-from bots.doctor import Finding, diagnose
+from bots.doctor import Finding, diagnose, posture
 from bots.profiles import load_profile
 from bots.settings import load_settings
 from tests.fakes.anthropic_api import FakeAnthropic
@@ -18,6 +19,7 @@ from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
+from tests.redis_server import RedisServer
 
 SAFE_PROFILE = """
 admins = ["telegram:7"]
@@ -58,6 +60,17 @@ def _setup(
     return folder
 
 
+@pytest.fixture
+def persistent_redis(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of its own that appends every write to a file (appendonly yes)."""
+    server = RedisServer(tmp_path / "redis", persistent=True)
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
 async def _diagnose() -> list[Finding]:
     settings = load_settings()
     profile = load_profile(settings.profiles_dir, settings.profile)
@@ -78,7 +91,7 @@ async def test_a_sound_setup_reaches_everything_and_has_nothing_critical(
     fake_telegram: FakeTelegram,
     fake_slack: FakeSlack,
     fake_discord: FakeDiscord,
-    redis_url: str,
+    persistent_redis: str,
 ) -> None:
     fake_anthropic.script(Text("OK"))
     _setup(
@@ -91,11 +104,11 @@ async def test_a_sound_setup_reaches_everything_and_has_nothing_critical(
             "TELEGRAM_BOT_TOKEN": fake_telegram.token,
             "TELEGRAM_API_URL": fake_telegram.url,
             "SLACK_BOT_TOKEN": fake_slack.bot_token,
-            "SLACK_SIGNING_SECRET": fake_slack.signing_secret,
+            "SLACK_APP_TOKEN": fake_slack.app_token,  # Socket Mode: no port to open
             "SLACK_API_URL": fake_slack.api_url,
             "DISCORD_BOT_TOKEN": fake_discord.token,
             "DISCORD_API_URL": fake_discord.api_url,
-            "REDIS_URL": redis_url,
+            "REDIS_URL": persistent_redis,
         },
     )
 
@@ -107,7 +120,7 @@ async def test_a_sound_setup_reaches_everything_and_has_nothing_critical(
     assert "the token works" in areas["telegram"][0].text
     assert "the token works" in areas["slack"][0].text
     assert "the token works" in areas["discord"][0].text
-    assert areas["redis"][0].text == "PING answered"
+    assert areas["redis"][0].text == "PING answered; it persists (appendonly yes)"
     assert "private to its owner" in areas["data"][0].text
     # One token asked for, with the configured key: a cheap request.
     [sent] = fake_anthropic.requests
@@ -195,3 +208,126 @@ def test_the_command_exits_1_on_a_critical_finding_and_0_otherwise(
     assert code == 1
     assert out.splitlines()[0].startswith("critical  settings: ")
     assert "max_steps" in out and "Traceback" not in out
+
+
+def test_an_unknown_provider_is_critical_even_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, {"SWITCHBOARD_PROVIDER": "nope"})
+
+    code, out = _doctor(capsys, "--offline")
+
+    assert code == 1, out
+    assert out.splitlines()[0] == (
+        "critical  provider: SWITCHBOARD_PROVIDER: unknown provider 'nope' "
+        "Fix: set it to one of anthropic, openai, demo, or unset it"
+    )
+
+
+def test_listener_tokens_serve_would_refuse_are_critical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _setup(
+        tmp_path,
+        monkeypatch,
+        SAFE_PROFILE,
+        {
+            "SWITCHBOARD_WEB_TOKEN": "abcde",
+            "SWITCHBOARD_HOOKS_PORT": "8766",
+            "SWITCHBOARD_HOOKS_TOKEN": "h",
+            "SWITCHBOARD_METRICS_PORT": "9100",
+            "SWITCHBOARD_METRICS_TOKEN": "m",
+        },
+    )
+
+    code, out = _doctor(capsys, "--offline")
+
+    assert code == 1, out
+    critical = [line for line in out.splitlines() if line.startswith("critical")]
+    assert len(critical) == 3, out
+    assert critical[0].startswith("critical  web: SWITCHBOARD_WEB_TOKEN: ")
+    assert "at least 16" in critical[0]  # the words `serve` refuses it with
+    assert critical[1].startswith(
+        "critical  hooks: SWITCHBOARD_HOOKS_TOKEN must be set, at least 24"
+    )
+    assert critical[2].startswith(
+        "critical  metrics: SWITCHBOARD_METRICS_TOKEN must be set, at least"
+    )
+    assert all("Fix: correct it: `serve` refuses to start with it" in line for line in critical)
+
+
+def test_listeners_on_every_interface_are_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good = "t" * 32
+    _setup(
+        tmp_path,
+        monkeypatch,
+        SAFE_PROFILE,
+        {
+            "SWITCHBOARD_WEB_HOST": "0.0.0.0",
+            "SWITCHBOARD_WEB_TOKEN": good,
+            "SWITCHBOARD_HOOKS_PORT": "8766",
+            "SWITCHBOARD_HOOKS_HOST": "0.0.0.0",
+            "SWITCHBOARD_HOOKS_TOKEN": good,
+            "SWITCHBOARD_METRICS_PORT": "9100",
+            "SWITCHBOARD_METRICS_HOST": "::",
+            "SWITCHBOARD_METRICS_TOKEN": good,
+            "SLACK_BOT_TOKEN": "xoxb-" + "1" * 20,
+            "SLACK_SIGNING_SECRET": "s" * 32,
+            "TELEGRAM_BOT_TOKEN": "123456:" + "A" * 35,
+            "TELEGRAM_WEBHOOK_URL": "https://bot.example.org/telegram",
+            "TELEGRAM_WEBHOOK_SECRET": "w" * 32,
+        },
+    )
+    settings = load_settings()
+    profile = load_profile(settings.profiles_dir, settings.profile)
+
+    findings = posture(settings, profile, None)
+
+    exposed = {f.area: f for f in findings if "reachable from other machines" in f.text}
+    assert sorted(exposed) == ["hooks", "metrics", "slack", "telegram", "web"]
+    assert all(f.severity == "warning" and f.fix for f in exposed.values())
+    assert exposed["web"].text.startswith("the web page listens on 0.0.0.0:8765")
+    assert exposed["hooks"].text.startswith("the hooks listener listens on 0.0.0.0:8766")
+    assert exposed["metrics"].text.startswith("the operations endpoints listens on :::9100")
+    assert exposed["slack"].text.startswith("the Slack Events API endpoint listens on 0.0.0.0:3000")
+    assert exposed["telegram"].text.startswith("the Telegram webhook listens on 0.0.0.0:8443")
+    assert "Socket Mode" in exposed["slack"].fix
+    assert not [f for f in findings if f.severity == "critical"], findings
+
+
+async def test_a_redis_that_does_not_persist_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str
+) -> None:
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, {"REDIS_URL": redis_url})  # save "", no AOF
+
+    [redis] = [f for f in await _diagnose() if f.area == "redis"]
+
+    assert redis.severity == "warning"
+    assert redis.text.startswith("Redis does not persist (appendonly no, save ''): a restart")
+    assert "appendonly yes" in redis.fix
+
+
+async def test_a_redis_that_refuses_config_is_said_to_be_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str
+) -> None:
+    import redis.asyncio as aioredis
+
+    admin = aioredis.Redis.from_url(redis_url)
+    # A managed server's user: every command but CONFIG.
+    await admin.acl_setuser(
+        "tenant", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-config"]
+    )
+    try:
+        limited = redis_url.replace("redis://", "redis://tenant:pw@")
+        _setup(tmp_path, monkeypatch, SAFE_PROFILE, {"REDIS_URL": limited})
+
+        [found] = [f for f in await _diagnose() if f.area == "redis"]
+    finally:
+        await admin.acl_deluser("tenant")
+        await admin.aclose()
+
+    assert found.severity == "warning"
+    assert found.text.startswith("PING answered, but could not tell whether Redis persists")
+    assert "pw" not in found.text.replace("persists", "")

@@ -157,6 +157,31 @@ def test_a_folder_in_place_of_a_file_is_named(folder: Path) -> None:
         load_profile(folder.parent, "bot")
 
 
+def test_a_dangling_profile_toml_link_is_an_error_not_an_absent_file(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "profile.toml").symlink_to(folder / "moved.toml")
+    path = folder / "profile.toml"
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: a symbolic link to .*moved"):
+        load_profile(folder.parent, "bot")
+
+
+def test_a_looping_profile_toml_link_is_an_error(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "profile.toml").symlink_to(folder / "other.toml")
+    (folder / "other.toml").symlink_to(folder / "profile.toml")
+    path = folder / "profile.toml"
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: a symbolic link that cannot"):
+        load_profile(folder.parent, "bot")
+
+
+def test_a_dangling_default_folder_link_is_not_replaced_by_the_packaged_copy(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "default").symlink_to(tmp_path / "gone")
+    with pytest.raises(ConfigError, match=r"a symbolic link to .*gone, which does not exist"):
+        load_profile(tmp_path, "default")
+
+
 def test_skills_in_name_order_whatever_the_folder_names(folder: Path) -> None:
     write(folder / "skills" / "a-folder" / "SKILL.md", SKILL.format(name="zeta", description="z"))
     write(folder / "skills" / "b-folder" / "SKILL.md", SKILL.format(name="alpha", description="a"))
