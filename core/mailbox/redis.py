@@ -30,9 +30,9 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from core.envelopes import Inbound, decode, encode
-from core.errors import BusError
+from core.errors import BusError, BusUnavailable
 from core.mailbox.base import Claim, ClaimState
-from core.redis_client import BatchingRedis, redis_client
+from core.redis_client import BatchingRedis, is_outage, redis_client
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -373,4 +373,5 @@ async def _call(awaitable: Any) -> Any:
     try:
         return await awaitable
     except RedisError as exc:
-        raise BusError(f"redis mailbox operation failed: {type(exc).__name__}") from exc
+        kind = BusUnavailable if is_outage(exc) else BusError
+        raise kind(f"redis mailbox operation failed: {type(exc).__name__}: {exc}") from exc

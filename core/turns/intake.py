@@ -23,6 +23,7 @@ from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
+from core.outages import Patience
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
 from core.store.base import Fence, SessionRecord, Store
@@ -63,7 +64,11 @@ class InboundHandler:
         clock: Callable[[], datetime] = utc_now,
         rate_limits: RateLimits | None = None,
         external: ExternalTurns | None = None,
+        patience: Patience | None = None,
     ) -> None:
+        """`patience`: how the turn's own writes (its checkpoint, its session, its processed
+        mark) wait out an outage of the store (the turn runner's, unless given)."""
+        self.patience = patience or turns.patience
         self.store = store
         self.policy = policy
         self.commands = commands
@@ -143,8 +148,10 @@ class InboundHandler:
         processed mark, and the caller's `done`."""
         writes: list[Awaitable[object]] = []
         if finished is not None:
-            writes.append(self.store.finish_checkpoint(finished, "completed"))
-        writes.append(self.store.mark_processed(inbound.dedupe_key))
+            writes.append(
+                self.patience(lambda: self.store.finish_checkpoint(finished, "completed"))
+            )
+        writes.append(self.patience(lambda: self.store.mark_processed(inbound.dedupe_key)))
         if done is not None:
             writes.append(done())
         await asyncio.gather(*writes)
@@ -251,10 +258,12 @@ class InboundHandler:
             None
             if session is not None
             else asyncio.ensure_future(
-                self.store.current_session(inbound.session_key, new_id=session_id)
+                self.patience(
+                    lambda: self.store.current_session(inbound.session_key, new_id=session_id)
+                )
             )
         )
-        saved = asyncio.ensure_future(self.store.save_checkpoint(first))
+        saved = asyncio.ensure_future(self.patience(lambda: self.store.save_checkpoint(first)))
         counting = asyncio.ensure_future(self._within_rate(inbound, limited))
         failed: list[Exception] = []
         # The key's session, when another writer made it after the look-up (not the one
