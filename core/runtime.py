@@ -322,7 +322,8 @@ class AgentRuntime:
         except Unavailable as exc:
             # Waited out for the whole budget already: the worker keeps the message and runs
             # the turn again once the store is back (it goes on from what was stored).
-            log.warning("turn %s of session %s stopped: %s", run_id, session_id, exc)
+            # The outage itself was logged once, when it began (`core/outages.py`).
+            log.debug("turn %s of session %s stopped: %s", run_id, session_id, exc)
             raise
         except Exception as exc:
             log.exception("turn %s of session %s failed", run_id, session_id)
