@@ -98,8 +98,10 @@ class Patience:
                 return result
         raise AssertionError("unreachable: tenacity retries until it succeeds or raises")
 
-    def failed(self, exc: Unavailable, *, read: bool = False) -> None:
-        """A call failed for an outage: logged if it is the first since calls last worked."""
+    def failed(self, exc: Exception, *, read: bool = False) -> None:
+        """A call failed for an outage: logged if it is the first since calls last worked.
+
+        Also for callers that try again on their own (a lease renewed on a schedule)."""
         if self._outage is None:
             log.warning("%s are waiting for the store or the bus: %s", self.name, exc)
         self._outage = str(exc)

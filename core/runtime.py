@@ -811,8 +811,12 @@ class AgentRuntime:
         """The turn's extra context (memory) for the newest user text; "" when it fails."""
         if self._turn_context is None:
             return ""
+        gather = self._turn_context
         try:
-            return await self._turn_context(context, asked)
+            return await self.patience(lambda: gather(context, asked), read=True)
+        except Unavailable as exc:
+            log.warning("could not gather the turn's context: %s", exc)
+            return ""
         except Exception:
             # Memory is a help, not a requirement: the turn goes on without it.
             log.warning("could not gather the turn's context", exc_info=True)
