@@ -115,7 +115,9 @@ async def restarted(server: RedisServer, log: _Log) -> _Restarted:
     bus = await RedisBus.connect(server.url, keys=KEYS, batched=shared)
     gated = _Gated()
     # More steps, should a turn be run again: none may be.
-    script: list[ScriptStep] = [gated] * CHATS + [text_reply("asked twice")] * CHATS
+    held: list[ScriptStep] = [gated] * CHATS
+    again: list[ScriptStep] = [text_reply("asked twice")] * CHATS
+    script = held + again
     provider = ScriptedProvider(script)
     runtime = AgentRuntime(
         provider=provider, model="test-model", tools=ToolRegistry([]), store=store
