@@ -74,6 +74,11 @@ def model_calls(fake: FakeOpenAI) -> int:
     return sum(1 for r in fake.requests if r.path.endswith("/chat/completions"))
 
 
+def tracebacks(processes: dict[str, Launched]) -> list[str]:
+    """The processes whose log holds a traceback."""
+    return [name for name, p in processes.items() if "Traceback" in p.log]
+
+
 def send(fake: FakeTelegram, chats: Iterable[int], word: str) -> dict[int, list[str]]:
     """One message per chat; the answer each should get."""
     expected = {}
@@ -206,6 +211,9 @@ async def test_a_redis_restart_with_aof_mid_load_answers_every_message_once(
             # model a second time (each call is paid for).
             assert apologies(fake, everything) == [], deployment.describe()
             assert model_calls(fake_openai) == result.sent, deployment.describe()
+            # The outage is told in a line when it starts and one when it ends, per loop:
+            # no traceback for what was waited out.
+            assert tracebacks(processes) == [], deployment.describe()
             await stop_all(processes)
     finally:
         await asyncio.to_thread(server.stop)
