@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
@@ -29,9 +30,9 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from core.errors import Unavailable
+from core.errors import BusUnavailable, Unavailable
 
-__all__ = ["OUTAGE_BUDGET", "Patience"]
+__all__ = ["OUTAGE_BUDGET", "Patience", "redis_outage"]
 
 log = logging.getLogger(__name__)
 
@@ -114,3 +115,14 @@ class Patience:
         self._outage = None
         self._reads_failed = False
         log.info("%s: the store and the bus answer again", self.name)
+
+
+def redis_outage(exc: BaseException) -> BusUnavailable | None:
+    """`exc` as the outage it is when a library on Redis raised it (the rate limits' counters
+    raise redis-py's errors as they are); None for anything else."""
+    errors = sys.modules.get("redis.exceptions")
+    if errors is None or not isinstance(exc, errors.RedisError):
+        return None  # redis-py is not even loaded: it raised nothing
+    from core.redis_client import is_outage
+
+    return BusUnavailable(f"Redis is away: {exc}") if is_outage(exc) else None

@@ -16,14 +16,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from core.access import REFUSAL_TEXT, Entry, Gate
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
-from core.outages import Patience
+from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
 from core.store.base import Fence, SessionRecord, Store
@@ -35,6 +35,8 @@ from core.turns.turn import Contexts, TurnRunner
 __all__ = ["REFUSAL_TEXT", "ExternalTurns", "InboundHandler"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 APOLOGY_TEXT = "Sorry, something went wrong on my side and I could not answer that message."
 
@@ -326,14 +328,15 @@ class InboundHandler:
         ):
             return None
         is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
-        return await self.rate_limits.test(inbound, is_admin=is_admin)
+        return await _counters(self.rate_limits.test(inbound, is_admin=is_admin))
 
     async def _within_rate(self, inbound: Inbound, tested: Tested | None) -> bool:
         """Whether the rate limits let this message run a turn (`tested`: how it stood); the
         notice, if due, is sent. Counts it."""
-        if self.rate_limits is None or tested is None:
+        limits = self.rate_limits
+        if limits is None or tested is None:
             return True
-        allowed, notice = await self.rate_limits.settle(tested)
+        allowed, notice = await self.patience(lambda: _counters(limits.settle(tested)))
         if notice is not None:
             await self.outbox.send(inbound, "notice", notice)
         return allowed
@@ -362,6 +365,18 @@ def _arguments(text: str) -> str:
         parts = text.split(maxsplit=1)
         text = parts[1] if len(parts) > 1 else ""
     return text.strip()
+
+
+async def _counters(counting: Awaitable[_T]) -> _T:
+    """The rate limits' `counting`, a Redis outage raised as the outage it is (their counters
+    raise the client's errors as they are): waited out like the store's."""
+    try:
+        return await counting
+    except Exception as exc:
+        outage = redis_outage(exc)
+        if outage is None:
+            raise
+        raise outage from exc
 
 
 async def _settled(*tasks: asyncio.Future[Any] | None, cancel: bool = False) -> None:

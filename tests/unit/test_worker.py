@@ -17,6 +17,7 @@ from typing import Any, cast
 import pytest
 from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from core.bus import EVENTS, INBOUND, Delivery, MemoryBus
 from core.commands import CommandRegistry, builtin_commands
@@ -1028,3 +1029,48 @@ async def test_a_message_is_kept_while_the_disk_is_full_and_answered_once_there_
     # One line says what is wrong, and no more while it lasts.
     assert [line for line in warnings.lines if "disk is full" in line] == warnings.lines
     assert len(warnings.lines) == 1, warnings.lines
+
+
+# --- the rate limits' counters away ---------------------------------------------------------
+
+
+class _AwayCounters(MemoryStorage):
+    """Counters whose next `failures` counts fail as on a Redis that is restarting (the
+    limits package raises redis-py's errors as they are)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379.")
+        return await super().acquire_entry(key, limit, expiry, amount)
+
+
+async def test_a_turn_whose_count_meets_a_redis_outage_waits_for_it_and_is_answered(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    limits = RateLimits(
+        RateLimitSettings(rate_limit="10/minute", chat_rate_limit="", daily_turns=0),
+        _AwayCounters(failures=1),
+    )
+    worker, provider = make_worker(
+        bus,
+        store,
+        [text_reply("Hello Alice!")],
+        policy=ChannelPolicy(default_access=PlatformAccess()),
+        rate_limits=limits,
+        attempts=1,  # a counted failure would give up at once and apologize
+    )
+    outbox = Outbox(bus, "telegram")
+    group = Address(platform="telegram", bot="b", chat="g1")
+    inbound = Inbound(address=group, user_id="u1", text="hi", mentions_bot=True)
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+        await worker.idle.wait()
+
+    assert [(o.text, o.failed) for o in sent if o.ends_turn] == [("Hello Alice!", False)]
+    assert len(provider.requests) == 1
