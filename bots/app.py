@@ -435,8 +435,10 @@ def assemble_worker(
     """A worker and the turn path it runs, from their parts: the one place they are put
     together (tests build theirs with it too). `options` go to `Worker`."""
     contexts = Contexts(modes=modes, policy=policy, prompt_hints=prompt_hints)
-    outbox = Outbox(bus, streaming)
-    lifecycle = Lifecycle(bus, redactor, metrics)
+    # One patience for the whole turn path: an outage is logged once, when it starts and ends.
+    patience = runtime.patience
+    outbox = Outbox(bus, streaming, patience=patience)
+    lifecycle = Lifecycle(bus, redactor, metrics, patience=patience)
     turns = TurnRunner(runtime=runtime, store=store, outbox=outbox, lifecycle=lifecycle)
     external = ExternalRuns(bus=bus, store=store, contexts=contexts, turns=turns)
     handler = InboundHandler(

@@ -9,7 +9,12 @@
     │   └── ToolNotAllowed   the tool is outside the turn's capability mode
     ├── ChannelError         a platform refused a delivery; `retry_after` when it said so
     ├── StoreError           the store could not read or write
+    │   └── StoreUnavailable the store is away for now (Redis unreachable or loading, the disk
+    │                        full): also an `Unavailable`
     ├── BusError             the bus could not enqueue, receive or publish
+    │   └── BusUnavailable   the bus is away for now: also an `Unavailable`
+    ├── Unavailable          the store or the bus is away for now; the same call may succeed
+    │                        once it is back (`core/outages.py` waits for it)
     └── BudgetExceeded       a turn ran out of steps, money, time or context window
 
 Errors carry messages fit for a log line. What the *user* sees is decided by the dispatcher
@@ -24,14 +29,17 @@ __all__ = [
     "RETRYABLE_PROVIDER_ERRORS",
     "BudgetExceeded",
     "BusError",
+    "BusUnavailable",
     "ChannelError",
     "ConfigError",
     "ProviderError",
     "ProviderErrorKind",
     "StoreError",
+    "StoreUnavailable",
     "SwitchboardError",
     "ToolError",
     "ToolNotAllowed",
+    "Unavailable",
 ]
 
 
@@ -110,6 +118,20 @@ class StoreError(SwitchboardError):
 
 class BusError(SwitchboardError):
     """The bus could not complete an operation."""
+
+
+class Unavailable(SwitchboardError):
+    """The store or the bus cannot be used for now (Redis restarting, the data disk full):
+    nothing is wrong with the call, and the same call may succeed once it is back."""
+
+
+class StoreUnavailable(StoreError, Unavailable):
+    """The store is away for now: Redis unreachable or loading its data, the disk full."""
+
+
+class BusUnavailable(BusError, Unavailable):
+    """The bus (or the mailboxes) is away for now: Redis unreachable or loading, the disk
+    full."""
 
 
 class BudgetExceeded(SwitchboardError):

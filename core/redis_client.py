@@ -36,11 +36,11 @@ from redis.asyncio.connection import AbstractConnection, Connection
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
-__all__ = ["LATER_SECONDS", "BatchingRedis", "QuickConnection", "redis_client"]
+__all__ = ["LATER_SECONDS", "BatchingRedis", "QuickConnection", "is_outage", "redis_client"]
 
 _Command = tuple[tuple[Any, ...], Mapping[str, Any]]
 
@@ -330,6 +330,16 @@ class _BatchedPipeline(Pipeline):
         if raise_on_error:
             self.raise_first_error(stack, results)
         return results
+
+
+def is_outage(exc: RedisError) -> bool:
+    """Whether `exc` says Redis is away for now rather than that the command is wrong: the
+    connection dropped or timed out, Redis is loading its data after a restart (a
+    `ConnectionError` in redis-py), is a replica for now, or refuses writes because it cannot
+    persist them (`MISCONF`, its disk full)."""
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | ReadOnlyError):
+        return True
+    return isinstance(exc, ResponseError) and str(exc).startswith("MISCONF")
 
 
 def redis_client(url: str, *, batching: bool = False, **options: Any) -> aioredis.Redis:

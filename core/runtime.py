@@ -9,6 +9,11 @@ Requests carry what fits the model's context window (`core.window.TurnWindow`): 
 latest compaction summary and the messages after it, compacted first when they near the
 window. A `context_overflow` from the provider compacts (or, without a compactor, halves what
 is sent) and retries once.
+
+The turn's reads and writes wait out an outage of the store (Redis restarting, the disk full)
+through the runtime's `Patience` (`core/outages.py`), so a model call already paid for is
+not made again; an outage longer than its budget ends the turn with the `Unavailable` error
+(no apology: the worker keeps the message and tries it again once the store is back).
 """
 
 from __future__ import annotations
@@ -29,7 +34,14 @@ from core.confirm import Confirm
 from core.context import Sanitizer, estimate_text, estimate_tokens, estimate_tools
 from core.context import context_window as window_of
 from core.envelopes import Address, new_id
-from core.errors import BudgetExceeded, ProviderError, StoreError, ToolError, ToolNotAllowed
+from core.errors import (
+    BudgetExceeded,
+    ProviderError,
+    StoreError,
+    ToolError,
+    ToolNotAllowed,
+    Unavailable,
+)
 from core.events import (
     AgentEvent,
     Cancelled,
@@ -49,6 +61,7 @@ from core.hooks import HookChain, Hooks, ModelCompletion
 from core.logcontext import log_context
 from core.messages import Message, ToolCall, Usage
 from core.modes import CapabilityMode
+from core.outages import Patience
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
@@ -156,12 +169,15 @@ class AgentRuntime:
         hooks: Hooks | None = None,
         confirm: Confirm | None = None,
         budgets: BudgetGuard | None = None,
+        patience: Patience | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
         without a `compactor` old turns are only left out of requests, never summarized.
         `confirm` asks the user before a privileged tool runs where the mode wants it;
         without it such calls are refused. `budgets` checks the layered spending limits before
-        each model call; without it only `limits.max_spend_usd` (per session) applies."""
+        each model call; without it only `limits.max_spend_usd` (per session) applies.
+        `patience` waits out outages of the store (one for the whole worker: the turn path
+        shares it, `bots/app.py`)."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -180,6 +196,7 @@ class AgentRuntime:
         self._confirm = confirm
         self._histories = HistoryCache()
         self.budgets = budgets
+        self.patience = patience or Patience()
 
     async def run(
         self,
@@ -250,8 +267,8 @@ class AgentRuntime:
         history: list[Message] = []
         after = 0
         try:
-            state.summary, history, state.ready = await self._histories.load_latest(
-                self.store, session_id
+            state.summary, history, state.ready = await self.patience(
+                lambda: self._histories.load_latest(self.store, session_id), read=True
             )
             after = state.summary.up_to_seq if state.summary else 0
             # Shielded: a cancel of the turn must not cancel the caller's own count.
@@ -268,7 +285,9 @@ class AgentRuntime:
                 await self._close_pending(
                     session_id, state, "This call was interrupted before it finished."
                 )
-                history = await self.store.list_messages(session_id, after_seq=after)
+                history = await self.patience(
+                    lambda: self.store.list_messages(session_id, after_seq=after), read=True
+                )
             emit(
                 RunStarted(
                     run_id=run_id,
@@ -299,6 +318,12 @@ class AgentRuntime:
             log.warning(
                 "turn %s of session %s stopped: its claim was overtaken", run_id, session_id
             )
+            raise
+        except Unavailable as exc:
+            # Waited out for the whole budget already: the worker keeps the message and runs
+            # the turn again once the store is back (it goes on from what was stored).
+            # The outage itself was logged once, when it began (`core/outages.py`).
+            log.debug("turn %s of session %s stopped: %s", run_id, session_id, exc)
             raise
         except Exception as exc:
             log.exception("turn %s of session %s failed", run_id, session_id)
@@ -516,7 +541,8 @@ class AgentRuntime:
                 chat=state.chat,
                 scheduled=context.scheduled,
             )
-            hit = await self.budgets.check(spender, state.cost)
+            budgets = self.budgets
+            hit = await self.patience(lambda: budgets.check(spender, state.cost), read=True)
             if hit is None:
                 return None
             return RunFailed(
@@ -528,7 +554,8 @@ class AgentRuntime:
         limit = self.limits.max_spend_usd
         if limit is None:
             return None
-        spent = (await self.store.cost_summary(session_id)).cost_usd
+        summary = await self.patience(lambda: self.store.cost_summary(session_id), read=True)
+        spent = summary.cost_usd
         if spent < limit:
             return None
         return RunFailed(
@@ -551,19 +578,21 @@ class AgentRuntime:
             state.unpriced = True
         else:
             state.cost += cost
-        await self.store.record_cost(
-            CostEntry(
-                session_id=session_id,
-                run_id=run_id,
-                provider=finished.provider or self.provider.name,
-                model=model,
-                usage=finished.usage,
-                cost_usd=cost,
-                at=self._clock(),
-                user=state.user,
-                chat=state.chat,
-            )
+        entry = CostEntry(
+            session_id=session_id,
+            run_id=run_id,
+            provider=finished.provider or self.provider.name,
+            model=model,
+            usage=finished.usage,
+            cost_usd=cost,
+            at=self._clock(),
+            user=state.user,
+            chat=state.chat,
         )
+        # One receipt for every attempt: a call that landed though its answer was lost is
+        # not charged twice.
+        receipt = new_id()
+        await self.patience(lambda: self.store.record_cost(entry, receipt=receipt))
 
     async def _keep_cut_call(
         self, session_id: str, run_id: str, state: _TurnState, note: str
@@ -802,15 +831,26 @@ class AgentRuntime:
         """The turn's extra context (memory) for the newest user text; "" when it fails."""
         if self._turn_context is None:
             return ""
+        gather = self._turn_context
         try:
-            return await self._turn_context(context, asked)
+            return await self.patience(lambda: gather(context, asked), read=True)
+        except Unavailable as exc:
+            log.warning("could not gather the turn's context: %s", exc)
+            return ""
         except Exception:
             # Memory is a help, not a requirement: the turn goes on without it.
             log.warning("could not gather the turn's context", exc_info=True)
             return ""
 
     async def _append(self, session_id: str, message: Message, state: _TurnState) -> Message:
-        return await self.store.append_message(session_id, message, fence=state.fence)
+        # One receipt for every attempt: a write that landed though its answer was lost (Redis
+        # went down in between) is not made twice.
+        receipt = new_id()
+        return await self.patience(
+            lambda: self.store.append_message(
+                session_id, message, fence=state.fence, receipt=receipt
+            )
+        )
 
     async def _close_pending(self, session_id: str, state: _TurnState, reason: str) -> None:
         """Give every tool call of this turn left without a result one.
@@ -821,7 +861,10 @@ class AgentRuntime:
         if state.first_seq == 0:
             return
         try:
-            written = await self.store.list_messages(session_id, after_seq=state.first_seq - 1)
+            written = await self.patience(
+                lambda: self.store.list_messages(session_id, after_seq=state.first_seq - 1),
+                read=True,
+            )
             answered = {m.tool_call_id for m in written if m.role == "tool"}
             for message in written:
                 for call in message.tool_calls:
@@ -829,6 +872,8 @@ class AgentRuntime:
                         await self._append(
                             session_id, Message.tool_result(call, reason, is_error=True), state
                         )
+        except (Unavailable, FenceOvertaken) as exc:
+            log.warning("could not close the tool calls of an interrupted turn: %s", exc)
         except Exception:
             log.exception("could not close the tool calls of an interrupted turn")
 

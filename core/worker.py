@@ -11,7 +11,10 @@ checkpoints are still `running`, `core/checkpoints.py`) and resumes or abandons 
 
 While the bus or the mailboxes are unreachable (Redis restarting) every loop (receive,
 accept, drain, sweep, the control listener) keeps trying with backoff and marks itself down
-in the process's `Readiness`, and carries on when Redis answers again.
+in the process's `Readiness`, and carries on when Redis answers again. A turn waits out such
+an outage itself (`core/outages.py`); one that outlasts the turn's patience, or a write
+refused because the data disk is full (reads still work then), leaves its message in the
+mailbox: it is tried again with backoff, not counted towards `attempts`, never given up.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from core.checkpoints import Checkpoint, CrashPolicy
 from core.clock import utc_now
 from core.confirm import Confirmations
 from core.envelopes import Inbound, new_id
-from core.errors import BusError, StoreError
+from core.errors import BusError, StoreError, Unavailable
 from core.fencing import FenceOvertaken
 from core.logcontext import log_context
 from core.mailbox.base import Claim, Mailboxes
@@ -44,6 +47,9 @@ __all__ = ["Worker"]
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+# The longest wait before a message whose turn met an outage is tried again.
+_LONGEST_OUTAGE_WAIT = 10.0
 
 
 class Worker:
@@ -333,6 +339,7 @@ class Worker:
 
     async def _drain_claimed(self, claim: Claim, marker: object) -> None:
         failures = 0
+        outages = 0
         # A claim given up by its last `done` reads the mailbox no more: what came since is
         # another drain's.
         while not self._stopping.is_set() and not claim.lost.is_set() and not claim.released:
@@ -349,7 +356,14 @@ class Worker:
 
             error = await self._handle(inbound, claim, done)
             if error is None:
-                failures = 0
+                failures = outages = 0
+            elif isinstance(error, Unavailable):
+                # The store or the bus is away (a write refused on a full disk: reads work):
+                # not the item at fault. Kept, tried again once they answer, uncounted.
+                outages += 1
+                await self._outage(inbound, claim)
+                await self._pause(min(_LONGEST_OUTAGE_WAIT, 0.25 * 2**outages))
+                continue
             elif isinstance(error, (BusError, StoreError)) and await self._outage(inbound, claim):
                 continue  # Redis was away, not the item at fault: try it again, uncounted
             elif claim.lost.is_set():
@@ -369,6 +383,11 @@ class Worker:
                 await self._patiently(
                     "worker drain", functools.partial(self._done, claim, inbound, marker)
                 )
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if the worker is told to stop meanwhile."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
 
     async def _done(self, claim: Claim, inbound: Inbound, marker: object) -> None:
         """`claim.done(inbound)`. It reads what the mailbox holds next (and may release the
@@ -428,6 +447,10 @@ class Worker:
             return None
         except asyncio.CancelledError:
             raise
+        except Unavailable as exc:
+            # The outage was logged when it began (`core/outages.py`, the loops' readiness).
+            log.debug("inbound %s waits for the store or the bus: %s", inbound.id, exc)
+            return exc
         except Exception as exc:
             log.exception("could not handle inbound %s", inbound.id)
             return exc

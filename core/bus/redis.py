@@ -32,8 +32,8 @@ from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.names import EVENTS
 from core.bus.stats import QueueStats
 from core.envelopes import decode, encode
-from core.errors import BusError
-from core.redis_client import BatchingRedis, redis_client
+from core.errors import BusError, BusUnavailable
+from core.redis_client import BatchingRedis, is_outage, redis_client
 from core.redis_keys import CONSUMER_GROUP, RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -167,7 +167,9 @@ def _redis_errors(action: str) -> Iterator[None]:
 def _bus_error(action: str, exc: RedisError) -> BusError:
     """The `BusError` a redis-py exception becomes (its message names host and port only)."""
     if isinstance(exc, RedisConnectionError | RedisTimeoutError):
-        return BusError(f"cannot {action}: Redis is unreachable ({exc})")
+        return BusUnavailable(f"cannot {action}: Redis is unreachable ({exc})")
+    if is_outage(exc):
+        return BusUnavailable(f"cannot {action}: Redis cannot take it for now ({exc})")
     return BusError(f"cannot {action}: Redis refused ({exc})")
 
 

@@ -32,8 +32,8 @@ from core.bus.memory import MemoryBus
 from core.bus.stats import QueueStats, enqueued_at
 from core.clock import utc_now
 from core.envelopes import decode, encode
-from core.errors import BusError
-from core.store._connection import open_connection
+from core.errors import BusError, BusUnavailable
+from core.store._connection import disk_full, open_connection
 
 __all__ = ["SqliteBus", "SqliteQueueFile"]
 
@@ -113,6 +113,10 @@ class SqliteQueueFile:
                     await self._db.rollback()
                     raise
             except sqlite3.Error as exc:
+                if disk_full(exc):
+                    raise BusUnavailable(
+                        f"the queues could not {action}: the disk is full ({exc})"
+                    ) from exc
                 raise BusError(f"the queues could not {action}: {exc}") from exc
 
     async def close(self) -> None:

@@ -30,9 +30,10 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from core.envelopes import Inbound, decode, encode
-from core.errors import BusError
+from core.errors import BusError, BusUnavailable
 from core.mailbox.base import Claim, ClaimState
-from core.redis_client import BatchingRedis, redis_client
+from core.outages import Patience
+from core.redis_client import BatchingRedis, is_outage, redis_client
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -257,10 +258,12 @@ class _RedisClaim(ClaimState):
             except TimeoutError:
                 continue
             except RedisError as exc:
-                log.warning("could not renew the lease of %s: %s", self._key, exc)
+                # Logged once for all the claims of the process while Redis is away.
+                self._boxes.renewals.failed(exc)
                 # Try again soon: the lease may still be saved if Redis answers in time.
                 next_try = loop.time() + lease / 10
                 continue
+            self._boxes.renewals.worked()
             if not renewed:
                 log.warning("lost the lease of %s to another worker", self._key)
                 self._lost.set()
@@ -279,6 +282,8 @@ class RedisMailboxes:
         self.client = client
         self.keys = keys or RedisKeys()
         self.lease_seconds = lease_seconds
+        # Says once that renewals fail while Redis is away (and once that they work again).
+        self.renewals = Patience("turn lease renewals")
         self.script_release: Any = client.register_script(_RELEASE)
         self.script_done: Any = client.register_script(_DONE)
         self.script_renew: Any = client.register_script(_RENEW)
@@ -373,4 +378,5 @@ async def _call(awaitable: Any) -> Any:
     try:
         return await awaitable
     except RedisError as exc:
-        raise BusError(f"redis mailbox operation failed: {type(exc).__name__}") from exc
+        kind = BusUnavailable if is_outage(exc) else BusError
+        raise kind(f"redis mailbox operation failed: {type(exc).__name__}: {exc}") from exc

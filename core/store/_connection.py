@@ -8,14 +8,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import sqlite3
 from pathlib import Path
 from typing import Final
 
 import aiosqlite
 
-__all__ = ["MEMORY", "open_connection"]
+__all__ = ["MEMORY", "disk_full", "open_connection"]
 
 MEMORY: Final = ":memory:"
+
+
+def disk_full(exc: sqlite3.Error) -> bool:
+    """Whether SQLite refused a write because the disk (or the file's size limit) is full: an
+    outage to wait out, not a fault of the write (reads still work meanwhile)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_FULL
 
 
 async def open_connection(path: Path | str) -> aiosqlite.Connection:

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from core.errors import StoreError
+from core.errors import StoreError, StoreUnavailable
+from core.redis_client import is_outage
 from core.redis_keys import RedisKeys
 
 __all__ = ["RANKED_MEMBER", "RECEIPT_SECONDS", "RedisBase", "ranked_id", "text"]
@@ -104,7 +105,8 @@ class _Translated:
         self, kind: type[BaseException] | None, exc: BaseException | None, trace: object
     ) -> None:
         if isinstance(exc, RedisError):
-            raise StoreError(f"Redis store could not {self._action}: {exc}") from exc
+            kind = StoreUnavailable if is_outage(exc) else StoreError
+            raise kind(f"Redis store could not {self._action}: {exc}") from exc
         if isinstance(exc, ValidationError):
             raise StoreError(
                 f"Redis store could not {self._action}: stored data is invalid: {exc}"

@@ -92,7 +92,7 @@ _GROUPINGS: Final[tuple[CostGrouping, ...]] = get_args(CostGrouping)
 class RedisLedger(RedisBase):
     """The `CostLedger` of `RedisStore`."""
 
-    async def record_cost(self, entry: CostEntry) -> None:
+    async def record_cost(self, entry: CostEntry, *, receipt: str | None = None) -> None:
         """Append one provider call to the cost ledger.
 
         Raises `StoreError` for an unknown session or a naive `entry.at`, and `ValueError` for
@@ -125,7 +125,8 @@ class RedisLedger(RedisBase):
                     self._keys.all_cost_totals(),
                     self._keys.sessions_with_costs(),
                     self._keys.cost_order(),
-                    self._keys.write_receipt(uuid4().hex),
+                    # A call made again with the caller's receipt finds the first one's answer.
+                    self._keys.write_receipt(f"c:{receipt}" if receipt else uuid4().hex),
                     *(self._keys.cost_group_totals(by, key) for by, key in groups.items()),
                     *(self._keys.cost_groups(by) for by in groups),
                     self._keys.daily_spend(groups["day"]),

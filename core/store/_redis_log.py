@@ -209,7 +209,12 @@ class RedisLog(RedisBase):
             return await self._read_sessions([ranked_id(m) for m in members])
 
     async def append_message(
-        self, session_id: str, message: Message, *, fence: Fence | None = None
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        fence: Fence | None = None,
+        receipt: str | None = None,
     ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
@@ -224,7 +229,8 @@ class RedisLog(RedisBase):
                 self._keys.messages(session_id),
                 self._keys.message_seq(session_id),
                 self._keys.sessions_by_update(),
-                self._keys.write_receipt(uuid4().hex),
+                # A call made again with the caller's receipt finds the first one's answer.
+                self._keys.write_receipt(f"m:{receipt}" if receipt else uuid4().hex),
             ]
             if fence is not None:
                 keys.append(self._keys.fence(fence.session_key))

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 import aiosqlite
 from pydantic import ValidationError
 
-from core.errors import StoreError
+from core.errors import StoreError, StoreUnavailable
+from core.store._connection import disk_full
 
 __all__ = ["SqliteBase"]
 
@@ -94,6 +95,10 @@ async def _translated(action: str) -> AsyncIterator[None]:
     try:
         yield
     except sqlite3.Error as exc:
+        if disk_full(exc):
+            raise StoreUnavailable(
+                f"SQLite store could not {action}: the disk is full ({exc})"
+            ) from exc
         raise StoreError(f"SQLite store could not {action}: {exc}") from exc
     except ValidationError as exc:
         raise StoreError(f"SQLite store could not {action}: stored data is invalid: {exc}") from exc

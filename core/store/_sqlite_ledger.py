@@ -47,11 +47,12 @@ _COST_AGGREGATES: Final = (
 class SqliteLedger(SqliteBase):
     """The `CostLedger` of `SqliteStore`."""
 
-    async def record_cost(self, entry: CostEntry) -> None:
+    async def record_cost(self, entry: CostEntry, *, receipt: str | None = None) -> None:
         """Append one provider call to the cost ledger.
 
         Raises `StoreError` for an unknown session or a naive `entry.at`, and `ValueError` for
         a cost that is not a finite number (SQLite would store NaN as NULL: "unpriced").
+        `receipt` needs no record here: a call that raised wrote nothing.
         """
         if entry.cost_usd is not None and not math.isfinite(entry.cost_usd):
             raise ValueError(f"cost_usd must be a finite number, got {entry.cost_usd!r}")

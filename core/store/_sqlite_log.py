@@ -143,12 +143,19 @@ class SqliteLog(SqliteBase):
         return [_session_from_row(row) for row in rows]
 
     async def append_message(
-        self, session_id: str, message: Message, *, fence: Fence | None = None
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        fence: Fence | None = None,
+        receipt: str | None = None,
     ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
         Raises `StoreError` for an unknown session, or for a `fence` older than one a write of
         its session key was seen with (recorded first, then checked by the insert itself).
+        `receipt` needs no record here: a call that raised wrote nothing (its transaction
+        rolled back), so trying it again cannot store the message twice.
         """
         body = _encode_body(message)
         action = f"append a message to session {session_id!r}"

@@ -17,13 +17,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from core.access import REFUSAL_TEXT, Entry, Gate
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
+from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
 from core.store.base import Fence, SessionRecord, Store
@@ -35,6 +36,8 @@ from core.turns.turn import Contexts, TurnRunner
 __all__ = ["REFUSAL_TEXT", "ExternalTurns", "InboundHandler"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 APOLOGY_TEXT = "Sorry, something went wrong on my side and I could not answer that message."
 
@@ -64,7 +67,11 @@ class InboundHandler:
         clock: Callable[[], datetime] = utc_now,
         rate_limits: RateLimits | None = None,
         external: ExternalTurns | None = None,
+        patience: Patience | None = None,
     ) -> None:
+        """`patience`: how the turn's own writes (its checkpoint, its session, its processed
+        mark) wait out an outage of the store (the turn runner's, unless given)."""
+        self.patience = patience or turns.patience
         self.store = store
         self.policy = policy
         self.commands = commands
@@ -148,8 +155,10 @@ class InboundHandler:
         processed mark, and the caller's `done`."""
         writes: list[Awaitable[object]] = []
         if finished is not None:
-            writes.append(self.store.finish_checkpoint(finished, "completed"))
-        writes.append(self.store.mark_processed(inbound.dedupe_key))
+            writes.append(
+                self.patience(lambda: self.store.finish_checkpoint(finished, "completed"))
+            )
+        writes.append(self.patience(lambda: self.store.mark_processed(inbound.dedupe_key)))
         if done is not None:
             writes.append(done())
         await asyncio.gather(*writes)
@@ -248,10 +257,12 @@ class InboundHandler:
             None
             if session is not None
             else asyncio.ensure_future(
-                self.store.current_session(inbound.session_key, new_id=session_id)
+                self.patience(
+                    lambda: self.store.current_session(inbound.session_key, new_id=session_id)
+                )
             )
         )
-        saved = asyncio.ensure_future(self.store.save_checkpoint(first))
+        saved = asyncio.ensure_future(self.patience(lambda: self.store.save_checkpoint(first)))
         counting = asyncio.ensure_future(self._within_rate(inbound, limited))
         failed: list[Exception] = []
         # The key's session, when another writer made it after the look-up (not the one
@@ -313,14 +324,15 @@ class InboundHandler:
         ):
             return None
         is_admin = self.policy.is_admin(inbound.address.platform, inbound.user_id)
-        return await self.rate_limits.test(inbound, is_admin=is_admin)
+        return await _counters(self.rate_limits.test(inbound, is_admin=is_admin))
 
     async def _within_rate(self, inbound: Inbound, tested: Tested | None) -> bool:
         """Whether the rate limits let this message be answered (a turn, a command or a
         pairing code; `tested`: how it stood); the notice, if due, is sent. Counts it."""
-        if self.rate_limits is None or tested is None:
+        limits = self.rate_limits
+        if limits is None or tested is None:
             return True
-        allowed, notice = await self.rate_limits.settle(tested)
+        allowed, notice = await self.patience(lambda: _counters(limits.settle(tested)))
         if notice is not None:
             await self.outbox.send(inbound, "notice", notice)
         return allowed
@@ -349,6 +361,18 @@ def _arguments(text: str) -> str:
         parts = text.split(maxsplit=1)
         text = parts[1] if len(parts) > 1 else ""
     return text.strip()
+
+
+async def _counters(counting: Awaitable[_T]) -> _T:
+    """The rate limits' `counting`, a Redis outage raised as the outage it is (their counters
+    raise the client's errors as they are): waited out like the store's."""
+    try:
+        return await counting
+    except Exception as exc:
+        outage = redis_outage(exc)
+        if outage is None:
+            raise
+        raise outage from exc
 
 
 async def _settled(*tasks: asyncio.Future[Any] | None, cancel: bool = False) -> None:

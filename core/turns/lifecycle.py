@@ -12,6 +12,7 @@ from collections import deque
 from core.bus.base import Bus
 from core.bus.names import EVENTS
 from core.envelopes import EventEnvelope
+from core.errors import Unavailable
 from core.events import (
     LIFECYCLE_NAMES,
     AgentEvent,
@@ -24,6 +25,7 @@ from core.events import (
 )
 from core.logcontext import log_context
 from core.metrics import Metrics
+from core.outages import Patience
 from core.redact import Redactor
 from core.runtime import ChannelContext
 
@@ -43,8 +45,17 @@ class Lifecycle:
     (on Redis, the same round trip: core/redis_client.py) instead of costing one of its own.
     """
 
-    def __init__(self, bus: Bus, redactor: Redactor, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        redactor: Redactor,
+        metrics: Metrics | None = None,
+        *,
+        patience: Patience | None = None,
+    ) -> None:
+        """`patience` logs an outage of the bus once (events are not held back for it)."""
         self.bus = bus
+        self.patience = patience or Patience()
         self._redact = redactor
         self._started: dict[str, float] = {}
         self.metrics = metrics
@@ -103,6 +114,10 @@ class Lifecycle:
     async def _publish_one(self, envelope: EventEnvelope) -> None:
         try:
             await self.bus.publish(EVENTS, envelope)
+            self.patience.worked()
+        except Unavailable as exc:
+            # Lost with the outage (logged once for it): the turn goes on without it.
+            self.patience.failed(exc)
         except Exception:
             # Lifecycle fan-out is best effort; the turn itself must not fail for it.
             log.warning(

@@ -8,6 +8,7 @@ from core.bus.base import Bus
 from core.bus.names import outbound_queue
 from core.envelopes import Inbound, Outbound, OutboundKind
 from core.errors import ConfigError
+from core.outages import Patience
 from core.turns.stream import StreamPolicy
 
 __all__ = ["Outbox"]
@@ -16,9 +17,18 @@ __all__ = ["Outbox"]
 class Outbox:
     """Sends deliveries answering an inbound message, per each platform's `StreamPolicy`."""
 
-    def __init__(self, bus: Bus, streaming: Mapping[str, StreamPolicy]) -> None:
+    def __init__(
+        self,
+        bus: Bus,
+        streaming: Mapping[str, StreamPolicy],
+        *,
+        patience: Patience | None = None,
+    ) -> None:
+        """`patience`: how a delivery waits out an outage of the bus (the worker's turns
+        share one, `core/outages.py`)."""
         self.bus = bus
         self._streaming = dict(streaming)
+        self.patience = patience or Patience()
 
     def policy(self, platform: str) -> StreamPolicy:
         """How `platform` shows a running turn; `ConfigError` for a platform not configured."""
@@ -42,23 +52,29 @@ class Outbox:
         """One delivery about `inbound`, part of the reply keyed by its dedupe key.
 
         The final answer is enqueued under a dedupe id: a turn repeated by another worker
-        after a crash does not reach the user twice.
+        after a crash does not reach the user twice. While the bus is away (Redis
+        restarting) the delivery waits for it, within the patience's budget; sent twice
+        (its first try landed, its answer lost), a final answer is kept once and a piece is
+        shown once (pieces carry their sequence number).
         """
         final = kind in ("reply", "notice")
-        await self.bus.enqueue(
-            outbound_queue(inbound.address.platform),
-            Outbound(
-                kind=kind,
-                address=inbound.address,
-                text=text,
-                reply_to=inbound.id,
-                reply_to_platform_id=inbound.platform_message_id,
-                reply_key=inbound.dedupe_key,
-                seq=seq,
-                failed=failed,
-            ),
-            dedupe_id=f"{inbound.dedupe_key}:final" if final else None,
-            # A streamed piece may wait a moment for company (on Redis it then leaves with
-            # the call's cost and answer instead of in a round trip of its own).
-            later=kind == "delta",
+        outbound = Outbound(
+            kind=kind,
+            address=inbound.address,
+            text=text,
+            reply_to=inbound.id,
+            reply_to_platform_id=inbound.platform_message_id,
+            reply_key=inbound.dedupe_key,
+            seq=seq,
+            failed=failed,
+        )
+        await self.patience(
+            lambda: self.bus.enqueue(
+                outbound_queue(inbound.address.platform),
+                outbound,
+                dedupe_id=f"{inbound.dedupe_key}:final" if final else None,
+                # A streamed piece may wait a moment for company (on Redis it then leaves
+                # with the call's cost and answer instead of in a round trip of its own).
+                later=kind == "delta",
+            )
         )

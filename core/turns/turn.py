@@ -30,6 +30,7 @@ from core.events import (
 )
 from core.messages import Message
 from core.modes import ModeCatalog
+from core.outages import Patience
 from core.policy import ChannelPolicy
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.base import Fence, Store
@@ -100,7 +101,11 @@ class TurnRunner:
         outbox: Outbox,
         lifecycle: Lifecycle,
         clock: Callable[[], datetime] = utc_now,
+        patience: Patience | None = None,
     ) -> None:
+        """`patience`: how the turn's checkpoint writes wait out an outage of the store (the
+        runtime's, unless given)."""
+        self.patience = patience or runtime.patience
         self.runtime = runtime
         self.store = store
         self.outbox = outbox
@@ -184,7 +189,8 @@ class TurnRunner:
                 await asyncio.gather(written, return_exceptions=True)
             await stream.close()
         if outcome is not None and checkpoint is not None and finish:
-            await self.store.finish_checkpoint(checkpoint.run_key, "completed")
+            run_key = checkpoint.run_key
+            await self.patience(lambda: self.store.finish_checkpoint(run_key, "completed"))
         return outcome
 
     async def _bump(self, checkpoint: Checkpoint, rounds: int) -> Checkpoint:
@@ -193,7 +199,7 @@ class TurnRunner:
             update={"tool_rounds": max(rounds, checkpoint.tool_rounds), "updated_at": self._clock()}
         )
         try:
-            await self.store.save_checkpoint(bumped)
+            await self.patience(lambda: self.store.save_checkpoint(bumped))
         except StoreError as exc:
             log.warning("could not checkpoint %s: %s", checkpoint.run_key, exc)
             return checkpoint

@@ -59,6 +59,26 @@ def tally(fake: FakeTelegram, expected: dict[int, list[str]]) -> Tally:
     return Tally(sent, answered, duplicated, lost)
 
 
+def apologies(fake: FakeTelegram, expected: dict[int, list[str]]) -> list[str]:
+    """Every text sent to the chats that says the bot failed instead of answering."""
+    return [
+        text
+        for chat in expected
+        for text in fake.sent_texts(chat)
+        if "went wrong" in text or "try again" in text
+    ]
+
+
+def model_calls(fake: FakeOpenAI) -> int:
+    """How many times the model was asked (each one paid for)."""
+    return sum(1 for r in fake.requests if r.path.endswith("/chat/completions"))
+
+
+def tracebacks(processes: dict[str, Launched]) -> list[str]:
+    """The processes whose log holds a traceback."""
+    return [name for name, p in processes.items() if "Traceback" in p.log]
+
+
 def send(fake: FakeTelegram, chats: Iterable[int], word: str) -> dict[int, list[str]]:
     """One message per chat; the answer each should get."""
     expected = {}
@@ -187,6 +207,13 @@ async def test_a_redis_restart_with_aof_mid_load_answers_every_message_once(
             result = tally(fake, everything)
             assert (result.duplicated, result.lost) == (0, 0), f"{result}\n{deployment.describe()}"
             assert result.sent == 23
+            # The turns the restart caught waited for Redis: none apologized, none asked the
+            # model a second time (each call is paid for).
+            assert apologies(fake, everything) == [], deployment.describe()
+            assert model_calls(fake_openai) == result.sent, deployment.describe()
+            # The outage is told in a line when it starts and one when it ends, per loop:
+            # no traceback for what was waited out.
+            assert tracebacks(processes) == [], deployment.describe()
             await stop_all(processes)
     finally:
         await asyncio.to_thread(server.stop)

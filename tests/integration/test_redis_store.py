@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from core.envelopes import Address
-from core.errors import StoreError
+from core.errors import StoreError, StoreUnavailable
 from core.facts import MemoryFact
 from core.messages import Message, Usage
 from core.redis_keys import RedisKeys
@@ -162,6 +162,8 @@ async def test_server_down_is_a_store_error(
     assert "s3cret-pass" not in str(opening.value)
     assert f"127.0.0.1:{redis_server.port}" in str(opening.value)
     assert not isinstance(appending.value, aioredis.RedisError)
+    # An outage, for a turn to wait out, not a fault of the write.
+    assert isinstance(appending.value, StoreUnavailable)
     # The same store object works again once the server is back (empty: it kept no data).
     fresh = await store.create_session("terminal")
     assert (await store.append_message(fresh.id, Message.user("back"))).seq == 1
@@ -294,6 +296,22 @@ async def test_a_replayed_cost_is_charged_once(proxied: RedisStore, dropper: Rep
     summary = await proxied.cost_summary(session.id)
     assert summary.calls == 2 and summary.cost_usd == pytest.approx(1.5)
     assert (await proxied.cost_summary()).calls == 2
+
+
+async def test_a_write_tried_again_with_its_receipt_is_made_once(open_store: OpenStore) -> None:
+    """A caller that tries a write again after an error (its first try may have landed, its
+    answer lost to a Redis restart) gives the same receipt: the store makes it once."""
+    store = await open_store()
+    session = await store.current_session("terminal")
+
+    first = await store.append_message(session.id, Message.user("once"), receipt="r-1")
+    again = await store.append_message(session.id, Message.user("once"), receipt="r-1")
+    await store.record_cost(_cost(session.id, 0.5), receipt="c-1")
+    await store.record_cost(_cost(session.id, 0.5), receipt="c-1")
+
+    assert first.seq == again.seq == 1
+    assert [m.text for m in await store.list_messages(session.id)] == ["once"]
+    assert (await store.cost_summary(session.id)).calls == 1
 
 
 async def test_a_replayed_create_session_makes_one_session(

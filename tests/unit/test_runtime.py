@@ -9,12 +9,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from pydantic import BaseModel
 
-from core.errors import ProviderError
+from core.errors import ProviderError, StoreUnavailable
 from core.events import (
     AgentEvent,
     Cancelled,
@@ -28,8 +29,10 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
+from core.fencing import Fence
 from core.messages import Message, ToolCall, Usage
 from core.modes import FULL, NO_TOOLS, SAFE_CHAT, CapabilityMode
+from core.outages import Patience
 from core.providers import DEMO_NOTICE, DemoProvider, ModelRequest, ScriptedProvider
 from core.providers.reliable import ReliableProvider, RetryPolicy
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
@@ -988,3 +991,69 @@ async def test_a_stream_cut_after_text_says_so_and_keeps_the_text_as_cut(
     assert stored[-1].role == "assistant"
     assert stored[-1].text.startswith("Half of an ans\n\n[This answer was cut off here")
     assert (await store.cost_summary(session_id)).calls == 1
+
+
+# --- the store away ------------------------------------------------------------------------
+
+
+class _AwayStore(SqliteStore):
+    """Refuses the next `refusals` writes of an answer as Redis does while it restarts."""
+
+    refusals = 0
+    appended = 0
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        fence: Fence | None = None,
+        receipt: str | None = None,
+    ) -> Message:
+        if message.role == "assistant" and self.refusals:
+            self.refusals -= 1
+            raise StoreUnavailable("Redis store could not append a message: Connection refused")
+        self.appended += 1
+        return await super().append_message(session_id, message, fence=fence, receipt=receipt)
+
+
+@pytest.fixture
+async def away(tmp_path: Path) -> AsyncIterator[_AwayStore]:
+    opened = await _AwayStore.open(tmp_path / "away.db")
+    assert isinstance(opened, _AwayStore)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+async def test_an_answer_the_store_could_not_take_is_written_once_it_is_back(
+    away: _AwayStore,
+) -> None:
+    session = await away.current_session("terminal:default:it")
+    runtime, provider = make_runtime(away, [text_reply("Hello!")])
+    away.refusals = 1
+
+    events = await run_turn(runtime, session.id, "hi")
+
+    assert isinstance(events[-1], RunCompleted)
+    assert events[-1].text == "Hello!"
+    assert len(provider.requests) == 1  # the answer was kept, not asked for again
+    assert [m.text for m in await away.list_messages(session.id)] == ["hi", "Hello!"]
+
+
+async def test_an_outage_longer_than_the_patience_ends_the_turn_without_an_apology(
+    away: _AwayStore,
+) -> None:
+    session = await away.current_session("terminal:default:it")
+    runtime, _ = make_runtime(away, [text_reply("Hello!")], patience=Patience(budget=0))
+    away.refusals = 100
+    events: list[AgentEvent] = []
+
+    with pytest.raises(StoreUnavailable):
+        async for event in runtime.run(session.id, Message.user("hi"), context()):
+            events.append(event)
+
+    # The worker keeps the message and runs the turn again once the store is back.
+    assert of_type(events, RunFailed) == []
+    assert [m.text for m in await away.list_messages(session.id)] == ["hi"]

@@ -17,6 +17,7 @@ from typing import Any, cast
 import pytest
 from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from core.bus import EVENTS, INBOUND, Delivery, MemoryBus
 from core.commands import CommandRegistry, builtin_commands
@@ -26,6 +27,7 @@ from core.events import Finished, ModelEvent, TextDelta
 from core.fencing import Fence
 from core.mailbox.memory import MemoryMailboxes
 from core.messages import ToolCall, Usage
+from core.outages import OUTAGE_BUDGET, Patience
 from core.policy import ChannelPolicy, PlatformAccess
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
@@ -928,3 +930,147 @@ async def test_a_turn_cut_off_by_the_store_going_away_is_tried_again_without_cou
         assert (handler.handled, handler.apologized) == (["hi", "hi"], [])
     finally:
         await store.close()
+
+
+# --- the data disk full ---------------------------------------------------------------------
+
+
+class _SmallDisk(SqliteStore):
+    """A store whose file cannot grow while `full`: SQLite's own `max_page_count` makes it
+    refuse writes that need a new page with its real SQLITE_FULL error, as a full disk does."""
+
+    async def fill(self) -> None:
+        async with self._lock:
+            # Lowered to the pages the file has now (SQLite does not go below that).
+            await self._db.execute("PRAGMA max_page_count = 1")
+
+    async def free(self) -> None:
+        async with self._lock:
+            await self._db.execute("PRAGMA max_page_count = 1073741823")
+
+
+class _Warnings(logging.Handler):
+    """Every warning (or worse) the worker's parts log; `first` is set by the first, and
+    `worker` by the worker's first line (at any level): it was handed the failure."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self.first = asyncio.Event()
+        self.worker = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name == "core.worker":
+            self.worker.set()
+        if record.levelno >= logging.WARNING:
+            self.lines.append(record.getMessage())
+            self.first.set()
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [
+        pytest.param(OUTAGE_BUDGET, id="the turn waits"),
+        pytest.param(0.0, id="the turn gives up and the worker keeps the message"),
+    ],
+)
+async def test_a_message_is_kept_while_the_disk_is_full_and_answered_once_there_is_room(
+    bus: MemoryBus, tmp_path: Path, clock: LeaseClock, budget: float
+) -> None:
+    store = await _SmallDisk.open(tmp_path / "small.db")
+    assert isinstance(store, _SmallDisk)
+    provider = ScriptedProvider([text_reply("Answered.")])
+    runtime = AgentRuntime(
+        provider=provider,
+        model="test-model",
+        tools=ToolRegistry([]),
+        store=store,
+        patience=Patience(budget=budget),
+    )
+    worker = build_worker(
+        bus=bus,
+        store=store,
+        runtime=runtime,
+        policy=ChannelPolicy(modes={"terminal": "full"}),
+        attempts=1,  # a counted failure would give up at once and apologize
+    )
+    outbox = Outbox(bus)
+    # Longer than a page: storing it needs new pages (its checkpoint and its message).
+    inbound = message("a long question " * 500)
+    warnings = _Warnings()
+    core = logging.getLogger("core")
+    level = core.level
+    core.addHandler(warnings)
+    core.setLevel(logging.DEBUG)
+    try:
+        await store.fill()
+        async with running(worker):
+            await send(bus, inbound)
+            # The disk stays full until the turn met it, and, when the turn gives up at
+            # once, until the worker has been handed the failure.
+            noticed = warnings.first if budget else warnings.worker
+            await asyncio.wait_for(noticed.wait(), PATIENCE)
+            await store.free()
+            sent = await asyncio.wait_for(outbox.turn_of(inbound), PATIENCE)
+            await worker.idle.wait()
+        session = await store.current_session(TERMINAL.session_key)
+        stored = [m.text for m in await store.list_messages(session.id)]
+        processed = await store.is_processed(inbound.dedupe_key)
+    finally:
+        core.removeHandler(warnings)
+        core.setLevel(level)
+        await store.close()
+
+    assert [(o.text, o.failed) for o in sent if o.ends_turn] == [("Answered.", False)]
+    assert len(provider.requests) == 1
+    assert stored == [inbound.text, "Answered."]
+    assert processed
+    assert await unacked_inbound(bus, clock) == []
+    # One line says what is wrong, and no more while it lasts.
+    assert [line for line in warnings.lines if "disk is full" in line] == warnings.lines
+    assert len(warnings.lines) == 1, warnings.lines
+
+
+# --- the rate limits' counters away ---------------------------------------------------------
+
+
+class _AwayCounters(MemoryStorage):
+    """Counters whose next `failures` counts fail as on a Redis that is restarting (the
+    limits package raises redis-py's errors as they are)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
+        if self.failures:
+            self.failures -= 1
+            raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379.")
+        return await super().acquire_entry(key, limit, expiry, amount)
+
+
+async def test_a_turn_whose_count_meets_a_redis_outage_waits_for_it_and_is_answered(
+    bus: MemoryBus, store: SqliteStore
+) -> None:
+    limits = RateLimits(
+        RateLimitSettings(rate_limit="10/minute", chat_rate_limit="", daily_turns=0),
+        _AwayCounters(failures=1),
+    )
+    worker, provider = make_worker(
+        bus,
+        store,
+        [text_reply("Hello Alice!")],
+        policy=ChannelPolicy(default_access=PlatformAccess()),
+        rate_limits=limits,
+        attempts=1,  # a counted failure would give up at once and apologize
+    )
+    outbox = Outbox(bus, "telegram")
+    group = Address(platform="telegram", bot="b", chat="g1")
+    inbound = Inbound(address=group, user_id="u1", text="hi", mentions_bot=True)
+    async with running(worker):
+        await send(bus, inbound)
+        sent = await outbox.turn_of(inbound)
+        await worker.idle.wait()
+
+    assert [(o.text, o.failed) for o in sent if o.ends_turn] == [("Hello Alice!", False)]
+    assert len(provider.requests) == 1
