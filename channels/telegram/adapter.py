@@ -133,8 +133,10 @@ class TelegramAdapter:
             .token(token)
             .base_url(f"{api}/bot")
             .base_file_url(f"{api}/file/bot")
-            # Paces sends (30/s overall, 20/min per group) and waits out RetryAfter.
-            .rate_limiter(AIORateLimiter(max_retries=3))
+            # Paces sends (30/s overall, 20/min per group). A RetryAfter is not waited out
+            # here: the limiter would hold every chat's requests meanwhile; the gateway waits
+            # in the lane of the chat that was limited (`channels/gateway.py`).
+            .rate_limiter(AIORateLimiter(max_retries=0))
         )
         # No Updater: it confirms updates (the next getUpdates offset) whether or not they were
         # stored; `_poll_forever` confirms each only after the sink took it.
