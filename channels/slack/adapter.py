@@ -50,7 +50,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
-from channels.catchup import CatchUp, SeenLog, late_note
+from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.slack.buttons import ACTION, decision_blocks, press_inbound, question_blocks
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
@@ -541,9 +541,7 @@ class SlackAdapter:
         if not (inbound.is_direct or inbound.mentions_bot):
             return 0  # read, not answered: not worth a turn now
         sent = _ts_position(str(event["ts"])) or 0
-        note = late_note(datetime.fromtimestamp(sent / 1_000_000, UTC), now)
-        if note is not None and inbound.kind == "message":
-            inbound = inbound.model_copy(update={"text": f"{note}\n{inbound.text}"})
+        inbound = with_late_note(inbound, datetime.fromtimestamp(sent / 1_000_000, UTC), now)
         files = [f for f in event.get("files") or [] if isinstance(f, dict)]
         await self._hand_over(inbound, files, None)
         return 1

@@ -2,6 +2,10 @@
 
 Telegram objects never leave this package: updates become `Inbound`, `Outbound` becomes
 `sendMessage` / `editMessageText` / `sendChatAction` calls.
+
+Catch-up: Telegram keeps a bot's updates for a day and sends what was missed once the bot
+polls again (or retries its webhook); a message that arrives late is answered with a note on
+how late it is, within the catch-up limits every platform shares (`channels/catchup.py`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from telegram.ext import AIORateLimiter, Application, filters
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
+from channels.catchup import LATE_AFTER, CatchUp, LateMessages, with_late_note
 from channels.streaming import ReplyStreams, ReplyTarget
 from channels.telegram.buttons import press_inbound, question_keyboard
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
@@ -81,6 +86,10 @@ class TelegramSettings(BaseModel):
     webhook_port: int = Field(default=8443, ge=0, le=65535)
     poll_timeout: int = Field(default=30, ge=0)
     typing_interval: float = Field(default=4.0, gt=0)
+    # Catch-up after downtime: how far back a late message is answered, and how many late
+    # ones per conversation at most.
+    catch_up_hours: float = Field(default=24.0, ge=0)
+    catch_up_messages: int = Field(default=100, ge=0)
 
 
 def bot_commands(menu: Sequence[CommandInfo]) -> list[BotCommand]:
@@ -118,6 +127,7 @@ class TelegramAdapter:
         self._webhook_runner: web.AppRunner | None = None
         self._poller: asyncio.Task[None] | None = None
         self._bad_requests = BadRequestLog(log)
+        self._late = LateMessages(CatchUp(settings.catch_up_hours, settings.catch_up_messages))
         self.webhook_port: int | None = None
         self.username = ""
         self.bot_id = 0
@@ -226,9 +236,22 @@ class TelegramAdapter:
         except Exception as exc:
             log.error("telegram update handling failed: %s", exc, exc_info=exc)
             return
+        if inbound is not None and update.message is not None:
+            inbound = self._in_time(inbound, update.message.date)
         if inbound is not None:
             assert self._sink is not None
             await self._sink(inbound)
+
+    def _in_time(self, inbound: Inbound, sent_at: dt.datetime) -> Inbound | None:
+        """`inbound` as it is answered: a late one (sent while the bot was away) with the late
+        note, or None past the catch-up limits or when it would not have been answered live."""
+        now = dt.datetime.now(dt.UTC)
+        if now - sent_at >= LATE_AFTER and not (inbound.is_direct or inbound.mentions_bot):
+            return None  # read, not answered: not worth a turn now
+        if not self._late.admits(inbound.address.session_key, sent_at, now):
+            log.info("not answering a message sent at %s: past the catch-up limits", sent_at)
+            return None
+        return with_late_note(inbound, sent_at, now)
 
     async def _press(self, query: CallbackQuery) -> None:
         """A confirmation button was pressed: hand the answer over, then tell Telegram the
