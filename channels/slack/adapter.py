@@ -28,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
@@ -78,6 +78,12 @@ _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 _REMEMBERED = 10_000  # event ids and threads kept in memory
 _HANDOFF_GRACE = 5.0  # seconds to finish handing over received events at shutdown
 _ACK_WITHIN = 2.5  # seconds an event's ack waits for its hand-over (Slack allows 3)
+# The message metadata every message of a reply carries: which reply, which message of it.
+_REPLY_EVENT = "switchboard_reply"
+# How far before a piece was made a message of its reply may have been sent, and how many of
+# the conversation's messages a look-up reads.
+_LOOK_BACK = timedelta(hours=1)
+_LOOK_UP = 100
 
 
 class SlackSettings(BaseModel):
@@ -707,12 +713,16 @@ class SlackAdapter:
         channel, thread = address.chat, address.thread
         question = outbound.question
 
+        key = outbound.record_key
+
         async def send(index: int, chunk: str) -> str:
             # A confirmation question carries its Allow / Refuse buttons on its first message.
             blocks = question_blocks(chunk, question) if question and index == 0 else None
+            # Stamped, so a send whose answer was lost can be found (`find`).
+            stamp = {"event_type": _REPLY_EVENT, "event_payload": {"reply": key, "part": index}}
             response = await call(
                 self._client.chat_postMessage(
-                    channel=channel, text=chunk, thread_ts=thread, blocks=blocks
+                    channel=channel, text=chunk, thread_ts=thread, blocks=blocks, metadata=stamp
                 )
             )
             if thread is not None and not channel.startswith("D"):
@@ -722,7 +732,57 @@ class SlackAdapter:
         async def edit(ts: str, chunk: str) -> None:
             await call(self._client.chat_update(channel=channel, ts=ts, text=chunk))
 
-        return ReplyTarget(send=send, edit=edit, render=slack_chunks, part_size=SLACK_LIMIT)
+        async def find(index: int) -> str | None:
+            return await self._find_sent(outbound, index)
+
+        return ReplyTarget(
+            send=send, edit=edit, render=slack_chunks, part_size=SLACK_LIMIT, find=find
+        )
+
+    async def _find_sent(self, outbound: Outbound, index: int) -> str | None:
+        """The ts of message `index` of `outbound`'s reply if an earlier send of it reached the
+        conversation (found by its metadata among the recent messages), else None."""
+        address = outbound.address
+        since = outbound.created_at - _LOOK_BACK
+        oldest = _ts_text(int(since.timestamp() * 1_000_000))
+        try:
+            if address.thread is not None:
+                response = await call(
+                    self._client.conversations_replies(
+                        channel=address.chat,
+                        ts=address.thread,
+                        oldest=oldest,
+                        limit=_LOOK_UP,
+                        include_all_metadata=True,
+                    )
+                )
+            else:
+                response = await call(
+                    self._client.conversations_history(
+                        channel=address.chat,
+                        oldest=oldest,
+                        limit=_LOOK_UP,
+                        include_all_metadata=True,
+                    )
+                )
+        except Refused as exc:
+            if not exc.permanent:
+                raise  # tried again with the delivery
+            log.info("cannot look for a sent reply in %s (%s); sending it", address.chat, exc)
+            return None
+        for message in _messages(response):
+            metadata = message.get("metadata")
+            if not isinstance(metadata, dict) or metadata.get("event_type") != _REPLY_EVENT:
+                continue
+            payload = metadata.get("event_payload")
+            if (
+                isinstance(payload, dict)
+                and payload.get("reply") == outbound.record_key
+                and payload.get("part") == index
+            ):
+                log.info("message %d of reply %s was sent already", index, outbound.record_key)
+                return str(message.get("ts"))
+        return None
 
     async def _show_working(self, key: str, outbound: Outbound) -> None:
         """The assistant status of the thread where the app may set one; else a reaction."""

@@ -76,6 +76,8 @@ class _Fault:
     error: str
     status: int
     retry_after: int | None
+    # The call takes effect and only its answer is the error (lost on the way back).
+    took_effect: bool = False
 
 
 class _ApiError(Exception):
@@ -213,6 +215,11 @@ class FakeSlack(EventBuilders):
         For a Web API error give `error="not_in_channel", status=200, retry_after=None`.
         """
         self._faults[method].extend([_Fault(error, status, retry_after)] * times)
+
+    def lose_next_answer(self, method: str, *, times: int = 1) -> None:
+        """Let the next `times` calls of `method` take effect, but answer each with an HTTP
+        500, as when Slack's answer is lost on the way back (the caller cannot tell)."""
+        self._faults[method].extend([_Fault("internal_error", 500, None, took_effect=True)] * times)
 
     def add_file(
         self, file_id: str, data: bytes, *, mimetype: str = "image/png", name: str = "image.png"
@@ -364,6 +371,8 @@ class FakeSlack(EventBuilders):
         self._changes.notify()
         if faults := self._faults.get(method):
             fault = faults.popleft()
+            if fault.took_effect and method in self._methods:
+                self._methods[method](params)
             headers = {}
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(fault.retry_after)
