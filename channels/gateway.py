@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Awaitable
 
 from channels.base import ChannelAdapter
 from core.bus.base import Bus, Delivery
@@ -113,13 +114,19 @@ class Gateway:
             stopping=self._stopping,
         )
 
-    async def run(self) -> None:
-        """Receive and deliver until the adapter's `run()` returns."""
+    async def run(self, *, receive_after: Awaitable[bool] | None = None) -> None:
+        """Receive and deliver until the adapter's `run()` returns.
+
+        `receive_after`: a gateway standing by for the platform's reader lease delivers
+        meanwhile (for an adapter that can deliver before its `run()`), and starts receiving
+        once it is True; False (stopped first) ends the run without receiving.
+        """
         # Both loops (and the tasks the adapter starts) name the platform in their log lines.
         with log_context(platform=self.adapter.platform):
             deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
             try:
-                await self.adapter.run(self.publish)
+                if receive_after is None or await receive_after:
+                    await self.adapter.run(self.publish)
             finally:
                 await cancel_and_wait(deliveries)
 

@@ -122,6 +122,10 @@ class TelegramAdapter:
         self._app = self._build(token)
         self._sink: InboundSink | None = None
         self._stopped = asyncio.Event()
+        # Deliveries may come before `run()` (a gateway standing by for the poller lease
+        # delivers meanwhile): the first sets the bot's HTTP client up, under this lock.
+        self._setting_up = asyncio.Lock()
+        self._receiving = False
         self._replies = replies
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
@@ -155,15 +159,14 @@ class TelegramAdapter:
     async def run(self, sink: InboundSink) -> None:
         """Receive updates until `stop()`."""
         self._sink = sink
+        self._receiving = True
         app = self._app
         try:
-            await app.initialize()
+            await self._set_up()
         except InvalidToken:
             raise ConfigError(
                 "Telegram rejected TELEGRAM_BOT_TOKEN (check it with BotFather)"
             ) from None
-        except NetworkError as exc:
-            raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
         try:
             self.username = app.bot.username or ""
             self.bot_id = app.bot.id
@@ -181,8 +184,23 @@ class TelegramAdapter:
             await self._shutdown()
 
     async def stop(self) -> None:
-        """Stop receiving; `run()` returns once PTB has shut down."""
+        """Stop receiving; `run()` returns once PTB has shut down (without a `run()`, as on a
+        gateway that stood by and delivered, PTB is shut down here)."""
         self._stopped.set()
+        if not self._receiving:
+            async with self._setting_up:
+                await self._app.shutdown()
+
+    async def _set_up(self) -> None:
+        """Initialize PTB (the bot's HTTP client, `getMe`) once; `ChannelError` if Telegram
+        cannot be reached (`InvalidToken` for a bad token)."""
+        async with self._setting_up:
+            if self._stopped.is_set() and not self._receiving:
+                raise ChannelError("the telegram adapter is stopping")
+            try:
+                await self._app.initialize()  # a no-op once done
+            except NetworkError as exc:
+                raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
 
     async def _shutdown(self) -> None:
         for task in self._typing.values():
@@ -395,6 +413,11 @@ class TelegramAdapter:
 
     async def deliver(self, outbound: Outbound) -> None:
         """Show typing, stream pieces and final answers in their chat."""
+        if not self._receiving:
+            try:
+                await self._set_up()
+            except InvalidToken as exc:
+                raise ChannelError("Telegram rejected TELEGRAM_BOT_TOKEN") from exc
         match outbound.kind:
             case "typing":
                 self._start_typing(outbound.address, outbound.record_key)

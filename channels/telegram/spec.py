@@ -77,6 +77,8 @@ SPEC = ChannelSpec(
     # A bot token, also inside Bot API URLs (".../bot<token>/getUpdates").
     secret_patterns=(r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}",),
     leader_role=_leader_role,
+    # Sending needs no poller lease: a standby gateway delivers while another polls.
+    delivers_on_standby=True,
     stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.
     shows_progress=False,
