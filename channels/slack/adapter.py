@@ -477,7 +477,7 @@ class SlackAdapter:
             log.warning("could not read the history of slack conversation %s: %s", mark.chat, exc)
             return 0
         handed = 0
-        for message in _messages(response):  # Slack answers newest first
+        for message in _messages(response):  # oldest first (Slack answers newest first)
             handed += await self._hand_over_missed(mark.chat, message, now)
             thread = str(message.get("ts"))
             latest = _ts_position(str(message.get("latest_reply") or ""))
