@@ -16,9 +16,10 @@ in the queue's dead letters, where `switchboard deadletters` finds it).
 Deliveries go out concurrently across chats and in order within one: each chat has a lane
 that shows its deliveries one at a time, in the order they were received, and at most
 `concurrency` deliveries are held at once. A rate limit (a 429 with its `retry_after`) is
-waited out in the chat's lane and the delivery tried again there, so it delays only that chat;
-another failure sends the entry back to the queue (`nack`) with the lane's later entries
-behind it, so they come back in order.
+waited out in the chat's lane and the delivery tried again there, so it delays only that chat
+and the chat's later deliveries stay behind it; another failure sends the entry back to the
+queue (`nack`) to be tried again (the chat's later deliveries may go out before it). A stopping
+gateway gives back what it has not begun.
 
 While the bus is unreachable (Redis restarting) both loops keep trying with backoff and mark
 themselves down in the process's `Readiness`; an ack that cannot be made is tried again too,
@@ -145,7 +146,7 @@ class Gateway:
     async def _receive_forever(self) -> None:
         # Not once stopping: the adapter may be closing its HTTP client, and a delivery taken
         # then fails at once, comes straight back, and is dead-lettered within milliseconds
-        # (seen under SIGTERM with answers streaming). What is left waits for the next gateway.
+        # (seen under SIGTERM with answers streaming). What is left is for the next gateway.
         while not self._stopping.is_set():
             await self._held.acquire()
             try:
