@@ -110,12 +110,15 @@ class _KnownNoise(logging.Filter):
 
     slack-bolt reads SLACK_BOT_TOKEN from the environment by itself and, since our adapter
     hands it a ready client and an `authorize` function instead, warns on every start that
-    the token will be unused.
+    the token will be unused. python-telegram-bot's rate limiter logs every flood-control
+    error it passes on with a traceback, though the gateway waits it out.
     """
 
     _NOISE: Final = (
         ("slack_bolt", "As you gave `client` as well, `token` will be unused"),
         ("slack_bolt", "As `installation_store` or `authorize` has been used"),
+        # The Telegram adapter leaves flood control to the gateway, which logs the wait.
+        ("telegram.ext.AIORateLimiter", "Rate limit hit after maximum of"),
     )
 
     def filter(self, record: logging.LogRecord) -> bool:

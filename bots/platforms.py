@@ -150,5 +150,9 @@ class Platforms:
         role = self.get(adapter.platform).leader_role(env)
         return f"{role}:{adapter.bot_key}" if role else None
 
+    def delivers_on_standby(self, adapter: ChannelAdapter) -> bool:
+        """Whether a gateway standing by for `adapter`'s leader role delivers meanwhile."""
+        return self.get(adapter.platform).delivers_on_standby
+
 
 REGISTERED = Platforms(PLATFORMS)

@@ -120,6 +120,9 @@ class ChannelSpec:
     # The lease role when only one process at a time may read the platform (long polling, a
     # gateway websocket), given the environment; None when every replica may serve.
     leader_role: Callable[[Mapping[str, str]], str | None] = field(default=_no_leader)
+    # Whether a gateway standing by for that lease delivers answers meanwhile: the adapter can
+    # deliver before its `run()` (and closes what that opened at `stop()`).
+    delivers_on_standby: bool = False
     # Seconds between edits of a streamed reply.
     stream_interval: float = 1.0
     # Whether the platform shows `progress` Outbounds (notes on tool activity).

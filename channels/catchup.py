@@ -6,6 +6,10 @@ written to the store's `SeenMarks` in the background and at stop). When it start
 adapter reads each noted conversation's history after that message (bounded by `CatchUp`) and
 hands over what it would have answered live; the worker's processed marks make a message that
 is handed over twice (seen live during catch-up, or noted just before a crash) answered once.
+
+A platform that sends what was missed by itself (Telegram keeps a bot's updates for a day)
+reads no history: `LateMessages` applies the same limits to what arrives late. Every platform
+puts the same note before a late message (`with_late_note`).
 """
 
 from __future__ import annotations
@@ -16,10 +20,11 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from core.envelopes import Inbound
 from core.errors import StoreError
 from core.store.seen import LastSeen, SeenMarks
 
-__all__ = ["LATE_AFTER", "CatchUp", "SeenLog", "late_note"]
+__all__ = ["LATE_AFTER", "CatchUp", "LateMessages", "SeenLog", "late_note", "with_late_note"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,41 @@ def late_note(sent_at: datetime, now: datetime) -> str | None:
     else:
         ago = f"{minutes // (24 * 60)} days"
     return f"(sent {ago} ago, while I was offline)"
+
+
+def with_late_note(inbound: Inbound, sent_at: datetime, now: datetime) -> Inbound:
+    """`inbound` with the late note before its text if it is late (a command stays as it is)."""
+    note = late_note(sent_at, now)
+    if note is None or inbound.kind != "message":
+        return inbound
+    return inbound.model_copy(update={"text": f"{note}\n{inbound.text}"})
+
+
+class LateMessages:
+    """The catch-up limits for a platform that delivers missed messages by itself.
+
+    A message older than `LATE_AFTER` when it arrives was missed while the bot was away: it is
+    answered (with the late note) if it is within `catch_up.hours` and among the first
+    `catch_up.messages` late ones of its conversation since that conversation's last message
+    on time; otherwise it is read, not answered. Catch-up turned off answers no late message.
+    """
+
+    def __init__(self, catch_up: CatchUp) -> None:
+        self._catch_up = catch_up
+        self._late: dict[str, int] = {}  # per conversation: late messages answered in a row
+
+    def admits(self, conversation: str, sent_at: datetime, now: datetime) -> bool:
+        """Whether a message of `conversation` sent at `sent_at` is to be answered."""
+        if now - sent_at < LATE_AFTER:
+            self._late.pop(conversation, None)  # on time: any backlog is over
+            return True
+        if not self._catch_up.enabled or sent_at < self._catch_up.since(now):
+            return False
+        answered = self._late.get(conversation, 0)
+        if answered >= self._catch_up.messages:
+            return False
+        self._late[conversation] = answered + 1
+        return True
 
 
 class SeenLog:

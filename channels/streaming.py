@@ -6,6 +6,11 @@ reply's hold it reads the reply record (`core/store/replies.py`), skips a piece 
 shown, renders the text into the platform's messages, edits those that changed, sends the new
 ones, and records their ids. Any gateway of the platform may show any piece.
 
+A message the platform took whose id could not be recorded (the gateway died between the two,
+or the platform's answer was lost) is sent again by the next show, unless the platform can look
+it up: a target with `find` has the record note each send before it is made (`sending`), and the
+next show asks `find` for that message before sending it again.
+
 Rendering is incremental (`IncrementalRender`): the answer is cut at paragraph breaks outside
 code blocks into parts of about one message each; a part followed by enough text is sealed and
 its rendering remembered, so only the open tail is rendered again as the answer grows. The cut
@@ -31,6 +36,9 @@ Edit = Callable[[str, str], Awaitable[None]]
 """`edit(message id, chunk)`: change what a message of the reply shows."""
 Render = Callable[[str], list[str]]
 """`render(markdown) -> chunks`: the platform's markup, split at its length limit."""
+Find = Callable[[int], Awaitable[str | None]]
+"""`find(index) -> message id`: message `index` of the reply, if an earlier send of it reached
+the chat (None: it did not)."""
 
 _PARAGRAPH_BREAK = re.compile(r"\n(?:[ \t]*\n)+")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
@@ -45,6 +53,9 @@ class ReplyTarget:
     render: Render
     # Markdown characters per sealed part: about what one message holds.
     part_size: int
+    # How to look up a message whose send may have reached the chat (None: the platform
+    # cannot say; such a message is sent again).
+    find: Find | None = None
 
 
 def sealed_parts(text: str, size: int) -> tuple[list[str], str]:
@@ -134,9 +145,12 @@ class ReplyStreams:
             chunks = self._render(outbound.text, into)
             shown = list(record.messages)
             try:
-                await _apply(chunks, shown, into)
+                record = await self._apply(record, chunks, shown, into)
             except Exception:
-                await self._records.save(record.model_copy(update={"messages": tuple(shown)}))
+                # A send that failed may still have reached the chat: the next show looks.
+                sending = len(shown) if into.find is not None else None
+                update = {"messages": tuple(shown), "sending": sending}
+                await self._records.save(record.model_copy(update=update))
                 raise
             await self._records.save(
                 record.model_copy(
@@ -144,10 +158,39 @@ class ReplyStreams:
                         "messages": tuple(shown),
                         "seq": max(record.seq, outbound.seq),
                         "finished": final,
+                        "sending": None,
                     }
                 )
             )
         return True
+
+    async def _apply(
+        self, record: ReplyRecord, chunks: list[str], shown: list[ShownMessage], into: ReplyTarget
+    ) -> ReplyRecord:
+        """Edit the messages whose text changed and send the missing ones; `shown` keeps up.
+
+        Returns the record as last saved (a send noted before it is made, see `find`).
+        """
+        for index, chunk in enumerate(chunks):
+            fingerprint = digest(chunk)
+            if index < len(shown):
+                if shown[index].digest != fingerprint:
+                    await into.edit(shown[index].message_id, chunk)
+                    shown[index] = ShownMessage(
+                        message_id=shown[index].message_id, digest=fingerprint
+                    )
+                continue
+            if into.find is not None:
+                if record.sending == index and (found := await into.find(index)) is not None:
+                    # Sent before, its id lost: show this text in it rather than send it again.
+                    await into.edit(found, chunk)
+                    shown.append(ShownMessage(message_id=found, digest=fingerprint))
+                    continue
+                record = record.model_copy(update={"messages": tuple(shown), "sending": index})
+                await self._records.save(record)
+            message_id = await into.send(index, chunk)
+            shown.append(ShownMessage(message_id=message_id, digest=fingerprint))
+        return record
 
     async def messages(self, key: str) -> tuple[str, ...]:
         """The platform ids of the messages reply `key` is shown in, oldest first (none if
@@ -165,16 +208,3 @@ class ReplyStreams:
         except ChannelError:
             return False
         return record is not None and record.finished
-
-
-async def _apply(chunks: list[str], shown: list[ShownMessage], into: ReplyTarget) -> None:
-    """Edit the messages whose text changed and send the missing ones; `shown` keeps up."""
-    for index, chunk in enumerate(chunks):
-        fingerprint = digest(chunk)
-        if index < len(shown):
-            if shown[index].digest != fingerprint:
-                await into.edit(shown[index].message_id, chunk)
-                shown[index] = ShownMessage(message_id=shown[index].message_id, digest=fingerprint)
-        else:
-            message_id = await into.send(index, chunk)
-            shown.append(ShownMessage(message_id=message_id, digest=fingerprint))

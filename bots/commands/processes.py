@@ -249,14 +249,32 @@ async def _gateway(settings: Settings, platform: str) -> None:
             await runner.run()
             return
         acquiring = asyncio.create_task(leadership.acquire())
-        await asyncio.wait(
-            {acquiring, asyncio.create_task(stopped.wait())}, return_when=asyncio.FIRST_COMPLETED
-        )
-        if not acquiring.done():
-            acquiring.cancel()
+        standing_by = asyncio.create_task(stopped.wait())
+
+        async def leading() -> bool:
+            """Whether the lease came before the stop (its failure raises)."""
+            await asyncio.wait({acquiring, standing_by}, return_when=asyncio.FIRST_COMPLETED)
+            standing_by.cancel()
+            if not acquiring.done():
+                acquiring.cancel()
+                return False
+            acquiring.result()
+            return not stopped.is_set()
+
+        if REGISTERED.delivers_on_standby(adapter):
+            # Answers go out while another gateway holds the lease (after a SIGKILL, until it
+            # lapses); receiving starts with the lease.
+            running = asyncio.create_task(runner.run(receive_after=leading()))
+            await asyncio.wait({acquiring, running}, return_when=asyncio.FIRST_COMPLETED)
+            if not acquiring.done() or acquiring.cancelled():
+                acquiring.cancel()
+                await running  # stopped while standing by
+                return
+        elif await leading():
+            running = asyncio.create_task(runner.run())
+        else:
             return
         try:
-            running = asyncio.create_task(runner.run())
             lost = asyncio.create_task(leadership.lost.wait())
             done, _ = await asyncio.wait({running, lost}, return_when=asyncio.FIRST_COMPLETED)
             if running not in done:

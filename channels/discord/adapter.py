@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from channels.attachments import ReceivedImages
 from channels.base import InboundSink
-from channels.catchup import CatchUp, SeenLog, late_note
+from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.discord.buttons import custom_id, press_inbound, question_view
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
@@ -390,9 +390,7 @@ class DiscordAdapter:
             inbound = await self._inbound(message)
             if inbound is None or not inbound.mentions_bot:
                 return False  # read, not answered: not worth a turn now
-            note = late_note(message.created_at, now)
-            if note is not None:
-                inbound = inbound.model_copy(update={"text": f"{note}\n{inbound.text}"})
+            inbound = with_late_note(inbound, message.created_at, now)
             assert self._sink is not None
             await self._sink(inbound)
             self._note_seen(message)

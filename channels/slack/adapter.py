@@ -11,7 +11,10 @@ message of a thread it takes part in.
 Catch-up: before it starts receiving, the adapter reads `conversations.history` of each
 conversation it has handed messages over from, after the newest one (`channels/catchup.py`),
 and hands over what it would have answered live (DMs, mentions), in order, with a note on how
-late it is. Thread replies are not read (the history of a channel leaves them out).
+late it is. The history of a channel leaves thread replies out, so `conversations.replies` is
+read too: of each thread the bot was written to in within the catch-up window (a seen mark of
+its own, `<channel>:<thread ts>`), and of each thread in the history read with a reply after
+where the read began (`latest_reply`), when the bot takes part in it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlparse
 
@@ -42,11 +45,12 @@ from slack_sdk.http_retry.async_handler import AsyncRetryHandler
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
+from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
-from channels.catchup import CatchUp, SeenLog, late_note
+from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.slack.buttons import ACTION, decision_blocks, press_inbound, question_blocks
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
@@ -77,6 +81,12 @@ _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 _REMEMBERED = 10_000  # event ids and threads kept in memory
 _HANDOFF_GRACE = 5.0  # seconds to finish handing over received events at shutdown
 _ACK_WITHIN = 2.5  # seconds an event's ack waits for its hand-over (Slack allows 3)
+# The message metadata every message of a reply carries: which reply, which message of it.
+_REPLY_EVENT = "switchboard_reply"
+# How far before a piece was made a message of its reply may have been sent, and how many of
+# the conversation's messages a look-up reads.
+_LOOK_BACK = timedelta(hours=1)
+_LOOK_UP = 100
 
 
 class SlackSettings(BaseModel):
@@ -441,11 +451,17 @@ class SlackAdapter:
         self._note_seen(inbound)
 
     def _note_seen(self, inbound: Inbound) -> None:
-        """Catch-up after downtime starts after the newest message handed over."""
+        """Catch-up after downtime starts after the newest message handed over: of the
+        conversation, and of the thread when it was written to the bot (its replies are not
+        in the conversation's history)."""
         ts = inbound.platform_message_id
         if ts is not None and (position := _ts_position(ts)) is not None:
             at = datetime.fromtimestamp(position / 1_000_000, UTC)
-            self._seen.note(self.bot_key, inbound.address.chat, ts, position, at)
+            address = inbound.address
+            self._seen.note(self.bot_key, address.chat, ts, position, at)
+            if address.thread is not None and (inbound.mentions_bot or inbound.is_direct):
+                thread = _thread_mark(address.chat, address.thread)
+                self._seen.note(self.bot_key, thread, ts, position, at)
 
     # --- catching up -----------------------------------------------------------------------
 
@@ -456,9 +472,17 @@ class SlackAdapter:
             if self._catch_up.enabled and self._seen.durable:
                 marks = await self._seen.begin_catch_up(self.bot_key)
                 now = datetime.now(UTC)
+                read: set[tuple[str, str]] = set()  # threads read already
                 total = 0
                 for mark in marks:
-                    total += await self._catch_up_in(mark, now)
+                    if ":" not in mark.chat:
+                        total += await self._catch_up_in(mark, now, read)
+                floor = self._catch_up.since(now)
+                for mark in marks:
+                    channel, _, thread = mark.chat.partition(":")
+                    if thread and mark.at >= floor and (channel, thread) not in read:
+                        read.add((channel, thread))
+                        total += await self._catch_up_thread(channel, thread, mark, now)
                 if total:
                     log.info("slack catch-up handed over %d missed message(s)", total)
             complete = True
@@ -467,10 +491,16 @@ class SlackAdapter:
         finally:
             self._seen.end_catch_up(complete=complete)
 
-    async def _catch_up_in(self, mark: LastSeen, now: datetime) -> int:
-        """Hand over the messages of one conversation after its mark; how many."""
+    def _oldest(self, mark: LastSeen, now: datetime) -> str:
+        """Where a read of `mark`'s conversation starts: after its message, or at the
+        catch-up window's start if that is later."""
         floor = int(self._catch_up.since(now).timestamp() * 1_000_000)
-        oldest = mark.message_id if mark.position >= floor else _ts_text(floor)
+        return mark.message_id if mark.position >= floor else _ts_text(floor)
+
+    async def _catch_up_in(self, mark: LastSeen, now: datetime, read: set[tuple[str, str]]) -> int:
+        """Hand over the messages of one conversation after its mark, and the replies of its
+        threads that have some after it; how many."""
+        oldest = self._oldest(mark, now)
         try:
             response = await call(
                 self._client.conversations_history(
@@ -483,27 +513,81 @@ class SlackAdapter:
         except ChannelError as exc:
             log.warning("could not read the history of slack conversation %s: %s", mark.chat, exc)
             return 0
-        found = response.get("messages")
-        messages = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
         handed = 0
-        # Slack answers newest first.
-        for message in sorted(messages, key=lambda m: _ts_position(str(m.get("ts"))) or 0):
-            event = {**message, "channel": mark.chat}
-            if mark.chat.startswith("D"):
-                event["channel_type"] = "im"
-            if not self._from_a_person(event):
+        for message in _messages(response):  # oldest first (Slack answers newest first)
+            handed += await self._hand_over_missed(mark.chat, message, now)
+            thread = str(message.get("ts"))
+            latest = _ts_position(str(message.get("latest_reply") or ""))
+            after = _ts_position(oldest)
+            if (
+                latest is None
+                or after is None
+                or latest <= after
+                or not self._takes_part(mark.chat, message)
+            ):
                 continue
-            inbound = self._inbound({}, event)
-            if not (inbound.is_direct or inbound.mentions_bot):
-                continue  # read, not answered: not worth a turn now
-            sent = _ts_position(str(event["ts"])) or 0
-            note = late_note(datetime.fromtimestamp(sent / 1_000_000, UTC), now)
-            if note is not None and inbound.kind == "message":
-                inbound = inbound.model_copy(update={"text": f"{note}\n{inbound.text}"})
-            files = [f for f in event.get("files") or [] if isinstance(f, dict)]
-            await self._hand_over(inbound, files, None)
-            handed += 1
+            read.add((mark.chat, thread))
+            handed += await self._catch_up_thread(mark.chat, thread, mark, now)
         return handed
+
+    def _takes_part(self, channel: str, parent: Mapping[str, Any]) -> bool:
+        """Whether the bot answers in the thread of `parent`: a DM's, the bot's own message's,
+        or one the bot answered or was written to in."""
+        identity = self._identity
+        bot_user = identity.bot_user_id if identity else None
+        return (
+            channel.startswith("D")
+            or (channel, str(parent.get("ts"))) in self._threads
+            or (bot_user is not None and parent.get("user") == bot_user)
+        )
+
+    async def _catch_up_thread(
+        self, channel: str, thread: str, mark: LastSeen, now: datetime
+    ) -> int:
+        """Hand over the replies of one thread after `mark`; how many."""
+        try:
+            response = await call(
+                self._client.conversations_replies(
+                    channel=channel,
+                    ts=thread,
+                    oldest=self._oldest(mark, now),
+                    inclusive=False,
+                    limit=self._catch_up.messages,
+                )
+            )
+        except ChannelError as exc:
+            log.warning("could not read slack thread %s in %s: %s", thread, channel, exc)
+            return 0
+        if not channel.startswith("D"):
+            _remember(self._threads, (channel, thread))  # its replies are for the bot
+        after = _ts_position(mark.message_id) or 0
+        handed = 0
+        # The parent comes first whatever `oldest` says.
+        for message in _messages(response):
+            position = _ts_position(str(message.get("ts")))
+            if str(message.get("ts")) == thread or position is None or position <= after:
+                continue
+            handed += await self._hand_over_missed(channel, message, now)
+        return handed
+
+    async def _hand_over_missed(
+        self, channel: str, message: Mapping[str, Any], now: datetime
+    ) -> int:
+        """A missed message, handed over like a live one if the bot would have answered it;
+        1 if it was."""
+        event = {**message, "channel": channel}
+        if channel.startswith("D"):
+            event["channel_type"] = "im"
+        if not self._from_a_person(event):
+            return 0
+        inbound = self._inbound({}, event)
+        if not (inbound.is_direct or inbound.mentions_bot):
+            return 0  # read, not answered: not worth a turn now
+        sent = _ts_position(str(event["ts"])) or 0
+        inbound = with_late_note(inbound, datetime.fromtimestamp(sent / 1_000_000, UTC), now)
+        files = [f for f in event.get("files") or [] if isinstance(f, dict)]
+        await self._hand_over(inbound, files, None)
+        return 1
 
     def _from_a_person(self, event: Mapping[str, Any]) -> bool:
         """A person's new message: not a bot's (ours included), an edit, a join or hidden."""
@@ -668,12 +752,16 @@ class SlackAdapter:
         channel, thread = address.chat, address.thread
         question = outbound.question
 
+        key = outbound.record_key
+
         async def send(index: int, chunk: str) -> str:
             # A confirmation question carries its Allow / Refuse buttons on its first message.
             blocks = question_blocks(chunk, question) if question and index == 0 else None
+            # Stamped, so a send whose answer was lost can be found (`find`).
+            stamp = {"event_type": _REPLY_EVENT, "event_payload": {"reply": key, "part": index}}
             response = await call(
                 self._client.chat_postMessage(
-                    channel=channel, text=chunk, thread_ts=thread, blocks=blocks
+                    channel=channel, text=chunk, thread_ts=thread, blocks=blocks, metadata=stamp
                 )
             )
             if thread is not None and not channel.startswith("D"):
@@ -683,7 +771,57 @@ class SlackAdapter:
         async def edit(ts: str, chunk: str) -> None:
             await call(self._client.chat_update(channel=channel, ts=ts, text=chunk))
 
-        return ReplyTarget(send=send, edit=edit, render=slack_chunks, part_size=SLACK_LIMIT)
+        async def find(index: int) -> str | None:
+            return await self._find_sent(outbound, index)
+
+        return ReplyTarget(
+            send=send, edit=edit, render=slack_chunks, part_size=SLACK_LIMIT, find=find
+        )
+
+    async def _find_sent(self, outbound: Outbound, index: int) -> str | None:
+        """The ts of message `index` of `outbound`'s reply if an earlier send of it reached the
+        conversation (found by its metadata among the recent messages), else None."""
+        address = outbound.address
+        since = outbound.created_at - _LOOK_BACK
+        oldest = _ts_text(int(since.timestamp() * 1_000_000))
+        try:
+            if address.thread is not None:
+                response = await call(
+                    self._client.conversations_replies(
+                        channel=address.chat,
+                        ts=address.thread,
+                        oldest=oldest,
+                        limit=_LOOK_UP,
+                        include_all_metadata=True,
+                    )
+                )
+            else:
+                response = await call(
+                    self._client.conversations_history(
+                        channel=address.chat,
+                        oldest=oldest,
+                        limit=_LOOK_UP,
+                        include_all_metadata=True,
+                    )
+                )
+        except Refused as exc:
+            if not exc.permanent:
+                raise  # tried again with the delivery
+            log.info("cannot look for a sent reply in %s (%s); sending it", address.chat, exc)
+            return None
+        for message in _messages(response):
+            metadata = message.get("metadata")
+            if not isinstance(metadata, dict) or metadata.get("event_type") != _REPLY_EVENT:
+                continue
+            payload = metadata.get("event_payload")
+            if (
+                isinstance(payload, dict)
+                and payload.get("reply") == outbound.record_key
+                and payload.get("part") == index
+            ):
+                log.info("message %d of reply %s was sent already", index, outbound.record_key)
+                return str(message.get("ts"))
+        return None
 
     async def _show_working(self, key: str, outbound: Outbound) -> None:
         """The assistant status of the thread where the app may set one; else a reaction."""
@@ -764,6 +902,18 @@ class SlackAdapter:
                 log.info("could not remove the working reaction: %s", exc)
         except ChannelError as exc:
             log.info("could not remove the working reaction: %s", exc)
+
+
+def _messages(response: AsyncSlackResponse) -> list[dict[str, Any]]:
+    """The messages of a `conversations.*` answer, oldest first."""
+    found = response.get("messages")
+    messages = [m for m in found if isinstance(m, dict)] if isinstance(found, list) else []
+    return sorted(messages, key=lambda m: _ts_position(str(m.get("ts"))) or 0)
+
+
+def _thread_mark(channel: str, thread: str) -> str:
+    """The seen mark's conversation for a thread (a channel's history leaves replies out)."""
+    return f"{channel}:{thread}"
 
 
 def _ts_position(ts: str) -> int | None:

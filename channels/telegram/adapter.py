@@ -2,6 +2,10 @@
 
 Telegram objects never leave this package: updates become `Inbound`, `Outbound` becomes
 `sendMessage` / `editMessageText` / `sendChatAction` calls.
+
+Catch-up: Telegram keeps a bot's updates for a day and sends what was missed once the bot
+polls again (or retries its webhook); a message that arrives late is answered with a note on
+how late it is, within the catch-up limits every platform shares (`channels/catchup.py`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from telegram.ext import AIORateLimiter, Application, filters
 from channels.attachments import ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
+from channels.catchup import LATE_AFTER, CatchUp, LateMessages, with_late_note
 from channels.streaming import ReplyStreams, ReplyTarget
 from channels.telegram.buttons import press_inbound, question_keyboard
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
@@ -81,6 +86,10 @@ class TelegramSettings(BaseModel):
     webhook_port: int = Field(default=8443, ge=0, le=65535)
     poll_timeout: int = Field(default=30, ge=0)
     typing_interval: float = Field(default=4.0, gt=0)
+    # Catch-up after downtime: how far back a late message is answered, and how many late
+    # ones per conversation at most.
+    catch_up_hours: float = Field(default=24.0, ge=0)
+    catch_up_messages: int = Field(default=100, ge=0)
 
 
 def bot_commands(menu: Sequence[CommandInfo]) -> list[BotCommand]:
@@ -113,11 +122,16 @@ class TelegramAdapter:
         self._app = self._build(token)
         self._sink: InboundSink | None = None
         self._stopped = asyncio.Event()
+        # Deliveries may come before `run()` (a gateway standing by for the poller lease
+        # delivers meanwhile): the first sets the bot's HTTP client up, under this lock.
+        self._setting_up = asyncio.Lock()
+        self._receiving = False
         self._replies = replies
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
         self._poller: asyncio.Task[None] | None = None
         self._bad_requests = BadRequestLog(log)
+        self._late = LateMessages(CatchUp(settings.catch_up_hours, settings.catch_up_messages))
         self.webhook_port: int | None = None
         self.username = ""
         self.bot_id = 0
@@ -133,8 +147,10 @@ class TelegramAdapter:
             .token(token)
             .base_url(f"{api}/bot")
             .base_file_url(f"{api}/file/bot")
-            # Paces sends (30/s overall, 20/min per group) and waits out RetryAfter.
-            .rate_limiter(AIORateLimiter(max_retries=3))
+            # Paces sends (30/s overall, 20/min per group). A RetryAfter is not waited out
+            # here: the limiter would hold every chat's requests meanwhile; the gateway waits
+            # in the lane of the chat that was limited (`channels/gateway.py`).
+            .rate_limiter(AIORateLimiter(max_retries=0))
         )
         # No Updater: it confirms updates (the next getUpdates offset) whether or not they were
         # stored; `_poll_forever` confirms each only after the sink took it.
@@ -143,15 +159,14 @@ class TelegramAdapter:
     async def run(self, sink: InboundSink) -> None:
         """Receive updates until `stop()`."""
         self._sink = sink
+        self._receiving = True
         app = self._app
         try:
-            await app.initialize()
+            await self._set_up()
         except InvalidToken:
             raise ConfigError(
                 "Telegram rejected TELEGRAM_BOT_TOKEN (check it with BotFather)"
             ) from None
-        except NetworkError as exc:
-            raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
         try:
             self.username = app.bot.username or ""
             self.bot_id = app.bot.id
@@ -169,8 +184,23 @@ class TelegramAdapter:
             await self._shutdown()
 
     async def stop(self) -> None:
-        """Stop receiving; `run()` returns once PTB has shut down."""
+        """Stop receiving; `run()` returns once PTB has shut down (without a `run()`, as on a
+        gateway that stood by and delivered, PTB is shut down here)."""
         self._stopped.set()
+        if not self._receiving:
+            async with self._setting_up:
+                await self._app.shutdown()
+
+    async def _set_up(self) -> None:
+        """Initialize PTB (the bot's HTTP client, `getMe`) once; `ChannelError` if Telegram
+        cannot be reached (`InvalidToken` for a bad token)."""
+        async with self._setting_up:
+            if self._stopped.is_set() and not self._receiving:
+                raise ChannelError("the telegram adapter is stopping")
+            try:
+                await self._app.initialize()  # a no-op once done
+            except NetworkError as exc:
+                raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
 
     async def _shutdown(self) -> None:
         for task in self._typing.values():
@@ -224,9 +254,22 @@ class TelegramAdapter:
         except Exception as exc:
             log.error("telegram update handling failed: %s", exc, exc_info=exc)
             return
+        if inbound is not None and update.message is not None:
+            inbound = self._in_time(inbound, update.message.date)
         if inbound is not None:
             assert self._sink is not None
             await self._sink(inbound)
+
+    def _in_time(self, inbound: Inbound, sent_at: dt.datetime) -> Inbound | None:
+        """`inbound` as it is answered: a late one (sent while the bot was away) with the late
+        note, or None past the catch-up limits or when it would not have been answered live."""
+        now = dt.datetime.now(dt.UTC)
+        if now - sent_at >= LATE_AFTER and not (inbound.is_direct or inbound.mentions_bot):
+            return None  # read, not answered: not worth a turn now
+        if not self._late.admits(inbound.address.session_key, sent_at, now):
+            log.info("not answering a message sent at %s: past the catch-up limits", sent_at)
+            return None
+        return with_late_note(inbound, sent_at, now)
 
     async def _press(self, query: CallbackQuery) -> None:
         """A confirmation button was pressed: hand the answer over, then tell Telegram the
@@ -370,6 +413,11 @@ class TelegramAdapter:
 
     async def deliver(self, outbound: Outbound) -> None:
         """Show typing, stream pieces and final answers in their chat."""
+        if not self._receiving:
+            try:
+                await self._set_up()
+            except InvalidToken as exc:
+                raise ChannelError("Telegram rejected TELEGRAM_BOT_TOKEN") from exc
         match outbound.kind:
             case "typing":
                 self._start_typing(outbound.address, outbound.record_key)

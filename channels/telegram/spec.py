@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
 from channels.telegram.hint import PROMPT_HINT
 from core.addresses import AddressGrammar
 
-__all__ = ["SPEC"]
+__all__ = ["SPEC", "TelegramOptions"]
 
 # Seconds between edits of a streamed reply: the platforms rate-limit edits of one message.
 _STREAM_INTERVAL = 1.0
@@ -23,17 +25,33 @@ _ENV = {
 }
 
 
+class TelegramOptions(BaseModel):
+    """The profile's `[channels.telegram]` table."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Catch-up after downtime: Telegram sends what was missed once the bot is back; answer it
+    # from this many hours back at most, and at most this many late messages per
+    # conversation. 0 turns catch-up off (late messages are read, not answered).
+    catch_up_hours: float = Field(default=24.0, ge=0, le=24 * 14)
+    catch_up_messages: int = Field(default=100, ge=0, le=1000)
+
+
 def _build(setup: ChannelSetup) -> ChannelAdapter:
     # Time periods as timedeltas, python-telegram-bot's future default: without it, every
     # flood-control error also emits a deprecation warning. Set before PTB is imported.
     os.environ.setdefault("PTB_TIMEDELTA", "1")
     from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 
-    return TelegramAdapter(
-        settings_from_env(TelegramSettings, setup.env, _ENV),
-        menu=setup.menu,
-        replies=setup.replies,
+    options = setup.options if isinstance(setup.options, TelegramOptions) else TelegramOptions()
+    settings = settings_from_env(
+        TelegramSettings,
+        setup.env,
+        _ENV,
+        catch_up_hours=options.catch_up_hours,
+        catch_up_messages=options.catch_up_messages,
     )
+    return TelegramAdapter(settings, menu=setup.menu, replies=setup.replies)
 
 
 def _leader_role(env: Mapping[str, str]) -> str | None:
@@ -53,11 +71,14 @@ SPEC = ChannelSpec(
         example="telegram:-1001234567890",
     ),
     build=_build,
+    options=TelegramOptions,
     env=tuple(_ENV.values()),
     secret_env=("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET"),
     # A bot token, also inside Bot API URLs (".../bot<token>/getUpdates").
     secret_patterns=(r"(?<!\d)\d{6,12}:[A-Za-z0-9_\-]{30,}",),
     leader_role=_leader_role,
+    # Sending needs no poller lease: a standby gateway delivers while another polls.
+    delivers_on_standby=True,
     stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.
     shows_progress=False,

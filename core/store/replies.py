@@ -66,6 +66,10 @@ class ReplyRecord(BaseModel):
     messages: tuple[ShownMessage, ...] = ()
     # The final text is shown: later pieces and redeliveries of it change nothing.
     finished: bool = False
+    # The message (its index) whose send began and whose id is not recorded yet: it may have
+    # reached the chat (the gateway died, or the answer was lost, after the platform took it).
+    # Written before the send only for platforms that can look a sent message up.
+    sending: int | None = None
 
     @property
     def message_ids(self) -> list[str]:

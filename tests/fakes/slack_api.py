@@ -2,7 +2,8 @@
 downloads, Socket Mode, and a sender of signed Events API requests.
 
 Point `AsyncWebClient(base_url=fake.api_url)` at it: methods are `POST /api/<method>` (or
-`GET` with query parameters, as slack_sdk sends `conversations.history`) with the
+`GET` with query parameters, as slack_sdk sends `conversations.history` and
+`conversations.replies`, which show a message's `metadata` with `include_all_metadata`) with the
 token in `Authorization: Bearer …`; errors are HTTP 200 with `{"ok": false, "error": …}`, and
 rate limits are HTTP 429 with `Retry-After` (see `fail_next`). Files live at `url_private`
 and need the bot token, like Slack's. `apps.connections.open` (app token) returns the URL of
@@ -66,6 +67,8 @@ class SentMessage:
     edits: int = 0
     # Block Kit blocks sent with the message (None: text only).
     blocks: list[dict[str, Any]] | None = None
+    # Message metadata sent with it (`event_type`, `event_payload`), if any.
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,8 @@ class _Fault:
     error: str
     status: int
     retry_after: int | None
+    # The call takes effect and only its answer is the error (lost on the way back).
+    took_effect: bool = False
 
 
 class _ApiError(Exception):
@@ -143,6 +148,7 @@ class FakeSlack(EventBuilders):
             "assistant.threads.setStatus": self._set_status,
             "apps.connections.open": self._connections_open,
             "conversations.history": self._history,
+            "conversations.replies": self._replies,
         }
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -209,6 +215,11 @@ class FakeSlack(EventBuilders):
         For a Web API error give `error="not_in_channel", status=200, retry_after=None`.
         """
         self._faults[method].extend([_Fault(error, status, retry_after)] * times)
+
+    def lose_next_answer(self, method: str, *, times: int = 1) -> None:
+        """Let the next `times` calls of `method` take effect, but answer each with an HTTP
+        500, as when Slack's answer is lost on the way back (the caller cannot tell)."""
+        self._faults[method].extend([_Fault("internal_error", 500, None, took_effect=True)] * times)
 
     def add_file(
         self, file_id: str, data: bytes, *, mimetype: str = "image/png", name: str = "image.png"
@@ -360,6 +371,8 @@ class FakeSlack(EventBuilders):
         self._changes.notify()
         if faults := self._faults.get(method):
             fault = faults.popleft()
+            if fault.took_effect and method in self._methods:
+                self._methods[method](params)
             headers = {}
             if fault.retry_after is not None:
                 headers["Retry-After"] = str(fault.retry_after)
@@ -441,7 +454,14 @@ class FakeSlack(EventBuilders):
             raise _ApiError("channel_not_found")
         text = _checked_text(params)
         thread_ts = params.get("thread_ts") or None
-        message = SentMessage(channel, self.next_ts(), text, thread_ts, blocks=_blocks(params))
+        message = SentMessage(
+            channel,
+            self.next_ts(),
+            text,
+            thread_ts,
+            blocks=_blocks(params),
+            metadata=_metadata(params),
+        )
         self.messages[channel].append(message)
         # Slack clears an assistant status when the app replies in that thread.
         if thread_ts is not None:
@@ -494,12 +514,17 @@ class FakeSlack(EventBuilders):
         channel = str(params.get("channel") or "")
         if not channel:
             raise _ApiError("channel_not_found")
-        inclusive = str(params.get("inclusive", "0")).lower() in ("1", "true")
+        inclusive = _flag(params, "inclusive")
         oldest = _ts_key(str(params.get("oldest") or "0"))
         latest = _ts_key(str(params.get("latest") or "9999999999.999999"))
         limit = int(params.get("limit") or 100)
+        metadata = _flag(params, "include_all_metadata")
         found = list(self.history.get(channel, []))
-        found += [self._message_json(m) for m in self.messages.get(channel, []) if not m.thread_ts]
+        found += [
+            self._message_json(m, metadata=metadata)
+            for m in self.messages.get(channel, [])
+            if not m.thread_ts
+        ]
 
         def inside(message: dict[str, Any]) -> bool:
             key = _ts_key(message["ts"])
@@ -515,11 +540,48 @@ class FakeSlack(EventBuilders):
             "response_metadata": {"next_cursor": ""},
         }
 
+    def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread: its parent first, then its replies (people's and the bot's) between
+        `oldest` and `latest` (exclusive unless `inclusive`), the oldest `limit` of them."""
+        channel, thread = str(params.get("channel") or ""), str(params.get("ts") or "")
+        if not channel:
+            raise _ApiError("channel_not_found")
+        metadata = _flag(params, "include_all_metadata")
+        parents = [m for m in self.history.get(channel, []) if m.get("ts") == thread]
+        parents += [
+            self._message_json(m, metadata=metadata)
+            for m in self.messages.get(channel, [])
+            if m.ts == thread
+        ]
+        replies = list(self.replies.get((channel, thread), []))
+        replies += [
+            self._message_json(m, metadata=metadata)
+            for m in self.messages.get(channel, [])
+            if m.thread_ts == thread and m.ts != thread
+        ]
+        if not parents and not replies:
+            raise _ApiError("thread_not_found")
+        inclusive = _flag(params, "inclusive")
+        oldest = _ts_key(str(params.get("oldest") or "0"))
+        latest = _ts_key(str(params.get("latest") or "9999999999.999999"))
+        limit = int(params.get("limit") or 1000)
+
+        def inside(message: dict[str, Any]) -> bool:
+            key = _ts_key(message["ts"])
+            return oldest <= key <= latest if inclusive else oldest < key < latest
+
+        found = sorted(filter(inside, replies), key=lambda m: _ts_key(m["ts"]))
+        return {
+            "messages": parents[:1] + found[:limit],
+            "has_more": len(found) > limit,
+            "response_metadata": {"next_cursor": ""},
+        }
+
     def _connections_open(self, _params: dict[str, Any]) -> dict[str, Any]:
         ticket = uuid.uuid4().hex
         return {"url": f"ws://127.0.0.1:{self._port}/link/?ticket={ticket}&app_id={APP_ID}"}
 
-    def _message_json(self, message: SentMessage) -> dict[str, Any]:
+    def _message_json(self, message: SentMessage, *, metadata: bool = False) -> dict[str, Any]:
         result: dict[str, Any] = {
             "type": "message",
             "user": BOT_USER_ID,
@@ -533,6 +595,8 @@ class FakeSlack(EventBuilders):
             result["thread_ts"] = message.thread_ts
         if message.blocks:
             result["blocks"] = message.blocks
+        if metadata and message.metadata:
+            result["metadata"] = message.metadata
         return result
 
     # -- interactions ------------------------------------------------------------------------
@@ -674,6 +738,19 @@ def _blocks(params: dict[str, Any]) -> list[dict[str, Any]] | None:
         with contextlib.suppress(ValueError):
             blocks = json.loads(blocks)
     return [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else None
+
+
+def _metadata(params: dict[str, Any]) -> dict[str, Any] | None:
+    """The `metadata` of a call: an object in a JSON body, JSON text in a form."""
+    metadata = params.get("metadata")
+    if isinstance(metadata, str):
+        with contextlib.suppress(ValueError):
+            metadata = json.loads(metadata)
+    return metadata if isinstance(metadata, dict) else None
+
+
+def _flag(params: dict[str, Any], name: str) -> bool:
+    return str(params.get(name, "0")).lower() in ("1", "true")
 
 
 def _bearer(request: web.Request) -> str | None:

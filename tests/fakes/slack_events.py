@@ -4,7 +4,8 @@
 with a fresh `event_id`, ready for `post_event` (signed HTTP) or `send_socket_event`. Message
 timestamps count up from the fake's start, so later messages have later `ts`; a message may be
 back-dated (`sent_at`). Every person's message built is also kept in its channel's `history`
-(thread replies aside, as `conversations.history` leaves them out).
+(thread replies aside, as `conversations.history` leaves them out), and a thread reply in its
+thread's `replies` (its parent in the history then counts it: `reply_count`, `latest_reply`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class EventBuilders:
         self._sequence = itertools.count(1)
         self._epoch = int(time.time())
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel -> messages, as sent
+        # (channel, thread ts) -> the thread's replies, as sent (the parent not among them)
+        self.replies: dict[tuple[str, str], list[dict[str, Any]]] = {}
 
     def next_ts(self, sent_at: float | None = None) -> str:
         """A fresh message timestamp, later than every one before it (or at `sent_at`)."""
@@ -98,11 +101,13 @@ class EventBuilders:
             event["subtype"] = "file_share"
             event["upload"] = False
         event.update(extra)
+        # As `conversations.history` shows it: no channel, channel type or event ts.
+        kept = {k: v for k, v in event.items() if k not in ("channel", "channel_type")}
+        kept.pop("event_ts", None)
         if thread_ts is None or thread_ts == ts:
-            # As `conversations.history` shows it: no channel, channel type or event ts.
-            kept = {k: v for k, v in event.items() if k not in ("channel", "channel_type")}
-            kept.pop("event_ts", None)
             self.history.setdefault(channel, []).append(kept)
+        else:
+            self.add_reply(channel, thread_ts, kept)
         return self.event_callback(event)
 
     def slash_command(
@@ -126,6 +131,17 @@ class EventBuilders:
             "response_url": f"https://hooks.slack.invalid/commands/{number}",
             "trigger_id": f"{number}.{uuid.uuid4().hex[:12]}",
         }
+
+    def add_reply(self, channel: str, thread_ts: str, message: dict[str, Any]) -> None:
+        """Keep `message` among the replies of a thread; its parent counts it."""
+        self.replies.setdefault((channel, thread_ts), []).append(message)
+        for parent in self.history.get(channel, []):
+            if parent.get("ts") == thread_ts:
+                parent["thread_ts"] = thread_ts
+                parent["reply_count"] = int(parent.get("reply_count") or 0) + 1
+                latest = str(parent.get("latest_reply") or "0")
+                if _ts_pair(message["ts"]) > _ts_pair(latest):
+                    parent["latest_reply"] = message["ts"]
 
     def dm(
         self,
@@ -216,3 +232,9 @@ class EventBuilders:
         return self.message(
             channel, f"<@{user}> has joined the channel", user=user, subtype="channel_join"
         )
+
+
+def _ts_pair(ts: str) -> tuple[int, int]:
+    """A message timestamp as a number pair, so `1.000010` sorts after `1.000009`."""
+    seconds, _, fraction = ts.partition(".")
+    return int(seconds), int(fraction.ljust(6, "0")[:6])

@@ -245,13 +245,19 @@ class FakeTelegram(UpdateBuilders):
         description: str = "Too Many Requests: retry after 1",
         retry_after: float | None = 1,
         times: int = 1,
+        chat_id: int | None = None,
     ) -> None:
         """Make the next `times` calls of `method` fail with this Bot API error.
 
         `retry_after` goes into `parameters` (PTB then raises `RetryAfter`); None leaves it out.
+        `chat_id`: only calls to that chat fail (as Telegram limits one group's messages).
         """
         fault = _Fault(error_code, description, retry_after)
-        self._faults[method.lower()].extend([fault] * times)
+        self._faults[_fault_key(method, chat_id)].extend([fault] * times)
+
+    def stop_failing(self, method: str, *, chat_id: int | None = None) -> None:
+        """Drop the faults still waiting for `method` (to `chat_id`, when given)."""
+        self._faults.pop(_fault_key(method, chat_id), None)
 
     def stall_next(self, method: str, *, times: int = 1) -> None:
         """Make the next `times` calls of `method` never get an answer (until `close`).
@@ -384,7 +390,11 @@ class FakeTelegram(UpdateBuilders):
         handler = self._methods.get(method.lower())
         if handler is None:
             return _fail(404, "Not Found: method not found")
-        if faults := self._faults.get(method.lower()):
+        chat_id = params.get("chat_id")
+        faults = self._faults.get(_fault_key(method, chat_id if isinstance(chat_id, int) else None))
+        if not faults:
+            faults = self._faults.get(method.lower())
+        if faults:
             fault = faults.popleft()
             if fault.stall:
                 return await self._stall(request)
@@ -586,6 +596,10 @@ class FakeTelegram(UpdateBuilders):
             if sent.message_id == message_id:
                 return self._message_json(sent, nested=True)
         return None
+
+
+def _fault_key(method: str, chat_id: int | None) -> str:
+    return method.lower() if chat_id is None else f"{method.lower()} {chat_id}"
 
 
 def _checked_text(params: dict[str, Any]) -> tuple[str, str | None]:

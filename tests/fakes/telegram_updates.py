@@ -54,15 +54,16 @@ class UpdateBuilders(ABC):
         message_id: int | None = None,
         entities: list[dict[str, Any]] | None = None,
         reply_to_bot: bool = False,
+        sent_at: float | None = None,
     ) -> dict[str, Any]:
         """Push a text message in a private chat (user id = chat id unless given).
 
         Without `entities`, a text starting with "/" gets its `bot_command` entity, as Telegram
-        adds one itself.
+        adds one itself. `sent_at` (epoch seconds) back-dates it: sent while the bot was away.
         """
         user = user_object(user_id if user_id is not None else chat_id)
         chat = {"id": chat_id, "type": "private", "first_name": user["first_name"]}
-        message = self._message(chat, user, message_id, text=text)
+        message = self._message(chat, user, message_id, sent_at=sent_at, text=text)
         if entities is None:
             entities = command_entities(text)
         if entities:
@@ -82,11 +83,13 @@ class UpdateBuilders(ABC):
         thread_id: int | None = None,
         reply_to_bot: bool = False,
         command: bool = False,
+        sent_at: float | None = None,
     ) -> dict[str, Any]:
         """Push a text message in a supergroup (a forum one when `thread_id` is given).
 
         `mention` prepends "@username " with a `mention` entity; `command` wants a text
         starting with "/", and together they address the command: "/cmd@username …".
+        `sent_at` (epoch seconds) back-dates it.
         """
         if command and not text.startswith("/"):
             raise ValueError(f"a command starts with '/', got {text!r}")
@@ -99,7 +102,7 @@ class UpdateBuilders(ABC):
             entities.append({"type": "mention", "offset": 0, "length": len(self.username) + 1})
         entities.extend(command_entities(text))
         chat = self._group_chat(chat_id, forum=thread_id is not None)
-        message = self._message(chat, user_object(user_id), message_id, text=text)
+        message = self._message(chat, user_object(user_id), message_id, sent_at=sent_at, text=text)
         if entities:
             message["entities"] = entities
         if thread_id is not None:
@@ -195,13 +198,19 @@ class UpdateBuilders(ABC):
         return update
 
     def _message(
-        self, chat: dict[str, Any], user: dict[str, Any], message_id: int | None, **content: Any
+        self,
+        chat: dict[str, Any],
+        user: dict[str, Any],
+        message_id: int | None,
+        *,
+        sent_at: float | None = None,
+        **content: Any,
     ) -> dict[str, Any]:
         return {
             "message_id": self._next_inbound_id(chat["id"], message_id),
             "from": user,
             "chat": chat,
-            "date": int(time.time()),
+            "date": int(time.time() if sent_at is None else sent_at),
             **content,
         }
 

@@ -17,7 +17,7 @@ from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply
 from core.store.sqlite import SqliteStore
 from tests.fakes.slack_api import FakeSlack
-from tests.fakes.slack_events import DM_CHANNEL, GENERAL
+from tests.fakes.slack_events import ALICE, DM_CHANNEL, GENERAL
 from tests.integration.slack_helpers import reply_containing, serving
 
 _HOUR = 3600.0
@@ -102,3 +102,42 @@ async def test_a_second_start_answers_nothing_again_and_zero_turns_it_off(
     assert _answers(fake, DM_CHANNEL) == ["re: one", "re: two", "re: three", "re: four"]
     assert len(provider.requests) == 4
     assert len(fake.calls_to("conversations.history")) == reads
+
+
+async def test_thread_replies_sent_while_down_are_answered_in_their_threads(
+    fake_slack: FakeSlack, store: SqliteStore
+) -> None:
+    fake = fake_slack
+    provider = echoing()
+    async with serving(fake, store, provider, catch_up=True) as bot:
+        question = fake.channel_message("question", mention=True)
+        await bot.send(question)
+        await reply_containing(fake, GENERAL, "re: question")
+        # A later mention elsewhere in the channel: the history read starts after it.
+        await bot.send(fake.channel_message("another", mention=True))
+        await reply_containing(fake, GENERAL, "re: another")
+    thread = question["event"]["ts"]
+
+    # While the bot is away: a follow-up in the bot's thread (no mention: in a thread the bot
+    # takes part in, every message is for it), chatter in a thread it never joined, and a new
+    # mention that gets a follow-up of its own.
+    fake.channel_message("follow-up", thread_ts=thread, parent_user_id=ALICE)
+    other = fake.channel_message("not for the bot")
+    fake.channel_message("chatter", thread_ts=other["event"]["ts"], parent_user_id=ALICE)
+    new = fake.channel_message("new question", mention=True)
+    fake.channel_message("and more", thread_ts=new["event"]["ts"], parent_user_id=ALICE)
+
+    async with serving(fake, store, provider, catch_up=True):
+        await reply_containing(fake, GENERAL, "re: and more")
+        await reply_containing(fake, GENERAL, "re: follow-up")
+
+    answers = {m.text: m.thread_ts for m in fake.sent(GENERAL) if m.text.startswith("re: ")}
+    assert answers == {
+        "re: question": thread,
+        "re: another": answers["re: another"],
+        "re: follow-up": thread,
+        "re: new question": new["event"]["ts"],
+        "re: and more": new["event"]["ts"],
+    }
+    assert len(provider.requests) == 5
+    assert all(c.params["limit"] == "100" for c in fake.calls_to("conversations.replies"))

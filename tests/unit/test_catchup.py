@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from channels.catchup import CatchUp, SeenLog, late_note
+from channels.catchup import CatchUp, LateMessages, SeenLog, late_note, with_late_note
+from core.envelopes import Address, Inbound
 from core.store.sqlite import SqliteStore
 
 _NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -31,6 +32,27 @@ def test_zero_turns_catch_up_off() -> None:
     assert not CatchUp(hours=0).enabled
     assert not CatchUp(messages=0).enabled
     assert CatchUp(hours=24).since(_NOW) == _NOW - timedelta(days=1)
+
+
+def test_late_messages_are_answered_within_the_window_and_the_cap_per_conversation() -> None:
+    late = LateMessages(CatchUp(hours=24, messages=2))
+    hour = timedelta(hours=1)
+    assert not late.admits("a", _NOW - 25 * hour, _NOW)  # older than the window
+    assert [late.admits("a", _NOW - n * hour, _NOW) for n in (3, 2, 1)] == [True, True, False]
+    assert late.admits("b", _NOW - hour, _NOW)  # another conversation has its own cap
+    assert late.admits("a", _NOW, _NOW)  # on time: always, and the backlog is over
+    assert late.admits("a", _NOW - hour, _NOW)
+    assert not LateMessages(CatchUp(hours=0)).admits("a", _NOW - hour, _NOW)
+
+
+def test_the_late_note_goes_before_a_message_but_not_a_command() -> None:
+    address = Address(platform="telegram", chat="1")
+    message = Inbound(address=address, text="hello")
+    command = Inbound(kind="command", command="new", address=address, text="/new")
+    noted = with_late_note(message, _NOW - timedelta(hours=2), _NOW)
+    assert noted.text == "(sent 2 h ago, while I was offline)\nhello"
+    assert with_late_note(message, _NOW, _NOW) is message
+    assert with_late_note(command, _NOW - timedelta(hours=2), _NOW) is command
 
 
 async def test_marks_are_written_at_flush_newest_only(store: SqliteStore) -> None:

@@ -169,7 +169,8 @@ def test_the_old_discord_key_still_works(tmp_path: Path) -> None:
     ("table", "error"),
     [
         ("[channels.discord]\nreply_in_threads = true\n", "channels.discord.reply_in_threads"),
-        ("[channels.telegram]\nx = 1\n", "channels.telegram: this platform takes no options"),
+        ("[channels.telegram]\nx = 1\n", "channels.telegram.x"),
+        ("[channels.web]\nx = 1\n", "channels.web: this platform takes no options"),
         ("[channels.irc]\nx = 1\n", "unknown platform 'irc'"),
     ],
 )
