@@ -166,4 +166,5 @@ def settings_from_env(
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = str(first["loc"][0]) if first["loc"] else ""
-        raise ConfigError(f"{names.get(where, where or model.__name__)}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")  # our own validators' words
+        raise ConfigError(f"{names.get(where, where or model.__name__)}: {message}") from None

@@ -8,13 +8,14 @@ themselves (it needs the store and the bus, not only its variables), so `build` 
 from __future__ import annotations
 
 import ipaddress
+from typing import Final
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from channels.base import ChannelSpec
 from core.addresses import AddressGrammar
 
-__all__ = ["BOT", "ENV", "PROMPT_HINT", "SPEC", "USER", "WebSettings"]
+__all__ = ["BOT", "ENV", "MIN_TOKEN_LENGTH", "PROMPT_HINT", "SPEC", "USER", "WebSettings"]
 
 PROMPT_HINT = (
     "Replies are shown on a web page that renders Markdown (headings, lists, tables, code "
@@ -24,6 +25,9 @@ PROMPT_HINT = (
 # Every web conversation belongs to this bot and this person: whoever holds the token.
 BOT = "local"
 USER = "operator"
+
+# A shorter token is guessable and too short for the log scrubber to recognise.
+MIN_TOKEN_LENGTH: Final = 16
 
 # The variables of the page, by field of `WebSettings`.
 ENV = {
@@ -54,7 +58,17 @@ class WebSettings(BaseModel):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8765, ge=0, le=65535)
-    token: SecretStr | None = Field(default=None, min_length=16)
+    token: SecretStr | None = None
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, token: SecretStr | None) -> SecretStr | None:
+        if token is not None and len(token.get_secret_value()) < MIN_TOKEN_LENGTH:
+            raise ValueError(
+                f"must be at least {MIN_TOKEN_LENGTH} characters long (this one has "
+                f"{len(token.get_secret_value())}); leave it unset and one is made for you"
+            )
+        return token
 
     @property
     def loopback(self) -> bool:

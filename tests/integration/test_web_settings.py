@@ -41,7 +41,10 @@ def test_which_hosts_are_loopback(host: str, loopback: bool) -> None:
     ("env", "message"),
     [
         ({"SWITCHBOARD_WEB_PORT": "70000"}, "SWITCHBOARD_WEB_PORT: Input should be less than"),
-        ({"SWITCHBOARD_WEB_TOKEN": "short"}, "SWITCHBOARD_WEB_TOKEN: Value should have at least"),
+        (
+            {"SWITCHBOARD_WEB_TOKEN": "short"},
+            "SWITCHBOARD_WEB_TOKEN: must be at least 16 characters long (this one has 5)",
+        ),
     ],
 )
 def test_bad_values_name_their_variable(env: dict[str, str], message: str) -> None:
