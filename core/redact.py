@@ -59,9 +59,11 @@ _AUTHORIZATION = re.compile(
     r"""(?ix)
     (?P<lead>\b(?:proxy-)?authorization["']?\s*[:=]\s*["']?
         (?:(?:bearer|basic|token|digest|bot)\s+)?)
-    (?P<value>[^\s"',;]+)
+    (?P<value>[^\s"'`,;]+)
     """
 )
+# A scheme named without its credentials ("an `Authorization: Bearer` header") is prose.
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "bot"})
 _BEARER = re.compile(r"(?i)(?P<lead>\bbearer\s+)(?P<value>[A-Za-z0-9._~+/\-]{12,}=*)")
 # A bare value after `name:` that reads as a word of prose: letters only, short. A value after
 # `=`, a quoted one, or one with digits or symbols is taken for the secret it is named as.
@@ -130,6 +132,12 @@ def _keep_lead(match: re.Match[str]) -> str:
     return match["lead"] + REDACTED
 
 
+def _authorization(match: re.Match[str]) -> str:
+    if match["value"].lower() in _SCHEMES:
+        return match[0]
+    return _keep_lead(match)
+
+
 def _key_value(match: re.Match[str]) -> str:
     bare = match["bare"]
     if bare is not None and match["sep"] == ":" and _WORDLIKE.fullmatch(bare):
@@ -189,7 +197,7 @@ class Redactor:
         if not shaped:
             return text
         # The header before the generic pairs: it keeps the scheme (`Bearer [redacted]`).
-        text = _AUTHORIZATION.sub(_keep_lead, text)
+        text = _AUTHORIZATION.sub(_authorization, text)
         text = _BEARER.sub(_keep_lead, text)
         text = _USERINFO.sub(_keep_lead, text)
         text = _KEY_VALUE.sub(_key_value, text)
