@@ -333,7 +333,7 @@ async def worker_for(
             hooks=ModelMetering(found.metrics, provider=provider.name, cost=price),
         )
         if mcp is not None:
-            mcp.keep_current(runtime.tools)  # a server's later tools are offered too
+            mcp.keep_current(runtime.tools, modes)  # a server's later tools are offered too
         policy = ChannelPolicy(
             modes=options.modes,
             chat_modes=options.chat_modes,

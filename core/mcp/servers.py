@@ -6,7 +6,7 @@ line and offers no tools, and the rest of the bot runs. `aclose()` stops them al
 
 Each server is a `Connection` (`core.mcp.connection`). When a server says its tools changed
 (`notifications/tools/list_changed`), or comes back after a restart, its tools are listed
-again and the registries given to `keep_current` offer what it offers now. Tools that run
+again and the registries (and modes) given to `keep_current` offer what it offers now. Tools that run
 only as MCP tasks (`execution.taskSupport == "required"`) are not offered: this client does
 not run tasks, so every call would fail.
 """
@@ -23,6 +23,7 @@ import mcp_types
 from core.mcp.connection import Connection, reason
 from core.mcp.settings import McpServerSettings
 from core.mcp.tools import McpTool, tool_name
+from core.modes import ModeCatalog
 from core.tools.base import Tool, ToolRegistry
 
 __all__ = ["McpServers"]
@@ -63,6 +64,7 @@ class McpServers:
         # Server name to its offered tools, by the server's own tool name.
         self._offered: dict[str, dict[str, McpTool]] = {}
         self._registries: list[ToolRegistry] = []
+        self._catalogs: list[ModeCatalog] = []
         # Set (and replaced) whenever the offered tools change.
         self._changed = asyncio.Event()
         # (server, tool) pairs already reported as not offered, so each is said once.
@@ -108,6 +110,9 @@ class McpServers:
                 registry.remove(tool.name)
             for tool in now.values():
                 registry.add(tool)
+        for catalog in self._catalogs:
+            for mode in connection.settings.modes:
+                catalog.admit(mode, (tool.name for tool in now.values()))
         self._changed.set()
         self._changed = asyncio.Event()
 
@@ -146,8 +151,17 @@ class McpServers:
         """The tools the servers offer now, for the `ToolRegistry`."""
         return [tool for tools in self._offered.values() for tool in tools.values()]
 
-    def keep_current(self, registry: ToolRegistry) -> None:
-        """Keep `registry` (built with `tools()`) offering what the servers offer from now on."""
+    def keep_current(self, registry: ToolRegistry, modes: ModeCatalog | None = None) -> None:
+        """From now on, keep `registry` (built with `tools()`) offering what the servers offer,
+        and the modes of `modes` each server names admitting its tools.
+
+        An unknown mode name in a server's `modes` is a `ConfigError` here, at start.
+        """
+        if modes is not None:
+            for connection in self._connections.values():
+                for mode in connection.settings.modes:
+                    modes.get(mode)
+            self._catalogs.append(modes)
         self._registries.append(registry)
 
     async def wait_offered(self, name: str) -> None:

@@ -530,9 +530,10 @@ async def test_a_tool_that_needs_mcp_tasks_is_not_offered(
 
 
 async def test_a_servers_tool_list_change_is_listed_again_and_offered() -> None:
-    registry = ToolRegistry()
-    async with McpServers({"plain": plain()}) as servers:
-        servers.keep_current(registry)
+    async with McpServers({"plain": plain(modes=["full", "safe-chat"])}) as servers:
+        registry = ToolRegistry(servers.tools())
+        catalog = ModeCatalog(admit=servers.mode_tools())
+        servers.keep_current(registry, catalog)
         assert "plain__extra" not in registry
 
         assert await by_name(servers)["plain__grow"]({}, CONTEXT) == "grown"
@@ -540,6 +541,7 @@ async def test_a_servers_tool_list_change_is_listed_again_and_offered() -> None:
             await servers.wait_offered("plain__extra")
 
         assert "plain__extra" in registry
+        assert catalog.get("safe-chat").allows(registry.get("plain__extra"))
         assert await registry.get("plain__extra")({}, CONTEXT) == "the extra tool"
         assert set(by_name(servers)) == {
             "plain__echo",
