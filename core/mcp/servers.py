@@ -6,9 +6,9 @@ line and offers no tools, and the rest of the bot runs. `aclose()` stops them al
 
 Each server is a `Connection` (`core.mcp.connection`). When a server says its tools changed
 (`notifications/tools/list_changed`), or comes back after a restart, its tools are listed
-again and the registries (and modes) given to `keep_current` offer what it offers now. Tools that run
-only as MCP tasks (`execution.taskSupport == "required"`) are not offered: this client does
-not run tasks, so every call would fail.
+again and the registries (and modes) given to `keep_current` offer what it offers now.
+Tools that run only as MCP tasks (`execution.taskSupport == "required"`) are not offered:
+this client does not run tasks, so every call would fail.
 """
 
 from __future__ import annotations
