@@ -209,10 +209,11 @@ class Connection:
 
     def _session_gone(self, exc: MCPError) -> bool:
         """Whether a streamable-HTTP server refused the request for its session."""
-        if self.settings.url is None or exc.code == mcp_types.CONNECTION_CLOSED:
+        if self.settings.url is None:
             return False
         # 404 is the spec's answer for a session the server does not know; servers that
-        # answer 400 instead name the session in the message ("No valid session ID").
+        # answer 400 instead name the session in the message ("No valid session ID"), some
+        # with the code the SDK also uses for a closed connection (-32000).
         return self._session_unknown or "session" in exc.message.lower()
 
     def _mark_broken(self, session: ClientSession, why: str) -> None:

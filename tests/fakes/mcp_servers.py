@@ -1,9 +1,11 @@
 """Small MCP servers for the tests.
 
 `python -m tests.fakes.mcp_servers stdio` or `... http --port N` run a server written with the
-official SDK (`MCPServer`). Tools: `add(a, b)`, `echo(text)`, `slow(seconds)`, `crash()` (the
-process exits at once), `exit_soon()` (answers, then exits), `image()` (a 1x1 PNG with a
-caption) and `fail()` (the tool reports an error).
+official SDK (`MCPServer`); with `--unknown-session-400` the HTTP one answers a session it
+does not know with 400 (as server-everything does) instead of the spec's 404. Tools:
+`add(a, b)`, `echo(text)`, `slow(seconds)`, `crash()` (the process exits at once),
+`exit_soon()` (answers, then exits), `image()` (a 1x1 PNG with a caption) and `fail()` (the
+tool reports an error).
 
 `... plain` runs a hand-written stdio server (JSON-RPC lines, no SDK) for what the SDK's
 server does not do: `--linger` keeps it running after its input ends (as a server with a
@@ -188,6 +190,7 @@ def main() -> None:
     parser.add_argument("--linger", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--pid-file")
+    parser.add_argument("--unknown-session-400", action="store_true")
     options = parser.parse_args()
     if options.transport == "plain":
         run_plain(
@@ -200,8 +203,48 @@ def main() -> None:
     print(f"switchboard test server ({options.transport}) starting", file=sys.stderr)
     if options.transport == "stdio":
         server.run("stdio")
+    elif options.unknown_session_400:
+        import uvicorn
+
+        app = server.streamable_http_app(host="127.0.0.1")
+        uvicorn.run(
+            _unknown_session_400(app), host="127.0.0.1", port=options.port, log_level="warning"
+        )
     else:
         server.run("streamable-http", host="127.0.0.1", port=options.port)
+
+
+def _unknown_session_400(app: Any) -> Any:
+    """`app` answering an unknown session as server-everything does: 400, not the spec's 404."""
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"},
+            "id": None,
+        }
+    ).encode()
+
+    async def answering(scope: Any, receive: Any, send: Any) -> None:
+        replaced = False
+
+        async def sending(message: Any) -> None:
+            nonlocal replaced
+            if message["type"] == "http.response.start" and message["status"] == 404:
+                replaced = True
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", b"%d" % len(body)),
+                ]
+                await send({"type": "http.response.start", "status": 400, "headers": headers})
+            elif replaced and message["type"] == "http.response.body":
+                if not message.get("more_body", False):
+                    await send({"type": "http.response.body", "body": body})
+            else:
+                await send(message)
+
+        await app(scope, receive, sending)
+
+    return answering
 
 
 if __name__ == "__main__":

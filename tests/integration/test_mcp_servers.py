@@ -79,7 +79,7 @@ def free_port() -> int:
         return port
 
 
-async def start_http(port: int) -> asyncio.subprocess.Process:
+async def start_http(port: int, *flags: str) -> asyncio.subprocess.Process:
     """The fake server over streamable HTTP on 127.0.0.1:`port`, once it accepts connections."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -88,6 +88,7 @@ async def start_http(port: int) -> asyncio.subprocess.Process:
         "http",
         "--port",
         str(port),
+        *flags,
         cwd=ROOT,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
@@ -572,11 +573,12 @@ async def test_a_server_that_keeps_running_after_its_input_ends_is_stopped(
             await servers.aclose()
 
 
+@pytest.mark.parametrize("flags", [(), ("--unknown-session-400",)], ids=["404", "400"])
 async def test_a_streamable_http_server_that_restarts_between_calls_gets_a_new_session(
-    caplog: pytest.LogCaptureFixture,
+    flags: tuple[str, ...],
 ) -> None:
     port = free_port()
-    process = await start_http(port)
+    process = await start_http(port, *flags)
     servers = McpServers(
         {"remote": McpServerSettings(url=f"http://127.0.0.1:{port}/mcp", tier="read_only")},
         grace=PATIENCE,
@@ -588,7 +590,7 @@ async def test_a_streamable_http_server_that_restarts_between_calls_gets_a_new_s
         assert await echo({"text": "one"}, CONTEXT) == "echo: one"
 
         await stop(process)
-        process = await start_http(port)  # a new process: it knows no session
+        process = await start_http(port, *flags)  # a new process: it knows no session
 
         assert await echo({"text": "two"}, CONTEXT) == "echo: two"
         assert await echo({"text": "three"}, CONTEXT) == "echo: three"
