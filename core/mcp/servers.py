@@ -73,7 +73,12 @@ class McpServers:
     async def start(self) -> None:
         """Start every server at once; one that fails is a WARNING line and offers nothing."""
         names = list(self._connections)
-        outcomes = await asyncio.gather(*(self._start_one(self._connections[n]) for n in names))
+        try:
+            outcomes = await asyncio.gather(*(self._start_one(self._connections[n]) for n in names))
+        except asyncio.CancelledError:
+            # Stopped while starting (SIGTERM, say): stop what did start before giving up.
+            await self.aclose()
+            raise
         for name, listed in zip(names, outcomes, strict=True):
             self._offer(name, listed)
 

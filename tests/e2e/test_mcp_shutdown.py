@@ -28,8 +28,8 @@ pytestmark = pytest.mark.e2e
 PATIENCE = 45.0
 
 
-def _declare_lingering_server(profiles: Path, pid_file: Path) -> None:
-    """Add the lingering server to the default profile under `profiles`."""
+def _declare_lingering_server(profiles: Path, pid_file: Path, *flags: str) -> None:
+    """Add the lingering server (with `flags`) to the default profile under `profiles`."""
     command = [
         sys.executable,
         "-m",
@@ -39,11 +39,14 @@ def _declare_lingering_server(profiles: Path, pid_file: Path) -> None:
         "--ignore-sigterm",
         "--pid-file",
         str(pid_file),
+        *flags,
     ]
     with (profiles / "default" / "profile.toml").open("a", encoding="utf-8") as toml:
         toml.write(
             f"\n[mcp.linger]\ncommand = {json.dumps(command)}\n"
             f'cwd = {json.dumps(str(REPO))}\ntier = "read_only"\n'
+            # A server that never answers keeps its client starting for this long.
+            "startup_timeout = 600\n"
         )
 
 
@@ -119,3 +122,60 @@ async def test_a_worker_exits_on_sigterm_and_stops_the_server(
         assert await worker.wait(PATIENCE) == 0, worker.describe()
 
     assert not _alive(pid), "the MCP server outlived the worker"
+
+
+async def test_a_worker_stopped_while_its_mcp_server_starts_exits_and_stops_the_server(
+    tmp_path: Path, pid_file: Path, redis_url: str
+) -> None:
+    env = clean_env(tmp_path, redis_url=redis_url)
+    _declare_lingering_server(open_profiles(tmp_path), pid_file, "--mute")
+    async with Deployment(env, tmp_path) as deployment:
+        worker = await deployment.start("worker")
+
+        async def started() -> bool:
+            return _written_pid(pid_file) is not None
+
+        await until(started, PATIENCE, "the MCP server wrote its pid", deployment.describe)
+        pid = _written_pid(pid_file)
+        assert pid is not None and _alive(pid)
+        assert "worker started" not in worker.log  # still waiting for the server
+
+        worker.send_signal(signal.SIGTERM)
+        assert await worker.wait(PATIENCE) == 0, worker.describe()
+
+    assert not _alive(pid), "the MCP server outlived the worker"
+
+
+async def test_a_chat_exits_on_sigterm_and_stops_the_server(tmp_path: Path, pid_file: Path) -> None:
+    env = clean_env(tmp_path, redis_url=None)
+    _declare_lingering_server(open_profiles(tmp_path), pid_file)
+    process = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "chat",
+        env=env,
+        cwd=tmp_path,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(b"hello\n")  # and the input stays open
+        await process.stdin.drain()
+        async with asyncio.timeout(PATIENCE):
+            while b"hello" not in await process.stdout.readline():
+                pass
+        pid = _written_pid(pid_file)
+        assert pid is not None and _alive(pid)
+
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(PATIENCE):
+            await process.stdout.read()
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        process.stdin.close()
+
+    assert not _alive(pid), "the MCP server outlived the chat"

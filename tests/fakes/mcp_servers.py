@@ -10,9 +10,10 @@ tool reports an error).
 `... plain` runs a hand-written stdio server (JSON-RPC lines, no SDK) for what the SDK's
 server does not do: `--linger` keeps it running after its input ends (as a server with a
 background timer does), `--ignore-sigterm` makes only SIGKILL stop it, `--pid-file` says
-which process to look for. Tools: `echo(text)`, `whoami()` (the client's `clientInfo` as
-JSON), `research(query)` (needs MCP tasks: every call fails with -32601, as on servers whose
-tool declares `taskSupport: "required"`) and `grow()` (adds the tool `extra` and sends
+which process to look for, `--mute` never answers (its client is forever starting it).
+Tools: `echo(text)`, `whoami()` (the client's `clientInfo` as JSON), `research(query)`
+(needs MCP tasks: every call fails with -32601, as on servers whose tool declares
+`taskSupport: "required"`) and `grow()` (adds the tool `extra` and sends
 `notifications/tools/list_changed` before it answers).
 """
 
@@ -163,12 +164,14 @@ class _PlainServer:
         return {"error": {"code": -32602, "message": f"Unknown tool: {name}"}}
 
 
-def run_plain(*, linger: bool, ignore_sigterm: bool, pid_file: str | None) -> None:
+def run_plain(*, linger: bool, ignore_sigterm: bool, pid_file: str | None, mute: bool) -> None:
     """Serve JSON-RPC lines on stdin/stdout until the input ends (and then some, if `linger`)."""
     if ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if pid_file:
         Path(pid_file).write_text(str(os.getpid()))
+    while mute:
+        time.sleep(3600)  # never answers, not even `initialize`: its client is still starting
     server = _PlainServer()
     for line in sys.stdin:
         if not line.strip():
@@ -191,12 +194,14 @@ def main() -> None:
     parser.add_argument("--ignore-sigterm", action="store_true")
     parser.add_argument("--pid-file")
     parser.add_argument("--unknown-session-400", action="store_true")
+    parser.add_argument("--mute", action="store_true")
     options = parser.parse_args()
     if options.transport == "plain":
         run_plain(
             linger=options.linger,
             ignore_sigterm=options.ignore_sigterm,
             pid_file=options.pid_file,
+            mute=options.mute,
         )
         return
     server = build_server()

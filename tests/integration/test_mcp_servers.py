@@ -597,3 +597,33 @@ async def test_a_streamable_http_server_that_restarts_between_calls_gets_a_new_s
     finally:
         await servers.aclose()
         await stop(process)
+
+
+async def test_a_start_cancelled_while_a_server_starts_stops_that_server(tmp_path: Path) -> None:
+    pid_file = tmp_path / "server.pid"
+    flags = ("--mute", "--linger", "--ignore-sigterm", "--pid-file", str(pid_file))
+    servers = McpServers({"mute": plain(*flags, startup_timeout=600)})
+    starting = asyncio.create_task(servers.start())
+    pid = None
+    try:
+        async with asyncio.timeout(PATIENCE):
+            while pid is None:  # the server's own process says when it is there
+                await asyncio.sleep(0.05)
+                pid = written_pid(pid_file)
+        assert alive(pid) and not starting.done()
+
+        starting.cancel()
+        async with asyncio.timeout(PATIENCE):
+            with pytest.raises(asyncio.CancelledError):
+                await starting
+        assert not alive(pid)
+    finally:
+        if pid is not None and alive(pid):  # a failed run leaves no process behind either
+            os.kill(pid, signal.SIGKILL)
+        await servers.aclose()
+
+
+def written_pid(path: Path) -> int | None:
+    """The pid a server wrote to `path`, once it has."""
+    text = path.read_text() if path.exists() else ""
+    return int(text) if text else None
