@@ -222,6 +222,8 @@ class Connection:
 
     def _lost(self, why: str) -> None:
         """The running session is gone: say so once and let the serving task restart it."""
+        if self._closing.is_set():
+            return  # closing ends the session: nothing to say or restart
         if self._session is not None and not self._broken.is_set():
             log.warning("MCP server %r stopped answering (%s); restarting it", self.name, why)
             self._set_running(False)
@@ -305,8 +307,9 @@ class Connection:
         except Exception as exc:
             if not served:
                 raise
-            if self._broken.is_set():
-                # A call saw it die (and said so); leaving the dead session raised as well.
+            if self._broken.is_set() or self._closing.is_set():
+                # A call saw it die (and said so), or it is being closed; leaving the session
+                # raised as well.
                 log.debug("MCP server %r closed with %s", self.name, reason(exc))
             else:
                 # The transport failed by itself (the HTTP server went away, say).
