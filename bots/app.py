@@ -332,6 +332,8 @@ async def worker_for(
             budgets=budget_guard(options, found.store, found.bus),
             hooks=ModelMetering(found.metrics, provider=provider.name, cost=price),
         )
+        if mcp is not None:
+            mcp.keep_current(runtime.tools, modes)  # a server's later tools are offered too
         policy = ChannelPolicy(
             modes=options.modes,
             chat_modes=options.chat_modes,

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
@@ -248,7 +249,7 @@ class TerminalAdapter:
 
     async def _read_line(self, session: PromptSession[str] | None) -> str | None:
         if session is None:
-            line = await asyncio.to_thread(self._stdin.readline)
+            line = await _in_daemon_thread(self._stdin.readline)
             return line if line else None
         while True:
             try:
@@ -297,3 +298,34 @@ def _install_sigint(handler: Callable[[], object]) -> bool:
         asyncio.get_running_loop().add_signal_handler(signal.SIGINT, handler)
         return True
     return False
+
+
+async def _in_daemon_thread(read: Callable[[], str]) -> str:
+    """`read()` in a daemon thread of its own.
+
+    Not `asyncio.to_thread`: its pool is joined when the process exits, so a chat stopped
+    (SIGTERM) while it waits for a line that never comes would never exit.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[str] = loop.create_future()
+
+    def settle(line: str | None, error: BaseException | None) -> None:
+        if done.done():
+            return  # the wait was cancelled
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(line or "")
+
+    def run() -> None:
+        line: str | None = None
+        error: BaseException | None = None
+        try:
+            line = read()
+        except Exception as exc:
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(settle, line, error)
+
+    threading.Thread(target=run, name="terminal-input", daemon=True).start()
+    return await done

@@ -160,7 +160,12 @@ class ModeCatalog:
         for mode in extra:
             self._modes[mode.name] = mode
         for name, tools in (admit or {}).items():
-            self._modes[name] = self.get(name).admitting(tools)
+            self.admit(name, tools)
+
+    def admit(self, name: str, tools: Iterable[str]) -> None:
+        """Let the mode called `name` also offer the tools called `tools` (an MCP server added
+        them); `ConfigError` for an unknown mode."""
+        self._modes[name] = self.get(name).admitting(tools)
 
     def get(self, name: str) -> CapabilityMode:
         """The mode called `name`; `ConfigError` naming the known modes otherwise."""

@@ -27,6 +27,7 @@ from bots.commands.common import (
 from bots.commands.costs import GROUPINGS, cost_by, cost_document, session_costs
 from bots.commands.processes import run_with_gateways
 from bots.commands.where import STORE_EPILOG, describe_store, require_data
+from bots.loop import stop_on_sigterm
 from bots.platforms import command_registry
 from bots.profiles import load_profile
 from bots.providers import build_registry
@@ -87,7 +88,7 @@ def chat(
         # Named on the command line: a missing key is an error, not a quiet fall back to demo.
         build_registry(settings).require(provider)
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    asyncio.run(_chat(settings, session_name, interactive))
+    asyncio.run(stop_on_sigterm(_chat(settings, session_name, interactive)))
 
 
 async def _chat(settings: Settings, session_name: str | None, interactive: bool) -> None:

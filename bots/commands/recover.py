@@ -9,6 +9,7 @@ import click
 from bots.app import embedded, open_store
 from bots.commands.common import listing, settings_from, stdout, whole, wrapped
 from bots.commands.where import STORE_EPILOG, describe_store, require_data
+from bots.loop import stop_on_sigterm
 from bots.profiles import load_profile
 from bots.settings import Settings
 from core.bus.base import Bus
@@ -53,7 +54,7 @@ def recover(
     settings = settings_from(ctx, provider=provider, model=model, profile=profile)
     require_data(settings)
     if run_key is not None:
-        asyncio.run(_resume(settings, run_key))
+        asyncio.run(stop_on_sigterm(_resume(settings, run_key)))  # it may start MCP servers
     elif abandon_all:
         asyncio.run(_abandon_all(settings))
     else:

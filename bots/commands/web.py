@@ -10,6 +10,7 @@ from bots.app import backends, embedded
 from bots.commands.common import LOG, on_signals, settings_from
 from bots.commands.processes import operations, run_with_gateways
 from bots.commands.status import announce
+from bots.loop import stop_on_sigterm
 from bots.profiles import load_profile
 from bots.settings import Settings
 from bots.web import web_page, web_settings
@@ -31,7 +32,7 @@ def web(ctx: click.Context, profile: str | None) -> None:
     page's chats go to the Redis bus and `switchboard worker` processes answer them.
     """
     settings = settings_from(ctx, profile=profile)
-    asyncio.run(_web(settings))
+    asyncio.run(stop_on_sigterm(_web(settings)))
 
 
 async def _web(settings: Settings) -> None:

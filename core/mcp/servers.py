@@ -2,303 +2,33 @@
 
 `McpServers` is what `bots/` owns: `start()` launches every declared server (concurrently),
 lists its tools and turns them into `McpTool`s; a server that cannot start is one WARNING
-line and offers no tools, and the rest of the bot runs. `aclose()` stops them all.
+line and offers no tools, and the rest of the bot runs. `aclose()` stops them all at once.
 
-Each server lives in one task that owns the SDK's transport and `ClientSession` context
-managers (anyio requires them to be entered and left in the same task). The end of the
-server's messages, or a call that finds the connection closed, marks it broken; the task
-then leaves the session and starts a new one (tenacity's exponential backoff between failed
-attempts), and calls wait a little for it.
+Each server is a `Connection` (`core.mcp.connection`). When a server says its tools changed
+(`notifications/tools/list_changed`), or comes back after a restart, its tools are listed
+again and the registries (and modes) given to `keep_current` offer what it offers now.
+Tools that run only as MCP tasks (`execution.taskSupport == "required"`) are not offered:
+this client does not run tasks, so every call would fail.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterable, Mapping
+from collections.abc import Mapping
 from typing import Any, TextIO
 
-import anyio
-import httpx2
 import mcp_types
-from anyio.streams.memory import MemoryObjectSendStream
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, wait_exponential
 
-from core.errors import ToolError
+from core.mcp.connection import Connection, reason
 from core.mcp.settings import McpServerSettings
-from core.mcp.tools import McpTool, render_result, tool_name
-from core.tasks import cancel_and_wait
-from core.tools.base import Tool
+from core.mcp.tools import McpTool, tool_name
+from core.modes import ModeCatalog
+from core.tools.base import Tool, ToolRegistry
 
 __all__ = ["McpServers"]
 
 log = logging.getLogger(__name__)
-
-# Failures that mean the connection is gone (the session is started again).
-_TRANSPORT_ERRORS = (
-    anyio.ClosedResourceError,
-    anyio.BrokenResourceError,
-    anyio.EndOfStream,
-    httpx2.TransportError,
-    OSError,
-)
-# Connect and read timeouts of the HTTP client; a streamable-HTTP server may hold a stream.
-_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-
-
-class _Broken(Exception):
-    """The session stopped working; the serving task starts a new one."""
-
-
-class _Connection:
-    """One MCP server: a task owning its session, restarting it when it breaks."""
-
-    def __init__(
-        self,
-        name: str,
-        settings: McpServerSettings,
-        *,
-        backoff: float,
-        backoff_max: float,
-        errlog: TextIO | None,
-    ) -> None:
-        self.name = name
-        self.settings = settings
-        self._errlog = errlog
-        self.restarts = 0
-        self._backoff = backoff
-        self._backoff_max = backoff_max
-        self._session: ClientSession | None = None
-        self._ready = asyncio.Event()
-        self._down = asyncio.Event()
-        self._down.set()
-        self._broken = asyncio.Event()
-        self._listed: asyncio.Future[list[mcp_types.Tool]] | None = None
-        self._task: asyncio.Task[None] | None = None
-
-    async def start(self) -> list[mcp_types.Tool]:
-        """Start the server and list its tools; raises what made it fail."""
-        self._listed = asyncio.get_running_loop().create_future()
-        self._task = asyncio.create_task(self._serve(), name=f"mcp:{self.name}")
-        waiting: set[asyncio.Future[Any]] = {self._listed, self._task}
-        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-        if not self._listed.done():  # the task ended without an answer: it raised
-            await self._task
-            raise RuntimeError("the server stopped while starting")
-        return self._listed.result()
-
-    async def aclose(self) -> None:
-        """Stop the server (its process, or the HTTP session)."""
-        if self._task is not None:
-            await cancel_and_wait(self._task)
-        if self._listed is not None and not self._listed.done():
-            self._listed.cancel()
-
-    @property
-    def running(self) -> bool:
-        """Whether a session is up and answering."""
-        return self._ready.is_set()
-
-    async def wait_running(self) -> None:
-        """Return once a session is up (for tests and health checks)."""
-        await self._ready.wait()
-
-    async def wait_stopped(self) -> None:
-        """Return once no session is up (the server died and is not back yet)."""
-        await self._down.wait()
-
-    def _set_running(self, running: bool) -> None:
-        (self._ready if running else self._down).set()
-        (self._down if running else self._ready).clear()
-
-    async def call(self, tool: str, arguments: dict[str, Any], *, grace: float) -> str:
-        """Call the server's `tool`; every failure is a `ToolError` the model can read."""
-        if self._task is None or self._task.done():
-            raise ToolError(f"MCP server {self.name!r} is not running.")
-        if not self._ready.is_set():
-            # Restarting: give it a moment rather than failing at once.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(grace, self.settings.timeout)):
-                    await self._ready.wait()
-        session = self._session
-        if session is None:
-            raise ToolError(
-                f"MCP server {self.name!r} is not running (it is being restarted); try again later."
-            )
-        try:
-            async with asyncio.timeout(self.settings.timeout):
-                result = await session.call_tool(tool, arguments)
-        except TimeoutError:
-            raise ToolError(
-                f"MCP server {self.name!r} did not answer {tool} within "
-                f"{self.settings.timeout:g} s."
-            ) from None
-        except MCPError as exc:
-            if exc.code != mcp_types.CONNECTION_CLOSED:
-                raise ToolError(f"MCP server {self.name!r} refused {tool}: {exc}") from exc
-            self._mark_broken(session, str(exc))
-            raise ToolError(
-                f"MCP server {self.name!r} stopped while running {tool}; it is being restarted."
-            ) from exc
-        except _TRANSPORT_ERRORS as exc:
-            self._mark_broken(session, _reason(exc))
-            raise ToolError(
-                f"MCP server {self.name!r} failed while running {tool} "
-                f"({type(exc).__name__}); it is being restarted."
-            ) from exc
-        except Exception as exc:
-            # The session still works (a result that breaks its own schema, say).
-            raise ToolError(f"MCP server {self.name!r} failed on {tool}: {_reason(exc)}") from exc
-        return render_result(result)
-
-    def _mark_broken(self, session: ClientSession, why: str) -> None:
-        if self._session is session:
-            self._lost(why)
-
-    def _lost(self, why: str) -> None:
-        """The running session is gone: say so once and let the serving task restart it."""
-        if self._session is not None and not self._broken.is_set():
-            log.warning("MCP server %r stopped answering (%s); restarting it", self.name, why)
-            self._set_running(False)
-            self._broken.set()
-
-    async def _watch(
-        self,
-        incoming: AsyncIterable[SessionMessage | Exception],
-        forward: MemoryObjectSendStream[SessionMessage | Exception],
-    ) -> None:
-        """Pass the server's messages to the session; their end means the server is gone.
-
-        Without this a server that dies between calls would be noticed only by the next call.
-        """
-        async with forward:
-            async for item in incoming:
-                await forward.send(item)
-        self._lost("it closed the connection")
-
-    async def _serve(self) -> None:
-        assert self._listed is not None
-        try:
-            await self._session_once()
-        except Exception as exc:
-            if not self._listed.done():
-                self._listed.set_exception(exc)
-                return  # never started: the manager reports it and offers no tools
-        while True:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(Exception),
-                wait=wait_exponential(multiplier=self._backoff, max=self._backoff_max),
-                before_sleep=self._log_retry,
-            ):
-                with attempt:
-                    self.restarts += 1
-                    await self._session_once()
-
-    def _log_retry(self, state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        delay = state.next_action.sleep if state.next_action is not None else 0.0
-        log.warning(
-            "MCP server %r could not be restarted (%s); trying again in %.1f s",
-            self.name,
-            _reason(error),
-            delay,
-        )
-
-    async def _session_once(self) -> None:
-        """Open a session, list the tools, serve until broken; raises if it cannot open."""
-        served = False
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                async with asyncio.timeout(self.settings.startup_timeout):
-                    session = await self._open(stack)
-                    await session.initialize()
-                    listed = await _list_tools(session)
-                self._broken.clear()
-                self._session = session
-                self._set_running(True)
-                served = True
-                assert self._listed is not None
-                if not self._listed.done():
-                    self._listed.set_result(listed)
-                else:
-                    log.info("MCP server %r is running again", self.name)
-                try:
-                    await self._broken.wait()
-                finally:
-                    self._session = None
-                    self._set_running(False)
-        except Exception as exc:
-            if not served:
-                raise
-            if self._broken.is_set():
-                # A call saw it die (and said so); leaving the dead session raised as well.
-                log.debug("MCP server %r closed with %s", self.name, _reason(exc))
-            else:
-                # The transport failed by itself (the HTTP server went away, say).
-                log.warning("MCP server %r stopped (%s); restarting it", self.name, _reason(exc))
-
-    async def _open(self, stack: contextlib.AsyncExitStack) -> ClientSession:
-        settings = self.settings
-        if settings.command is not None:
-            params = StdioServerParameters(
-                command=settings.command[0],
-                args=settings.command[1:],
-                env=settings.env or None,
-                cwd=settings.cwd,
-            )
-            transport = (
-                stdio_client(params)
-                if self._errlog is None
-                else stdio_client(params, errlog=self._errlog)
-            )
-            read, write = await stack.enter_async_context(transport)
-        else:
-            assert settings.url is not None
-            client = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=settings.headers, timeout=_HTTP_TIMEOUT)
-            )
-            read, write = await stack.enter_async_context(
-                streamable_http_client(settings.url, http_client=client)
-            )
-        # The watcher runs in a task group entered here, cancelled before it is left.
-        watchers = await stack.enter_async_context(anyio.create_task_group())
-        forward, watched = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-        stack.push_async_callback(watched.aclose)
-        stack.callback(watchers.cancel_scope.cancel)
-        watchers.start_soon(self._watch, read, forward)
-        return await stack.enter_async_context(ClientSession(watched, write))
-
-
-async def _list_tools(session: ClientSession) -> list[mcp_types.Tool]:
-    tools: list[mcp_types.Tool] = []
-    cursor: str | None = None
-    while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-
-
-def _reason(exc: BaseException | None) -> str:
-    """A one-line reason: the innermost error of an exception group, type and message."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if exc is None:
-        return "unknown error"
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, MCPError) and exc.code == mcp_types.CONNECTION_CLOSED:
-        return "it closed the connection; did the command exit?"
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class McpServers:
@@ -321,37 +51,91 @@ class McpServers:
     ) -> None:
         self._grace = grace
         self._connections = {
-            name: _Connection(name, server, backoff=backoff, backoff_max=backoff_max, errlog=errlog)
+            name: Connection(
+                name,
+                server,
+                backoff=backoff,
+                backoff_max=backoff_max,
+                errlog=errlog,
+                on_listed=self._offer,
+            )
             for name, server in settings.items()
         }
-        self._tools: list[McpTool] = []
+        # Server name to its offered tools, by the server's own tool name.
+        self._offered: dict[str, dict[str, McpTool]] = {}
+        self._registries: list[ToolRegistry] = []
+        self._catalogs: list[ModeCatalog] = []
+        # Set (and replaced) whenever the offered tools change.
+        self._changed = asyncio.Event()
+        # (server, tool) pairs already reported as not offered, so each is said once.
+        self._skipped: set[tuple[str, str]] = set()
 
     async def start(self) -> None:
         """Start every server at once; one that fails is a WARNING line and offers nothing."""
         names = list(self._connections)
-        outcomes = await asyncio.gather(*(self._start_one(self._connections[n]) for n in names))
-        taken: set[str] = set()
-        for connection, listed in zip(self._connections.values(), outcomes, strict=True):
-            for remote in listed:
-                if not connection.settings.offers(remote.name):
-                    continue
-                tool = self._tool(connection, remote, taken)
-                taken.add(tool.name)
-                self._tools.append(tool)
+        try:
+            outcomes = await asyncio.gather(*(self._start_one(self._connections[n]) for n in names))
+        except asyncio.CancelledError:
+            # Stopped while starting (SIGTERM, say): stop what did start before giving up.
+            await self.aclose()
+            raise
+        for name, listed in zip(names, outcomes, strict=True):
+            self._offer(name, listed)
 
-    async def _start_one(self, connection: _Connection) -> list[mcp_types.Tool]:
+    async def _start_one(self, connection: Connection) -> list[mcp_types.Tool]:
         try:
             return await connection.start()
         except Exception as exc:
             log.warning(
                 "MCP server %r did not start (%s); its tools are not offered",
                 connection.name,
-                _reason(exc),
+                reason(exc),
             )
             await connection.aclose()
             return []
 
-    def _tool(self, connection: _Connection, remote: mcp_types.Tool, taken: set[str]) -> McpTool:
+    def _offer(self, server: str, listed: list[mcp_types.Tool]) -> None:
+        """Offer `server`'s tools as `listed` now, in every registry kept current."""
+        connection = self._connections[server]
+        before = self._offered.get(server, {})
+        taken = {
+            t.name for s, tools in self._offered.items() if s != server for t in tools.values()
+        }
+        now: dict[str, McpTool] = {}
+        for remote in listed:
+            if not connection.settings.offers(remote.name) or not self._runnable(server, remote):
+                continue
+            kept = before.get(remote.name)
+            name = kept.name if kept is not None else tool_name(server, remote.name, taken)
+            taken.add(name)
+            now[remote.name] = self._tool(connection, remote, name)
+        self._offered[server] = now
+        for registry in self._registries:
+            for tool in before.values():
+                registry.remove(tool.name)
+            for tool in now.values():
+                registry.add(tool)
+        for catalog in self._catalogs:
+            for mode in connection.settings.modes:
+                catalog.admit(mode, (tool.name for tool in now.values()))
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _runnable(self, server: str, remote: mcp_types.Tool) -> bool:
+        """Whether this client can call `remote` (not a tool that runs only as an MCP task)."""
+        if remote.execution is None or remote.execution.task_support != "required":
+            return True
+        if (server, remote.name) not in self._skipped:
+            self._skipped.add((server, remote.name))
+            log.info(
+                "MCP server %r: tool %r runs only as one of the MCP tasks, which Switchboard "
+                "does not run; not offered",
+                server,
+                remote.name,
+            )
+        return False
+
+    def _tool(self, connection: Connection, remote: mcp_types.Tool, name: str) -> McpTool:
         grace = self._grace
 
         async def call(tool: str, arguments: dict[str, Any]) -> str:
@@ -359,7 +143,7 @@ class McpServers:
 
         description = (remote.description or remote.title or remote.name).strip()
         return McpTool(
-            name=tool_name(connection.name, remote.name, taken),
+            name=name,
             server=connection.name,
             remote_name=remote.name,
             description=f"[{connection.name}] {description}",
@@ -369,15 +153,33 @@ class McpServers:
         )
 
     def tools(self) -> list[Tool[Any]]:
-        """The tools of every server that started, for the `ToolRegistry`."""
-        return list(self._tools)
+        """The tools the servers offer now, for the `ToolRegistry`."""
+        return [tool for tools in self._offered.values() for tool in tools.values()]
+
+    def keep_current(self, registry: ToolRegistry, modes: ModeCatalog | None = None) -> None:
+        """From now on, keep `registry` (built with `tools()`) offering what the servers offer,
+        and the modes of `modes` each server names admitting its tools.
+
+        An unknown mode name in a server's `modes` is a `ConfigError` here, at start.
+        """
+        if modes is not None:
+            for connection in self._connections.values():
+                for mode in connection.settings.modes:
+                    modes.get(mode)
+            self._catalogs.append(modes)
+        self._registries.append(registry)
+
+    async def wait_offered(self, name: str) -> None:
+        """Return once a tool called `name` is offered (after a server changed its tools)."""
+        while name not in {t.name for t in self.tools()}:
+            await self._changed.wait()
 
     def mode_tools(self) -> dict[str, frozenset[str]]:
         """Mode name to the tool names its `modes` setting admits, for `ModeCatalog(admit=)`."""
         admitted: dict[str, set[str]] = {}
-        for tool in self._tools:
-            for mode in self._connections[tool.server].settings.modes:
-                admitted.setdefault(mode, set()).add(tool.name)
+        for server, tools in self._offered.items():
+            for mode in self._connections[server].settings.modes:
+                admitted.setdefault(mode, set()).update(t.name for t in tools.values())
         return {mode: frozenset(names) for mode, names in admitted.items()}
 
     def running(self, server: str) -> bool:
@@ -393,9 +195,8 @@ class McpServers:
         await self._connections[server].wait_stopped()
 
     async def aclose(self) -> None:
-        """Stop every server."""
-        for connection in self._connections.values():
-            await connection.aclose()
+        """Stop every server, together, and return once each is gone."""
+        await asyncio.gather(*(c.aclose() for c in self._connections.values()))
 
     async def __aenter__(self) -> McpServers:
         await self.start()

@@ -124,6 +124,10 @@ class ToolRegistry:
             raise ValueError(f"tool {tool.name!r} is registered twice")
         self._tools[tool.name] = tool
 
+    def remove(self, name: str) -> None:
+        """Forget the tool called `name`, if there is one (an MCP server withdrew it)."""
+        self._tools.pop(name, None)
+
     def get(self, name: str) -> Tool[Any]:
         """The tool called `name`; raises `ToolError` naming the known tools if absent."""
         try:

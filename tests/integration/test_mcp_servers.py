@@ -8,10 +8,14 @@ one real wait is the per-call timeout test, kept short.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import os
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +79,7 @@ def free_port() -> int:
         return port
 
 
-async def start_http(port: int) -> asyncio.subprocess.Process:
+async def start_http(port: int, *flags: str) -> asyncio.subprocess.Process:
     """The fake server over streamable HTTP on 127.0.0.1:`port`, once it accepts connections."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -84,6 +88,7 @@ async def start_http(port: int) -> asyncio.subprocess.Process:
         "http",
         "--port",
         str(port),
+        *flags,
         cwd=ROOT,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
@@ -483,3 +488,142 @@ async def test_an_mcp_tool_round_trip_through_the_openai_api(
         "call_1",
         "echo: hi",
     )
+
+
+def plain(*flags: str, **options: Any) -> McpServerSettings:
+    """The hand-written stdio server (`tests/fakes/mcp_servers.py`), read-only."""
+    options.setdefault("tier", "read_only")
+    return McpServerSettings(
+        command=[sys.executable, "-m", "tests.fakes.mcp_servers", "plain", *flags],
+        cwd=str(ROOT),
+        **options,
+    )
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` still exists (a zombie of ours counts as gone once reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_the_client_introduces_itself_as_switchboard_with_its_version() -> None:
+    async with McpServers({"plain": plain()}) as servers:
+        whoami = by_name(servers)["plain__whoami"]
+        told = json.loads(await whoami({}, CONTEXT))
+
+    assert told == {"name": "switchboard", "version": version("switchboard")}
+
+
+async def test_a_tool_that_needs_mcp_tasks_is_not_offered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="core.mcp"):
+        async with McpServers({"plain": plain()}) as servers:
+            offered = set(by_name(servers))
+
+    assert offered == {"plain__echo", "plain__whoami", "plain__grow"}
+    said = [r for r in caplog.records if "research" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno <= logging.INFO
+    assert "MCP tasks" in said[0].getMessage()
+
+
+async def test_a_servers_tool_list_change_is_listed_again_and_offered() -> None:
+    async with McpServers({"plain": plain(modes=["full", "safe-chat"])}) as servers:
+        registry = ToolRegistry(servers.tools())
+        catalog = ModeCatalog(admit=servers.mode_tools())
+        servers.keep_current(registry, catalog)
+        assert "plain__extra" not in registry
+
+        assert await by_name(servers)["plain__grow"]({}, CONTEXT) == "grown"
+        async with asyncio.timeout(PATIENCE):
+            await servers.wait_offered("plain__extra")
+
+        assert "plain__extra" in registry
+        assert catalog.get("safe-chat").allows(registry.get("plain__extra"))
+        assert await registry.get("plain__extra")({}, CONTEXT) == "the extra tool"
+        assert set(by_name(servers)) == {
+            "plain__echo",
+            "plain__whoami",
+            "plain__grow",
+            "plain__extra",
+        }
+
+
+async def test_a_server_that_keeps_running_after_its_input_ends_is_stopped(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "server.pid"
+    servers = McpServers(
+        {"plain": plain("--linger", "--ignore-sigterm", "--pid-file", str(pid_file))}
+    )
+    async with asyncio.timeout(PATIENCE):
+        await servers.start()
+    pid = int(pid_file.read_text())
+    try:
+        assert alive(pid)
+        async with asyncio.timeout(PATIENCE):
+            await servers.aclose()
+        assert not alive(pid)
+    finally:
+        if alive(pid):  # a failed run leaves no process behind either
+            os.kill(pid, signal.SIGKILL)
+            await servers.aclose()
+
+
+@pytest.mark.parametrize("flags", [(), ("--unknown-session-400",)], ids=["404", "400"])
+async def test_a_streamable_http_server_that_restarts_between_calls_gets_a_new_session(
+    flags: tuple[str, ...],
+) -> None:
+    port = free_port()
+    process = await start_http(port, *flags)
+    servers = McpServers(
+        {"remote": McpServerSettings(url=f"http://127.0.0.1:{port}/mcp", tier="read_only")},
+        grace=PATIENCE,
+    )
+    try:
+        async with asyncio.timeout(PATIENCE):
+            await servers.start()
+        echo = by_name(servers)["remote__echo"]
+        assert await echo({"text": "one"}, CONTEXT) == "echo: one"
+
+        await stop(process)
+        process = await start_http(port, *flags)  # a new process: it knows no session
+
+        assert await echo({"text": "two"}, CONTEXT) == "echo: two"
+        assert await echo({"text": "three"}, CONTEXT) == "echo: three"
+    finally:
+        await servers.aclose()
+        await stop(process)
+
+
+async def test_a_start_cancelled_while_a_server_starts_stops_that_server(tmp_path: Path) -> None:
+    pid_file = tmp_path / "server.pid"
+    flags = ("--mute", "--linger", "--ignore-sigterm", "--pid-file", str(pid_file))
+    servers = McpServers({"mute": plain(*flags, startup_timeout=600)})
+    starting = asyncio.create_task(servers.start())
+    pid = None
+    try:
+        async with asyncio.timeout(PATIENCE):
+            while pid is None:  # the server's own process says when it is there
+                await asyncio.sleep(0.05)
+                pid = written_pid(pid_file)
+        assert alive(pid) and not starting.done()
+
+        starting.cancel()
+        async with asyncio.timeout(PATIENCE):
+            with pytest.raises(asyncio.CancelledError):
+                await starting
+        assert not alive(pid)
+    finally:
+        if pid is not None and alive(pid):  # a failed run leaves no process behind either
+            os.kill(pid, signal.SIGKILL)
+        await servers.aclose()
+
+
+def written_pid(path: Path) -> int | None:
+    """The pid a server wrote to `path`, once it has."""
+    text = path.read_text() if path.exists() else ""
+    return int(text) if text else None
