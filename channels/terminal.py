@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     # Loaded when a terminal chat starts, not by every process that reads the prompt hint.
     from prompt_toolkit import PromptSession
     from rich.console import Console
+    from rich.status import Status
 
 __all__ = ["NOTIFICATION_LABEL", "PROMPT_HINT", "SPEC", "TerminalAdapter", "local_help"]
 
@@ -111,6 +112,8 @@ class TerminalAdapter:
         # never inside its answer.
         self._held: list[Outbound] = []
         self._before_leaving = before_leaving
+        # A spinner while the model works and nothing is shown yet (a terminal only).
+        self._thinking: Status | None = None
 
     @property
     def platform(self) -> str:
@@ -155,6 +158,8 @@ class TerminalAdapter:
 
     async def deliver(self, outbound: Outbound) -> None:
         """Print what the worker sent; the end of a turn releases the next input line."""
+        if outbound.kind not in ("notification", "typing"):
+            self._stop_thinking()
         if outbound.kind == "question":
             await self._ask(outbound)
             return
@@ -173,6 +178,8 @@ class TerminalAdapter:
             self.failed_turns += 1
         if self.interactive:
             self._show(outbound)
+            if outbound.kind == "progress" and not outbound.ends_turn:
+                self._think("working…")  # a tool runs; the model is asked again after it
         elif outbound.failed and outbound.ends_turn:
             # On stderr: a script reading stdout must not take an apology for the answer.
             print(outbound.text, file=sys.stderr, flush=True)
@@ -224,8 +231,10 @@ class TerminalAdapter:
         )
         try:
             await sink(inbound)
+            self._think("thinking…")
             await answered.wait()
         finally:
+            self._stop_thinking()
             if cancel_installed:
                 asyncio.get_running_loop().remove_signal_handler(signal.SIGINT)
             del self._answered[inbound.id]
@@ -242,7 +251,20 @@ class TerminalAdapter:
         self._console.print(NOTIFICATION_LABEL, style=style, markup=False)
         self._console.print(outbound.text, style=style, markup=False)
 
+    def _think(self, what: str) -> None:
+        """Show a spinner saying `what` until the next thing is printed (a terminal only)."""
+        if not self.interactive or not self._console.is_terminal or self._thinking is not None:
+            return
+        self._thinking = self._console.status(what, spinner="dots", spinner_style="dim")
+        self._thinking.start()
+
+    def _stop_thinking(self) -> None:
+        if self._thinking is not None:
+            self._thinking.stop()
+            self._thinking = None
+
     async def _cancel(self, sink: InboundSink) -> None:
+        self._stop_thinking()
         self._end_line()
         self._console.print("(cancelling…)", style="dim", markup=False)
         await sink(Inbound(kind="cancel", address=self.address, user_id=_USER))

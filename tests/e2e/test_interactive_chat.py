@@ -164,3 +164,26 @@ async def test_an_answer_then_quit_leaves_a_hint_that_resumes_the_conversation(
     assert shown.returncode == 0, shown.stderr
     assert "a story please" in shown.stdout
     assert "Once upon a time." in shown.stdout
+
+
+async def test_a_spinner_shows_while_the_model_thinks(
+    chat: Terminal, fake_openai: FakeOpenAI
+) -> None:
+    asked, released = asyncio.Event(), asyncio.Event()
+
+    async def thinks(_body: dict[str, Any]) -> Text:
+        asked.set()
+        await released.wait()
+        return Text("Here it is.")
+
+    fake_openai.script(thinks)
+    await chat.expect("you>")
+    chat.type("think hard\r")
+    async with asyncio.timeout(PATIENCE):
+        await asked.wait()
+    await chat.expect("thinking…")  # a sign of life before the first word
+    released.set()
+    await chat.expect("Here it is.")
+    chat.type("/quit\r")
+    await chat.expect("Resume this conversation with:")
+    assert await chat.close() == 0
