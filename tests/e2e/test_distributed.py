@@ -441,6 +441,10 @@ async def test_distributed_commands_name_redis_url_and_health_reports_one_line(
     closed = clean_env(tmp_path, redis_url=f"redis://127.0.0.1:{free_port()}/0")
     with_redis = clean_env(tmp_path, redis_url=redis_url)
     needs_redis = [["worker"], ["gateway", "telegram"], ["events"]]
+    # The embedded store exists once a chat has run (health never makes one: a mistyped data
+    # folder must not look healthy).
+    made = await run_once(["chat"], without, tmp_path)
+    assert made.returncode == 0, made
     runs = await asyncio.gather(
         *(run_once(args, without, tmp_path) for args in needs_redis),
         run_once(["health"], with_redis, tmp_path),
