@@ -31,7 +31,7 @@ class RedisServer:
     def __init__(self, workdir: Path, port: int | None = None, *, persistent: bool = False) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise RuntimeError("redis-server is not installed (CI installs it: see .ci/run)")
+            raise RuntimeError("redis-server is not installed (`make test-deps` installs it)")
         self.binary = binary
         self.workdir = workdir
         self.port = port or free_port()
