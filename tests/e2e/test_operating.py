@@ -142,8 +142,8 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
     assert value(after, "switchboard_turns_total", **turn, outcome="completed") == 2
     assert value(after, "switchboard_turn_seconds_count", platform="telegram") == 2
     assert value(after, "switchboard_first_token_seconds_count", platform="telegram") == 2
-    # Each histogram's sum is real time: positive, and no more than the whole test took.
-    assert 0 < value(after, "switchboard_turn_seconds_sum", platform="telegram") < 60
+    # Each histogram's sum is real time: some of it was spent.
+    assert value(after, "switchboard_turn_seconds_sum", platform="telegram") > 0
 
     model = {"provider": "openai", "model": MODEL}
     assert value(after, "switchboard_model_calls_total", **model) == 3
