@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.messages import Usage
 from core.pricing import PriceBook
-from tests.e2e.processes import open_profiles
+from tests.e2e.processes import communicate, open_profiles
 from tests.e2e.served import SWITCHBOARD, serve
 from tests.fakes.llm_script import Text, ToolUse
 from tests.fakes.openai_api import FakeOpenAI
@@ -71,7 +71,7 @@ async def status(env: Mapping[str, str], cwd: Path) -> tuple[int, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    out, _ = await process.communicate()
+    out, _ = await communicate(process)
     return process.returncode or 0, out.decode()
 
 

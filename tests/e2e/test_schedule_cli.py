@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from channels.terminal import NOTIFICATION_LABEL
-from tests.e2e.processes import open_profiles
+from tests.e2e.processes import communicate, open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -357,7 +357,7 @@ async def test_a_piped_chat_shows_terminal_schedules_and_leaves_the_others(
                 lines.append(line.decode().rstrip("\n"))
     finally:
         chat.stdin.close()
-        _, errors = await asyncio.wait_for(chat.communicate(), STOP_PATIENCE)
+        _, errors = await communicate(chat, timeout=STOP_PATIENCE)
     assert chat.returncode == 0, errors.decode()
 
     # The scheduled answer is one labelled block, not mixed with the chat's own answer.
