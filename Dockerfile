@@ -19,12 +19,12 @@ COPY --from=build /opt/switchboard /opt/switchboard
 ENV PATH="/opt/switchboard/bin:${PATH}" \
     PYTHONUNBUFFERED=1 \
     SWITCHBOARD_DATA_DIR=/var/lib/switchboard/data \
-    SWITCHBOARD_METRICS_PORT=9100 \
     SWITCHBOARD_METRICS_HOST=0.0.0.0
 USER 10001
 WORKDIR /var/lib/switchboard
 EXPOSE 9100
-# Alive = /healthz answers; it needs SWITCHBOARD_METRICS_TOKEN, as every scrape does.
+# Metrics are off unless SWITCHBOARD_METRICS_PORT (9100) and SWITCHBOARD_METRICS_TOKEN are set:
+# then alive = /healthz answers; else `switchboard health` (the store and Redis answer).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-m", "bots.healthcheck"]
 ENTRYPOINT ["switchboard"]

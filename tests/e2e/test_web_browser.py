@@ -102,7 +102,7 @@ LAUNCH = Tool(
 @pytest.fixture
 async def browser() -> AsyncIterator[Browser]:
     if not HAVE_CHROMIUM:
-        pytest.fail("chromium is not installed: apt-get install chromium (.ci/run does)")
+        pytest.fail("chromium is not installed: apt-get install chromium (`make test-deps` does)")
     async with async_playwright() as playwright:
         launched = await playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         try:

@@ -93,16 +93,20 @@ async def start_http(port: int, *flags: str) -> asyncio.subprocess.Process:
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.DEVNULL,
     )
-    async with asyncio.timeout(PATIENCE):
-        while True:
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-            except OSError:
-                await asyncio.sleep(0.05)
-                continue
-            writer.close()
-            await writer.wait_closed()
-            return process
+    try:
+        async with asyncio.timeout(PATIENCE):
+            while True:
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                writer.close()
+                await writer.wait_closed()
+                return process
+    except BaseException:
+        await stop(process)  # a start that fails leaves no process behind
+        raise
 
 
 async def stop(process: asyncio.subprocess.Process) -> None:

@@ -109,8 +109,9 @@ async def test_switchboard_events_prints_the_notifications_topic(tmp_path: Path)
         assert "telegram:42 hook:ci dead_lettered: telegram unreachable" in text
         assert "nightly build broke" in text
     finally:
-        process.terminate()
-        await process.wait()
+        if process.returncode is None:
+            process.terminate()
+        await process.communicate()  # reads both pipes to their end: the transport closes
         await bus.close()
 
 

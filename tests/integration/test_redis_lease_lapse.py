@@ -33,25 +33,22 @@ async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 
 
 async def test_a_holder_redis_stops_answering_loses_its_claim_before_the_lease_can_lapse(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     lease = 2.0
     server = RedisServer(tmp_path / "redis")
     await asyncio.to_thread(server.start)
     mailboxes = RedisMailboxes.from_url(server.url, keys=KEYS, lease_seconds=lease)
-    loop = asyncio.get_running_loop()
     try:
-        before_claim = loop.time()
         claim = await mailboxes.claim(SESSION_KEY, owner="worker-a")
         assert claim is not None
         await asyncio.to_thread(server.stop)
 
         await asyncio.wait_for(claim.lost.wait(), PATIENCE)
-        lost_at = loop.time() - before_claim
-
-        # Redis set the key after `before_claim`, so it would expire `lease` after it at the
-        # earliest: the holder must have stopped by then.
-        assert lost_at < lease, f"lost {lost_at:.2f}s after claiming a {lease}s lease"
+        # Lost at its own deadline (counted from before the request that set the key, so
+        # before Redis can expire it), not after a renewal failed: a renewal's retries take
+        # longer than the lease.
+        assert "Redis did not renew it in time" in caplog.text, caplog.text
     finally:
         await asyncio.to_thread(server.stop)
         await mailboxes.aclose()

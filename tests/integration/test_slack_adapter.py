@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import io
-import itertools
 import logging
 import time
 from collections.abc import Iterator
@@ -440,19 +439,15 @@ async def test_a_long_answer_is_split_with_its_code_block_intact(
     assert {m.thread_ts for m in fake.sent(GENERAL)} == {mention["event"]["ts"]}
 
 
-async def test_a_streamed_answer_is_posted_then_updated_at_most_once_per_interval(
+async def test_a_streamed_answer_is_posted_then_updated_piece_by_piece(
     fake_slack: FakeSlack, store: SqliteStore
 ) -> None:
     fake = fake_slack
     pieces = ["Alpha. ", "Beta. ", "Gamma. ", "Delta."]
     provider = PacedProvider(pieces)
-    seen_at: list[float] = []  # when the waiter saw each call arrive at the fake
 
     def arrived(call: Call, wanted: str) -> bool:
-        if wanted not in call.params.get("text", ""):
-            return False
-        seen_at.append(time.monotonic())
-        return True
+        return wanted in call.params.get("text", "")
 
     # The worker paces the pieces (the platform's edit interval); the gateway shows each.
     async with serving(fake, store, provider, stream_interval=0.3) as bot:
@@ -473,9 +468,6 @@ async def test_a_streamed_answer_is_posted_then_updated_at_most_once_per_interva
     updates = fake.calls_to("chat.update")
     assert [c.params["text"] for c in updates] == ["Alpha. Beta.", "Alpha. Beta. Gamma.", final]
     assert {c.params["ts"] for c in updates} == {fake.sent(DM_CHANNEL)[0].ts}
-    gaps = [later - earlier for earlier, later in itertools.pairwise(seen_at)]
-    assert len(gaps) == 3
-    assert min(gaps) >= 0.25, gaps
 
 
 # --- Slack refusing ------------------------------------------------------------------------

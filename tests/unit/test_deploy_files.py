@@ -4,12 +4,14 @@ processes record."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import click
 from ruamel.yaml import YAML
 
 from bots.cli import cli
@@ -53,11 +55,13 @@ def test_compose_runs_redis_with_aof_a_gateway_per_platform_workers_a_scheduler_
     assert services["scheduler"]["command"] == ["scheduler"]
     assert services["web"]["command"] == ["web"]
     assert services["web"]["environment"]["SWITCHBOARD_WEB_HOST"] == "0.0.0.0"
+    # The commands `switchboard --help` lists (most are imported only when they run).
+    commands = cli.list_commands(click.Context(cli))
     for name, service in services.items():
         if name == "redis":
             continue
         command = service["command"][0]
-        assert command in cli.commands, f"{name} runs `switchboard {command}`, which is no command"
+        assert command in commands, f"{name} runs `switchboard {command}`, which is no command"
         assert service["environment"]["REDIS_URL"] == "redis://redis:6379/0"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
 
@@ -73,3 +77,43 @@ def test_the_dashboard_shows_only_metrics_that_exist_and_every_one_of_them() -> 
     recorded = {family.name for family in Metrics().registry.collect()}
 
     assert used == recorded
+
+
+# What Procfile runners (honcho, foreman, Heroku) read as a process: `name: command`; any other
+# line, a comment among them, is skipped.
+_PROCFILE_LINE = re.compile(r"^([A-Za-z0-9_-]+):\s*(.+)$")
+
+
+def test_the_procfile_runs_without_any_platform_token_and_offers_every_gateway() -> None:
+    lines = (DEPLOY.parent / "Procfile").read_text().splitlines()
+    processes = {m[1]: m[2] for line in lines if (m := _PROCFILE_LINE.match(line))}
+    # A runner stops every process when one exits, and a gateway without its token exits: the
+    # shipped file starts none, and has a line to uncomment for each platform.
+    assert processes == {
+        "worker": "switchboard worker",
+        "scheduler": "switchboard scheduler",
+        "web": "switchboard web",
+    }
+    for platform in REGISTERED.served():
+        assert f"# {platform}: switchboard gateway {platform}" in lines
+
+
+def test_the_image_health_check_without_metrics_asks_whether_the_store_answers(
+    tmp_path: Path,
+) -> None:
+    # The example env leaves the metrics endpoints off: the container's HEALTHCHECK must still
+    # say healthy when the process's store answers (here the embedded one: an SQLite file).
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
+    }
+    checked = subprocess.run(
+        [sys.executable, "-m", "bots.healthcheck"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -183,3 +183,24 @@ async def test_text_added_while_a_piece_is_on_its_way_follows_it_whole() -> None
 
     assert sent == [("one", 1), ("one two", 2), ("one two three", 3)]
     assert stream.next_seq == 4
+
+
+async def test_pieces_go_out_at_most_once_per_interval_of_the_clock() -> None:
+    now = 100.0
+    sent: list[tuple[str, int]] = []
+
+    async def send(text: str, seq: int) -> None:
+        sent.append((text, seq))
+
+    # A long interval: the held piece's own timer never fires within the test.
+    stream = ReplyStream(send, interval=30.0, clock=lambda: now)
+    await stream.add("one")  # the first piece goes out at once
+    now += 10
+    await stream.add(" two")  # 10 s later: held until the interval is over
+    now += 10
+    await stream.add(" three")  # still inside it
+    assert sent == [("one", 1)]
+    now += 10
+    await stream.add(" four")  # 30 s after the last piece: out at once, with what was held
+    assert sent == [("one", 1), ("one two three four", 2)]
+    await stream.close()
