@@ -103,17 +103,28 @@ def test_the_image_health_check_without_metrics_asks_whether_the_store_answers(
 ) -> None:
     # The example env leaves the metrics endpoints off: the container's HEALTHCHECK must still
     # say healthy when the process's store answers (here the embedded one: an SQLite file).
+    # Before the process made its store, the check says so (a mistyped data folder must not
+    # look healthy); once it exists, healthy.
     env = {
         "PATH": os.environ.get("PATH", ""),
         "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
     }
-    checked = subprocess.run(
-        [sys.executable, "-m", "bots.healthcheck"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+
+    before = run("-m", "bots.healthcheck")
+    assert before.returncode == 1, before.stdout + before.stderr
+    made = run("-m", "bots", "chat")  # input ends at once: the store is made, nothing asked
+    assert made.returncode == 0, made.stdout + made.stderr
+    checked = run("-m", "bots.healthcheck")
     assert checked.returncode == 0, checked.stdout + checked.stderr
