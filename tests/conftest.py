@@ -1,6 +1,7 @@
 """Fixtures and settings shared by every test directory."""
 
 import os
+import uuid
 
 # python-telegram-bot 22 warns (an error under filterwarnings=error) whenever a RetryAfter
 # is built unless time periods are timedeltas; channels/telegram/spec.py sets the same for
@@ -10,6 +11,7 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
@@ -22,6 +24,7 @@ from tests.fakes.fixtures import (
     fake_slack,
     fake_telegram,
 )
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
 __all__ = [
@@ -30,6 +33,8 @@ __all__ = [
     "fake_openai",
     "fake_slack",
     "fake_telegram",
+    "postgres_server",
+    "postgres_url",
     "redis_server",
     "redis_url",
     "session_id",
@@ -61,6 +66,27 @@ async def redis_url(redis_server: RedisServer) -> AsyncIterator[str]:
     await client.flushall()
     await client.aclose()
     yield redis_server.url
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run, on a free port; never the machine's own."""
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def postgres_url(postgres_server: PostgresServer) -> str:
+    """The URL of a new, empty database of the test server, for this test alone."""
+    database = f"test_{uuid.uuid4().hex}"
+    admin = await asyncpg.connect(postgres_server.url().replace("+asyncpg", ""))
+    try:
+        await admin.execute(f'CREATE DATABASE "{database}"')
+    finally:
+        await admin.close()
+    return postgres_server.url(database)
 
 
 @pytest.fixture
