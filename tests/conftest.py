@@ -1,7 +1,6 @@
 """Fixtures and settings shared by every test directory."""
 
 import os
-import uuid
 
 # python-telegram-bot 22 warns (an error under filterwarnings=error) whenever a RetryAfter
 # is built unless time periods are timedeltas; channels/telegram/spec.py sets the same for
@@ -11,7 +10,6 @@ os.environ.setdefault("PTB_TIMEDELTA", "1")
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import asyncpg
 import pytest
 import redis.asyncio as aioredis
 
@@ -80,13 +78,7 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture
 async def postgres_url(postgres_server: PostgresServer) -> str:
     """The URL of a new, empty database of the test server, for this test alone."""
-    database = f"test_{uuid.uuid4().hex}"
-    admin = await asyncpg.connect(postgres_server.url().replace("+asyncpg", ""))
-    try:
-        await admin.execute(f'CREATE DATABASE "{database}"')
-    finally:
-        await admin.close()
-    return postgres_server.url(database)
+    return await postgres_server.new_database()
 
 
 @pytest.fixture

@@ -15,7 +15,10 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from pathlib import Path
+
+import asyncpg
 
 from tests.redis_server import free_port
 
@@ -54,9 +57,17 @@ class PostgresServer:
 
     def url(self, database: str = "postgres") -> str:
         """An asyncpg URL of `database` on this server."""
-        return (
-            f"postgresql+asyncpg://{_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
-        )
+        return f"postgresql+asyncpg://{_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
+
+    async def new_database(self) -> str:
+        """Create an empty database of its own for one test; its URL."""
+        database = f"test_{uuid.uuid4().hex}"
+        admin = await asyncpg.connect(self.url().replace("+asyncpg", ""))
+        try:
+            await admin.execute(f'CREATE DATABASE "{database}"')
+        finally:
+            await admin.close()
+        return self.url(database)
 
     def start(self) -> None:
         data = self.workdir / "data"

@@ -84,7 +84,7 @@ def fact_search(name: str, scope: str, query: MemoryQuery, limit: int) -> Select
         wanted = parts[0]
         for part in parts[1:]:
             wanted = wanted.op("||")(part)
-        search = literal_column("memory_facts.search")
+        search: ColumnElement[Any] = literal_column("memory_facts.search")
         return (
             select(*columns)
             .where(f.c.scope == scope, search.op("@@")(wanted))
@@ -95,7 +95,7 @@ def fact_search(name: str, scope: str, query: MemoryQuery, limit: int) -> Select
     phrases = [_quoted(term) for term in query.terms]
     if query.prefix is not None:
         phrases.append(f"{_quoted(query.prefix)}*")
-    index = literal_column("memory_fts")
+    index: ColumnElement[Any] = literal_column("memory_fts")
     return (
         select(*columns)
         .select_from(f.join(_FTS, _FTS.c.rowid == f.c.number))

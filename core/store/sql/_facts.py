@@ -3,9 +3,10 @@ index (`_dialect.fact_search`: FTS5 on SQLite, a `tsvector` on PostgreSQL)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, delete, select
+from sqlalchemy import delete, select
 
 from core.errors import StoreError
 from core.facts import MemoryFact, MemoryQuery
@@ -20,7 +21,7 @@ f = memory_facts.c
 _COLUMNS = (f.id, f.scope, f.text, f.created_at, f.source_session)
 
 
-def _fact(row: Row[Any]) -> MemoryFact:
+def _fact(row: Sequence[Any]) -> MemoryFact:
     fact_id, scope, text, created_at, source_session = row
     return MemoryFact(
         id=fact_id,

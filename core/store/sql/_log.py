@@ -3,9 +3,10 @@ fencing epochs its fenced writes check (`core/fencing.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.errors import StoreError
@@ -258,7 +259,7 @@ async def _latest_summary(db: AsyncConnection, session_id: str) -> CompactionSum
     return CompactionSummary(up_to_seq=row[0], text=row[1], created_at=from_utc_text(row[2]))
 
 
-def _session(row: Row[Any]) -> SessionRecord:
+def _session(row: Sequence[Any]) -> SessionRecord:
     session_id, key, created_at, updated_at, message_count = row
     return SessionRecord(
         id=session_id,

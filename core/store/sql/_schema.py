@@ -2,13 +2,16 @@
 
 On PostgreSQL the upgrade runs under a session advisory lock, so processes starting together
 take turns: the first upgrades, the others find the schema at head. SQLite serialises the
-upgrade by its `BEGIN IMMEDIATE` transaction.
+upgrade by its `BEGIN IMMEDIATE` transaction. Within one process upgrades take turns as well:
+Alembic's `context` and `op` are process-wide.
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Final
+from weakref import WeakKeyDictionary
 
 from alembic import command
 from alembic.config import Config
@@ -23,6 +26,9 @@ MIGRATIONS: Final = Path(__file__).resolve().parent.parent / "migrations"
 
 # Any fixed 64-bit number, the same in every process: the key of the advisory lock.
 _LOCK_KEY: Final = 0x5357_4254_4442  # "SWBTDB"
+
+# One lock per event loop (an asyncio lock belongs to the loop it is used on).
+_TURNS: WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = WeakKeyDictionary()
 
 
 def _config() -> Config:
@@ -46,7 +52,8 @@ async def current_revision(engine: AsyncEngine) -> str | None:
 
 async def upgrade(engine: AsyncEngine) -> None:
     """Upgrade the database to the newest revision (nothing to do when it is there)."""
-    async with engine.connect() as connection:
+    turn = _TURNS.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+    async with turn, engine.connect() as connection:
         await connection.run_sync(_upgrade)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
+from alembic.util import CommandError
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -46,7 +47,8 @@ class SqlStore(
         engine = await open_engine(url)
         try:
             await upgrade(engine)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, CommandError) as exc:
+            # CommandError: a revision this Switchboard does not know (a newer one's database).
             await engine.dispose()
             where = engine.url.render_as_string(hide_password=True)
             raise StoreError(f"cannot prepare the SQL store at {where}: {exc}") from exc
