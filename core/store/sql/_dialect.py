@@ -54,7 +54,7 @@ def upsert(
     `where(excluded)` holds, when given (`excluded`: the proposed row)."""
     statement = _insert(name, target).values(**values)
     proposed = statement.excluded
-    changes = {name_: proposed[name_] for name_ in values if name_ not in keys}
+    changes = {column: proposed[column] for column in values if column not in keys}
     return statement.on_conflict_do_update(
         index_elements=list(keys),
         set_=changes,

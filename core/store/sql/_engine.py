@@ -21,7 +21,12 @@ from core.store._connection import MEMORY, prepare_file
 
 __all__ = ["open_engine", "parse_url"]
 
-_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+# The async driver of each database; `postgres://` is the spelling some hosts hand out.
+_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+}
 
 
 def parse_url(url: str | URL) -> URL:
@@ -42,6 +47,7 @@ async def open_engine(url: str | URL) -> AsyncEngine:
     private first."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "postgresql":
+        # A connection the server dropped (a restart) is noticed and replaced before use.
         return create_async_engine(parsed, pool_pre_ping=True)
     path = parsed.database or MEMORY
     if path != MEMORY:
