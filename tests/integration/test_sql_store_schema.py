@@ -127,3 +127,21 @@ async def test_a_database_from_a_newer_switchboard_is_refused(tmp_path: Path) ->
 async def test_a_url_of_another_database_is_refused(url: str) -> None:
     with pytest.raises(StoreError):
         await SqlStore.open(url)
+
+
+async def test_on_sqlite_reads_go_on_while_another_connection_writes(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{path}")
+    writer = sqlite3.connect(path, isolation_level=None)
+    try:
+        session = await store.create_session("terminal:default:it")
+        writer.execute("BEGIN IMMEDIATE")  # another process's write transaction, left open
+
+        # A read begins a deferred transaction: it reads beside the writer instead of
+        # queueing for the write lock.
+        assert await store.get_session(session.id) == session
+        assert await store.list_messages(session.id) == []
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        await store.close()

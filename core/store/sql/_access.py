@@ -91,7 +91,7 @@ class SqlAccess(SqlBase):
         )
         if platform is not None:
             query = query.where(p.platform == platform)
-        async with self._begin("list the pairing requests") as db:
+        async with self._read("list the pairing requests") as db:
             return [PairingRequest.model_validate_json(body) for body in await db.scalars(query)]
 
     async def approve_pairing(
@@ -140,7 +140,7 @@ class SqlAccess(SqlBase):
 
     async def approval(self, platform: str, user_id: str) -> Approval | None:
         """This person's approval on `platform`, or None."""
-        async with self._begin(f"read the approval of {platform}:{user_id}") as db:
+        async with self._read(f"read the approval of {platform}:{user_id}") as db:
             body = (
                 await db.execute(select(a.body).where(a.platform == platform, a.user_id == user_id))
             ).scalar()
@@ -151,7 +151,7 @@ class SqlAccess(SqlBase):
         query = select(a.body).order_by(a.platform, a.approved_at, a.user_id)
         if platform is not None:
             query = query.where(a.platform == platform)
-        async with self._begin("list the approvals") as db:
+        async with self._read("list the approvals") as db:
             return [Approval.model_validate_json(body) for body in await db.scalars(query)]
 
     async def revoke_approval(self, platform: str, user_id: str) -> bool:

@@ -1,14 +1,14 @@
 """What every concern of `SqlStore` shares: the engine, transactions, the clock.
 
-Each public method is one transaction (`_begin`): committed when it returns, rolled back when
-it raises, so a call that raised wrote nothing and may simply be made again. Driver failures
-become `StoreError`s that say what the store was doing.
+Each public method is one transaction (`_begin` for writes, `_read` for reads): committed
+when it returns, rolled back when it raises, so a call that raised wrote nothing and may
+simply be made again. Driver failures become `StoreError`s that say what the store was doing.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
@@ -16,6 +16,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from core.errors import StoreError, StoreUnavailable
+from core.store.sql._engine import READS
 
 __all__ = ["SqlBase"]
 
@@ -37,14 +38,24 @@ class SqlBase:
         self._closed = True
         await self._engine.dispose()
 
+    def _begin(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One write transaction: committed on success, rolled back on any exception."""
+        return self._transaction(action, reads=False)
+
+    def _read(self, action: str) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One transaction that only reads (on SQLite it leaves the write lock to writers)."""
+        return self._transaction(action, reads=True)
+
     @asynccontextmanager
-    async def _begin(self, action: str) -> AsyncIterator[AsyncConnection]:
-        """One transaction: committed on success, rolled back on any exception."""
+    async def _transaction(self, action: str, *, reads: bool) -> AsyncIterator[AsyncConnection]:
         if self._closed:
             raise StoreError("the SQL store is closed")
         try:
-            async with self._engine.begin() as connection:
-                yield connection
+            async with self._engine.connect() as connection:
+                if reads:
+                    await connection.execution_options(**{READS: True})
+                async with connection.begin():
+                    yield connection
         except DBAPIError as exc:
             if exc.connection_invalidated:
                 raise StoreUnavailable(f"SQL store could not {action}: {exc.orig}") from exc

@@ -50,7 +50,7 @@ class SqlCheckpoints(SqlBase):
 
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
-        async with self._begin(f"read checkpoint {run_key!r}") as db:
+        async with self._read(f"read checkpoint {run_key!r}") as db:
             body = (await db.execute(select(c.body).where(c.run_key == run_key))).scalar()
             return None if body is None else Checkpoint.model_validate_json(body)
 
@@ -64,7 +64,7 @@ class SqlCheckpoints(SqlBase):
         query = select(c.body).where(c.status == "running").order_by(c.started_at, c.run_key)
         if older_than is not None:
             query = query.where(c.updated_at < utc_text(older_than))
-        async with self._begin("list incomplete checkpoints") as db:
+        async with self._read("list incomplete checkpoints") as db:
             return [Checkpoint.model_validate_json(body) for body in await db.scalars(query)]
 
     async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:

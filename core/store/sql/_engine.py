@@ -2,14 +2,16 @@
 
 On SQLite every connection gets what today's embedded store sets (`core/store/_connection.py`):
 WAL, a busy timeout, foreign keys on, and a data file created 0600 in a 0700 folder. SQLite
-transactions begin with `BEGIN IMMEDIATE`, so a transaction that reads and then writes holds
-the file's write lock from its start and cannot deadlock with another one doing the same.
+write transactions begin with `BEGIN IMMEDIATE`, so a transaction that reads and then writes
+holds the file's write lock from its start and cannot deadlock with another one doing the
+same; a connection with the `READS` execution option begins a plain (deferred) transaction,
+which reads a snapshot beside the writer (WAL).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
@@ -19,7 +21,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from core.errors import StoreError
 from core.store._connection import MEMORY, prepare_file
 
-__all__ = ["open_engine", "parse_url"]
+__all__ = ["READS", "open_engine", "parse_url"]
+
+# The execution option of a connection whose transactions only read.
+READS: Final = "switchboard_reads"
 
 # The async driver of each database; `postgres://` is the spelling some hosts hand out.
 _DRIVERS = {
@@ -74,4 +79,5 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _on_sqlite_begin(connection: Connection) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    reads = connection.get_execution_options().get(READS, False)
+    connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")

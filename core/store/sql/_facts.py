@@ -82,13 +82,13 @@ class SqlFacts(SqlBase):
             if parsed.empty
             else fact_search(self._dialect, scope, parsed, limit)
         )
-        async with self._begin(f"search the facts of {scope!r}") as db:
+        async with self._read(f"search the facts of {scope!r}") as db:
             return [_fact(row) for row in await db.execute(statement)]
 
     async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
         """The facts of `scope`, newest first."""
         check_limit(limit)
-        async with self._begin(f"list the facts of {scope!r}") as db:
+        async with self._read(f"list the facts of {scope!r}") as db:
             return [_fact(row) for row in await db.execute(_newest(scope, limit))]
 
     async def forget_fact(self, scope: str, fact_id: str) -> bool:

@@ -93,7 +93,7 @@ class SqlLedger(SqlBase):
         if session_id is not None:
             query = query.where(c.session_id == session_id)
         whose = "all sessions" if session_id is None else f"session {session_id!r}"
-        async with self._begin(f"sum the costs of {whose}") as db:
+        async with self._read(f"sum the costs of {whose}") as db:
             row = (await db.execute(query)).one()
         return _summary(session_id, tuple(row))
 
@@ -101,7 +101,7 @@ class SqlLedger(SqlBase):
         """Per-session totals, most recently charged session first (on a tie, the session
         whose newest entry was recorded last)."""
         check_limit(limit)
-        async with self._begin("sum costs by session") as db:
+        async with self._read("sum costs by session") as db:
             rows = await db.execute(
                 select(c.session_id, *_AGGREGATES)
                 .group_by(c.session_id)
@@ -123,7 +123,7 @@ class SqlLedger(SqlBase):
             query = query.where(c.user_key == user)
         elif chat is not None:
             query = query.where(c.chat_key == chat)
-        async with self._begin(f"sum the spending of {day.isoformat()}") as db:
+        async with self._read(f"sum the spending of {day.isoformat()}") as db:
             return float((await db.execute(query)).scalar_one())
 
     async def spending(
@@ -139,7 +139,7 @@ class SqlLedger(SqlBase):
             _sum_cost(c.chat_key == chat) if chat is not None else cast(0.0, Float),
             _sum_cost(),
         ).where(c.at >= start, c.at < end)
-        async with self._begin(f"sum the spending of {day.isoformat()}") as db:
+        async with self._read(f"sum the spending of {day.isoformat()}") as db:
             session, user_daily, chat_daily, global_daily = (await db.execute(query)).one()
         return Spending(
             session=float(session or 0.0),
@@ -155,7 +155,7 @@ class SqlLedger(SqlBase):
         key = _GROUP_COLUMNS[by].label("group_key")
         cost = _AGGREGATES[5]
         order = (key.desc(),) if by == "day" else (cost.desc(), key.asc())
-        async with self._begin(f"sum costs by {by}") as db:
+        async with self._read(f"sum costs by {by}") as db:
             rows = await db.execute(
                 select(key, *_AGGREGATES).group_by(key).order_by(*order).limit(limit)
             )
@@ -163,7 +163,7 @@ class SqlLedger(SqlBase):
 
     async def cost_entries(self, session_id: str) -> list[CostEntry]:
         """A session's ledger entries in the order they were recorded."""
-        async with self._begin(f"read the cost entries of session {session_id!r}") as db:
+        async with self._read(f"read the cost entries of session {session_id!r}") as db:
             rows = await db.execute(
                 select(costs).where(c.session_id == session_id).order_by(c.number)
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.errors import StoreError
@@ -51,7 +51,7 @@ class SqlLog(SqlBase):
 
     async def find_current_session(self, key: str) -> SessionRecord | None:
         """The key's current session, or None if it has none (nothing is created)."""
-        async with self._begin(f"find the current session of {key!r}") as db:
+        async with self._read(f"find the current session of {key!r}") as db:
             return await _current(db, key)
 
     async def reopen_session(self, session_id: str) -> SessionRecord | None:
@@ -65,13 +65,13 @@ class SqlLog(SqlBase):
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """The session with this id, or `None`."""
-        async with self._begin(f"read session {session_id!r}") as db:
+        async with self._read(f"read session {session_id!r}") as db:
             return _first(await db.execute(_SESSION.where(_s.c.id == session_id)))
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
         """Sessions, most recently updated first."""
         check_limit(limit)
-        async with self._begin("list sessions") as db:
+        async with self._read("list sessions") as db:
             rows = await db.execute(
                 _SESSION.order_by(_s.c.updated_at.desc(), _s.c.number.desc()).limit(limit)
             )
@@ -93,32 +93,31 @@ class SqlLog(SqlBase):
         store the message twice.
         """
         now = self._now()
+        at = utc_text(now)
+        m = messages.c
         async with self._begin(f"append a message to session {session_id!r}") as db:
-            # The session's row locked: appends to one session take turns for the next seq.
-            known = await db.execute(select(_s.c.id).where(_s.c.id == session_id).with_for_update())
-            if known.first() is None:
+            # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite
+            # holds the write lock already): appends to one session take turns for the next seq.
+            touched = await db.execute(
+                update(_s).where(_s.c.id == session_id).values(updated_at=at).returning(_s.c.id)
+            )
+            if touched.first() is None:
                 raise StoreError(f"cannot append a message: no session has id {session_id!r}")
             if fence is not None:
                 await self._check_fence(db, fence)
-            seq = (
-                await db.execute(
-                    select(func.coalesce(func.max(messages.c.seq), 0) + 1).where(
-                        messages.c.session_id == session_id
-                    )
-                )
-            ).scalar_one()
-            await db.execute(
-                insert(messages).values(
-                    session_id=session_id,
-                    seq=seq,
-                    role=message.role,
-                    body=message.model_dump_json(exclude={"seq", "created_at"}),
-                    created_at=utc_text(now),
-                )
+            next_seq = select(
+                literal(session_id),
+                func.coalesce(func.max(m.seq), 0) + 1,
+                literal(message.role),
+                literal(message.model_dump_json(exclude={"seq", "created_at"})),
+                literal(at),
+            ).where(m.session_id == session_id)
+            stored = await db.execute(
+                insert(messages)
+                .from_select(["session_id", "seq", "role", "body", "created_at"], next_seq)
+                .returning(m.seq)
             )
-            await db.execute(
-                update(_s).where(_s.c.id == session_id).values(updated_at=utc_text(now))
-            )
+            seq = stored.scalar_one()
         return message.model_copy(update={"seq": int(seq), "created_at": now})
 
     async def list_messages(
@@ -127,7 +126,7 @@ class SqlLog(SqlBase):
         """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
         if limit is not None:
             check_limit(limit)
-        async with self._begin(f"list the messages of session {session_id!r}") as db:
+        async with self._read(f"list the messages of session {session_id!r}") as db:
             return await _messages(db, session_id, after_seq, limit)
 
     async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
@@ -155,14 +154,14 @@ class SqlLog(SqlBase):
     ) -> tuple[CompactionSummary | None, list[Message]]:
         """`latest_summary` and the messages after its marker (all of them without one), read
         in one transaction."""
-        async with self._begin(f"read the summary and tail of session {session_id!r}") as db:
+        async with self._read(f"read the summary and tail of session {session_id!r}") as db:
             summary = await _latest_summary(db, session_id)
             after = summary.up_to_seq if summary else 0
             return summary, await _messages(db, session_id, after, None)
 
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
-        async with self._begin(f"read the summary of session {session_id!r}") as db:
+        async with self._read(f"read the summary of session {session_id!r}") as db:
             return await _latest_summary(db, session_id)
 
     async def delete_session(self, session_id: str) -> bool:

@@ -26,7 +26,7 @@ class SqlProcessed(SqlBase):
 
     async def is_processed(self, key: str) -> bool:
         """Whether `mark_processed(key)` happened before."""
-        async with self._begin(f"check whether {key!r} was processed") as db:
+        async with self._read(f"check whether {key!r} was processed") as db:
             found = await db.execute(select(processed.c.key).where(processed.c.key == key))
             return found.first() is not None
 
@@ -63,7 +63,7 @@ class SqlSeen(SqlBase):
             .where(s.platform == platform, s.bot == bot)
             .order_by(s.at.desc(), s.chat)
         )
-        async with self._begin(f"read the seen marks of {platform}:{bot}") as db:
+        async with self._read(f"read the seen marks of {platform}:{bot}") as db:
             return [
                 LastSeen(
                     platform=platform,

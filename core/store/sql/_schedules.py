@@ -53,7 +53,7 @@ class SqlSchedules(SqlBase):
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
-        async with self._begin(f"read schedule {schedule_id!r}") as db:
+        async with self._read(f"read schedule {schedule_id!r}") as db:
             body = (await db.execute(select(s.body).where(s.id == schedule_id))).scalar()
             return None if body is None else Schedule.model_validate_json(body)
 
@@ -73,7 +73,7 @@ class SqlSchedules(SqlBase):
                 s.chat == deliver_to.chat,
                 s.thread.is_not_distinct_from(deliver_to.thread),
             )
-        async with self._begin("list schedules") as db:
+        async with self._read("list schedules") as db:
             return [Schedule.model_validate_json(body) for body in await db.scalars(query)]
 
     async def delete_schedule(self, schedule_id: str) -> bool:
@@ -95,7 +95,7 @@ class SqlSchedules(SqlBase):
             .order_by(s.next_run_at, s.created_at, s.id)
             .limit(limit)
         )
-        async with self._begin("find due schedules") as db:
+        async with self._read("find due schedules") as db:
             return [Schedule.model_validate_json(body) for body in await db.scalars(query)]
 
     async def save_run(self, run: ScheduleRun) -> None:
@@ -125,7 +125,7 @@ class SqlSchedules(SqlBase):
             .order_by(*_NEWEST_RUN_FIRST)
             .limit(limit)
         )
-        async with self._begin(f"list the runs of schedule {schedule_id!r}") as db:
+        async with self._read(f"list the runs of schedule {schedule_id!r}") as db:
             return [ScheduleRun.model_validate_json(body) for body in await db.scalars(query)]
 
     async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
