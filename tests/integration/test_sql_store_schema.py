@@ -7,9 +7,11 @@ at head without error; a SQLite file is made private and upgraded on open.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -77,17 +79,31 @@ async def test_stores_opening_one_postgresql_database_at_once_can_all_write(
     assert await _revision(postgres_url) == head_revision()
 
 
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """The usual umask of a login shell: files are made readable by everyone (0644)."""
+    previous = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+@pytest.mark.usefixtures("open_umask")
 async def test_a_sqlite_file_is_made_private_and_upgraded_on_open(tmp_path: Path) -> None:
     path = tmp_path / "data" / "switchboard.db"
     url = f"sqlite+aiosqlite:///{path}"
 
     store = await SqlStore.open(url)
     try:
-        session = await store.create_session("terminal:default:it")
+        session = await store.create_session("terminal:default:it")  # the WAL is in use
+        made = sorted(p.name for p in path.parent.iterdir())
+        assert made == ["switchboard.db", "switchboard.db-shm", "switchboard.db-wal"]
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in path.parent.iterdir()}
+        assert modes == dict.fromkeys(made, 0o600)
     finally:
         await store.close()
 
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert await _revision(url) == head_revision()
     with sqlite3.connect(path) as db:
