@@ -9,10 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, Table, column, func, literal_column, select, table
+from sqlalchemy import (
+    ColumnCollection,
+    ColumnElement,
+    Select,
+    Table,
+    column,
+    func,
+    literal_column,
+    select,
+    table,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql.base import ReadOnlyColumnCollection
 from sqlalchemy.sql.dml import Insert
 
 from core.facts import MemoryQuery, search_terms
@@ -28,7 +37,7 @@ __all__ = [
 ]
 
 # The proposed row of an upsert (`excluded.<column>` in both dialects).
-Excluded = ReadOnlyColumnCollection[str, Any]
+Excluded = ColumnCollection[str, Any]
 
 _FTS = table("memory_fts", column("rowid"))
 
