@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from core.errors import StoreError
+from core.errors import StoreError, StoreUnavailable
 from core.store.sql import SqlStore, current_revision, head_revision
 from tests.postgres_server import PostgresServer
+from tests.redis_server import free_port
 
 # A process that opens the store at the URL given and closes it again.
 _OPEN_AND_CLOSE = """
@@ -161,3 +162,12 @@ async def test_on_sqlite_reads_go_on_while_another_connection_writes(tmp_path: P
         writer.execute("ROLLBACK")
         writer.close()
         await store.close()
+
+
+async def test_a_postgresql_server_that_is_not_there_is_unavailable() -> None:
+    port = free_port()
+
+    with pytest.raises(StoreUnavailable) as raised:
+        await SqlStore.open(f"postgresql://switchboard:hunter2@127.0.0.1:{port}/switchboard")
+
+    assert "hunter2" not in str(raised.value)

@@ -62,6 +62,8 @@ class SqlBase:
             raise StoreError(f"SQL store could not {action}: {exc.orig}") from exc
         except SQLAlchemyError as exc:
             raise StoreError(f"SQL store could not {action}: {exc}") from exc
+        except OSError as exc:  # the server is not there (a refused or dropped connection)
+            raise StoreUnavailable(f"SQL store could not {action}: {exc}") from exc
         except ValidationError as exc:
             raise StoreError(
                 f"SQL store could not {action}: stored data is invalid: {exc}"

@@ -52,7 +52,7 @@ class SqlReplyRecords:
             await upgrade(engine)
             opened = cls(engine)
             await opened._prune()
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, OSError) as exc:
             await engine.dispose()
             raise ChannelError(f"cannot open reply records: {exc}") from exc
         except BaseException:

@@ -10,7 +10,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from core.clock import utc_now
-from core.errors import StoreError
+from core.errors import StoreError, StoreUnavailable
 from core.store.sql._access import SqlAccess
 from core.store.sql._checkpoints import SqlCheckpoints
 from core.store.sql._engine import open_engine
@@ -45,12 +45,16 @@ class SqlStore(
         `postgresql+asyncpg://...`; a SQLite file and its folder are made if needed) and
         upgrade its schema to the newest revision."""
         engine = await open_engine(url)
+        where = engine.url.render_as_string(hide_password=True)
         try:
             await upgrade(engine)
+        except OSError as exc:
+            # The server is not there (asyncpg's refused or failed connection).
+            await engine.dispose()
+            raise StoreUnavailable(f"cannot reach the SQL store at {where}: {exc}") from exc
         except (SQLAlchemyError, CommandError) as exc:
             # CommandError: a revision this Switchboard does not know (a newer one's database).
             await engine.dispose()
-            where = engine.url.render_as_string(hide_password=True)
             raise StoreError(f"cannot prepare the SQL store at {where}: {exc}") from exc
         except BaseException:
             await engine.dispose()
