@@ -22,6 +22,7 @@ from tests.fakes.fixtures import (
     fake_slack,
     fake_telegram,
 )
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "fake_openai",
     "fake_slack",
     "fake_telegram",
+    "postgres_server",
+    "postgres_url",
     "redis_server",
     "redis_url",
     "session_id",
@@ -61,6 +64,21 @@ async def redis_url(redis_server: RedisServer) -> AsyncIterator[str]:
     await client.flushall()
     await client.aclose()
     yield redis_server.url
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole run, on a free port; never the machine's own."""
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def postgres_url(postgres_server: PostgresServer) -> str:
+    """The URL of a new, empty database of the test server, for this test alone."""
+    return await postgres_server.new_database()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Final
 
 import aiosqlite
 
-__all__ = ["MEMORY", "disk_full", "open_connection"]
+__all__ = ["MEMORY", "disk_full", "open_connection", "prepare_file"]
 
 MEMORY: Final = ":memory:"
 
@@ -32,10 +32,7 @@ async def open_connection(path: Path | str) -> aiosqlite.Connection:
     `sqlite3.Error`, for the caller to say what could not be opened."""
     target = str(path)
     if target != MEMORY:
-        # Private (0700) when it is made here: it holds every conversation, and files created
-        # inside it follow the umask. An existing folder is left as it is (`doctor` audits it).
-        await asyncio.to_thread(Path(target).parent.mkdir, mode=0o700, parents=True, exist_ok=True)
-        await asyncio.to_thread(_create_private, target)
+        await asyncio.to_thread(prepare_file, target)
     db = await aiosqlite.connect(target, isolation_level=None)
     try:
         await db.execute("PRAGMA journal_mode = WAL")
@@ -44,6 +41,16 @@ async def open_connection(path: Path | str) -> aiosqlite.Connection:
         await db.close()
         raise
     return db
+
+
+def prepare_file(target: str) -> None:
+    """Make the data file's folder and the file itself, private, unless they exist (blocking).
+
+    The folder is 0700 when it is made here: it holds every conversation, and files created
+    inside it follow the umask. An existing folder is left as it is (`doctor` audits it).
+    """
+    Path(target).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _create_private(target)
 
 
 def _create_private(target: str) -> None:

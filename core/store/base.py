@@ -26,6 +26,14 @@ as a record, so it is not part of the composite: its implementations are classes
 (`_sqlite_replies.py`, `_redis_replies.py`) that `bots/app.py` opens beside the store, and its
 contract test is `tests/contract/test_store_replies.py`.
 
+`SqlStore` (`core/store/sql/`) is a third implementation of the composite, and
+`SqlReplyRecords` of `ReplyRecords`: SQLAlchemy Core on its asyncio engine, on SQLite
+(aiosqlite) or PostgreSQL (asyncpg), one transaction per call, its schema made and upgraded by
+the Alembic revisions in `core/store/migrations/` when it opens. It is meant to replace both
+others so that records live in a database in either deployment (docs/decisions/
+0001-records-in-sql.md); it is not wired into `bots/` yet, and runs only in the contract tests
+(on SQLite and on a PostgreSQL server the suite starts) and its schema tests.
+
 Adding a concern (pairing, rate-limit state...):
 1. a protocol module `core/store/<concern>.py` with its records;
 2. `_sqlite_<concern>.py` (its tables as a new entry of `_MIGRATIONS` in `sqlite.py`) and

@@ -13,19 +13,25 @@ from pathlib import Path
 import pytest
 
 from core.store import RedisStore, SqliteStore, Store
+from core.store.sql import SqlStore
 from tests.contract.store_support import TickingClock
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", "redis", "sql-sqlite", "sql-postgresql"])
 def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """Each implementation's name and where its empty store lives.
 
     A sync fixture on purpose: it asks for `redis_url` (and so starts the test redis-server)
-    only for "redis", and an async fixture cannot resolve async fixtures by name.
+    only for "redis", `postgres_url` (and so the test PostgreSQL) only for "sql-postgresql",
+    and an async fixture cannot resolve async fixtures by name.
     """
     name = str(request.param)
     if name == "redis":
         return name, request.getfixturevalue("redis_url")
+    if name == "sql-postgresql":
+        return name, request.getfixturevalue("postgres_url")
+    if name == "sql-sqlite":
+        return name, f"sqlite+aiosqlite:///{tmp_path / 'data' / 'switchboard.db'}"
     return name, str(tmp_path / "data" / "switchboard.db")
 
 
@@ -39,6 +45,8 @@ async def store(store_location: tuple[str, str]) -> AsyncIterator[Store]:
         opened = await SqliteStore.open(location, clock=clock)
     elif name == "redis":
         opened = await RedisStore.open(location, clock=clock)
+    elif name.startswith("sql-"):
+        opened = await SqlStore.open(location, clock=clock)
     else:
         raise AssertionError(f"no store implementation named {name!r}")
     try:

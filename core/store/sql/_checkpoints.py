@@ -1,0 +1,99 @@
+"""The `CheckpointStore` of `SqlStore`: one row per turn, keyed by its run key.
+
+Finished rows are pruned a week after they finished, by a `finish_checkpoint` at most every
+ten minutes.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+from typing import Final
+
+from sqlalchemy import delete, select, update
+
+from core.checkpoints import Checkpoint, CheckpointStatus
+from core.errors import StoreError
+from core.store._shared import check_aware, utc_text
+from core.store.sql._base import SqlBase
+from core.store.sql._dialect import upsert
+from core.store.sql._tables import checkpoints
+
+__all__ = ["SqlCheckpoints"]
+
+log = logging.getLogger(__name__)
+
+_KEEP_FINISHED: Final = timedelta(days=7)
+_PRUNE_EVERY: Final = timedelta(minutes=10)
+
+c = checkpoints.c
+
+
+class SqlCheckpoints(SqlBase):
+    """The `CheckpointStore` of `SqlStore`."""
+
+    # When finished checkpoints were last pruned by this store (None: not yet).
+    _pruned_at: datetime | None = None
+
+    async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Insert the checkpoint, or replace the stored one with the same run key."""
+        check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
+        values = {
+            "run_key": checkpoint.run_key,
+            "status": checkpoint.status,
+            "started_at": utc_text(checkpoint.started_at),
+            "updated_at": utc_text(checkpoint.updated_at),
+            "body": checkpoint.model_dump_json(),
+        }
+        async with self._begin(f"save checkpoint {checkpoint.run_key!r}") as db:
+            await db.execute(upsert(self._dialect, checkpoints, values, keys=("run_key",)))
+
+    async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
+        """The checkpoint of `run_key`, or None."""
+        async with self._read(f"read checkpoint {run_key!r}") as db:
+            body = (await db.execute(select(c.body).where(c.run_key == run_key))).scalar()
+            return None if body is None else Checkpoint.model_validate_json(body)
+
+    async def incomplete_checkpoints(
+        self, *, older_than: datetime | None = None
+    ) -> list[Checkpoint]:
+        """`running` checkpoints last updated before `older_than` (all when None), oldest
+        started first."""
+        if older_than is not None and older_than.tzinfo is None:
+            raise StoreError("incomplete_checkpoints needs an aware datetime")
+        query = select(c.body).where(c.status == "running").order_by(c.started_at, c.run_key)
+        if older_than is not None:
+            query = query.where(c.updated_at < utc_text(older_than))
+        async with self._read("list incomplete checkpoints") as db:
+            return [Checkpoint.model_validate_json(body) for body in await db.scalars(query)]
+
+    async def finish_checkpoint(self, run_key: str, status: CheckpointStatus) -> bool:
+        """Set a checkpoint's status; False if there is none."""
+        now = self._now()
+        async with self._begin(f"finish checkpoint {run_key!r}") as db:
+            body = (
+                await db.execute(select(c.body).where(c.run_key == run_key).with_for_update())
+            ).scalar()
+            if body is None:
+                return False
+            finished = Checkpoint.model_validate_json(body).model_copy(
+                update={"status": status, "updated_at": now}
+            )
+            await db.execute(
+                update(checkpoints)
+                .where(c.run_key == run_key)
+                .values(status=status, updated_at=utc_text(now), body=finished.model_dump_json())
+            )
+        if self._pruned_at is None or now - self._pruned_at >= _PRUNE_EVERY:
+            self._pruned_at = now
+            try:
+                async with self._begin("prune finished checkpoints") as db:
+                    await db.execute(
+                        delete(checkpoints).where(
+                            c.status != "running", c.updated_at < utc_text(now - _KEEP_FINISHED)
+                        )
+                    )
+            except StoreError as exc:  # the finish is made; the prune is tried again later
+                log.warning("%s", exc)
+                self._pruned_at = None
+        return True

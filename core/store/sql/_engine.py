@@ -1,0 +1,83 @@
+"""Opening the SQL store's async engine: SQLite (aiosqlite) or PostgreSQL (asyncpg).
+
+On SQLite every connection gets what today's embedded store sets (`core/store/_connection.py`):
+WAL, a busy timeout, foreign keys on, and a data file created 0600 in a 0700 folder. SQLite
+write transactions begin with `BEGIN IMMEDIATE`, so a transaction that reads and then writes
+holds the file's write lock from its start and cannot deadlock with another one doing the
+same; a connection with the `READS` execution option begins a plain (deferred) transaction,
+which reads a snapshot beside the writer (WAL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Final
+
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from core.errors import StoreError
+from core.store._connection import MEMORY, prepare_file
+
+__all__ = ["READS", "open_engine", "parse_url"]
+
+# The execution option of a connection whose transactions only read.
+READS: Final = "switchboard_reads"
+
+# The async driver of each database; `postgres://` is the spelling some hosts hand out.
+_DRIVERS = {
+    "sqlite": "sqlite+aiosqlite",
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+}
+
+
+def parse_url(url: str | URL) -> URL:
+    """The SQLAlchemy URL of `url`, its driver the async one of its database; `StoreError`
+    for a URL of another database or none at all."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise StoreError(f"not a database URL: {exc}") from exc
+    backend = parsed.get_backend_name()
+    if backend not in _DRIVERS:
+        raise StoreError(f"the SQL store runs on SQLite or PostgreSQL, not {backend!r}")
+    return parsed.set(drivername=_DRIVERS[backend])
+
+
+async def open_engine(url: str | URL) -> AsyncEngine:
+    """An engine for `url` (see `parse_url`); for a SQLite file, its folder and file made
+    private first."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        # A connection the server dropped (a restart) is noticed and replaced before use.
+        return create_async_engine(parsed, pool_pre_ping=True)
+    path = parsed.database or MEMORY
+    if path != MEMORY:
+        try:
+            await asyncio.to_thread(prepare_file, path)
+        except OSError as exc:
+            raise StoreError(f"cannot open the SQLite store at {path}: {exc}") from exc
+    engine = create_async_engine(parsed)
+    event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
+    event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # The driver's own transaction handling off: `_on_sqlite_begin` says how to begin.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode = WAL")
+        cursor.execute("PRAGMA busy_timeout = 5000")
+        cursor.execute("PRAGMA foreign_keys = ON")
+    finally:
+        cursor.close()
+
+
+def _on_sqlite_begin(connection: Connection) -> None:
+    reads = connection.get_execution_options().get(READS, False)
+    connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")

@@ -1,0 +1,274 @@
+"""The `ConversationLog` of `SqlStore`: sessions, messages, compaction summaries, and the
+fencing epochs its fenced writes check (`core/fencing.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, func, insert, literal, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from core.errors import StoreError
+from core.fencing import Fence, FenceOvertaken
+from core.messages import Message
+from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
+from core.store.log import CompactionSummary, SessionRecord, new_session_id
+from core.store.sql._base import SqlBase
+from core.store.sql._dialect import lock_for_transaction, upsert
+from core.store.sql._tables import fences, messages, reopened, sessions, summaries
+
+__all__ = ["SqlLog"]
+
+_s = sessions
+# Every read of a session fills `message_count`.
+_COUNT = (
+    select(func.count())
+    .select_from(messages)
+    .where(messages.c.session_id == _s.c.id)
+    .scalar_subquery()
+)
+_SESSION = select(_s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT)
+
+
+class SqlLog(SqlBase):
+    """The `ConversationLog` of `SqlStore`."""
+
+    async def create_session(self, key: str) -> SessionRecord:
+        """Start a new session for `key`; it becomes the key's current session."""
+        async with self._begin(f"create a session for {key!r}") as db:
+            await db.execute(delete(reopened).where(reopened.c.key == key))
+            return await self._insert_session(db, key)
+
+    async def current_session(self, key: str, *, new_id: str | None = None) -> SessionRecord:
+        """The key's current session (the newest, or the one reopened last), created if the
+        key has none yet (with `new_id` as its id when given)."""
+        async with self._begin(f"find the current session of {key!r}") as db:
+            # Two callers asking at once for a key without a session make one, not two.
+            await lock_for_transaction(self._dialect, db, f"session:{key}")
+            found = await _current(db, key)
+            return found if found is not None else await self._insert_session(db, key, new_id)
+
+    async def find_current_session(self, key: str) -> SessionRecord | None:
+        """The key's current session, or None if it has none (nothing is created)."""
+        async with self._read(f"find the current session of {key!r}") as db:
+            return await _current(db, key)
+
+    async def reopen_session(self, session_id: str) -> SessionRecord | None:
+        """Make an earlier session its key's current one again; None if there is none."""
+        async with self._begin(f"reopen session {session_id!r}") as db:
+            found = _first(await db.execute(_SESSION.where(_s.c.id == session_id)))
+            if found is not None:
+                values = {"key": found.key, "session_id": found.id}
+                await db.execute(upsert(self._dialect, reopened, values, keys=("key",)))
+            return found
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """The session with this id, or `None`."""
+        async with self._read(f"read session {session_id!r}") as db:
+            return _first(await db.execute(_SESSION.where(_s.c.id == session_id)))
+
+    async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
+        """Sessions, most recently updated first."""
+        check_limit(limit)
+        async with self._read("list sessions") as db:
+            rows = await db.execute(
+                _SESSION.order_by(_s.c.updated_at.desc(), _s.c.number.desc()).limit(limit)
+            )
+            return [_session(row) for row in rows]
+
+    async def append_message(
+        self,
+        session_id: str,
+        message: Message,
+        *,
+        fence: Fence | None = None,
+        receipt: str | None = None,
+    ) -> Message:
+        """Store `message` at the end of the session; returns it with `seq` and `created_at`.
+
+        Raises `StoreError` for an unknown session, and `FenceOvertaken` for a `fence` older
+        than one a write of its session key was seen with. `receipt` needs no record: a call
+        that raised wrote nothing (its transaction rolled back), so trying it again cannot
+        store the message twice.
+        """
+        now = self._now()
+        at = utc_text(now)
+        m = messages.c
+        async with self._begin(f"append a message to session {session_id!r}") as db:
+            # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite
+            # holds the write lock already): appends to one session take turns for the next seq.
+            touched = await db.execute(
+                update(_s).where(_s.c.id == session_id).values(updated_at=at).returning(_s.c.id)
+            )
+            if touched.first() is None:
+                raise StoreError(f"cannot append a message: no session has id {session_id!r}")
+            if fence is not None:
+                await self._check_fence(db, fence)
+            next_seq = select(
+                literal(session_id),
+                func.coalesce(func.max(m.seq), 0) + 1,
+                literal(message.role),
+                literal(message.model_dump_json(exclude={"seq", "created_at"})),
+                literal(at),
+            ).where(m.session_id == session_id)
+            stored = await db.execute(
+                insert(messages)
+                .from_select(["session_id", "seq", "role", "body", "created_at"], next_seq)
+                .returning(m.seq)
+            )
+            seq = stored.scalar_one()
+        return message.model_copy(update={"seq": int(seq), "created_at": now})
+
+    async def list_messages(
+        self, session_id: str, *, after_seq: int = 0, limit: int | None = None
+    ) -> list[Message]:
+        """Messages with `seq > after_seq`, oldest first, at most `limit` of them."""
+        if limit is not None:
+            check_limit(limit)
+        async with self._read(f"list the messages of session {session_id!r}") as db:
+            return await _messages(db, session_id, after_seq, limit)
+
+    async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
+        """Store a compaction summary; one with the same `up_to_seq` replaces the stored one.
+
+        Raises `StoreError` for an unknown session or a naive time.
+        """
+        check_aware(summary, f"the summary of session {session_id!r}")
+        async with self._begin(f"save a summary of session {session_id!r}") as db:
+            known = await db.execute(select(_s.c.id).where(_s.c.id == session_id))
+            if known.first() is None:
+                raise StoreError(f"cannot save a summary: no session has id {session_id!r}")
+            values = {
+                "session_id": session_id,
+                "up_to_seq": summary.up_to_seq,
+                "text": summary.text,
+                "created_at": utc_text(summary.created_at),
+            }
+            await db.execute(
+                upsert(self._dialect, summaries, values, keys=("session_id", "up_to_seq"))
+            )
+
+    async def summary_and_tail(
+        self, session_id: str
+    ) -> tuple[CompactionSummary | None, list[Message]]:
+        """`latest_summary` and the messages after its marker (all of them without one), read
+        in one transaction."""
+        async with self._read(f"read the summary and tail of session {session_id!r}") as db:
+            summary = await _latest_summary(db, session_id)
+            after = summary.up_to_seq if summary else 0
+            return summary, await _messages(db, session_id, after, None)
+
+    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
+        """The session's summary with the highest `up_to_seq`, or None."""
+        async with self._read(f"read the summary of session {session_id!r}") as db:
+            return await _latest_summary(db, session_id)
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete the session's record, messages, summaries and reopen mark; keep its costs."""
+        async with self._begin(f"delete session {session_id!r}") as db:
+            for table in (messages, summaries, reopened):
+                await db.execute(delete(table).where(table.c.session_id == session_id))
+            deleted = await db.execute(delete(_s).where(_s.c.id == session_id))
+            return deleted.rowcount == 1
+
+    async def _check_fence(self, db: AsyncConnection, fence: Fence) -> None:
+        """Record `fence` as its key's newest, or raise `FenceOvertaken` if a newer one wrote."""
+        values = {"session_key": fence.session_key, "epoch": fence.epoch}
+        await db.execute(
+            upsert(
+                self._dialect,
+                fences,
+                values,
+                keys=("session_key",),
+                where=lambda proposed: proposed.epoch > fences.c.epoch,
+            )
+        )
+        seen = (
+            await db.execute(
+                select(fences.c.epoch)
+                .where(fences.c.session_key == fence.session_key)
+                .with_for_update()
+            )
+        ).scalar_one()
+        if fence.epoch < seen:
+            raise FenceOvertaken(
+                f"cannot write to {fence.session_key!r}: its claim was overtaken"
+                f" (epoch {fence.epoch} < {seen})"
+            )
+
+    async def _insert_session(
+        self, db: AsyncConnection, key: str, session_id: str | None = None
+    ) -> SessionRecord:
+        now = self._now()
+        record = SessionRecord(
+            id=session_id or new_session_id(), key=key, created_at=now, updated_at=now
+        )
+        await db.execute(
+            insert(_s).values(
+                id=record.id, key=key, created_at=utc_text(now), updated_at=utc_text(now)
+            )
+        )
+        return record
+
+
+async def _current(db: AsyncConnection, key: str) -> SessionRecord | None:
+    """The key's reopened session, else its newest."""
+    newest = (
+        select(_s.c.id)
+        .where(_s.c.key == key)
+        .order_by(_s.c.created_at.desc(), _s.c.number.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    chosen = select(reopened.c.session_id).where(reopened.c.key == key).scalar_subquery()
+    return _first(await db.execute(_SESSION.where(_s.c.id == func.coalesce(chosen, newest))))
+
+
+async def _messages(
+    db: AsyncConnection, session_id: str, after_seq: int, limit: int | None
+) -> list[Message]:
+    m = messages
+    query = (
+        select(m.c.seq, m.c.body, m.c.created_at)
+        .where(m.c.session_id == session_id, m.c.seq > after_seq)
+        .order_by(m.c.seq)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return [
+        Message.model_validate_json(body).model_copy(
+            update={"seq": seq, "created_at": from_utc_text(created_at)}
+        )
+        for seq, body, created_at in await db.execute(query)
+    ]
+
+
+async def _latest_summary(db: AsyncConnection, session_id: str) -> CompactionSummary | None:
+    row = (
+        await db.execute(
+            select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
+            .where(summaries.c.session_id == session_id)
+            .order_by(summaries.c.up_to_seq.desc())
+            .limit(1)
+        )
+    ).first()
+    if row is None:
+        return None
+    return CompactionSummary(up_to_seq=row[0], text=row[1], created_at=from_utc_text(row[2]))
+
+
+def _session(row: Sequence[Any]) -> SessionRecord:
+    session_id, key, created_at, updated_at, message_count = row
+    return SessionRecord(
+        id=session_id,
+        key=key,
+        created_at=from_utc_text(created_at),
+        updated_at=from_utc_text(updated_at),
+        message_count=message_count,
+    )
+
+
+def _first(result: Any) -> SessionRecord | None:
+    row = result.first()
+    return None if row is None else _session(row)

@@ -1,0 +1,62 @@
+"""`SqlStore`: the `Store` on SQLAlchemy Core, on SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from alembic.util import CommandError
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+
+from core.clock import utc_now
+from core.errors import StoreError, StoreUnavailable
+from core.store.sql._access import SqlAccess
+from core.store.sql._checkpoints import SqlCheckpoints
+from core.store.sql._engine import open_engine
+from core.store.sql._facts import SqlFacts
+from core.store.sql._ledger import SqlLedger
+from core.store.sql._log import SqlLog
+from core.store.sql._marks import SqlProcessed, SqlSeen
+from core.store.sql._schedules import SqlSchedules
+from core.store.sql._schema import upgrade
+
+__all__ = ["SqlStore"]
+
+
+class SqlStore(
+    SqlLog,
+    SqlLedger,
+    SqlSchedules,
+    SqlFacts,
+    SqlCheckpoints,
+    SqlProcessed,
+    SqlSeen,
+    SqlAccess,
+):
+    """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
+
+    Every method is one transaction, committed before the awaited call returns.
+    """
+
+    @classmethod
+    async def open(cls, url: str | URL, *, clock: Callable[[], datetime] = utc_now) -> SqlStore:
+        """Open the database at `url` (`sqlite+aiosqlite:///path` or
+        `postgresql+asyncpg://...`; a SQLite file and its folder are made if needed) and
+        upgrade its schema to the newest revision."""
+        engine = await open_engine(url)
+        where = engine.url.render_as_string(hide_password=True)
+        try:
+            await upgrade(engine)
+        except OSError as exc:
+            # The server is not there (asyncpg's refused or failed connection).
+            await engine.dispose()
+            raise StoreUnavailable(f"cannot reach the SQL store at {where}: {exc}") from exc
+        except (SQLAlchemyError, CommandError) as exc:
+            # CommandError: a revision this Switchboard does not know (a newer one's database).
+            await engine.dispose()
+            raise StoreError(f"cannot prepare the SQL store at {where}: {exc}") from exc
+        except BaseException:
+            await engine.dispose()
+            raise
+        return cls(engine, clock=clock)

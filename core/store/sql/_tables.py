@@ -1,0 +1,202 @@
+"""The tables of `SqlStore`, as SQLAlchemy Core `Table`s (the queries are built from these).
+
+The schema itself is made by the Alembic revisions in `core/store/migrations/`; these
+definitions describe what the newest revision leaves, for building statements. Times are
+fixed-width UTC text (`core/store/_shared.py`), so text order is time order on every database.
+Records kept whole are their model's JSON (`body`); the other columns repeat parts of it for
+queries. `number` columns are creation order, handed out by the database (`RETURNING`).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+)
+
+__all__ = [
+    "approvals",
+    "checkpoints",
+    "costs",
+    "fences",
+    "memory_facts",
+    "messages",
+    "metadata",
+    "pairing_requests",
+    "processed",
+    "reopened",
+    "reply_records",
+    "schedule_runs",
+    "schedules",
+    "seen",
+    "sessions",
+    "summaries",
+]
+
+metadata = MetaData()
+
+# SQLite makes an INTEGER PRIMARY KEY its rowid (autoincremented); PostgreSQL a BIGINT identity.
+_Number = BigInteger().with_variant(Integer(), "sqlite")
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("number", _Number, primary_key=True, autoincrement=True),
+    Column("id", Text, nullable=False, unique=True),
+    Column("key", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("role", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+summaries = Table(
+    "summaries",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("up_to_seq", Integer, primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+# A key whose current session is an earlier one, reopened; `create_session` clears it.
+reopened = Table(
+    "reopened",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("session_id", Text, nullable=False),
+)
+
+# The highest fencing epoch a write was seen with, per session key (`core/fencing.py`).
+fences = Table(
+    "fences",
+    metadata,
+    Column("session_key", Text, primary_key=True),
+    Column("epoch", BigInteger, nullable=False),
+)
+
+# One row per provider call; no foreign key to `sessions`: spending outlives a deleted session.
+costs = Table(
+    "costs",
+    metadata,
+    Column("number", _Number, primary_key=True, autoincrement=True),
+    Column("session_id", Text, nullable=False),
+    Column("run_id", Text, nullable=False),
+    Column("provider", Text, nullable=False),
+    Column("model", Text, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_read_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cost_usd", Float, nullable=True),
+    Column("at", Text, nullable=False),
+    Column("user_key", Text, nullable=True),
+    Column("chat_key", Text, nullable=True),
+)
+
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("platform", Text, nullable=False),
+    Column("chat", Text, nullable=False),
+    Column("thread", Text, nullable=True),
+    Column("status", Text, nullable=False),
+    Column("next_run_at", Text, nullable=True),
+    Column("created_at", Text, nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+schedule_runs = Table(
+    "schedule_runs",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("schedule_id", Text, nullable=False),
+    Column("started_at", Text, nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+# `terms` is the fact's search terms (`core.facts.search_terms`), what PostgreSQL indexes;
+# SQLite's FTS5 table indexes `text` itself. Both are made by the migration.
+memory_facts = Table(
+    "memory_facts",
+    metadata,
+    Column("number", _Number, primary_key=True, autoincrement=True),
+    Column("scope", Text, nullable=False),
+    Column("id", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("terms", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("source_session", Text, nullable=True),
+)
+
+checkpoints = Table(
+    "checkpoints",
+    metadata,
+    Column("run_key", Text, primary_key=True),
+    Column("status", Text, nullable=False),
+    Column("started_at", Text, nullable=False),
+    Column("updated_at", Text, nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+processed = Table(
+    "processed",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("at", Text, nullable=False),
+)
+
+seen = Table(
+    "seen",
+    metadata,
+    Column("platform", Text, primary_key=True),
+    Column("bot", Text, primary_key=True),
+    Column("chat", Text, primary_key=True),
+    Column("message_id", Text, nullable=False),
+    Column("position", BigInteger, nullable=False),
+    Column("at", Text, nullable=False),
+)
+
+pairing_requests = Table(
+    "pairing_requests",
+    metadata,
+    Column("platform", Text, primary_key=True),
+    Column("user_id", Text, primary_key=True),
+    Column("code", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("expires_at", Text, nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("platform", Text, primary_key=True),
+    Column("user_id", Text, primary_key=True),
+    Column("approved_at", Text, nullable=False),
+    Column("body", Text, nullable=False),
+)
+
+reply_records = Table(
+    "reply_records",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("body", Text, nullable=False),
+    Column("updated_at", Float, nullable=False),
+)
