@@ -524,7 +524,7 @@ class RedisBus(Bus):
                 )
             else:
                 entry_id = await self._enqueue_once_script(
-                    keys=[self._keys.queue_stream(queue), self._keys.enqueued(dedupe_id)],
+                    keys=[self._keys.queue_stream(queue), self._keys.enqueued(queue, dedupe_id)],
                     args=[self._maxlen, data, _DEDUPE_SECONDS],
                     client=self._batched,
                 )
