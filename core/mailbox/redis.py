@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Awaitable
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
@@ -33,7 +33,7 @@ from core.envelopes import Inbound, decode, encode
 from core.errors import BusError, BusUnavailable
 from core.mailbox.base import Claim, ClaimState
 from core.outages import Patience
-from core.redis_client import BatchingRedis, is_outage, redis_client
+from core.redis_client import AnyRedis, BatchingRedis, connect_redis, is_outage
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -252,7 +252,7 @@ class RedisMailboxes:
     """Mailboxes and turn leases in the Redis every worker shares."""
 
     def __init__(
-        self, client: aioredis.Redis, *, keys: RedisKeys | None = None, lease_seconds: float = 30.0
+        self, client: AnyRedis, *, keys: RedisKeys | None = None, lease_seconds: float = 30.0
     ) -> None:
         """Mailboxes in the namespace of `keys` (the default bot's when None)."""
         self.client = client
@@ -272,7 +272,7 @@ class RedisMailboxes:
     ) -> RedisMailboxes:
         """Mailboxes on the Redis at `url`, in the namespace of `keys`."""
         return cls(
-            redis_client(url, batching=True, retry=_quick_retry()),
+            connect_redis(url, batching=True, retry=_quick_retry()),
             keys=keys,
             lease_seconds=lease_seconds,
         )
@@ -339,6 +339,7 @@ class RedisMailboxes:
         worker's periodic sweep rides with a turn's writes rather than taking a round trip of
         its own.
         """
+        listed: Awaitable[Any]
         if isinstance(self.client, BatchingRedis):
             listed = self.client.execute_later("SMEMBERS", self.keys.mailboxes())
         else:

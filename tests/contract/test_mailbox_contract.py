@@ -18,7 +18,7 @@ from core.mailbox.redis import RedisMailboxes
 from core.redis_keys import RedisKeys
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster"])
 async def mailboxes(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Mailboxes]:
     """Empty mailboxes of each implementation, closed after the test."""
     if request.param == "memory":
@@ -33,6 +33,12 @@ async def mailboxes(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         redis = RedisMailboxes.from_url(server.url, keys=RedisKeys(f"t{uuid.uuid4().hex[:12]}"))
         yield redis
         await redis.aclose()
+    elif request.param == "redis-cluster":
+        cluster = request.getfixturevalue("redis_cluster")
+        keys = RedisKeys(f"t{uuid.uuid4().hex[:12]}")
+        on_cluster = RedisMailboxes.from_url(cluster.url, keys=keys)
+        yield on_cluster
+        await on_cluster.aclose()
     else:
         raise AssertionError(f"no mailboxes named {request.param!r}")
 
