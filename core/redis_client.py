@@ -472,5 +472,4 @@ def describe_redis_error(exc: RedisError) -> str:
         return f"the Redis Cluster is down ({exc})"
     if isinstance(exc, ClusterError):
         return f"Redis Cluster error: {exc or type(exc).__name__}"
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -45,9 +45,7 @@ def parse_redis_url(url: str) -> RedisLocation:
         return RedisLocation("server", url)
     if scheme not in _CLUSTER_SCHEMES + _SENTINEL_SCHEMES:
         forms = ", ".join(f"{name}://" for name in _SERVER_SCHEMES + _CLUSTER_SCHEMES)
-        raise ValueError(
-            f"REDIS_URL must start with one of {forms} or redis+sentinel:// (got {scheme!r})"
-        )
+        raise ValueError(f"not a Redis URL: use {forms} or redis+sentinel:// (got {scheme!r})")
     # urlsplit reads one host only: the addresses are split by hand.
     rest = url.split("://", 1)[1]
     location, _, path = rest.partition("/")

@@ -5,6 +5,7 @@ Nothing here uses a Redis already running on the machine: the suite must pass wh
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import socket
@@ -155,6 +156,10 @@ def _free_cluster_port() -> int:
     raise RuntimeError("no free pair of ports for a cluster node")
 
 
+def _cluster_ok(port: int) -> bool:
+    return "cluster_state:ok" in _info(port, "cluster")
+
+
 class RedisClusterServers:
     """A Redis Cluster of three masters (no replicas) on free ports, made by `redis-cli`."""
 
@@ -202,7 +207,7 @@ class RedisClusterServers:
             )
             for node in self.nodes:
                 _until(
-                    lambda port=node.port: "cluster_state:ok" in _info(port, "cluster"),
+                    functools.partial(_cluster_ok, node.port),
                     f"cluster node {node.port} did not say cluster_state:ok",
                 )
         except BaseException:
