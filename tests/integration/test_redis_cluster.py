@@ -13,7 +13,12 @@ import pytest
 from click.testing import CliRunner
 
 from bots.cli import cli
+from bots.limits import open_rate_limits
+from bots.settings import Settings
+from core.envelopes import Address, Inbound
 from core.heartbeat import ProcessInfo, RedisHeartbeats
+from core.profile import ProfileSettings
+from core.ratelimit import RateLimitSettings
 from core.redis_keys import RedisKeys
 from tests.redis_server import RedisClusterServers
 
@@ -67,3 +72,21 @@ async def test_heartbeats_beat_on_the_cluster(redis_cluster: RedisClusterServers
         assert await board.processes(now) == [info]
     finally:
         await board.aclose()
+
+
+async def test_the_rate_limits_count_on_the_cluster(
+    redis_cluster: RedisClusterServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_cluster.url)
+    monkeypatch.setenv("SWITCHBOARD_BOT_ID", f"t{uuid.uuid4().hex[:12]}")
+    options = ProfileSettings(
+        limits=RateLimitSettings(rate_limit="2/minute", chat_rate_limit="", daily_turns=0)
+    )
+    said = Inbound(address=Address(platform="slack", bot="B1", chat="D7"), user_id="U7", text="hi")
+    limits, close = open_rate_limits(Settings(), options)
+    try:
+        answers = [(await limits.admit(said, is_admin=False))[0] for _ in range(3)]
+    finally:
+        await close()
+
+    assert answers == [True, True, False]

@@ -7,9 +7,13 @@ import uuid
 
 import pytest
 
+from bots.limits import open_rate_limits
+from bots.settings import Settings
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound
 from core.mailbox.redis import RedisMailboxes
+from core.profile import ProfileSettings
+from core.ratelimit import RateLimitSettings
 from core.redis_client import redis_client
 from core.redis_keys import RedisKeys
 from core.redis_urls import parse_redis_url
@@ -95,3 +99,21 @@ async def test_the_mailboxes_claim_through_the_sentinel(
         assert await mailboxes.pending() == []
     finally:
         await mailboxes.aclose()
+
+
+async def test_the_rate_limits_count_through_the_sentinel(
+    redis_sentinel: RedisSentinelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REDIS_URL", redis_sentinel.url)
+    monkeypatch.setenv("SWITCHBOARD_BOT_ID", f"t{uuid.uuid4().hex[:12]}")
+    options = ProfileSettings(
+        limits=RateLimitSettings(rate_limit="2/minute", chat_rate_limit="", daily_turns=0)
+    )
+    said = Inbound(address=Address(platform="slack", bot="B1", chat="D7"), user_id="U7", text="hi")
+    limits, close = open_rate_limits(Settings(), options)
+    try:
+        answers = [(await limits.admit(said, is_admin=False))[0] for _ in range(3)]
+    finally:
+        await close()
+
+    assert answers == [True, True, False]
