@@ -20,6 +20,7 @@ it, rather than another worker having claimed and released the session meanwhile
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable
@@ -298,13 +299,23 @@ class RedisMailboxes:
 
     async def forget(self, session_key: str) -> int:
         """Take the session out of the set of sessions with work, its box found empty; what
-        the box holds after all (work put meanwhile puts the session back)."""
-        await _call(self.client.srem(self.keys.mailboxes(), session_key))
-        # A put that added to the box before this look is seen here; one after it added the
-        # session to the set after this removal (`put` writes the box first).
-        left = int(await _call(self.client.zcard(self.keys.mailbox(session_key))))
-        if left:
-            await _call(self.client.sadd(self.keys.mailboxes(), session_key))
+        the box holds after all (work put meanwhile puts the session back).
+
+        On a failure the session is put back in the set if Redis lets it, which is harmless (a
+        sweep claims it, finds the box empty and lets go): it is logged, and 0 returned.
+        """
+        try:
+            await _call(self.client.srem(self.keys.mailboxes(), session_key))
+            # A put that added to the box before this look is seen here; one after it added
+            # the session to the set after this removal (`put` writes the box first).
+            left = int(await _call(self.client.zcard(self.keys.mailbox(session_key))))
+            if left:
+                await _call(self.client.sadd(self.keys.mailboxes(), session_key))
+        except BusError as exc:
+            log.info("left %s among the sessions with work: %s", session_key, exc)
+            with contextlib.suppress(RedisError):
+                await self.client.sadd(self.keys.mailboxes(), session_key)
+            return 0
         return left
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:

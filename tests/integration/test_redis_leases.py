@@ -131,3 +131,20 @@ async def test_a_claim_sent_again_with_its_token_is_the_same_claim(raw: aioredis
     assert again[0] == first[0]
     assert other == [0]
     await raw.delete(*keys)
+
+
+async def test_work_put_while_its_holder_empties_the_box_keeps_the_session_waiting(
+    raw: aioredis.Redis,
+) -> None:
+    # The holder's `done` found the box empty and let go of the lease; a put wrote the box
+    # before the holder took the session out of the set of sessions with work.
+    mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=30.0)
+    late = Inbound(address=Address(platform="telegram", chat="9"), user_id="u", text="late")
+    await raw.zadd(KEYS.mailbox(late.session_key), {b"late work": 1.0})
+    await raw.sadd(KEYS.mailboxes(), late.session_key)
+
+    assert await mailboxes.forget(late.session_key) == 1
+    assert await mailboxes.pending() == [late.session_key]
+    await raw.delete(KEYS.mailbox(late.session_key))
+    assert await mailboxes.forget(late.session_key) == 0
+    assert await mailboxes.pending() == []
