@@ -8,7 +8,9 @@ Topics are pub/sub channels: at-most-once, only to subscribers connected at the 
 
 Each step that reads and changes a pending entry is one Lua script, so it is atomic: claiming
 (and dead-lettering entries past `max_deliveries`), and the fenced ack/nack, which only act
-while the entry is still held by the same consumer with the same delivery count.
+while the entry is still held by the same consumer with the same delivery count. Every script
+touches one queue's keys only (its stream, dead letters and dedupe marks, which share the
+queue's hash tag, core/redis_keys.py), so each runs within one Redis Cluster slot.
 """
 
 from __future__ import annotations
