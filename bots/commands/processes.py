@@ -438,6 +438,8 @@ async def operations(
 def _health_reason(exc: BaseException) -> str:
     """One line saying why `health` failed; a Redis error behind it is told as what it means
     (a cluster redirection reads as a bare `9360 127.0.0.1:34483` otherwise)."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return f"no answer within {_HEALTH_TIMEOUT:g} s"
     reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "redis" not in sys.modules:
         return reason  # no Redis error can be behind it (redis-py is loaded only with Redis)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from bots.cli import cli
+from bots.commands import processes
 from bots.limits import open_rate_limits
 from bots.settings import Settings
 from core.envelopes import Address, Inbound
@@ -90,3 +92,18 @@ async def test_the_rate_limits_count_on_the_cluster(
         await close()
 
     assert answers == [True, True, False]
+
+
+def test_health_against_a_redis_that_never_answers_says_so_in_one_line(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(processes, "_HEALTH_TIMEOUT", 0.5)
+    with socket.socket() as silent:  # accepts connections, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+
+        shown = runner.invoke(cli, ["health"], env={"REDIS_URL": f"redis://127.0.0.1:{port}/0"})
+
+    assert shown.exit_code == 1, shown.output
+    assert shown.stderr == "not ok: no answer within 0.5 s (redis)\n"
