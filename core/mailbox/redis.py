@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from redis.asyncio.retry import Retry
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 # Every script below touches the keys of one session only (its `{s:<session key>}` hash tag,
 # core/redis_keys.py), so each runs within one Redis Cluster slot. The set of sessions with
 # work (`mailboxes`) gathers every session: it is changed by commands of its own, in an order
-# that never loses a session with work (see `_forget`), and read without a script (`pending`).
+# that never loses a session with work (see `forget`), and read without a script (`pending`).
 
 # KEYS: lease, box; ARGV: token. Returns what is left in the box.
 _RELEASE = """
@@ -283,19 +283,25 @@ class RedisMailboxes:
         key = inbound.session_key
         # The box first, then the set: a holder emptying the box meanwhile (`forget`) either
         # sees this work or leaves the set's member this adds.
-        await _call(
-            self.client.zadd(
+        await self._in_order(
+            lambda: self.client.zadd(
                 self.keys.mailbox(key), {encode(inbound): inbound.received_at.timestamp()}
-            )
+            ),
+            lambda: self.client.sadd(self.keys.mailboxes(), key),
         )
-        await _call(self.client.sadd(self.keys.mailboxes(), key))
 
     async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
         """`put`, then `claim` of its session, in one script (after the set of sessions with
         work names the session: a worker that dies with the claim leaves it to `pending`)."""
-        await _call(self.client.sadd(self.keys.mailboxes(), inbound.session_key))
         put = [encode(inbound), inbound.received_at.timestamp()]
-        return await self._claim(self.script_put_claim, inbound.session_key, owner, put)
+        listed = self.keys.mailboxes()
+        return await self._claim(
+            self.script_put_claim,
+            inbound.session_key,
+            owner,
+            put,
+            first=lambda: self.client.sadd(listed, inbound.session_key),
+        )
 
     async def forget(self, session_key: str) -> int:
         """Take the session out of the set of sessions with work, its box found empty; what
@@ -305,10 +311,12 @@ class RedisMailboxes:
         sweep claims it, finds the box empty and lets go): it is logged, and 0 returned.
         """
         try:
-            await _call(self.client.srem(self.keys.mailboxes(), session_key))
             # A put that added to the box before this look is seen here; one after it added
             # the session to the set after this removal (`put` writes the box first).
-            left = int(await _call(self.client.zcard(self.keys.mailbox(session_key))))
+            _, left = await self._in_order(
+                lambda: self.client.srem(self.keys.mailboxes(), session_key),
+                lambda: self.client.zcard(self.keys.mailbox(session_key)),
+            )
             if left:
                 await _call(self.client.sadd(self.keys.mailboxes(), session_key))
         except BusError as exc:
@@ -316,28 +324,47 @@ class RedisMailboxes:
             with contextlib.suppress(RedisError):
                 await self.client.sadd(self.keys.mailboxes(), session_key)
             return 0
-        return left
+        return int(left)
+
+    async def _in_order(self, *commands: Callable[[], Awaitable[Any]]) -> list[Any]:
+        """Send `commands` in this order, their replies. A batching client sends them in one
+        batch (one connection keeps their order: one round trip); another (a plain client's
+        pool, a cluster's nodes) could reorder them, so they go one after the other."""
+        if isinstance(self.client, BatchingRedis):
+            return list(await _call(asyncio.gather(*(command() for command in commands))))
+        return [await _call(command()) for command in commands]
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's lease if nobody holds it, with a new fencing epoch."""
         return await self._claim(self.script_claim, session_key, owner, [])
 
     async def _claim(
-        self, script: Any, session_key: str, owner: str, args: list[Any]
+        self,
+        script: Any,
+        session_key: str,
+        owner: str,
+        args: list[Any],
+        *,
+        first: Callable[[], Awaitable[Any]] | None = None,
     ) -> Claim | None:
-        """Run `_CLAIM` (or a script that ends with it, given its further keys and args)."""
+        """Run `_CLAIM` (or a script that ends with it, given its further args), after
+        `first` if given (`_in_order`)."""
         token = f"{owner}:{secrets.token_hex(8)}"
         sent = asyncio.get_running_loop().time()
-        epoch, *head = await _call(
-            script(
-                keys=[
-                    self.keys.turn_lease(session_key),
-                    self.keys.claim_epoch(session_key),
-                    self.keys.mailbox(session_key),
-                ],
-                args=[token, int(self.lease_seconds * 1000), *args],
+
+        def request() -> Awaitable[Any]:
+            keys = [
+                self.keys.turn_lease(session_key),
+                self.keys.claim_epoch(session_key),
+                self.keys.mailbox(session_key),
+            ]
+            reply: Awaitable[Any] = script(
+                keys=keys, args=[token, int(self.lease_seconds * 1000), *args]
             )
-        )
+            return reply
+
+        commands = (request,) if first is None else (first, request)
+        epoch, *head = (await self._in_order(*commands))[-1]
         if not epoch:
             return None
         return _RedisClaim(self, session_key, token, int(epoch), sent, head[0] if head else None)
