@@ -503,15 +503,24 @@ async def _discord(env: Mapping[str, str]) -> Finding:
 
 
 async def _redis(url: str) -> Finding:
-    import redis.asyncio as aioredis
     from redis.exceptions import RedisError
 
-    client = aioredis.Redis.from_url(url, socket_connect_timeout=TIMEOUT)
+    from core.redis_client import connect_redis, describe_redis_error
+
+    try:
+        client = connect_redis(url, socket_connect_timeout=TIMEOUT)
+    except ValueError as exc:
+        return Finding("critical", "redis", str(exc), "check REDIS_URL")
     try:
         await client.ping()
     except RedisError as exc:
         await client.aclose()
-        return Finding("critical", "redis", f"PING failed: {exc}", "check REDIS_URL and the server")
+        return Finding(
+            "critical",
+            "redis",
+            f"PING failed: {describe_redis_error(exc)}",
+            "check REDIS_URL and the server",
+        )
     try:
         return await _persistence(client)
     finally:

@@ -20,7 +20,8 @@ from core.store.base import Store
 
 if TYPE_CHECKING:
     from limits.aio.storage import RedisStorage, Storage
-    from redis.asyncio import Redis
+
+    from core.redis_client import AnyRedis
 
 __all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
 
@@ -29,7 +30,7 @@ _DM_BY_USER_ID: Final = frozenset({"telegram", "slack"})
 
 
 def open_rate_limits(
-    settings: Settings, options: ProfileSettings, client: Redis | None = None
+    settings: Settings, options: ProfileSettings, client: AnyRedis | None = None
 ) -> tuple[RateLimits, Callable[[], Awaitable[None]]]:
     """The profile's rate limits over the deployment's counters, and what closes them.
 
@@ -43,11 +44,31 @@ def open_rate_limits(
         # never makes it.
         return RateLimits(options.limits, _memory_storage), _nothing
     # Imported here: redis-py is only loaded by processes that use it.
-    from limits.aio.storage import RedisStorage
+    from limits.aio.storage import RedisClusterStorage, RedisStorage
     from redis.asyncio import ConnectionPool
+    from redis.asyncio.cluster import RedisCluster
 
-    # The package's redis-py bridge takes a pool: the shared client's, or our own (so that its
-    # connections are closed).
+    from core.redis_client import connect_redis
+    from core.redis_urls import parse_redis_url
+
+    kind = parse_redis_url(settings.redis_url).kind
+    if kind != "server" and client is None:
+        # A Sentinel's master or a cluster: a client of our own, as a shared one would be.
+        own = connect_redis(settings.redis_url)
+        limits, _ = open_rate_limits(settings, options, own)
+        return limits, own.aclose
+    if isinstance(client, RedisCluster):
+        # The package's cluster storage (its keys of one limit share a hash tag), sending
+        # through the process's cluster client.
+        clustered = RedisClusterStorage(
+            f"async+{settings.redis_url}",
+            implementation="redispy",
+            key_prefix=settings.redis_keys.rate_limits(),
+        )
+        _send_through(clustered, client)
+        return RateLimits(options.limits, clustered), _nothing
+    # The package's redis-py bridge takes a pool: the shared client's (a Sentinel's master's
+    # included), or our own (so that its connections are closed).
     pool = (
         client.connection_pool
         if client is not None
@@ -65,7 +86,7 @@ def open_rate_limits(
     return RateLimits(options.limits, storage), _nothing
 
 
-def _send_through(storage: RedisStorage, client: Redis) -> None:
+def _send_through(storage: RedisStorage, client: AnyRedis) -> None:
     """Have `storage` send its commands and scripts through `client`.
 
     The redis-py bridge makes a plain client on the pool it is given and registers its scripts

@@ -10,7 +10,8 @@ from typing import Final, Literal
 
 from dotenv import dotenv_values
 from dotenv.parser import parse_stream
-from pydantic import Field, PrivateAttr, SecretStr, ValidationError
+from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.errors import ConfigError
@@ -60,6 +61,19 @@ class Settings(BaseSettings):
     hooks_port: int | None = Field(default=None, alias="SWITCHBOARD_HOOKS_PORT", ge=0, le=65535)
     hooks_host: str = Field(default="127.0.0.1", alias="SWITCHBOARD_HOOKS_HOST")
     hooks_token: SecretStr | None = Field(default=None, alias="SWITCHBOARD_HOOKS_TOKEN")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _a_redis_url(cls, url: str | None) -> str | None:
+        """One server, a cluster or a Sentinel's master (`core/redis_urls.py`), or unset."""
+        from core.redis_urls import parse_redis_url
+
+        if url is not None:
+            try:
+                parse_redis_url(url)
+            except ValueError as exc:
+                raise PydanticCustomError("redis_url", str(exc)) from None
+        return url
 
     # The whole environment (with `.env`), for the chat platforms: each reads its own
     # variables (channels/<platform>/spec.py), so adding one changes nothing here.

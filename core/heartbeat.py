@@ -22,8 +22,8 @@ from core.clock import utc_now
 
 if TYPE_CHECKING:
     import aiosqlite
-    import redis.asyncio as aioredis
 
+    from core.redis_client import AnyRedis
     from core.redis_keys import RedisKeys
 
 __all__ = [
@@ -94,16 +94,16 @@ def _sorted(found: list[ProcessInfo]) -> list[ProcessInfo]:
 class RedisHeartbeats:
     """Beats as JSON in one Redis hash, by process id."""
 
-    def __init__(self, client: aioredis.Redis, keys: RedisKeys) -> None:
+    def __init__(self, client: AnyRedis, keys: RedisKeys) -> None:
         self._client = client
         self._key = keys.processes()
 
     @classmethod
     def from_url(cls, url: str, keys: RedisKeys) -> RedisHeartbeats:
         """A board on its own connection pool to the Redis at `url`."""
-        import redis.asyncio as aioredis
+        from core.redis_client import connect_redis
 
-        return cls(aioredis.Redis.from_url(url), keys)
+        return cls(connect_redis(url), keys)
 
     async def beat(self, info: ProcessInfo) -> None:
         """HSET the beat; the hash itself expires when no process beats for a while."""

@@ -11,9 +11,9 @@ import asyncio
 import logging
 import secrets
 
-import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from core.redis_client import AnyRedis
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -44,7 +44,7 @@ class Leadership:
 
     def __init__(
         self,
-        client: aioredis.Redis,
+        client: AnyRedis,
         role: str,
         *,
         owner: str,

@@ -20,6 +20,11 @@ rate limits do, `bots/app.py`) and issue their work at the same time pay one rou
 all of it. Only commands that never block
 may batch (a blocking read would hold up the others in its pipeline): the bus keeps a plain
 client for its blocking reads and subscriptions.
+
+`connect_redis` reads `REDIS_URL` in any of its forms (`core/redis_urls.py`): one server, a
+master found through Sentinel (redis-py's `Sentinel`, the same client classes on its pool), or
+a Redis Cluster (redis-py's `RedisCluster`, which routes each command to its slot's node and
+does not batch).
 """
 
 from __future__ import annotations
@@ -32,15 +37,37 @@ from typing import Any, cast
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection
+from redis.asyncio.sentinel import Sentinel
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.commands.core import AsyncScript
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    ClusterError,
+    MovedError,
+    NoScriptError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
-__all__ = ["LATER_SECONDS", "BatchingRedis", "QuickConnection", "is_outage", "redis_client"]
+from core.redis_urls import RedisLocation, parse_redis_url
+
+__all__ = [
+    "LATER_SECONDS",
+    "AnyRedis",
+    "BatchingRedis",
+    "QuickConnection",
+    "connect_redis",
+    "describe_redis_error",
+    "is_outage",
+    "redis_client",
+]
 
 _Command = tuple[tuple[Any, ...], Mapping[str, Any]]
 
@@ -150,6 +177,13 @@ class BatchingRedis(aioredis.Redis):
         # A timer that sends what only `execute_later` queued, when nothing else took it.
         self._later: asyncio.TimerHandle | None = None
         self._batches: set[asyncio.Task[None]] = set()
+        # The Sentinel that found this client's master (`redis+sentinel://`), closed with it.
+        self.owned_sentinel: Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        """Close the pool (and the connections to the Sentinels, if they found the master)."""
+        await super().aclose(close_connection_pool)
+        await _close_sentinel(self.owned_sentinel)
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         """Queue the command for this turn of the loop's batch; its reply."""
@@ -342,12 +376,100 @@ def is_outage(exc: RedisError) -> bool:
     return isinstance(exc, ResponseError) and str(exc).startswith("MISCONF")
 
 
+# A client of one server (or a Sentinel's master), or of a Redis Cluster.
+AnyRedis = aioredis.Redis | RedisCluster
+
+
+class _SentinelRedis(aioredis.Redis):
+    """A client of the master a `Sentinel` names, which also closes its Sentinel clients."""
+
+    owned_sentinel: Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        """Close the master's pool and the connections to the Sentinels."""
+        await super().aclose(close_connection_pool)
+        await _close_sentinel(self.owned_sentinel)
+
+
+async def _close_sentinel(sentinel: Sentinel | None) -> None:
+    if sentinel is not None:
+        for client in sentinel.sentinels:
+            await client.aclose()
+
+
 def redis_client(url: str, *, batching: bool = False, **options: Any) -> aioredis.Redis:
     """`Redis.from_url(url, **options)` on `QuickConnection`s; a `BatchingRedis` with
     `batching` (only for clients that never send a blocking command).
 
-    A `rediss://` or `unix://` URL keeps the connection class redis-py picks for it.
+    A `rediss://` or `unix://` URL keeps the connection class redis-py picks for it. A
+    `redis+sentinel://` URL gives the same kind of client on the master the Sentinels name
+    (on redis-py's Sentinel connections). `ValueError` for a cluster URL (`connect_redis`
+    takes it) or one that names no Redis.
     """
+    location = parse_redis_url(url)
+    if location.kind == "cluster":
+        raise ValueError("a Redis Cluster URL needs a cluster client (connect_redis)")
+    if location.kind == "sentinel":
+        return _sentinel_master(location, batching, options)
     options.setdefault("connection_class", QuickConnection)
     kind = BatchingRedis if batching else aioredis.Redis
     return kind.from_url(url, **options)
+
+
+def connect_redis(url: str, *, batching: bool = False, **options: Any) -> AnyRedis:
+    """A client for `url` in any of its forms: `redis_client` for one server or a Sentinel's
+    master, a `RedisCluster` for `redis+cluster://` (`batching` does not apply to it)."""
+    location = parse_redis_url(url)
+    if location.kind != "cluster":
+        return redis_client(url, batching=batching, **options)
+    options.pop("connection_class", None)
+    return RedisCluster(
+        startup_nodes=[ClusterNode(host, port) for host, port in location.nodes],
+        username=location.username,
+        password=location.password,
+        ssl=location.tls,
+        **options,
+    )
+
+
+def _sentinel_master(
+    location: RedisLocation, batching: bool, options: dict[str, Any]
+) -> aioredis.Redis:
+    options.pop("connection_class", None)  # Sentinel's own: it asks where the master is
+    # The Sentinels are asked with the same timeouts as the master, without its credentials.
+    asked = {
+        name: options[name]
+        for name in ("socket_timeout", "socket_connect_timeout")
+        if name in options
+    }
+    # redis-py leaves `Sentinel.__init__` unannotated.
+    sentinel = Sentinel(list(location.nodes), sentinel_kwargs=asked)  # type: ignore[no-untyped-call]
+    kind: type[BatchingRedis | _SentinelRedis] = BatchingRedis if batching else _SentinelRedis
+    client: BatchingRedis | _SentinelRedis = sentinel.master_for(
+        location.service,
+        redis_class=kind,
+        db=location.db,
+        username=location.username,
+        password=location.password,
+        **options,
+    )
+    client.owned_sentinel = sentinel
+    return client
+
+
+def describe_redis_error(exc: RedisError) -> str:
+    """One line saying what a redis-py error means, for an operator.
+
+    redis-py words cluster redirections as the bare reply (`MOVED 9360 host:port` arrives as
+    `9360 host:port`): a server in cluster mode reached as one server.
+    """
+    if isinstance(exc, MovedError | AskError):
+        return (
+            f"Redis is a cluster node and key slot {exc.slot_id} lives on {exc.host}:{exc.port};"
+            " set REDIS_URL to redis+cluster://host:port"
+        )
+    if isinstance(exc, ClusterDownError):
+        return f"the Redis Cluster is down ({exc})"
+    if isinstance(exc, ClusterError):
+        return f"Redis Cluster error: {exc or type(exc).__name__}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

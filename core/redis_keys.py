@@ -3,9 +3,18 @@
 Several bots (deployments with their own profile and tokens) may share one Redis: each builds
 its keys with `RedisKeys(bot_id)`, and every key (queue streams, dead letters, topics, the
 store's records, mailboxes, leases, fencing epochs) starts with `sb:<bot id>:`, e.g.
-`sb:default:q:inbound`, `sb:support:session:3f2a9c01b7d4`, `sb:support:lease:turn:<session key>`.
-A bot id holds no colon, so no bot's keys can fall inside another's namespace. Nothing here is
-global: `RedisBus`, `RedisStore`, `RedisMailboxes` and `Leadership` each take their `RedisKeys`.
+`sb:default:q:{q:inbound}`, `sb:support:session:3f2a9c01b7d4`,
+`sb:support:lease:turn:{s:<session key>}`. A bot id holds no colon, so no bot's keys can fall
+inside another's namespace. Nothing here is global: `RedisBus`, `RedisStore`, `RedisMailboxes`
+and `Leadership` each take their `RedisKeys`.
+
+Hash tags (Redis Cluster): the keys of one queue carry `{q:<queue>}` and the keys of one
+session's coordination carry `{s:<session key>}`, so each script and each transaction touches
+keys of one cluster slot only. Redis hashes a key by the text between its first `{` and the
+next `}`: a session key holding a `}` cuts its tag short, but the same way in every key of
+that session, so they still share a slot; the tag never comes out empty (it starts `q:`/`s:`).
+A key that gathers many sessions (the set of mailboxes with work) is only ever touched on its
+own.
 
 Payloads are msgpack of pydantic models (bus) or JSON of pydantic models (store); never pickle.
 """
@@ -40,6 +49,16 @@ def check_bot_id(bot_id: str) -> str:
     return bot_id
 
 
+def _queue_tag(queue: str) -> str:
+    """The hash tag of a queue's keys: they all hash to one cluster slot."""
+    return f"{{q:{queue}}}"
+
+
+def _session_tag(session_key: str) -> str:
+    """The hash tag of a session's coordination keys (mailbox, turn lease, epoch counter)."""
+    return f"{{s:{session_key}}}"
+
+
 class RedisKeys:
     """The keys of one bot's namespace, `sb:<bot id>:`."""
 
@@ -52,15 +71,16 @@ class RedisKeys:
 
     def queue_stream(self, queue: str) -> str:
         """The stream holding a work queue (`inbound`, `outbound.<platform>`)."""
-        return f"{self.prefix}q:{queue}"
+        return f"{self.prefix}q:{_queue_tag(queue)}"
 
     def dead_letters(self, queue: str) -> str:
-        """The stream of entries given up after too many deliveries."""
-        return f"{self.prefix}dlq:{queue}"
+        """The stream of entries given up after too many deliveries (the queue's slot)."""
+        return f"{self.prefix}dlq:{_queue_tag(queue)}"
 
-    def enqueued(self, dedupe_id: str) -> str:
-        """Marker that an envelope with this dedupe id was enqueued (expires after a day)."""
-        return f"{self.prefix}enqueued:{dedupe_id}"
+    def enqueued(self, queue: str, dedupe_id: str) -> str:
+        """Marker that an envelope with this dedupe id was enqueued on `queue` (expires after a
+        day; in the queue's slot, as the script that sets it also adds to the queue)."""
+        return f"{self.prefix}enqueued:{_queue_tag(queue)}:{dedupe_id}"
 
     def topic_channel(self, topic: str) -> str:
         """The pub/sub channel of a fan-out topic (`events`)."""
@@ -233,19 +253,24 @@ class RedisKeys:
 
     def mailbox(self, session_key: str) -> str:
         """Sorted set of a session's waiting `Inbound`s, scored by arrival time."""
-        return f"{self.prefix}mailbox:{session_key}"
+        return f"{self.prefix}mailbox:{_session_tag(session_key)}"
 
     def mailboxes(self) -> str:
-        """Set of the session keys whose mailboxes may hold work."""
+        """Set of the session keys whose mailboxes may hold work (touched only on its own: it
+        gathers every session, so it shares a slot with none of theirs)."""
         return f"{self.prefix}mailboxes"
 
     def lease(self, name: str) -> str:
-        """A lease (`SET NX PX` with a fencing token): a session's turn, a poller's leadership."""
+        """A lease (`SET NX PX` with a fencing token) of one role: a poller's leadership."""
         return f"{self.prefix}lease:{name}"
+
+    def turn_lease(self, session_key: str) -> str:
+        """The lease of the worker running the session's turns (the session's slot)."""
+        return f"{self.prefix}lease:turn:{_session_tag(session_key)}"
 
     def claim_epoch(self, session_key: str) -> str:
         """Counter of the fencing epochs the mailboxes gave the session's claims."""
-        return f"{self.prefix}claim-epoch:{session_key}"
+        return f"{self.prefix}claim-epoch:{_session_tag(session_key)}"
 
     def fence(self, session_key: str) -> str:
         """The highest fencing epoch the store saw on a write for the session (the store's

@@ -23,7 +23,7 @@ from tests.fakes.fixtures import (
     fake_telegram,
 )
 from tests.postgres_server import PostgresServer
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisClusterServers, RedisSentinelServer, RedisServer
 
 __all__ = [
     "fake_anthropic",
@@ -33,6 +33,8 @@ __all__ = [
     "fake_telegram",
     "postgres_server",
     "postgres_url",
+    "redis_cluster",
+    "redis_sentinel",
     "redis_server",
     "redis_url",
     "session_id",
@@ -55,6 +57,26 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisClusterServers]:
+    """A 3-node Redis Cluster for the whole run (started only by the tests that ask)."""
+    cluster = RedisClusterServers(tmp_path_factory.mktemp("redis-cluster"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel(
+    redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RedisSentinelServer]:
+    """A Sentinel monitoring the run's redis-server as the master of `switchboard`."""
+    sentinel = RedisSentinelServer(tmp_path_factory.mktemp("redis-sentinel"), redis_server)
+    sentinel.start()
+    yield sentinel
+    sentinel.stop()
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -291,17 +292,17 @@ async def _gateway(settings: Settings, platform: str) -> None:
 
 def _leadership(settings: Settings, role: str, owner: str) -> Leadership:
     """The lease of a platform only one gateway at a time may read (its spec names the role)."""
-    import redis.asyncio as aioredis
     from redis.asyncio.retry import Retry
     from redis.backoff import ExponentialWithJitterBackoff
 
     from core.leader import Leadership
+    from core.redis_client import connect_redis
 
     assert settings.redis_url is not None
     # Without a retry, `from_url` clients fail the first command on a connection that died
     # with a Redis restart; releasing the lease on SIGTERM must not fail for that.
     retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
-    client = aioredis.Redis.from_url(settings.redis_url, retry=retry)
+    client = connect_redis(settings.redis_url, retry=retry)
     return Leadership(client, role, owner=owner, keys=settings.redis_keys)
 
 
@@ -400,8 +401,7 @@ async def _health(settings: Settings) -> None:
             if found.distributed:
                 await found.bus.publish(EVENTS_TOPIC, _health_event())
     except (SwitchboardError, OSError, TimeoutError) as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        click.echo(f"not ok: {reason} ({where})", err=True)
+        click.echo(f"not ok: {_health_reason(exc)} ({where})", err=True)
         raise SystemExit(1) from None
     click.echo(f"ok: store and bus answer ({where})")
 
@@ -433,6 +433,29 @@ async def operations(
         yield
     finally:
         await server.close()
+
+
+def _health_reason(exc: BaseException) -> str:
+    """One line saying why `health` failed; a Redis error behind it is told as what it means
+    (a cluster redirection reads as a bare `9360 127.0.0.1:34483` otherwise)."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return f"no answer within {_HEALTH_TIMEOUT:g} s"
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "redis" not in sys.modules:
+        return reason  # no Redis error can be behind it (redis-py is loaded only with Redis)
+    from redis.exceptions import RedisError
+
+    from core.redis_client import describe_redis_error
+
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None:
+        if isinstance(cause, RedisError):
+            bare, described = str(cause), describe_redis_error(cause)
+            if bare and bare in reason:
+                return reason.replace(bare, described)
+            return f"{reason}: {described}"
+        cause = cause.__cause__ or cause.__context__
+    return reason
 
 
 def _health_event() -> EventEnvelope:

@@ -95,11 +95,14 @@ class Bus(Protocol):
     ) -> str | None:
         """Append to a work queue; returns the entry id.
 
-        With `dedupe_id`, an envelope enqueued under the same id before (within a day) is not
-        added again and None is returned: a worker that repeats a turn after a crash sends
-        its reply once. With `later`, the append may wait a moment to leave together with the
-        process's next other work (on Redis, up to `LATER_SECONDS` for the next batch): for
-        what a few milliseconds do not change, like the pieces of a streamed reply.
+        With `dedupe_id`, an envelope enqueued on this queue under the same id before (within a
+        day) is not added again and None is returned: a worker that repeats a turn after a
+        crash sends its reply once. (Ids name their destination, so the SQLite and in-memory
+        buses, which remember them across queues, behave the same; Redis keeps each queue's
+        marks in that queue's cluster slot.) With `later`, the append may wait a moment to
+        leave together with the process's next other work (on Redis, up to `LATER_SECONDS`
+        for the next batch): for what a few milliseconds do not change, like the pieces of a
+        streamed reply.
         """
         ...
 

@@ -8,7 +8,9 @@ Topics are pub/sub channels: at-most-once, only to subscribers connected at the 
 
 Each step that reads and changes a pending entry is one Lua script, so it is atomic: claiming
 (and dead-lettering entries past `max_deliveries`), and the fenced ack/nack, which only act
-while the entry is still held by the same consumer with the same delivery count.
+while the entry is still held by the same consumer with the same delivery count. Every script
+touches one queue's keys only (its stream, dead letters and dedupe marks, which share the
+queue's hash tag, core/redis_keys.py), so each runs within one Redis Cluster slot.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import math
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar
 
-import redis.asyncio as aioredis
 from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -33,7 +35,7 @@ from core.bus.names import EVENTS
 from core.bus.stats import QueueStats
 from core.envelopes import decode, encode
 from core.errors import BusError, BusUnavailable
-from core.redis_client import BatchingRedis, is_outage, redis_client
+from core.redis_client import AnyRedis, BatchingRedis, connect_redis, is_outage
 from core.redis_keys import CONSUMER_GROUP, RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -171,6 +173,13 @@ def _bus_error(action: str, exc: RedisError) -> BusError:
     if is_outage(exc):
         return BusUnavailable(f"cannot {action}: Redis cannot take it for now ({exc})")
     return BusError(f"cannot {action}: Redis refused ({exc})")
+
+
+def _decodes(client: AnyRedis) -> bool:
+    """Whether `client` decodes replies to text (the bus's payloads are msgpack bytes)."""
+    if isinstance(client, RedisCluster):
+        return bool(client.get_connection_kwargs().get("decode_responses"))
+    return bool(client.connection_pool.connection_kwargs.get("decode_responses"))
 
 
 class _Command:
@@ -412,7 +421,7 @@ class RedisBus(Bus):
         lease_seconds: float = 300.0,
         max_deliveries: int = 5,
         maxlen: int = 100_000,
-        client: aioredis.Redis | None = None,
+        client: AnyRedis | None = None,
         keys: RedisKeys | None = None,
         batched: BatchingRedis | None = None,
     ) -> None:
@@ -422,6 +431,8 @@ class RedisBus(Bus):
         `batched` is a batching client the process shares (with its store and mailboxes), for
         everything but the blocking reads and subscriptions: what they issue at the same time
         then leaves in one round trip. None: one on this bus's own pool. The bus never closes it.
+        On a Redis Cluster (`redis+cluster://`, or a `RedisCluster` as `client`) nothing is
+        batched: each command goes to its slot's node.
         """
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
@@ -429,7 +440,7 @@ class RedisBus(Bus):
             raise ValueError("max_deliveries must be at least 1")
         if maxlen < 1:
             raise ValueError("maxlen must be at least 1")
-        if client is not None and client.connection_pool.connection_kwargs.get("decode_responses"):
+        if client is not None and _decodes(client):
             raise ValueError("the Redis client must not decode responses (payloads are msgpack)")
         self._keys = keys or RedisKeys()
         self._lease_ms = max(1, math.ceil(lease_seconds * 1000))
@@ -437,7 +448,7 @@ class RedisBus(Bus):
         self._maxlen = maxlen
         self._recheck_seconds = min(_MAX_RECHECK_SECONDS, lease_seconds / 2)
         self._owns_client = client is None
-        self._client = client or redis_client(
+        self._client: AnyRedis = client or connect_redis(
             url,
             decode_responses=False,
             # A few quick retries ride out a dropped connection; a server that stays down
@@ -447,11 +458,15 @@ class RedisBus(Bus):
         # Everything but the blocking read goes through a client that pipelines what is sent
         # in one turn of the loop (core/redis_client.py): the process's shared one, or one on
         # this bus's own pool.
-        if batched is not None and batched.connection_pool.connection_kwargs.get(
-            "decode_responses"
-        ):
+        if batched is not None and _decodes(batched):
             raise ValueError("the Redis client must not decode responses (payloads are msgpack)")
-        self._batched = batched or BatchingRedis(connection_pool=self._client.connection_pool)
+        self._batched: AnyRedis
+        if batched is not None:
+            self._batched = batched
+        elif isinstance(self._client, RedisCluster):
+            self._batched = self._client
+        else:
+            self._batched = BatchingRedis(connection_pool=self._client.connection_pool)
         self._take_script = self._client.register_script(_TAKE)
         self._settle_script = self._client.register_script(_SETTLE)
         self._sweep_script = self._client.register_script(_SWEEP)
@@ -477,7 +492,7 @@ class RedisBus(Bus):
         lease_seconds: float = 300.0,
         max_deliveries: int = 5,
         maxlen: int = 100_000,
-        client: aioredis.Redis | None = None,
+        client: AnyRedis | None = None,
         keys: RedisKeys | None = None,
         batched: BatchingRedis | None = None,
     ) -> RedisBus:
@@ -516,7 +531,7 @@ class RedisBus(Bus):
         data = self._encode(envelope)
         with self._command(f"enqueue on {queue}"):
             if dedupe_id is None:
-                send = self._batched.execute_later if later else self._batched.execute_command
+                send = self._later if later else self._batched.execute_command
                 stream = self._keys.queue_stream(queue)
                 # `XADD stream MAXLEN ~ n * data ...`, what redis-py's `xadd` sends.
                 entry_id = await send(
@@ -524,7 +539,7 @@ class RedisBus(Bus):
                 )
             else:
                 entry_id = await self._enqueue_once_script(
-                    keys=[self._keys.queue_stream(queue), self._keys.enqueued(dedupe_id)],
+                    keys=[self._keys.queue_stream(queue), self._keys.enqueued(queue, dedupe_id)],
                     args=[self._maxlen, data, _DEDUPE_SECONDS],
                     client=self._batched,
                 )
@@ -588,7 +603,7 @@ class RedisBus(Bus):
         channel = self._keys.topic_channel(topic)
         with self._command(f"publish on {topic}"):
             if topic == EVENTS:
-                await self._batched.execute_later("PUBLISH", channel, data)
+                await self._later("PUBLISH", channel, data)
             else:
                 await self._batched.publish(channel, data)
 
@@ -727,7 +742,7 @@ class RedisBus(Bus):
 
         async def take() -> list[Any]:
             reply: list[Any]
-            if later:
+            if later and isinstance(self._batched, BatchingRedis):
                 reply = await self._batched.script_later(self._take_script, keys, args)
             else:
                 reply = await self._take_script(keys=keys, args=args, client=self._batched)
@@ -822,7 +837,7 @@ class RedisBus(Bus):
         ]
         with self._command(f"{action} entry {entry_id} on {queue}"):
             try:
-                if later:
+                if later and isinstance(self._batched, BatchingRedis):
                     await self._batched.script_later(self._settle_script, keys, args)
                 else:
                     await self._settle_script(keys=keys, args=args, client=self._batched)
@@ -862,6 +877,13 @@ class RedisBus(Bus):
                 queue,
                 deliveries,
             )
+
+    async def _later(self, *args: Any) -> Any:
+        """A command that may wait for company (`BatchingRedis.execute_later`); at once on a
+        client that does not batch (a cluster's)."""
+        if isinstance(self._batched, BatchingRedis):
+            return await self._batched.execute_later(*args)
+        return await self._batched.execute_command(*args)
 
     def _command(self, action: str) -> _Command:
         """Around every use of the client: refused once closed, counted, errors translated."""

@@ -20,11 +20,12 @@ it, rather than another worker having claimed and released the session meanwhile
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
@@ -33,7 +34,7 @@ from core.envelopes import Inbound, decode, encode
 from core.errors import BusError, BusUnavailable
 from core.mailbox.base import Claim, ClaimState
 from core.outages import Patience
-from core.redis_client import BatchingRedis, is_outage, redis_client
+from core.redis_client import AnyRedis, BatchingRedis, connect_redis, is_outage
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -41,46 +42,30 @@ __all__ = ["RedisMailboxes"]
 
 log = logging.getLogger(__name__)
 
-# KEYS: pending set; ARGV: the prefix of the sessions' turn leases. The sessions in the set
-# whose lease nobody holds (a holder reads its mailbox again before it lets go).
-_UNHELD = """
-local free = {}
-for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('EXISTS', ARGV[1] .. key) == 0 then free[#free + 1] = key end
-end
-return free
-"""
+# Every script below touches the keys of one session only (its `{s:<session key>}` hash tag,
+# core/redis_keys.py), so each runs within one Redis Cluster slot. The set of sessions with
+# work (`mailboxes`) gathers every session: it is changed by commands of its own, in an order
+# that never loses a session with work (see `forget`), and read without a script (`pending`).
 
-# KEYS: box, pending set; ARGV: encoded inbound, score (received at), session key. One
-# script rather than a MULTI/EXEC block: one command of the process's batch.
-_PUT = """
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-redis.call('SADD', KEYS[2], ARGV[3])
-return 1
-"""
-# KEYS: lease, box, pending set; ARGV: token, session key. Returns what is left in the box.
+# KEYS: lease, box; ARGV: token. Returns what is left in the box.
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-local left = redis.call('ZCARD', KEYS[2])
-if left == 0 then redis.call('SREM', KEYS[3], ARGV[2]) end
-return left
+return redis.call('ZCARD', KEYS[2])
 """
-# KEYS: lease, box, pending set, fence epoch counter; ARGV: token, member, session key, the
-# claim's epoch. {1, next head} when removed under the lease and more work waits (the head
-# saves the drain loop a read); {2} when the box is now empty: the lease is released as well
-# (the drain loop's next step would have been to release it), and the epoch counter raised
-# past the claim's so that a renewal still on its way cannot take the lease again; {0} when
-# the lease was lost.
+# KEYS: lease, box, fence epoch counter; ARGV: token, member, the claim's epoch.
+# {1, next head} when removed under the lease and more work waits (the head saves the drain
+# loop a read); {2} when the box is now empty: the lease is released as well (the drain loop's
+# next step would have been to release it), and the epoch counter raised past the claim's so
+# that a renewal still on its way cannot take the lease again; {0} when the lease was lost.
 _DONE = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end
 redis.call('ZREM', KEYS[2], ARGV[2])
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)[1]
 if head then return {1, head} end
 redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[3], ARGV[3])
-local epoch = tonumber(ARGV[4])
-if (tonumber(redis.call('GET', KEYS[4])) or 0) <= epoch then
-  redis.call('SET', KEYS[4], string.format('%d', epoch + 1))
+local epoch = tonumber(ARGV[3])
+if (tonumber(redis.call('GET', KEYS[3])) or 0) <= epoch then
+  redis.call('SET', KEYS[3], string.format('%d', epoch + 1))
 end
 return {2}
 """
@@ -100,14 +85,13 @@ if epoch < floor then epoch = floor end
 redis.call('SET', KEYS[2], string.format('%d', epoch))
 return {epoch, redis.call('ZRANGE', KEYS[3], 0, 0)[1]}
 """
-# KEYS: lease, fence epoch counter, box, pending set; ARGV: token, ttl ms, encoded inbound,
-# score, session key. The put, then `_CLAIM` in the same script: the work goes in and, when
-# nobody holds its session, the claim is granted with the head it then reads (the put's work,
-# or older work). Same replies as `_CLAIM`.
+# KEYS: lease, fence epoch counter, box; ARGV: token, ttl ms, encoded inbound, score. The put,
+# then `_CLAIM` in the same script: the work goes in and, when nobody holds its session, the
+# claim is granted with the head it then reads (the put's work, or older work). Same replies
+# as `_CLAIM`.
 _PUT_CLAIM = (
     """
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-redis.call('SADD', KEYS[4], ARGV[5])
 """
     + _CLAIM
 )
@@ -153,7 +137,7 @@ class _RedisClaim(ClaimState):
         self._boxes = mailboxes
         self._token = token
         self._epoch = epoch
-        self._lease = mailboxes.keys.lease(f"turn:{session_key}")
+        self._lease = mailboxes.keys.turn_lease(session_key)
         self._heads: dict[str, bytes] = {}
         # The head the claim or the last `done` read in the same script (None: the box was
         # empty then); used once. Work put after that read is not lost: `release` reports it.
@@ -189,13 +173,8 @@ class _RedisClaim(ClaimState):
         keys = self._boxes.keys
         removed, *head = await _call(
             self._boxes.script_done(
-                keys=[
-                    self._lease,
-                    keys.mailbox(self._key),
-                    keys.mailboxes(),
-                    keys.claim_epoch(self._key),
-                ],
-                args=[self._token, raw, self._key, self._epoch],
+                keys=[self._lease, keys.mailbox(self._key), keys.claim_epoch(self._key)],
+                args=[self._token, raw, self._epoch],
             )
         )
         if not removed:
@@ -206,6 +185,7 @@ class _RedisClaim(ClaimState):
             self._released = True
             self._renewer.cancel()
             self._next = None
+            await self._boxes.forget(self._key)
             return
         self._next = head[0] if head else None
 
@@ -217,14 +197,11 @@ class _RedisClaim(ClaimState):
             return False
         left = await _call(
             self._boxes.script_release(
-                keys=[
-                    self._lease,
-                    self._boxes.keys.mailbox(self._key),
-                    self._boxes.keys.mailboxes(),
-                ],
-                args=[self._token, self._key],
+                keys=[self._lease, self._boxes.keys.mailbox(self._key)], args=[self._token]
             )
         )
+        if int(left) == 0:
+            left = await self._boxes.forget(self._key)
         return int(left) > 0
 
     async def _renew_forever(self, sent: float) -> None:
@@ -276,7 +253,7 @@ class RedisMailboxes:
     """Mailboxes and turn leases in the Redis every worker shares."""
 
     def __init__(
-        self, client: aioredis.Redis, *, keys: RedisKeys | None = None, lease_seconds: float = 30.0
+        self, client: AnyRedis, *, keys: RedisKeys | None = None, lease_seconds: float = 30.0
     ) -> None:
         """Mailboxes in the namespace of `keys` (the default bot's when None)."""
         self.client = client
@@ -288,9 +265,7 @@ class RedisMailboxes:
         self.script_done: Any = client.register_script(_DONE)
         self.script_renew: Any = client.register_script(_RENEW)
         self.script_claim: Any = client.register_script(_CLAIM)
-        self.script_put: Any = client.register_script(_PUT)
         self.script_put_claim: Any = client.register_script(_PUT_CLAIM)
-        self.script_unheld: Any = client.register_script(_UNHELD)
 
     @classmethod
     def from_url(
@@ -298,7 +273,7 @@ class RedisMailboxes:
     ) -> RedisMailboxes:
         """Mailboxes on the Redis at `url`, in the namespace of `keys`."""
         return cls(
-            redis_client(url, batching=True, retry=_quick_retry()),
+            connect_redis(url, batching=True, retry=_quick_retry()),
             keys=keys,
             lease_seconds=lease_seconds,
         )
@@ -306,58 +281,118 @@ class RedisMailboxes:
     async def put(self, inbound: Inbound) -> None:
         """Add work in the order the gateway received it."""
         key = inbound.session_key
-        await _call(
-            self.script_put(
-                keys=[self.keys.mailbox(key), self.keys.mailboxes()],
-                args=[encode(inbound), inbound.received_at.timestamp(), key],
-            )
+        # The box first, then the set: a holder emptying the box meanwhile (`forget`) either
+        # sees this work or leaves the set's member this adds.
+        await self._in_order(
+            lambda: self.client.zadd(
+                self.keys.mailbox(key), {encode(inbound): inbound.received_at.timestamp()}
+            ),
+            lambda: self.client.sadd(self.keys.mailboxes(), key),
         )
 
     async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        """`put`, then `claim` of its session, in one script (one command)."""
-        put = [encode(inbound), inbound.received_at.timestamp(), inbound.session_key]
+        """`put`, then `claim` of its session, in one script (after the set of sessions with
+        work names the session: a worker that dies with the claim leaves it to `pending`)."""
+        put = [encode(inbound), inbound.received_at.timestamp()]
+        listed = self.keys.mailboxes()
         return await self._claim(
-            self.script_put_claim, inbound.session_key, owner, [self.keys.mailboxes()], put
+            self.script_put_claim,
+            inbound.session_key,
+            owner,
+            put,
+            first=lambda: self.client.sadd(listed, inbound.session_key),
         )
+
+    async def forget(self, session_key: str) -> int:
+        """Take the session out of the set of sessions with work, its box found empty; what
+        the box holds after all (work put meanwhile puts the session back).
+
+        On a failure the session is put back in the set if Redis lets it, which is harmless (a
+        sweep claims it, finds the box empty and lets go): it is logged, and 0 returned.
+        """
+        try:
+            # A put that added to the box before this look is seen here; one after it added
+            # the session to the set after this removal (`put` writes the box first).
+            _, left = await self._in_order(
+                lambda: self.client.srem(self.keys.mailboxes(), session_key),
+                lambda: self.client.zcard(self.keys.mailbox(session_key)),
+            )
+            if left:
+                await _call(self.client.sadd(self.keys.mailboxes(), session_key))
+        except BusError as exc:
+            log.info("left %s among the sessions with work: %s", session_key, exc)
+            with contextlib.suppress(RedisError):
+                await self.client.sadd(self.keys.mailboxes(), session_key)
+            return 0
+        return int(left)
+
+    async def _in_order(self, *commands: Callable[[], Awaitable[Any]]) -> list[Any]:
+        """Send `commands` in this order, their replies. A batching client sends them in one
+        batch (one connection keeps their order: one round trip); another (a plain client's
+        pool, a cluster's nodes) could reorder them, so they go one after the other."""
+        if isinstance(self.client, BatchingRedis):
+            return list(await _call(asyncio.gather(*(command() for command in commands))))
+        return [await _call(command()) for command in commands]
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's lease if nobody holds it, with a new fencing epoch."""
-        return await self._claim(self.script_claim, session_key, owner, [], [])
+        return await self._claim(self.script_claim, session_key, owner, [])
 
     async def _claim(
-        self, script: Any, session_key: str, owner: str, keys: list[str], args: list[Any]
+        self,
+        script: Any,
+        session_key: str,
+        owner: str,
+        args: list[Any],
+        *,
+        first: Callable[[], Awaitable[Any]] | None = None,
     ) -> Claim | None:
-        """Run `_CLAIM` (or a script that ends with it, given its further keys and args)."""
+        """Run `_CLAIM` (or a script that ends with it, given its further args), after
+        `first` if given (`_in_order`)."""
         token = f"{owner}:{secrets.token_hex(8)}"
         sent = asyncio.get_running_loop().time()
-        epoch, *head = await _call(
-            script(
-                keys=[
-                    self.keys.lease(f"turn:{session_key}"),
-                    self.keys.claim_epoch(session_key),
-                    self.keys.mailbox(session_key),
-                    *keys,
-                ],
-                args=[token, int(self.lease_seconds * 1000), *args],
+
+        def request() -> Awaitable[Any]:
+            keys = [
+                self.keys.turn_lease(session_key),
+                self.keys.claim_epoch(session_key),
+                self.keys.mailbox(session_key),
+            ]
+            reply: Awaitable[Any] = script(
+                keys=keys, args=[token, int(self.lease_seconds * 1000), *args]
             )
-        )
+            return reply
+
+        commands = (request,) if first is None else (first, request)
+        epoch, *head = (await self._in_order(*commands))[-1]
         if not epoch:
             return None
         return _RedisClaim(self, session_key, token, int(epoch), sent, head[0] if head else None)
 
     async def pending(self) -> list[str]:
-        """Sessions with waiting work whose turn lease nobody holds (one script).
+        """Sessions with waiting work whose turn lease nobody holds: the set's members, then
+        whether each lease exists (a hint for a sweep; the claim it leads to is atomic).
 
-        On a batching client the look waits up to `LATER_SECONDS` for company: the worker's
-        periodic sweep rides with a turn's writes rather than taking a round trip of its own.
+        On a batching client the first look waits up to `LATER_SECONDS` for company: the
+        worker's periodic sweep rides with a turn's writes rather than taking a round trip of
+        its own.
         """
-        keys, args = [self.keys.mailboxes()], [self.keys.lease("turn:")]
+        listed: Awaitable[Any]
         if isinstance(self.client, BatchingRedis):
-            unheld = self.client.script_later(self.script_unheld, keys, args)
+            listed = self.client.execute_later("SMEMBERS", self.keys.mailboxes())
         else:
-            unheld = self.script_unheld(keys=keys, args=args)
-        members = await _call(unheld)
-        return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+            listed = self.client.smembers(self.keys.mailboxes())
+        members = sorted(
+            m.decode() if isinstance(m, bytes) else str(m) for m in await _call(listed)
+        )
+        if not members:
+            return []
+        # One lease per session, each in its own slot: a plain pipeline, no transaction.
+        async with self.client.pipeline(transaction=False) as pipe:
+            for member in members:
+                pipe.exists(self.keys.turn_lease(member))
+            held = await _call(pipe.execute())
+        return [member for member, lease in zip(members, held, strict=True) if not lease]
 
     async def aclose(self) -> None:
         """Close the connection pool."""

@@ -28,7 +28,7 @@ PATIENCE = LEASE * 10
 ADDRESS = Address(platform="telegram", chat="42")
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel"])
 async def bus(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Bus]:
     """An empty bus of each implementation, closed after the test."""
     opened: Bus
@@ -45,6 +45,13 @@ async def bus(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[B
         server = request.getfixturevalue("redis_server")
         opened = await RedisBus.connect(
             server.url, lease_seconds=LEASE, max_deliveries=MAX_DELIVERIES
+        )
+    elif request.param in ("redis-cluster", "redis-sentinel"):
+        # A 3-node Redis Cluster (every script and command stays within one slot), or the
+        # session's server as the master a Sentinel names.
+        where = request.getfixturevalue(request.param.replace("-", "_"))
+        opened = await RedisBus.connect(
+            where.url, lease_seconds=LEASE, max_deliveries=MAX_DELIVERIES
         )
     else:
         raise AssertionError(f"no bus implementation named {request.param!r}")

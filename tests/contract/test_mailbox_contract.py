@@ -18,7 +18,7 @@ from core.mailbox.redis import RedisMailboxes
 from core.redis_keys import RedisKeys
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel"])
 async def mailboxes(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Mailboxes]:
     """Empty mailboxes of each implementation, closed after the test."""
     if request.param == "memory":
@@ -33,6 +33,13 @@ async def mailboxes(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
         redis = RedisMailboxes.from_url(server.url, keys=RedisKeys(f"t{uuid.uuid4().hex[:12]}"))
         yield redis
         await redis.aclose()
+    elif request.param in ("redis-cluster", "redis-sentinel"):
+        # A 3-node Redis Cluster, or the session's server as the master a Sentinel names.
+        where = request.getfixturevalue(request.param.replace("-", "_"))
+        keys = RedisKeys(f"t{uuid.uuid4().hex[:12]}")
+        elsewhere = RedisMailboxes.from_url(where.url, keys=keys)
+        yield elsewhere
+        await elsewhere.aclose()
     else:
         raise AssertionError(f"no mailboxes named {request.param!r}")
 

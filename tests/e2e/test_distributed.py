@@ -112,12 +112,12 @@ def settled(client: aioredis.Redis, *, inbound: bool = True) -> Callable[[], Awa
 
 async def turn_leases(client: aioredis.Redis) -> dict[str, str]:
     """Session key → the token of the worker holding its turn lease."""
-    prefix = keys.lease("turn:")
+    prefix = keys.turn_lease("")[:-1]  # up to the session key, inside its hash tag
     held = {}
     async for name in client.scan_iter(match=f"{prefix}*"):
         token = await client.get(name)
         if token is not None:
-            held[_text(name).removeprefix(prefix)] = _text(token)
+            held[_text(name).removeprefix(prefix).removesuffix("}")] = _text(token)
     return held
 
 

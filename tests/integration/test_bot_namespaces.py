@@ -151,9 +151,9 @@ async def test_each_bot_has_its_own_leader(raw: aioredis.Redis) -> None:
 
 def test_the_bot_id_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWITCHBOARD_BOT_ID", "support")
-    assert load_settings().redis_keys.queue_stream(INBOUND) == "sb:support:q:inbound"
+    assert load_settings().redis_keys.queue_stream(INBOUND) == "sb:support:q:{q:inbound}"
     monkeypatch.delenv("SWITCHBOARD_BOT_ID")
-    assert load_settings().redis_keys.queue_stream(INBOUND) == "sb:default:q:inbound"
+    assert load_settings().redis_keys.queue_stream(INBOUND) == "sb:default:q:{q:inbound}"
 
 
 def test_a_bot_id_that_could_reach_into_another_namespace_is_refused(

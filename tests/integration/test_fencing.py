@@ -96,7 +96,7 @@ async def test_a_stalled_worker_cannot_write_after_the_next_holder_did(
     await store.append_message(session.id, Message.user("question"), fence=stalled.fence)
 
     # w1 stalls past its lease: the lease key lapses and w2 takes the session over.
-    await raw.delete(KEYS.lease(f"turn:{SESSION_KEY}"))
+    await raw.delete(KEYS.turn_lease(SESSION_KEY))
     taker = await mailboxes.claim(SESSION_KEY, owner="w2")
     assert taker is not None
     await store.append_message(session.id, Message.assistant("w2's answer"), fence=taker.fence)

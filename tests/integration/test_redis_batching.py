@@ -182,11 +182,13 @@ async def test_the_sweeps_look_for_waiting_mailboxes_rides_with_a_turns_writes(
     assert not look.done() and writes == []
     assert await batched.incr("turn") == 1
     assert await look == [waiting.session_key]
-    assert len(writes) == 1  # the look left with the turn's write
+    # The look's list left with the turn's write; its sessions' leases (each in its own
+    # cluster slot) are asked after, in one more write.
+    assert len(writes) == 2
 
     monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 0.02)
     assert await mailboxes.pending() == [waiting.session_key]  # alone: the timer sends it
-    assert len(writes) == 2
+    assert len(writes) == 4
 
     await batched.script_flush()  # Redis lost its scripts (a restart): loaded again
     assert await mailboxes.pending() == [waiting.session_key]
@@ -400,3 +402,25 @@ async def _kill_client(url: str, client_id: int) -> None:
         assert await admin.client_kill_filter(_id=str(client_id)) == 1
     finally:
         await admin.aclose()
+
+
+async def test_a_put_and_a_claim_with_the_set_of_waiting_sessions_leave_in_one_write(
+    batched: BatchingRedis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The set of sessions with work lives in another cluster slot than the session's keys, so
+    # it is written by a command of its own: on one server it leaves with the rest.
+    mailboxes = RedisMailboxes(batched, keys=RedisKeys("one-write"))
+    first = Inbound(address=Address(platform="telegram", chat="8"), user_id="8", text="a")
+    second = Inbound(address=Address(platform="telegram", chat="9"), user_id="9", text="b")
+    warm = await mailboxes.put_and_claim(first, owner="w1")  # its script loaded, if new
+    assert warm is not None
+    writes = count_writes(monkeypatch)
+
+    await mailboxes.put(first)
+    assert len(writes) == 1
+    claim = await mailboxes.put_and_claim(second, owner="w1")
+    assert claim is not None and len(writes) == 2
+    assert await mailboxes.pending() == []  # both held
+
+    await claim.release()
+    await warm.release()

@@ -195,6 +195,7 @@ async def test_the_look_after_a_wait_that_brought_nothing_leaves_with_the_next_c
     bus = await open_bus(lease_seconds=0.1)
     monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 60.0)
     held = asyncio.Event()
+    assert isinstance(bus._batched, redis_client_module.BatchingRedis)
     hold = bus._batched.execute_later
 
     async def holding(*args: Any, **options: Any) -> Any:

@@ -60,7 +60,7 @@ async def test_a_lapsed_lease_another_worker_claimed_meanwhile_is_not_taken_agai
     mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=0.3)
     stale = await mailboxes.claim(SESSION_KEY, owner="worker-a")
     assert stale is not None
-    lease_key = KEYS.lease(f"turn:{SESSION_KEY}")
+    lease_key = KEYS.turn_lease(SESSION_KEY)
     await raw.delete(lease_key)  # lapsed while worker-a was slow
     newer = await mailboxes.claim(SESSION_KEY, owner="worker-b")
     assert newer is not None and newer.fence.epoch > stale.fence.epoch
@@ -77,7 +77,7 @@ async def test_a_lease_and_epoch_redis_lost_are_taken_again_by_their_holder(
     mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=0.3)
     claim = await mailboxes.claim(SESSION_KEY, owner="worker-a")
     assert claim is not None
-    lease_key, epoch_key = KEYS.lease(f"turn:{SESSION_KEY}"), KEYS.claim_epoch(SESSION_KEY)
+    lease_key, epoch_key = KEYS.turn_lease(SESSION_KEY), KEYS.claim_epoch(SESSION_KEY)
     token = await raw.get(lease_key)
     try:
         await raw.delete(lease_key, epoch_key)  # Redis restarted empty
@@ -104,7 +104,7 @@ async def test_a_dead_holders_mailbox_is_left_to_it_until_its_lease_lapses(
     mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=0.3)
     waiting = Inbound(address=Address(platform="telegram", bot="bot", chat="9"), user_id="9")
     await mailboxes.put(waiting)
-    lease_key = KEYS.lease(f"turn:{waiting.session_key}")
+    lease_key = KEYS.turn_lease(waiting.session_key)
     # A worker claimed the session and died: its lease is still there, renewed by nobody.
     await raw.set(lease_key, "worker-a:0123456789abcdef", px=60_000)
     assert await mailboxes.pending() == []

@@ -44,7 +44,7 @@ async def test_a_turn_lease_redis_lost_is_taken_again_by_its_holder(raw: aioredi
     mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=LEASE)
     claim = await mailboxes.claim(SESSION_KEY, owner="worker-a")
     assert claim is not None
-    key = KEYS.lease(f"turn:{SESSION_KEY}")
+    key = KEYS.turn_lease(SESSION_KEY)
     token = await raw.get(key)
     try:
         await raw.delete(key)  # Redis restarted empty
@@ -59,7 +59,7 @@ async def test_a_turn_lease_someone_else_took_is_lost(raw: aioredis.Redis) -> No
     mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=LEASE)
     claim = await mailboxes.claim(SESSION_KEY, owner="worker-a")
     assert claim is not None
-    await raw.set(KEYS.lease(f"turn:{SESSION_KEY}"), b"worker-b:other")
+    await raw.set(KEYS.turn_lease(SESSION_KEY), b"worker-b:other")
 
     await asyncio.wait_for(claim.lost.wait(), PATIENCE)
     await claim.release()
@@ -93,7 +93,7 @@ async def test_done_with_the_last_item_releases_the_lease_for_good(raw: aioredis
     await mailboxes.put(said)
     claim = await mailboxes.claim(said.session_key, owner="worker-a")
     assert claim is not None
-    key = KEYS.lease(f"turn:{said.session_key}")
+    key = KEYS.turn_lease(said.session_key)
     head = await claim.head()
     assert head is not None and head.id == "m1"
 
@@ -118,7 +118,7 @@ async def test_done_with_the_last_item_releases_the_lease_for_good(raw: aioredis
 async def test_a_claim_sent_again_with_its_token_is_the_same_claim(raw: aioredis.Redis) -> None:
     mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=LEASE)
     keys = [
-        KEYS.lease("turn:again"),
+        KEYS.turn_lease("again"),
         KEYS.claim_epoch("again"),
         KEYS.mailbox("again"),
     ]
@@ -131,3 +131,20 @@ async def test_a_claim_sent_again_with_its_token_is_the_same_claim(raw: aioredis
     assert again[0] == first[0]
     assert other == [0]
     await raw.delete(*keys)
+
+
+async def test_work_put_while_its_holder_empties_the_box_keeps_the_session_waiting(
+    raw: aioredis.Redis,
+) -> None:
+    # The holder's `done` found the box empty and let go of the lease; a put wrote the box
+    # before the holder took the session out of the set of sessions with work.
+    mailboxes = RedisMailboxes(raw, keys=KEYS, lease_seconds=30.0)
+    late = Inbound(address=Address(platform="telegram", chat="9"), user_id="u", text="late")
+    await raw.zadd(KEYS.mailbox(late.session_key), {b"late work": 1.0})
+    await raw.sadd(KEYS.mailboxes(), late.session_key)
+
+    assert await mailboxes.forget(late.session_key) == 1
+    assert await mailboxes.pending() == [late.session_key]
+    await raw.delete(KEYS.mailbox(late.session_key))
+    assert await mailboxes.forget(late.session_key) == 0
+    assert await mailboxes.pending() == []
