@@ -2,7 +2,8 @@
 
 On PostgreSQL the upgrade runs under a session advisory lock, so processes starting together
 take turns: the first upgrades, the others find the schema at head. SQLite serialises the
-upgrade by its `BEGIN IMMEDIATE` transaction. Within one process upgrades take turns as well:
+upgrade by its `BEGIN IMMEDIATE` transaction; a file of the old embedded store is converted in
+that same transaction (`_legacy.py`). Within one process upgrades take turns as well:
 Alembic's `context` and `op` are process-wide.
 """
 
@@ -19,6 +20,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+from core.store.sql._legacy import copy_legacy, set_aside_legacy
 
 __all__ = ["MIGRATIONS", "current_revision", "head_revision", "upgrade"]
 
@@ -64,9 +67,13 @@ def _upgrade(connection: Connection) -> None:
         connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _LOCK_KEY})
         connection.commit()
     try:
+        # A file of the old embedded store: its tables step aside in this transaction, and
+        # their rows move into the new schema before it commits (`_legacy.py`).
+        legacy = set_aside_legacy(connection)
         config = _config()
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+        copy_legacy(connection, legacy)
         connection.commit()
     finally:
         if locked:
