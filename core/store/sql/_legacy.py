@@ -20,7 +20,7 @@ from sqlalchemy import Connection, text
 
 from core.store.sql._dialect import indexed_terms
 
-__all__ = ["copy_legacy", "set_aside_legacy"]
+__all__ = ["copy_legacy", "is_legacy", "set_aside_legacy"]
 
 # The old store's tables, parents after their children (the order they are dropped in; the
 # copy goes the other way). `reply_records` was `SqliteReplyRecords`' table in the same file.
@@ -44,11 +44,11 @@ _TABLES: Final = (
 _PREFIX: Final = "legacy_"
 
 
-def set_aside_legacy(connection: Connection) -> list[str]:
-    """Rename the old store's tables of a SQLite file that has no Alembic revision yet; the
-    names of those renamed (none: not an old store's file)."""
+def _old_tables(connection: Connection) -> tuple[list[str], set[str]]:
+    """The old store's tables of a SQLite file without an Alembic revision (none: not such a
+    file), and every table's name."""
     if connection.dialect.name != "sqlite":
-        return []
+        return [], set()
     names = {
         name
         for (name,) in connection.execute(
@@ -56,8 +56,19 @@ def set_aside_legacy(connection: Connection) -> list[str]:
         )
     }
     if "alembic_version" in names:
-        return []
-    found = [table for table in _TABLES if table in names]
+        return [], names
+    return [table for table in _TABLES if table in names], names
+
+
+def is_legacy(connection: Connection) -> bool:
+    """Whether the database is a file of the old embedded store, not converted yet."""
+    return bool(_old_tables(connection)[0])
+
+
+def set_aside_legacy(connection: Connection) -> list[str]:
+    """Rename the old store's tables of a SQLite file that has no Alembic revision yet; the
+    names of those renamed (none: not an old store's file)."""
+    found, names = _old_tables(connection)
     if not found:
         return []
     # The old triggers and index would write to tables that are about to move.
