@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import click
 
 from bots.commands.common import settings_from
-from bots.settings import Settings
-from core.store.sql import Revision, database_revision, head_revision, parse_url, upgrade_database
+from core.store.sql import (
+    Revision,
+    database_revision,
+    head_revision,
+    sqlite_file,
+    upgrade_database,
+)
 
-__all__ = ["db"]
+__all__ = ["db", "describe_revision"]
 
 
 @click.group()
@@ -29,12 +33,13 @@ def db() -> None:
 def db_current(ctx: click.Context) -> None:
     """Print the schema revision the database is at."""
     settings = settings_from(ctx)
-    if _missing_file(settings) is not None:
+    path = sqlite_file(settings.store_url)
+    if path is not None and not path.exists():
         click.echo("not created yet")
         return
     revision = asyncio.run(database_revision(settings.store_url))
     hint = " (`switchboard db upgrade` converts it)" if revision.old_store else ""
-    click.echo(f"{_describe(revision)}{hint}")
+    click.echo(f"{describe_revision(revision)}{hint}")
 
 
 @db.command("upgrade")
@@ -44,12 +49,13 @@ def db_upgrade(ctx: click.Context) -> None:
     settings = settings_from(ctx)
     before, after = asyncio.run(upgrade_database(settings.store_url))
     if before == after:
-        click.echo(f"already at {_describe(after)}")
+        click.echo(f"already at {describe_revision(after)}")
     else:
-        click.echo(f"upgraded from {_describe(before)} to {_describe(after)}")
+        click.echo(f"upgraded from {describe_revision(before)} to {describe_revision(after)}")
 
 
-def _describe(revision: Revision) -> str:
+def describe_revision(revision: Revision) -> str:
+    """`0001`, `0001 (newest 0002)`, `not created yet` or the old embedded store's schema."""
     if revision.old_store:
         return "the old embedded store's schema"
     if revision.current is None:
@@ -58,12 +64,3 @@ def _describe(revision: Revision) -> str:
     return (
         revision.current if revision.current == newest else f"{revision.current} (newest {newest})"
     )
-
-
-def _missing_file(settings: Settings) -> Path | None:
-    """The SQLite file the settings name, when it is not there (reading it would make it)."""
-    url = parse_url(settings.store_url)
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    path = Path(url.database)
-    return None if path.exists() else path
