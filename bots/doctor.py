@@ -117,7 +117,7 @@ def _database_placement(settings: Settings) -> list[Finding]:
                 "database",
                 "no DATABASE_URL: the records (history, approvals, schedules, costs) are kept "
                 "in Redis, and a Redis restarted empty loses them",
-                "set DATABASE_URL=postgresql://user:password@host/db",
+                "set DATABASE_URL to a PostgreSQL database (postgresql://host/db)",
             )
         ]
     if settings.database_is_sqlite:
