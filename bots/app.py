@@ -1,9 +1,11 @@
 """Wiring: settings and profile in; store, bus, mailboxes, runtime and worker out.
 
-Where work and history live depends on `REDIS_URL` alone: set, the store, bus and mailboxes
-are in Redis and shared by every process; unset, the store is an SQLite file and the bus and
-mailboxes live in this process. On Redis, every key is in the namespace of `SWITCHBOARD_BOT_ID`,
-so several bots can share one server.
+The records (history, costs, schedules, facts, access...) are in the SQL store
+(`core/store/sql/`) on `DATABASE_URL`, by default the SQLite file in the data directory. How
+work moves depends on `REDIS_URL`: set, the bus and mailboxes are in Redis and shared by every
+process; unset, they live in the SQLite file and this process. With `REDIS_URL` and no
+`DATABASE_URL` the records stay in Redis (`RedisStore`), as before the SQL store. On Redis,
+every key is in the namespace of `SWITCHBOARD_BOT_ID`, so several bots can share one server.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from core.mcp.servers import McpServers
+    from core.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -168,12 +171,11 @@ async def backends(
     """
     async with AsyncExitStack() as stack:
         if settings.redis_url is None:
-            from core.store._sqlite_replies import SqliteReplyRecords
-            from core.store.sqlite import SqliteStore
+            from core.store.sql import SqlReplyRecords
 
-            sqlite = await SqliteStore.open(settings.database_path)
+            sqlite = await _open_sql_store(settings)
             stack.push_async_callback(sqlite.close)
-            records = await SqliteReplyRecords.open(settings.database_path)
+            records = await SqlReplyRecords.open(settings.store_url)
             stack.push_async_callback(records.close)
             if local_bus:
                 # The terminal's work must not be picked up by a `serve` on the same file.
@@ -218,17 +220,22 @@ async def backends(
         url, keys = settings.redis_url, settings.redis_keys
         redis_store = await RedisStore.open(url, keys=keys)
         stack.push_async_callback(redis_store.close)
+        # With DATABASE_URL the records are in that database, and Redis only coordinates.
+        records_store: Store = redis_store
+        if settings.database_url:
+            records_store = await _open_sql_store(settings)
+            stack.push_async_callback(records_store.close)
         if local_bus:
             memory = MemoryBus()
             stack.push_async_callback(memory.close)
             # The terminal's replies are shown by this process alone.
             yield Backends(
-                redis_store,
+                records_store,
                 memory,
                 MemoryMailboxes(),
                 MemoryReplyRecords(),
                 distributed=False,
-                readiness=_readiness(redis_store),
+                readiness=_readiness(records_store),
             )
             return
         # One batching client for the store, the mailboxes and the bus's non-blocking
@@ -241,11 +248,11 @@ async def backends(
         )
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
-        readiness = _readiness(redis_store)
+        readiness = _readiness(records_store)
         replies = RedisReplyRecords.from_url(url, keys=keys, readiness=readiness)
         stack.push_async_callback(replies.aclose)
         readiness.add_check("bus", redis_bus.ping)
-        yield Backends(redis_store, redis_bus, mailboxes, replies, True, readiness, redis=shared)
+        yield Backends(records_store, redis_bus, mailboxes, replies, True, readiness, redis=shared)
 
 
 def _readiness(store: Store) -> Readiness:
@@ -514,10 +521,8 @@ async def embedded(
 @asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[Store]:
     """Just the store (for commands that only read history or costs)."""
-    if settings.redis_url is None:
-        from core.store.sqlite import SqliteStore
-
-        store: Store = await SqliteStore.open(settings.database_path)
+    if settings.redis_url is None or settings.database_url:
+        store: Store = await _open_sql_store(settings)
     else:
         from core.store.redis import RedisStore
 
@@ -526,3 +531,10 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
         yield store
     finally:
         await store.close()
+
+
+async def _open_sql_store(settings: Settings) -> SqlStore:
+    """The records' database (`Settings.store_url`), its schema upgraded."""
+    from core.store.sql import SqlStore
+
+    return await SqlStore.open(settings.store_url)

@@ -45,6 +45,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "cost",
         "Show what conversations have cost: model calls, tokens and USD, from the ledger.",
     ),
+    "db": LazyCommand(
+        "bots.commands.db",
+        "db",
+        "Look at or upgrade the schema of the records' database.",
+    ),
     "deadletters": LazyCommand(
         "bots.commands.deadletters",
         "deadletters",

@@ -81,6 +81,8 @@ async def diagnose(
         checks.extend(_platform_checks(settings.environ))
         if settings.redis_url is not None:
             checks.append(("redis", _redis(settings.redis_url)))
+        if settings.redis_url is None or settings.database_url:
+            checks.append(("database", _database(settings)))
         found.extend(
             await asyncio.gather(*(_bounded(area, check, redact) for area, check in checks))
         )
@@ -100,7 +102,35 @@ def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -
         found.extend(_secrets_in(profile_folder, settings.redactor()))
     found.extend(_data_folder(settings.data_dir))
     found.extend(_env_file(ENV_FILE))
+    found.extend(_database_placement(settings))
     return found
+
+
+def _database_placement(settings: Settings) -> list[Finding]:
+    """With Redis (processes on several machines), where the records are kept."""
+    if settings.redis_url is None:
+        return []
+    if not settings.database_url:
+        return [
+            Finding(
+                "warning",
+                "database",
+                "no DATABASE_URL: the records (history, approvals, schedules, costs) are kept "
+                "in Redis, and a Redis restarted empty loses them",
+                "set DATABASE_URL to a PostgreSQL database (postgresql://host/db)",
+            )
+        ]
+    if settings.database_is_sqlite:
+        return [
+            Finding(
+                "warning",
+                "database",
+                "DATABASE_URL is a SQLite file: this works only when every process runs on "
+                "one machine",
+                "use PostgreSQL (DATABASE_URL=postgresql://...) for processes on several machines",
+            )
+        ]
+    return []
 
 
 # --- posture -------------------------------------------------------------------------------
@@ -499,6 +529,27 @@ async def _discord(env: Mapping[str, str]) -> Finding:
         "discord",
         f"/users/@me failed ({response.status_code})",
         "check DISCORD_BOT_TOKEN and DISCORD_API_URL",
+    )
+
+
+async def _database(settings: Settings) -> Finding:
+    """Connect to the records' database and read its schema revision (a missing SQLite file
+    is not made: the first start makes it)."""
+    from bots.commands.db import describe_revision
+    from core.store.sql import database_revision, head_revision, sqlite_file
+
+    path = sqlite_file(settings.store_url)
+    if path is not None and not path.exists():
+        return Finding("ok", "database", f"{path} is not created yet; the first start makes it")
+    revision = await database_revision(settings.store_url)
+    said = describe_revision(revision)
+    if revision.current == head_revision() and not revision.old_store:
+        return Finding("ok", "database", f"connected; schema revision {said}")
+    return Finding(
+        "warning",
+        "database",
+        f"connected; schema {said}",
+        "run `switchboard db upgrade` (every process also upgrades it on start)",
     )
 
 

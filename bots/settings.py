@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 from dotenv.parser import parse_stream
@@ -48,6 +50,8 @@ class Settings(BaseSettings):
     openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    # Where the records are (`core/store/sql/`): unset, the SQLite file in the data directory.
+    database_url: str | None = Field(default=None, alias="DATABASE_URL")
     # Namespace of this bot's queues, keys and sessions on a shared Redis (core/redis_keys.py).
     bot_id: str = Field(
         default="default",
@@ -96,6 +100,11 @@ class Settings(BaseSettings):
 
         values = (self.anthropic_api_key, self.openai_api_key, self.metrics_token, self.hooks_token)
         own = [v.get_secret_value() for v in values if v is not None]
+        if self.database_url:
+            with contextlib.suppress(ValueError):
+                password = urlsplit(self.database_url).password
+                if password:
+                    own.append(password)
         return own + REGISTERED.secrets(self.environ)
 
     def redactor(self) -> Redactor:
@@ -111,8 +120,22 @@ class Settings(BaseSettings):
 
     @property
     def database_path(self) -> Path:
-        """The SQLite file of the embedded deployment."""
+        """The SQLite file of the embedded deployment (its queues, and its records unless
+        DATABASE_URL names another database)."""
         return self.data_dir / "switchboard.db"
+
+    @property
+    def store_url(self) -> str:
+        """The database of the records: DATABASE_URL, else the SQLite file in the data
+        directory."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{self.database_path}"
+
+    @property
+    def database_is_sqlite(self) -> bool:
+        """Whether the records are in a SQLite file (one machine only)."""
+        return not self.database_url or self.database_url.startswith("sqlite")
 
 
 def load_settings(**overrides: object) -> Settings:

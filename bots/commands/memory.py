@@ -8,7 +8,7 @@ import click
 
 from bots.app import open_store
 from bots.commands.common import AS_JSON, echo_json, listing, settings_from, stdout, whole, wrapped
-from bots.commands.where import STORE_EPILOG, require_data
+from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.settings import Settings
 from core.errors import ConfigError
 from core.facts import memory_scope
@@ -92,4 +92,4 @@ async def _forget(settings: Settings, scope: str, fact_id: str) -> None:
 
 
 def _where(settings: Settings) -> str:
-    return "redis" if settings.redis_url else str(settings.database_path)
+    return "redis" if settings.redis_url and not settings.database_url else describe_store(settings)

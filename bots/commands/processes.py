@@ -12,7 +12,7 @@ import click
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
 from bots.commands.status import announce
-from bots.commands.where import log_startup, require_data
+from bots.commands.where import describe_store, log_startup, require_data
 from bots.loop import run_process
 from bots.platforms import REGISTERED, command_registry
 from bots.profiles import load_profile
@@ -393,7 +393,9 @@ def health(ctx: click.Context) -> None:
 
 
 async def _health(settings: Settings) -> None:
-    where = "redis" if settings.redis_url else str(settings.database_path)
+    where = (
+        "redis" if settings.redis_url and not settings.database_url else describe_store(settings)
+    )
     try:
         require_data(settings)  # a mistyped SWITCHBOARD_DATA_DIR is not a healthy empty store
         async with asyncio.timeout(_HEALTH_TIMEOUT), backends(settings) as found:

@@ -10,20 +10,30 @@ from urllib.parse import urlsplit
 from bots.settings import Settings
 from core.errors import ConfigError
 
-__all__ = ["STARTUP_LOGGER", "STORE_EPILOG", "describe_store", "log_startup", "require_data"]
+__all__ = [
+    "STARTUP_LOGGER",
+    "STORE_EPILOG",
+    "describe_database",
+    "describe_store",
+    "log_startup",
+    "require_data",
+]
 
 STARTUP_LOGGER: Final = "switchboard.startup"
 _startup = logging.getLogger(STARTUP_LOGGER)
 
 STORE_EPILOG: Final = (
-    "Reads the store at $SWITCHBOARD_DATA_DIR/switchboard.db (default ./data), or Redis when "
-    "REDIS_URL is set."
+    "Reads the store at DATABASE_URL, else $SWITCHBOARD_DATA_DIR/switchboard.db (default "
+    "./data), or Redis when only REDIS_URL is set."
 )
 """The `--help` epilog of commands that read the store."""
 
 
 def describe_store(settings: Settings) -> str:
-    """`data/switchboard.db`, or `Redis at host:6379 (bot default)`: never a password."""
+    """`data/switchboard.db`, `postgresql at host:5432/db` (DATABASE_URL), or `Redis at
+    host:6379 (bot default)`: never a password."""
+    if settings.database_url:
+        return describe_database(settings.database_url)
     if settings.redis_url is None:
         return str(settings.database_path)
     parts = urlsplit(settings.redis_url)
@@ -33,11 +43,27 @@ def describe_store(settings: Settings) -> str:
     return f"Redis at {where} (bot {settings.bot_id})"
 
 
+def describe_database(url: str) -> str:
+    """A database URL without its user and password: `postgresql at host:5432/db`."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "the database of DATABASE_URL"
+    scheme = parts.scheme.partition("+")[0]
+    if scheme == "sqlite":
+        return parts.path.removeprefix("/") or "sqlite"
+    where = parts.hostname or "localhost"
+    if port:
+        where = f"{where}:{port}"
+    return f"{scheme} at {where}{parts.path}"
+
+
 def require_data(settings: Settings) -> None:
     """`ConfigError` when the embedded store's file is not there. Commands that only read or
     change what is stored call it first: opening the store would make an empty one, and a
     mistyped SWITCHBOARD_DATA_DIR would then look like a bot with nothing stored."""
-    if settings.redis_url is not None or settings.database_path.exists():
+    if settings.redis_url is not None or settings.database_url or settings.database_path.exists():
         return
     where = (
         f"no data folder at {settings.data_dir}"

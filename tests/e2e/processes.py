@@ -82,6 +82,7 @@ def clean_env(
         if not k.endswith(_DROPPED_SUFFIXES) and not k.startswith(_DROPPED_PREFIXES)
     }
     env.pop("REDIS_URL", None)
+    env.pop("DATABASE_URL", None)
     env.update(
         SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),

@@ -29,7 +29,9 @@ def _compose_env(service: str) -> dict[str, str]:
     return {k: str(v) for k, v in compose["services"][service]["environment"].items()}
 
 
-def _container_env(service: str, tmp_path: Path, redis_url: str) -> dict[str, str]:
+def _container_env(
+    service: str, tmp_path: Path, redis_url: str, database_url: str
+) -> dict[str, str]:
     """Image, then `env_file` (the example, as copied), then the service's `environment`, as
     Compose layers them; with this machine's paths and the test's Redis."""
     example = dotenv_values(REPO / "deploy" / "switchboard.env.example")
@@ -41,6 +43,7 @@ def _container_env(service: str, tmp_path: Path, redis_url: str) -> dict[str, st
     # Where the container's paths and addresses are not this machine's.
     env.update(
         REDIS_URL=redis_url,
+        DATABASE_URL=database_url,
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
         SWITCHBOARD_METRICS_HOST="127.0.0.1",
     )
@@ -49,9 +52,9 @@ def _container_env(service: str, tmp_path: Path, redis_url: str) -> dict[str, st
 
 @pytest.mark.parametrize("service", ["worker", "scheduler"])
 async def test_every_always_on_service_runs_with_the_example_env(
-    service: str, redis_url: str, tmp_path: Path
+    service: str, redis_url: str, postgres_url: str, tmp_path: Path
 ) -> None:
-    env = _container_env(service, tmp_path, redis_url)
+    env = _container_env(service, tmp_path, redis_url, postgres_url)
     async with Deployment(env, tmp_path) as deployment:
         process = await deployment.start(service)
         await process.until_logged(rf"switchboard {service} started", 30)

@@ -21,7 +21,7 @@ from click.testing import CliRunner, Result
 from bots.cli import cli
 from core.errors import ConfigError
 from core.messages import Message
-from core.store import SqliteStore
+from core.store.sql import SqlStore
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.e2e
@@ -89,7 +89,7 @@ def invoke(runner: CliRunner, args: list[str]) -> Result:
 
 
 async def _sessions(database: Path) -> list[str]:
-    store = await SqliteStore.open(database)
+    store = await SqlStore.open(f"sqlite:///{database}")
     try:
         return [record.id for record in await store.list_sessions()]
     finally:
@@ -97,7 +97,7 @@ async def _sessions(database: Path) -> list[str]:
 
 
 async def _conversation(database: Path) -> str:
-    store = await SqliteStore.open(database)
+    store = await SqlStore.open(f"sqlite:///{database}")
     try:
         session = await store.current_session("telegram:1:42")
         await store.append_message(session.id, Message.user("a secret to forget"))
@@ -164,8 +164,10 @@ def test_commands_that_read_the_store_say_which_in_their_help(command: list[str]
     shown = CliRunner().invoke(cli, [*command, "--help"])
 
     assert shown.exit_code == 0, shown.output
-    assert "Reads the store at $SWITCHBOARD_DATA_DIR/switchboard.db" in shown.output
-    assert "or Redis when REDIS_URL is set" in " ".join(shown.output.split())
+    assert "Reads the store at DATABASE_URL, else $SWITCHBOARD_DATA_DIR/switchboard.db" in (
+        " ".join(shown.output.split())
+    )
+    assert "or Redis when only REDIS_URL is set" in " ".join(shown.output.split())
 
 
 def test_empty_answers_name_the_store(in_process: CliRunner, tmp_path: Path) -> None:
@@ -302,7 +304,7 @@ async def _a_busy_store(database: Path) -> dict[str, str]:
     from core.store import CostEntry
 
     now = datetime.now(UTC)
-    store = await SqliteStore.open(database)
+    store = await SqlStore.open(f"sqlite:///{database}")
     try:
         session = await store.current_session("telegram:default:-1001234567890")
         await store.append_message(session.id, Message.user("how are the alerts?"))

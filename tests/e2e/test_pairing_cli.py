@@ -15,7 +15,7 @@ from core.access import Pairing
 from core.envelopes import Address, Inbound
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import CronCadence
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 
 pytestmark = pytest.mark.e2e
 
@@ -53,7 +53,7 @@ def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
 
 async def _ask(path: Path, users: list[str]) -> list[str]:
     """What a worker does for strangers' DMs: file their requests; their codes."""
-    store = await SqliteStore.open(path)
+    store = await SqlStore.open(f"sqlite:///{path}")
     try:
         pairing = Pairing(store)
         for user in users:
@@ -67,7 +67,7 @@ async def _ask(path: Path, users: list[str]) -> list[str]:
 
 
 async def _approvals(path: Path) -> list[tuple[str, bool]]:
-    store = await SqliteStore.open(path)
+    store = await SqlStore.open(f"sqlite:///{path}")
     try:
         return [(a.user_id, a.admin) for a in await Pairing(store).approvals()]
     finally:
@@ -76,7 +76,7 @@ async def _approvals(path: Path) -> list[tuple[str, bool]]:
 
 async def _schedules(path: Path, owners: list[str]) -> list[str]:
     """One daily schedule made in a chat by each of `owners`; their ids."""
-    store = await SqliteStore.open(path)
+    store = await SqlStore.open(f"sqlite:///{path}")
     try:
         book = ScheduleBook(store)
         made = [
@@ -94,7 +94,7 @@ async def _schedules(path: Path, owners: list[str]) -> list[str]:
 
 
 async def _statuses(path: Path) -> dict[str, str]:
-    store = await SqliteStore.open(path)
+    store = await SqlStore.open(f"sqlite:///{path}")
     try:
         return {s.id: s.status for s in await store.list_schedules()}
     finally:

@@ -16,7 +16,7 @@ import pytest
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.messages import Message, ToolCall
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.e2e.test_cli import env, run
 
 pytestmark = pytest.mark.e2e
@@ -35,7 +35,7 @@ async def _crash_state(database: Path, text: str) -> tuple[str, str]:
         is_direct=True,
         received_at=STARTED,
     )
-    store = await SqliteStore.open(database)
+    store = await SqlStore.open(f"sqlite:///{database}")
     try:
         session = await store.current_session(inbound.session_key)
         await store.append_message(session.id, Message.user(text, source=inbound.dedupe_key))

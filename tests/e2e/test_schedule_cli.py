@@ -23,7 +23,7 @@ from channels.terminal import NOTIFICATION_LABEL
 from channels.terminal import SPEC as TERMINAL
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import OnceCadence
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.e2e.processes import communicate, open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
@@ -121,7 +121,8 @@ async def due_for_terminal(env: dict[str, str], *, late: timedelta) -> str:
     due = datetime.now(UTC) - late
     to = TERMINAL.address.bare
     assert to is not None
-    store = await SqliteStore.open(Path(env["SWITCHBOARD_DATA_DIR"]) / "switchboard.db")
+    database = Path(env["SWITCHBOARD_DATA_DIR"]) / "switchboard.db"
+    store = await SqlStore.open(f"sqlite:///{database}")
     try:
         # Made with the defaults `schedule add --in` uses, at the time it was made.
         made = await ScheduleBook(store, clock=lambda: due - timedelta(hours=1)).create(
@@ -274,9 +275,9 @@ def test_what_people_type_for_a_time_is_understood(
 
 async def _empty_store(path: Path) -> None:
     """The store a bot that has run leaves behind, with no schedule in it."""
-    from core.store.sqlite import SqliteStore
+    from core.store.sql import SqlStore
 
-    await (await SqliteStore.open(path)).close()
+    await (await SqlStore.open(f"sqlite:///{path}")).close()
 
 
 @pytest.mark.parametrize("command", ["pause", "resume", "remove", "runs"])

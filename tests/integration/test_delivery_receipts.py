@@ -38,7 +38,7 @@ from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store.replies import MemoryReplyRecords
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes.telegram_api import FakeTelegram
 
 CHAT = 4242
@@ -49,7 +49,7 @@ SECRET = "hunter2-secret-value-for-the-test"
 
 @dataclass
 class Stack:
-    store: SqliteStore
+    store: SqlStore
     bus: SqliteBus
     book: ScheduleBook
     notifications: Subscription
@@ -100,7 +100,7 @@ async def stack(
     monkeypatch.setenv("SWITCHBOARD_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("REDIS_URL", raising=False)
     path = tmp_path / "data" / "switchboard.db"
-    store = await SqliteStore.open(path)
+    store = await SqlStore.open(f"sqlite:///{path}")
     bus = await SqliteBus.open(path, lease_seconds=5.0, max_deliveries=2)
     records = MemoryReplyRecords()
     adapter = TelegramAdapter(

@@ -4,6 +4,7 @@ real redis-server, the posture audit over temporary folders, and the command's e
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,12 +14,14 @@ from bots.cli import main
 from bots.doctor import Finding, diagnose, posture
 from bots.profiles import load_profile
 from bots.settings import load_settings
+from core.store.sql import head_revision, upgrade_database
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
+from tests.fixtures.make_sqlite_store_file import DB
 from tests.redis_server import RedisServer
 
 SAFE_PROFILE = """
@@ -48,6 +51,7 @@ def _setup(
         if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "ANTHROPIC_", "OPENAI_")):
             monkeypatch.delenv(name)
     monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
     monkeypatch.delenv("SWITCHBOARD_PROVIDER", raising=False)
     monkeypatch.delenv("SWITCHBOARD_MODEL", raising=False)
     for name, value in {
@@ -92,6 +96,7 @@ async def test_a_sound_setup_reaches_everything_and_has_nothing_critical(
     fake_slack: FakeSlack,
     fake_discord: FakeDiscord,
     persistent_redis: str,
+    postgres_url: str,
 ) -> None:
     fake_anthropic.script(Text("OK"))
     _setup(
@@ -109,8 +114,10 @@ async def test_a_sound_setup_reaches_everything_and_has_nothing_critical(
             "DISCORD_BOT_TOKEN": fake_discord.token,
             "DISCORD_API_URL": fake_discord.api_url,
             "REDIS_URL": persistent_redis,
+            "DATABASE_URL": postgres_url,
         },
     )
+    await _upgraded(postgres_url)
 
     findings = await _diagnose()
 
@@ -121,6 +128,7 @@ async def test_a_sound_setup_reaches_everything_and_has_nothing_critical(
     assert "the token works" in areas["slack"][0].text
     assert "the token works" in areas["discord"][0].text
     assert areas["redis"][0].text == "PING answered; it persists (appendonly yes)"
+    assert areas["database"][0].text == f"connected; schema revision {head_revision()}"
     assert "private to its owner" in areas["data"][0].text
     # One token asked for, with the configured key: a cheap request.
     [sent] = fake_anthropic.requests
@@ -295,6 +303,76 @@ def test_listeners_on_every_interface_are_warned_about(
     assert exposed["telegram"].text.startswith("the Telegram webhook listens on 0.0.0.0:8443")
     assert "Socket Mode" in exposed["slack"].fix
     assert not [f for f in findings if f.severity == "critical"], findings
+
+
+async def _upgraded(url: str) -> None:
+    _, after = await upgrade_database(url)
+    assert after.current == head_revision()
+
+
+async def test_the_database_is_reached_and_its_schema_revision_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, {})
+    database = tmp_path / "data" / "switchboard.db"
+
+    [missing] = [f for f in await _diagnose() if f.area == "database"]
+    assert not database.exists()  # the doctor made nothing
+    shutil.copyfile(DB, database)  # a file of the old embedded store
+    [old] = [f for f in await _diagnose() if f.area == "database"]
+    await _upgraded(f"sqlite:///{database}")
+    [current] = [f for f in await _diagnose() if f.area == "database"]
+
+    assert (missing.severity, missing.text) == (
+        "ok",
+        f"{database} is not created yet; the first start makes it",
+    )
+    assert old.severity == "warning"
+    assert "old embedded store" in old.text
+    assert "switchboard db upgrade" in old.fix
+    assert (current.severity, current.text) == (
+        "ok",
+        f"connected; schema revision {head_revision()}",
+    )
+
+
+async def test_a_database_that_is_not_there_is_critical_and_its_password_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = "postgresql://someone:hunter2secret@127.0.0.1:1/records"
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, {"DATABASE_URL": url})
+
+    [found] = [f for f in await _diagnose() if f.area == "database"]
+
+    assert found.severity == "critical"
+    assert "cannot reach the SQL store" in found.text
+    assert "hunter2secret" not in found.text
+
+
+@pytest.mark.parametrize(
+    ("database", "said"),
+    [
+        (None, "no DATABASE_URL: the records"),
+        ("sqlite:///shared.db", "works only when every process runs on one machine"),
+    ],
+)
+def test_redis_without_postgresql_is_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, database: str | None, said: str
+) -> None:
+    env = {"REDIS_URL": "redis://127.0.0.1:1"}
+    if database is not None:
+        env["DATABASE_URL"] = database
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, env)
+    settings = load_settings()
+
+    [found] = [
+        f
+        for f in posture(settings, load_profile(settings.profiles_dir, "bot"), None)
+        if f.area == "database"
+    ]
+
+    assert found.severity == "warning"
+    assert said in found.text
 
 
 async def test_a_redis_that_does_not_persist_is_warned_about(

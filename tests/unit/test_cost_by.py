@@ -12,11 +12,11 @@ import pytest
 from bots.cli import main
 from core.messages import Usage
 from core.store.ledger import CostEntry
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 
 
 async def _fill(path: Path) -> None:
-    store = await SqliteStore.open(path)
+    store = await SqlStore.open(f"sqlite:///{path}")
     try:
         session = await store.create_session("telegram:b:42")
         for user, cost, day in (("telegram:7", 0.5, 1), ("telegram:8", 1.25, 2), (None, 0.25, 2)):

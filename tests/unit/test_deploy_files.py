@@ -57,13 +57,17 @@ def test_compose_runs_redis_with_aof_a_gateway_per_platform_workers_a_scheduler_
     assert services["web"]["environment"]["SWITCHBOARD_WEB_HOST"] == "0.0.0.0"
     # The commands `switchboard --help` lists (most are imported only when they run).
     commands = cli.list_commands(click.Context(cli))
+    assert services["postgres"]["volumes"] == ["postgres-data:/var/lib/postgresql/data"]
     for name, service in services.items():
-        if name == "redis":
+        if name in ("redis", "postgres"):
             continue
         command = service["command"][0]
         assert command in commands, f"{name} runs `switchboard {command}`, which is no command"
         assert service["environment"]["REDIS_URL"] == "redis://redis:6379/0"
         assert service["depends_on"]["redis"]["condition"] == "service_healthy"
+        # The records are in PostgreSQL, not in Redis.
+        assert service["environment"]["DATABASE_URL"].startswith("postgresql://switchboard:")
+        assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
 
 
 def test_the_dashboard_shows_only_metrics_that_exist_and_every_one_of_them() -> None:

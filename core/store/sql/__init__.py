@@ -11,8 +11,25 @@ settings in `_engine.py`, and the schema's upgrade (Alembic, `core/store/migrati
 
 from __future__ import annotations
 
+from core.store.sql._engine import parse_url, sqlite_file
 from core.store.sql._replies import SqlReplyRecords
-from core.store.sql._schema import current_revision, head_revision
+from core.store.sql._schema import (
+    Revision,
+    current_revision,
+    database_revision,
+    head_revision,
+    upgrade_database,
+)
 from core.store.sql._store import SqlStore
 
-__all__ = ["SqlReplyRecords", "SqlStore", "current_revision", "head_revision"]
+__all__ = [
+    "Revision",
+    "SqlReplyRecords",
+    "SqlStore",
+    "current_revision",
+    "database_revision",
+    "head_revision",
+    "parse_url",
+    "sqlite_file",
+    "upgrade_database",
+]

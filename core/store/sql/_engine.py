@@ -11,6 +11,7 @@ which reads a snapshot beside the writer (WAL).
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any, Final
 
 from sqlalchemy import event
@@ -21,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from core.errors import StoreError
 from core.store._connection import MEMORY, prepare_file
 
-__all__ = ["READS", "open_engine", "parse_url"]
+__all__ = ["READS", "open_engine", "parse_url", "sqlite_file"]
 
 # The execution option of a connection whose transactions only read.
 READS: Final = "switchboard_reads"
@@ -45,6 +46,14 @@ def parse_url(url: str | URL) -> URL:
     if backend not in _DRIVERS:
         raise StoreError(f"the SQL store runs on SQLite or PostgreSQL, not {backend!r}")
     return parsed.set(drivername=_DRIVERS[backend])
+
+
+def sqlite_file(url: str | URL) -> Path | None:
+    """The file of a SQLite `url` (None: PostgreSQL, or SQLite in memory)."""
+    parsed = parse_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return None
+    return None if parsed.database == MEMORY else Path(parsed.database)
 
 
 async def open_engine(url: str | URL) -> AsyncEngine:
