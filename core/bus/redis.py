@@ -717,11 +717,16 @@ class RedisBus(Bus):
         if self._closed:
             return
         self._closed = True
-        for read in tuple(self._reads):
+        reads = tuple(self._reads)
+        for read in reads:
             read.cancel()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_CLOSE_GRACE_SECONDS):
                 await self._idle.wait()
+                # A cancelled read may still be connecting: closing the pool under it would
+                # leave its connection open and unowned.
+                if reads:
+                    await asyncio.wait(reads)
         for subscription in tuple(self._subscriptions):
             await subscription.aclose()
         if self._owns_client:
