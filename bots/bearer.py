@@ -2,7 +2,7 @@
 
 `Authorization: Bearer <token>`, the scheme read in any case (RFC 7235: `bearer` and `BEARER`
 are `Bearer`), the token compared in constant time. Wrong tokens are counted per client
-address (the `limits` package, a moving window in memory): past `FAILED_ATTEMPTS`, that
+address (`core.throttle.TokenThrottle`, as the web page counts its own): past the limit, that
 address gets 429 with `Retry-After` for every request, right token or not, until the window
 lets it try again, so nobody can guess the token at network speed. The address is the TCP
 peer's (`X-Forwarded-For` is not trusted): behind a reverse proxy, every client shares the
@@ -13,23 +13,15 @@ from __future__ import annotations
 
 import hmac
 import logging
-import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
 from aiohttp import web
-from limits import parse
-from limits.aio.storage import MemoryStorage
-from limits.aio.strategies import MovingWindowRateLimiter
 
-__all__ = ["FAILED_ATTEMPTS", "BearerGuard", "Refusal", "bearer_token"]
+from core.throttle import WRONG_TOKENS, TokenThrottle
+
+__all__ = ["BearerGuard", "Refusal", "bearer_token"]
 
 log = logging.getLogger(__name__)
-
-# Wrong tokens one client address may send before it has to wait.
-FAILED_ATTEMPTS: Final = "10/minute"
 
 
 def bearer_token(header: str) -> str | None:
@@ -58,36 +50,26 @@ class Refusal:
 class BearerGuard:
     """Checks requests for one token; throttles the addresses that send wrong ones."""
 
-    def __init__(
-        self,
-        token: str,
-        *,
-        name: str,
-        failed_attempts: str = FAILED_ATTEMPTS,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        """`name` tells the listeners apart in the log; `clock` is what `Retry-After` is
-        counted from (epoch seconds, as the `limits` storage keeps its windows)."""
+    def __init__(self, token: str, *, name: str, failed_attempts: str = WRONG_TOKENS) -> None:
+        """`name` tells the listeners apart in the log."""
         self._token = token.encode()
         self._name = name
-        self._failures = parse(failed_attempts)
-        self._limiter = MovingWindowRateLimiter(MemoryStorage())
-        self._clock = clock
+        self._throttle = TokenThrottle(failed_attempts, namespace=name)
 
     async def check(self, request: web.Request) -> Refusal | None:
         """None when `request` holds the token; else why it is refused."""
         client = request.remote or "unknown"
-        if not await self._limiter.test(self._failures, self._name, client):
-            return await self._throttled(client)
+        wait = await self._throttle.wait(client)
+        if wait is not None:
+            return self._throttled(client, wait)
         given = bearer_token(request.headers.get("Authorization", ""))
         if given is not None and hmac.compare_digest(given.encode(), self._token):
             return None
-        if not await self._limiter.hit(self._failures, self._name, client):
-            return await self._throttled(client)  # another request took the last place
+        if not await self._throttle.wrong(client):
+            # Another request took the last place meanwhile.
+            return self._throttled(client, await self._throttle.wait(client) or 1)
         return Refusal(401)
 
-    async def _throttled(self, client: str) -> Refusal:
-        stats = await self._limiter.get_window_stats(self._failures, self._name, client)
-        wait = max(1, math.ceil(stats.reset_time - self._clock()))
+    def _throttled(self, client: str, wait: int) -> Refusal:
         log.warning("%s: too many wrong tokens from %s; refused for %ss", self._name, client, wait)
         return Refusal(429, retry_after=wait)

@@ -25,7 +25,6 @@ from channels.web.api import ReadApi, bad_request, json_body
 from channels.web.auth import WebAuth
 from channels.web.render import to_html
 from channels.web.sse import EventStream
-from channels.web.throttle import TokenThrottle
 from core.bus.base import Bus
 from core.envelopes import (
     EventEnvelope,
@@ -36,6 +35,7 @@ from core.envelopes import (
     new_id,
 )
 from core.errors import BusError, ChannelError, StoreError
+from core.throttle import TokenThrottle
 
 __all__ = ["CONVERSATION", "WebServer"]
 

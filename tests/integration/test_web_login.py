@@ -10,9 +10,9 @@ import aiohttp
 import pytest
 
 from bots.web import TOKEN_FILE, kept_token
-from channels.web.throttle import TokenThrottle
 from core.providers.scripted import ScriptedProvider
 from core.store.sqlite import SqliteStore
+from core.throttle import TokenThrottle
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
 WRONG = "not-the-token-0123456789"

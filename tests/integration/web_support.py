@@ -20,7 +20,6 @@ from bots.platforms import REGISTERED
 from channels.gateway import Gateway
 from channels.web import WebAdapter, WebAuth, WebServer
 from channels.web.api import ReadApi
-from channels.web.throttle import TokenThrottle
 from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, NOTIFICATIONS
 from core.confirm import Confirmations
@@ -30,6 +29,7 @@ from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
 from core.store.sqlite import SqliteStore
+from core.throttle import TokenThrottle
 from core.tools import ToolRegistry, builtin_tools
 from core.tools.base import Tool
 from tests.workers import build_worker
