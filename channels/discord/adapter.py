@@ -250,8 +250,11 @@ class DiscordAdapter:
             log.warning("could not register the discord slash commands: %s", exc)
 
     async def _shutdown(self, client: _Client, connecting: asyncio.Task[None] | None) -> None:
-        for task in self._typing.values():
-            task.cancel()
+        # Awaited, not just cancelled: a renewal may be inside a query of the reply records,
+        # whose database is closed once the adapters have stopped.
+        for task in list(self._typing.values()):
+            await cancel_and_wait(task)
+        self._typing.clear()
         if self._catching_up is not None:
             await cancel_and_wait(self._catching_up)
         await self._seen.flush()

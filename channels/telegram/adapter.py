@@ -203,8 +203,11 @@ class TelegramAdapter:
                 raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
 
     async def _shutdown(self) -> None:
-        for task in self._typing.values():
-            task.cancel()
+        # Awaited, not just cancelled: a renewal may be inside a query of the reply records,
+        # whose database is closed once the adapters have stopped.
+        for task in list(self._typing.values()):
+            await cancel_and_wait(task)
+        self._typing.clear()
         if self._poller is not None:
             await cancel_and_wait(self._poller)
         if self._webhook_runner is not None:

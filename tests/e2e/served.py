@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
@@ -14,6 +15,8 @@ from typing import Any
 __all__ = ["Served", "serve"]
 
 SWITCHBOARD = Path(sys.executable).with_name("switchboard")
+# Lines of the log a failure shows (debug logs are long; the end says where it stopped).
+_TAIL_LINES = 150
 
 
 @dataclass
@@ -66,13 +69,23 @@ class Served:
             raise AssertionError(f"switchboard serve exited early:\n{self.log}")
 
     async def terminate(self, patience: float) -> int:
-        """SIGTERM, then the exit code, which must come within `patience` seconds."""
+        """SIGTERM, then the exit code, which must come within `patience` seconds.
+
+        A process that hangs is sent SIGABRT: the fault handler (PYTHONFAULTHANDLER, set by
+        `serve`) prints every thread's stack, and the failure shows that with the log's tail.
+        """
         self.process.terminate()
         try:
             async with asyncio.timeout(patience):
                 return await self.process.wait()
         except TimeoutError:
-            raise AssertionError(f"no exit within {patience}s of SIGTERM:\n{self.log}") from None
+            pass
+        self.process.send_signal(signal.SIGABRT)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10.0):
+                await self.process.wait()
+        tail = "\n".join(self.log.splitlines()[-_TAIL_LINES:])
+        raise AssertionError(f"no exit within {patience}s of SIGTERM; the log's end:\n{tail}")
 
 
 @asynccontextmanager
@@ -81,7 +94,7 @@ async def serve(env: dict[str, str], cwd: Path) -> AsyncIterator[Served]:
     process = await asyncio.create_subprocess_exec(
         str(SWITCHBOARD),
         "serve",
-        env=env,
+        env={**env, "PYTHONFAULTHANDLER": "1"},
         cwd=cwd,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.DEVNULL,
