@@ -11,6 +11,12 @@ Python's loop: importing uvloop would only add to their start.
 (`on_signals`), and the whole of a process that has none (`chat`): SIGTERM cancels the main
 task, so what it started (MCP servers above all) is stopped on the way out instead of the
 process dying at once and leaving them running.
+
+Every task a process starts should be awaited before `main` returns. One that is not, and that
+starts a cleanup task of its own when cancelled (SQLAlchemy closes a connection that way), would
+keep `asyncio.run` waiting forever: it cancels the tasks it finds once, and the cleanup task,
+born after, waits on a database connection that is already gone. So `stop_on_sigterm` cancels
+what is left, again and again while cancelling it starts more, and names it in a warning.
 """
 
 from __future__ import annotations
@@ -27,6 +33,11 @@ from bots.settings import Settings
 __all__ = ["loop_factory", "run_process", "stop_on_sigterm"]
 
 T = TypeVar("T")
+
+# Rounds of cancelling tasks left behind; each round also takes the tasks the last one started,
+# after waiting at most `_LEFTOVER_WAIT` seconds for the ones it cancelled.
+_LEFTOVER_ROUNDS = 10
+_LEFTOVER_WAIT = 1.0
 
 log = logging.getLogger("switchboard")
 
@@ -74,3 +85,19 @@ async def stop_on_sigterm(main: Coroutine[Any, Any, T]) -> T | None:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGTERM)
+        await _cancel_leftovers(task)
+
+
+async def _cancel_leftovers(main: asyncio.Task[Any]) -> None:
+    """Cancel and await the tasks still running besides `main`, including those their
+    cancellation starts."""
+    for _ in range(_LEFTOVER_ROUNDS):
+        left = [t for t in asyncio.all_tasks() if t is not main and not t.done()]
+        if not left:
+            return
+        log.warning(
+            "tasks still running at exit, cancelled: %s", ", ".join(t.get_name() for t in left)
+        )
+        for leftover in left:
+            leftover.cancel()
+        await asyncio.wait(left, timeout=_LEFTOVER_WAIT)
