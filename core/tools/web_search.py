@@ -128,15 +128,26 @@ def _results(api: str, payload: Any, limit: int) -> list[SearchResult]:
     return found
 
 
-def _failure(status: int, api_name: str, body: Any) -> str:
+def _failure(status: int, settings: WebSearchSettings, body: Any) -> str:
     """The one sentence a failed search answers, by HTTP status."""
+    api_name = settings.api_name
     code = ""
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         code = str(body["error"].get("code") or "")
+    if settings.api == "searxng" and status == 403:
+        return (
+            f"{api_name} refused the search (HTTP 403): the instance does not answer JSON "
+            "(json missing from search.formats in its settings.yml) or refuses this client; "
+            "the bot's operator has to fix it."
+        )
     if status in (401, 403) or "TOKEN" in code:
         return (
             f"{api_name} refused the search (HTTP {status}): the search API key or access is "
             "not valid; the bot's operator has to fix it."
+        )
+    if 300 <= status < 400:
+        return (
+            f"{api_name} answered a redirect (HTTP {status}), which is not followed: check its URL."
         )
     if status == 429:
         return f"{api_name} is rate-limiting searches (HTTP 429); try again later."
@@ -183,7 +194,7 @@ class _Searcher:
         except aiohttp.ClientError as exc:
             raise ToolError(f"Could not reach {name} ({type(exc).__name__}).") from None
         if status != 200:
-            raise ToolError(_failure(status, name, payload))
+            raise ToolError(_failure(status, self.settings, payload))
         if not isinstance(payload, dict):
             raise ToolError(f"{name} answered something other than JSON search results.")
         return _results(self.settings.api, payload, self.settings.max_results)

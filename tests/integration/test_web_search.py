@@ -127,7 +127,8 @@ async def test_a_wrong_brave_key_names_the_key_not_its_value(fake_search: FakeSe
 @pytest.mark.parametrize(
     ("status", "sentence"),
     [
-        (403, "SearXNG refused the search (HTTP 403)"),
+        (403, "SearXNG refused the search (HTTP 403): the instance does not answer JSON"),
+        (301, "SearXNG answered a redirect (HTTP 301), which is not followed: check its URL."),
         (429, "SearXNG is rate-limiting searches (HTTP 429)"),
         (502, "SearXNG failed (HTTP 502)"),
     ],
