@@ -104,6 +104,12 @@ class Settings(BaseSettings):
             raise PydanticCustomError("http_url", "an http:// or https:// URL is needed")
         return url
 
+    @field_validator("brave_api_key")
+    @classmethod
+    def _a_key_or_unset(cls, key: SecretStr | None) -> SecretStr | None:
+        """`BRAVE_API_KEY=` (empty, as in the env example) is unset, not an empty key."""
+        return key if key is not None and key.get_secret_value().strip() else None
+
     @model_validator(mode="after")
     def _one_search_api(self) -> Settings:
         if self.searxng_url and self.brave_api_key is not None:

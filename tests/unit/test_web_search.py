@@ -135,5 +135,5 @@ def test_bad_search_settings_are_refused(env: dict[str, str], message: str) -> N
         settings(**env)
 
 
-def test_an_empty_searxng_url_is_unset() -> None:
-    assert settings(SEARXNG_URL="").web_search() is None
+def test_empty_search_variables_are_unset() -> None:
+    assert settings(SEARXNG_URL="", BRAVE_API_KEY="").web_search() is None
