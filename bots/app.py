@@ -56,8 +56,8 @@ from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
 from core.store.replies import MemoryReplyRecords, ReplyRecords
-from core.tools import WorkspaceSettings, web_fetch_tool, workspace_tools
-from core.tools.base import ToolRegistry
+from core.tools import WorkspaceSettings, web_fetch_tool, web_search_tool, workspace_tools
+from core.tools.base import Tool, ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
@@ -267,6 +267,12 @@ def _readiness(store: Store) -> Readiness:
     return readiness
 
 
+def _web_search(settings: Settings) -> list[Tool[Any]]:
+    """`web_search` when a search API is configured; otherwise no tool at all."""
+    search = settings.web_search()
+    return [web_search_tool(search)] if search is not None else []
+
+
 @asynccontextmanager
 async def worker_for(
     settings: Settings,
@@ -311,6 +317,7 @@ async def worker_for(
                     *memory_tools(found.store, profile.name, redactor),
                     read_skill_tool(profile.skills),
                     web_fetch_tool(),
+                    *_web_search(settings),
                     *workspace_tools(_workspace(settings, profile)),
                     *(mcp.tools() if mcp else []),
                 ]

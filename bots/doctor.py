@@ -4,8 +4,8 @@ Each check gives `Finding`s: one line each, with the fix. Three kinds of check:
 
 - reachability, each bounded by a short timeout: the model provider (a one-token request),
   the configured platforms (Telegram `getMe`, Slack `auth.test`, Discord `/users/@me` after a
-  token shape check) and Redis (`PING`, then whether it persists: `CONFIG GET appendonly`
-  and `save`);
+  token shape check), Redis (`PING`, then whether it persists: `CONFIG GET appendonly`
+  and `save`) and the search API of `web_search` when one is configured (one search);
 - posture, read from the settings and the profile: DM policies open to anyone while tools are
   on, webhooks without their secret, listeners `serve` would refuse (the same checks) or that
   listen on every interface, no admins, no budgets, no rate limits, secret-shaped values
@@ -24,7 +24,7 @@ import stat
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import httpx
 
@@ -32,11 +32,14 @@ from bots.limits import effective_budgets
 from bots.platforms import REGISTERED, Platforms
 from bots.providers import PROVIDER_NAMES, build_registry
 from bots.settings import ENV_FILE, Settings
-from core.errors import ConfigError, ProviderError, SwitchboardError
+from core.errors import ConfigError, ProviderError, SwitchboardError, ToolError
 from core.messages import Message
 from core.profile import Profile
 from core.providers.base import ModelRequest, complete
 from core.redact import Redactor
+
+if TYPE_CHECKING:
+    from core.tools.web_search import WebSearchSettings
 
 __all__ = ["Finding", "Severity", "diagnose", "posture"]
 
@@ -81,6 +84,8 @@ async def diagnose(
         checks.extend(_platform_checks(settings.environ))
         if settings.redis_url is not None:
             checks.append(("redis", _redis(settings.redis_url)))
+        if (search := settings.web_search()) is not None:
+            checks.append(("web_search", _web_search(search)))
         if settings.redis_url is None or settings.database_url:
             checks.append(("database", _database(settings)))
         found.extend(
@@ -411,6 +416,26 @@ async def _bounded(area: str, check: Awaitable[Finding], redact: Redactor) -> Fi
     except (OSError, httpx.HTTPError, SwitchboardError) as exc:
         return Finding("critical", area, redact(f"unreachable: {exc}"), "check the network")
     return Finding(finding.severity, finding.area, redact(finding.text), finding.fix)
+
+
+async def _web_search(search: WebSearchSettings) -> Finding:
+    """One search for one result: the key, the address and the JSON format all work."""
+    from core.tools import ToolContext, web_search_tool
+
+    # Within the check's own bound, so a slow API is this warning, not a critical timeout.
+    bound = TIMEOUT * 0.8
+    tool = web_search_tool(search.model_copy(update={"max_results": 1, "timeout": bound}))
+    try:
+        await tool({"query": "switchboard"}, ToolContext(session_id="doctor"))
+    except ToolError as exc:
+        fix = (
+            "check BRAVE_API_KEY (and BRAVE_BASE_URL if set)"
+            if search.api == "brave"
+            else "check SEARXNG_URL and that the instance's settings.yml lists json in "
+            "search.formats"
+        )
+        return Finding("warning", "web_search", f"{exc} The model gets this error too.", fix)
+    return Finding("ok", "web_search", f"{search.api_name} answers searches")
 
 
 async def _provider(settings: Settings, profile: Profile) -> Finding:

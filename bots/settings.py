@@ -7,18 +7,28 @@ import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 from dotenv.parser import parse_stream
-from pydantic import Field, PrivateAttr, SecretStr, ValidationError, field_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.errors import ConfigError
 from core.redact import Redactor
 from core.redis_keys import RedisKeys
+
+if TYPE_CHECKING:
+    from core.tools.web_search import WebSearchSettings
 
 __all__ = ["Settings", "load_settings"]
 
@@ -49,6 +59,12 @@ class Settings(BaseSettings):
     anthropic_base_url: str | None = Field(default=None, alias="ANTHROPIC_BASE_URL")
     openai_api_key: SecretStr | None = Field(default=None, alias="OPENAI_API_KEY")
     openai_base_url: str | None = Field(default=None, alias="OPENAI_BASE_URL")
+    # `web_search` (core/tools/web_search.py): a SearXNG instance or the Brave Search API;
+    # neither set, the tool is not offered.
+    searxng_url: str | None = Field(default=None, alias="SEARXNG_URL")
+    brave_api_key: SecretStr | None = Field(default=None, alias="BRAVE_API_KEY")
+    brave_base_url: str | None = Field(default=None, alias="BRAVE_BASE_URL")
+    search_max_results: int = Field(default=5, alias="SWITCHBOARD_SEARCH_MAX_RESULTS", ge=1, le=20)
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
     # Where the records are (`core/store/sql/`): unset, the SQLite file in the data directory.
     database_url: str | None = Field(default=None, alias="DATABASE_URL")
@@ -79,6 +95,47 @@ class Settings(BaseSettings):
                 raise PydanticCustomError("redis_url", str(exc)) from None
         return url
 
+    @field_validator("searxng_url", "brave_base_url")
+    @classmethod
+    def _an_http_url(cls, url: str | None) -> str | None:
+        if not url:
+            return None  # set but empty: unset
+        if not url.startswith(("http://", "https://")):
+            raise PydanticCustomError("http_url", "an http:// or https:// URL is needed")
+        return url
+
+    @field_validator("brave_api_key")
+    @classmethod
+    def _a_key_or_unset(cls, key: SecretStr | None) -> SecretStr | None:
+        """`BRAVE_API_KEY=` (empty, as in the env example) is unset, not an empty key."""
+        return key if key is not None and key.get_secret_value().strip() else None
+
+    @model_validator(mode="after")
+    def _one_search_api(self) -> Settings:
+        if self.searxng_url and self.brave_api_key is not None:
+            raise PydanticCustomError(
+                "one_search_api", "set SEARXNG_URL or BRAVE_API_KEY for web_search, not both"
+            )
+        return self
+
+    def web_search(self) -> WebSearchSettings | None:
+        """What `web_search` asks: SEARXNG_URL's instance or the Brave Search API with
+        BRAVE_API_KEY; None (no tool) when neither is set."""
+        from core.tools.web_search import BRAVE_BASE_URL, WebSearchSettings
+
+        if self.searxng_url:
+            return WebSearchSettings(
+                api="searxng", url=self.searxng_url, max_results=self.search_max_results
+            )
+        if self.brave_api_key is not None:
+            return WebSearchSettings(
+                api="brave",
+                url=self.brave_base_url or BRAVE_BASE_URL,
+                api_key=self.brave_api_key,
+                max_results=self.search_max_results,
+            )
+        return None
+
     # The whole environment (with `.env`), for the chat platforms: each reads its own
     # variables (channels/<platform>/spec.py), so adding one changes nothing here.
     _environ: dict[str, str] = PrivateAttr(default_factory=dict)
@@ -98,7 +155,13 @@ class Settings(BaseSettings):
         """Every configured secret value, for scrubbing logs and tool output."""
         from bots.platforms import REGISTERED
 
-        values = (self.anthropic_api_key, self.openai_api_key, self.metrics_token, self.hooks_token)
+        values = (
+            self.anthropic_api_key,
+            self.openai_api_key,
+            self.brave_api_key,
+            self.metrics_token,
+            self.hooks_token,
+        )
         own = [v.get_secret_value() for v in values if v is not None]
         if self.database_url:
             with contextlib.suppress(ValueError):

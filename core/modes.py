@@ -43,6 +43,8 @@ SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
         "forget",
         # Reads public web pages only: refuses private addresses, cannot change anything.
         "web_fetch",
+        # Asks the operator's search API; the results are fenced like fetched pages.
+        "web_search",
     }
 )
 

@@ -19,6 +19,7 @@ from tests.fakes.fixtures import (
     fake_anthropic,
     fake_discord,
     fake_openai,
+    fake_search,
     fake_slack,
     fake_telegram,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "fake_anthropic",
     "fake_discord",
     "fake_openai",
+    "fake_search",
     "fake_slack",
     "fake_telegram",
     "postgres_server",

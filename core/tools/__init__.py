@@ -14,16 +14,19 @@ from core.tools.calculator import calculator_tool
 from core.tools.clock import current_time_tool
 from core.tools.skills import read_skill_tool
 from core.tools.web_fetch import WEB_FETCH, WebFetchSettings, web_fetch_tool
+from core.tools.web_search import WEB_SEARCH, WebSearchSettings, web_search_tool
 from core.tools.workspace import WorkspaceSettings, files_tool, shell_tool, workspace_tools
 
 __all__ = [
     "WEB_FETCH",
+    "WEB_SEARCH",
     "Clock",
     "SafetyTier",
     "Tool",
     "ToolContext",
     "ToolRegistry",
     "WebFetchSettings",
+    "WebSearchSettings",
     "WorkspaceSettings",
     "builtin_tools",
     "calculator_tool",
@@ -34,5 +37,6 @@ __all__ = [
     "shell_tool",
     "utc_now",
     "web_fetch_tool",
+    "web_search_tool",
     "workspace_tools",
 ]

@@ -83,6 +83,7 @@ def clean_env(
     }
     env.pop("REDIS_URL", None)
     env.pop("DATABASE_URL", None)
+    env.pop("SEARXNG_URL", None)  # a search API only when a test names one
     env.update(
         SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),

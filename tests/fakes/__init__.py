@@ -19,6 +19,7 @@ from tests.fakes.llm_script import (
     ToolUse,
 )
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.search_api import FakeSearch, Hit
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage, Webhook
 
@@ -30,8 +31,10 @@ __all__ = [
     "FakeAnthropic",
     "FakeDiscord",
     "FakeOpenAI",
+    "FakeSearch",
     "FakeSlack",
     "FakeTelegram",
+    "Hit",
     "Recorded",
     "Reply",
     "SentMessage",

@@ -9,6 +9,7 @@ import pytest
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.openai_api import FakeOpenAI
+from tests.fakes.search_api import FakeSearch
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
 
@@ -26,6 +27,13 @@ async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     """A started OpenAI Chat Completions API fake that accepts the key `TEST_API_KEY`."""
     async with FakeOpenAI(api_key=TEST_API_KEY) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_search() -> AsyncIterator[FakeSearch]:
+    """A started Brave Search and SearXNG fake (its Brave key is `FakeSearch().api_key`)."""
+    async with FakeSearch() as fake:
         yield fake
 
 

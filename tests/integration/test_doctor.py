@@ -19,6 +19,7 @@ from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
+from tests.fakes.search_api import FakeSearch, Hit
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
 from tests.fixtures.make_sqlite_store_file import DB
@@ -48,7 +49,9 @@ def _setup(
     data = tmp_path / "data"
     data.mkdir(mode=0o700)
     for name in list(os.environ):
-        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "ANTHROPIC_", "OPENAI_")):
+        if name.startswith(
+            ("TELEGRAM_", "SLACK_", "DISCORD_", "ANTHROPIC_", "OPENAI_", "BRAVE_", "SEARXNG_")
+        ):
             monkeypatch.delenv(name)
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.delenv("DATABASE_URL", raising=False)
@@ -409,3 +412,38 @@ async def test_a_redis_that_refuses_config_is_said_to_be_unknown(
     assert found.severity == "warning"
     assert found.text.startswith("PING answered, but could not tell whether Redis persists")
     assert "pw" not in found.text.replace("persists", "")
+
+
+async def test_the_search_api_is_asked_once_when_configured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_search: FakeSearch
+) -> None:
+    fake_search.hits = [Hit("Switchboard", "https://example.org/", "A chat bot.")]
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, {"SEARXNG_URL": fake_search.url})
+
+    [found] = [f for f in await _diagnose() if f.area == "web_search"]
+
+    assert (found.severity, found.text) == ("ok", "SearXNG answers searches")
+    [asked] = fake_search.requests
+    assert asked.params == {"q": "switchboard", "format": "json"}
+
+
+async def test_a_refused_search_key_is_a_warning_naming_the_variable_not_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_search: FakeSearch
+) -> None:
+    wrong = "BSAwrongsearchkey0123"
+    env = {"BRAVE_API_KEY": wrong, "BRAVE_BASE_URL": fake_search.brave_url}
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, env)
+
+    [found] = [f for f in await _diagnose() if f.area == "web_search"]
+
+    assert found.severity == "warning"
+    assert found.text.startswith("Brave Search refused the search (HTTP 422)")
+    assert "BRAVE_API_KEY" in found.fix
+    assert wrong not in found.line()
+
+
+async def test_without_a_search_api_there_is_no_search_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE, {})
+    assert [f for f in await _diagnose() if f.area == "web_search"] == []
