@@ -585,9 +585,11 @@ async def test_the_bot_token_never_reaches_a_log_record(
     fake = fake_discord
     fake.fail_next("create_message", retry_after=0.1)
     async with serving(fake, store, scripted("first", "second")):
+        # One after the other: two conversations' turns run side by side, and the model
+        # answers in the order it is asked.
         fake.dm(ALICE, "hello")
-        fake.slash("ask", channel_id=CHANNEL, options={"question": "again"})
         await reply_containing(fake, fake.dm_channel_id(ALICE), "first")
+        fake.slash("ask", channel_id=CHANNEL, options={"question": "again"})
         await reply_containing(fake, CHANNEL, "second")
         fake.request_reconnect()
         await fake.wait_resumed()
