@@ -154,7 +154,7 @@ class SqliteHeartbeats:
     @classmethod
     async def open(cls, path: Path | str) -> SqliteHeartbeats:
         """A board in the SQLite file at `path` (made if missing)."""
-        from core.store._connection import open_connection
+        from core.sqlite_file import open_connection
 
         db = await open_connection(path)
         try:

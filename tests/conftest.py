@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from core.logcontext import no_log_context
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from tests.fakes.fixtures import (
     fake_anthropic,
     fake_discord,
@@ -106,9 +106,9 @@ async def postgres_url(postgres_server: PostgresServer) -> str:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
     """An SQLite store in the test's own folder, closed afterwards."""
-    opened = await SqliteStore.open(tmp_path / "switchboard.db")
+    opened = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
     try:
         yield opened
     finally:
@@ -116,6 +116,6 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 
 @pytest.fixture
-async def session_id(store: SqliteStore) -> str:
+async def session_id(store: SqlStore) -> str:
     """A terminal conversation's session in `store`."""
     return (await store.current_session("terminal:default:it")).id

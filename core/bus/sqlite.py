@@ -33,7 +33,7 @@ from core.bus.stats import QueueStats, enqueued_at
 from core.clock import utc_now
 from core.envelopes import decode, encode
 from core.errors import BusError, BusUnavailable
-from core.store._connection import disk_full, open_connection
+from core.sqlite_file import disk_full, open_connection
 
 __all__ = ["SqliteBus", "SqliteQueueFile"]
 

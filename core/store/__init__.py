@@ -1,6 +1,7 @@
-"""Storage: one small protocol per concern, the composite `Store`, and two implementations.
+"""Storage: one small protocol per concern, the composite `Store`, and its implementations.
 
-`core/store/base.py` lists the concerns and says how a new one is added.
+`core/store/base.py` lists the concerns and says how a new one is added. `SqlStore` is imported
+from `core.store.sql`, so a process that only needs the protocols never loads SQLAlchemy.
 
 `RedisStore` is imported on first use, so a process without Redis never loads redis-py.
 """
@@ -28,7 +29,6 @@ from core.store.base import (
     SessionRecord,
     Store,
 )
-from core.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from core.store.redis import RedisStore
@@ -51,7 +51,6 @@ __all__ = [
     "ScheduleStore",
     "SeenMarks",
     "SessionRecord",
-    "SqliteStore",
     "Store",
 ]
 

@@ -11,8 +11,8 @@ message, and a redelivered final reply is recognised as shown.
 Records are keyed by the reply (`Outbound.reply_key`: the answered message's dedupe key, or
 the delivery's own id for one nobody asked for) and kept for a day.
 
-Implementations: `MemoryReplyRecords` (tests, the terminal), `SqliteReplyRecords`
-(`core/store/_sqlite_replies.py`, embedded) and `RedisReplyRecords`
+Implementations: `MemoryReplyRecords` (tests, the terminal), `SqlReplyRecords`
+(`core/store/sql/_replies.py`, on SQLite or PostgreSQL) and `RedisReplyRecords`
 (`core/store/_redis_replies.py`).
 """
 

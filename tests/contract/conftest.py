@@ -1,23 +1,26 @@
 """The `store` fixture of the store contract modules: one empty store of each implementation.
 
-To add an implementation, add its name to the params of `store_location` (and, if it needs a
-server, a branch there asking for that fixture) and one branch in `store` that opens it with
-the given clock. Each concern's cases live in `test_store_<concern>.py`.
+`open_store` opens the same store again (another process, or this one after a restart), with
+the clock it is given. To add an implementation, add its name to the params of
+`store_location` (and, if it needs a server, a branch there asking for that fixture) and one
+branch in `open_store` that opens it with the given clock. Each concern's cases live in
+`test_store_<concern>.py`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from core.store import RedisStore, SqliteStore, Store
-from core.store.sql import SqlStore
-from tests.contract.store_support import TickingClock
+from core.store import RedisStore, Store
+from core.store.sql import SqlStore, sqlite_url
+from tests.contract.store_support import OpenStore, TickingClock
 
 
-@pytest.fixture(params=["sqlite", "redis", "sql-sqlite", "sql-postgresql"])
+@pytest.fixture(params=["redis", "sql-sqlite", "sql-postgresql"])
 def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """Each implementation's name and where its empty store lives.
 
@@ -31,25 +34,36 @@ def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str,
     if name == "sql-postgresql":
         return name, request.getfixturevalue("postgres_url")
     if name == "sql-sqlite":
-        return name, f"sqlite+aiosqlite:///{tmp_path / 'data' / 'switchboard.db'}"
-    return name, str(tmp_path / "data" / "switchboard.db")
+        return name, sqlite_url(tmp_path / "data" / "switchboard.db")
+    raise AssertionError(f"no store implementation named {name!r}")
 
 
 @pytest.fixture
-async def store(store_location: tuple[str, str]) -> AsyncIterator[Store]:
-    """An empty store of each implementation, closed after the test."""
-    clock = TickingClock()
-    opened: Store
+async def open_store(store_location: tuple[str, str]) -> AsyncIterator[OpenStore]:
+    """Opens the implementation's store with a given clock, as often as asked; each store it
+    opened is closed after the test."""
     name, location = store_location
-    if name == "sqlite":
-        opened = await SqliteStore.open(location, clock=clock)
-    elif name == "redis":
-        opened = await RedisStore.open(location, clock=clock)
-    elif name.startswith("sql-"):
-        opened = await SqlStore.open(location, clock=clock)
-    else:
-        raise AssertionError(f"no store implementation named {name!r}")
+    opened: list[Store] = []
+
+    async def open_store(clock: Callable[[], datetime]) -> Store:
+        store: Store
+        if name == "redis":
+            store = await RedisStore.open(location, clock=clock)
+        elif name.startswith("sql-"):
+            store = await SqlStore.open(location, clock=clock)
+        else:
+            raise AssertionError(f"no store implementation named {name!r}")
+        opened.append(store)
+        return store
+
     try:
-        yield opened
+        yield open_store
     finally:
-        await opened.close()
+        for store in opened:
+            await store.close()
+
+
+@pytest.fixture
+async def store(open_store: OpenStore) -> Store:
+    """An empty store of each implementation, closed after the test."""
+    return await open_store(TickingClock())

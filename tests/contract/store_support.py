@@ -1,12 +1,19 @@
-"""What the store contract modules share: a fixed start time and a clock that ticks."""
+"""What the store contract modules share: a fixed start time, a clock that ticks, and the type
+of the `open_store` fixture."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["START", "TickingClock", "is_utc"]
+from core.store import Store
+
+__all__ = ["START", "OpenStore", "TickingClock", "is_utc"]
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+
+# The `open_store` fixture: opens the implementation's store again, with the clock given.
+OpenStore = Callable[[Callable[[], datetime]], Awaitable[Store]]
 
 
 class TickingClock:

@@ -6,6 +6,7 @@ Run against every implementation by the `store` fixture of `tests/contract/conft
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 
 import pytest
@@ -165,6 +166,38 @@ async def test_record_cost_for_unknown_session_raises_store_error(store: Store) 
     assert await store.costs_by_session() == []
     await store.record_cost(_cost(session.id, 1.0))
     assert (await store.cost_summary()).calls == 1
+
+
+async def test_a_cost_that_is_not_a_finite_number_is_refused(store: Store) -> None:
+    """SQLite stores NaN as NULL, which would turn a broken price into an "unpriced" call."""
+    session = await store.create_session("terminal")
+
+    for bad in (math.nan, math.inf):
+        with pytest.raises(ValueError, match="finite"):
+            await store.record_cost(_cost(session.id, bad))
+    assert (await store.cost_summary()).calls == 0
+
+
+async def test_a_naive_cost_time_is_refused(store: Store) -> None:
+    session = await store.create_session("terminal")
+
+    with pytest.raises(StoreError, match="naive"):
+        await store.record_cost(_cost(session.id, 1.0, at=START.replace(tzinfo=None)))
+    assert (await store.cost_summary()).calls == 0
+
+
+async def test_cost_times_in_other_zones_order_by_instant(store: Store) -> None:
+    """13:00+02:00 is 11:00 UTC, earlier than 12:00 UTC."""
+    east = await store.create_session("east")
+    utc = await store.create_session("utc")
+    await store.record_cost(_cost(utc.id, 1.0, at=START))
+    await store.record_cost(
+        _cost(east.id, 1.0, at=datetime.fromisoformat("2025-03-01T13:00:00+02:00"))
+    )
+
+    listed = await store.costs_by_session()
+
+    assert [s.session_id for s in listed] == [utc.id, east.id]
 
 
 # Spending per person, per chat, per day (issue 17: the budgets and `cost --by`)

@@ -1,5 +1,5 @@
-"""The `ReplyRecords` contract: in memory, in SQLite, in Redis and in the SQL store (on SQLite
-and on PostgreSQL), the same cases."""
+"""The `ReplyRecords` contract: in memory, in Redis and in the SQL store (on SQLite and on
+PostgreSQL), the same cases."""
 
 from __future__ import annotations
 
@@ -11,30 +11,23 @@ from pathlib import Path
 import pytest
 
 from core.store._redis_replies import RedisReplyRecords
-from core.store._sqlite_replies import SqliteReplyRecords
 from core.store.replies import MemoryReplyRecords, ReplyRecord, ReplyRecords, ShownMessage, digest
-from core.store.sql import SqlReplyRecords
+from core.store.sql import SqlReplyRecords, sqlite_url
 
 PATIENCE = 5.0
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis", "sql-sqlite", "sql-postgresql"])
+@pytest.fixture(params=["memory", "redis", "sql-sqlite", "sql-postgresql"])
 async def records(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ReplyRecords]:
     """Empty records of each implementation, closed after the test."""
     if request.param == "memory":
         yield MemoryReplyRecords()
-    elif request.param == "sqlite":
-        opened = await SqliteReplyRecords.open(tmp_path / "replies.sqlite")
-        try:
-            yield opened
-        finally:
-            await opened.close()
     elif request.param.startswith("sql-"):
         # The session's server (a sync fixture: this async one cannot ask for async ones).
         url = (
             await request.getfixturevalue("postgres_server").new_database()
             if request.param == "sql-postgresql"
-            else f"sqlite+aiosqlite:///{tmp_path / 'replies.sqlite'}"
+            else sqlite_url(tmp_path / "replies.sqlite")
         )
         sql = await SqlReplyRecords.open(url)
         try:

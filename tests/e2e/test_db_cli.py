@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.store.sql import head_revision
-from tests.fixtures.make_sqlite_store_file import DB
+from tests.fixtures.sqlite_store_v12 import DB
 
 pytestmark = pytest.mark.e2e
 

@@ -25,7 +25,7 @@ from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
 from core.store.ledger import CostEntry
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 from tests.integration.web_support import PATIENCE, running_page
 
@@ -120,7 +120,7 @@ async def _signed_in(browser: Browser, base: str, token: str) -> Page:
 
 
 async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
-    browser: Browser, store: SqliteStore, tmp_path: Path
+    browser: Browser, store: SqlStore, tmp_path: Path
 ) -> None:
     shots = tmp_path / "screenshots"
     model = HeldModel()
@@ -242,7 +242,7 @@ async def test_the_page_chats_streams_shows_events_schedules_sessions_and_costs(
 
 
 async def test_model_markup_is_shown_as_text(
-    browser: Browser, store: SqliteStore, tmp_path: Path
+    browser: Browser, store: SqlStore, tmp_path: Path
 ) -> None:
     async with running_page(store, HeldModel()) as running:
         page = await _signed_in(browser, running.base, running.server.auth.token)
@@ -258,7 +258,7 @@ async def test_model_markup_is_shown_as_text(
 
 
 async def test_the_right_link_pasted_after_a_wrong_one_signs_in(
-    browser: Browser, store: SqliteStore
+    browser: Browser, store: SqlStore
 ) -> None:
     async with running_page(store, HeldModel()) as running:
         page = await browser.new_page()
@@ -272,7 +272,7 @@ async def test_the_right_link_pasted_after_a_wrong_one_signs_in(
 
 
 async def test_costs_without_a_known_price_show_unknown_not_free(
-    browser: Browser, store: SqliteStore
+    browser: Browser, store: SqlStore
 ) -> None:
     session = await store.current_session("web:local:kitchen")
     for model, cost in (("mystery-model", None), ("known-model", 0.25)):
@@ -300,7 +300,7 @@ async def test_costs_without_a_known_price_show_unknown_not_free(
         await expect(page.locator("#cost-chart svg")).to_contain_text("$0.2500 + unknown")
 
 
-async def test_finished_schedules_offer_no_pause(browser: Browser, store: SqliteStore) -> None:
+async def test_finished_schedules_offer_no_pause(browser: Browser, store: SqlStore) -> None:
     now = datetime.now(UTC)
     once = OnceCadence(at=now - timedelta(hours=1))
     hourly = IntervalCadence(seconds=3600, start=now - timedelta(hours=5))
@@ -359,7 +359,7 @@ async def _axe(page: Page, where: str) -> set[str]:
     return {rule["id"] for rule in results["passes"]}
 
 
-async def test_every_view_passes_axe_core(browser: Browser, store: SqliteStore) -> None:
+async def test_every_view_passes_axe_core(browser: Browser, store: SqlStore) -> None:
     session = await store.current_session("web:local:kitchen")
     entry = CostEntry(
         session_id=session.id,
@@ -398,7 +398,7 @@ async def test_every_view_passes_axe_core(browser: Browser, store: SqliteStore) 
 
 
 async def test_a_thinking_sign_shows_until_the_answer_starts(
-    browser: Browser, store: SqliteStore
+    browser: Browser, store: SqlStore
 ) -> None:
     model = HeldModel()
     async with running_page(store, model) as running:
@@ -417,7 +417,7 @@ async def test_a_thinking_sign_shows_until_the_answer_starts(
 
 
 async def test_at_phone_width_the_chat_keeps_its_width_and_nothing_overlaps(
-    browser: Browser, store: SqliteStore, tmp_path: Path
+    browser: Browser, store: SqlStore, tmp_path: Path
 ) -> None:
     async with running_page(store, HeldModel()) as running:
         page = await browser.new_page(viewport={"width": 390, "height": 844})

@@ -1,6 +1,6 @@
 """Shared pieces of the Discord channel tests: a running bot on the Discord fake, and waits.
 
-`serving` runs the real stack in-process (`Worker` on a `MemoryBus` and `SqliteStore`, a
+`serving` runs the real stack in-process (`Worker` on a `MemoryBus` and `SqlStore`, a
 `Gateway` around the real `DiscordAdapter`, so discord.py talks to `FakeDiscord` over its
 gateway websocket and REST) and stops it cleanly. Every wait is for something the fake
 observes, never for time.

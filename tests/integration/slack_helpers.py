@@ -1,6 +1,6 @@
 """Shared pieces of the Slack channel tests: a running bot on the Slack fake, and waits.
 
-`serving` runs the real stack in-process (`Worker` on a `MemoryBus` and `SqliteStore`, a
+`serving` runs the real stack in-process (`Worker` on a `MemoryBus` and `SqlStore`, a
 `Gateway` around the real `SlackAdapter`, so slack-bolt and slack_sdk talk to `FakeSlack`)
 and stops it cleanly. Events go in over signed HTTP or the Socket Mode websocket.
 """

@@ -1,6 +1,6 @@
 """Shared pieces of the Telegram channel tests: a running bot on the Bot API fake, and waits.
 
-`serving` runs the real stack in-process (`Worker` on a `MemoryBus` and `SqliteStore`, a
+`serving` runs the real stack in-process (`Worker` on a `MemoryBus` and `SqlStore`, a
 `Gateway` around the real `TelegramAdapter`, so python-telegram-bot talks to `FakeTelegram`)
 and stops it cleanly. Every wait here is for something the fake observes, never for time.
 """

@@ -19,7 +19,7 @@ from bots.platforms import REGISTERED
 from core.access import Pairing
 from core.policy import ChannelPolicy, PlatformAccess
 from core.providers.scripted import ScriptedProvider, text_reply
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL
 from tests.fakes.telegram_api import FakeTelegram
@@ -44,7 +44,7 @@ def product_policy(**fields: object) -> ChannelPolicy:
     )
 
 
-class WatchedStore(SqliteStore):
+class WatchedStore(SqlStore):
     """The SQLite store, telling the test which inbound messages were handled (marked), so a
     message that gets no answer can be waited for."""
 
@@ -67,7 +67,7 @@ class WatchedStore(SqliteStore):
 
 @pytest.fixture
 async def watched(tmp_path: Path) -> AsyncIterator[WatchedStore]:
-    opened = await WatchedStore.open(tmp_path / "watched.db")
+    opened = await WatchedStore.open(sqlite_url(tmp_path / "watched.db"))
     assert isinstance(opened, WatchedStore)
     opened.marked = []
     opened._changed = asyncio.Event()
@@ -125,7 +125,7 @@ async def test_telegram_stranger_gets_a_code_then_answers_once_approved_until_re
 
 
 async def test_telegram_admin_approves_in_chat_and_others_may_not(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     provider = ScriptedProvider([text_reply("welcome")])
@@ -166,7 +166,7 @@ async def test_telegram_admin_approves_in_chat_and_others_may_not(
 
 
 async def test_telegram_disabled_dms_refuse_once_and_admins_still_get_through(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     provider = ScriptedProvider([text_reply("yes, boss")])
@@ -223,7 +223,7 @@ async def test_slack_stranger_gets_a_code_and_is_answered_once_approved(
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_slack_pairing_text_names_a_command_slack_passes_and_both_forms_approve(
-    fake_slack: FakeSlack, store: SqliteStore, mode: str
+    fake_slack: FakeSlack, store: SqlStore, mode: str
 ) -> None:
     fake = fake_slack
     provider = ScriptedProvider([text_reply("welcome, Alice"), text_reply("welcome, Carol")])

@@ -27,7 +27,7 @@ from core.readiness import Readiness
 from core.redact import REDACTED, Redactor
 from core.runtime import AgentRuntime
 from core.store.replies import MemoryReplyRecords
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolRegistry, builtin_tools
 from tests.workers import build_worker
 
@@ -109,7 +109,7 @@ WITH_PAGER = Platforms((*PLATFORMS, SPEC))
 
 
 async def test_a_platform_defined_in_a_test_answers_a_turn_end_to_end(
-    tmp_path: Path, store: SqliteStore
+    tmp_path: Path, store: SqlStore
 ) -> None:
     env = {"PAGER_TOKEN": TOKEN}
     (tmp_path / "bot").mkdir()

@@ -27,7 +27,7 @@ from core.providers.reliable import (
     RetryPolicy,
 )
 from core.runtime import RuntimeLimits
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Stall, StreamError, Text, ToolUse
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.conftest import MakeAnthropic
@@ -116,7 +116,7 @@ async def test_a_long_answer_arrives_whole_through_complete(
 
 
 async def test_a_long_answer_arrives_whole_through_the_runtime(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(Text(LONG_TEXT))
     runtime = make_runtime(claude, SONNET, store)
@@ -201,7 +201,7 @@ async def test_the_sdk_does_not_retry_on_its_own(
 
 
 async def test_a_tool_round_trip_runs_the_real_calculator_and_returns_its_result(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(
         ToolUse([("toolu_01", "calculator", {"expression": "17*23"})], text="Let me compute."),
@@ -239,7 +239,7 @@ async def test_a_tool_round_trip_runs_the_real_calculator_and_returns_its_result
 
 
 async def test_parallel_tool_calls_both_run_and_both_results_go_back_together(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(
         ToolUse(
@@ -273,7 +273,7 @@ async def test_parallel_tool_calls_both_run_and_both_results_go_back_together(
 
 
 async def test_cache_breakpoints_sit_on_the_last_tool_the_system_and_the_newest_block(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(
         ToolUse([("toolu_01", "calculator", {"expression": "1+1"})]),
@@ -295,7 +295,7 @@ async def test_cache_breakpoints_sit_on_the_last_tool_the_system_and_the_newest_
 
 
 async def test_tools_and_system_are_byte_identical_across_turns_of_a_session(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(Text("Hello.", cache_write=1800), Text("Again.", cache_read=1800))
     runtime = make_runtime(claude, SONNET, store)
@@ -328,7 +328,7 @@ async def test_cache_usage_is_reported_in_finished(
 
 
 async def test_cache_usage_and_its_cost_are_recorded_in_the_ledger(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(
         Text("cached", input_tokens=100, output_tokens=50, cache_read=2000, cache_write=500)
@@ -527,7 +527,7 @@ async def test_an_open_breaker_sends_calls_to_the_fallback_without_trying_anthro
 
 
 async def test_a_spent_budget_stops_the_next_turn_before_any_request(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(
         Text("An expensive answer.", input_tokens=10_000, output_tokens=1_000),
@@ -551,7 +551,7 @@ async def test_a_spent_budget_stops_the_next_turn_before_any_request(
 
 
 async def test_a_context_overflow_drops_the_oldest_turns_and_keeps_the_store_whole(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(
         Text("answer 1"), Text("answer 2"), Text("answer 3"), TOO_LONG, Text("answer 4")
@@ -579,7 +579,7 @@ async def test_a_context_overflow_drops_the_oldest_turns_and_keeps_the_store_who
 
 
 async def test_image_messages_survive_a_round_trip_through_the_runtime(
-    fake_anthropic: FakeAnthropic, store: SqliteStore, session_id: str, claude: AnthropicProvider
+    fake_anthropic: FakeAnthropic, store: SqlStore, session_id: str, claude: AnthropicProvider
 ) -> None:
     fake_anthropic.script(Text("A one-pixel PNG."))
     runtime = make_runtime(claude, SONNET, store)

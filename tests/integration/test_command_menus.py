@@ -16,7 +16,7 @@ from core.commands import (
     builtin_commands,
 )
 from core.providers.demo import DemoProvider
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import GENERAL
@@ -49,7 +49,7 @@ def extended() -> CommandRegistry:
 
 
 async def test_telegram_lists_a_new_command_and_runs_it(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     async with telegram_helpers.serving(fake, store, DemoProvider(), commands=extended()):
@@ -67,7 +67,7 @@ async def test_telegram_lists_a_new_command_and_runs_it(
 
 
 async def test_discord_registers_a_new_command_and_runs_it(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     async with discord_helpers.serving(fake, store, DemoProvider(), commands=extended()):
@@ -89,9 +89,7 @@ async def test_discord_registers_a_new_command_and_runs_it(
     assert len(fake.requests_named("put_commands")) == 1
 
 
-async def test_slack_parses_a_new_command_from_text(
-    fake_slack: FakeSlack, store: SqliteStore
-) -> None:
+async def test_slack_parses_a_new_command_from_text(fake_slack: FakeSlack, store: SqlStore) -> None:
     fake = fake_slack
     async with slack_helpers.serving(fake, store, DemoProvider(), commands=extended()) as bot:
         await bot.send(fake.channel_message("/ping there", mention=True))
@@ -103,7 +101,7 @@ async def test_slack_parses_a_new_command_from_text(
 
 
 async def test_a_command_not_on_the_menu_is_plain_text_on_slack(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     async with slack_helpers.serving(fake, store, DemoProvider()) as bot:

@@ -12,7 +12,7 @@ from typing import Any
 
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.confirming import script, wipe_tool
 from tests.fakes.discord_api import FakeDiscord, SentMessage
 from tests.fakes.discord_events import CHANNEL
@@ -48,7 +48,7 @@ async def decided(fake: FakeDiscord, question: SentMessage, line: str) -> None:
 
 
 async def test_the_allow_button_in_a_dm_lets_the_tool_run(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     ran: list[str] = []
     async with serving(
@@ -74,7 +74,7 @@ async def test_the_allow_button_in_a_dm_lets_the_tool_run(
 
 
 async def test_only_the_asker_can_press_in_a_server_channel(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     ran: list[str] = []
     async with serving(

@@ -14,7 +14,7 @@ import pytest
 
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.confirming import script, wipe_tool
 from tests.fakes.slack_api import FakeSlack, SentMessage
 from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL, GENERAL
@@ -54,7 +54,7 @@ async def decided(fake: FakeSlack, question: SentMessage, line: str) -> None:
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_the_allow_button_lets_the_tool_run(
-    fake_slack: FakeSlack, store: SqliteStore, mode: Mode
+    fake_slack: FakeSlack, store: SqlStore, mode: Mode
 ) -> None:
     ran: list[str] = []
     async with serving(
@@ -79,7 +79,7 @@ async def test_the_allow_button_lets_the_tool_run(
 
 
 async def test_only_the_asker_can_press_in_a_channel_thread(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     ran: list[str] = []
     async with serving(

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.confirming import script, wipe_tool
 from tests.fakes.telegram_api import FakeTelegram, SentMessage
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
@@ -31,7 +31,7 @@ ADMINS = frozenset({f"telegram:{DM}", "telegram:1"})
 
 @asynccontextmanager
 async def bot(
-    fake: FakeTelegram, store: SqliteStore, ran: list[str], *, wait: float = PATIENCE
+    fake: FakeTelegram, store: SqlStore, ran: list[str], *, wait: float = PATIENCE
 ) -> AsyncIterator[None]:
     adapter = TelegramAdapter(
         TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, poll_timeout=1),
@@ -63,7 +63,7 @@ async def decided(fake: FakeTelegram, chat_id: int, question: SentMessage, line:
 
 
 async def test_the_allow_button_lets_the_tool_run_and_the_question_shows_it(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     ran: list[str] = []
     async with bot(fake_telegram, store, ran):
@@ -86,7 +86,7 @@ async def test_the_allow_button_lets_the_tool_run_and_the_question_shows_it(
 
 
 async def test_a_typed_yes_still_answers_and_takes_the_buttons_away(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     ran: list[str] = []
     async with bot(fake_telegram, store, ran):
@@ -101,7 +101,7 @@ async def test_a_typed_yes_still_answers_and_takes_the_buttons_away(
 
 
 async def test_only_the_asker_can_press_in_a_group(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     ran: list[str] = []
     async with bot(fake_telegram, store, ran):
@@ -123,7 +123,7 @@ async def test_only_the_asker_can_press_in_a_group(
 
 
 async def test_no_answer_in_time_is_a_refusal_shown_on_the_question(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     ran: list[str] = []
     async with bot(fake_telegram, store, ran, wait=0.2):

@@ -34,7 +34,7 @@ from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
 from core.store.replies import MemoryReplyRecords
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.turns import REFUSAL_TEXT
 from tests.fakes.discord_api import FakeDiscord, Request
 from tests.fakes.discord_events import CHANNEL, GUILD, OTHER_CHANNEL, token_for
@@ -68,7 +68,7 @@ def bot_key(fake: FakeDiscord) -> str:
 # --- direct messages -----------------------------------------------------------------------
 
 
-async def test_a_dm_is_answered_after_typing(fake_discord: FakeDiscord, store: SqliteStore) -> None:
+async def test_a_dm_is_answered_after_typing(fake_discord: FakeDiscord, store: SqlStore) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()):
         fake.dm(ALICE, "what is 6*7?")
@@ -91,7 +91,7 @@ async def test_a_dm_is_answered_after_typing(fake_discord: FakeDiscord, store: S
 
 
 async def test_a_server_message_is_answered_only_when_the_bot_is_mentioned(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     provider = scripted("hello Alice")
@@ -110,9 +110,7 @@ async def test_a_server_message_is_answered_only_when_the_bot_is_mentioned(
     assert "calculator" in offered and offered <= SAFE_CHAT_TOOLS
 
 
-async def test_a_reply_to_the_bot_is_answered(
-    fake_discord: FakeDiscord, store: SqliteStore
-) -> None:
+async def test_a_reply_to_the_bot_is_answered(fake_discord: FakeDiscord, store: SqlStore) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()):
         fake.post(CHANNEL, "hello bot", user_id=ALICE, mention=True)
@@ -124,7 +122,7 @@ async def test_a_reply_to_the_bot_is_answered(
 
 
 async def test_threads_the_bot_takes_part_in_are_answered_each_in_its_own_session(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()):
@@ -149,7 +147,7 @@ async def test_threads_the_bot_takes_part_in_are_answered_each_in_its_own_sessio
 
 
 async def test_reply_in_thread_answers_a_mention_in_a_new_thread(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider(), reply_in_thread=True):
@@ -173,7 +171,7 @@ async def test_reply_in_thread_answers_a_mention_in_a_new_thread(
 
 
 async def test_messages_of_bots_and_of_the_bot_itself_are_ignored(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     provider = scripted("only for the human")
@@ -191,7 +189,7 @@ async def test_messages_of_bots_and_of_the_bot_itself_are_ignored(
 
 
 async def test_model_output_pings_nobody_but_the_asker(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     loud = f"@everyone @here <@&{GUILD}> <@{BOB}> and you, <@{ALICE}>"
@@ -211,7 +209,7 @@ async def test_model_output_pings_nobody_but_the_asker(
 
 
 async def test_a_long_answer_is_split_with_balanced_code_fences(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     code = "\n".join(f"def step_{n:03d}(x):\n    return x * {n}  # `{n}`" for n in range(130))
@@ -233,7 +231,7 @@ async def test_a_long_answer_is_split_with_balanced_code_fences(
 
 
 async def test_a_streamed_answer_is_sent_then_edited_piece_by_piece(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     pieces = ["Alpha. ", "Beta. ", "Gamma. ", "Delta."]
@@ -265,7 +263,7 @@ async def test_a_streamed_answer_is_sent_then_edited_piece_by_piece(
 
 
 async def test_a_rate_limited_reply_waits_and_arrives_once(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     fake.fail_next("create_message", retry_after=0.3)
@@ -280,7 +278,7 @@ async def test_a_rate_limited_reply_waits_and_arrives_once(
 
 
 async def test_an_image_reaches_the_model_and_other_files_do_not(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
@@ -300,7 +298,7 @@ async def test_an_image_reaches_the_model_and_other_files_do_not(
 
 
 async def test_typing_is_renewed_while_a_turn_runs(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     provider = PacedProvider(["Thought about it."])
@@ -315,7 +313,7 @@ async def test_typing_is_renewed_while_a_turn_runs(
 
 
 async def test_a_scheduled_notification_reaches_its_channel_and_pings_nobody(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()) as bot:
@@ -337,7 +335,7 @@ async def test_a_scheduled_notification_reaches_its_channel_and_pings_nobody(
 
 
 async def test_slash_commands_are_deferred_then_answered_by_editing_the_response(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     provider = scripted("Because of 42.", "x " * 1500)
@@ -377,7 +375,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
 
 
 async def test_slash_commands_are_registered_only_when_they_changed(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     async with serving(fake, store, DemoProvider()) as first:
@@ -399,7 +397,7 @@ async def test_slash_commands_are_registered_only_when_they_changed(
 
 
 async def test_a_resume_or_reconnect_never_answers_a_message_twice(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     provider = scripted("first answer", "second answer", "third answer")
@@ -434,7 +432,7 @@ async def test_a_resume_or_reconnect_never_answers_a_message_twice(
 
 
 async def test_a_replayed_slash_command_is_answered_once(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     provider = scripted("once", "next")
@@ -486,7 +484,7 @@ async def test_an_answer_taken_over_by_another_gateway_is_not_posted_twice(
 
 
 async def test_a_guild_allowlist_answers_that_server_and_refuses_others(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     provider = scripted("hello server", "hello admin")
@@ -579,7 +577,7 @@ def product_logging(
 
 async def test_the_bot_token_never_reaches_a_log_record(
     fake_discord: FakeDiscord,
-    store: SqliteStore,
+    store: SqlStore,
     product_logging: io.StringIO,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -587,9 +585,11 @@ async def test_the_bot_token_never_reaches_a_log_record(
     fake = fake_discord
     fake.fail_next("create_message", retry_after=0.1)
     async with serving(fake, store, scripted("first", "second")):
+        # One after the other: two conversations' turns run side by side, and the model
+        # answers in the order it is asked.
         fake.dm(ALICE, "hello")
-        fake.slash("ask", channel_id=CHANNEL, options={"question": "again"})
         await reply_containing(fake, fake.dm_channel_id(ALICE), "first")
+        fake.slash("ask", channel_id=CHANNEL, options={"question": "again"})
         await reply_containing(fake, CHANNEL, "second")
         fake.request_reconnect()
         await fake.wait_resumed()

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL, OTHER_CHANNEL
 from tests.integration.discord_helpers import reply_containing, serving
@@ -36,7 +36,7 @@ def _answers(fake: FakeDiscord, channel_id: int) -> list[str]:
 
 
 async def test_messages_sent_while_down_are_answered_once_in_order_with_a_late_note(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     now = datetime.now(UTC)
@@ -84,7 +84,7 @@ async def test_messages_sent_while_down_are_answered_once_in_order_with_a_late_n
 
 
 async def test_a_second_start_answers_nothing_again(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     dm = fake.dm_channel_id(ALICE)
@@ -106,7 +106,7 @@ async def test_a_second_start_answers_nothing_again(
     assert len(provider.requests) == 3
 
 
-async def test_catch_up_off_reads_no_history(fake_discord: FakeDiscord, store: SqliteStore) -> None:
+async def test_catch_up_off_reads_no_history(fake_discord: FakeDiscord, store: SqlStore) -> None:
     fake = fake_discord
     dm = fake.dm_channel_id(ALICE)
     provider = echoing()
@@ -126,7 +126,7 @@ async def test_catch_up_off_reads_no_history(fake_discord: FakeDiscord, store: S
 
 
 async def test_a_resumed_session_reads_no_history_and_keeps_answering(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     dm = fake.dm_channel_id(ALICE)

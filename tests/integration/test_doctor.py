@@ -22,7 +22,7 @@ from tests.fakes.llm_script import Text
 from tests.fakes.search_api import FakeSearch, Hit
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
-from tests.fixtures.make_sqlite_store_file import DB
+from tests.fixtures.sqlite_store_v12 import DB
 from tests.redis_server import RedisServer
 
 SAFE_PROFILE = """

@@ -19,7 +19,8 @@ from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.redis import RedisMailboxes
 from core.messages import Message
 from core.redis_keys import RedisKeys
-from core.store import RedisStore, SqliteStore, Store
+from core.store import RedisStore, Store
+from core.store.sql import SqlStore, sqlite_url
 
 SESSION_KEY = "telegram:bot:42"
 KEYS = RedisKeys("fencing")
@@ -44,7 +45,7 @@ async def store(
 ) -> AsyncIterator[Store]:
     opened: Store
     if request.param == "sqlite":
-        opened = await SqliteStore.open(tmp_path / "switchboard.db")
+        opened = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
     else:
         opened = await RedisStore.open(redis_url, keys=KEYS)
     yield opened
@@ -112,7 +113,7 @@ async def test_a_stalled_worker_cannot_write_after_the_next_holder_did(
 
 async def test_memory_mailboxes_fence_a_released_claim_out(tmp_path: Path) -> None:
     boxes = MemoryMailboxes()
-    store = await SqliteStore.open(tmp_path / "switchboard.db")
+    store = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
     try:
         session = await store.current_session(SESSION_KEY)
         old = await boxes.claim(SESSION_KEY, owner="w")
@@ -132,7 +133,7 @@ async def test_memory_mailboxes_fence_a_released_claim_out(tmp_path: Path) -> No
 
 async def test_a_restarted_process_outbids_the_epochs_its_store_kept(tmp_path: Path) -> None:
     """Memory mailboxes start afresh with each process; their epochs still beat the old ones."""
-    store = await SqliteStore.open(tmp_path / "switchboard.db")
+    store = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
     try:
         session = await store.current_session(SESSION_KEY)
         before = await MemoryMailboxes().claim(SESSION_KEY, owner="w")

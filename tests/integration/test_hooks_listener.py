@@ -34,7 +34,7 @@ from core.profile import HooksOptions
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.runtime import AgentRuntime
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.tools.builtin import builtin_tools
 from tests.workers import build_worker
@@ -293,7 +293,7 @@ async def test_switchboard_hooks_without_a_good_token_exits_with_one_line(
 
 
 async def test_an_agent_request_runs_a_turn_and_delivers_per_its_policy(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     def answer(request: ModelRequest) -> list[ModelEvent]:
         # Sessions run concurrently: answer by what was asked, not by call order.

@@ -20,7 +20,7 @@ from core.modes import FULL
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 
 WINDOW = 4_000
@@ -85,7 +85,7 @@ def sentence(rng: random.Random, chars: int) -> str:
     return text[:chars]
 
 
-async def test_a_300_turn_conversation_stays_in_a_small_window(store: SqliteStore) -> None:
+async def test_a_300_turn_conversation_stays_in_a_small_window(store: SqlStore) -> None:
     rng = random.Random(300)
     sizes: list[int] = []
     provider = ScriptedProvider([model_step(rng, sizes)] * 2_000)

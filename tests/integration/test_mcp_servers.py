@@ -34,7 +34,7 @@ from core.providers.openai import OpenAIProvider
 from core.providers.scripted import text_reply, tool_reply
 from core.redact import REDACTED, Redactor
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, ToolContext, ToolRegistry
 from tests.fakes import FakeAnthropic, FakeOpenAI, Text, ToolUse
 from tests.integration.helpers import GPT, SONNET, completed, of_type
@@ -342,7 +342,7 @@ async def run_turn(
     mode: Any = FULL,
     redactor: Redactor | None = None,
 ) -> list[AgentEvent]:
-    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"))
     try:
         provider = ScriptedProvider([tool_reply(*calls), text_reply("done")])
         runtime = AgentRuntime(
@@ -432,7 +432,7 @@ async def test_an_http_server_that_goes_away_is_reconnected_when_it_is_back(
 
 
 async def provider_round_trip(
-    provider: Provider, model: str, servers: McpServers, store: SqliteStore, session_id: str
+    provider: Provider, model: str, servers: McpServers, store: SqlStore, session_id: str
 ) -> list[AgentEvent]:
     runtime = AgentRuntime(
         provider=provider, model=model, tools=ToolRegistry(servers.tools()), store=store
@@ -445,7 +445,7 @@ async def test_an_mcp_tool_round_trip_through_the_anthropic_api(
     calc: McpServers,
     fake_anthropic: FakeAnthropic,
     claude: AnthropicProvider,
-    store: SqliteStore,
+    store: SqlStore,
     session_id: str,
 ) -> None:
     fake_anthropic.script(
@@ -473,7 +473,7 @@ async def test_an_mcp_tool_round_trip_through_the_openai_api(
     calc: McpServers,
     fake_openai: FakeOpenAI,
     gpt: OpenAIProvider,
-    store: SqliteStore,
+    store: SqlStore,
     session_id: str,
 ) -> None:
     fake_openai.script(ToolUse([("call_1", "calc__echo", {"text": "hi"})]), Text("Done."))

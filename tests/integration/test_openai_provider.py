@@ -27,7 +27,7 @@ from core.providers.reliable import (
     RetryPolicy,
 )
 from core.runtime import RuntimeLimits
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Stall, StreamError, Text, ToolUse
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.conftest import MakeOpenAI
@@ -92,7 +92,7 @@ async def test_a_long_answer_arrives_whole_through_complete(
 
 
 async def test_a_long_answer_arrives_whole_through_the_runtime(
-    fake_openai: FakeOpenAI, store: SqliteStore, session_id: str, gpt: OpenAIProvider
+    fake_openai: FakeOpenAI, store: SqlStore, session_id: str, gpt: OpenAIProvider
 ) -> None:
     fake_openai.script(Text(LONG_TEXT))
     runtime = make_runtime(gpt, GPT, store)
@@ -177,7 +177,7 @@ async def test_the_sdk_does_not_retry_on_its_own(
 
 
 async def test_a_tool_round_trip_runs_the_real_calculator_and_returns_its_result(
-    fake_openai: FakeOpenAI, store: SqliteStore, session_id: str, gpt: OpenAIProvider
+    fake_openai: FakeOpenAI, store: SqlStore, session_id: str, gpt: OpenAIProvider
 ) -> None:
     fake_openai.script(
         ToolUse([("call_01", "calculator", {"expression": "17*23"})], text="Let me compute."),
@@ -209,7 +209,7 @@ async def test_a_tool_round_trip_runs_the_real_calculator_and_returns_its_result
 
 
 async def test_parallel_tool_calls_both_run_and_both_results_go_back(
-    fake_openai: FakeOpenAI, store: SqliteStore, session_id: str, gpt: OpenAIProvider
+    fake_openai: FakeOpenAI, store: SqlStore, session_id: str, gpt: OpenAIProvider
 ) -> None:
     fake_openai.script(
         ToolUse(
@@ -238,7 +238,7 @@ async def test_parallel_tool_calls_both_run_and_both_results_go_back(
 
 
 async def test_tools_and_system_are_byte_identical_across_turns_of_a_session(
-    fake_openai: FakeOpenAI, store: SqliteStore, session_id: str, gpt: OpenAIProvider
+    fake_openai: FakeOpenAI, store: SqlStore, session_id: str, gpt: OpenAIProvider
 ) -> None:
     # OpenAI caches prefixes automatically; they only hit if the prefix does not change.
     fake_openai.script(Text("Hello."), Text("Again."))
@@ -267,7 +267,7 @@ async def test_cached_prompt_tokens_are_split_out_of_the_input_tokens(
 
 
 async def test_cached_usage_and_its_cost_are_recorded_in_the_ledger(
-    fake_openai: FakeOpenAI, store: SqliteStore, session_id: str, gpt: OpenAIProvider
+    fake_openai: FakeOpenAI, store: SqlStore, session_id: str, gpt: OpenAIProvider
 ) -> None:
     fake_openai.script(Text("cached", input_tokens=1200, output_tokens=30, cache_read=1000))
     runtime = make_runtime(gpt, GPT, store)
@@ -478,7 +478,7 @@ async def test_an_open_breaker_sends_calls_to_the_fallback_without_trying_openai
 
 
 async def test_a_spent_budget_stops_the_next_turn_before_any_request(
-    fake_openai: FakeOpenAI, store: SqliteStore, session_id: str, gpt: OpenAIProvider
+    fake_openai: FakeOpenAI, store: SqlStore, session_id: str, gpt: OpenAIProvider
 ) -> None:
     fake_openai.script(
         Text("An expensive answer.", input_tokens=10_000, output_tokens=1_000),
@@ -502,7 +502,7 @@ async def test_a_spent_budget_stops_the_next_turn_before_any_request(
 
 
 async def test_a_context_overflow_drops_the_oldest_turns_and_keeps_the_store_whole(
-    fake_openai: FakeOpenAI, store: SqliteStore, session_id: str, gpt: OpenAIProvider
+    fake_openai: FakeOpenAI, store: SqlStore, session_id: str, gpt: OpenAIProvider
 ) -> None:
     fake_openai.script(
         Text("answer 1"), Text("answer 2"), Text("answer 3"), TOO_LONG, Text("answer 4")

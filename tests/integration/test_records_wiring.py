@@ -16,7 +16,7 @@ from bots.settings import Settings
 from core.messages import Message, TextPart
 from core.store.redis import RedisStore
 from core.store.sql import SqlReplyRecords, SqlStore
-from tests.fixtures.make_sqlite_store_file import DB
+from tests.fixtures.sqlite_store_v12 import DB
 from tests.redis_server import RedisServer
 
 

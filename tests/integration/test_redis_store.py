@@ -19,8 +19,9 @@ from core.facts import MemoryFact
 from core.messages import Message, Usage
 from core.redis_keys import RedisKeys
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
-from core.store import CostEntry, RedisStore, SqliteStore, Store
+from core.store import CostEntry, RedisStore, Store
 from core.store.redis import DEFAULT_PROCESSED_TTL
+from core.store.sql import SqlStore, sqlite_url
 from tests.redis_server import RedisServer
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -372,7 +373,7 @@ async def test_equal_times_order_like_sqlite(
     if implementation == "redis":
         store = await RedisStore.open(redis_url, clock=lambda: START)
     else:
-        store = await SqliteStore.open(tmp_path / "db", clock=lambda: START)
+        store = await SqlStore.open(sqlite_url(tmp_path / "db"), clock=lambda: START)
     try:
         a, b, c = [await store.create_session(key) for key in ("a", "b", "c")]
         await store.append_message(a.id, Message.user("same time as ever"))

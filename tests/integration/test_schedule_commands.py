@@ -15,7 +15,7 @@ from core.policy import ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL
 from tests.fakes.telegram_api import FakeTelegram
@@ -27,7 +27,7 @@ ALICE, BOB, ADMIN = 11, 22, 99
 HERE = Address(platform="telegram", chat=str(GROUP))
 
 
-async def _make(store: SqliteStore, owner: str, prompt: str) -> Schedule:
+async def _make(store: SqlStore, owner: str, prompt: str) -> Schedule:
     return await ScheduleBook(store).create(
         cadence=IntervalCadence(seconds=3600, start=utc_now() + timedelta(hours=1)),
         prompt=prompt,
@@ -37,7 +37,7 @@ async def _make(store: SqliteStore, owner: str, prompt: str) -> Schedule:
 
 
 async def test_group_members_list_and_cancel_by_ownership(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     alices = await _make(store, f"telegram:{ALICE}", "remind us of the retro")
@@ -70,7 +70,7 @@ async def test_group_members_list_and_cancel_by_ownership(
 
 
 async def test_discord_asks_for_the_id_in_an_option_of_unschedule(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     channel = Address(platform="discord", chat=str(CHANNEL))

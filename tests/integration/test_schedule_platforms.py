@@ -21,7 +21,7 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
 from core.scheduling.scheduler import Scheduler, SchedulerStore
 from core.store.redis import RedisStore
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 TERMINAL = REGISTERED.addresses().parse("terminal")
@@ -36,9 +36,9 @@ def now() -> datetime:
 @asynccontextmanager
 async def two_sqlite(tmp_path: Path) -> AsyncIterator[tuple[SchedulerStore, SchedulerStore]]:
     async with AsyncExitStack() as stack:
-        first = await SqliteStore.open(tmp_path / "shared.db", clock=now)
+        first = await SqlStore.open(sqlite_url(tmp_path / "shared.db"), clock=now)
         stack.push_async_callback(first.close)
-        second = await SqliteStore.open(tmp_path / "shared.db", clock=now)
+        second = await SqlStore.open(sqlite_url(tmp_path / "shared.db"), clock=now)
         stack.push_async_callback(second.close)
         yield first, second
 

@@ -1,6 +1,6 @@
 """Schedules end to end in one process: `Scheduler` → bus → `Worker` → `outbound.<platform>`.
 
-The real `SqliteStore`, `MemoryBus`, `Worker`, `AgentRuntime`, schedule tools and either the
+The real `SqlStore`, `MemoryBus`, `Worker`, `AgentRuntime`, schedule tools and either the
 `ScriptedProvider` or the offline `DemoProvider`. No channel runs: the test reads
 `outbound.telegram` itself. The clock is moved by hand and the test ticks the scheduler, so no
 wait depends on time passing; each wait is for a run's outcome or a delivery.
@@ -35,7 +35,7 @@ from core.scheduling.book import Notification, ScheduleBook
 from core.scheduling.models import IntervalCadence, NotifyPolicy, OnceCadence, Schedule
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.worker import Worker
 from tests.workers import build_worker
@@ -65,7 +65,7 @@ class HandClock:
 class WatchedBook(ScheduleBook):
     """A `ScheduleBook` that tells the test each time a run's outcome has been recorded."""
 
-    def __init__(self, store: SqliteStore, clock: HandClock) -> None:
+    def __init__(self, store: SqlStore, clock: HandClock) -> None:
         super().__init__(store, clock=clock)
         self.finished: asyncio.Queue[tuple[str, list[Notification]]] = asyncio.Queue()
 
@@ -100,7 +100,7 @@ class Stack:
     """One running worker with a scheduler beside it, and what the test looks at."""
 
     clock: HandClock
-    store: SqliteStore
+    store: SqlStore
     bus: MemoryBus
     book: WatchedBook
     scheduler: Scheduler
@@ -157,7 +157,7 @@ async def running(
 ) -> AsyncIterator[Stack]:
     """A worker answering with `provider`, the schedule tools registered, until the block ends."""
     clock = HandClock()
-    store = await SqliteStore.open(tmp_path / "db.sqlite", clock=clock)
+    store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"), clock=clock)
     bus = MemoryBus()
     book = WatchedBook(store, clock)
     runtime = AgentRuntime(

@@ -33,7 +33,7 @@ from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
 from core.store.replies import MemoryReplyRecords
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.turns import REFUSAL_TEXT
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.fakes.slack_events import BOB, BOT_USER_ID, DM_CHANNEL, GENERAL, TEAM_ID
@@ -65,7 +65,7 @@ def last_user_message(provider: ScriptedProvider, call: int = -1) -> Message:
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_a_direct_message_is_answered_in_the_dm(
-    fake_slack: FakeSlack, store: SqliteStore, mode: Mode
+    fake_slack: FakeSlack, store: SqlStore, mode: Mode
 ) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider(), mode=mode) as bot:
@@ -82,7 +82,7 @@ async def test_a_direct_message_is_answered_in_the_dm(
 
 
 async def test_every_dm_is_one_conversation_and_each_thread_another(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
@@ -112,7 +112,7 @@ async def test_every_dm_is_one_conversation_and_each_thread_another(
 
 
 async def test_a_mention_is_answered_in_its_thread_once_for_both_events(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     provider = scripted("Hello from the thread", "Still here")
@@ -135,7 +135,7 @@ async def test_a_mention_is_answered_in_its_thread_once_for_both_events(
 
 
 async def test_a_channel_message_without_a_mention_is_not_answered(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
@@ -151,7 +151,7 @@ async def test_a_channel_message_without_a_mention_is_not_answered(
 
 
 async def test_later_messages_in_a_thread_with_the_bot_need_no_mention(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
@@ -181,7 +181,7 @@ async def test_later_messages_in_a_thread_with_the_bot_need_no_mention(
 
 
 async def test_bots_edits_and_joins_are_ignored(
-    fake_slack: FakeSlack, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    fake_slack: FakeSlack, store: SqlStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
     fake = fake_slack
@@ -208,7 +208,7 @@ async def test_bots_edits_and_joins_are_ignored(
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_a_retried_event_gets_no_second_reply(
-    fake_slack: FakeSlack, store: SqliteStore, mode: Mode
+    fake_slack: FakeSlack, store: SqlStore, mode: Mode
 ) -> None:
     fake = fake_slack
     provider = scripted("first answer", "second answer")
@@ -229,7 +229,7 @@ async def test_a_retry_after_a_restart_is_not_answered_again(
 ) -> None:
     fake = fake_slack
     path = tmp_path / "switchboard.db"
-    first_store = await SqliteStore.open(path)
+    first_store = await SqlStore.open(sqlite_url(path))
     try:
         async with serving(fake, first_store, scripted("before the restart")) as bot:
             event = fake.dm("hello")
@@ -238,7 +238,7 @@ async def test_a_retry_after_a_restart_is_not_answered_again(
     finally:
         await first_store.close()
 
-    second_store = await SqliteStore.open(path)
+    second_store = await SqlStore.open(sqlite_url(path))
     try:
         async with serving(fake, second_store, scripted("after the restart")) as bot:
             await bot.send(event, retry_num=1)  # the new process has not seen its event id
@@ -290,7 +290,7 @@ async def test_a_rejected_token_stops_the_adapter_with_a_clear_error(fake_slack:
 
 
 async def test_requests_without_a_valid_signature_are_refused(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     provider = scripted("only for the signed one")
@@ -317,7 +317,7 @@ async def test_requests_without_a_valid_signature_are_refused(
 
 
 async def test_the_assistant_status_shows_work_in_a_thread(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     async with serving(fake, store, scripted("done")) as bot:
@@ -335,7 +335,7 @@ async def test_the_assistant_status_shows_work_in_a_thread(
 
 
 async def test_tool_use_renews_the_status_slack_would_drop_after_two_minutes(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider(), status_renewal=0.0) as bot:
@@ -349,7 +349,7 @@ async def test_tool_use_renews_the_status_slack_would_drop_after_two_minutes(
 
 @pytest.mark.parametrize("error", ["missing_scope", "not_allowed_token_type", "unknown_method"])
 async def test_without_the_assistant_feature_a_reaction_shows_work(
-    store: SqliteStore, error: str
+    store: SqlStore, error: str
 ) -> None:
     async with (
         FakeSlack(assistant_error=error) as fake,
@@ -373,7 +373,7 @@ async def test_without_the_assistant_feature_a_reaction_shows_work(
     assert not any(fake.reactions.values())
 
 
-async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: SqliteStore) -> None:
+async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: SqlStore) -> None:
     fake = fake_slack
     async with serving(fake, store, scripted("done")) as bot:
         event = fake.dm("work on this")
@@ -391,7 +391,7 @@ async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: Sql
 # --- answers ---------------------------------------------------------------------------------
 
 
-async def test_markdown_becomes_mrkdwn(fake_slack: FakeSlack, store: SqliteStore) -> None:
+async def test_markdown_becomes_mrkdwn(fake_slack: FakeSlack, store: SqlStore) -> None:
     fake = fake_slack
     answer = "**Bold** _it_ ~~gone~~ `x < y` & [docs](https://example.org/a?b=1&c=2)"
     async with serving(fake, store, scripted(answer)) as bot:
@@ -419,7 +419,7 @@ def _long_markdown() -> tuple[str, str]:
 
 
 async def test_a_long_answer_is_split_with_its_code_block_intact(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     markdown, code = _long_markdown()
@@ -440,7 +440,7 @@ async def test_a_long_answer_is_split_with_its_code_block_intact(
 
 
 async def test_a_streamed_answer_is_posted_then_updated_piece_by_piece(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     pieces = ["Alpha. ", "Beta. ", "Gamma. ", "Delta."]
@@ -474,7 +474,7 @@ async def test_a_streamed_answer_is_posted_then_updated_piece_by_piece(
 
 
 async def test_a_rate_limited_reply_waits_for_retry_after(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     fake.fail_next("chat.postMessage", retry_after=1)
@@ -489,7 +489,7 @@ async def test_a_rate_limited_reply_waits_for_retry_after(
 
 
 async def test_a_reply_slack_refuses_for_good_is_not_retried(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     # The streamed start of the answer and the final answer each try once, and give up.
@@ -511,7 +511,7 @@ async def test_a_reply_slack_refuses_for_good_is_not_retried(
 
 
 async def test_an_image_reaches_the_model_downloaded_with_the_bot_token(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     file = fake.add_file("F0IMG", PNG, mimetype="image/png")
@@ -528,7 +528,7 @@ async def test_an_image_reaches_the_model_downloaded_with_the_bot_token(
 
 
 async def test_the_allowlist_admits_a_workspace_and_refuses_others(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     provider = scripted("welcome, colleague")
@@ -546,7 +546,7 @@ async def test_the_allowlist_admits_a_workspace_and_refuses_others(
 
 
 async def test_slack_chats_get_safe_chat_and_the_slack_hint(
-    fake_slack: FakeSlack, store: SqliteStore
+    fake_slack: FakeSlack, store: SqlStore
 ) -> None:
     fake = fake_slack
     provider = scripted("noted")
@@ -559,7 +559,7 @@ async def test_slack_chats_get_safe_chat_and_the_slack_hint(
     assert "You are answering in Slack" in request.system
 
 
-async def test_a_command_after_a_mention_runs(fake_slack: FakeSlack, store: SqliteStore) -> None:
+async def test_a_command_after_a_mention_runs(fake_slack: FakeSlack, store: SqlStore) -> None:
     fake = fake_slack
     async with serving(fake, store, DemoProvider()) as bot:
         mention = fake.channel_message("/help", mention=True)
@@ -595,7 +595,7 @@ def product_logging() -> Iterator[io.StringIO]:
 
 @pytest.mark.parametrize("mode", ["http", "socket"])
 async def test_the_tokens_never_reach_the_logs(
-    fake_slack: FakeSlack, store: SqliteStore, product_logging: io.StringIO, mode: Mode
+    fake_slack: FakeSlack, store: SqlStore, product_logging: io.StringIO, mode: Mode
 ) -> None:
     fake = fake_slack
     fake.fail_next("chat.postMessage", retry_after=0)

@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from core.errors import StoreError, StoreUnavailable
-from core.store.sql import SqlStore, current_revision, head_revision
+from core.store.sql import SqlStore, current_revision, head_revision, sqlite_url
 from tests.postgres_server import PostgresServer
 from tests.redis_server import free_port
 
@@ -138,6 +138,11 @@ async def test_a_database_from_a_newer_switchboard_is_refused(tmp_path: Path) ->
 
     with pytest.raises(StoreError, match="from_the_future"):
         await SqlStore.open(url)
+
+
+async def test_a_sqlite_path_that_is_a_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="SQL store"):
+        await SqlStore.open(sqlite_url(tmp_path))
 
 
 @pytest.mark.parametrize("url", ["mysql+aiomysql://127.0.0.1/x", "not a url"])

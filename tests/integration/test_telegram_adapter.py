@@ -26,7 +26,7 @@ from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import REDACTED, Redactor
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.turns import REFUSAL_TEXT
 from tests.fakes.telegram_api import SECRET_HEADER, Call, FakeTelegram
 from tests.integration.telegram_helpers import (
@@ -57,7 +57,7 @@ def last_user_message(provider: ScriptedProvider | PacedProvider, call: int = -1
 
 
 async def test_private_question_is_answered_in_html_after_typing(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
@@ -84,7 +84,7 @@ async def test_private_question_is_answered_in_html_after_typing(
 
 
 async def test_group_message_without_mention_is_read_but_not_answered(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
@@ -101,7 +101,7 @@ async def test_group_message_without_mention_is_read_but_not_answered(
 
 
 async def test_group_reply_to_the_bot_is_answered(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
@@ -114,7 +114,7 @@ async def test_group_reply_to_the_bot_is_answered(
 
 
 async def test_group_commands_for_us_run_and_for_other_bots_are_ignored(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     key = f"telegram:{BOT_KEY}:{GROUP}"
@@ -142,7 +142,7 @@ async def test_group_commands_for_us_run_and_for_other_bots_are_ignored(
 
 
 async def test_group_replies_all_answers_every_group_message(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider(), policy=ChannelPolicy(group_replies="all")):
@@ -159,7 +159,7 @@ async def test_group_replies_all_answers_every_group_message(
 
 
 async def test_one_session_per_private_chat_group_and_forum_topic(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     async with serving(fake, store, DemoProvider()):
@@ -185,7 +185,7 @@ async def test_one_session_per_private_chat_group_and_forum_topic(
 
 
 async def test_a_message_delivered_twice_is_answered_once(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     async with serving(fake, store, scripted("first answer", "second answer")) as bot:
@@ -203,7 +203,7 @@ async def test_a_redelivered_update_after_a_restart_is_not_answered_again(
 ) -> None:
     fake = fake_telegram
     path = tmp_path / "switchboard.db"
-    first_store = await SqliteStore.open(path)
+    first_store = await SqlStore.open(sqlite_url(path))
     try:
         async with serving(fake, first_store, scripted("before the restart")):
             old = fake.private_text(DM, "hello")
@@ -211,7 +211,7 @@ async def test_a_redelivered_update_after_a_restart_is_not_answered_again(
     finally:
         await first_store.close()
 
-    second_store = await SqliteStore.open(path)
+    second_store = await SqlStore.open(sqlite_url(path))
     provider = scripted("after the restart")
     try:
         async with serving(fake, second_store, provider):
@@ -247,7 +247,7 @@ def _long_markdown() -> tuple[str, str]:
 
 
 async def test_a_long_markdown_answer_is_split_with_its_code_block_intact(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     markdown, code = _long_markdown()
@@ -267,7 +267,7 @@ async def test_a_long_markdown_answer_is_split_with_its_code_block_intact(
 
 
 async def test_a_streamed_answer_is_sent_then_edited_piece_by_piece(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     pieces = ["Alpha. ", "Beta. ", "Gamma. ", "Delta."]
@@ -303,7 +303,7 @@ async def test_a_streamed_answer_is_sent_then_edited_piece_by_piece(
 
 
 async def test_flood_control_delays_a_reply_without_losing_it(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     fake.fail_next("sendMessage", retry_after=1)
@@ -317,7 +317,7 @@ async def test_flood_control_delays_a_reply_without_losing_it(
 
 
 async def test_html_telegram_cannot_parse_is_sent_again_as_plain_text(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     fake.fail_next(
@@ -342,7 +342,7 @@ async def test_html_telegram_cannot_parse_is_sent_again_as_plain_text(
 
 
 async def test_a_photo_reaches_the_model_as_image_bytes(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     jpeg = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 8 + b"\xff\xd9"
@@ -361,7 +361,7 @@ async def test_a_photo_reaches_the_model_as_image_bytes(
 
 
 async def test_stickers_edits_channel_posts_and_joins_are_ignored_quietly(
-    fake_telegram: FakeTelegram, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    fake_telegram: FakeTelegram, store: SqlStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR)
     fake = fake_telegram
@@ -388,7 +388,7 @@ async def test_stickers_edits_channel_posts_and_joins_are_ignored_quietly(
 
 
 async def test_an_over_long_message_gets_a_notice_and_no_model_call(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     provider = ScriptedProvider([])
@@ -401,7 +401,7 @@ async def test_an_over_long_message_gets_a_notice_and_no_model_call(
 
 
 async def test_the_allowlist_answers_allowed_users_and_refuses_others_once(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     provider = scripted("hello 42", "hello again 42")
@@ -426,7 +426,7 @@ async def test_the_allowlist_answers_allowed_users_and_refuses_others_once(
 
 
 async def test_a_chat_mode_override_takes_the_tools_away(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     provider = scripted("no tools here", "tools here")
@@ -448,7 +448,7 @@ async def test_a_chat_mode_override_takes_the_tools_away(
 
 
 async def test_webhook_mode_checks_the_secret_and_answers(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     provider = scripted("answered by webhook")
@@ -518,7 +518,7 @@ def product_logging(
 
 async def test_the_bot_token_never_reaches_a_log_record(
     fake_telegram: FakeTelegram,
-    store: SqliteStore,
+    store: SqlStore,
     product_logging: io.StringIO,
     caplog: pytest.LogCaptureFixture,  # after product_logging: torn down before it
 ) -> None:

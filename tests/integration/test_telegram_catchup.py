@@ -12,7 +12,7 @@ import time
 from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import reply_containing, serving
 
@@ -30,7 +30,7 @@ def _answers(fake: FakeTelegram, chat: int) -> list[str]:
 
 
 async def test_late_messages_get_the_late_note_and_are_capped_per_chat(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     now = time.time()
@@ -62,7 +62,7 @@ async def test_late_messages_get_the_late_note_and_are_capped_per_chat(
 
 
 async def test_catch_up_turned_off_answers_no_late_message(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     fake.private_text(DM, "while away", sent_at=time.time() - _HOUR)

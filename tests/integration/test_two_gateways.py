@@ -33,7 +33,7 @@ from core.providers.scripted import ScriptedProvider
 from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.store._redis_replies import RedisReplyRecords
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import ToolRegistry
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
@@ -120,7 +120,7 @@ def _expected(answer: str, render: Callable[[str], list[str]], size: int) -> lis
 
 @asynccontextmanager
 async def _worker(redis_url: str, tmp_path: Path) -> AsyncIterator[None]:
-    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"))
     bus = await RedisBus.connect(redis_url)
     provider = ScriptedProvider([_answer] * len(ANSWERS))
     runtime = AgentRuntime(provider=provider, model="test-model", tools=ToolRegistry(), store=store)

@@ -7,7 +7,7 @@ attachment that is gone); the turn runs with a note that tells the model an imag
 from __future__ import annotations
 
 from core.providers.scripted import ScriptedProvider, text_reply
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes import FakeDiscord, FakeTelegram
 from tests.fakes.discord_events import CHANNEL
 from tests.integration import discord_helpers, telegram_helpers
@@ -21,7 +21,7 @@ def scripted(answer: str) -> ScriptedProvider:
 
 
 async def test_a_telegram_photo_that_cannot_be_downloaded_is_still_answered(
-    fake_telegram: FakeTelegram, store: SqliteStore
+    fake_telegram: FakeTelegram, store: SqlStore
 ) -> None:
     fake = fake_telegram
     provider = scripted("I could not see the picture.")
@@ -37,7 +37,7 @@ async def test_a_telegram_photo_that_cannot_be_downloaded_is_still_answered(
 
 
 async def test_a_discord_image_that_cannot_be_downloaded_is_still_answered(
-    fake_discord: FakeDiscord, store: SqliteStore
+    fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
     gone = fake.add_attachment(b"\x89PNG\r\n\x1a\n", filename="gone.png")

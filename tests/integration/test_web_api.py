@@ -28,7 +28,7 @@ from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_re
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import OnceCadence, Schedule, ScheduleRun
 from core.store.ledger import CostEntry
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
 
@@ -39,7 +39,7 @@ async def script() -> list[ScriptStep]:
 
 
 @pytest.fixture
-async def page(store: SqliteStore, script: list[ScriptStep]) -> AsyncIterator[Page]:
+async def page(store: SqlStore, script: list[ScriptStep]) -> AsyncIterator[Page]:
     async def next_step(request: ModelRequest) -> Reply:
         step = script.pop(0)
         if isinstance(step, BaseException):
@@ -343,7 +343,7 @@ async def test_a_store_that_does_not_answer_is_503_not_500(page: Page) -> None:
 
 
 async def test_budgets_say_what_is_left_of_the_profiles_limits(
-    store: SqliteStore, tmp_path: Path
+    store: SqlStore, tmp_path: Path
 ) -> None:
     (tmp_path / "bot").mkdir()
     (tmp_path / "bot" / "profile.toml").write_text("max_spend_usd = 0.5\n")

@@ -11,7 +11,7 @@ import pytest
 
 from bots.web import TOKEN_FILE, kept_token
 from core.providers.scripted import ScriptedProvider
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.throttle import TokenThrottle
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
@@ -21,7 +21,7 @@ RATE = f"{TokenThrottle().rate.amount}/day"
 
 
 @pytest.fixture
-async def page(store: SqliteStore) -> AsyncIterator[Page]:
+async def page(store: SqlStore) -> AsyncIterator[Page]:
     throttle = TokenThrottle(RATE)
     async with running_page(store, ScriptedProvider([]), throttle=throttle) as running:
         yield running

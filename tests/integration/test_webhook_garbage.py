@@ -18,7 +18,7 @@ import pytest
 from pydantic import SecretStr
 
 from core.providers.scripted import ScriptedProvider, text_reply
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from tests.fakes import FakeSlack, FakeTelegram
 from tests.fakes.slack_events import DM_CHANNEL
 from tests.fakes.telegram_api import SECRET_HEADER
@@ -50,7 +50,7 @@ def assert_quiet(caplog: pytest.LogCaptureFixture, requests: int) -> None:
 
 
 async def test_the_telegram_webhook_refuses_garbage_with_4xx(
-    fake_telegram: FakeTelegram, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    fake_telegram: FakeTelegram, store: SqlStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = fake_telegram
     caplog.set_level(logging.WARNING)
@@ -90,7 +90,7 @@ async def test_the_telegram_webhook_refuses_garbage_with_4xx(
 
 
 async def test_the_slack_events_endpoint_refuses_garbage_with_4xx(
-    fake_slack: FakeSlack, store: SqliteStore, caplog: pytest.LogCaptureFixture
+    fake_slack: FakeSlack, store: SqlStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = fake_slack
     caplog.set_level(logging.WARNING)

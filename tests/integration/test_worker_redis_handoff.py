@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import cast
 
 from core.bus import INBOUND
@@ -20,7 +21,7 @@ from core.mailbox.redis import RedisMailboxes
 from core.readiness import Readiness
 from core.redis_client import redis_client
 from core.redis_keys import RedisKeys
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.turns.intake import InboundHandler
 from core.worker import Worker
 
@@ -69,11 +70,11 @@ class _PutsAfterDone:
 
 
 async def test_work_put_after_done_released_the_claim_is_answered_without_the_sweep(
-    redis_url: str,
+    redis_url: str, tmp_path: Path
 ) -> None:
     shared = redis_client(redis_url, batching=True)
     bus = await RedisBus.connect(redis_url, keys=KEYS)
-    store = await SqliteStore.open(":memory:")
+    store = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
     handler = _PutsAfterDone(bus)
     worker = Worker(
         bus=bus,

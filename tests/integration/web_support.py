@@ -28,7 +28,7 @@ from core.providers.base import Provider
 from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.throttle import TokenThrottle
 from core.tools import ToolRegistry, builtin_tools
 from core.tools.base import Tool
@@ -46,7 +46,7 @@ class Page:
 
     server: WebServer
     http: aiohttp.ClientSession
-    store: SqliteStore
+    store: SqlStore
     bus: MemoryBus
 
     @property
@@ -84,7 +84,7 @@ def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
 
 @asynccontextmanager
 async def running_page(
-    store: SqliteStore,
+    store: SqlStore,
     provider: Provider,
     *,
     extra_tools: tuple[Tool[Any], ...] = (),

@@ -28,7 +28,7 @@ from core.profile import Profile
 from core.runtime import ChannelContext
 from core.store import RedisStore
 from core.store.access import PAIRING_ALPHABET, AccessRecords
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -66,14 +66,14 @@ def in_group(user: str, *, chat: str = "g1", mention: bool = True) -> Inbound:
     )
 
 
-def gate(store: SqliteStore, clock: Clock | None = None, **fields: object) -> Gate:
+def gate(store: SqlStore, clock: Clock | None = None, **fields: object) -> Gate:
     policy = ChannelPolicy.model_validate(
         {"default_access": PlatformAccess(), "local_platforms": {"terminal"}, **fields}
     )
     return Gate(policy=policy, pairing=Pairing(store, clock=clock or Clock()), modes=ModeCatalog())
 
 
-async def approve(store: SqliteStore, inbound: Inbound, *, admin: bool = False) -> None:
+async def approve(store: SqlStore, inbound: Inbound, *, admin: bool = False) -> None:
     pairing = Pairing(store, clock=lambda: T0, codes=new_code)
     reply = await pairing.request(inbound)
     assert reply.text is not None
@@ -93,7 +93,7 @@ def test_codes_are_eight_characters_without_look_alikes() -> None:
 
 
 async def test_one_request_per_person_whose_code_comes_back_and_expires_after_an_hour(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     clock = Clock()
     pairing = Pairing(store, clock=clock, codes=codes("ABCDEFGH", "STUVWXYZ", "JKLMNPQR"))
@@ -115,7 +115,7 @@ async def test_one_request_per_person_whose_code_comes_back_and_expires_after_an
 
 
 async def test_at_most_three_requests_wait_per_platform_and_the_oldest_gives_way(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     clock = Clock()
     pairing = Pairing(store, clock=clock)
@@ -139,7 +139,7 @@ async def test_at_most_three_requests_wait_per_platform_and_the_oldest_gives_way
     assert [r.user_id for r in await pairing.pending("telegram")] == ["u3", "u4", "u0"]
 
 
-async def test_a_denied_person_gets_no_code_until_it_expires(store: SqliteStore) -> None:
+async def test_a_denied_person_gets_no_code_until_it_expires(store: SqlStore) -> None:
     pairing = Pairing(store, clock=Clock(), codes=codes("ABCDEFGH", "JKLMNPQR"))
     await pairing.request(dm("u1"))
     assert await pairing.deny("telegram", "ABCDEFGH") is not None
@@ -147,7 +147,7 @@ async def test_a_denied_person_gets_no_code_until_it_expires(store: SqliteStore)
     assert await pairing.request(dm("u1")) == PairingReply("exists", None)
 
 
-async def test_a_taken_code_is_drawn_again(store: SqliteStore) -> None:
+async def test_a_taken_code_is_drawn_again(store: SqlStore) -> None:
     pairing = Pairing(store, clock=Clock(), codes=codes("ABCDEFGH", "ABCDEFGH", "JKLMNPQR"))
 
     await pairing.request(dm("u1"))
@@ -159,17 +159,17 @@ async def test_a_taken_code_is_drawn_again(store: SqliteStore) -> None:
 # --- who may talk --------------------------------------------------------------------------
 
 
-async def test_pairing_is_the_default_for_strangers(store: SqliteStore) -> None:
+async def test_pairing_is_the_default_for_strangers(store: SqlStore) -> None:
     assert await gate(store).entry(dm("u1")) == Entry("pair")
 
 
-async def test_approved_people_are_answered_and_trusted(store: SqliteStore) -> None:
+async def test_approved_people_are_answered_and_trusted(store: SqlStore) -> None:
     await approve(store, dm("u1"))
 
     assert await gate(store).entry(dm("u1")) == Entry("answer", admin=False, trusted=True)
 
 
-async def test_approved_admins_and_profile_admins_are_admins(store: SqliteStore) -> None:
+async def test_approved_admins_and_profile_admins_are_admins(store: SqlStore) -> None:
     await approve(store, dm("u1"), admin=True)
     checked = gate(store, admins=frozenset({"telegram:boss"}))
 
@@ -177,7 +177,7 @@ async def test_approved_admins_and_profile_admins_are_admins(store: SqliteStore)
     assert await checked.entry(dm("boss")) == Entry("answer", admin=True, trusted=True)
 
 
-async def test_allowlisted_people_are_let_in_under_pairing(store: SqliteStore) -> None:
+async def test_allowlisted_people_are_let_in_under_pairing(store: SqlStore) -> None:
     checked = gate(store, allow={"telegram": AllowList(users=frozenset({"u1"}))})
 
     assert await checked.entry(dm("u1")) == Entry("answer", trusted=True)
@@ -193,7 +193,7 @@ async def test_allowlisted_people_are_let_in_under_pairing(store: SqliteStore) -
     ],
 )
 async def test_the_other_dm_policies(
-    store: SqliteStore, dm_policy: str, stranger: str, listed: str
+    store: SqlStore, dm_policy: str, stranger: str, listed: str
 ) -> None:
     checked = gate(
         store,
@@ -210,13 +210,13 @@ async def test_the_other_dm_policies(
         assert (await checked.entry(dm("u2"))).text == REFUSAL_TEXT
 
 
-async def test_local_chats_are_the_operators(store: SqliteStore) -> None:
+async def test_local_chats_are_the_operators(store: SqlStore) -> None:
     entry = await gate(store).entry(dm("anyone", platform="terminal"))
 
     assert entry == Entry("answer", admin=True, trusted=True)
 
 
-async def test_groups_answer_mentions_and_trust_only_approved_people(store: SqliteStore) -> None:
+async def test_groups_answer_mentions_and_trust_only_approved_people(store: SqlStore) -> None:
     await approve(store, dm("u1"))
     checked = gate(store)
 
@@ -225,7 +225,7 @@ async def test_groups_answer_mentions_and_trust_only_approved_people(store: Sqli
     assert await checked.entry(in_group("u2", mention=False)) == Entry("ignore")
 
 
-async def test_group_policies(store: SqliteStore) -> None:
+async def test_group_policies(store: SqlStore) -> None:
     listed = gate(
         store,
         access={"telegram": PlatformAccess(group_policy="allowlist", groups=frozenset({"g1"}))},
@@ -240,14 +240,14 @@ async def test_group_policies(store: SqliteStore) -> None:
 
 
 async def test_group_replies_is_still_read_when_no_group_policy_is_set(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     checked = gate(store, group_replies="all")
 
     assert (await checked.entry(in_group("u1", mention=False))).action == "answer"
 
 
-async def test_a_group_allowlist_refuses_people_not_on_it_nor_approved(store: SqliteStore) -> None:
+async def test_a_group_allowlist_refuses_people_not_on_it_nor_approved(store: SqlStore) -> None:
     await approve(store, dm("u3"))
     checked = gate(store, allow={"telegram": AllowList(users=frozenset({"u1"}))})
 
@@ -256,7 +256,7 @@ async def test_a_group_allowlist_refuses_people_not_on_it_nor_approved(store: Sq
     assert await checked.entry(in_group("u2")) == Entry("refuse", text=REFUSAL_TEXT)
 
 
-async def test_a_revocation_is_seen_on_the_next_message(store: SqliteStore) -> None:
+async def test_a_revocation_is_seen_on_the_next_message(store: SqlStore) -> None:
     await approve(store, dm("u1"))
     checked = gate(store)
     assert (await checked.entry(dm("u1"))).action == "answer"
@@ -285,7 +285,7 @@ async def _run(_args: NoArgs, _context: ToolContext) -> str:
     return "ran"
 
 
-async def test_an_admins_dm_runs_in_full(store: SqliteStore) -> None:
+async def test_an_admins_dm_runs_in_full(store: SqlStore) -> None:
     shaped = gate(store).shape(context(), dm("boss"), Entry("answer", admin=True, trusted=True))
 
     assert shaped.mode.name == FULL.name
@@ -293,7 +293,7 @@ async def test_an_admins_dm_runs_in_full(store: SqliteStore) -> None:
     assert shaped.mode.allows(tool(SafetyTier.PRIVILEGED))
 
 
-async def test_a_chat_mode_set_by_the_operator_wins_over_full(store: SqliteStore) -> None:
+async def test_a_chat_mode_set_by_the_operator_wins_over_full(store: SqlStore) -> None:
     checked = gate(store, chat_modes={"telegram:b:boss": "no-tools"})
 
     shaped = checked.shape(context("no-tools"), dm("boss"), Entry("answer", admin=True))
@@ -302,7 +302,7 @@ async def test_a_chat_mode_set_by_the_operator_wins_over_full(store: SqliteStore
 
 
 async def test_privileged_tools_are_withheld_from_non_admins_with_the_reason(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     shaped = gate(store).shape(context("full"), dm("u1"), Entry("answer", trusted=True))
     privileged = tool(SafetyTier.PRIVILEGED)
@@ -314,7 +314,7 @@ async def test_privileged_tools_are_withheld_from_non_admins_with_the_reason(
     assert NOT_ADMIN in shaped.mode.prompt_rules
 
 
-async def test_in_groups_unapproved_people_get_only_read_only_tools(store: SqliteStore) -> None:
+async def test_in_groups_unapproved_people_get_only_read_only_tools(store: SqlStore) -> None:
     checked = gate(store)
     stranger = checked.shape(context("full"), in_group("u2"), Entry("answer", trusted=False))
     approved = checked.shape(context("full"), in_group("u1"), Entry("answer", trusted=True))
@@ -395,7 +395,7 @@ def gate_on(store: AccessRecords) -> Gate:
 
 
 async def test_modes_that_refuse_privileged_tools_anyway_keep_their_prompt(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     shaped = gate(store).shape(context("safe-chat"), dm("u1"), Entry("answer", trusted=True))
 

@@ -22,7 +22,7 @@ from core.providers.scripted import text_reply, tool_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
 from core.store.access import PairingRequest
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 from tests.workers import Outbox, build_worker
 
@@ -56,14 +56,14 @@ async def bus() -> AsyncIterator[MemoryBus]:
         await opened.close()
 
 
-async def approve(store: SqliteStore, user: str) -> None:
+async def approve(store: SqlStore, user: str) -> None:
     pairing = Pairing(store, codes=lambda: "ABCDEFGH")
     await pairing.request(Inbound(address=GROUP, user_id=user, is_direct=True))
     assert await pairing.approve("telegram", "ABCDEFGH")
 
 
 async def group_turn(
-    bus: MemoryBus, store: SqliteStore, user: str, calls: list[str]
+    bus: MemoryBus, store: SqlStore, user: str, calls: list[str]
 ) -> tuple[ScriptedProvider, list[str], list[Message], list[Outbound]]:
     """One turn of `user` in the group (telegram chats in `full`) calling `calls` in order."""
     ran: list[str] = []
@@ -95,7 +95,7 @@ async def group_turn(
 
 
 async def test_an_unapproved_person_in_a_group_cannot_use_tools_that_change_things(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     provider, ran, [result], _ = await group_turn(bus, store, "u2", ["note"])
 
@@ -107,7 +107,7 @@ async def test_an_unapproved_person_in_a_group_cannot_use_tools_that_change_thin
 
 
 async def test_an_approved_person_uses_them_but_privileged_ones_are_refused_unasked(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     await approve(store, "u1")
 
@@ -134,7 +134,7 @@ def test_requests_need_a_valid_code() -> None:
 
 
 async def test_a_person_approved_as_admin_is_not_rate_limited(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     pairing = Pairing(store, codes=lambda: "ABCDEFGH")
     await pairing.request(Inbound(address=GROUP, user_id="boss", is_direct=True))
@@ -168,7 +168,7 @@ async def test_a_person_approved_as_admin_is_not_rate_limited(
     assert replies() == ["answer 0", "answer 1", "answer 2"]
 
 
-async def test_a_strangers_messages_make_no_session(bus: MemoryBus, store: SqliteStore) -> None:
+async def test_a_strangers_messages_make_no_session(bus: MemoryBus, store: SqlStore) -> None:
     provider = ScriptedProvider([text_reply("never sent")])
     runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
     worker = build_worker(

@@ -23,7 +23,7 @@ from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.ledger import CostEntry
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 
 NOON = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -50,7 +50,7 @@ async def bus() -> AsyncIterator[MemoryBus]:
 
 
 async def spend(
-    store: SqliteStore,
+    store: SqlStore,
     session_id: str,
     usd: float,
     *,
@@ -74,7 +74,7 @@ async def spend(
 
 
 async def test_a_person_s_daily_budget_counts_across_new_and_resets_at_utc_midnight(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     clock = Clock()
     guard = BudgetGuard(Budgets(per_user_daily=1.0), store, clock=clock)
@@ -102,7 +102,7 @@ async def test_a_person_s_daily_budget_counts_across_new_and_resets_at_utc_midni
 
 
 async def test_chat_global_session_and_schedule_run_limits_each_name_themselves(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     session = await store.create_session(CHAT.session_key)
     await spend(store, session.id, 0.5)
@@ -132,7 +132,7 @@ async def test_chat_global_session_and_schedule_run_limits_each_name_themselves(
 
 
 async def test_admins_hear_of_a_limit_once_per_scope_and_day(
-    store: SqliteStore, bus: MemoryBus
+    store: SqlStore, bus: MemoryBus
 ) -> None:
     clock = Clock()
     session = await store.create_session(CHAT.session_key)
@@ -170,7 +170,7 @@ async def test_admins_hear_of_a_limit_once_per_scope_and_day(
 
 
 async def test_the_runtime_refuses_the_model_call_over_a_budget_and_charges_person_and_chat(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     provider = ScriptedProvider([text_reply("first", usage=Usage(input_tokens=10))])
     runtime = AgentRuntime(

@@ -8,7 +8,7 @@ import pytest
 
 from channels.catchup import CatchUp, LateMessages, SeenLog, late_note, with_late_note
 from core.envelopes import Address, Inbound
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 
 _NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -55,7 +55,7 @@ def test_the_late_note_goes_before_a_message_but_not_a_command() -> None:
     assert with_late_note(command, _NOW - timedelta(hours=2), _NOW) is command
 
 
-async def test_marks_are_written_at_flush_newest_only(store: SqliteStore) -> None:
+async def test_marks_are_written_at_flush_newest_only(store: SqlStore) -> None:
     seen = SeenLog(store, "discord")
     seen.note("b", "c", "5", 5, _NOW)
     seen.note("b", "c", "3", 3, _NOW)  # older: a late note of an earlier message
@@ -66,7 +66,7 @@ async def test_marks_are_written_at_flush_newest_only(store: SqliteStore) -> Non
 
 
 async def test_a_catch_up_holds_marks_back_and_an_unfinished_one_drops_them(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     seen = SeenLog(store, "discord")
     seen.note("b", "c", "5", 5, _NOW)
@@ -85,7 +85,7 @@ async def test_a_catch_up_holds_marks_back_and_an_unfinished_one_drops_them(
     assert mark.position == 5  # the next start reads from 5 again
 
 
-async def test_a_finished_catch_up_writes_the_marks_noted_during_it(store: SqliteStore) -> None:
+async def test_a_finished_catch_up_writes_the_marks_noted_during_it(store: SqlStore) -> None:
     seen = SeenLog(store, "slack")
     seen.hold()
     seen.note("b", "c", "9", 9, _NOW)

@@ -1,6 +1,6 @@
 """Checkpoints of user turns, and what a starting worker does with those a crash left behind.
 
-Runs against the real `MemoryBus`, `SqliteStore` and `AgentRuntime`, with a scripted provider.
+Runs against the real `MemoryBus`, `SqlStore` and `AgentRuntime`, with a scripted provider.
 A crash is simulated by writing exactly what a process killed mid-tool-round leaves in the
 store: the user message, the assistant's tool call without a result, a `running` checkpoint.
 """
@@ -19,7 +19,7 @@ from core.events import ModelEvent
 from core.messages import Message, ToolCall
 from core.providers import ModelRequest
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import builtin_tools
 from tests.unit.test_worker import PATIENCE, command, make_worker, message, running
 from tests.workers import Outbox
@@ -40,7 +40,7 @@ def calc(call_id: str) -> ToolCall:
     return ToolCall(id=call_id, name="calculator", arguments={"expression": "6*7"})
 
 
-async def processed(store: SqliteStore, key: str) -> None:
+async def processed(store: SqlStore, key: str) -> None:
     """Returns once `key` is marked processed."""
     while True:
         if await store.is_processed(key):
@@ -48,7 +48,7 @@ async def processed(store: SqliteStore, key: str) -> None:
         await asyncio.sleep(0.01)
 
 
-async def crashed_mid_tool_round(store: SqliteStore, text: str = "6*7?") -> Checkpoint:
+async def crashed_mid_tool_round(store: SqlStore, text: str = "6*7?") -> Checkpoint:
     """The store as a process killed while its tool ran leaves it."""
     inbound = message(text, platform_message_id="m-1")
     session = await store.current_session(inbound.session_key)
@@ -66,7 +66,7 @@ async def crashed_mid_tool_round(store: SqliteStore, text: str = "6*7?") -> Chec
 
 
 async def test_a_turn_is_running_while_it_runs_then_completed_with_its_tool_rounds(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     inbound = message("6*7 twice?", platform_message_id="m-1")
     seen_while_running: list[Checkpoint | None] = []
@@ -93,7 +93,7 @@ async def test_a_turn_is_running_while_it_runs_then_completed_with_its_tool_roun
     assert await store.incomplete_checkpoints() == []
 
 
-async def test_a_command_is_not_checkpointed(bus: MemoryBus, store: SqliteStore) -> None:
+async def test_a_command_is_not_checkpointed(bus: MemoryBus, store: SqlStore) -> None:
     worker, _ = make_worker(bus, store, [])
     outbox = Outbox(bus)
     help_ = command("help")
@@ -105,7 +105,7 @@ async def test_a_command_is_not_checkpointed(bus: MemoryBus, store: SqliteStore)
 
 
 async def test_a_worker_starting_after_a_crash_resumes_the_turn(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     checkpoint = await crashed_mid_tool_round(store)
     worker, provider = make_worker(
@@ -128,7 +128,7 @@ async def test_a_worker_starting_after_a_crash_resumes_the_turn(
 
 
 async def test_a_worker_starting_after_a_crash_abandons_the_turn_and_says_so_once(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     checkpoint = await crashed_mid_tool_round(store)
     worker, provider = make_worker(bus, store, [], on_crash="abandon")
@@ -154,7 +154,7 @@ async def test_a_worker_starting_after_a_crash_abandons_the_turn_and_says_so_onc
 
 
 async def test_a_worker_without_a_crash_policy_leaves_checkpoints_alone(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     checkpoint = await crashed_mid_tool_round(store)
     worker, _ = make_worker(bus, store, [])

@@ -16,7 +16,7 @@ from core.providers.base import ModelRequest
 from core.providers.scripted import text_reply
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.store.base import CompactionSummary
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -55,7 +55,7 @@ class Responder:
 
 
 def make_runtime(
-    store: SqliteStore,
+    store: SqlStore,
     provider: Responder,
     *,
     window: int = 2_000,
@@ -131,7 +131,7 @@ def test_the_summary_travels_as_a_user_and_assistant_pair() -> None:
 
 
 async def test_snippets_stand_in_when_the_summary_call_fails(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     provider = Responder(summarize=lambda _r: ProviderError("overloaded", "busy"))
     compactor = Compactor(provider, "m", keep_last=2, snippet_chars=20, clock=lambda: NOW)
@@ -158,7 +158,7 @@ async def test_snippets_stand_in_when_the_summary_call_fails(
 
 
 async def test_the_previous_summary_is_folded_into_the_next(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     provider = Responder(summarize=lambda r: "folded: " + r.messages[0].text[:60])
     compactor = Compactor(provider, "m", keep_last=1, clock=lambda: NOW)
@@ -184,7 +184,7 @@ async def test_the_previous_summary_is_folded_into_the_next(
 
 
 async def test_a_growing_conversation_is_compacted_and_the_summary_used(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     provider = Responder(answer=lambda _r: "answer " + WORDS)
     runtime = make_runtime(store, provider, keep_last=4)
@@ -210,7 +210,7 @@ async def test_a_growing_conversation_is_compacted_and_the_summary_used(
     assert len(await store.list_messages(session_id)) == 24
 
 
-async def test_no_compaction_below_the_trigger(store: SqliteStore, session_id: str) -> None:
+async def test_no_compaction_below_the_trigger(store: SqlStore, session_id: str) -> None:
     provider = Responder()
     runtime = make_runtime(store, provider, window=100_000)
 
@@ -222,7 +222,7 @@ async def test_no_compaction_below_the_trigger(store: SqliteStore, session_id: s
 
 
 async def test_a_context_overflow_compacts_and_retries_once(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     overflow = iter([False, False, False, True])
     provider = Responder(
@@ -251,7 +251,7 @@ async def test_a_context_overflow_compacts_and_retries_once(
 
 
 async def test_a_second_overflow_fails_the_turn_after_one_retry(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     calls = 0
 
@@ -275,7 +275,7 @@ async def test_a_second_overflow_fails_the_turn_after_one_retry(
 
 
 async def test_a_message_too_big_for_the_window_is_a_budget_failure(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     provider = Responder()
     runtime = make_runtime(store, provider, window=2_000)

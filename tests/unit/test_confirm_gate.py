@@ -15,7 +15,7 @@ from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.errors import BusError
 from core.messages import ToolCall
 from core.redact import Redactor
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolContext
 
 PATIENCE = 5.0
@@ -123,7 +123,7 @@ async def test_silence_is_a_refusal_event_and_decision(bus: MemoryBus) -> None:
 
 
 async def test_a_typed_answer_is_marked_processed_so_its_mailbox_copy_is_skipped(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     gate = Confirmations(bus=bus, timeout=PATIENCE, marks=store)
     asking = asyncio.create_task(

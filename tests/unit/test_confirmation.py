@@ -23,7 +23,7 @@ from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolContext, ToolRegistry
 from core.worker import Worker
 from tests.confirming import script, wipe_tool
@@ -58,7 +58,7 @@ class FakeConfirm:
 
 
 async def runtime_turn(
-    store: SqliteStore, ran: list[str], confirm: FakeConfirm | None, mode: CapabilityMode = FULL
+    store: SqlStore, ran: list[str], confirm: FakeConfirm | None, mode: CapabilityMode = FULL
 ) -> tuple[list[AgentEvent], ScriptedProvider]:
     provider = ScriptedProvider(script())
     runtime = AgentRuntime(
@@ -80,7 +80,7 @@ def finished(events: list[AgentEvent]) -> ToolFinished:
     return next(e for e in events if isinstance(e, ToolFinished))
 
 
-async def test_an_allowed_privileged_call_runs(store: SqliteStore) -> None:
+async def test_an_allowed_privileged_call_runs(store: SqlStore) -> None:
     ran: list[str] = []
     confirm = FakeConfirm(True)
 
@@ -96,7 +96,7 @@ async def test_an_allowed_privileged_call_runs(store: SqliteStore) -> None:
 
 
 async def test_a_refused_privileged_call_does_not_run_and_the_model_reads_why(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     ran: list[str] = []
 
@@ -111,7 +111,7 @@ async def test_a_refused_privileged_call_does_not_run_and_the_model_reads_why(
 
 
 async def test_without_a_confirm_callback_privileged_calls_are_refused_as_before(
-    store: SqliteStore,
+    store: SqlStore,
 ) -> None:
     ran: list[str] = []
 
@@ -123,7 +123,7 @@ async def test_without_a_confirm_callback_privileged_calls_are_refused_as_before
 
 @pytest.mark.parametrize("mode", [SAFE_CHAT, NO_TOOLS])
 async def test_restricted_modes_refuse_privileged_calls_without_asking(
-    store: SqliteStore, mode: CapabilityMode
+    store: SqlStore, mode: CapabilityMode
 ) -> None:
     ran: list[str] = []
     confirm = FakeConfirm(True)
@@ -175,7 +175,7 @@ async def test_a_scheduled_turn_is_never_asked(bus: MemoryBus) -> None:
 
 
 def make_worker(
-    bus: MemoryBus, store: SqliteStore, steps: Iterable[ScriptStep], ran: list[str], timeout: float
+    bus: MemoryBus, store: SqlStore, steps: Iterable[ScriptStep], ran: list[str], timeout: float
 ) -> tuple[Worker, ScriptedProvider]:
     provider = ScriptedProvider(steps)
     gate = Confirmations(bus=bus, timeout=timeout)
@@ -208,7 +208,7 @@ def said(text: str) -> Inbound:
 
 
 async def answered_turn(
-    bus: MemoryBus, store: SqliteStore, answer: str | None, wait: float = PATIENCE
+    bus: MemoryBus, store: SqlStore, answer: str | None, wait: float = PATIENCE
 ) -> tuple[list[str], ScriptedProvider, Outbox, str]:
     """A turn whose privileged call asks; `answer` is sent while it waits (None: silence)."""
     ran: list[str] = []
@@ -231,7 +231,7 @@ async def answered_turn(
 
 
 async def test_a_yes_while_the_turn_waits_lets_the_tool_run(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     ran, provider, _, result = await answered_turn(bus, store, "Yes")
 
@@ -244,7 +244,7 @@ async def test_a_yes_while_the_turn_waits_lets_the_tool_run(
     assert users == ["wipe it"]
 
 
-async def test_a_no_refuses_the_call(bus: MemoryBus, store: SqliteStore) -> None:
+async def test_a_no_refuses_the_call(bus: MemoryBus, store: SqlStore) -> None:
     ran, provider, _, result = await answered_turn(bus, store, "n")
 
     assert ran == []
@@ -252,7 +252,7 @@ async def test_a_no_refuses_the_call(bus: MemoryBus, store: SqliteStore) -> None
     assert len(provider.requests) == 2
 
 
-async def test_no_answer_in_time_means_no(bus: MemoryBus, store: SqliteStore) -> None:
+async def test_no_answer_in_time_means_no(bus: MemoryBus, store: SqlStore) -> None:
     ran, provider, _, result = await answered_turn(bus, store, None, wait=0.05)
 
     assert ran == []
@@ -261,7 +261,7 @@ async def test_no_answer_in_time_means_no(bus: MemoryBus, store: SqliteStore) ->
 
 
 async def test_a_yes_with_no_question_waiting_is_an_ordinary_message(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     worker, provider = make_worker(bus, store, [text_reply("Yes to what?")], [], PATIENCE)
     outbox = Outbox(bus)

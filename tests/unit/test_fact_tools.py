@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,18 +12,11 @@ from core.errors import ToolError
 from core.facts import MAX_FACT_CHARS, MemoryFact, memory_scope
 from core.modes import SAFE_CHAT, SAFE_CHAT_TOOLS
 from core.redact import Redactor
-from core.store import SqliteStore, Store
+from core.store import Store
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.tools.facts import MAX_FACTS_PER_SCOPE, memory_tools
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[Store]:
-    opened = await SqliteStore.open(":memory:")
-    yield opened
-    await opened.close()
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,17 +14,10 @@ from core.facts import (
     memory_scope,
     search_terms,
 )
-from core.store import SqliteStore, Store
+from core.store import Store
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 SCOPE = "default:telegram:1"
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[Store]:
-    opened = await SqliteStore.open(":memory:")
-    yield opened
-    await opened.close()
 
 
 async def _remember(store: Store, *texts: str) -> None:

@@ -10,13 +10,13 @@ from core.modes import SAFE_CHAT
 from core.providers import ScriptedProvider, text_reply, tool_reply
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import ToolRegistry
 from core.tools.facts import memory_tools
 
 
 async def test_a_fact_remembered_in_one_turn_is_context_in_the_next(tmp_path: Path) -> None:
-    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"))
     session = await store.create_session("telegram:1:555")
     provider = ScriptedProvider(
         [
@@ -53,7 +53,7 @@ async def test_a_fact_remembered_in_one_turn_is_context_in_the_next(tmp_path: Pa
 
 
 async def test_a_failing_context_lookup_does_not_fail_the_turn(tmp_path: Path) -> None:
-    store = await SqliteStore.open(tmp_path / "db.sqlite")
+    store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"))
     session = await store.create_session("terminal:local:x")
     provider = ScriptedProvider([text_reply("still here")])
 

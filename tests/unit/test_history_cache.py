@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from core.history import HistoryCache
 from core.messages import Message, ToolCall
-from core.store import SqliteStore, Store
+from core.store import Store
 from core.store.log import CompactionSummary
 
 
@@ -33,13 +29,6 @@ class CountingStore:
         summary, found = await self.inner.summary_and_tail(session_id)
         self.read.append(len(found))
         return summary, found
-
-
-@pytest.fixture
-async def store() -> AsyncIterator[Store]:
-    opened = await SqliteStore.open(":memory:")
-    yield opened
-    await opened.close()
 
 
 async def _append(store: Store, session_id: str, *texts: str) -> list[Message]:

@@ -28,7 +28,7 @@ from core.modes import FULL
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
@@ -112,7 +112,7 @@ def echo_tool(ran: list[str]) -> Tool[Any]:
 
 
 def make_runtime(
-    store: SqliteStore, script: Iterable[ScriptStep], tools: Iterable[Tool[Any]], hooks: Hooks
+    store: SqlStore, script: Iterable[ScriptStep], tools: Iterable[Tool[Any]], hooks: Hooks
 ) -> tuple[AgentRuntime, ScriptedProvider]:
     provider = ScriptedProvider(script)
     runtime = AgentRuntime(
@@ -134,7 +134,7 @@ def tool_turn() -> list[ScriptStep]:
 
 
 async def test_hooks_are_called_in_order_through_a_turn_with_a_tool(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     calls: list[str] = []
     ran: list[str] = []
@@ -164,7 +164,7 @@ async def test_hooks_are_called_in_order_through_a_turn_with_a_tool(
 
 
 async def test_a_blocking_hook_stops_the_call_and_the_model_reads_its_reason(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     calls: list[str] = []
     ran: list[str] = []
@@ -184,7 +184,7 @@ async def test_a_blocking_hook_stops_the_call_and_the_model_reads_its_reason(
 
 
 async def test_patches_compose_in_order_and_reach_the_model(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     hooks = HookChain([Patcher(" [one]"), Patcher(" [two]")])
     runtime, provider = make_runtime(store, tool_turn(), [echo_tool([])], hooks)
@@ -196,7 +196,7 @@ async def test_patches_compose_in_order_and_reach_the_model(
     assert provider.requests[1].messages[-1].text == "echoed [one] [two]"
 
 
-async def test_a_single_hook_needs_no_chain(store: SqliteStore, session_id: str) -> None:
+async def test_a_single_hook_needs_no_chain(store: SqlStore, session_id: str) -> None:
     runtime, provider = make_runtime(store, tool_turn(), [echo_tool([])], Patcher("!"))
 
     await run_turn(runtime, session_id, "echo please")
@@ -205,7 +205,7 @@ async def test_a_single_hook_needs_no_chain(store: SqliteStore, session_id: str)
 
 
 async def test_a_hook_that_raises_is_logged_and_ignored(
-    store: SqliteStore, session_id: str, caplog: pytest.LogCaptureFixture
+    store: SqlStore, session_id: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     calls: list[str] = []
     ran: list[str] = []
@@ -225,7 +225,7 @@ async def test_a_hook_that_raises_is_logged_and_ignored(
     assert ignored == {f"hook Broken.{p} raised; ignored" for p in (*points, "on_agent_end")}
 
 
-async def test_on_agent_end_hears_a_failed_turn(store: SqliteStore, session_id: str) -> None:
+async def test_on_agent_end_hears_a_failed_turn(store: SqlStore, session_id: str) -> None:
     calls: list[str] = []
     script: list[ScriptStep] = [ProviderError("server", "down", provider="scripted")]
     runtime, _ = make_runtime(store, script, [], Recorder(calls))
@@ -236,7 +236,7 @@ async def test_on_agent_end_hears_a_failed_turn(store: SqliteStore, session_id: 
     assert calls == ["r:before_model:1", "r:on_agent_end:run_failed"]
 
 
-async def test_on_agent_end_hears_a_cancelled_turn(store: SqliteStore, session_id: str) -> None:
+async def test_on_agent_end_hears_a_cancelled_turn(store: SqlStore, session_id: str) -> None:
     calls: list[str] = []
     cancel = asyncio.Event()
 
@@ -270,7 +270,7 @@ class Responder:
             yield event
 
 
-async def test_on_compaction_hears_every_compaction(store: SqliteStore, session_id: str) -> None:
+async def test_on_compaction_hears_every_compaction(store: SqlStore, session_id: str) -> None:
     calls: list[str] = []
     provider = Responder()
     runtime = AgentRuntime(

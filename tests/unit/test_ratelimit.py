@@ -21,7 +21,7 @@ from core.providers.scripted import text_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
 from core.store.log import CompactionSummary
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from tests.workers import Outbox, build_worker
 
@@ -109,7 +109,7 @@ async def bus() -> AsyncIterator[MemoryBus]:
 
 
 async def test_the_worker_makes_no_model_call_over_the_limit(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     provider = ScriptedProvider([text_reply("one"), text_reply("two")])
     runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
@@ -175,7 +175,7 @@ class _HeldLimits(RateLimits):
 
 
 async def test_a_cancel_while_the_count_is_made_ends_the_message_once(
-    bus: MemoryBus, store: SqliteStore, monkeypatch: pytest.MonkeyPatch
+    bus: MemoryBus, store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The cancel comes once the turn has read its history, so the runtime waits on the count.
     history_read = asyncio.Event()
@@ -217,7 +217,7 @@ async def test_a_cancel_while_the_count_is_made_ends_the_message_once(
 
 
 async def test_a_turn_whose_count_was_not_made_is_counted_when_it_runs_again(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     # The checkpoint is written with the count: until the count is known it says so, and a
     # turn resumed from it is counted again, not waved through as admitted before.
@@ -288,7 +288,7 @@ def command(user: str, word: str, address: Address = GROUP) -> Inbound:
 
 
 async def test_commands_count_against_the_rates_and_make_no_session_over_them(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     provider = ScriptedProvider([])
     runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
@@ -329,7 +329,7 @@ async def test_commands_count_against_the_rates_and_make_no_session_over_them(
 
 
 async def test_a_stranger_asking_for_the_pairing_code_again_is_bounded_by_the_rates(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     runtime = AgentRuntime(
         provider=ScriptedProvider([]), model="m", tools=ToolRegistry([]), store=store

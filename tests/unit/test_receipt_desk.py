@@ -22,7 +22,7 @@ from core.readiness import Readiness
 from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, ScheduleRun
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 
 TARGET = Address(platform="telegram", chat="42")
 
@@ -37,7 +37,7 @@ async def bus() -> AsyncIterator[MemoryBus]:
 
 
 async def test_failed_answers_alert_the_chat_then_disable_the_schedule(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     book = ScheduleBook(store, notify_after=2, disable_after=3)
     desk = ReceiptDesk(bus=bus, store=store, book=book, redactor=Redactor(), readiness=Readiness())

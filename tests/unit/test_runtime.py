@@ -45,7 +45,7 @@ from core.runtime import (
     ChannelContext,
     RuntimeLimits,
 )
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 
 # How long a test waits for something that should happen at once before it fails instead of
@@ -83,7 +83,7 @@ def context(mode: CapabilityMode = FULL) -> ChannelContext:
 
 
 def make_runtime(
-    store: SqliteStore,
+    store: SqlStore,
     script: Iterable[ScriptStep],
     tools: Iterable[Tool[Any]] = (),
     **options: Any,
@@ -135,7 +135,7 @@ async def never(_args: Any, _ctx: ToolContext) -> str:
 
 
 async def test_a_turn_without_tools_streams_the_answer_and_persists_both_messages(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     usage = Usage(input_tokens=10, output_tokens=2)
     script: list[ScriptStep] = [
@@ -176,7 +176,7 @@ async def test_a_turn_without_tools_streams_the_answer_and_persists_both_message
 
 
 async def test_the_request_carries_model_limits_and_a_system_prompt_with_the_mode_rules(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     runtime, provider = make_runtime(
         store, [text_reply("ok")], limits=RuntimeLimits(max_tokens=321), temperature=0.3
@@ -191,7 +191,7 @@ async def test_the_request_carries_model_limits_and_a_system_prompt_with_the_mod
 
 
 async def test_usage_and_cost_add_up_over_the_steps_of_a_turn(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     seen: list[tuple[str, Usage]] = []
 
@@ -225,7 +225,7 @@ async def test_usage_and_cost_add_up_over_the_steps_of_a_turn(
 
 
 async def test_a_tool_round_trip_feeds_the_result_back_and_persists_every_step(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     contexts: list[ToolContext] = []
 
@@ -284,7 +284,7 @@ async def test_a_tool_round_trip_feeds_the_result_back_and_persists_every_step(
 
 
 async def test_read_only_calls_overlap_and_side_effecting_calls_run_alone_in_order(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     marks: list[tuple[str, str]] = []
     active: set[str] = set()
@@ -385,7 +385,7 @@ async def _explode(_args: NoArgs, _ctx: ToolContext) -> str:
     ],
 )
 async def test_a_failing_call_becomes_an_error_result_and_the_loop_recovers(
-    store: SqliteStore, session_id: str, bad_call: ToolCall, expected: str
+    store: SqlStore, session_id: str, bad_call: ToolCall, expected: str
 ) -> None:
     tools = [make_tool("weather", never, args=CityArgs), make_tool("explode", _explode)]
     script: list[ScriptStep] = [tool_reply(bad_call), text_reply("Sorry, recovered.")]
@@ -405,9 +405,7 @@ async def test_a_failing_call_becomes_an_error_result_and_the_loop_recovers(
     assert_well_formed(await store.list_messages(session_id))
 
 
-async def test_unknown_tool_error_lists_the_known_tools(
-    store: SqliteStore, session_id: str
-) -> None:
+async def test_unknown_tool_error_lists_the_known_tools(store: SqlStore, session_id: str) -> None:
     script: list[ScriptStep] = [tool_reply(call("c1", "nope")), text_reply("ok")]
     runtime, _ = make_runtime(store, script, builtin_tools())
 
@@ -419,7 +417,7 @@ async def test_unknown_tool_error_lists_the_known_tools(
 
 
 async def test_a_huge_tool_output_is_cut_before_the_model_sees_it(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     async def flood(_args: NoArgs, _ctx: ToolContext) -> str:
         return "x" * 50_000
@@ -439,7 +437,7 @@ async def test_a_huge_tool_output_is_cut_before_the_model_sees_it(
 
 
 async def test_a_model_that_always_calls_a_tool_stops_after_max_steps(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     async def noop(_args: NoArgs, _ctx: ToolContext) -> str:
         return "ok"
@@ -463,7 +461,7 @@ async def test_a_model_that_always_calls_a_tool_stops_after_max_steps(
 
 
 async def test_a_provider_that_does_not_answer_in_time_fails_the_turn_with_timeout(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     never_set = asyncio.Event()
     gave_up = asyncio.Event()
@@ -495,7 +493,7 @@ async def test_a_provider_that_does_not_answer_in_time_fails_the_turn_with_timeo
 
 
 async def test_an_overloaded_model_is_reported_as_unavailable_not_as_slow(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     """The retry waits of an overload storm are not the model being slow."""
     overloaded = ProviderError("overloaded", "529", provider="scripted", retry_after=0.15)
@@ -516,7 +514,7 @@ async def test_an_overloaded_model_is_reported_as_unavailable_not_as_slow(
 
 
 async def test_a_tool_that_does_not_finish_in_time_becomes_an_error_and_the_loop_continues(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     never_set = asyncio.Event()
     cancelled = asyncio.Event()
@@ -564,7 +562,7 @@ async def test_a_tool_that_does_not_finish_in_time_becomes_an_error_and_the_loop
     ],
 )
 async def test_a_provider_error_fails_the_turn_with_a_message_for_the_user(
-    store: SqliteStore, session_id: str, kind: Any, message: str
+    store: SqlStore, session_id: str, kind: Any, message: str
 ) -> None:
     error = ProviderError(kind, f"upstream said no (key {SECRET})", provider="scripted")
     runtime, _ = make_runtime(store, [error], redactor=Redactor([SECRET]))
@@ -580,7 +578,7 @@ async def test_a_provider_error_fails_the_turn_with_a_message_for_the_user(
 
 
 async def test_an_unexpected_provider_exception_fails_the_turn_as_internal(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     runtime, _ = make_runtime(
         store, [ValueError(f"bad state {SECRET}")], redactor=Redactor([SECRET])
@@ -599,7 +597,7 @@ async def test_an_unexpected_provider_exception_fails_the_turn_as_internal(
 
 
 async def test_cancelling_during_a_tool_stops_it_and_leaves_the_history_well_formed(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     started, never_set, tool_cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
     cancel = asyncio.Event()
@@ -651,7 +649,7 @@ async def test_cancelling_during_a_tool_stops_it_and_leaves_the_history_well_for
 
 
 async def test_cancelling_while_the_model_thinks_ends_the_turn_at_once(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     asked, never_set, provider_cancelled = asyncio.Event(), asyncio.Event(), asyncio.Event()
     cancel = asyncio.Event()
@@ -681,7 +679,7 @@ async def test_cancelling_while_the_model_thinks_ends_the_turn_at_once(
 
 
 async def test_closing_the_event_stream_early_cancels_the_turn(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     never_set, provider_cancelled = asyncio.Event(), asyncio.Event()
     asked = asyncio.Event()
@@ -712,7 +710,7 @@ async def test_closing_the_event_stream_early_cancels_the_turn(
 
 
 async def test_a_tool_outside_the_mode_is_not_offered_and_refused_when_named(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     sent: list[str] = []
 
@@ -738,7 +736,7 @@ async def test_a_tool_outside_the_mode_is_not_offered_and_refused_when_named(
 
 
 async def test_no_tools_mode_offers_nothing_and_refuses_even_the_calculator(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     script: list[ScriptStep] = [
         tool_reply(call("c1", "calculator", expression="1+1")),
@@ -756,7 +754,7 @@ async def test_no_tools_mode_offers_nothing_and_refuses_even_the_calculator(
 
 
 async def test_full_mode_offers_every_tool_in_name_order_but_refuses_privileged_calls(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     tools = [
         make_tool("wipe_disk", never, tier=SafetyTier.PRIVILEGED),
@@ -783,7 +781,7 @@ async def test_full_mode_offers_every_tool_in_name_order_but_refuses_privileged_
 
 
 async def test_a_configured_secret_in_tool_output_never_reaches_the_model_or_the_events(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     async def leaky(_args: NoArgs, _ctx: ToolContext) -> str:
         return f"config: token={SECRET} region=eu"
@@ -818,7 +816,7 @@ async def test_a_configured_secret_in_tool_output_never_reaches_the_model_or_the
 
 
 async def test_the_demo_provider_uses_the_real_calculator_and_shows_its_notice_once(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     runtime = AgentRuntime(
         provider=DemoProvider(),
@@ -853,7 +851,7 @@ async def test_the_demo_provider_uses_the_real_calculator_and_shows_its_notice_o
 
 
 async def test_a_repeated_turn_resumes_instead_of_storing_the_message_again(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     # A worker stored the user message and a tool call, then died before the tool ran.
     source = "telegram:1:555:42"
@@ -878,7 +876,7 @@ async def test_a_repeated_turn_resumes_instead_of_storing_the_message_again(
 
 
 async def test_a_repeated_turn_that_had_answered_is_not_asked_again(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     source = "telegram:1:555:43"
     await store.append_message(session_id, Message.user("hi", source=source))
@@ -895,7 +893,7 @@ async def test_a_repeated_turn_that_had_answered_is_not_asked_again(
 
 
 async def test_the_same_text_from_another_message_is_a_new_turn(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     await store.append_message(session_id, Message.user("hi", source="m1"))
     await store.append_message(session_id, Message.assistant("Hello!"))
@@ -912,7 +910,7 @@ async def test_the_same_text_from_another_message_is_a_new_turn(
 
 
 async def test_turns_alternating_between_runtimes_on_one_store_see_the_whole_history(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     # Two workers sharing a store: each keeps its own history cache between turns, yet each
     # request carries every message stored so far, by either of them, in order.
@@ -951,7 +949,7 @@ class _HalfThenWait:
 
 
 async def test_a_cancelled_answer_is_charged_and_kept_as_cancelled(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     """Ctrl-C while the answer streams: what it cost is in the ledger, its text in the history."""
     provider = _HalfThenWait(breaks=False)
@@ -976,7 +974,7 @@ async def test_a_cancelled_answer_is_charged_and_kept_as_cancelled(
 
 
 async def test_a_stream_cut_after_text_says_so_and_keeps_the_text_as_cut(
-    store: SqliteStore, session_id: str
+    store: SqlStore, session_id: str
 ) -> None:
     runtime = AgentRuntime(
         provider=_HalfThenWait(breaks=True), model="m", tools=ToolRegistry(), store=store
@@ -996,7 +994,7 @@ async def test_a_stream_cut_after_text_says_so_and_keeps_the_text_as_cut(
 # --- the store away ------------------------------------------------------------------------
 
 
-class _AwayStore(SqliteStore):
+class _AwayStore(SqlStore):
     """Refuses the next `refusals` writes of an answer as Redis does while it restarts."""
 
     refusals = 0
@@ -1019,7 +1017,7 @@ class _AwayStore(SqliteStore):
 
 @pytest.fixture
 async def away(tmp_path: Path) -> AsyncIterator[_AwayStore]:
-    opened = await _AwayStore.open(tmp_path / "away.db")
+    opened = await _AwayStore.open(sqlite_url(tmp_path / "away.db"))
     assert isinstance(opened, _AwayStore)
     try:
         yield opened

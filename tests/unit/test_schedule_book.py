@@ -1,6 +1,6 @@
 """`ScheduleBook`: creating schedules and the outcome rules of their runs.
 
-Over a real `SqliteStore` with a clock moved by hand: every time here is a fixed datetime.
+Over a real `SqlStore` with a clock moved by hand: every time here is a fixed datetime.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from core.scheduling.models import (
     Schedule,
     ScheduleRun,
 )
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 CHAT = Address.parse("telegram:4242")
@@ -50,8 +50,8 @@ def clock() -> HandClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: HandClock) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite", clock=clock)
+async def store(tmp_path: Path, clock: HandClock) -> AsyncIterator[SqlStore]:
+    opened = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"), clock=clock)
     try:
         yield opened
     finally:
@@ -59,7 +59,7 @@ async def store(tmp_path: Path, clock: HandClock) -> AsyncIterator[SqliteStore]:
 
 
 @pytest.fixture
-def book(store: SqliteStore, clock: HandClock) -> ScheduleBook:
+def book(store: SqlStore, clock: HandClock) -> ScheduleBook:
     return ScheduleBook(store, clock=clock)
 
 
@@ -251,7 +251,7 @@ async def test_failures_are_counted_told_at_three_and_disable_at_five(
 
 
 async def test_notice_and_disable_thresholds_are_settings(
-    store: SqliteStore, clock: HandClock
+    store: SqlStore, clock: HandClock
 ) -> None:
     book = ScheduleBook(store, clock=clock, notify_after=1, disable_after=2)
     made = await make(book)
@@ -388,7 +388,7 @@ async def test_a_failed_run_is_recorded_with_its_error(
     assert recorded.cost_usd is None
 
 
-async def test_run_history_keeps_the_newest_runs(store: SqliteStore, clock: HandClock) -> None:
+async def test_run_history_keeps_the_newest_runs(store: SqlStore, clock: HandClock) -> None:
     book = ScheduleBook(store, clock=clock, keep_runs=3)
     made = await make(book)
     started: list[str] = []

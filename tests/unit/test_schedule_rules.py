@@ -17,7 +17,7 @@ from core.scheduling.commands import cancel_schedule, list_chat_schedules
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.rules import ScheduleLimits, ScheduleRefused, may_manage, shortest_gap
 from core.scheduling.tools import schedule_tools
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import ToolContext
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -32,7 +32,7 @@ def every(seconds: int) -> IntervalCadence:
 
 @pytest.fixture
 async def book(tmp_path: Path) -> AsyncIterator[ScheduleBook]:
-    store = await SqliteStore.open(tmp_path / "db.sqlite", clock=lambda: T0)
+    store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"), clock=lambda: T0)
     try:
         yield ScheduleBook(
             store, clock=lambda: T0, limits=ScheduleLimits(max_per_person=2, max_per_chat=3)

@@ -1,6 +1,6 @@
 """`Scheduler`: due schedules become `Inbound` work, once per occurrence.
 
-Over a real `SqliteStore` and `MemoryBus`; the clock is moved by hand and the test calls
+Over a real `SqlStore` and `MemoryBus`; the clock is moved by hand and the test calls
 `tick_once()` itself, so nothing here waits for time to pass.
 """
 
@@ -21,7 +21,7 @@ from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.scheduler import Scheduler
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 CHAT = Address.parse("telegram:4242")
@@ -47,8 +47,8 @@ def clock() -> HandClock:
 
 
 @pytest.fixture
-async def store(tmp_path: Path, clock: HandClock) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite", clock=clock)
+async def store(tmp_path: Path, clock: HandClock) -> AsyncIterator[SqlStore]:
+    opened = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"), clock=clock)
     try:
         yield opened
     finally:
@@ -65,12 +65,12 @@ async def bus() -> AsyncIterator[MemoryBus]:
 
 
 @pytest.fixture
-def book(store: SqliteStore, clock: HandClock) -> ScheduleBook:
+def book(store: SqlStore, clock: HandClock) -> ScheduleBook:
     return ScheduleBook(store, clock=clock)
 
 
 @pytest.fixture
-def scheduler(store: SqliteStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
+def scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
     return Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
 
 
@@ -96,7 +96,7 @@ async def fired(bus: MemoryBus) -> list[Inbound]:
     return found
 
 
-async def current(store: SqliteStore, schedule: Schedule) -> Schedule:
+async def current(store: SqlStore, schedule: Schedule) -> Schedule:
     found = await store.get_schedule(schedule.id)
     assert found is not None
     return found
@@ -107,7 +107,7 @@ async def current(store: SqliteStore, schedule: Schedule) -> Schedule:
 
 async def test_a_due_interval_schedule_fires_once_and_moves_on(
     book: ScheduleBook,
-    store: SqliteStore,
+    store: SqlStore,
     bus: MemoryBus,
     clock: HandClock,
     scheduler: Scheduler,
@@ -151,7 +151,7 @@ async def test_a_due_interval_schedule_fires_once_and_moves_on(
 
 async def test_a_tick_fires_every_schedule_that_is_due(
     book: ScheduleBook,
-    store: SqliteStore,
+    store: SqlStore,
     bus: MemoryBus,
     clock: HandClock,
     scheduler: Scheduler,
@@ -169,13 +169,13 @@ async def test_a_tick_fires_every_schedule_that_is_due(
 
 
 async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock, tmp_path: Path
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, tmp_path: Path
 ) -> None:
     made = await make(book)
     clock.set(T0 + MINUTE)
     # The second scheduler has a connection of its own to the same database, as a second
     # process would.
-    other_store = await SqliteStore.open(tmp_path / "db.sqlite", clock=clock)
+    other_store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"), clock=clock)
     try:
         one = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
         two = Scheduler(store=other_store, bus=bus, readiness=Readiness(), clock=clock)
@@ -196,7 +196,7 @@ async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
 
 
 async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     made = await make(book, misfire="skip")
     # The process was down across the due time; a new scheduler starts 10 minutes late.
@@ -220,7 +220,7 @@ async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
 
 
 async def test_skip_still_fires_a_run_that_is_only_a_little_late(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     made = await make(book, IntervalCadence(seconds=3600, start=T0), misfire="skip")
     clock.set(T0 + timedelta(hours=1, seconds=45))
@@ -235,7 +235,7 @@ async def test_skip_still_fires_a_run_that_is_only_a_little_late(
 
 
 async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_burst(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     made = await make(book, misfire="run_once")
     # Ten occurrences went by while the process was down.
@@ -258,7 +258,7 @@ async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_
 
 
 async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     hourly = IntervalCadence(seconds=3600, start=T0)
     within = await make(book, hourly, misfire="run_once")
@@ -280,7 +280,7 @@ async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
 @pytest.mark.parametrize("status", ["paused", "completed", "disabled"])
 async def test_schedules_that_are_not_active_never_fire(
     book: ScheduleBook,
-    store: SqliteStore,
+    store: SqlStore,
     bus: MemoryBus,
     clock: HandClock,
     scheduler: Scheduler,
@@ -298,7 +298,7 @@ async def test_schedules_that_are_not_active_never_fire(
 
 
 async def test_a_paused_schedule_fires_again_after_resume(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     made = await make(book)
     await book.set_status(made.id, "paused")
@@ -313,7 +313,7 @@ async def test_a_paused_schedule_fires_again_after_resume(
 
 
 async def test_a_one_off_fires_once_at_its_time(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
     clock.set(T0 + 5 * MINUTE)
@@ -329,7 +329,7 @@ async def test_a_one_off_fires_once_at_its_time(
 
 
 async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE), misfire="skip")
     clock.set(T0 + 15 * MINUTE)
@@ -348,7 +348,7 @@ async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
 
 
 async def test_a_one_off_runs_late_within_a_day_by_default(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     # A reminder due while nothing could fire it (no chat open, the machine asleep).
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
@@ -365,7 +365,7 @@ async def test_a_one_off_runs_late_within_a_day_by_default(
 
 
 async def test_a_one_off_more_than_a_day_late_is_recorded_as_missed(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
     clock.set(T0 + 5 * MINUTE + timedelta(hours=25))
@@ -388,7 +388,7 @@ async def test_a_one_off_more_than_a_day_late_is_recorded_as_missed(
 
 
 async def test_a_claim_left_by_a_dead_scheduler_is_moved_on_after_two_minutes(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     made = await make(book)
     due = T0 + MINUTE
@@ -415,7 +415,7 @@ async def test_a_claim_left_by_a_dead_scheduler_is_moved_on_after_two_minutes(
 
 
 async def test_a_one_off_claimed_by_a_dead_scheduler_is_disabled_after_two_minutes(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     due = T0 + 5 * MINUTE
     made = await make(book, OnceCadence(at=due))
@@ -435,7 +435,7 @@ async def test_a_one_off_claimed_by_a_dead_scheduler_is_disabled_after_two_minut
 
 
 async def test_run_ticks_until_stopped(
-    book: ScheduleBook, store: SqliteStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
 ) -> None:
     made = await make(book)
     clock.set(T0 + MINUTE)
@@ -467,7 +467,7 @@ def test_a_scheduled_run_written_before_owner_reads_as_one_with_its_target_and_o
     assert inbound.session_key == "scheduled:s1"
 
 
-class _AwayStore(SqliteStore):
+class _AwayStore(SqlStore):
     """Fails the first `failures` looks for due schedules, like Redis while it restarts."""
 
     failures = 0
@@ -484,7 +484,7 @@ class _AwayStore(SqliteStore):
 async def test_a_tick_that_cannot_reach_the_store_is_tried_again_and_marked_down(
     tmp_path: Path, bus: MemoryBus, clock: HandClock
 ) -> None:
-    store = await _AwayStore.open(tmp_path / "away.db", clock=clock)
+    store = await _AwayStore.open(sqlite_url(tmp_path / "away.db"), clock=clock)
     assert isinstance(store, _AwayStore)
     try:
         made = await make(ScheduleBook(store, clock=clock))

@@ -13,7 +13,7 @@ from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.skills import Skill
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import SafetyTier, ToolContext, ToolRegistry, builtin_tools, read_skill_tool
 
 SKILLS = [
@@ -69,7 +69,7 @@ def test_offered_by_every_mode_with_tools() -> None:
     assert NO_TOOLS.allowed_tools(registry) == []
 
 
-async def test_a_safe_chat_turn_reads_a_skill_listed_in_its_prompt(store: SqliteStore) -> None:
+async def test_a_safe_chat_turn_reads_a_skill_listed_in_its_prompt(store: SqlStore) -> None:
     profile = Profile(name="p", skills=SKILLS)
     seen: list[ModelRequest] = []
 

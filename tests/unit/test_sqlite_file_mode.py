@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.bus.sqlite import SqliteBus
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def open_umask() -> Iterator[None]:
 @pytest.mark.usefixtures("open_umask")
 async def test_the_data_file_and_its_wal_and_shm_are_made_0600(tmp_path: Path) -> None:
     path = tmp_path / "data" / "switchboard.db"
-    store = await SqliteStore.open(path)
+    store = await SqlStore.open(sqlite_url(path))
     bus = await SqliteBus.open(path)
     try:
         await store.current_session("terminal:local:it")  # a write: the WAL file is in use

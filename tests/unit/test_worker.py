@@ -1,6 +1,6 @@
 """`Worker`: inbound work off the bus, one turn at a time per session, answers on outbound.
 
-Runs against the real `MemoryBus`, `SqliteStore` and `AgentRuntime`, with a scripted provider.
+Runs against the real `MemoryBus`, `SqlStore` and `AgentRuntime`, with a scripted provider.
 The bus's lease clock is a fake: advancing it past the lease shows whether a delivery was acked
 (an unacked one is given out again), without waiting for time to pass.
 """
@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -18,6 +19,8 @@ import pytest
 from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
 from redis.exceptions import ConnectionError as RedisConnectionError
+from sqlalchemy import Connection, event
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from core.bus import EVENTS, INBOUND, Delivery, MemoryBus
 from core.commands import CommandRegistry, builtin_commands
@@ -35,7 +38,7 @@ from core.ratelimit import RateLimits, RateLimitSettings
 from core.readiness import Readiness
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
 from core.store.log import SessionRecord
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.turns import StreamPolicy
 from core.turns.intake import InboundHandler
@@ -85,7 +88,7 @@ class NoArgs(BaseModel):
 
 def make_worker(
     bus: MemoryBus,
-    store: SqliteStore,
+    store: SqlStore,
     script: Iterable[ScriptStep],
     *,
     tools: Iterable[Tool[Any]] = (),
@@ -158,7 +161,7 @@ def routed(routes: dict[str, Callable[[ModelRequest], Awaitable[list[ModelEvent]
 
 
 async def test_a_message_gets_typing_then_a_reply_and_its_delivery_is_acked(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     worker, provider = make_worker(bus, store, [text_reply("Hello Alice!")])
     outbox = Outbox(bus)
@@ -187,7 +190,7 @@ async def test_a_message_gets_typing_then_a_reply_and_its_delivery_is_acked(
 
 
 async def test_tool_activity_is_shown_as_progress_before_the_reply(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     script: list[ScriptStep] = [
         tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "6*7"})),
@@ -212,7 +215,7 @@ async def test_tool_activity_is_shown_as_progress_before_the_reply(
 
 
 async def test_progress_is_not_queued_for_a_platform_that_does_not_show_it(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     script: list[ScriptStep] = [
         tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "6*7"})),
@@ -231,7 +234,7 @@ async def test_progress_is_not_queued_for_a_platform_that_does_not_show_it(
 
 
 async def test_streamed_pieces_carry_the_whole_text_so_far_in_order(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     streaming = {"terminal": StreamPolicy(interval=0.0, shows_progress=True)}
     worker, _ = make_worker(
@@ -256,7 +259,7 @@ async def test_streamed_pieces_carry_the_whole_text_so_far_in_order(
 
 
 async def test_one_session_runs_its_messages_one_at_a_time_while_another_session_proceeds(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     marks: list[str] = []
     first_started, release_first = asyncio.Event(), asyncio.Event()
@@ -300,7 +303,7 @@ async def test_one_session_runs_its_messages_one_at_a_time_while_another_session
 
 
 async def test_two_sessions_run_their_turns_at_the_same_time(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     started = {"alice": asyncio.Event(), "bob": asyncio.Event()}
 
@@ -332,7 +335,7 @@ async def test_two_sessions_run_their_turns_at_the_same_time(
 
 
 async def test_a_redelivered_message_is_not_answered_twice(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     worker, provider = make_worker(bus, store, [text_reply("first answer"), text_reply("next")])
     outbox = Outbox(bus)
@@ -354,7 +357,7 @@ async def test_a_redelivered_message_is_not_answered_twice(
 
 
 async def test_a_message_already_marked_processed_is_acked_without_an_answer(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     worker, provider = make_worker(bus, store, [text_reply("later")])
     outbox = Outbox(bus)
@@ -375,7 +378,7 @@ async def test_a_message_already_marked_processed_is_acked_without_an_answer(
 # --- commands ------------------------------------------------------------------------------
 
 
-async def test_new_starts_a_fresh_session_for_the_chat(bus: MemoryBus, store: SqliteStore) -> None:
+async def test_new_starts_a_fresh_session_for_the_chat(bus: MemoryBus, store: SqlStore) -> None:
     worker, provider = make_worker(bus, store, [text_reply("one"), text_reply("two")])
     outbox = Outbox(bus)
     before, reset, after = message("remember this"), command("new"), message("fresh start")
@@ -396,7 +399,7 @@ async def test_new_starts_a_fresh_session_for_the_chat(bus: MemoryBus, store: Sq
     assert [m.text for m in await store.list_messages(old.id)] == ["remember this", "one"]
 
 
-class _RacedStore(SqliteStore):
+class _RacedStore(SqlStore):
     """A store whose first look for a key's session finds none, while another writer (the web
     page, another process) makes one just after: the turn's own making then finds it."""
 
@@ -412,7 +415,7 @@ class _RacedStore(SqliteStore):
 async def test_a_first_message_whose_session_another_writer_made_meanwhile_goes_into_it(
     bus: MemoryBus, clock: LeaseClock, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = await _RacedStore.open(tmp_path / "raced.db")
+    store = await _RacedStore.open(sqlite_url(tmp_path / "raced.db"))
     assert isinstance(store, _RacedStore)
     # One message a minute: counted twice, the message would be refused.
     limits = RateLimits(
@@ -455,7 +458,7 @@ async def test_a_first_message_whose_session_another_writer_made_meanwhile_goes_
 
 
 async def test_cost_reports_the_tokens_of_the_current_conversation(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     usage = Usage(input_tokens=1200, output_tokens=34, cache_read_tokens=5)
     worker, provider = make_worker(bus, store, [text_reply("hi", usage=usage)])
@@ -487,7 +490,7 @@ async def test_cost_reports_the_tokens_of_the_current_conversation(
     ],
 )
 async def test_help_and_unknown_commands_answer_with_a_notice_and_no_model_call(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock, word: str, expected: str
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock, word: str, expected: str
 ) -> None:
     worker, provider = make_worker(bus, store, [])
     outbox = Outbox(bus)
@@ -507,7 +510,7 @@ async def test_help_and_unknown_commands_answer_with_a_notice_and_no_model_call(
 
 
 async def test_a_cancel_stops_the_running_turn_of_that_session(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     asked, never_set, stopped = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
@@ -545,7 +548,7 @@ async def test_a_cancel_stops_the_running_turn_of_that_session(
 
 
 async def test_an_oversized_message_gets_a_notice_and_no_model_call(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     worker, provider = make_worker(bus, store, [], policy=ChannelPolicy(max_input_chars=10))
     outbox = Outbox(bus)
@@ -561,7 +564,7 @@ async def test_an_oversized_message_gets_a_notice_and_no_model_call(
 
 
 async def test_the_capability_mode_comes_from_the_channel_policy(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     async def send_email(_args: NoArgs, _ctx: ToolContext) -> str:
         return "sent"
@@ -628,7 +631,7 @@ async def lifecycle_of_one_turn(
 
 
 async def test_lifecycle_events_are_published_on_the_events_topic(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     script: list[ScriptStep] = [
         tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "2+2"})),
@@ -655,7 +658,7 @@ async def test_lifecycle_events_are_published_on_the_events_topic(
 
 
 async def test_a_provider_failure_is_answered_with_an_apology_marked_failed(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     worker, _ = make_worker(bus, store, [ProviderError("overloaded", "busy", provider="x")])
     outbox = Outbox(bus)
@@ -673,7 +676,7 @@ async def test_a_provider_failure_is_answered_with_an_apology_marked_failed(
 # --- shutdown ------------------------------------------------------------------------------
 
 
-async def test_stop_returns_promptly_while_idle(bus: MemoryBus, store: SqliteStore) -> None:
+async def test_stop_returns_promptly_while_idle(bus: MemoryBus, store: SqlStore) -> None:
     worker, _ = make_worker(bus, store, [])
     outbox = Outbox(bus)
     inbound = command("help")
@@ -691,7 +694,7 @@ async def test_stop_returns_promptly_while_idle(bus: MemoryBus, store: SqliteSto
 
 
 async def test_stop_lets_a_running_turn_finish_and_ack(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     asked, release = asyncio.Event(), asyncio.Event()
 
@@ -718,7 +721,7 @@ async def test_stop_lets_a_running_turn_finish_and_ack(
 
 
 async def test_a_turn_still_running_after_the_grace_period_is_left_in_its_mailbox(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     asked, never_set = asyncio.Event(), asyncio.Event()
 
@@ -748,7 +751,7 @@ async def test_a_turn_still_running_after_the_grace_period_is_left_in_its_mailbo
 
 
 async def test_stop_starts_no_more_turns_and_leaves_waiting_work_in_mailboxes(
-    bus: MemoryBus, store: SqliteStore, clock: LeaseClock
+    bus: MemoryBus, store: SqlStore, clock: LeaseClock
 ) -> None:
     asked, never_set = asyncio.Event(), asyncio.Event()
 
@@ -784,7 +787,7 @@ async def test_stop_starts_no_more_turns_and_leaves_waiting_work_in_mailboxes(
         assert waiting == expected
 
 
-async def test_lifecycle_events_carry_scrubbed_text(bus: MemoryBus, store: SqliteStore) -> None:
+async def test_lifecycle_events_carry_scrubbed_text(bus: MemoryBus, store: SqlStore) -> None:
     """Every `switchboard events` reader sees these: a key in the reply must not reach them."""
     key = "sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678"
     worker, _ = make_worker(bus, store, [text_reply(f"Your key {key} is set.")])
@@ -835,7 +838,7 @@ class _AwayMailboxes(MemoryMailboxes):
 
 
 async def test_a_worker_says_it_is_not_ready_while_the_bus_is_away_and_carries_on(
-    store: SqliteStore, clock: LeaseClock
+    store: SqlStore, clock: LeaseClock
 ) -> None:
     bus = _AwayBus(failures=3, clock=clock)
     readiness = Readiness()
@@ -865,7 +868,7 @@ async def test_a_worker_says_it_is_not_ready_while_the_bus_is_away_and_carries_o
         await bus.close()
 
 
-class _AwayStore(SqliteStore):
+class _AwayStore(SqlStore):
     """Refuses the next `refusals` looks at processed marks, like Redis while it restarts."""
 
     refusals = 0
@@ -910,7 +913,7 @@ class _FailsWhileAway:
 async def test_a_turn_cut_off_by_the_store_going_away_is_tried_again_without_counting(
     bus: MemoryBus, tmp_path: Path
 ) -> None:
-    store = await _AwayStore.open(tmp_path / "away.db")
+    store = await _AwayStore.open(sqlite_url(tmp_path / "away.db"))
     assert isinstance(store, _AwayStore)
     handler = _FailsWhileAway(store)
     worker = Worker(
@@ -935,18 +938,20 @@ async def test_a_turn_cut_off_by_the_store_going_away_is_tried_again_without_cou
 # --- the data disk full ---------------------------------------------------------------------
 
 
-class _SmallDisk(SqliteStore):
+class _SmallDisk(SqlStore):
     """A store whose file cannot grow while `full`: SQLite's own `max_page_count` makes it
     refuse writes that need a new page with its real SQLITE_FULL error, as a full disk does."""
 
-    async def fill(self) -> None:
-        async with self._lock:
-            # Lowered to the pages the file has now (SQLite does not go below that).
-            await self._db.execute("PRAGMA max_page_count = 1")
+    full = False
 
-    async def free(self) -> None:
-        async with self._lock:
-            await self._db.execute("PRAGMA max_page_count = 1073741823")
+    def __init__(self, engine: AsyncEngine, *, clock: Callable[[], datetime]) -> None:
+        super().__init__(engine, clock=clock)
+        event.listen(engine.sync_engine, "begin", self._limit)
+
+    def _limit(self, connection: Connection) -> None:
+        # Lowered to the pages the file has now when full (SQLite does not go below that).
+        pages = 1 if self.full else 1073741823
+        connection.exec_driver_sql(f"PRAGMA max_page_count = {pages}")
 
 
 class _Warnings(logging.Handler):
@@ -977,7 +982,7 @@ class _Warnings(logging.Handler):
 async def test_a_message_is_kept_while_the_disk_is_full_and_answered_once_there_is_room(
     bus: MemoryBus, tmp_path: Path, clock: LeaseClock, budget: float
 ) -> None:
-    store = await _SmallDisk.open(tmp_path / "small.db")
+    store = await _SmallDisk.open(sqlite_url(tmp_path / "small.db"))
     assert isinstance(store, _SmallDisk)
     provider = ScriptedProvider([text_reply("Answered.")])
     runtime = AgentRuntime(
@@ -1003,14 +1008,17 @@ async def test_a_message_is_kept_while_the_disk_is_full_and_answered_once_there_
     core.addHandler(warnings)
     core.setLevel(logging.DEBUG)
     try:
-        await store.fill()
+        # The session is made beforehand: made during the outage, a write that small fits the
+        # pages the file has, and its success would rightly end the outage meanwhile.
+        await store.current_session(TERMINAL.session_key)
+        store.full = True
         async with running(worker):
             await send(bus, inbound)
             # The disk stays full until the turn met it, and, when the turn gives up at
             # once, until the worker has been handed the failure.
             noticed = warnings.first if budget else warnings.worker
             await asyncio.wait_for(noticed.wait(), PATIENCE)
-            await store.free()
+            store.full = False
             sent = await asyncio.wait_for(outbox.turn_of(inbound), PATIENCE)
             await worker.idle.wait()
         session = await store.current_session(TERMINAL.session_key)
@@ -1050,7 +1058,7 @@ class _AwayCounters(MemoryStorage):
 
 
 async def test_a_turn_whose_count_meets_a_redis_outage_waits_for_it_and_is_answered(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     limits = RateLimits(
         RateLimitSettings(rate_limit="10/minute", chat_rate_limit="", daily_turns=0),

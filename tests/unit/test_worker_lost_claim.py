@@ -1,6 +1,6 @@
 """A worker that no longer holds a session sends nothing more for it; the next claim answers.
 
-Runs the real `Worker`, `MemoryBus`, `SqliteStore` and `AgentRuntime` with a scripted provider;
+Runs the real `Worker`, `MemoryBus`, `SqlStore` and `AgentRuntime` with a scripted provider;
 the mailboxes are the in-memory ones, watched so the test can reach the claim a turn runs
 under. A claim is lost the two ways production sees: its lease could not be renewed (the
 claim's `lost` is set), or the store refused a write fenced with its epoch because a newer
@@ -25,7 +25,7 @@ from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply
 from core.runtime import AgentRuntime
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
 from tests.workers import build_worker
@@ -58,7 +58,7 @@ async def bus() -> AsyncIterator[MemoryBus]:
 
 
 def make_worker(
-    bus: MemoryBus, store: SqliteStore, mailboxes: MemoryMailboxes, script: list[ScriptStep]
+    bus: MemoryBus, store: SqlStore, mailboxes: MemoryMailboxes, script: list[ScriptStep]
 ) -> Worker:
     runtime = AgentRuntime(
         provider=ScriptedProvider(script), model="test-model", tools=ToolRegistry([]), store=store
@@ -96,7 +96,7 @@ async def run_until_idle(worker: Worker, bus: MemoryBus, inbound: Inbound) -> No
 
 
 async def test_a_claim_lost_mid_turn_sends_no_cancelled_notice_and_the_next_claim_answers(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     mailboxes = WatchedMailboxes()
     asked, stopped = asyncio.Event(), asyncio.Event()
@@ -136,7 +136,7 @@ async def test_a_claim_lost_mid_turn_sends_no_cancelled_notice_and_the_next_clai
 
 
 async def test_a_write_refused_by_the_fence_ends_the_turn_silently(
-    bus: MemoryBus, store: SqliteStore
+    bus: MemoryBus, store: SqlStore
 ) -> None:
     mailboxes = WatchedMailboxes()
 

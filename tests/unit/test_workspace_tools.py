@@ -16,7 +16,7 @@ from core.modes import DISCORD, FULL, NO_TOOLS, SAFE_CHAT
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, ToolContext, ToolRegistry
 from core.tools.workspace import WorkspaceSettings, resolve_inside, workspace_tools
 
@@ -145,8 +145,8 @@ async def test_a_write_through_a_link_inside_the_workspace_lands_on_its_target(
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = await SqliteStore.open(tmp_path / "db.sqlite")
+async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
+    opened = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"))
     try:
         yield opened
     finally:
@@ -155,7 +155,7 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
 
 @pytest.mark.parametrize("allowed", [True, False])
 async def test_every_call_goes_through_the_confirmation(
-    workspace: Path, store: SqliteStore, allowed: bool
+    workspace: Path, store: SqlStore, allowed: bool
 ) -> None:
     asked: list[ToolCall] = []
 

@@ -11,7 +11,7 @@ settings in `_engine.py`, and the schema's upgrade (Alembic, `core/store/migrati
 
 from __future__ import annotations
 
-from core.store.sql._engine import parse_url, sqlite_file
+from core.store.sql._engine import parse_url, sqlite_file, sqlite_url
 from core.store.sql._replies import SqlReplyRecords
 from core.store.sql._schema import (
     Revision,
@@ -31,5 +31,6 @@ __all__ = [
     "head_revision",
     "parse_url",
     "sqlite_file",
+    "sqlite_url",
     "upgrade_database",
 ]

@@ -2,11 +2,13 @@
 
 Each public method is one transaction (`_begin` for writes, `_read` for reads): committed
 when it returns, rolled back when it raises, so a call that raised wrote nothing and may
-simply be made again. Driver failures become `StoreError`s that say what the store was doing.
+simply be made again. Driver failures become `StoreError`s that say what the store was doing;
+a lost connection and a full SQLite disk become `StoreUnavailable`: outages to wait out.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from core.errors import StoreError, StoreUnavailable
+from core.sqlite_file import disk_full
 from core.store.sql._engine import READS
 
 __all__ = ["SqlBase"]
@@ -59,6 +62,11 @@ class SqlBase:
         except DBAPIError as exc:
             if exc.connection_invalidated:
                 raise StoreUnavailable(f"SQL store could not {action}: {exc.orig}") from exc
+            if isinstance(exc.orig, sqlite3.Error) and disk_full(exc.orig):
+                # An outage to wait out, not a fault of the write (reads still work).
+                raise StoreUnavailable(
+                    f"SQL store could not {action}: the disk is full ({exc.orig})"
+                ) from exc
             raise StoreError(f"SQL store could not {action}: {exc.orig}") from exc
         except SQLAlchemyError as exc:
             raise StoreError(f"SQL store could not {action}: {exc}") from exc

@@ -1,11 +1,11 @@
 """Opening the SQL store's async engine: SQLite (aiosqlite) or PostgreSQL (asyncpg).
 
-On SQLite every connection gets what today's embedded store sets (`core/store/_connection.py`):
-WAL, a busy timeout, foreign keys on, and a data file created 0600 in a 0700 folder. SQLite
-write transactions begin with `BEGIN IMMEDIATE`, so a transaction that reads and then writes
-holds the file's write lock from its start and cannot deadlock with another one doing the
-same; a connection with the `READS` execution option begins a plain (deferred) transaction,
-which reads a snapshot beside the writer (WAL).
+On SQLite every connection gets WAL, a busy timeout and foreign keys on, and the data file is
+created 0600 in a 0700 folder (`core/sqlite_file.py`). SQLite write transactions begin with
+`BEGIN IMMEDIATE`, so a transaction that reads and then writes holds the file's write lock
+from its start and cannot deadlock with another one doing the same; a connection with the
+`READS` execution option begins a plain (deferred) transaction, which reads a snapshot
+beside the writer (WAL).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from core.errors import StoreError
-from core.store._connection import MEMORY, prepare_file
+from core.sqlite_file import MEMORY, prepare_file
 
-__all__ = ["READS", "open_engine", "parse_url", "sqlite_file"]
+__all__ = ["READS", "open_engine", "parse_url", "sqlite_file", "sqlite_url"]
 
 # The execution option of a connection whose transactions only read.
 READS: Final = "switchboard_reads"
@@ -46,6 +46,11 @@ def parse_url(url: str | URL) -> URL:
     if backend not in _DRIVERS:
         raise StoreError(f"the SQL store runs on SQLite or PostgreSQL, not {backend!r}")
     return parsed.set(drivername=_DRIVERS[backend])
+
+
+def sqlite_url(path: Path | str) -> str:
+    """The URL of the SQLite file at `path`."""
+    return f"sqlite+aiosqlite:///{path}"
 
 
 def sqlite_file(url: str | URL) -> Path | None:

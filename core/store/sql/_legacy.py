@@ -1,6 +1,6 @@
-"""Converting a data file of the embedded `SqliteStore` (`core/store/sqlite.py`, schema
-versions 1 to 12 by `PRAGMA user_version`) to the SQL store's schema, in the transaction
-that upgrades it.
+"""Converting a data file of the old embedded `SqliteStore` (schema versions 1 to 12 by
+`PRAGMA user_version`; removed after commit 01e8527, where `core/store/sqlite.py` shows it) to
+the SQL store's schema, in the transaction that upgrades it.
 
 Such a file has the tables of the records under the names the new schema uses, but in other
 shapes (`sessions` without a `number`, `costs` numbered by `id`, facts without their search

@@ -1,6 +1,8 @@
-"""Opening an SQLite file for one of Switchboard's connections (store, queues, reply records).
+"""The SQLite data file: made private, and opened for one of Switchboard's connections.
 
-Each opens its own aiosqlite connection to the same data file; WAL lets them share it.
+The SQL store's engine (`core/store/sql/_engine.py`), the work queues (`core/bus/sqlite.py`)
+and the heartbeats (`core/heartbeat.py`) each open their own connections to the same data
+file; WAL lets them share it.
 """
 
 from __future__ import annotations
