@@ -17,7 +17,7 @@ from core.providers.scripted import text_reply, tool_reply
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext
 from core.safety import FENCE_CLOSE, FENCE_OPEN
-from core.store.sqlite import SqliteStore
+from core.store.sql import SqlStore
 from core.tools import ToolContext, ToolRegistry, builtin_tools, web_fetch_tool
 from core.tools.web_search import WebSearchSettings, web_search_tool
 from tests.fakes import FakeSearch, Hit
@@ -159,7 +159,7 @@ async def test_an_unreachable_api_is_one_sentence(fake_search: FakeSearch) -> No
 
 
 async def test_a_safe_chat_turn_searches_then_can_fetch_a_result(
-    fake_search: FakeSearch, store: SqliteStore
+    fake_search: FakeSearch, store: SqlStore
 ) -> None:
     """Through the runtime: offered in safe-chat next to web_fetch, its output scrubbed of
     the configured secrets and handed to the model fenced."""
