@@ -99,9 +99,7 @@ def add(ctx: click.Context, /, **options: Any) -> None:
     settings = settings_from(ctx)
     if not options["prompt"].strip():
         raise ConfigError("--prompt: the prompt is empty; say what to ask at each run")
-    cadence = _cadence(
-        options["at"], options["after"], options["every"], options["cron"], options["tz"]
-    )
+    _cadence(options)  # bad input is refused before the store is opened
     try:
         address = _ADDRESSES.parse(options["deliver_to"])
     except ValueError as exc:
@@ -114,12 +112,12 @@ def add(ctx: click.Context, /, **options: Any) -> None:
         except CadenceError as exc:
             raise ConfigError(f"--grace: {exc}") from None
         options["misfire"] = "run_once"  # a grace is only for runs that may come late
-    asyncio.run(_add(settings, cadence, options, address))
+    asyncio.run(_add(settings, options, address))
 
 
-def _cadence(
-    at: str | None, after: str | None, every: str | None, cron: str | None, tz: str | None
-) -> Cadence:
+def _cadence(options: dict[str, Any]) -> Cadence:
+    """The cadence `--at`, `--in`, `--every` or `--cron` asks for, counted from now."""
+    at, after, every, cron, tz = (options[name] for name in ("at", "after", "every", "cron", "tz"))
     choices = (("--at", at), ("--in", after), ("--every", every), ("--cron", cron))
     given = [name for name, value in choices if value is not None]
     if len(given) != 1:
@@ -150,8 +148,11 @@ def _cadence(
     return cadence
 
 
-async def _add(settings: Settings, cadence: Cadence, options: dict[str, Any], to: Address) -> None:
+async def _add(settings: Settings, options: dict[str, Any], to: Address) -> None:
     async with open_store(settings) as store:
+        # Counted from now that the store is open: `--in 1s` is not past already because
+        # opening (and upgrading) the database took a second.
+        cadence = _cadence(options)
         try:
             made = await ScheduleBook(store).create(
                 cadence=cadence,
