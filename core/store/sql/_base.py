@@ -16,7 +16,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from core.errors import StoreError, StoreUnavailable
-from core.store.sql._engine import READS
+from core.store.sql._engine import READS, is_outage
 
 __all__ = ["SqlBase"]
 
@@ -57,7 +57,7 @@ class SqlBase:
                 async with connection.begin():
                     yield connection
         except DBAPIError as exc:
-            if exc.connection_invalidated:
+            if is_outage(exc):
                 raise StoreUnavailable(f"SQL store could not {action}: {exc.orig}") from exc
             raise StoreError(f"SQL store could not {action}: {exc.orig}") from exc
         except SQLAlchemyError as exc:
