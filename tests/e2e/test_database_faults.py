@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from core.store.sql import SqlStore
+from tests.e2e.faults import redis_holds, stored_texts, twice
 from tests.e2e.processes import Deployment, Launched, clean_env, run_once, until
 from tests.e2e.test_distributed import answers, redis_client, settled
 from tests.e2e.test_redis_faults import (
@@ -83,31 +83,6 @@ def readiness(
         return check
 
     return all_are
-
-
-async def stored_texts(url: str) -> tuple[list[str], list[str], int]:
-    """Every user text and every answer in the database's conversations, and the number of
-    entries in its cost ledger."""
-    store = await SqlStore.open(url)
-    try:
-        users: list[str] = []
-        answered: list[str] = []
-        entries = 0
-        for session in await store.list_sessions(limit=1000):
-            for message in await store.list_messages(session.id):
-                if message.role == "user":
-                    users.append(message.text)
-                elif message.role == "assistant":
-                    answered.append(message.text)
-            entries += len(await store.cost_entries(session.id))
-    finally:
-        await store.close()
-    return users, answered, entries
-
-
-def once_each(texts: list[str]) -> list[str]:
-    """The texts stored more than once."""
-    return sorted({t for t in texts if texts.count(t) > 1})
 
 
 async def until_each_worker_answers(
@@ -185,8 +160,8 @@ async def test_postgres_restarted_mid_load_answers_and_stores_every_message_once
     users, stored_answers, entries = await stored_texts(database)
     wanted = [t.removeprefix("answer to ") for texts in everything.values() for t in texts]
     # Every message and every answer stored once, in spite of the writes the restart cut.
-    assert sorted(users) == sorted(wanted), once_each(users)
-    assert once_each(stored_answers) == [], stored_answers
+    assert sorted(users) == sorted(wanted), twice(users)
+    assert twice(stored_answers) == [], stored_answers
     assert len(stored_answers) == result.sent
     assert entries == calls  # one ledger entry per paid model call
     print(f"PostgreSQL restarted (immediate shutdown) mid-load: {result}")
@@ -216,6 +191,7 @@ async def test_redis_emptied_mid_load_loses_no_record_and_doubles_nothing(
             load = merged(send(fake, chats, "first"), send(fake, chats, "second"))
             await deployment.ready(in_flight.wait())
 
+            held = await redis_holds(client)
             await client.flushall()
             if restart:
                 # FLUSHALL is in the append-only file too: Redis comes back empty.
@@ -248,11 +224,11 @@ async def test_redis_emptied_mid_load_loses_no_record_and_doubles_nothing(
     # Every answer shown is in the conversation log, once; no message is stored twice; every
     # model call is in the cost ledger, once.
     assert shown <= set(stored_answers), (shown, stored_answers)
-    assert once_each(users) == [], users
-    assert once_each(stored_answers) == [], stored_answers
+    assert twice(users) == [], users
+    assert twice(stored_answers) == [], stored_answers
     assert entries == calls
     print(
         f"Redis emptied{' and restarted' if restart else ''} mid-load: {before} "
         f"(stored: {len(set(users) & {f'{w} {c}' for c in chats for w in ('first', 'second')})} "
-        f"of {before.sent}); after: {after}"
+        f"of {before.sent}); after: {after}; Redis held {held}"
     )
