@@ -32,6 +32,9 @@ class Relay:
     def __init__(self, port: int) -> None:
         self.upstream = port
         self.refusing: tuple[str, str] | None = None
+        # When set, the next COMMIT is relayed and its answer is not: the connection is cut
+        # once the server has answered (the transaction is committed; the client cannot know).
+        self.lose_commit_answer = False
         self.port = 0
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
@@ -65,10 +68,44 @@ class Relay:
             return
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream)
         self._open.update((writer, up_writer))
-        for source, sink in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.create_task(_pump(source, sink))
+        committing = asyncio.Event()
+        pumps = (
+            self._to_server(reader, up_writer, committing),
+            self._to_client(up_reader, writer, committing),
+        )
+        for pump in pumps:
+            task = asyncio.create_task(pump)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    async def _to_server(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, committing: asyncio.Event
+    ) -> None:
+        try:
+            while data := await source.read(65536):
+                if self.lose_commit_answer and b"COMMIT" in data.upper():
+                    self.lose_commit_answer = False
+                    committing.set()
+                sink.write(data)
+                await sink.drain()
+        except OSError:
+            pass
+        finally:
+            sink.close()
+
+    async def _to_client(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, committing: asyncio.Event
+    ) -> None:
+        try:
+            while data := await source.read(65536):
+                if committing.is_set():
+                    break  # the server's answer to COMMIT: dropped, and the connection cut
+                sink.write(data)
+                await sink.drain()
+        except OSError:
+            pass
+        finally:
+            sink.close()
 
     async def _refuse(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: str, text: str
@@ -91,17 +128,6 @@ class Relay:
             pass
         finally:
             writer.close()
-
-
-async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    try:
-        while data := await source.read(65536):
-            sink.write(data)
-            await sink.drain()
-    except OSError:
-        pass
-    finally:
-        sink.close()
 
 
 @pytest.fixture(scope="module")
@@ -185,5 +211,25 @@ async def test_a_write_waits_out_a_restart_and_is_stored_once(
         # The connections the restart cut are not handed out again: every call works.
         for _ in range(3):
             assert [m.text for m in await store.list_messages(session.id)] == ["hi"]
+    finally:
+        await store.close()
+
+
+async def test_a_write_whose_commit_answer_was_lost_is_stored_once(
+    restartable: PostgresServer, relay: Relay
+) -> None:
+    # The server committed; the connection broke before its answer came. Trying the write
+    # again, as a turn's patience does after an outage, must not store it a second time.
+    url = (await restartable.new_database()).replace(f":{restartable.port}/", f":{relay.port}/", 1)
+    store = await SqlStore.open(url)
+    try:
+        session = await store.current_session("telegram:bot:chat")
+        relay.lose_commit_answer = True
+        stored = await Patience("test writes", budget=30)(
+            lambda: store.append_message(session.id, Message.user("once"))
+        )
+        assert not relay.lose_commit_answer  # the answer of a COMMIT was lost
+        assert stored.seq == 1
+        assert [m.text for m in await store.list_messages(session.id)] == ["once"]
     finally:
         await store.close()
