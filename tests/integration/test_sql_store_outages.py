@@ -35,6 +35,9 @@ class Relay:
         # When set, the next COMMIT is relayed and its answer is not: the connection is cut
         # once the server has answered (the transaction is committed; the client cannot know).
         self.lose_commit_answer = False
+        # When set, the next COMMIT itself is lost: the connection is cut before the server
+        # has it (the transaction is rolled back; the client cannot know that either).
+        self.lose_commit = False
         self.port = 0
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
@@ -83,6 +86,9 @@ class Relay:
     ) -> None:
         try:
             while data := await source.read(65536):
+                if self.lose_commit and b"COMMIT" in data.upper():
+                    self.lose_commit = False
+                    break  # not relayed: the server sees the client go, mid-transaction
                 if self.lose_commit_answer and b"COMMIT" in data.upper():
                     self.lose_commit_answer = False
                     committing.set()
@@ -229,6 +235,25 @@ async def test_a_write_whose_commit_answer_was_lost_is_stored_once(
             lambda: store.append_message(session.id, Message.user("once"))
         )
         assert not relay.lose_commit_answer  # the answer of a COMMIT was lost
+        assert stored.seq == 1
+        assert [m.text for m in await store.list_messages(session.id)] == ["once"]
+    finally:
+        await store.close()
+
+
+async def test_a_write_whose_commit_was_lost_is_made_again(
+    restartable: PostgresServer, relay: Relay
+) -> None:
+    # The connection broke before the server had the COMMIT: nothing was stored, and the
+    # write tried again stores it (once).
+    url = (await restartable.new_database()).replace(f":{restartable.port}/", f":{relay.port}/", 1)
+    store = await SqlStore.open(url)
+    try:
+        session = await store.current_session("telegram:bot:chat")
+        relay.lose_commit = True
+        patience = Patience("test writes", budget=30)
+        stored = await patience(lambda: store.append_message(session.id, Message.user("once")))
+        assert not relay.lose_commit  # a COMMIT was lost
         assert stored.seq == 1
         assert [m.text for m in await store.list_messages(session.id)] == ["once"]
     finally:
