@@ -1,7 +1,8 @@
 """The fault matrix: each fault the issue names, under load, against the real processes.
 
-Each row gets a fresh `redis-server` (or SQLite file), the Telegram Bot API fake and the OpenAI
-fake (in this process), a gateway and two `switchboard worker`s (or one `switchboard serve`).
+Each row gets a fresh `redis-server` and PostgreSQL (DATABASE_URL: the records), or for the
+embedded row a SQLite file, the Telegram Bot API fake and the OpenAI fake (in this process), a
+gateway and two `switchboard worker`s (or one `switchboard serve`).
 Every chat sends all its messages at once; the model answers "answer to <text>" after the
 model latency; the fault comes `fault_at` seconds in. The harness is the end-to-end tests'
 (`tests/e2e/faults.py`): only the load is bigger here, and nothing is asserted.
@@ -9,7 +10,8 @@ model latency; the fault comes `fault_at` seconds in. The harness is the end-to-
 Columns: sent; answered (at least once); duplicated (answers shown more than once); lost
 (never shown); recover s (from the fault to the first answer completed after it was over);
 caught up s (from the fault to the last answer); total s (from sending to the last answer).
-"-" when no answer was left to give after the fault.
+"-" when no answer was left to give after the fault. A row's notes say what Redis held when it
+was emptied (FLUSHALL), and any message or answer PostgreSQL stored twice.
 """
 
 from __future__ import annotations

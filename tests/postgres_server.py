@@ -3,7 +3,8 @@ stopped by the suite (`initdb`, then `postgres` itself, from Debian's
 `/usr/lib/postgresql/<version>/bin`).
 
 Nothing here uses a PostgreSQL already running on the machine: the suite must pass where none
-is. Durability is off (`fsync=off`): the data is thrown away with the folder.
+is. Durability is off (`fsync=off`): the data is thrown away with the folder. `halt` and `start`
+restart the server on the same port and folder (the fault tests).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import glob
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -41,7 +43,11 @@ def _version(path: str) -> int:
 class PostgresServer:
     """One `postgres` process with a password-protected user; `url(database)` to reach it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, crash_safe: bool = False) -> None:
+        """`crash_safe`: every commit is in the write-ahead log before it is acknowledged
+        (`synchronous_commit=on`), so one survives an immediate shutdown (`halt`); the
+        operating system's cache is trusted (`fsync=off`): the machine does not crash."""
+        self.crash_safe = crash_safe
         binaries = postgres_bin()
         if binaries is None:
             raise RuntimeError("PostgreSQL is not installed (`make test-deps` installs it)")
@@ -70,33 +76,12 @@ class PostgresServer:
         return self.url(database)
 
     def start(self) -> None:
+        """Create the data folder (the first time) and start the server on its port; the
+        same folder and port after `halt`, so the databases made before are there again."""
         data = self.workdir / "data"
-        secret = self.workdir / "password"
-        secret.write_text(self.password)
-        if self._as:
-            shutil.chown(self.workdir, **self._as)
-            shutil.chown(secret, **self._as)
         try:
-            subprocess.run(
-                [
-                    str(self.bin / "initdb"),
-                    "--pgdata",
-                    str(data),
-                    "--username",
-                    _USER,
-                    "--pwfile",
-                    str(secret),
-                    "--auth",
-                    "scram-sha-256",
-                    "--encoding",
-                    "UTF8",
-                    "--no-sync",
-                ],
-                check=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                **self._as,  # type: ignore[call-overload]
-            )
+            if not data.exists():
+                self._initdb(data)
             self.process = subprocess.Popen(
                 [
                     str(self.bin / "postgres"),
@@ -111,7 +96,7 @@ class PostgresServer:
                     "-c",
                     "fsync=off",
                     "-c",
-                    "synchronous_commit=off",
+                    f"synchronous_commit={'on' if self.crash_safe else 'off'}",
                     "-c",
                     "full_page_writes=off",
                 ],
@@ -123,6 +108,33 @@ class PostgresServer:
         except BaseException:
             self.stop()  # a start that fails leaves no process and no folder behind
             raise
+
+    def _initdb(self, data: Path) -> None:
+        secret = self.workdir / "password"
+        secret.write_text(self.password)
+        if self._as:
+            shutil.chown(self.workdir, **self._as)
+            shutil.chown(secret, **self._as)
+        subprocess.run(
+            [
+                str(self.bin / "initdb"),
+                "--pgdata",
+                str(data),
+                "--username",
+                _USER,
+                "--pwfile",
+                str(secret),
+                "--auth",
+                "scram-sha-256",
+                "--encoding",
+                "UTF8",
+                "--no-sync",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            **self._as,  # type: ignore[call-overload]
+        )
 
     def _until_ready(self) -> None:
         assert self.process is not None
@@ -139,15 +151,23 @@ class PostgresServer:
             time.sleep(0.05)  # the server is starting; nothing to await but its answer
         raise RuntimeError("postgres did not accept connections within 60 s")
 
+    def halt(self, *, immediate: bool = False) -> None:
+        """Stop the server, keeping its folder and port for `start`: a fast shutdown
+        (SIGINT: sessions ended, a checkpoint written), or an immediate one (SIGQUIT: every
+        process exits at once, and the next start recovers from the write-ahead log, as
+        after a crash). Reaped."""
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGQUIT if immediate else signal.SIGINT)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
     def stop(self) -> None:
         """A fast shutdown (SIGINT), then SIGKILL if it lingers; always reaped; the folder
         removed."""
-        if self.process is not None:
-            self.process.send_signal(2)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-            self.process = None
+        self.halt()
         shutil.rmtree(self.workdir, ignore_errors=True)

@@ -7,28 +7,40 @@ fake and the OpenAI fake, which answers "answer to <the user's text>" after the 
 so each message's answer is known and counted on the Telegram fake: once is answered, more
 is duplicated, never is lost.
 
+The distributed deployment keeps its records in a PostgreSQL of its own (DATABASE_URL), which
+the harness starts too; after each of its rows the conversations there are read back, and a
+message or an answer stored twice is noted on the row.
+
 Faults (`FAULTS`): none; SIGKILL one of two workers; SIGTERM the gateway and start a new one;
 SIGKILL the gateway and start a new one; Redis restarted with its append-only file; Redis
-restarted empty; the embedded `switchboard serve` SIGKILLed and started again.
+restarted empty; PostgreSQL stopped at once (immediate shutdown) and started again; Redis
+emptied with FLUSHALL, and FLUSHALL then a restart; the embedded `switchboard serve`
+SIGKILLed and started again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
+import redis.asyncio as aioredis
 
+from core.bus.names import INBOUND, outbound_queue
+from core.store.sql import SqlStore
 from tests.e2e.processes import Deployment, Launched, clean_env, until
-from tests.e2e.test_distributed import answers, redis_client, settled
+from tests.e2e.test_distributed import answers, keys, redis_client, settled
 from tests.fakes import FakeOpenAI, FakeTelegram
+from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisServer
 
-__all__ = ["FAULTS", "Load", "Row", "run_fault"]
+__all__ = ["FAULTS", "Load", "Row", "run_fault", "stored_texts", "twice"]
 
 FAULTS = (
     "none",
@@ -37,6 +49,9 @@ FAULTS = (
     "gateway-kill",
     "redis-aof",
     "redis-empty",
+    "postgres-restart",
+    "redis-flushall",
+    "redis-flushall-restart",
     "serve-kill",
 )
 DESCRIPTIONS = {
@@ -46,6 +61,9 @@ DESCRIPTIONS = {
     "gateway-kill": "SIGKILL the gateway, a new one started",
     "redis-aof": "Redis restarted, AOF on",
     "redis-empty": "Redis restarted empty (no persistence)",
+    "postgres-restart": "PostgreSQL stopped at once and restarted",
+    "redis-flushall": "Redis emptied (FLUSHALL)",
+    "redis-flushall-restart": "Redis emptied (FLUSHALL) and restarted",
     "serve-kill": "embedded `switchboard serve` SIGKILLed and restarted",
 }
 # Each process's log line when a loop first fails (Redis stays down until all have said so),
@@ -59,6 +77,11 @@ LOOPS = {
     "worker": "worker receive",
     "scheduler": "scheduler",
 }
+# The faults after which what Redis held is gone: the answers the harness waits for may never
+# come.
+LOSSY = frozenset({"redis-empty", "redis-flushall", "redis-flushall-restart"})
+# A worker's log line when its turns (or its loop) first meet the database away.
+DATABASE_AWAY = r"waiting for the store or the bus|is not working"
 # After the fault, how long nothing may happen before the tally is taken when some answers
 # can never come (Redis restarted empty): the answers in flight have had time to arrive.
 _QUIET = 3.0
@@ -278,10 +301,13 @@ async def run_fault(
 
 async def _distributed(fault: str, run: _Run, workdir: Path, fake_openai: FakeOpenAI) -> None:
     server = RedisServer(workdir / "redis", persistent=fault != "redis-empty")
+    database = PostgresServer(crash_safe=True)
     await asyncio.to_thread(server.start)
     env = clean_env(workdir, redis_url=server.url, telegram=run.fake, openai=fake_openai)
     loop = asyncio.get_running_loop()
     try:
+        await asyncio.to_thread(database.start)
+        env["DATABASE_URL"] = url = await database.new_database()
         async with Deployment(env, workdir) as deployment, redis_client(server.url) as client:
             gateway = await deployment.start("gateway", "telegram")
             workers = [
@@ -305,17 +331,94 @@ async def _distributed(fault: str, run: _Run, workdir: Path, fake_openai: FakeOp
                 await replacement.until_logged(r"took telegram-poller", 30)
             elif fault in ("redis-aof", "redis-empty"):
                 await _restart_redis(server, {"gateway": gateway, "worker": workers[1]})
+            elif fault == "postgres-restart":
+                await _restart_postgres(database, workers, deployment.describe)
+            elif fault in ("redis-flushall", "redis-flushall-restart"):
+                run.notes.append(f"Redis held at FLUSHALL: {await redis_holds(client)}")
+                await client.flushall()
+                if fault == "redis-flushall-restart":
+                    # FLUSHALL is in the append-only file too: Redis comes back empty.
+                    await asyncio.to_thread(server.stop)
+                    await asyncio.to_thread(server.start)
             run.fault_ended = loop.time()
-            await _until_done(run, deployment, settled(client), lossy=fault == "redis-empty")
+            await _until_done(run, deployment, settled(client), lossy=fault in LOSSY)
             await run.watcher.stop()
             for launched in deployment.processes:
                 if launched.returncode is None:
                     code = await launched.stop()
                     if code != 0:
                         run.notes.append(f"{launched.name} exited {code}")
+        users, answers_stored, _ = await stored_texts(url)
+        doubled = twice(users) + twice(answers_stored)
+        if doubled:
+            run.notes.append(f"stored twice in PostgreSQL: {', '.join(doubled)}")
     finally:
         await run.watcher.stop()
         await asyncio.to_thread(server.stop)
+        await asyncio.to_thread(database.stop)
+
+
+async def redis_holds(client: aioredis.Redis) -> str:
+    """What the deployment's Redis holds of its work now, in words."""
+    inbound = keys.queue_stream(INBOUND)
+    outbound = keys.queue_stream(outbound_queue("telegram"))
+    queued = await client.xlen(inbound)
+    taken = sum(int(g["pending"]) for g in await client.xinfo_groups(inbound))
+    in_mailboxes = 0
+    for session in await client.smembers(keys.mailboxes()):
+        name = session.decode() if isinstance(session, bytes) else str(session)
+        in_mailboxes += await client.zcard(keys.mailbox(name))
+    leases = [k async for k in client.scan_iter(match=keys.turn_lease("*"))]
+    # The head of a session's mailbox is the message its turn under way answers.
+    return (
+        f"{queued - taken} messages queued and not taken, {taken} taken and not "
+        f"acknowledged, {len(leases)} turns under way, {in_mailboxes - len(leases)} messages "
+        f"waiting behind them in sessions' mailboxes, {await client.xlen(outbound)} answers "
+        f"queued for delivery"
+    )
+
+
+async def _restart_postgres(
+    database: PostgresServer, workers: list[Launched], describe: Callable[[], str]
+) -> None:
+    """Stop PostgreSQL at once, as in a crash, until a worker has met it away; start it
+    again on the same port and data folder."""
+    offsets = [len(w.log) for w in workers]
+    await asyncio.to_thread(database.halt, immediate=True)
+
+    async def noticed() -> bool:
+        return any(
+            re.search(DATABASE_AWAY, w.log[offset:])
+            for w, offset in zip(workers, offsets, strict=True)
+        )
+
+    await until(noticed, 20, "a worker meeting PostgreSQL away", describe)
+    await asyncio.to_thread(database.start)
+
+
+async def stored_texts(url: str) -> tuple[list[str], list[str], int]:
+    """Every user text and every answer in the database's conversations, and the number of
+    entries in its cost ledger."""
+    store = await SqlStore.open(url)
+    try:
+        users: list[str] = []
+        answered: list[str] = []
+        entries = 0
+        for session in await store.list_sessions(limit=100_000):
+            for message in await store.list_messages(session.id):
+                if message.role == "user":
+                    users.append(message.text)
+                elif message.role == "assistant":
+                    answered.append(message.text)
+            entries += len(await store.cost_entries(session.id))
+    finally:
+        await store.close()
+    return users, answered, entries
+
+
+def twice(texts: list[str]) -> list[str]:
+    """The texts found more than once."""
+    return sorted(text for text, n in Counter(texts).items() if n > 1)
 
 
 async def _restart_redis(server: RedisServer, noticing: dict[str, Launched]) -> None:

@@ -16,13 +16,13 @@ from typing import Any, Final
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from core.errors import StoreError
 from core.sqlite_file import MEMORY, prepare_file
 
-__all__ = ["READS", "open_engine", "parse_url", "sqlite_file", "sqlite_url"]
+__all__ = ["READS", "is_outage", "open_engine", "parse_url", "sqlite_file", "sqlite_url"]
 
 # The execution option of a connection whose transactions only read.
 READS: Final = "switchboard_reads"
@@ -33,6 +33,20 @@ _DRIVERS = {
     "postgresql": "postgresql+asyncpg",
     "postgres": "postgresql+asyncpg",
 }
+
+# The SQLSTATEs of a server that is away for now, not of a statement that is wrong: the
+# connection failed or was cut (class 08), the server is shutting down, crashed or still
+# starting (57P01, 57P02, 57P03: a restart), or has no connection slot left (53300).
+_AWAY: Final = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def is_outage(exc: DBAPIError) -> bool:
+    """Whether the driver's `exc` says the database is away for now (the same call may work
+    once it is back) rather than that the call is wrong."""
+    if exc.connection_invalidated:
+        return True
+    state = getattr(exc.orig, "sqlstate", None)
+    return isinstance(state, str) and state.startswith(_AWAY)
 
 
 def parse_url(url: str | URL) -> URL:
