@@ -290,12 +290,13 @@ async def test_one_session_runs_its_messages_one_at_a_time_while_another_session
         await first_started.wait()
         # c was queued after b, so once c is answered the worker has long taken b.
         await outbox.turn_of(c)
-        assert marks == ["first:start", "other"]
+        # Bob's turn ran while the first was held (the two may reach the model in either order).
+        assert sorted(marks) == ["first:start", "other"]
 
         release_first.set()
         await outbox.turn_of(b)
 
-    assert marks == ["first:start", "other", "first:end", "second:start"]
+    assert marks[2:] == ["first:end", "second:start"]
     replies = [o.reply_to for o in outbox.seen if o.kind == "reply"]
     assert replies == [c.id, a.id, b.id]
     seen_by_second = provider.requests[-1].messages
