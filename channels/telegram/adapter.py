@@ -44,7 +44,7 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, filters
 
-from channels.attachments import ReceivedImages
+from channels.attachments import DocumentReader, ReceivedDocuments, ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import LATE_AFTER, CatchUp, LateMessages, with_late_note
@@ -67,9 +67,11 @@ _T = TypeVar("_T")
 _SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
 # The updates we ask for: messages, and presses of confirmation buttons.
 _UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
-# The updates we answer: messages with text (commands too) or a photo.
-_WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO)
+# The updates we answer: messages with text (commands too), a photo or a document.
+_WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL)
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
+# What the Bot API lets a bot download (getFile).
+_MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 _MAX_TYPING_SECONDS = 300.0
 
 
@@ -102,10 +104,15 @@ class TelegramAdapter:
     """One Telegram bot, seen as a `ChannelAdapter`."""
 
     def __init__(
-        self, settings: TelegramSettings, *, menu: Sequence[CommandInfo], replies: ReplyStreams
+        self,
+        settings: TelegramSettings,
+        *,
+        menu: Sequence[CommandInfo],
+        replies: ReplyStreams,
+        documents: DocumentReader | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
-        records every gateway shares."""
+        records every gateway shares; `documents` reads the documents people send."""
         if settings.webhook_url:
             secret = settings.webhook_secret
             if secret is None:
@@ -127,6 +134,7 @@ class TelegramAdapter:
         self._setting_up = asyncio.Lock()
         self._receiving = False
         self._replies = replies
+        self._documents = documents or DocumentReader()
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -297,6 +305,7 @@ class TelegramAdapter:
             text = text.replace(f"@{self.username}", "").strip()
         thread = message.message_thread_id if message.is_topic_message else None
         received = await self._images(message)
+        documents = await self._read_documents(message)
         inbound = Inbound(
             kind="command" if command else "message",
             command=command,
@@ -310,6 +319,7 @@ class TelegramAdapter:
             user_name=message.from_user.full_name,
             text=received.text_with_note(text),
             images=received.images,
+            documents=documents.documents,
             is_direct=message.chat.type == ChatType.PRIVATE,
             mentions_bot=command is not None or self._addressed(message),
             platform_message_id=str(message.message_id),
@@ -356,6 +366,29 @@ class TelegramAdapter:
             received.add(None)
             return received
         received.add(ImagePart(media_type="image/jpeg", data=data))
+        return received
+
+    async def _read_documents(self, message: Message) -> ReceivedDocuments:
+        received = self._documents.received()
+        document = message.document
+        if document is None:
+            return received
+
+        async def download() -> bytes | None:
+            try:
+                file = await document.get_file()
+                return bytes(await file.download_as_bytearray())
+            except TelegramError as exc:
+                log.warning("could not download a document: %s", exc)
+                return None
+
+        await received.add(
+            document.file_name or "document",
+            document.mime_type or "",
+            document.file_size,
+            download,
+            platform_limit=_MAX_DOWNLOAD_BYTES,
+        )
         return received
 
     def _on_poll_error(self, error: Exception) -> None:
