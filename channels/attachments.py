@@ -133,7 +133,8 @@ class DocumentReader:
 
 
 def _too_large(name: str, limit: int) -> str:
-    return f"{name} is too large for me to read (the limit is {limit / 2**20:g} MB)."
+    size = f"{limit / 2**20:.3g} MB" if limit >= 2**20 else f"{limit / 1024:.3g} KB"
+    return f"{name} is too large for me to read (the limit is {size})."
 
 
 def _refused(sentence: str) -> str:

@@ -306,7 +306,7 @@ def _decode(body: bytes, charset: str | None) -> str:
 
 def _fenced(url: str, text: str) -> str:
     """`text` as untrusted content between the runtime's tool-output fences."""
-    return fence_untrusted(text, source=f"Content fetched from {url}, on the web")
+    return fence_untrusted(text, source=f"Content fetched from {url}")
 
 
 async def _render(page: _Page, settings: WebFetchSettings) -> str:
