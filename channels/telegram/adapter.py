@@ -27,9 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from telegram import (
     BotCommand,
     CallbackQuery,
+    Document,
     InlineKeyboardMarkup,
     Message,
     MessageEntity,
+    PhotoSize,
     ReplyParameters,
     Update,
 )
@@ -70,6 +72,8 @@ _UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
 # The updates we answer: messages with text (commands too), a photo or a document.
 _WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL)
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
+# Images sent as files that the model APIs take; others are files like any other.
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # What the Bot API lets a bot download (getFile).
 _MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 _MAX_TYPING_SECONDS = 300.0
@@ -350,29 +354,35 @@ class TelegramAdapter:
         return bool(replied and replied.from_user and replied.from_user.id == self.bot_id)
 
     async def _images(self, message: Message) -> ReceivedImages:
+        """A photo, or an image sent as a file (uncompressed) in a format the model takes."""
         received = ReceivedImages()
-        if not message.photo:
+        document = message.document
+        if message.photo:
+            image: PhotoSize | Document = message.photo[-1]
+            media_type = "image/jpeg"
+        elif document is not None and document.mime_type in _IMAGE_TYPES:
+            image, media_type = document, document.mime_type
+        else:
             return received
-        largest = message.photo[-1]
-        if largest.file_size and largest.file_size > _MAX_IMAGE_BYTES:
-            log.info("not reading a %d-byte photo", largest.file_size)
+        if image.file_size and image.file_size > _MAX_IMAGE_BYTES:
+            log.info("not reading a %d-byte image", image.file_size)
             received.add(None)
             return received
         try:
-            file = await largest.get_file()
+            file = await image.get_file()
             data = bytes(await file.download_as_bytearray())
         except TelegramError as exc:
-            log.warning("could not download a photo: %s", exc)
+            log.warning("could not download an image: %s", exc)
             received.add(None)
             return received
-        received.add(ImagePart(media_type="image/jpeg", data=data))
+        received.add(ImagePart(media_type=media_type, data=data))
         return received
 
     async def _read_documents(self, message: Message) -> ReceivedDocuments:
         received = self._documents.received()
         document = message.document
-        if document is None:
-            return received
+        if document is None or document.mime_type in _IMAGE_TYPES:
+            return received  # none, or an image (`_images`)
 
         async def download() -> bytes | None:
             try:

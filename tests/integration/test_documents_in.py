@@ -164,3 +164,19 @@ async def test_discord_attachments_become_text_and_notes(
     assert '"x.pdf is damaged or not a PDF I can read."' in text
     assert '"I cannot read setup.exe: I read PDF' in text
     assert sorted(fake.downloads) == sorted(a["url"].split("/", 3)[3] for a in (notes, broken))
+
+
+async def test_a_telegram_image_sent_as_a_file_reaches_the_model_as_an_image(
+    fake_telegram: FakeTelegram, store: SqliteStore
+) -> None:
+    fake = fake_telegram
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    fake.add_file("doc-4", png, "documents/file_4.png")
+    provider = scripted("A screenshot.")
+    async with telegram_helpers.serving(fake, store, provider):
+        fake.document(DM, "doc-4", file_name="shot.png", mime_type="image/png", caption="this?")
+        await telegram_helpers.reply_containing(fake, DM, "A screenshot.")
+
+    message = last_user_message(provider)
+    assert message.text == "this?"
+    assert [(i.media_type, i.data) for i in message.images] == [("image/png", png)]
