@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from channels import terminal
+from channels.attachments import DocumentReader
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec
 from channels.discord.spec import SPEC as DISCORD
 from channels.slack.spec import SPEC as SLACK
@@ -22,6 +23,7 @@ from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
 from core.errors import ConfigError
 from core.profile import Profile
+from core.redact import Redactor
 from core.store.seen import SeenMarks
 from core.turns import StreamPolicy
 
@@ -107,12 +109,13 @@ class Platforms:
         replies: ReplyStreams,
         *,
         seen: SeenMarks | None = None,
+        redactor: Redactor | None = None,
     ) -> ChannelAdapter:
         """The adapter of one platform; `ConfigError` naming what is missing.
 
         Platform libraries are imported by the builders, so a process loads only those it
         serves. `seen` is where the adapter notes the newest message of each conversation, to
-        catch up from after downtime.
+        catch up from after downtime; `redactor` scrubs the documents people send.
         """
         spec = self.get(name)
         if spec.build is None:
@@ -125,7 +128,15 @@ class Platforms:
             options = spec.parse_options(table)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        setup = ChannelSetup(env=env, options=options, menu=tuple(menu), replies=replies, seen=seen)
+        documents = DocumentReader(profile.settings.documents if profile else None, redactor)
+        setup = ChannelSetup(
+            env=env,
+            options=options,
+            menu=tuple(menu),
+            replies=replies,
+            seen=seen,
+            documents=documents,
+        )
         return spec.build(setup)
 
     def configured_adapters(
@@ -136,10 +147,11 @@ class Platforms:
         replies: ReplyStreams,
         *,
         seen: SeenMarks | None = None,
+        redactor: Redactor | None = None,
     ) -> list[ChannelAdapter]:
         """An adapter for every platform the environment configures."""
         return [
-            self.adapter_for(spec.name, env, profile, menu, replies, seen=seen)
+            self.adapter_for(spec.name, env, profile, menu, replies, seen=seen, redactor=redactor)
             for spec in self.specs
             if spec.configured(env)
         ]

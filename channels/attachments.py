@@ -1,16 +1,31 @@
-"""Images that came with a message, and a note for the model about those that could not be read.
+"""Images and documents that came with a message, and notes for the model about those that
+could not be read.
 
 A photo whose download fails, or one too large to send, must not turn a message into silence:
-the turn still runs, and the model is told an image was there so it can say so.
+the turn still runs, and the model is told an image was there so it can say so. Documents
+become text (`core/documents.py`) fenced as untrusted; a file that is not read (another kind,
+too large, damaged, encrypted) becomes a note asking the model to tell the person why.
 """
 
 from __future__ import annotations
 
+import asyncio
+import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from core.documents import (
+    READABLE,
+    DocumentRefused,
+    DocumentSettings,
+    document_kind,
+    read_document,
+)
 from core.messages import ImagePart
+from core.redact import Redactor
+from core.safety import fence_untrusted
 
-__all__ = ["ReceivedImages"]
+__all__ = ["DocumentReader", "Download", "ReceivedDocuments", "ReceivedImages"]
 
 
 @dataclass
@@ -37,3 +52,121 @@ class ReceivedImages:
             "download failed); tell the person if it matters.]"
         )
         return f"{text}\n\n{note}" if text.strip() else note
+
+
+# Suffixes and media types of sound: voice notes and audio files are not read here.
+_AUDIO_SUFFIXES = (".mp3", ".m4a", ".ogg", ".oga", ".opus", ".wav", ".flac", ".aac", ".weba")
+# What a file name may bring into the note above the fence (it is outside it): no brackets
+# or fence marks, one line, short.
+_NAME_UNSAFE = re.compile(r"[\[\]<>`\x00-\x1f\x7f]+")
+_NAME_LENGTH = 80
+
+# Gets a file's bytes; None when the download failed (the adapter logs why).
+Download = Callable[[], Awaitable[bytes | None]]
+
+
+def _safe_name(name: str) -> str:
+    cleaned = " ".join(_NAME_UNSAFE.sub(" ", name).split()) or "file"
+    return cleaned if len(cleaned) <= _NAME_LENGTH else cleaned[: _NAME_LENGTH - 1] + "…"
+
+
+def _is_audio(name: str, media_type: str) -> bool:
+    return media_type.startswith("audio/") or name.lower().endswith(_AUDIO_SUFFIXES)
+
+
+class DocumentReader:
+    """Turns the files of a message into what the model reads: each document's text, scrubbed
+    of secrets and fenced as untrusted, or a note asking the model to tell the person, in one
+    sentence, why a file was not read. Shared by the adapters; built in `bots/`."""
+
+    def __init__(
+        self, settings: DocumentSettings | None = None, redactor: Redactor | None = None
+    ) -> None:
+        """`redactor` scrubs the text (by default: credentials by their shape only)."""
+        self.settings = settings or DocumentSettings()
+        self._redact = redactor or Redactor()
+
+    def received(self) -> ReceivedDocuments:
+        """A fresh collection for the files of one message."""
+        return ReceivedDocuments(self)
+
+    async def read(
+        self,
+        name: str,
+        media_type: str,
+        size: int | None,
+        download: Download,
+        *,
+        platform_limit: int | None = None,
+    ) -> str:
+        """The block for the model of one file of `size` bytes (None: not announced), read
+        when it is within the profile's limit and `platform_limit` (what the platform lets a
+        bot download)."""
+        name = _safe_name(name)
+        limit = min(self.settings.max_bytes, platform_limit or self.settings.max_bytes)
+        if _is_audio(name, media_type):
+            return _refused(f"I cannot listen to {name}: audio files are not supported yet.")
+        if document_kind(name, media_type) is None:
+            return _refused(f"I cannot read {name}: I read {READABLE}.")
+        if size is not None and size > limit:
+            return _refused(_too_large(name, limit))
+        data = await download()
+        if data is None:
+            return _refused(f"I could not download {name}; please try sending it again.")
+        if len(data) > limit:
+            return _refused(_too_large(name, limit))
+        try:
+            read = await asyncio.to_thread(
+                read_document, name, media_type, data, max_chars=self.settings.max_chars
+            )
+        except DocumentRefused as refused:
+            return _refused(str(refused))
+        block = fence_untrusted(
+            self._redact(read.text), source=f"The file {name}, which the person sent"
+        )
+        if read.left_out:
+            block += (
+                f"\n[Only the first {self.settings.max_chars:,} characters of {name} are "
+                f"included: {read.left_out}.]"
+            )
+        return block
+
+
+def _too_large(name: str, limit: int) -> str:
+    size = f"{limit / 2**20:.3g} MB" if limit >= 2**20 else f"{limit / 1024:.3g} KB"
+    return f"{name} is too large for me to read (the limit is {size})."
+
+
+def _refused(sentence: str) -> str:
+    return (
+        "[A file came with this message but was not read. Tell the person, in one sentence: "
+        f'"{sentence}"]'
+    )
+
+
+@dataclass
+class ReceivedDocuments:
+    """The files of one incoming message, as the model reads them (`Inbound.documents`)."""
+
+    reader: DocumentReader
+    documents: list[str] = field(default_factory=list)
+
+    async def add(
+        self,
+        name: str,
+        media_type: str,
+        size: int | None,
+        download: Download,
+        *,
+        platform_limit: int | None = None,
+    ) -> None:
+        """Read one file (downloaded only when it is a document within the limits)."""
+        most = self.reader.settings.max_per_message
+        if len(self.documents) >= most:
+            self.documents.append(
+                _refused(f"I read at most {most} files of a message; {_safe_name(name)} was not.")
+            )
+            return
+        self.documents.append(
+            await self.reader.read(name, media_type, size, download, platform_limit=platform_limit)
+        )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from channels.attachments import DocumentReader
 from core.addresses import AddressGrammar
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
@@ -89,6 +90,9 @@ class ChannelSetup:
     # Where each conversation's catch-up after downtime starts (the store's seen marks);
     # None: the adapter reads no history at start.
     seen: SeenMarks | None = None
+    # Reads the documents people send (the profile's `[documents]`, the bot's secrets
+    # scrubbed from their text).
+    documents: DocumentReader = field(default_factory=DocumentReader)
 
 
 def _no_leader(env: Mapping[str, str]) -> str | None:

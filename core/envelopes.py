@@ -102,6 +102,10 @@ class Inbound(BaseModel):
     user_name: str = ""
     text: str = ""
     images: list[ImagePart] = Field(default_factory=list)
+    # Documents that came with it, as the model reads them: each one's text fenced as untrusted
+    # (`channels/attachments.py`), or a note saying why a file was not read. Kept apart from
+    # `text`, whose length limit is for what the person wrote.
+    documents: list[str] = Field(default_factory=list)
     is_direct: bool = False
     mentions_bot: bool = False
     # The workspace or server (a group of chats on one platform) the chat belongs to, if any.
@@ -143,6 +147,11 @@ class Inbound(BaseModel):
             data["user_id"] = ""
             data.pop("deliver_to")
         return data
+
+    @property
+    def model_text(self) -> str:
+        """What the model reads of it: the text, then the documents that came with it."""
+        return "\n\n".join(part for part in (self.text, *self.documents) if part.strip())
 
     @property
     def session_key(self) -> str:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
+from core.documents import DocumentSettings
 from core.errors import ConfigError
 from core.mcp import McpSettings
 from core.policy import AllowList, PlatformAccess
@@ -105,6 +106,9 @@ class ProfileSettings(BaseModel):
     max_schedules_per_chat: int = Field(default=50, ge=0)
     # The HTTP hooks listener's targets and rate limit.
     hooks: HooksOptions = Field(default_factory=HooksOptions)
+    # Documents people send (PDF, DOCX, text, Markdown, CSV, JSON): `[documents] max_chars`
+    # of each one's text for the model, `max_bytes` downloaded at most, `max_per_message`.
+    documents: DocumentSettings = Field(default_factory=DocumentSettings)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:

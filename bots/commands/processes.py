@@ -133,8 +133,9 @@ async def _serve_platforms(settings: Settings) -> None:
     ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
+        redactor = settings.redactor()
         adapters = REGISTERED.configured_adapters(
-            settings.environ, profile, menu, replies, seen=parts.store
+            settings.environ, profile, menu, replies, seen=parts.store, redactor=redactor
         )
 
         def gateway_of(adapter: ChannelAdapter) -> Callable[[], Gateway]:
@@ -147,7 +148,13 @@ async def _serve_platforms(settings: Settings) -> None:
                     built.pop()
                     if built
                     else REGISTERED.adapter_for(
-                        adapter.platform, settings.environ, profile, menu, replies, seen=parts.store
+                        adapter.platform,
+                        settings.environ,
+                        profile,
+                        menu,
+                        replies,
+                        seen=parts.store,
+                        redactor=redactor,
                     )
                 )
                 return Gateway(
@@ -227,7 +234,13 @@ async def _gateway(settings: Settings, platform: str) -> None:
         replies = ReplyStreams(found.replies, IncrementalRender())
         menu = command_registry().menu()
         adapter = REGISTERED.adapter_for(
-            platform, settings.environ, profile, menu, replies, seen=found.store
+            platform,
+            settings.environ,
+            profile,
+            menu,
+            replies,
+            seen=found.store,
+            redactor=settings.redactor(),
         )
         runner = Gateway(
             adapter,

@@ -41,7 +41,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from channels.attachments import ReceivedImages
+from channels.attachments import DocumentReader, ReceivedImages
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.discord.buttons import custom_id, press_inbound, question_view
@@ -164,11 +164,13 @@ class DiscordAdapter:
         menu: Sequence[CommandInfo],
         replies: ReplyStreams,
         seen: SeenMarks | None = None,
+        documents: DocumentReader | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
         records every gateway shares; `seen` keeps where each conversation's catch-up starts
-        (None: no catch-up)."""
+        (None: no catch-up); `documents` reads the documents people send."""
         self.settings = settings
+        self._documents = documents or DocumentReader()
         self._menu = tuple(menu)
         # A bot token starts with the bot's user id in base64: known without a request.
         self.bot_key = _bot_id_from_token(settings.token.get_secret_value()) or "bot"
@@ -415,6 +417,7 @@ class DiscordAdapter:
             if thread is not None:
                 quote = None  # the thread starts at the message
         received = await self._images(message)
+        documents = await self._read_documents(message)
         inbound = Inbound(
             kind="message",
             address=self._address(chat, thread),
@@ -422,6 +425,7 @@ class DiscordAdapter:
             user_name=author.display_name,
             text=received.text_with_note(text),
             images=received.images,
+            documents=documents,
             is_direct=is_direct,
             mentions_bot=addressed,
             team=str(message.guild.id) if message.guild else None,
@@ -539,6 +543,24 @@ class DiscordAdapter:
                 continue
             received.add(ImagePart(media_type=media_type, data=data))
         return received
+
+    async def _read_documents(self, message: discord.Message) -> list[str]:
+        """The attachments that are not images, as the model reads them."""
+        received = self._documents.received()
+        for attachment in message.attachments:
+            media_type = (attachment.content_type or "").split(";")[0].strip().lower()
+            if media_type in _IMAGE_TYPES:
+                continue
+
+            async def download(attachment: discord.Attachment = attachment) -> bytes | None:
+                try:
+                    return await attachment.read()
+                except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
+                    log.warning("could not download an attachment: %s", exc)
+                    return None
+
+            await received.add(attachment.filename, media_type, attachment.size, download)
+        return received.documents
 
     async def _open_thread(self, message: discord.Message, text: str) -> int | None:
         """A thread started on `message` for the answer; None if Discord would not."""

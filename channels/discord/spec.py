@@ -49,7 +49,13 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         catch_up_hours=options.catch_up_hours,
         catch_up_messages=options.catch_up_messages,
     )
-    return DiscordAdapter(settings, menu=setup.menu, replies=setup.replies, seen=setup.seen)
+    return DiscordAdapter(
+        settings,
+        menu=setup.menu,
+        replies=setup.replies,
+        seen=setup.seen,
+        documents=setup.documents,
+    )
 
 
 def _leader_role(env: Mapping[str, str]) -> str | None:

@@ -26,7 +26,7 @@ import logging
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,7 +47,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from channels.attachments import ReceivedImages
+from channels.attachments import DocumentReader, ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
@@ -134,16 +134,18 @@ class SlackAdapter:
         menu: Sequence[CommandInfo],
         replies: ReplyStreams,
         seen: SeenMarks | None = None,
+        documents: DocumentReader | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
         records every gateway shares; `seen` keeps where each conversation's catch-up starts
-        (None: no catch-up)."""
+        (None: no catch-up); `documents` reads the documents people send."""
         if settings.app_token is None and settings.signing_secret is None:
             raise ConfigError(
                 "Slack needs SLACK_SIGNING_SECRET (Events API over HTTP) or SLACK_APP_TOKEN "
                 "(Socket Mode)"
             )
         self.settings = settings
+        self._documents = documents or DocumentReader()
         # Commands arrive as message text (`@bot /new`): any name or alias on the menu.
         self._words = frozenset(w for info in menu for w in (info.name, *info.aliases))
         api_url = settings.api_url if settings.api_url.endswith("/") else f"{settings.api_url}/"
@@ -441,8 +443,13 @@ class SlackAdapter:
     ) -> None:
         if files:
             received = await self._images(files)
+            documents = await self._read_documents(files)
             inbound = inbound.model_copy(
-                update={"images": received.images, "text": received.text_with_note(inbound.text)}
+                update={
+                    "images": received.images,
+                    "text": received.text_with_note(inbound.text),
+                    "documents": documents,
+                }
             )
         if before is not None:  # keep a chat's messages in the order Slack sent them
             await asyncio.wait({before})
@@ -665,16 +672,41 @@ class SlackAdapter:
                 log.warning("not downloading a file from %s", urlparse(url).hostname)
                 received.add(None)
                 continue
-            data = await self._download(url)
+            data = await self._download(url, _MAX_IMAGE_BYTES, _an_image)
             received.add(None if data is None else ImagePart(media_type=mimetype, data=data))
         return received
+
+    async def _read_documents(self, files: list[dict[str, Any]]) -> list[str]:
+        """The files that are not images, as the model reads them."""
+        received = self._documents.received()
+        limit = self._documents.settings.max_bytes
+        for file in files:
+            mimetype = str(file.get("mimetype") or "")
+            if mimetype in _IMAGE_TYPES:
+                continue
+            url = str(file.get("url_private_download") or file.get("url_private") or "")
+
+            async def download(url: str = url) -> bytes | None:
+                if not url or not self._trusted(url):
+                    log.warning("not downloading a file from %s", urlparse(url).hostname)
+                    return None
+                return await self._download(url, limit, _not_a_sign_in_page)
+
+            name = str(file.get("name") or file.get("title") or "file")
+            size = file.get("size")
+            await received.add(name, mimetype, size if isinstance(size, int) else None, download)
+        return received.documents
 
     def _trusted(self, url: str) -> bool:
         """Whether `url` is Slack's (or the configured API's): the bot token goes with it."""
         host = urlparse(url).hostname or ""
         return host == self._api_host or host == "slack.com" or host.endswith(".slack.com")
 
-    async def _download(self, url: str) -> bytes | None:
+    async def _download(
+        self, url: str, limit: int, expected: Callable[[str], bool]
+    ) -> bytes | None:
+        """The file at `url`, at most `limit` bytes, of a content type `expected` accepts;
+        None (logged) otherwise."""
         headers = {"Authorization": f"Bearer {self.settings.bot_token.get_secret_value()}"}
         timeout = aiohttp.ClientTimeout(total=30)
         try:
@@ -682,10 +714,10 @@ class SlackAdapter:
                 aiohttp.ClientSession(timeout=timeout) as session,
                 session.get(url, headers=headers) as response,
             ):
-                if response.status != 200 or not response.content_type.startswith("image/"):
+                if response.status != 200 or not expected(response.content_type):
                     # Slack answers with its sign-in page when the token may not read files.
                     log.warning(
-                        "could not download an image (HTTP %s, %s); does the app have the "
+                        "could not download a file (HTTP %s, %s); does the app have the "
                         "files:read scope?",
                         response.status,
                         response.content_type,
@@ -694,13 +726,13 @@ class SlackAdapter:
                 data = bytearray()
                 async for piece in response.content.iter_chunked(64 * 1024):
                     data.extend(piece)
-                    if len(data) > _MAX_IMAGE_BYTES:
+                    if len(data) > limit:
                         break
         except (aiohttp.ClientError, TimeoutError) as exc:
-            log.warning("could not download an image: %s", exc)
+            log.warning("could not download a file: %s", exc)
             return None
-        if len(data) > _MAX_IMAGE_BYTES:
-            log.info("ignoring an image over %d bytes", _MAX_IMAGE_BYTES)
+        if len(data) > limit:
+            log.info("ignoring a file over %d bytes", limit)
             return None
         return bytes(data)
 
@@ -945,3 +977,12 @@ def _remember(seen: OrderedDict[Any, None], key: Any) -> bool:
     if len(seen) > _REMEMBERED:
         seen.popitem(last=False)
     return False
+
+
+def _an_image(content_type: str) -> bool:
+    return content_type.startswith("image/")
+
+
+def _not_a_sign_in_page(content_type: str) -> bool:
+    # A document may come as any type, but never as Slack's HTML sign-in page.
+    return content_type != "text/html"

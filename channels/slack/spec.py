@@ -47,7 +47,13 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         catch_up_hours=options.catch_up_hours,
         catch_up_messages=options.catch_up_messages,
     )
-    return SlackAdapter(settings, menu=setup.menu, replies=setup.replies, seen=setup.seen)
+    return SlackAdapter(
+        settings,
+        menu=setup.menu,
+        replies=setup.replies,
+        seen=setup.seen,
+        documents=setup.documents,
+    )
 
 
 SPEC = ChannelSpec(

@@ -27,9 +27,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from telegram import (
     BotCommand,
     CallbackQuery,
+    Document,
     InlineKeyboardMarkup,
     Message,
     MessageEntity,
+    PhotoSize,
     ReplyParameters,
     Update,
 )
@@ -44,7 +46,7 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, filters
 
-from channels.attachments import ReceivedImages
+from channels.attachments import DocumentReader, ReceivedDocuments, ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import LATE_AFTER, CatchUp, LateMessages, with_late_note
@@ -67,9 +69,13 @@ _T = TypeVar("_T")
 _SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
 # The updates we ask for: messages, and presses of confirmation buttons.
 _UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
-# The updates we answer: messages with text (commands too) or a photo.
-_WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO)
+# The updates we answer: messages with text (commands too), a photo or a document.
+_WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL)
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
+# Images sent as files that the model APIs take; others are files like any other.
+_IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+# What the Bot API lets a bot download (getFile).
+_MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 _MAX_TYPING_SECONDS = 300.0
 
 
@@ -102,10 +108,15 @@ class TelegramAdapter:
     """One Telegram bot, seen as a `ChannelAdapter`."""
 
     def __init__(
-        self, settings: TelegramSettings, *, menu: Sequence[CommandInfo], replies: ReplyStreams
+        self,
+        settings: TelegramSettings,
+        *,
+        menu: Sequence[CommandInfo],
+        replies: ReplyStreams,
+        documents: DocumentReader | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
-        records every gateway shares."""
+        records every gateway shares; `documents` reads the documents people send."""
         if settings.webhook_url:
             secret = settings.webhook_secret
             if secret is None:
@@ -127,6 +138,7 @@ class TelegramAdapter:
         self._setting_up = asyncio.Lock()
         self._receiving = False
         self._replies = replies
+        self._documents = documents or DocumentReader()
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -297,6 +309,7 @@ class TelegramAdapter:
             text = text.replace(f"@{self.username}", "").strip()
         thread = message.message_thread_id if message.is_topic_message else None
         received = await self._images(message)
+        documents = await self._read_documents(message)
         inbound = Inbound(
             kind="command" if command else "message",
             command=command,
@@ -310,6 +323,7 @@ class TelegramAdapter:
             user_name=message.from_user.full_name,
             text=received.text_with_note(text),
             images=received.images,
+            documents=documents.documents,
             is_direct=message.chat.type == ChatType.PRIVATE,
             mentions_bot=command is not None or self._addressed(message),
             platform_message_id=str(message.message_id),
@@ -340,22 +354,51 @@ class TelegramAdapter:
         return bool(replied and replied.from_user and replied.from_user.id == self.bot_id)
 
     async def _images(self, message: Message) -> ReceivedImages:
+        """A photo, or an image sent as a file (uncompressed) in a format the model takes."""
         received = ReceivedImages()
-        if not message.photo:
+        document = message.document
+        if message.photo:
+            image: PhotoSize | Document = message.photo[-1]
+            media_type = "image/jpeg"
+        elif document is not None and document.mime_type in _IMAGE_TYPES:
+            image, media_type = document, document.mime_type
+        else:
             return received
-        largest = message.photo[-1]
-        if largest.file_size and largest.file_size > _MAX_IMAGE_BYTES:
-            log.info("not reading a %d-byte photo", largest.file_size)
+        if image.file_size and image.file_size > _MAX_IMAGE_BYTES:
+            log.info("not reading a %d-byte image", image.file_size)
             received.add(None)
             return received
         try:
-            file = await largest.get_file()
+            file = await image.get_file()
             data = bytes(await file.download_as_bytearray())
         except TelegramError as exc:
-            log.warning("could not download a photo: %s", exc)
+            log.warning("could not download an image: %s", exc)
             received.add(None)
             return received
-        received.add(ImagePart(media_type="image/jpeg", data=data))
+        received.add(ImagePart(media_type=media_type, data=data))
+        return received
+
+    async def _read_documents(self, message: Message) -> ReceivedDocuments:
+        received = self._documents.received()
+        document = message.document
+        if document is None or document.mime_type in _IMAGE_TYPES:
+            return received  # none, or an image (`_images`)
+
+        async def download() -> bytes | None:
+            try:
+                file = await document.get_file()
+                return bytes(await file.download_as_bytearray())
+            except TelegramError as exc:
+                log.warning("could not download a document: %s", exc)
+                return None
+
+        await received.add(
+            document.file_name or "document",
+            document.mime_type or "",
+            document.file_size,
+            download,
+            platform_limit=_MAX_DOWNLOAD_BYTES,
+        )
         return received
 
     def _on_poll_error(self, error: Exception) -> None:

@@ -51,7 +51,9 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         catch_up_hours=options.catch_up_hours,
         catch_up_messages=options.catch_up_messages,
     )
-    return TelegramAdapter(settings, menu=setup.menu, replies=setup.replies)
+    return TelegramAdapter(
+        settings, menu=setup.menu, replies=setup.replies, documents=setup.documents
+    )
 
 
 def _leader_role(env: Mapping[str, str]) -> str | None:

@@ -23,8 +23,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from core.errors import ToolError
+from core.safety import fence_untrusted
 from core.tools.base import SafetyTier, Tool, ToolContext
-from core.tools.web_fetch import fenced_untrusted
 
 __all__ = [
     "BRAVE_BASE_URL",
@@ -89,10 +89,10 @@ def format_results(query: str, results: list[SearchResult], settings: WebSearchS
         body = "\n".join(lines)
     else:
         body = "(no results)"
-    return fenced_untrusted(
-        f"Web search results for {query!r} from {settings.api_name}; read a result's page "
-        "with web_fetch",
+    return fence_untrusted(
         body,
+        source=f"Web search results for {query!r} from {settings.api_name}; read a result's "
+        "page with web_fetch",
     )
 
 

@@ -225,7 +225,7 @@ class InboundHandler:
         Returns the run key of the turn's checkpoint when it is for the caller to finish (the
         turn came to its end, or the rate limits stopped it), else None.
         """
-        if not inbound.text.strip() and not inbound.images:
+        if not inbound.text.strip() and not inbound.images and not inbound.documents:
             return None
         limit = self.policy.max_input_chars
         if len(inbound.text) > limit:

@@ -138,7 +138,7 @@ class TurnRunner:
         `AgentRuntime.run`. With `typing` (and `shown`), the typing indicator is sent as the
         runtime starts its steps (with their first writes, one round trip on Redis).
         """
-        message = Message.user(inbound.text, inbound.images, source=inbound.dedupe_key)
+        message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
         policy = self.outbox.policy(inbound.address.platform) if shown else None
 
         async def piece(text: str, seq: int) -> None:

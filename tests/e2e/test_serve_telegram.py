@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.redact import REDACTED
+from tests.documents import pdf_bytes
 from tests.e2e.processes import open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import FakeTelegram
@@ -96,6 +97,34 @@ async def test_serve_answers_telegram_by_long_polling(
     assert "HTTP Request: POST" in log  # httpx's request lines, with the URLs, were logged
     assert REDACTED in log
     assert fake.token not in log
+
+
+async def test_serve_reads_a_telegram_pdf_to_the_model_scrubbed(
+    fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
+) -> None:
+    fake = fake_telegram
+    # A secret by its shape only: the answer's scrubber (configured values) would let it
+    # through, so seeing it redacted shows the document itself was scrubbed.
+    fake.add_file(
+        "pdf-1",
+        pdf_bytes(["The secret word is marmalade.", "password=PlumTreeBlossom"]),
+        "documents/file_1.pdf",
+    )
+    fake.add_file("zip-1", b"PK\x03\x04", "documents/file_2.zip")
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
+        fake.document(DM, "pdf-1", file_name="words.pdf", mime_type="application/pdf")
+        answer = await reply_containing(fake, DM, "The secret word is marmalade.")
+        assert "[The file words.pdf, which the person sent." in answer.text
+        assert f"password={REDACTED}" in answer.text
+        assert "PlumTreeBlossom" not in answer.text
+
+        fake.document(DM, "zip-1", file_name="photos.zip", mime_type="application/zip")
+        await reply_containing(fake, DM, "I cannot read photos.zip")
+        assert fake.downloads == ["documents/file_1.pdf"]
+
+        assert await served.terminate(STOP_PATIENCE) == 0
+    assert "Traceback" not in served.log, served.log
 
 
 async def test_serve_answers_telegram_through_a_webhook(

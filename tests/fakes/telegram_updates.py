@@ -139,6 +139,34 @@ class UpdateBuilders(ABC):
             message["caption"] = caption
         return self._push_kind("message", message)
 
+    def document(
+        self,
+        chat_id: int,
+        file_id: str,
+        *,
+        file_name: str,
+        mime_type: str,
+        caption: str = "",
+        file_size: int | None = None,
+        user_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Push a document message (a file sent as a file, not as a photo); its size is the
+        added file's (see `add_file`) unless `file_size` says otherwise."""
+        if file_size is None:
+            file_size = len(self._files[file_id][1]) if file_id in self._files else 50_000
+        document = {
+            "file_id": file_id,
+            "file_unique_id": f"u-{file_id}",
+            "file_name": file_name,
+            "mime_type": mime_type,
+            "file_size": file_size,
+        }
+        chat, user = self._chat_and_user(chat_id, user_id)
+        message = self._message(chat, user, None, document=document)
+        if caption:
+            message["caption"] = caption
+        return self._push_kind("message", message)
+
     def edited_text(
         self, chat_id: int, message_id: int, text: str, *, user_id: int | None = None
     ) -> dict[str, Any]:

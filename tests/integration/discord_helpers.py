@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from channels.attachments import DocumentReader
 from channels.discord.adapter import DiscordAdapter, DiscordSettings
 from channels.gateway import Gateway
 from core.bus.memory import MemoryBus
@@ -56,6 +57,7 @@ async def serving(
     policy: ChannelPolicy | None = None,
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
+    documents: DocumentReader | None = None,
     catch_up: bool = False,
     tools: Sequence[Tool[Any]] = (),
     confirm_timeout: float | None = None,
@@ -77,6 +79,7 @@ async def serving(
         menu=(commands or COMMANDS).menu(),
         replies=local_replies(),
         seen=store if catch_up else None,
+        documents=documents,
     )
     sessions = fake.ready_count
     async with running_bot(

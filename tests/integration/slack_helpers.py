@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import SecretStr
 
+from channels.attachments import DocumentReader
 from channels.gateway import Gateway
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from core.commands import CommandRegistry
@@ -77,6 +78,7 @@ async def serving(
     policy: ChannelPolicy | None = None,
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
+    documents: DocumentReader | None = None,
     catch_up: bool = False,
     tools: Sequence[Tool[Any]] = (),
     confirm_timeout: float | None = None,
@@ -104,6 +106,7 @@ async def serving(
         menu=(commands or COMMANDS).menu(),
         replies=local_replies(),
         seen=store if catch_up else None,
+        documents=documents,
     )
 
     async def ready() -> None:

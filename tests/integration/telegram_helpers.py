@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from channels.attachments import DocumentReader
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.memory import MemoryBus
@@ -59,6 +60,7 @@ async def serving(
     policy: ChannelPolicy | None = None,
     commands: CommandRegistry | None = None,
     stream_interval: float = 0.05,
+    documents: DocumentReader | None = None,
     **options: Any,
 ) -> AsyncIterator[Serving]:
     """Run a worker and a Telegram gateway until the block ends; `options` go to the settings.
@@ -71,6 +73,7 @@ async def serving(
         TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, **settings),
         menu=(commands or COMMANDS).menu(),
         replies=local_replies(),
+        documents=documents,
     )
 
     def ready() -> Awaitable[Any]:

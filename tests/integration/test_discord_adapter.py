@@ -277,7 +277,7 @@ async def test_a_rate_limited_reply_waits_and_arrives_once(
     assert refused.body["content"] == delivered.body["content"] == "worth the wait"
 
 
-async def test_an_image_reaches_the_model_and_other_files_do_not(
+async def test_an_image_reaches_the_model_as_an_image_and_other_files_as_text_or_notes(
     fake_discord: FakeDiscord, store: SqlStore
 ) -> None:
     fake = fake_discord
@@ -291,10 +291,11 @@ async def test_an_image_reaches_the_model_and_other_files_do_not(
         await reply_containing(fake, CHANNEL, "A chart.")
 
     message = last_user_message(provider)
-    assert message.text == "what is this?"
+    assert message.text.startswith("what is this?\n\n[The file notes.txt, which the person sent.")
+    assert '"I cannot read logo.svg: I read PDF' in message.text
     [received] = message.images
     assert (received.media_type, received.data) == ("image/png", png)
-    assert fake.downloads == [image["url"].split("/", 3)[3]]
+    assert sorted(fake.downloads) == sorted(a["url"].split("/", 3)[3] for a in (image, notes))
 
 
 async def test_typing_is_renewed_while_a_turn_runs(

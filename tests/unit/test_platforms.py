@@ -16,15 +16,17 @@ from rich.console import Console
 from bots.platforms import PLATFORMS, REGISTERED, Platforms, command_registry
 from bots.profiles import load_profile
 from bots.settings import load_settings
-from channels.base import ChannelSpec
+from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec
 from channels.discord.adapter import DiscordAdapter
 from channels.streaming import IncrementalRender, ReplyStreams
 from channels.terminal import TerminalAdapter
 from core.addresses import AddressGrammar
 from core.commands import CommandInfo
+from core.documents import DocumentSettings
 from core.envelopes import Address
 from core.errors import ConfigError
-from core.redact import REDACTED
+from core.profile import Profile, ProfileSettings
+from core.redact import REDACTED, Redactor
 from core.store.replies import MemoryReplyRecords
 
 MENU = command_registry().menu()
@@ -213,3 +215,33 @@ async def test_the_terminal_help_lists_the_menu() -> None:
     assert "/new (start a fresh conversation)" in text
     assert "/ping (check the bot answers)" in text
     assert "/quit leaves" in text
+
+
+async def test_adapters_read_documents_with_the_profile_budget_and_the_bot_secrets() -> None:
+    built: list[ChannelSetup] = []
+
+    def build(setup: ChannelSetup) -> ChannelAdapter:
+        built.append(setup)
+        return TerminalAdapter(chat="local", interactive=False, menu=MENU, stdin=io.StringIO())
+
+    spec = ChannelSpec(
+        name="pager",
+        prompt_hint="",
+        default_mode="no-tools",
+        address=AddressGrammar(platform="pager", usage="pager:<n>", chat=r"\d+"),
+        build=build,
+        env=("PAGER_TOKEN",),
+    )
+    profile = Profile(name="p", settings=ProfileSettings(documents=DocumentSettings(max_chars=500)))
+    secret = "configured-value-Hq4Zt8Lw2Xv6"
+    Platforms((spec,)).adapter_for(
+        "pager", {"PAGER_TOKEN": "t"}, profile, MENU, REPLIES, redactor=Redactor([secret])
+    )
+    [setup] = built
+    assert setup.documents.settings.max_chars == 500
+
+    async def download() -> bytes:
+        return f"the value is {secret}".encode()
+
+    block = await setup.documents.read("a.txt", "text/plain", None, download)
+    assert f"the value is {REDACTED}" in block and secret not in block
