@@ -83,6 +83,7 @@ async def _both(chats: int) -> list[dict[str, Any]]:
                     )
                 finally:
                     redis.stop()
+                console.print(f"  {row}")
                 rows.append(row)
         finally:
             postgres.stop()
@@ -100,7 +101,7 @@ async def _row(
     from tests.e2e.records import run_acceptance
     from tests.fakes import FakeOpenAI, FakeTelegram
 
-    workdir = Path(folder) / kind
+    workdir = Path(folder) / f"{kind}-deployment"
     workdir.mkdir()
     async with FakeTelegram() as fake, FakeOpenAI(api_key=_API_KEY) as model:
         try:

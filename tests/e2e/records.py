@@ -8,8 +8,8 @@ are on the profile's allowlist, the first few are strangers who get a code the o
 approves with `switchboard pairing approve`. Each chat sends its messages one after the other,
 the next once the last is answered. Then Redis is emptied (`FLUSHALL` on every node) and
 restarted on its port under the running processes: `switchboard pairing list` and `switchboard
-cost --by day` print what they printed before, and each chat's next message is answered with
-its whole history.
+cost --by day` print what they printed before, each chat's next message is answered with its
+whole history, and `switchboard events`, subscribed all along, shows those turns.
 
 The model is the OpenAI fake: it answers "re <the message> after <n>", n being the user
 messages it was shown before it (the conversation's history), and records what it saw.
@@ -18,6 +18,7 @@ messages it was shown before it (the conversation's history), and records what i
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,7 +29,7 @@ from typing import Any
 from redis.asyncio.cluster import RedisCluster
 
 from core.redis_client import connect_redis
-from tests.e2e.processes import REPO, Deployment, Finished, clean_env, run_once
+from tests.e2e.processes import REPO, Deployment, Finished, Launched, clean_env, run_once, until
 from tests.fakes import FakeOpenAI, FakeTelegram, Reply, Text
 
 __all__ = ["Operator", "Outcome", "run_acceptance"]
@@ -40,6 +41,7 @@ MESSAGES = 4
 STRANGERS = 2
 _PAIRING_CODE = re.compile(r"\b([A-HJ-NP-Z2-9]{8})\b")
 _ASKED = re.compile(r"^c(\d+) m(\d+)$")
+COMPLETE = "agent.run.complete"
 
 # What the operator runs at the end (on the restarted Redis); what it delivered to which chat.
 AfterRestart = Callable[["Operator", Deployment], Awaitable[dict[int, list[str]]]]
@@ -162,6 +164,39 @@ async def flush_everything(url: str) -> None:
         await client.aclose()
 
 
+def _lines(printer: Launched) -> list[str]:
+    """The whole lines `printer` wrote so far (not one it is still writing)."""
+    return [line for line in printer.output.splitlines(keepends=True) if line.endswith("\n")]
+
+
+def printed_events(printer: Launched, after: int = 0) -> list[tuple[str, str]]:
+    """(name, session key) of each event `switchboard events --json` printed, from line
+    `after` on."""
+    found = []
+    for line in _lines(printer)[after:]:
+        if line.strip():
+            event = json.loads(line)
+            found.append((event["name"], event.get("session_key") or ""))
+    return found
+
+
+async def until_printing(operator: Operator, printer: Launched, within: float) -> int:
+    """Once `switchboard events` is subscribed (it prints the event `switchboard health`
+    publishes), the number of lines it printed."""
+
+    async def printed_a_health_check() -> bool:
+        mark = len(_lines(printer))
+        await operator.run("health")
+        return ("health.check", "") in printed_events(printer, mark)
+
+    await until(printed_a_health_check, within, "switchboard events printing", printer.describe)
+    return len(_lines(printer))
+
+
+def session_key(fake: FakeTelegram, chat: int) -> str:
+    return f"telegram:{fake.token.partition(':')[0]}:{chat}"
+
+
 def total_calls(table: str) -> int:
     """The calls of the `total` row of `switchboard cost --by day`."""
     rows = [line for line in table.splitlines() if "total" in line]
@@ -202,11 +237,13 @@ async def run_acceptance(
     loop = asyncio.get_running_loop()
 
     async with Deployment(env, workdir) as deployment:
+        # The operator watches the lifecycle events, across the restart too.
+        printer = await deployment.start("events", "--json")
         await deployment.start("gateway", "telegram")
         workers = [await deployment.start("worker") for _ in range(2)]
-        await deployment.ready(fake.wait_idle_poll(timeout=30), timeout=40)
+        await deployment.ready(fake.wait_idle_poll(timeout=within), timeout=within + 5)
         for worker in workers:
-            await worker.until_logged(r"worker (worker-\w+) taking work", 30)
+            await worker.until_logged(r"worker (worker-\w+) taking work", within)
 
         for stranger in strangers:
             await deployment.ready(pair(fake, operator, stranger, within), timeout=within)
@@ -230,6 +267,7 @@ async def run_acceptance(
         await asyncio.to_thread(restart)
         assert (await operator.run("pairing", "list", "telegram")).stdout == approvals.stdout
         assert (await operator.run("cost", "--by", "day")).stdout == costs.stdout
+        mark = await until_printing(operator, printer, within)
 
         started = loop.time()
         nexts = asyncio.gather(
@@ -239,6 +277,13 @@ async def run_acceptance(
         after_restart_seconds = loop.time() - started
         for chat in numbers:
             assert model.asked[chat] == expected_history(chat, MESSAGES + 1), chat
+        completed = {session_key(fake, chat) for chat in numbers}
+
+        async def every_turn_shown() -> bool:
+            shown = {key for name, key in printed_events(printer, mark) if name == COMPLETE}
+            return completed <= shown
+
+        await until(every_turn_shown, within, "the events of the turns", printer.describe)
         # The turns since are counted on top.
         later = await operator.run("cost", "--by", "day")
         assert total_calls(later.stdout) == chats * (MESSAGES + 1), later
