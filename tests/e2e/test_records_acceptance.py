@@ -1,7 +1,7 @@
 """Records in PostgreSQL, Redis for coordination only: a distributed deployment answers many
 chats, Redis is emptied and restarted under it, and nothing of record is lost (the scenario is
 `tests/e2e/records.py`). On one redis-server and on a 3-node Redis Cluster, where `switchboard
-notify` and `switchboard health` work too.
+notify`, `switchboard health` and `switchboard status` work too.
 
 The load here is 12 chats x 5 messages (a busy two-core machine runs this tier); `python -m
 bench records` runs the acceptance's 50 chats x 4 messages (and the fifth after the restart)
@@ -10,6 +10,7 @@ and prints its figures.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,15 @@ async def test_a_redis_cluster_emptied_and_restarted_loses_no_record(
         health = await operator.run("health")
         assert health.stdout.startswith("ok: store and bus answer ("), health
         assert health.stdout.count("\n") == 1 and not health.stderr, health
+
+        # The processes beat again on the emptied cluster; the queues are read on it.
+        async def both_workers_listed() -> bool:
+            shown = json.loads((await operator.run("status", "--json")).stdout)
+            roles = [process["role"] for process in shown["processes"]]
+            assert shown["queues"] and all(q["dead"] == 0 for q in shown["queues"].values())
+            return roles.count("worker") == 2
+
+        await until(both_workers_listed, ANSWER_WITHIN, "status listing both workers")
         return {chat: [notice]}
 
     outcome = await run_acceptance(
