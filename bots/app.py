@@ -212,6 +212,9 @@ async def backends(
             )
             return
         # Imported here: redis-py is only loaded by processes that use it.
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialWithJitterBackoff
+
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
         from core.redis_client import BatchingRedis, connect_redis
@@ -226,7 +229,13 @@ async def backends(
             # form: one server, a Sentinel's master, a cluster).
             records_store = await _open_sql_store(settings)
             stack.push_async_callback(records_store.close)
-            shared = connect_redis(url, batching=True, decode_responses=False)
+            # A dropped connection is tried again briefly, as the Redis store's client does.
+            shared = connect_redis(
+                url,
+                batching=True,
+                decode_responses=False,
+                retry=Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3),
+            )
             stack.push_async_callback(shared.aclose)
         else:
             redis_store = await RedisStore.open(url, keys=keys)
