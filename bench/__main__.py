@@ -15,7 +15,7 @@ from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
 # Run only when named: not workloads of `all`.
-EXTRAS = ("faults", "startup")
+EXTRAS = ("faults", "startup", "records")
 
 
 def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], dict[str, Any]]:
@@ -35,6 +35,10 @@ def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], di
         from bench.distributed import w3
 
         return lambda: w3(turns=300 if quick else 2000, paced=100 if quick else 300)
+    if name == "records":
+        from bench.records import records
+
+        return lambda: records(chats=chats or (10 if quick else 50))
     if name == "faults":
         from bench.faults import faults
 
@@ -48,7 +52,9 @@ def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], di
 @click.argument("workloads", nargs=-1, type=click.Choice([*WORKLOADS, *EXTRAS, "all"]))
 @click.option("--quick", is_flag=True, help="Smaller runs, for trying the harness out.")
 @click.option(
-    "--chats", type=click.IntRange(1, 500), help="faults: chats sending 4 messages (default 50)."
+    "--chats",
+    type=click.IntRange(1, 500),
+    help="faults, records: chats sending 4 messages (default 50).",
 )
 @click.option(
     "--results",
@@ -67,6 +73,8 @@ def main(workloads: tuple[str, ...], quick: bool, chats: int | None, results: Pa
     w4  soak: 10,000 messages through the worker path (embedded and Redis), memory sampled
     faults  the fault matrix (not part of `all`): each fault under 50 chats x 4 messages
     startup  `switchboard --help` and `switchboard chat` start-up times (only when named)
+    records  50 chats x 4 messages on PostgreSQL + Redis, Redis emptied and restarted, one
+             more message each: on one server and on a cluster (only when named)
 
     Each prints a table and writes JSON to bench/results/. The fake LLM, Redis and the
     workers run on 127.0.0.1 in processes of their own; see docs/performance.md.

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from bots.limits import budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from redis.asyncio import Redis
 
     from core.mcp.servers import McpServers
+    from core.redis_client import AnyRedis
     from core.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,7 @@ class Backends:
     metrics: Metrics = field(default_factory=Metrics)
     # The batching Redis client the store, the mailboxes and the bus share (None without
     # Redis); the rate limits' counters go through it too.
-    redis: Redis | None = None
+    redis: AnyRedis | None = None
 
 
 @dataclass
@@ -211,20 +212,35 @@ async def backends(
             )
             return
         # Imported here: redis-py is only loaded by processes that use it.
+        from redis.asyncio.retry import Retry
+        from redis.backoff import ExponentialWithJitterBackoff
+
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
-        from core.redis_client import BatchingRedis
+        from core.redis_client import BatchingRedis, connect_redis
         from core.store._redis_replies import RedisReplyRecords
         from core.store.redis import RedisStore
 
         url, keys = settings.redis_url, settings.redis_keys
-        redis_store = await RedisStore.open(url, keys=keys)
-        stack.push_async_callback(redis_store.close)
-        # With DATABASE_URL the records are in that database, and Redis only coordinates.
-        records_store: Store = redis_store
+        records_store: Store
+        shared: AnyRedis
         if settings.database_url:
+            # The records are in that database, and Redis only coordinates (any REDIS_URL
+            # form: one server, a Sentinel's master, a cluster).
             records_store = await _open_sql_store(settings)
             stack.push_async_callback(records_store.close)
+            # A dropped connection is tried again briefly, as the Redis store's client does.
+            shared = connect_redis(
+                url,
+                batching=True,
+                decode_responses=False,
+                retry=Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3),
+            )
+            stack.push_async_callback(shared.aclose)
+        else:
+            redis_store = await RedisStore.open(url, keys=keys)
+            stack.push_async_callback(redis_store.close)
+            records_store, shared = redis_store, redis_store.client
         if local_bus:
             memory = MemoryBus()
             stack.push_async_callback(memory.close)
@@ -240,8 +256,7 @@ async def backends(
             return
         # One batching client for the store, the mailboxes and the bus's non-blocking
         # commands: what a process's turns issue at the same time leaves in one round trip
-        # (core/redis_client.py). The store closes it, last.
-        shared = redis_store.client
+        # (core/redis_client.py). It closes last.
         batched = shared if isinstance(shared, BatchingRedis) else None
         redis_bus = await RedisBus.connect(
             url, lease_seconds=BUS_LEASE_SECONDS, keys=keys, batched=batched
@@ -249,7 +264,12 @@ async def backends(
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
         readiness = _readiness(records_store)
-        replies = RedisReplyRecords.from_url(url, keys=keys, readiness=readiness)
+        # Each of their commands and scripts touches one key: any REDIS_URL form will do.
+        replies = RedisReplyRecords(
+            cast("Redis", connect_redis(url, decode_responses=False)),
+            keys=keys,
+            readiness=readiness,
+        )
         stack.push_async_callback(replies.aclose)
         readiness.add_check("bus", redis_bus.ping)
         yield Backends(records_store, redis_bus, mailboxes, replies, True, readiness, redis=shared)

@@ -24,14 +24,17 @@ client for its blocking reads and subscriptions.
 `connect_redis` reads `REDIS_URL` in any of its forms (`core/redis_urls.py`): one server, a
 master found through Sentinel (redis-py's `Sentinel`, the same client classes on its pool), or
 a Redis Cluster (redis-py's `RedisCluster`, which routes each command to its slot's node and
-does not batch).
+does not batch). When no node of the cluster answers, its client raises what one server's
+client raises when the server does not answer (`ConnectionError`), so that every caller's
+handling of an outage applies to a cluster restarting too.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import hiredis
@@ -49,8 +52,11 @@ from redis.exceptions import (
     MovedError,
     NoScriptError,
     ReadOnlyError,
+    RedisClusterException,
     RedisError,
     ResponseError,
+    SlotNotCoveredError,
+    TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -369,15 +375,52 @@ class _BatchedPipeline(Pipeline):
 def is_outage(exc: RedisError) -> bool:
     """Whether `exc` says Redis is away for now rather than that the command is wrong: the
     connection dropped or timed out, Redis is loading its data after a restart (a
-    `ConnectionError` in redis-py), is a replica for now, or refuses writes because it cannot
-    persist them (`MISCONF`, its disk full)."""
+    `ConnectionError` in redis-py), is a replica for now, refuses writes because it cannot
+    persist them (`MISCONF`, its disk full), or a cluster is down or moving a slot."""
     if isinstance(exc, RedisConnectionError | RedisTimeoutError | ReadOnlyError):
+        return True
+    if isinstance(exc, ClusterDownError | TryAgainError):  # down, or moving a slot
         return True
     return isinstance(exc, ResponseError) and str(exc).startswith("MISCONF")
 
 
 # A client of one server (or a Sentinel's master), or of a Redis Cluster.
 AnyRedis = aioredis.Redis | RedisCluster
+
+
+@contextlib.contextmanager
+def _cluster_unreachable_as_connection_error() -> Iterator[None]:
+    """redis-py's cluster client says "no node answers" with a `RedisClusterException`, which
+    is not a `RedisError`: raise it as the `ConnectionError` a server that does not answer
+    gives, as it is one. A slot no node serves yet (the cluster re-forming) is one too."""
+    try:
+        yield
+    except SlotNotCoveredError as exc:
+        raise RedisConnectionError(f"the Redis Cluster is re-forming: {exc}") from exc
+    except RedisClusterException as exc:
+        if isinstance(exc.__cause__, RedisConnectionError | RedisTimeoutError):
+            raise RedisConnectionError(str(exc)) from exc
+        raise
+
+
+class _Cluster(RedisCluster):
+    """redis-py's cluster client, whose "no node answers" is a `ConnectionError`."""
+
+    async def execute_command(self, *args: EncodableT, **kwargs: Any) -> Any:
+        """redis-py's, an unreachable cluster raised as a `ConnectionError`."""
+        with _cluster_unreachable_as_connection_error():
+            return await super().execute_command(*args, **kwargs)
+
+    async def initialize(
+        self,
+        additional_startup_nodes_info: list[tuple[str, int]] | None = None,
+        last_failed_node_name: str | None = None,
+    ) -> _Cluster:
+        """redis-py's (asking the nodes for the slots, also before a pipeline), an
+        unreachable cluster raised as a `ConnectionError`."""
+        with _cluster_unreachable_as_connection_error():
+            await super().initialize(additional_startup_nodes_info, last_failed_node_name)
+        return self
 
 
 class _SentinelRedis(aioredis.Redis):
@@ -423,7 +466,7 @@ def connect_redis(url: str, *, batching: bool = False, **options: Any) -> AnyRed
     if location.kind != "cluster":
         return redis_client(url, batching=batching, **options)
     options.pop("connection_class", None)
-    return RedisCluster(
+    return _Cluster(
         startup_nodes=[ClusterNode(host, port) for host, port in location.nodes],
         username=location.username,
         password=location.password,

@@ -219,6 +219,22 @@ class RedisClusterServers:
         for node in self.nodes:
             node.stop()
 
+    def restart(self) -> None:
+        """Stop every node, start them again on their ports (each keeps its slots from its
+        `nodes.conf`; data is lost), and wait until the cluster says `cluster_state:ok`."""
+        self.stop()
+        try:
+            for node in self.nodes:
+                node.start()
+            for node in self.nodes:
+                _until(
+                    functools.partial(_cluster_ok, node.port),
+                    f"cluster node {node.port} did not say cluster_state:ok again",
+                )
+        except BaseException:
+            self.stop()
+            raise
+
 
 class RedisSentinelServer:
     """One Sentinel (`redis-server --sentinel`) monitoring `master` as service `name`."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from redis.exceptions import RedisError
 
 from bots.cli import cli
 from bots.commands import processes
@@ -21,6 +23,7 @@ from core.envelopes import Address, Inbound
 from core.heartbeat import ProcessInfo, RedisHeartbeats
 from core.profile import ProfileSettings
 from core.ratelimit import RateLimitSettings
+from core.redis_client import connect_redis, is_outage
 from core.redis_keys import RedisKeys
 from tests.redis_server import RedisClusterServers
 
@@ -107,3 +110,35 @@ def test_health_against_a_redis_that_never_answers_says_so_in_one_line(
 
     assert shown.exit_code == 1, shown.output
     assert shown.stderr == "not ok: no answer within 0.5 s (redis)\n"
+
+
+async def test_a_cluster_with_no_node_up_is_an_outage_and_is_used_again_once_back(
+    tmp_path: Path,
+) -> None:
+    cluster = RedisClusterServers(tmp_path / "cluster")
+    cluster.start()
+    try:
+        client = connect_redis(cluster.url, decode_responses=False)
+        try:
+            await client.set("k{a}", b"1")
+            for node in cluster.nodes:
+                node.stop()
+
+            with pytest.raises(RedisError) as plain:
+                await client.get("k{a}")
+            with pytest.raises(RedisError) as piped:
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.get("k{a}")
+                    await pipe.execute()
+
+            await asyncio.to_thread(cluster.restart)
+            await client.set("k{a}", b"2")
+            assert await client.get("k{a}") == b"2"
+        finally:
+            await client.aclose()
+    finally:
+        cluster.stop()
+
+    # What the bus, the mailboxes and the worker's loops take for "Redis is away for now".
+    assert is_outage(plain.value), repr(plain.value)
+    assert is_outage(piped.value), repr(piped.value)
