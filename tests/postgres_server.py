@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import asyncpg
@@ -41,7 +42,9 @@ def _version(path: str) -> int:
 class PostgresServer:
     """One `postgres` process with a password-protected user; `url(database)` to reach it."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        """`settings`: more server settings (`-c NAME=VALUE`), e.g. the bench's
+        `shared_preload_libraries`."""
         binaries = postgres_bin()
         if binaries is None:
             raise RuntimeError("PostgreSQL is not installed (`make test-deps` installs it)")
@@ -52,6 +55,7 @@ class PostgresServer:
         # enter pytest's private folders.
         self.workdir = Path(tempfile.mkdtemp(prefix="switchboard-pg-"))
         self.process: subprocess.Popen[bytes] | None = None
+        self.settings = dict(settings or {})
         # initdb and postgres refuse to run as root: they run as `postgres` then.
         self._as = {"user": "postgres", "group": "postgres"} if os.geteuid() == 0 else {}
 
@@ -114,6 +118,7 @@ class PostgresServer:
                     "synchronous_commit=off",
                     "-c",
                     "full_page_writes=off",
+                    *(f"-c{name}={value}" for name, value in self.settings.items()),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
