@@ -8,7 +8,8 @@ figures come from the server, filtered to that database:
 - statements: `pg_stat_statements` calls, every statement the server ran for it but the
   transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE);
 - transactions: the COMMIT and ROLLBACK statements among them. SQLAlchemy opens a transaction
-  for every statement it runs, so this is every transaction the workers made; and it is
+  for every statement it runs, so this is every transaction the workers made (its pool's
+  pre-ping at each checkout is one, `BEGIN; ; ROLLBACK`: the rolled-back ones); and it is
   counted the moment it happens, where `pg_stat_database` (xact_commit + xact_rollback) hears
   of a busy connection's transactions up to 10 s late. `pg_stat_database` is read once the
   phase's workers have exited (their connections' counts are then all in) as a check of the

@@ -156,7 +156,7 @@ def _print(
             lambda p: p["database"]["transactions_per_turn"],
         ),
         row(
-            "  of them ending in ROLLBACK (reads)",
+            "  of them rolled back (the pool's pre-ping at each checkout)",
             lambda p: p["database"]["rollbacks_per_turn"],
         ),
         row(
