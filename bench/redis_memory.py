@@ -19,6 +19,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from bench import database
 from bench.common import BenchError, provider_env
 from bench.report import console, table
@@ -169,5 +171,8 @@ def _print(figures: dict[str, Any]) -> None:
     table(
         "W3: the keys left in Redis by shape",
         ["key (ids as #)", "keys", "without expiry"],
-        [[shape, n["keys"], n["without_expiry"]] for shape, n in figures["key_shapes"].items()],
+        [
+            [escape(shape), n["keys"], n["without_expiry"]]
+            for shape, n in figures["key_shapes"].items()
+        ],
     )
