@@ -34,7 +34,11 @@ def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], di
     if name == "w3":
         from bench.distributed import w3
 
-        return lambda: w3(turns=300 if quick else 2000, paced=100 if quick else 300)
+        return lambda: w3(
+            turns=300 if quick else 2000,
+            paced=100 if quick else 300,
+            memory_messages=1000 if quick else 10_000,
+        )
     if name == "records":
         from bench.records import records
 
@@ -69,7 +73,8 @@ def main(workloads: tuple[str, ...], quick: bool, chats: int | None, results: Pa
     \b
     w1  one session, 200 turns, our runtime vs the floor loop (OpenAI and Anthropic)
     w2  50 sessions x 20 turns at once; 1,000 sessions x 1 turn at 200 ms model latency
-    w3  distributed: the Redis inbound queue, 1, 2 and 4 `switchboard worker` processes
+    w3  distributed: the Redis inbound queue, 1, 2 and 4 `switchboard worker` processes,
+        records in PostgreSQL; then Redis's memory over 10,000 messages
     w4  soak: 10,000 messages through the worker path (embedded and Redis), memory sampled
     faults  the fault matrix (not part of `all`): each fault under 50 chats x 4 messages
     startup  `switchboard --help` and `switchboard chat` start-up times (only when named)

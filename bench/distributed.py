@@ -13,6 +13,12 @@ queue path's alone.
 The workers run through `bench.probe`, which counts their Redis round trips (a pipeline or a
 script is one) and the commands they send; redis-server's `INFO commandstats` adds what every
 client caused, scripts' inner commands included. Both are printed per turn.
+
+The records are in PostgreSQL (`DATABASE_URL`), on a server the bench starts (bench.database),
+a database of its own for each phase: the server's counts of the statements and transactions
+it ran for it are printed per turn, with its CPU. Last, one worker answers 10,000 messages and
+Redis's memory is read as they go (bench.redis_memory): with the records in the database it
+should not grow with the history.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench import database
 from bench.common import FAKE_PIDS, ROOT, BenchError, cpu_seconds, fake_llm, provider_env
 from bench.probe import COUNTS_ENV, ask_counts
 from bench.report import console, table, verdict
@@ -43,16 +50,25 @@ CPU_TARGET_MS = 6.0
 TRIPS_TARGET = 10.0
 
 
-def w3(turns: int = 2000, paced: int = 300) -> dict[str, Any]:
+def w3(
+    turns: int = 2000, paced: int = 300, memory_messages: int = 10_000, at_once: int = CONVERSATIONS
+) -> dict[str, Any]:
+    """`at_once` conversations at a time (fewer only to try the harness out: the tests)."""
+    from bench.redis_memory import redis_memory
+
     results: dict[str, Any] = {}
-    with fake_llm("openai") as url:
+    with database.postgres() as server, fake_llm("openai") as url:
         for workers in WORKER_COUNTS:
-            console.print(f"W3 {workers} worker(s): {turns} turns over the Redis queue ...")
+            console.print(
+                f"W3 {workers} worker(s): {turns} turns over the Redis queue, PostgreSQL ..."
+            )
             # The machine's speed just before the phase: a shared machine's moves by a third
             # from one minute to the next, and the CPU figures move with it.
             yardstick = yardstick_cpu_ms(url, 200 if turns >= 1000 else 40)
-            results[f"{workers}_worker"] = _phase(url, workers, turns, paced)
+            results[f"{workers}_worker"] = _phase(url, server, workers, turns, paced, at_once)
             results[f"{workers}_worker"]["yardstick_cpu_ms"] = yardstick
+        console.print(f"W3 Redis memory: {memory_messages:,} messages through one worker ...")
+        results["redis_memory"] = redis_memory(url, server, memory_messages, at_once)
     phases = [results[f"{n}_worker"] for n in WORKER_COUNTS]
     one, two = phases[0], phases[1]
     speedup = two["turns_per_s"] / one["turns_per_s"]
@@ -73,14 +89,14 @@ def w3(turns: int = 2000, paced: int = 300) -> dict[str, Any]:
         f"worker CPU at most {CPU_TARGET_MS:g} ms/turn": [
             p["cpu_ms_per_turn"]["workers"] <= CPU_TARGET_MS for p in phases
         ],
-        f"at most {TRIPS_TARGET:g} Redis round trips/turn, 32 at once": [
+        f"at most {TRIPS_TARGET:g} Redis round trips/turn, {at_once} at once": [
             p["redis"]["round_trips_per_turn"] <= TRIPS_TARGET for p in phases
         ],
         f"at most {TRIPS_TARGET:g} Redis round trips/turn, one at a time": [
             p["paced"]["redis"]["round_trips_per_turn"] <= TRIPS_TARGET for p in phases
         ],
     }
-    _print(turns, paced, cores, phases, speedup, targets)
+    _print(turns, paced, at_once, cores, phases, speedup, targets)
     return {"speedup": speedup, "cores": cores, "targets": targets, **results}
 
 
@@ -96,6 +112,7 @@ def _bound(workers: int, cores: int, cpu_ms: dict[str, float]) -> float:
 def _print(
     turns: int,
     paced: int,
+    at_once: int,
     cores: int,
     phases: list[dict[str, Any]],
     speedup: float,
@@ -105,7 +122,7 @@ def _print(
         return [name, *(pick(p) for p in phases)]
 
     rows: list[list[Any]] = [
-        row("turns/s (32 conversations at once)", lambda p: p["turns_per_s"]),
+        row(f"turns/s ({at_once} conversations at once)", lambda p: p["turns_per_s"]),
         row(f"  CPU bound on {cores} cores at these costs", lambda p: p["cpu_bound_turns_per_s"]),
         row("turn p50 ms (gateway to final answer)", lambda p: p["turn_p50_ms"]),
         row("saturated: enqueue -> pick-up p50 / p99 ms", lambda p: _pair(p, "pickup")),
@@ -130,6 +147,37 @@ def _print(
             "Redis commands run/turn, server (all clients)",
             lambda p: p["redis"]["server_commands_per_turn"],
         ),
+        row(
+            f"PostgreSQL statements/turn (server), {at_once} at once",
+            lambda p: p["database"]["statements_per_turn"],
+        ),
+        row(
+            f"PostgreSQL transactions/turn (server), {at_once} at once",
+            lambda p: p["database"]["transactions_per_turn"],
+        ),
+        row(
+            "  of them rolled back (the pool's pre-ping at each checkout)",
+            lambda p: p["database"]["rollbacks_per_turn"],
+        ),
+        row(
+            "one at a time: PostgreSQL statements/turn",
+            lambda p: p["paced"]["database"]["statements_per_turn"],
+        ),
+        row(
+            "one at a time: PostgreSQL transactions/turn",
+            lambda p: p["paced"]["database"]["transactions_per_turn"],
+        ),
+        row(
+            "one at a time: Redis commands run/turn, server (all clients)",
+            lambda p: p["paced"]["redis"]["server_commands_per_turn"],
+        ),
+        row(
+            "whole phase: transactions, pg_stat_database / COMMIT+ROLLBACK",
+            lambda p: (
+                f"{p['whole_database']['pg_stat_database_transactions']:,}"
+                f" / {p['whole_database']['commit_rollback_statements']:,}"
+            ),
+        ),
         row("one at a time: enqueue -> pick-up p50 / p99", lambda p: _pair(p["paced"], "pickup")),
         row("one at a time: reply -> outbound p50 / p99", lambda p: _pair(p["paced"], "outbound")),
         row(
@@ -145,7 +193,10 @@ def _print(
     rows.append(["2 workers / 1 worker (turns/s)", "", f"{speedup:.2f}x", ""])
     for name, judged in targets.items():
         rows.append([f"target: {name}", *("" if met is None else verdict(met) for met in judged)])
-    title = f"W3: Redis inbound queue, {turns} turns (+{paced} one at a time), 0 ms model"
+    title = (
+        f"W3: Redis inbound queue, PostgreSQL records, {turns} turns (+{paced} one at a time),"
+        " 0 ms model"
+    )
     table(title, ["", *(f"{n} worker(s)" for n in WORKER_COUNTS)], rows)
     per_command = Counter[str]()
     for name, count in phases[0]["redis"]["commands_by_name"].items():
@@ -154,6 +205,12 @@ def _print(
         "W3, 1 worker: the commands it sent per turn (EVALSHA: one script)",
         ["command", "per turn"],
         [[name, count] for name, count in per_command.most_common()],
+    )
+    kinds = [p["paced"]["database"]["statements_by_kind"] for p in phases]
+    table(
+        "W3, one at a time: PostgreSQL statements per turn by kind (transactions aside)",
+        ["statement", *(f"{n} worker(s)" for n in WORKER_COUNTS)],
+        [[name, *(k.get(name, 0.0) for k in kinds)] for name in kinds[0]],
     )
 
 
@@ -166,10 +223,17 @@ def _pair(figures: dict[str, Any], key: str) -> str:
     return f"{figures[f'{key}_p50_ms']:.2f} / {figures[f'{key}_p99_ms']:.2f}"
 
 
-def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
+def _phase(
+    url: str, server: Any, workers: int, turns: int, paced: int, at_once: int
+) -> dict[str, Any]:
     from tests.redis_server import RedisServer
 
+    db_url = asyncio.run(server.new_database())
+    db_name = db_url.rsplit("/", 1)[1]
+    whole: dict[str, int] = {}
     with ExitStack() as stack:
+        # Run last, once the workers have exited: their connections' counts are all in.
+        stack.callback(lambda: whole.update(asyncio.run(database.whole_database(server, db_name))))
         work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="switchboard-w3-")))
         try:
             redis = RedisServer(work / "redis")
@@ -179,16 +243,21 @@ def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
         stack.callback(redis.stop)
         env = provider_env("openai", url, work / "data")
         env["REDIS_URL"] = redis.url
+        env["DATABASE_URL"] = database.plain_url(db_url)
         env["SWITCHBOARD_PROFILES_DIR"] = str(bench_profile(work / "profiles"))
         counts = [work / f"worker-{index}.counts.json" for index in range(workers)]
         pids = [
-            stack.enter_context(_worker(env, work / f"worker-{index}.log", counts[index]))
+            stack.enter_context(_worker(env, work / f"worker-{index}.log", counts[index], at_once))
             for index in range(workers)
         ]
-        processes = {
-            "workers": pids,
-            "redis-server": [redis.process.pid] if redis.process else [],
-            "fake LLM": [FAKE_PIDS[url]],
+        redis_pids = [redis.process.pid] if redis.process else []
+        assert server.process is not None
+        postmaster = server.process.pid
+        processes: dict[str, Callable[[], float]] = {
+            "workers": lambda: sum(map(cpu_seconds, pids)),
+            "redis-server": lambda: sum(map(cpu_seconds, redis_pids)),
+            "postgres (every process)": lambda: database.tree_cpu_seconds(postmaster),
+            "fake LLM": lambda: cpu_seconds(FAKE_PIDS[url]),
         }
         readings: list[dict[str, Any]] = []
 
@@ -196,28 +265,32 @@ def _phase(url: str, workers: int, turns: int, paced: int) -> dict[str, Any]:
             # The workers finish a turn's last steps (its processed mark, the mailbox) after
             # the answer went out: let them land.
             await asyncio.sleep(0.3)
-            taken: dict[str, Any] = {
-                name: sum(map(cpu_seconds, ids)) for name, ids in processes.items()
-            }
+            taken: dict[str, Any] = {name: cpu() for name, cpu in processes.items()}
             taken["driver (gateway)"] = time.process_time()
             taken["at"] = time.monotonic()
             taken["counts"] = [
                 await ask_counts(pid, path) for pid, path in zip(pids, counts, strict=True)
             ]
             taken["server"] = await _server_commands(redis.url)
+            taken["db"] = await database.statement_counts(server, db_name)
             readings.append(taken)
 
-        figures = asyncio.run(_drive(redis.url, turns, paced, reading))
+        figures = asyncio.run(_drive(redis.url, turns, paced, at_once, reading))
         before, after, paced_end = readings
         done = figures["turns"]
         figures["cpu_ms_per_turn"] = {
             name: (after[name] - before[name]) * 1000 / done
             for name in after
-            if name not in ("counts", "server", "at")
+            if name not in ("counts", "server", "at", "db")
         }
         figures["redis"] = _redis_figures(before, after, done)
         figures["paced"]["redis"] = _redis_figures(after, paced_end, figures["paced_turns"])
-        return figures
+        figures["database"] = database.figures(before["db"], after["db"], done)
+        figures["paced"]["database"] = database.figures(
+            after["db"], paced_end["db"], figures["paced_turns"]
+        )
+    figures["whole_database"] = whole
+    return figures
 
 
 # What the bench's people may do: write to the bot in a DM without pairing (their approval is
@@ -310,7 +383,7 @@ async def _server_commands(url: str) -> dict[str, int]:
 
 
 @contextmanager
-def _worker(env: dict[str, str], log: Path, counts: Path) -> Iterator[int]:
+def _worker(env: dict[str, str], log: Path, counts: Path, concurrency: int) -> Iterator[int]:
     with log.open("w") as out:
         process = subprocess.Popen(
             [
@@ -319,7 +392,7 @@ def _worker(env: dict[str, str], log: Path, counts: Path) -> Iterator[int]:
                 "bench.probe",
                 "worker",
                 "--concurrency",
-                str(CONVERSATIONS),
+                str(concurrency),
             ],
             cwd=ROOT,
             env={**env, COUNTS_ENV: str(counts)},
@@ -341,11 +414,12 @@ def _worker(env: dict[str, str], log: Path, counts: Path) -> Iterator[int]:
 
 
 async def _drive(
-    redis_url: str, turns: int, paced: int, reading: Callable[[], Awaitable[None]]
+    redis_url: str, turns: int, paced: int, at_once: int, reading: Callable[[], Awaitable[None]]
 ) -> dict[str, Any]:
-    """Warm up; run `turns` turns with CONVERSATIONS at once (`reading` is called just before
-    and after, for CPU and Redis accounting); then `paced` turns one at a time, where no turn
-    waits for another and the hops are the queue path's alone (`reading` again at its end).
+    """Warm up; run `turns` turns, `at_once` conversations at a time (`reading` is called just
+    before and after, for CPU, Redis and database accounting); then `paced` turns one at a
+    time, where no turn waits for another and the hops are the queue path's alone (`reading`
+    again at its end).
     The one-at-a-time conversations take turns, so a conversation's next message does not come
     while its last turn still ends (its final writes after the answer), which with several
     workers would hand it from one to another: a person takes seconds to write again."""
@@ -353,15 +427,15 @@ async def _drive(
     from core.bus.redis import RedisBus
 
     bus = await RedisBus.connect(redis_url)
-    conversations = max(CONVERSATIONS, turns // TURNS_PER_CONVERSATION)
+    conversations = max(at_once, turns // TURNS_PER_CONVERSATION)
     try:
         async with ChatDriver(bus) as driver:
             # Warm-up, not measured: workers started and connected, code paths loaded.
-            await driver.conversations(CONVERSATIONS, 1, first=conversations)
+            await driver.conversations(at_once, 1, first=conversations)
             driver.measuring = True
             await reading()
             started = time.perf_counter()
-            await driver.conversations(conversations, TURNS_PER_CONVERSATION, at_once=CONVERSATIONS)
+            await driver.conversations(conversations, TURNS_PER_CONVERSATION, at_once=at_once)
             wall = time.perf_counter() - started
             await reading()
             figures = driver.figures()
@@ -378,8 +452,8 @@ async def _drive(
     return {
         "turns": done,
         "conversations": conversations,
-        "at_once": CONVERSATIONS,
-        "worker_concurrency": CONVERSATIONS,
+        "at_once": at_once,
+        "worker_concurrency": at_once,
         "wall_s": wall,
         "turns_per_s": done / wall,
         **figures,

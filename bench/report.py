@@ -10,8 +10,9 @@ from rich.table import Table
 
 from bench.common import growth, percentile
 
-# At least 120 columns: the tables are wide, and a pipe would otherwise get 80.
-console = Console(highlight=False, width=max(Console().width, 120))
+# At least 120 columns: the tables are wide, and a pipe would otherwise get 80. No emoji
+# codes: Redis keys hold `:m:` and `:key:`, which rich would draw as pictures.
+console = Console(highlight=False, emoji=False, width=max(Console().width, 120))
 
 
 def turn_figures(run: dict[str, Any]) -> dict[str, float]:

@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import asyncpg
@@ -43,10 +44,14 @@ def _version(path: str) -> int:
 class PostgresServer:
     """One `postgres` process with a password-protected user; `url(database)` to reach it."""
 
-    def __init__(self, *, crash_safe: bool = False) -> None:
+    def __init__(
+        self, *, crash_safe: bool = False, settings: Mapping[str, str] | None = None
+    ) -> None:
         """`crash_safe`: every commit is in the write-ahead log before it is acknowledged
         (`synchronous_commit=on`), so one survives an immediate shutdown (`halt`); the
-        operating system's cache is trusted (`fsync=off`): the machine does not crash."""
+        operating system's cache is trusted (`fsync=off`): the machine does not crash.
+        `settings`: more server settings (`-c NAME=VALUE`), e.g. the bench's
+        `shared_preload_libraries`."""
         self.crash_safe = crash_safe
         binaries = postgres_bin()
         if binaries is None:
@@ -58,6 +63,7 @@ class PostgresServer:
         # enter pytest's private folders.
         self.workdir = Path(tempfile.mkdtemp(prefix="switchboard-pg-"))
         self.process: subprocess.Popen[bytes] | None = None
+        self.settings = dict(settings or {})
         # initdb and postgres refuse to run as root: they run as `postgres` then.
         self._as = {"user": "postgres", "group": "postgres"} if os.geteuid() == 0 else {}
 
@@ -99,6 +105,7 @@ class PostgresServer:
                     f"synchronous_commit={'on' if self.crash_safe else 'off'}",
                     "-c",
                     "full_page_writes=off",
+                    *(f"-c{name}={value}" for name, value in self.settings.items()),
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -54,3 +54,59 @@ def test_the_quick_w1_compares_every_engine_on_both_vendors(tmp_path: Path) -> N
             "growth at most 1.5x",
             "peak RSS at most 90 MB",
         }
+
+
+# Three phases of 20 turns (1, 2 and 4 workers) and 50 messages for Redis's memory, each with
+# its own redis-server and PostgreSQL database: a minute or two on a busy 2-core machine.
+SMALLEST_W3 = """
+import sys
+from pathlib import Path
+
+from bench.common import save
+from bench.distributed import w3
+
+save("w3-smoke", w3(turns=20, paced=10, memory_messages=50, at_once=2), Path(sys.argv[1]))
+"""
+
+
+@pytest.mark.timeout(600)
+def test_the_smallest_w3_counts_database_statements_transactions_and_redis_memory(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("asyncpg")
+    from tests.postgres_server import postgres_bin
+
+    if postgres_bin() is None:
+        pytest.skip("PostgreSQL is not installed (`make test-deps` installs it)")
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-c", SMALLEST_W3, str(results)],
+        cwd=REPO,
+        env=clean_env(tmp_path, redis_url=None),
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PostgreSQL statements/turn (server)" in done.stdout
+    assert "W3: Redis memory as one worker answers 50 messages" in done.stdout
+    [saved] = results.glob("w3-smoke-*.json")
+    report = json.loads(saved.read_text())
+    for workers in (1, 2, 4):
+        phase = report[f"{workers}_worker"]
+        assert phase["turns"] == 20 and phase["paced_turns"] == 10
+        for window in (phase, phase["paced"]):
+            assert window["database"]["statements_per_turn"] > 0
+            assert window["database"]["transactions_per_turn"] > 0
+            assert window["redis"]["server_commands_per_turn"] > 0
+        assert phase["cpu_ms_per_turn"]["workers"] > 0
+        assert phase["cpu_ms_per_turn"]["postgres (every process)"] > 0
+        whole = phase["whole_database"]
+        assert whole["pg_stat_database_transactions"] >= whole["commit_rollback_statements"] > 0
+    memory = report["redis_memory"]
+    assert memory["messages"] == 50
+    assert [s["messages"] for s in memory["samples"]] == [0, 10, 20, 30, 40, 50]
+    assert all(s["used_memory"] > 0 and s["database_bytes"] > 0 for s in memory["samples"])
+    assert memory["key_shapes"]
