@@ -1,13 +1,9 @@
-"""Storage: one small protocol per concern, the composite `Store`, and two implementations.
+"""Storage: one small protocol per concern, the composite `Store`, and its implementations.
 
 `core/store/base.py` lists the concerns and says how a new one is added.
-
-`RedisStore` is imported on first use, so a process without Redis never loads redis-py.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from core.store.base import (
     AccessRecords,
@@ -30,9 +26,6 @@ from core.store.base import (
 )
 from core.store.sqlite import SqliteStore
 
-if TYPE_CHECKING:
-    from core.store.redis import RedisStore
-
 __all__ = [
     "AccessRecords",
     "Approval",
@@ -47,18 +40,9 @@ __all__ = [
     "PairingAnswer",
     "PairingRequest",
     "ProcessedMarks",
-    "RedisStore",
     "ScheduleStore",
     "SeenMarks",
     "SessionRecord",
     "SqliteStore",
     "Store",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RedisStore":
-        from core.store.redis import RedisStore
-
-        return RedisStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,15 +16,15 @@ A store is a set of small protocols, one concern each, each in its own module:
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
-take the composite. Both implementations (`SqliteStore`, `RedisStore`) are one class per
-concern (`core/store/_sqlite_<concern>.py`, `core/store/_redis_<concern>.py`) sharing one
-connection, combined by inheritance; each protocol has its own contract test module
-(`tests/contract/test_store_<concern>.py`) run against both.
+take the composite. `SqliteStore` is one class per concern (`core/store/_sqlite_<concern>.py`)
+sharing one connection, combined by inheritance; each protocol has its own contract test module
+(`tests/contract/test_store_<concern>.py`).
 
 `ReplyRecords` is used by gateways, not workers, and its `hold` is a cross-process lock as much
 as a record, so it is not part of the composite: its implementations are classes of their own
-(`_sqlite_replies.py`, `_redis_replies.py`) that `bots/app.py` opens beside the store, and its
-contract test is `tests/contract/test_store_replies.py`.
+(`_sqlite_replies.py`, `sql/_replies.py`; `HeldReplyRecords` puts SQL records under Redis holds,
+`core/replies_hold.py`) that `bots/app.py` opens beside the store, and its contract test is
+`tests/contract/test_store_replies.py`.
 
 `SqlStore` (`core/store/sql/`) is a third implementation of the composite, and
 `SqlReplyRecords` of `ReplyRecords`: SQLAlchemy Core on its asyncio engine, on SQLite
@@ -36,9 +36,8 @@ others so that records live in a database in either deployment (docs/decisions/
 
 Adding a concern (pairing, rate-limit state...):
 1. a protocol module `core/store/<concern>.py` with its records;
-2. `_sqlite_<concern>.py` (its tables as a new entry of `_MIGRATIONS` in `sqlite.py`) and
-   `_redis_<concern>.py` (its keys in `core/redis_keys.py`), each added to the bases of
-   `SqliteStore` / `RedisStore`;
+2. `_sqlite_<concern>.py` (its tables as a new entry of `_MIGRATIONS` in `sqlite.py`), added
+   to the bases of `SqliteStore`;
 3. `tests/contract/test_store_<concern>.py`, using the `store` fixture of the contract conftest;
 4. the protocol added to the bases of `Store` below.
 

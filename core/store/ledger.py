@@ -81,10 +81,9 @@ class Spending(BaseModel):
 class CostLedger(Protocol):
     """One entry per provider call, summed per session and overall."""
 
-    async def record_cost(self, entry: CostEntry, *, receipt: str | None = None) -> None:
-        """Append one provider call to the cost ledger. A call made again with the same
-        `receipt` after the first raised (a caller trying again after an outage) counts once,
-        even if the first did record it before its answer was lost."""
+    async def record_cost(self, entry: CostEntry) -> None:
+        """Append one provider call to the cost ledger (one transaction: a call that raised
+        recorded nothing, so a caller may make it again after an outage)."""
         ...
 
     async def cost_summary(self, session_id: str | None = None) -> CostSummary:

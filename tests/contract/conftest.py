@@ -12,22 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from core.store import RedisStore, SqliteStore, Store
+from core.store import SqliteStore, Store
 from core.store.sql import SqlStore
 from tests.contract.store_support import TickingClock
 
 
-@pytest.fixture(params=["sqlite", "redis", "sql-sqlite", "sql-postgresql"])
+@pytest.fixture(params=["sqlite", "sql-sqlite", "sql-postgresql"])
 def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """Each implementation's name and where its empty store lives.
 
-    A sync fixture on purpose: it asks for `redis_url` (and so starts the test redis-server)
-    only for "redis", `postgres_url` (and so the test PostgreSQL) only for "sql-postgresql",
-    and an async fixture cannot resolve async fixtures by name.
+    A sync fixture on purpose: it asks for `postgres_url` (and so starts the test PostgreSQL)
+    only for "sql-postgresql", and an async fixture cannot resolve async fixtures by name.
     """
     name = str(request.param)
-    if name == "redis":
-        return name, request.getfixturevalue("redis_url")
     if name == "sql-postgresql":
         return name, request.getfixturevalue("postgres_url")
     if name == "sql-sqlite":
@@ -43,8 +40,6 @@ async def store(store_location: tuple[str, str]) -> AsyncIterator[Store]:
     name, location = store_location
     if name == "sqlite":
         opened = await SqliteStore.open(location, clock=clock)
-    elif name == "redis":
-        opened = await RedisStore.open(location, clock=clock)
     elif name.startswith("sql-"):
         opened = await SqlStore.open(location, clock=clock)
     else:

@@ -54,12 +54,11 @@ def _sum_cost(where: ColumnElement[bool] | None = None) -> ColumnElement[Any]:
 class SqlLedger(SqlBase):
     """The `CostLedger` of `SqlStore`."""
 
-    async def record_cost(self, entry: CostEntry, *, receipt: str | None = None) -> None:
+    async def record_cost(self, entry: CostEntry) -> None:
         """Append one provider call to the cost ledger.
 
         Raises `StoreError` for an unknown session or a naive `entry.at`, and `ValueError` for
-        a cost that is not a finite number. `receipt` needs no record: a call that raised wrote
-        nothing.
+        a cost that is not a finite number.
         """
         if entry.cost_usd is not None and not math.isfinite(entry.cost_usd):
             raise ValueError(f"cost_usd must be a finite number, got {entry.cost_usd!r}")

@@ -83,14 +83,11 @@ class SqlLog(SqlBase):
         message: Message,
         *,
         fence: Fence | None = None,
-        receipt: str | None = None,
     ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
         Raises `StoreError` for an unknown session, and `FenceOvertaken` for a `fence` older
-        than one a write of its session key was seen with. `receipt` needs no record: a call
-        that raised wrote nothing (its transaction rolled back), so trying it again cannot
-        store the message twice.
+        than one a write of its session key was seen with.
         """
         now = self._now()
         at = utc_text(now)
