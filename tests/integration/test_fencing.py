@@ -19,7 +19,8 @@ from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.redis import RedisMailboxes
 from core.messages import Message
 from core.redis_keys import RedisKeys
-from core.store import RedisStore, SqliteStore, Store
+from core.store import SqliteStore, Store
+from core.store.sql import SqlStore
 
 SESSION_KEY = "telegram:bot:42"
 KEYS = RedisKeys("fencing")
@@ -38,15 +39,15 @@ async def mailboxes(raw: aioredis.Redis) -> RedisMailboxes:
     return RedisMailboxes(raw, keys=KEYS, lease_seconds=60)
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-async def store(
-    request: pytest.FixtureRequest, tmp_path: Path, redis_url: str
-) -> AsyncIterator[Store]:
+@pytest.fixture(params=["sqlite", "sql-postgresql"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     opened: Store
     if request.param == "sqlite":
         opened = await SqliteStore.open(tmp_path / "switchboard.db")
     else:
-        opened = await RedisStore.open(redis_url, keys=KEYS)
+        # The session's server (this async fixture cannot ask for async ones by name).
+        url = await request.getfixturevalue("postgres_server").new_database()
+        opened = await SqlStore.open(url)
     yield opened
     await opened.close()
 

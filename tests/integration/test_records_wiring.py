@@ -116,7 +116,7 @@ async def test_with_redis_alone_the_records_are_in_the_data_directorys_sql_file(
         # Redis holds coordination only: no key of the conversation or of the reply's record.
         client = aioredis.Redis.from_url(own_redis)
         try:
-            names = [key.decode() for key in await client.keys("*")]
+            names = [str(key) for key in await client.keys("*")]
             assert not [name for name in names if session.id in name or "reply:" in name]
             await client.flushall()
         finally:
