@@ -106,4 +106,5 @@ def test_health_against_a_redis_that_never_answers_says_so_in_one_line(
         shown = runner.invoke(cli, ["health"], env={"REDIS_URL": f"redis://127.0.0.1:{port}/0"})
 
     assert shown.exit_code == 1, shown.output
-    assert shown.stderr == "not ok: no answer within 0.5 s (redis)\n"
+    assert shown.stderr.startswith("not ok: no answer within 0.5 s ("), shown.stderr
+    assert shown.stderr.endswith(", redis)\n"), shown.stderr
