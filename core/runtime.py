@@ -588,6 +588,9 @@ class AgentRuntime:
             at=self._clock(),
             user=state.user,
             chat=state.chat,
+            # One id for every attempt: a write that landed though its answer was lost is not
+            # charged twice.
+            id=new_id(),
         )
         await self.patience(lambda: self.store.record_cost(entry))
 
@@ -840,6 +843,10 @@ class AgentRuntime:
             return ""
 
     async def _append(self, session_id: str, message: Message, state: _TurnState) -> Message:
+        if message.id is None:
+            # One id for every attempt: a write that landed though its answer was lost is not
+            # made twice.
+            message = message.model_copy(update={"id": new_id()})
         return await self.patience(
             lambda: self.store.append_message(session_id, message, fence=state.fence)
         )

@@ -90,8 +90,9 @@ class ConversationLog(Protocol):
         `seq` starts at 1 and grows by one per message of the session. Raises `StoreError` for
         an unknown session, and when `fence` is older than a fence this store already saw for
         its session key (a newer claim wrote since); otherwise `fence` becomes the newest seen.
-        The check and the write are one atomic step (one transaction: a call that raised
-        stored nothing, so a caller may make it again after an outage).
+        The check and the write are one atomic step. A message with an `id` the session holds
+        already is not stored again: the stored one is returned (a caller trying again after an
+        outage, the first try's answer lost though it was stored).
         """
         ...
 
