@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 
 from core.bus import INBOUND
 from core.bus.redis import RedisBus
@@ -117,7 +119,9 @@ class _Restarted:
 async def restarted(server: RedisServer, log: _Log, tmp_path: Path) -> _Restarted:
     """Every chat's turn under way, Redis restarted while the model answers."""
     store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'records.db'}")
-    shared = connect_redis(server.url, batching=True)
+    # As `bots/app.py` makes it: a dropped connection (the restart) is tried again quickly.
+    retry = Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3)
+    shared = connect_redis(server.url, batching=True, retry=retry)
     assert isinstance(shared, BatchingRedis)
     bus = await RedisBus.connect(server.url, keys=KEYS, batched=shared)
     gated = _Gated()
