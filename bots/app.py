@@ -1,11 +1,13 @@
 """Wiring: settings and profile in; store, bus, mailboxes, runtime and worker out.
 
-The records (history, costs, schedules, facts, access...) are in the SQL store
-(`core/store/sql/`) on `DATABASE_URL`, by default the SQLite file in the data directory. How
-work moves depends on `REDIS_URL`: set, the bus and mailboxes are in Redis and shared by every
-process; unset, they live in the SQLite file and this process. With `REDIS_URL` and no
-`DATABASE_URL` the records stay in Redis (`RedisStore`), as before the SQL store. On Redis,
-every key is in the namespace of `SWITCHBOARD_BOT_ID`, so several bots can share one server.
+The records (history, costs, schedules, facts, access, reply records...) are always in the
+SQL store (`core/store/sql/`) on `DATABASE_URL`, by default the SQLite file in the data
+directory (with `REDIS_URL` too, which is fine only while every process runs on one machine:
+`switchboard doctor` says so). How work moves depends on `REDIS_URL`: set, Redis coordinates
+every process (the bus, the mailboxes and their leases, the holds on replies, the rate-limit
+counters), and holds nothing that must outlive a Redis restart; unset, the bus and mailboxes
+live in the SQLite file and this process. On Redis, every key is in the namespace of
+`SWITCHBOARD_BOT_ID`, so several bots can share one server.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bots.limits import budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
@@ -31,6 +33,7 @@ from core.checkpoints import CrashPolicy
 from core.commands import CommandRegistry
 from core.compaction import Compactor
 from core.confirm import Confirmations
+from core.errors import BusError
 from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
 from core.mailbox.memory import MemoryMailboxes
@@ -55,7 +58,7 @@ from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
-from core.store.replies import MemoryReplyRecords, ReplyRecords
+from core.store.replies import HeldReplyRecords, MemoryReplyRecords, ReplyRecords
 from core.tools import WorkspaceSettings, web_fetch_tool, web_search_tool, workspace_tools
 from core.tools.base import Tool, ToolRegistry
 from core.tools.builtin import builtin_tools
@@ -85,8 +88,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from redis.asyncio import Redis
-
     from core.mcp.servers import McpServers
     from core.redis_client import AnyRedis
     from core.store.sql import SqlStore
@@ -119,8 +120,8 @@ class Backends:
     readiness: Readiness
     # The process's metrics: the parts built on these backends record into it.
     metrics: Metrics = field(default_factory=Metrics)
-    # The batching Redis client the store, the mailboxes and the bus share (None without
-    # Redis); the rate limits' counters go through it too.
+    # The batching Redis client the mailboxes, the reply holds and the bus's non-blocking
+    # commands share (None without Redis); the rate limits' counters go through it too.
     redis: AnyRedis | None = None
 
 
@@ -170,12 +171,12 @@ async def backends(
     `take_over` (embedded only): this process is the one that works the SQLite queues, so
     leases a crashed run left on them are released at once.
     """
-    async with AsyncExitStack() as stack:
-        if settings.redis_url is None:
-            from core.store.sql import SqlReplyRecords
+    from core.store.sql import SqlReplyRecords
 
-            sqlite = await _open_sql_store(settings)
-            stack.push_async_callback(sqlite.close)
+    async with AsyncExitStack() as stack:
+        records_store = await _open_sql_store(settings)
+        stack.push_async_callback(records_store.close)
+        if settings.redis_url is None:
             records = await SqlReplyRecords.open(settings.store_url)
             stack.push_async_callback(records.close)
             if local_bus:
@@ -183,12 +184,12 @@ async def backends(
                 memory_bus = MemoryBus()
                 stack.push_async_callback(memory_bus.close)
                 yield Backends(
-                    sqlite,
+                    records_store,
                     memory_bus,
                     MemoryMailboxes(),
                     records,
                     distributed=False,
-                    readiness=_readiness(sqlite),
+                    readiness=_readiness(records_store),
                 )
                 return
             # Durable queues and mailboxes in the same file: accepted work survives a crash.
@@ -203,44 +204,22 @@ async def backends(
             durable = await SqliteMailboxes.open(settings.database_path)
             stack.push_async_callback(durable.aclose)
             yield Backends(
-                sqlite,
+                records_store,
                 sqlite_bus,
                 durable,
                 records,
                 distributed=False,
-                readiness=_readiness(sqlite),
+                readiness=_readiness(records_store),
             )
             return
         # Imported here: redis-py is only loaded by processes that use it.
-        from redis.asyncio.retry import Retry
-        from redis.backoff import ExponentialWithJitterBackoff
 
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
-        from core.redis_client import BatchingRedis, connect_redis
-        from core.store._redis_replies import RedisReplyRecords
-        from core.store.redis import RedisStore
+        from core.redis_client import BatchingRedis
+        from core.replies_hold import RedisReplyHolds
 
         url, keys = settings.redis_url, settings.redis_keys
-        records_store: Store
-        shared: AnyRedis
-        if settings.database_url:
-            # The records are in that database, and Redis only coordinates (any REDIS_URL
-            # form: one server, a Sentinel's master, a cluster).
-            records_store = await _open_sql_store(settings)
-            stack.push_async_callback(records_store.close)
-            # A dropped connection is tried again briefly, as the Redis store's client does.
-            shared = connect_redis(
-                url,
-                batching=True,
-                decode_responses=False,
-                retry=Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3),
-            )
-            stack.push_async_callback(shared.aclose)
-        else:
-            redis_store = await RedisStore.open(url, keys=keys)
-            stack.push_async_callback(redis_store.close)
-            records_store, shared = redis_store, redis_store.client
         if local_bus:
             memory = MemoryBus()
             stack.push_async_callback(memory.close)
@@ -254,9 +233,11 @@ async def backends(
                 readiness=_readiness(records_store),
             )
             return
-        # One batching client for the store, the mailboxes and the bus's non-blocking
+        # One batching client for the mailboxes, the reply holds and the bus's non-blocking
         # commands: what a process's turns issue at the same time leaves in one round trip
-        # (core/redis_client.py). It closes last.
+        # (core/redis_client.py). Closed after the parts that use it.
+        shared = await _coordination(url)
+        stack.push_async_callback(shared.aclose)
         batched = shared if isinstance(shared, BatchingRedis) else None
         redis_bus = await RedisBus.connect(
             url, lease_seconds=BUS_LEASE_SECONDS, keys=keys, batched=batched
@@ -264,13 +245,11 @@ async def backends(
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
         readiness = _readiness(records_store)
-        # Each of their commands and scripts touches one key: any REDIS_URL form will do.
-        replies = RedisReplyRecords(
-            cast("Redis", connect_redis(url, decode_responses=False)),
-            keys=keys,
-            readiness=readiness,
-        )
-        stack.push_async_callback(replies.aclose)
+        # The record of each reply in the database, the hold on it in Redis.
+        sql_replies = await SqlReplyRecords.open(settings.store_url)
+        stack.push_async_callback(sql_replies.close)
+        holds = RedisReplyHolds(shared, keys=keys, readiness=readiness)
+        replies = HeldReplyRecords(sql_replies, holds)
         readiness.add_check("bus", redis_bus.ping)
         yield Backends(records_store, redis_bus, mailboxes, replies, True, readiness, redis=shared)
 
@@ -510,9 +489,9 @@ def _crash_age(settings: Settings, provider_timeout: float, tool_timeout: float)
     """How long a `running` checkpoint must not have moved before a starting worker takes it
     for a crash's leftover.
 
-    With SQLite every turn runs in this process, so at start-up any is a leftover. A Redis store
-    is shared with workers that may be in the middle of one: wait out a whole model call and
-    tool round (a checkpoint moves once per round), twice over.
+    Without Redis every turn runs in this process, so at start-up any is a leftover. With Redis
+    the store is shared with workers that may be in the middle of one: wait out a whole model
+    call and tool round (a checkpoint moves once per round), twice over.
     """
     if settings.redis_url is None:
         return timedelta(0)
@@ -548,12 +527,7 @@ async def embedded(
 @asynccontextmanager
 async def open_store(settings: Settings) -> AsyncIterator[Store]:
     """Just the store (for commands that only read history or costs)."""
-    if settings.redis_url is None or settings.database_url:
-        store: Store = await _open_sql_store(settings)
-    else:
-        from core.store.redis import RedisStore
-
-        store = await RedisStore.open(settings.redis_url, keys=settings.redis_keys)
+    store = await _open_sql_store(settings)
     try:
         yield store
     finally:
@@ -565,3 +539,34 @@ async def _open_sql_store(settings: Settings) -> SqlStore:
     from core.store.sql import SqlStore
 
     return await SqlStore.open(settings.store_url)
+
+
+async def _coordination(url: str) -> AnyRedis:
+    """The process's Redis client for coordination (`connect_redis`: one server, a Sentinel's
+    master or a cluster), once it answered a PING; `BusError` if it does not."""
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialWithJitterBackoff
+    from redis.exceptions import RedisError
+
+    from core.redis_client import connect_redis, describe_redis_error
+
+    try:
+        # A dropped connection is tried again a few times, quickly: every command the shared
+        # client carries (lease renewals, holds, counters) may be sent twice.
+        client = connect_redis(
+            url,
+            batching=True,
+            decode_responses=False,
+            retry=Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3),
+        )
+    except ValueError:
+        # The parser's message may quote the URL, and with it a password.
+        raise BusError("REDIS_URL is not a valid Redis URL") from None
+    try:
+        await client.ping()
+    except BaseException as exc:
+        await client.aclose()
+        if isinstance(exc, RedisError):
+            raise BusError(f"cannot reach Redis: {describe_redis_error(exc)}") from exc
+        raise
+    return client

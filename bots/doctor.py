@@ -121,8 +121,10 @@ def _database_placement(settings: Settings) -> list[Finding]:
                 "warning",
                 "database",
                 "no DATABASE_URL: the records (history, approvals, schedules, costs) are kept "
-                "in Redis, and a Redis restarted empty loses them",
-                "set DATABASE_URL to a PostgreSQL database (postgresql://host/db)",
+                f"in the SQLite file {settings.database_path}, which works only when every "
+                "process runs on one machine and uses that data folder",
+                "set DATABASE_URL to a PostgreSQL database (postgresql://host/db) for processes "
+                "on several machines",
             )
         ]
     if settings.database_is_sqlite:
@@ -604,8 +606,9 @@ async def _redis(url: str) -> Finding:
 
 
 async def _persistence(client: Any) -> Finding:
-    """Whether Redis keeps what it holds over a restart: the queues, mailboxes and, with
-    REDIS_URL, the conversations themselves. Managed servers may refuse CONFIG."""
+    """Whether Redis keeps what it holds over a restart: the work in flight (queued messages,
+    replies and schedule runs, mailboxes); the records are in the database. Managed servers
+    may refuse CONFIG."""
     from redis.exceptions import ResponseError
 
     try:
@@ -616,7 +619,8 @@ async def _persistence(client: Any) -> Finding:
             "warning",
             "redis",
             f"PING answered, but could not tell whether Redis persists (CONFIG GET refused: "
-            f"{exc}); without persistence a restart loses the queued work and the history",
+            f"{exc}); without persistence a restart loses the work in flight (queued "
+            "messages, replies, schedule runs)",
             "check with the provider that AOF (appendonly) is on",
         )
     aof = _config_value(appendonly, "appendonly") == "yes"
@@ -629,14 +633,14 @@ async def _persistence(client: Any) -> Finding:
             "warning",
             "redis",
             f"Redis only snapshots (save {snapshots!r}, appendonly no): a restart loses the "
-            "queued work and history written since the last snapshot",
+            "work queued since the last snapshot",
             fix,
         )
     return Finding(
         "warning",
         "redis",
         "Redis does not persist (appendonly no, save ''): a restart loses every queued "
-        "message, reply and schedule run, and the history kept there",
+        "message, reply and schedule run (the work in flight; the records are in the database)",
         fix,
     )
 

@@ -1,7 +1,7 @@
 """Wiring of the rate limits and budgets of issue 17: where the counters live, and the
 `per_session` budget's older name.
 
-The counters go where the store goes: Redis when `REDIS_URL` is set (every worker shares them),
+The counters are coordination: in Redis when `REDIS_URL` is set (every worker shares them),
 else this process's memory (the embedded deployment is one process).
 """
 

@@ -141,6 +141,10 @@ class Message(Derives, BaseModel):
     # For a user message: the inbound message it came from (its dedupe key), so a turn cut
     # off by a crash is resumed, not started over with the user message stored twice.
     source: str | None = None
+    # The message's own id, given by its writer before it is first stored: a write tried again
+    # (its first try's answer lost with the connection) finds the stored message by it instead
+    # of storing it twice. None for a message whose writer gave none.
+    id: str | None = None
 
     @classmethod
     def user(

@@ -15,8 +15,8 @@ timer, rather than through redis-py's pipeline and its timer per reply. Its expl
 pipelines (`pipeline()`) join the batch too, as one unit: their commands stay together and in
 order, and a transactional one makes the batch it leaves in a MULTI/EXEC (atomic together
 with the rest of the batch, which only makes it stronger). So two parts of a process that
-share one `BatchingRedis` (the store, the mailboxes, the bus's non-blocking commands and the
-rate limits do, `bots/app.py`) and issue their work at the same time pay one round trip for
+share one `BatchingRedis` (the mailboxes, the reply holds, the bus's non-blocking commands and
+the rate limits do, `bots/app.py`) and issue their work at the same time pay one round trip for
 all of it. Only commands that never block
 may batch (a blocking read would hold up the others in its pipeline): the bus keeps a plain
 client for its blocking reads and subscriptions.

@@ -588,11 +588,11 @@ class AgentRuntime:
             at=self._clock(),
             user=state.user,
             chat=state.chat,
+            # One id for every attempt: a write that landed though its answer was lost is not
+            # charged twice.
+            id=new_id(),
         )
-        # One receipt for every attempt: a call that landed though its answer was lost is
-        # not charged twice.
-        receipt = new_id()
-        await self.patience(lambda: self.store.record_cost(entry, receipt=receipt))
+        await self.patience(lambda: self.store.record_cost(entry))
 
     async def _keep_cut_call(
         self, session_id: str, run_id: str, state: _TurnState, note: str
@@ -843,13 +843,12 @@ class AgentRuntime:
             return ""
 
     async def _append(self, session_id: str, message: Message, state: _TurnState) -> Message:
-        # One receipt for every attempt: a write that landed though its answer was lost (Redis
-        # went down in between) is not made twice.
-        receipt = new_id()
+        if message.id is None:
+            # One id for every attempt: a write that landed though its answer was lost is not
+            # made twice.
+            message = message.model_copy(update={"id": new_id()})
         return await self.patience(
-            lambda: self.store.append_message(
-                session_id, message, fence=state.fence, receipt=receipt
-            )
+            lambda: self.store.append_message(session_id, message, fence=state.fence)
         )
 
     async def _close_pending(self, session_id: str, state: _TurnState, reason: str) -> None:

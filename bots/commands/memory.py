@@ -92,4 +92,4 @@ async def _forget(settings: Settings, scope: str, fact_id: str) -> None:
 
 
 def _where(settings: Settings) -> str:
-    return "redis" if settings.redis_url and not settings.database_url else describe_store(settings)
+    return describe_store(settings)

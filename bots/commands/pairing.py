@@ -25,8 +25,8 @@ def pairing() -> None:
 
     Under `dm_policy = "pairing"` (the default), a stranger's direct message gets an
     8-character code and nothing else; approve it here and their next message is answered.
-    The store is the one the settings name: SWITCHBOARD_DATA_DIR's SQLite file, or Redis with
-    REDIS_URL; every worker sees a change at once.
+    The store is the one the settings name: DATABASE_URL, else SWITCHBOARD_DATA_DIR's SQLite
+    file; every worker sees a change at once.
     """
 
 

@@ -406,14 +406,14 @@ def health(ctx: click.Context) -> None:
 
 
 async def _health(settings: Settings) -> None:
-    where = (
-        "redis" if settings.redis_url and not settings.database_url else describe_store(settings)
-    )
+    where = describe_store(settings) + (", redis" if settings.redis_url else "")
     try:
         require_data(settings)  # a mistyped SWITCHBOARD_DATA_DIR is not a healthy empty store
         async with asyncio.timeout(_HEALTH_TIMEOUT), backends(settings) as found:
             await found.store.list_sessions(limit=1)
             if found.distributed:
+                # A key read too: a cluster node named as one server answers PING and PUBLISH.
+                await found.mailboxes.pending()
                 await found.bus.publish(EVENTS_TOPIC, _health_event())
     except (SwitchboardError, OSError, TimeoutError) as exc:
         click.echo(f"not ok: {_health_reason(exc)} ({where})", err=True)

@@ -18,7 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 import click
 
 from bots.commands.common import AS_JSON, echo_json, settings_from, stdout
-from bots.commands.where import STORE_EPILOG, describe_store, require_data
+from bots.commands.where import STORE_EPILOG, describe_coordination, require_data
 from bots.settings import Settings
 from core.bus.base import Bus
 from core.bus.stats import QueueStats, QueueStatsReader
@@ -89,7 +89,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 
 async def _status(settings: Settings, as_json: bool) -> None:
-    where = describe_store(settings)
+    where = describe_coordination(settings)
     # Not created here: a status run from the wrong folder must not make an empty world.
     require_data(settings)
     try:

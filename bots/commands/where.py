@@ -13,6 +13,7 @@ from core.errors import ConfigError
 __all__ = [
     "STARTUP_LOGGER",
     "STORE_EPILOG",
+    "describe_coordination",
     "describe_database",
     "describe_store",
     "log_startup",
@@ -23,19 +24,24 @@ STARTUP_LOGGER: Final = "switchboard.startup"
 _startup = logging.getLogger(STARTUP_LOGGER)
 
 STORE_EPILOG: Final = (
-    "Reads the store at DATABASE_URL, else $SWITCHBOARD_DATA_DIR/switchboard.db (default "
-    "./data), or Redis when only REDIS_URL is set."
+    "Reads the store at DATABASE_URL, else $SWITCHBOARD_DATA_DIR/switchboard.db (default ./data)."
 )
 """The `--help` epilog of commands that read the store."""
 
 
 def describe_store(settings: Settings) -> str:
-    """`data/switchboard.db`, `postgresql at host:5432/db` (DATABASE_URL), or `Redis at
-    host:6379 (bot default)`: never a password."""
+    """Where the records are: `data/switchboard.db` or `postgresql at host:5432/db`
+    (DATABASE_URL); never a password."""
     if settings.database_url:
         return describe_database(settings.database_url)
+    return str(settings.database_path)
+
+
+def describe_coordination(settings: Settings) -> str:
+    """Where the processes meet: `Redis at host:6379 (bot default)` with REDIS_URL, else the
+    store (`describe_store`); never a password."""
     if settings.redis_url is None:
-        return str(settings.database_path)
+        return describe_store(settings)
     parts = urlsplit(settings.redis_url)
     where = parts.hostname or "localhost"
     if parts.port:

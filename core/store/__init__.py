@@ -2,13 +2,9 @@
 
 `core/store/base.py` lists the concerns and says how a new one is added. `SqlStore` is imported
 from `core.store.sql`, so a process that only needs the protocols never loads SQLAlchemy.
-
-`RedisStore` is imported on first use, so a process without Redis never loads redis-py.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from core.store.base import (
     AccessRecords,
@@ -30,9 +26,6 @@ from core.store.base import (
     Store,
 )
 
-if TYPE_CHECKING:
-    from core.store.redis import RedisStore
-
 __all__ = [
     "AccessRecords",
     "Approval",
@@ -47,17 +40,8 @@ __all__ = [
     "PairingAnswer",
     "PairingRequest",
     "ProcessedMarks",
-    "RedisStore",
     "ScheduleStore",
     "SeenMarks",
     "SessionRecord",
     "Store",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RedisStore":
-        from core.store.redis import RedisStore
-
-        return RedisStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,15 +16,15 @@ A store is a set of small protocols, one concern each, each in its own module:
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
-take the composite. Both implementations (`SqlStore`, `RedisStore`) are one class per
-concern (`core/store/sql/_<concern>.py`, `core/store/_redis_<concern>.py`) sharing one
-connection pool, combined by inheritance; each protocol has its own contract test module
-(`tests/contract/test_store_<concern>.py`) run against both.
+take the composite. `SqlStore` is one class per concern (`core/store/sql/_<concern>.py`)
+sharing one connection pool, combined by inheritance; each protocol has its own contract test
+module (`tests/contract/test_store_<concern>.py`), run on SQLite and on PostgreSQL.
 
 `ReplyRecords` is used by gateways, not workers, and its `hold` is a cross-process lock as much
 as a record, so it is not part of the composite: its implementations are classes of their own
-(`sql/_replies.py`, `_redis_replies.py`) that `bots/app.py` opens beside the store, and its
-contract test is `tests/contract/test_store_replies.py`.
+(`sql/_replies.py`; `HeldReplyRecords` puts SQL records under Redis holds,
+`core/replies_hold.py`) that `bots/app.py` opens beside the store, and its contract test is
+`tests/contract/test_store_replies.py`.
 
 `SqlStore` (`core/store/sql/`) is SQLAlchemy Core on its asyncio engine, on SQLite (aiosqlite)
 or PostgreSQL (asyncpg), one transaction per call, its schema made and upgraded by the Alembic
@@ -33,8 +33,7 @@ revisions in `core/store/migrations/` when it opens (docs/decisions/0001-records
 Adding a concern (pairing, rate-limit state...):
 1. a protocol module `core/store/<concern>.py` with its records;
 2. `sql/_<concern>.py` (its tables in `sql/_tables.py` and a new Alembic revision in
-   `core/store/migrations/versions/`) and `_redis_<concern>.py` (its keys in
-   `core/redis_keys.py`), each added to the bases of `SqlStore` / `RedisStore`;
+   `core/store/migrations/versions/`), added to the bases of `SqlStore`;
 3. `tests/contract/test_store_<concern>.py`, using the `store` fixture of the contract conftest;
 4. the protocol added to the bases of `Store` below.
 

@@ -34,6 +34,9 @@ class CostEntry(BaseModel):
     # None for calls no person asked for (and for entries older than these fields).
     user: str | None = None
     chat: str | None = None
+    # The entry's own id, given by its writer: a write tried again records it once. None for
+    # entries without one (older, or written by callers that never try again).
+    id: str | None = None
 
 
 class CostSummary(BaseModel):
@@ -81,10 +84,10 @@ class Spending(BaseModel):
 class CostLedger(Protocol):
     """One entry per provider call, summed per session and overall."""
 
-    async def record_cost(self, entry: CostEntry, *, receipt: str | None = None) -> None:
-        """Append one provider call to the cost ledger. A call made again with the same
-        `receipt` after the first raised (a caller trying again after an outage) counts once,
-        even if the first did record it before its answer was lost."""
+    async def record_cost(self, entry: CostEntry) -> None:
+        """Append one provider call to the cost ledger. An entry with an `id` the ledger holds
+        already is not recorded again (a caller trying again after an outage, the first try's
+        answer lost though it was recorded)."""
         ...
 
     async def cost_summary(self, session_id: str | None = None) -> CostSummary:

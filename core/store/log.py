@@ -84,16 +84,15 @@ class ConversationLog(Protocol):
         message: Message,
         *,
         fence: Fence | None = None,
-        receipt: str | None = None,
     ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
         `seq` starts at 1 and grows by one per message of the session. Raises `StoreError` for
         an unknown session, and when `fence` is older than a fence this store already saw for
         its session key (a newer claim wrote since); otherwise `fence` becomes the newest seen.
-        The check and the write are one atomic step. A call made again with the same
-        `receipt` after the first raised (a caller trying again after an outage) stores the
-        message once, even if the first did store it before its answer was lost.
+        The check and the write are one atomic step. A message with an `id` the session holds
+        already is not stored again: the stored one is returned (a caller trying again after an
+        outage, the first try's answer lost though it was stored).
         """
         ...
 

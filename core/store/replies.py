@@ -12,8 +12,11 @@ Records are keyed by the reply (`Outbound.reply_key`: the answered message's ded
 the delivery's own id for one nobody asked for) and kept for a day.
 
 Implementations: `MemoryReplyRecords` (tests, the terminal), `SqlReplyRecords`
-(`core/store/sql/_replies.py`, on SQLite or PostgreSQL) and `RedisReplyRecords`
-(`core/store/_redis_replies.py`).
+(`core/store/sql/_replies.py`: records in the SQL database, held within one process), and
+`HeldReplyRecords`, which puts the records of one implementation together with the holds of
+another: in the distributed deployment, the records in the SQL database and the holds in Redis
+(`core/replies_hold.py`), since a record must outlive a Redis restart and a hold is only
+coordination.
 """
 
 from __future__ import annotations
@@ -29,7 +32,9 @@ from pydantic import BaseModel, ConfigDict
 
 __all__ = [
     "REPLY_RECORD_VERSION",
+    "HeldReplyRecords",
     "MemoryReplyRecords",
+    "ReplyHolds",
     "ReplyRecord",
     "ReplyRecords",
     "ShownMessage",
@@ -94,6 +99,34 @@ class ReplyRecords(Protocol):
         Raises `ChannelError` (not permanent) if the reply stays held by another too long.
         """
         ...
+
+
+class ReplyHolds(Protocol):
+    """The per-reply hold of `ReplyRecords`, on its own."""
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+        """Hold reply `key` for the block (see `ReplyRecords.hold`)."""
+        ...
+
+
+class HeldReplyRecords:
+    """The records of `records` under the holds of `holds` (e.g. SQL records, Redis holds)."""
+
+    def __init__(self, records: ReplyRecords, holds: ReplyHolds) -> None:
+        self._records = records
+        self._holds = holds
+
+    async def get(self, key: str) -> ReplyRecord | None:
+        """The record of reply `key`, from `records`."""
+        return await self._records.get(key)
+
+    async def save(self, record: ReplyRecord) -> None:
+        """Store `record` in `records`."""
+        await self._records.save(record)
+
+    def hold(self, key: str) -> AbstractAsyncContextManager[None]:
+        """Hold reply `key` through `holds`."""
+        return self._holds.hold(key)
 
 
 class LocalHolds:

@@ -15,22 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from core.store import RedisStore, Store
+from core.store import Store
 from core.store.sql import SqlStore, sqlite_url
 from tests.contract.store_support import OpenStore, TickingClock
 
 
-@pytest.fixture(params=["redis", "sql-sqlite", "sql-postgresql"])
+@pytest.fixture(params=["sql-sqlite", "sql-postgresql"])
 def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     """Each implementation's name and where its empty store lives.
 
-    A sync fixture on purpose: it asks for `redis_url` (and so starts the test redis-server)
-    only for "redis", `postgres_url` (and so the test PostgreSQL) only for "sql-postgresql",
-    and an async fixture cannot resolve async fixtures by name.
+    A sync fixture on purpose: it asks for `postgres_url` (and so starts the test PostgreSQL)
+    only for "sql-postgresql", and an async fixture cannot resolve async fixtures by name.
     """
     name = str(request.param)
-    if name == "redis":
-        return name, request.getfixturevalue("redis_url")
     if name == "sql-postgresql":
         return name, request.getfixturevalue("postgres_url")
     if name == "sql-sqlite":
@@ -46,13 +43,9 @@ async def open_store(store_location: tuple[str, str]) -> AsyncIterator[OpenStore
     opened: list[Store] = []
 
     async def open_store(clock: Callable[[], datetime]) -> Store:
-        store: Store
-        if name == "redis":
-            store = await RedisStore.open(location, clock=clock)
-        elif name.startswith("sql-"):
-            store = await SqlStore.open(location, clock=clock)
-        else:
+        if not name.startswith("sql-"):
             raise AssertionError(f"no store implementation named {name!r}")
+        store: Store = await SqlStore.open(location, clock=clock)
         opened.append(store)
         return store
 

@@ -320,3 +320,18 @@ async def test_cost_entries_come_back_in_the_order_recorded(store: Store) -> Non
 
     assert await store.cost_entries(session.id) == [first, second]
     assert await store.cost_entries("nosuchsessio") == []
+
+
+async def test_a_cost_recorded_again_under_its_id_is_counted_once(store: Store) -> None:
+    session = await store.current_session("telegram:retry")
+    entry = _cost(session.id, 0.5).model_copy(update={"id": "c-1"})
+
+    await store.record_cost(entry)
+    await store.record_cost(entry)
+    await store.record_cost(_cost(session.id, 0.25))
+    await store.record_cost(_cost(session.id, 0.25))
+
+    summary = await store.cost_summary(session.id)
+    assert summary.calls == 3
+    assert summary.cost_usd == pytest.approx(1.0)
+    assert [e.id for e in await store.cost_entries(session.id)] == ["c-1", None, None]

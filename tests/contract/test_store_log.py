@@ -458,3 +458,32 @@ async def test_a_refused_write_to_an_unknown_session_does_not_move_the_fence(
 
     stored = await store.append_message(session.id, Message.user("y"), fence=_fence(10))
     assert stored.seq == 1
+
+
+# A write tried again (its first answer lost with the connection)
+
+
+async def test_a_message_stored_again_under_its_id_is_stored_once(store: Store) -> None:
+    session = await store.current_session("telegram:retry")
+    message = Message.user("once", source="telegram:update:1").model_copy(update={"id": "m-1"})
+
+    first = await store.append_message(session.id, message)
+    again = await store.append_message(session.id, message)
+    later = await store.append_message(session.id, Message.user("next"))
+
+    assert (first.seq, again.seq, later.seq) == (1, 1, 2)
+    assert again.created_at == first.created_at
+    assert [(m.text, m.id) for m in await store.list_messages(session.id)] == [
+        ("once", "m-1"),
+        ("next", None),
+    ]
+    # The id is the message's within its session: another session stores its own.
+    other = await store.current_session("telegram:other")
+    assert (await store.append_message(other.id, message)).seq == 1
+
+
+async def test_messages_without_an_id_are_each_stored(store: Store) -> None:
+    session = await store.current_session("telegram:no-ids")
+    for _ in range(2):
+        await store.append_message(session.id, Message.user("same"))
+    assert [m.seq for m in await store.list_messages(session.id)] == [1, 2]

@@ -1,5 +1,5 @@
-"""The `ReplyRecords` contract: in memory, in Redis and in the SQL store (on SQLite and on
-PostgreSQL), the same cases."""
+"""The `ReplyRecords` contract: in memory, in the SQL store (on SQLite and on PostgreSQL), and
+in the SQL store with the holds in Redis (the distributed deployment), the same cases."""
 
 from __future__ import annotations
 
@@ -10,19 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from core.store._redis_replies import RedisReplyRecords
-from core.store.replies import MemoryReplyRecords, ReplyRecord, ReplyRecords, ShownMessage, digest
+from core.redis_client import connect_redis
+from core.replies_hold import RedisReplyHolds
+from core.store.replies import (
+    HeldReplyRecords,
+    MemoryReplyRecords,
+    ReplyHolds,
+    ReplyRecord,
+    ReplyRecords,
+    ShownMessage,
+    digest,
+)
 from core.store.sql import SqlReplyRecords, sqlite_url
 
 PATIENCE = 5.0
 
 
-@pytest.fixture(params=["memory", "redis", "sql-sqlite", "sql-postgresql"])
+@pytest.fixture(params=["memory", "sql-sqlite", "sql-postgresql", "sql-and-redis"])
 async def records(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ReplyRecords]:
     """Empty records of each implementation, closed after the test."""
     if request.param == "memory":
         yield MemoryReplyRecords()
-    elif request.param.startswith("sql-"):
+    elif request.param in ("sql-sqlite", "sql-postgresql"):
         # The session's server (a sync fixture: this async one cannot ask for async ones).
         url = (
             await request.getfixturevalue("postgres_server").new_database()
@@ -35,13 +44,15 @@ async def records(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         finally:
             await sql.close()
     else:
-        # The session's server; every test uses fresh keys, so none is flushed.
+        # The session's Redis server; every test uses fresh keys, so none is flushed.
         server = request.getfixturevalue("redis_server")
-        remote = RedisReplyRecords.from_url(server.url)
+        sql = await SqlReplyRecords.open(sqlite_url(tmp_path / "replies.sqlite"))
+        client = connect_redis(server.url)
         try:
-            yield remote
+            yield HeldReplyRecords(sql, RedisReplyHolds(client))
         finally:
-            await remote.aclose()
+            await client.aclose()
+            await sql.close()
 
 
 def _key() -> str:
@@ -95,7 +106,8 @@ async def test_different_replies_are_held_independently(records: ReplyRecords) -
 
 async def test_two_redis_clients_never_hold_one_reply_at_once(redis_server: object) -> None:
     url = getattr(redis_server, "url")  # noqa: B009 - the fixture's type lives in tests/
-    one, two = RedisReplyRecords.from_url(url), RedisReplyRecords.from_url(url)
+    clients = [connect_redis(url), connect_redis(url)]
+    one, two = (RedisReplyHolds(client) for client in clients)
     key = _key()
     held = asyncio.Event()
     release = asyncio.Event()
@@ -119,10 +131,10 @@ async def test_two_redis_clients_never_hold_one_reply_at_once(redis_server: obje
             await task
             await second
     finally:
-        await one.aclose()
-        await two.aclose()
+        for client in clients:
+            await client.aclose()
 
 
-async def _enter(records: ReplyRecords, key: str) -> None:
+async def _enter(records: ReplyHolds, key: str) -> None:
     async with records.hold(key):
         pass

@@ -71,11 +71,11 @@ DESCRIPTIONS = {
 NOT_WORKING = r"WARNING core\.readiness: {} is not working"
 WORKING = r"{} is working again"
 # The loop whose line says each process noticed Redis going away: the gateway's delivery loop,
-# or (mid-delivery) the reply records it waits on.
+# or (mid-delivery) the hold on a reply it waits for. The scheduler has none: it reads its
+# schedules from the database and touches Redis only to put a due run on the queue.
 LOOPS = {
-    "gateway": "(?:telegram delivery|reply records)",
+    "gateway": "(?:telegram delivery|reply holds)",
     "worker": "worker receive",
-    "scheduler": "scheduler",
 }
 # The faults after which what Redis held is gone: the answers the harness waits for may never
 # come.

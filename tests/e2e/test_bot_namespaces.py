@@ -1,5 +1,6 @@
 """Two bots (`SWITCHBOARD_BOT_ID`) share one redis-server: each `switchboard worker` answers
-only its own bot's messages, into its own bot's queues and sessions."""
+only its own bot's messages, into its own bot's queues, and keeps its sessions in its own
+database (here each bot's data folder)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from core.bus.names import INBOUND, outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound, Outbound, decode
 from core.redis_keys import RedisKeys
+from core.store.sql import SqlStore
 from tests.e2e.processes import Deployment, clean_env, until
 from tests.fakes import FakeOpenAI, Reply, Text
 
@@ -58,7 +60,12 @@ async def test_two_bots_on_one_redis_answer_only_their_own_messages(
     try:
         async with Deployment(env, tmp_path) as deployment:
             workers = [
-                await deployment.start("worker", name=f"worker-{bot}", SWITCHBOARD_BOT_ID=bot)
+                await deployment.start(
+                    "worker",
+                    name=f"worker-{bot}",
+                    SWITCHBOARD_BOT_ID=bot,
+                    SWITCHBOARD_DATA_DIR=str(tmp_path / bot),
+                )
                 for bot in BOTS
             ]
             for worker in workers:
@@ -82,11 +89,17 @@ async def test_two_bots_on_one_redis_answer_only_their_own_messages(
             await until(both_answered, 30, "both bots' replies", deployment.describe)
             for bot in BOTS:
                 assert await _replies(client, keys[bot]) == [f"answer to hello {bot}"]
-                sessions = await client.keys(f"sb:{bot}:session:*")
-                assert len(sessions) == 1, deployment.describe()
             assert await client.keys("sb:q:*") == []  # nothing outside a bot's namespace
             for worker in workers:
                 assert await worker.stop() == 0, worker.describe()
+        for bot in BOTS:
+            store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / bot / 'switchboard.db'}")
+            try:
+                [session] = await store.list_sessions()
+                said = [m.text for m in await store.list_messages(session.id)]
+            finally:
+                await store.close()
+            assert said == [f"hello {bot}", f"answer to hello {bot}"]
     finally:
         for bus in buses:
             await bus.close()

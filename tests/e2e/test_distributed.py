@@ -296,9 +296,9 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
             await asyncio.to_thread(server.stop)
             # Down until every process has noticed, then back on the same port, data intact.
             outage = {
-                # Its delivery loop, or (mid-delivery) the reply records it waits on.
+                # Its delivery loop, or (mid-delivery) the hold on a reply it waits for.
                 gateway: (
-                    r"WARNING core\.readiness: (?:telegram delivery|reply records) is not working"
+                    r"WARNING core\.readiness: (?:telegram delivery|reply holds) is not working"
                 ),
                 worker: r"WARNING core\.readiness: worker receive is not working",
                 printer: r"subscription to \S+ interrupted",
@@ -314,7 +314,7 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
                     f"subscription to {keys.topic_channel(CONTROL)} restored",
                     "worker receive is working again",
                 ],
-                gateway: [r"(?:telegram delivery|reply records) is working again"],
+                gateway: [r"(?:telegram delivery|reply holds) is working again"],
             }
             for launched in (printer, worker):
                 await launched.until_logged(recovered[launched][0], after=offsets[launched.name])
@@ -459,7 +459,7 @@ async def test_distributed_commands_name_redis_url_and_health_reports_one_line(
         assert result.returncode != 0, (args, result)
         assert len(lines) == 1 and "REDIS_URL" in lines[0], (args, result)
     assert healthy_redis.returncode == 0, healthy_redis
-    assert "(redis)" in healthy_redis.stdout, healthy_redis
+    assert healthy_redis.stdout.endswith(", redis)\n"), healthy_redis
     assert healthy_sqlite.returncode == 0, healthy_sqlite
     assert str(tmp_path / "data") in healthy_sqlite.stdout, healthy_sqlite
     assert (tmp_path / "data" / "switchboard.db").exists()

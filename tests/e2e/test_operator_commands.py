@@ -167,7 +167,6 @@ def test_commands_that_read_the_store_say_which_in_their_help(command: list[str]
     assert "Reads the store at DATABASE_URL, else $SWITCHBOARD_DATA_DIR/switchboard.db" in (
         " ".join(shown.output.split())
     )
-    assert "or Redis when only REDIS_URL is set" in " ".join(shown.output.split())
 
 
 def test_empty_answers_name_the_store(in_process: CliRunner, tmp_path: Path) -> None:

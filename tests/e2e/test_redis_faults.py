@@ -158,17 +158,19 @@ def _metrics(port: str | None) -> dict[str, str]:
 async def restart_when_noticed(
     server: RedisServer, processes: dict[str, Launched], deployment: Deployment
 ) -> dict[str, int]:
-    """Stop Redis until every process says it is not working, then start it again.
+    """Stop Redis until every process that waits on it says it is not working, then start it
+    again (the scheduler, whose schedules are in the database, need not notice).
 
     Returns where each process's log stood before the stop.
     """
     offsets = {name: len(p.log) for name, p in processes.items()}
+    noticing = {name: p for name, p in processes.items() if name.rstrip("01") in LOOPS}
     await asyncio.to_thread(server.stop)
-    for name, launched in processes.items():
+    for name, launched in noticing.items():
         loop = LOOPS[name.rstrip("01")]
         await launched.until_logged(NOT_WORKING.format(loop), 20, after=offsets[name])
     await asyncio.to_thread(server.start)
-    for name, launched in processes.items():
+    for name, launched in noticing.items():
         loop = LOOPS[name.rstrip("01")]
         await launched.until_logged(WORKING.format(loop), 30, after=offsets[name])
     assert all(p.returncode is None for p in processes.values()), deployment.describe()

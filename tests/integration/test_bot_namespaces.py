@@ -1,7 +1,8 @@
 """Two bots on one Redis (`SWITCHBOARD_BOT_ID`): neither takes the other's work or state.
 
-Each bot's bus, store, mailboxes and leadership are built with its own `RedisKeys`, as
-`bots/app.py` builds them from the settings, on the suite's one redis-server.
+Each bot's bus, mailboxes and leadership are built with its own `RedisKeys`, as `bots/app.py`
+builds them from the settings, on the suite's one redis-server; each bot's records are in a
+database of its own (its data directory's SQLite file here, or its DATABASE_URL).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -24,7 +26,7 @@ from core.mailbox.redis import RedisMailboxes
 from core.messages import Message
 from core.redis_keys import RedisKeys
 from core.scheduling.models import IntervalCadence, Schedule
-from core.store import RedisStore
+from core.store.sql import SqlStore
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 CHAT = Address(platform="telegram", bot="b", chat="42")
@@ -36,7 +38,7 @@ class Bot:
 
     keys: RedisKeys
     bus: RedisBus
-    store: RedisStore
+    store: SqlStore
     mailboxes: RedisMailboxes
 
 
@@ -48,7 +50,9 @@ async def raw(redis_url: str) -> AsyncIterator[aioredis.Redis]:
 
 
 @pytest.fixture
-async def bots(redis_url: str, raw: aioredis.Redis) -> AsyncIterator[tuple[Bot, Bot]]:
+async def bots(
+    redis_url: str, raw: aioredis.Redis, tmp_path: Path
+) -> AsyncIterator[tuple[Bot, Bot]]:
     made = []
     for bot_id in ("sales", "support"):
         keys = RedisKeys(bot_id)
@@ -56,7 +60,7 @@ async def bots(redis_url: str, raw: aioredis.Redis) -> AsyncIterator[tuple[Bot, 
             Bot(
                 keys,
                 await RedisBus.connect(redis_url, lease_seconds=60, keys=keys),
-                await RedisStore.open(redis_url, keys=keys),
+                await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / bot_id / 'records.db'}"),
                 RedisMailboxes(raw, keys=keys, lease_seconds=60),
             )
         )

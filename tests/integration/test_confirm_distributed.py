@@ -1,11 +1,12 @@
 """The confirmation's answer reaches the turn waiting for it on another worker (real Redis).
 
-Two workers share a real `redis-server` (bus, store, mailboxes). Worker A takes the turn, which
-asks; its intake is then held, so the answer, put on the `inbound` queue as a gateway would,
-can only be taken by worker B. B passes it on the `control` topic; A's gate takes it and the
-tool runs (or not). A typed "yes" also waits in the session's mailbox for A, marked processed
-by A's gate, so it never becomes a turn of its own; someone else's "yes" is no answer, so the
-question times out (a refusal) and that "yes" is then answered as an ordinary message.
+Two workers share a real `redis-server` (bus, mailboxes) and PostgreSQL (records). Worker A
+takes the turn, which asks; its intake is then held, so the answer, put on the `inbound` queue
+as a gateway would, can only be taken by worker B. B passes it on the `control` topic; A's gate
+takes it and the tool runs (or not). A typed "yes" also waits in the session's mailbox for A,
+marked processed by A's gate, so it never becomes a turn of its own; someone else's "yes" is no
+answer, so the question times out (a refusal) and that "yes" is then answered as an ordinary
+message.
 The last test goes the whole way: a press on the Telegram fake, through the real gateway.
 """
 
@@ -34,7 +35,7 @@ from core.providers.scripted import text_reply
 from core.readiness import Readiness
 from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
-from core.store.redis import RedisStore
+from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
 from tests.confirming import script, wipe_tool
@@ -87,7 +88,7 @@ class HeldIntake:
 
 @dataclass
 class Deployment:
-    store: RedisStore
+    store: SqlStore
     gateway_bus: RedisBus
     ran: list[str] = field(default_factory=list)
     providers: dict[str, ScriptedProvider] = field(default_factory=dict)
@@ -101,16 +102,18 @@ async def _enqueue_first(bus: RedisBus) -> None:
 @asynccontextmanager
 async def deployment(
     redis_url: str,
+    database_url: str,
     *,
     wait: float = PATIENCE,
     first: Callable[[RedisBus], Awaitable[None]] = _enqueue_first,
 ) -> AsyncIterator[Deployment]:
-    """Workers A and B on Redis, questions waiting `wait` s. `first(gateway bus)` sends the
-    turn's message while A alone runs; this yields once A's turn has asked."""
+    """Workers A and B on Redis and `database_url`, questions waiting `wait` s.
+    `first(gateway bus)` sends the turn's message while A alone runs; this yields once A's turn
+    has asked."""
     async with AsyncExitStack() as stack:
         raw = aioredis.Redis.from_url(redis_url)
         stack.push_async_callback(raw.aclose)
-        store = await RedisStore.open(redis_url, keys=KEYS)
+        store = await SqlStore.open(database_url)
         stack.push_async_callback(store.close)
         gateway_bus = await RedisBus.connect(redis_url, keys=KEYS)
         stack.push_async_callback(gateway_bus.close)
@@ -228,8 +231,10 @@ async def idle(deployment: Deployment) -> None:
         await asyncio.wait_for(worker.idle.wait(), PATIENCE)
 
 
-async def test_a_typed_yes_taken_by_the_other_worker_lets_the_tool_run(redis_url: str) -> None:
-    async with deployment(redis_url) as found:
+async def test_a_typed_yes_taken_by_the_other_worker_lets_the_tool_run(
+    redis_url: str, postgres_url: str
+) -> None:
+    async with deployment(redis_url, postgres_url) as found:
         decision, event = await answered(found, lambda _: said("yes"))
         await idle(found)
 
@@ -243,8 +248,9 @@ async def test_a_typed_yes_taken_by_the_other_worker_lets_the_tool_run(redis_url
 
 async def test_a_button_press_taken_by_the_other_worker_lets_the_tool_run(
     redis_url: str,
+    postgres_url: str,
 ) -> None:
-    async with deployment(redis_url) as found:
+    async with deployment(redis_url, postgres_url) as found:
         _, event = await answered(found, pressed(True))
         await idle(found)
 
@@ -253,8 +259,10 @@ async def test_a_button_press_taken_by_the_other_worker_lets_the_tool_run(
         assert found.providers["b"].requests == []
 
 
-async def test_someone_elses_yes_is_no_answer_so_the_question_times_out(redis_url: str) -> None:
-    async with deployment(redis_url, wait=0.3) as found:
+async def test_someone_elses_yes_is_no_answer_so_the_question_times_out(
+    redis_url: str, postgres_url: str
+) -> None:
+    async with deployment(redis_url, postgres_url, wait=0.3) as found:
         decision, event = await answered(found, lambda _: said("yes", user_id="8"))
         # The other person's yes is an ordinary message, answered after the turn.
         await outbound_until(found.gateway_bus, "reply", "Yes to what?")
@@ -267,7 +275,7 @@ async def test_someone_elses_yes_is_no_answer_so_the_question_times_out(redis_ur
 
 
 async def test_a_press_on_telegram_reaches_the_worker_holding_the_turn(
-    redis_url: str, fake_telegram: FakeTelegram
+    redis_url: str, postgres_url: str, fake_telegram: FakeTelegram
 ) -> None:
     """The whole way: python-telegram-bot polls the fake, the gateway puts the press on Redis,
     worker B takes it, worker A's turn gets it; the gateway shows the decision."""
@@ -286,7 +294,7 @@ async def test_a_press_on_telegram_reaches_the_worker_holding_the_turn(
         fake_telegram.private_text(dm, "wipe it", user_id=int(ASKER))
 
     stopping: list[tuple[Gateway, asyncio.Task[None]]] = []
-    async with deployment(redis_url, first=from_telegram) as found:
+    async with deployment(redis_url, postgres_url, first=from_telegram) as found:
         try:
             question = await reply_containing(fake_telegram, dm, "I'd like to run")
             markup: Any = question.reply_markup

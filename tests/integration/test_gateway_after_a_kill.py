@@ -1,17 +1,19 @@
 """A gateway started after another was killed delivers to every chat at once.
 
-A gateway killed while showing a reply leaves that reply held (`RedisReplyRecords`: a lease of
+A gateway killed while showing a reply leaves that reply held (`RedisReplyHolds`: a lease of
 30 s that nobody renews or removes). Its replacement must wait for that reply's hold, but only
 in that chat's lane: every other chat's answer goes out meanwhile. Seen in the fault matrix
 as a replacement that sent nothing to anyone for about 30 s after a SIGKILL.
 
-The real `TelegramAdapter` delivers through a `Gateway` on a `RedisBus` with records in Redis;
-the killed gateway's hold is left in Redis as it would be.
+The real `TelegramAdapter` delivers through a `Gateway` on a `RedisBus` with its reply records
+in a SQLite file and their holds in Redis; the killed gateway's hold is left in Redis as it
+would be.
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import redis.asyncio as aioredis
 from pydantic import SecretStr
@@ -23,8 +25,11 @@ from core.bus.names import outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Outbound
 from core.readiness import Readiness
+from core.redis_client import connect_redis
 from core.redis_keys import RedisKeys
-from core.store._redis_replies import RedisReplyRecords
+from core.replies_hold import RedisReplyHolds
+from core.store.replies import HeldReplyRecords
+from core.store.sql import SqlReplyRecords
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS
 from tests.integration.telegram_helpers import BOT_KEY, reply_containing
@@ -39,12 +44,14 @@ def _reply(chat: int, text: str, reply_key: str) -> Outbound:
 
 
 async def test_a_reply_left_held_by_a_killed_gateway_delays_only_its_own_chat(
-    fake_telegram: FakeTelegram, redis_url: str
+    fake_telegram: FakeTelegram, redis_url: str, tmp_path: Path
 ) -> None:
     fake = fake_telegram
     raw = aioredis.Redis.from_url(redis_url)
     bus = await RedisBus.connect(redis_url)
-    records = RedisReplyRecords.from_url(redis_url)
+    sql = await SqlReplyRecords.open(f"sqlite+aiosqlite:///{tmp_path / 'records.db'}")
+    client = connect_redis(redis_url)
+    records = HeldReplyRecords(sql, RedisReplyHolds(client))
     try:
         held = _reply(HELD_CHAT, "the answer the killed gateway was showing", "q-held")
         # The killed gateway's hold on that reply, left to lapse (30 s).
@@ -72,6 +79,7 @@ async def test_a_reply_left_held_by_a_killed_gateway_delays_only_its_own_chat(
             await gateway.stop()
             await running
     finally:
-        await records.aclose()
+        await client.aclose()
+        await sql.close()
         await bus.close()
         await raw.aclose()

@@ -30,7 +30,7 @@ from core.readiness import Readiness
 from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, ScheduleRun
-from core.store.redis import RedisStore
+from core.store.sql import SqlStore
 
 PATIENCE = 10.0
 SHARED = frozenset({NOTIFICATIONS})
@@ -115,9 +115,11 @@ async def test_switchboard_events_prints_the_notifications_topic(tmp_path: Path)
         await bus.close()
 
 
-async def test_with_redis_a_receipt_lands_on_the_run_and_the_topic(redis_url: str) -> None:
+async def test_with_redis_a_receipt_lands_on_the_run_and_the_topic(
+    redis_url: str, tmp_path: Path
+) -> None:
     bus = await RedisBus.connect(redis_url)
-    store = await RedisStore.open(redis_url)
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'records.db'}")
     try:
         book = ScheduleBook(store)
         now = utc_now()

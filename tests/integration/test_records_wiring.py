@@ -1,6 +1,6 @@
 """Where `backends` and `open_store` keep the records: the SQL store on DATABASE_URL (the data
-directory's SQLite file when unset), and with REDIS_URL and DATABASE_URL the records leave
-Redis: a Redis emptied loses none of them."""
+directory's SQLite file when unset), with or without REDIS_URL: Redis only coordinates, so a
+Redis emptied loses none of them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import redis.asyncio as aioredis
 from bots.app import backends, open_store
 from bots.settings import Settings
 from core.messages import Message, TextPart
-from core.store.redis import RedisStore
+from core.store.replies import HeldReplyRecords, ReplyRecord
 from core.store.sql import SqlReplyRecords, SqlStore
 from tests.fixtures.sqlite_store_v12 import DB
 from tests.redis_server import RedisServer
@@ -98,10 +98,33 @@ async def test_with_redis_and_a_database_url_the_records_outlive_an_emptied_redi
         assert [m.text for m in await store.list_messages(session.id)] == ["kept"]
 
 
-async def test_with_redis_alone_the_records_stay_in_redis(
+async def test_with_redis_alone_the_records_are_in_the_data_directorys_sql_file(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, own_redis: str
 ) -> None:
     settings = _settings(monkeypatch, tmp_path, REDIS_URL=own_redis)
 
+    async with backends(settings) as found:
+        assert found.distributed
+        assert isinstance(found.store, SqlStore)
+        assert isinstance(found.replies, HeldReplyRecords)
+        session = await found.store.current_session("telegram:b:1")
+        await found.store.append_message(
+            session.id, Message(role="user", content=[TextPart(text="kept")])
+        )
+        async with found.replies.hold("telegram:update:1"):
+            await found.replies.save(ReplyRecord(key="telegram:update:1", seq=2, finished=True))
+        # Redis holds coordination only: no key of the conversation or of the reply's record.
+        client = aioredis.Redis.from_url(own_redis)
+        try:
+            names = [str(key) for key in await client.keys("*")]
+            assert not [name for name in names if session.id in name or "reply:" in name]
+            await client.flushall()
+        finally:
+            await client.aclose()
+        record = await found.replies.get("telegram:update:1")
+        assert record is not None and record.finished
+
+    assert settings.database_path.exists()
     async with open_store(settings) as store:
-        assert isinstance(store, RedisStore)
+        assert isinstance(store, SqlStore)
+        assert [m.text for m in await store.list_messages(session.id)] == ["kept"]

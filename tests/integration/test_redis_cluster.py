@@ -109,7 +109,8 @@ def test_health_against_a_redis_that_never_answers_says_so_in_one_line(
         shown = runner.invoke(cli, ["health"], env={"REDIS_URL": f"redis://127.0.0.1:{port}/0"})
 
     assert shown.exit_code == 1, shown.output
-    assert shown.stderr == "not ok: no answer within 0.5 s (redis)\n"
+    assert shown.stderr.startswith("not ok: no answer within 0.5 s ("), shown.stderr
+    assert shown.stderr.endswith(", redis)\n"), shown.stderr
 
 
 async def test_a_cluster_with_no_node_up_is_an_outage_and_is_used_again_once_back(

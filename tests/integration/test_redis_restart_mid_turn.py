@@ -1,8 +1,9 @@
 """Turns caught by a Redis restart (with its append-only file) wait for Redis and finish.
 
-A worker on the Redis store, bus and mailboxes, against a `redis-server` of the test's own
-that is stopped while the model is answering several chats and started again once the turns
-have met the outage. Each turn must write its answer once Redis is back, without an apology
+A worker on the Redis bus and mailboxes (its records in a SQLite file), against a
+`redis-server` of the test's own that is stopped while the model is answering several chats and
+started again once the turns have met the outage. Each turn must show its answer once Redis is
+back, without an apology
 and without asking the model again (its call was paid for), and the outage is told in the
 log in a line when it starts and one when it ends, without a traceback.
 """
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 
 from core.bus import INBOUND
 from core.bus.redis import RedisBus
@@ -25,10 +28,10 @@ from core.mailbox.redis import RedisMailboxes
 from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply
-from core.redis_client import BatchingRedis
+from core.redis_client import BatchingRedis, connect_redis
 from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
-from core.store.redis import RedisStore
+from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.turns.intake import APOLOGY_TEXT
 from tests.redis_server import RedisServer
@@ -113,10 +116,12 @@ class _Restarted:
 
 
 @pytest.fixture
-async def restarted(server: RedisServer, log: _Log) -> _Restarted:
+async def restarted(server: RedisServer, log: _Log, tmp_path: Path) -> _Restarted:
     """Every chat's turn under way, Redis restarted while the model answers."""
-    store = await RedisStore.open(server.url, keys=KEYS)
-    shared = store.client
+    store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'records.db'}")
+    # As `bots/app.py` makes it: a dropped connection (the restart) is tried again quickly.
+    retry = Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3)
+    shared = connect_redis(server.url, batching=True, retry=retry)
     assert isinstance(shared, BatchingRedis)
     bus = await RedisBus.connect(server.url, keys=KEYS, batched=shared)
     gated = _Gated()
@@ -168,6 +173,7 @@ async def restarted(server: RedisServer, log: _Log) -> _Restarted:
         await asyncio.wait_for(worker.stop(grace=5.0), PATIENCE)
         await asyncio.wait_for(running, PATIENCE)
         await bus.close()
+        await shared.aclose()
         await store.close()
     return _Restarted(sent, len(provider.requests), stored)
 

@@ -1,10 +1,11 @@
-"""Reply records across a Redis restart (with persistence), against a redis-server of the
-test's own that is stopped and started again.
+"""Reply records and their holds across a Redis restart (with persistence), against a
+redis-server of the test's own that is stopped and started again.
 
-A gateway that cannot release a reply's hold, or save the record of a message the platform
-just showed, while Redis restarts must finish both once Redis is back: a hold left behind
-blocks every delivery of the reply (and the gateway's queue behind it) for the whole lease,
-and a record lost makes the next delivery send the message again.
+The records are in the SQL database and the holds in Redis (`HeldReplyRecords`). A gateway
+that cannot release a reply's hold while Redis restarts must release it once Redis is back (a
+hold left behind blocks every delivery of the reply, and the gateway's queue behind it, for the
+whole lease), and the record of a message the platform just showed is saved meanwhile, as it
+does not depend on Redis (a record lost would make the next delivery send the message again).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from core.redis_client import connect_redis
 from core.redis_keys import RedisKeys
-from core.store._redis_replies import RedisReplyRecords
-from core.store.replies import ReplyRecord, ShownMessage
+from core.replies_hold import RedisReplyHolds
+from core.store.replies import HeldReplyRecords, ReplyRecord, ShownMessage
+from core.store.sql import SqlReplyRecords
 from tests.redis_server import RedisServer
 
 KEYS = RedisKeys("restart")
@@ -34,10 +37,12 @@ async def server(tmp_path: Path) -> AsyncIterator[RedisServer]:
         await asyncio.to_thread(started.stop)
 
 
-async def test_a_hold_is_released_and_a_record_saved_once_redis_is_back(
-    server: RedisServer,
+async def test_a_hold_is_released_once_redis_is_back_and_the_record_saved_meanwhile(
+    server: RedisServer, tmp_path: Path
 ) -> None:
-    records = RedisReplyRecords.from_url(server.url, keys=KEYS, patience=20.0)
+    sql = await SqlReplyRecords.open(f"sqlite+aiosqlite:///{tmp_path / 'records.db'}")
+    client = connect_redis(server.url)
+    records = HeldReplyRecords(sql, RedisReplyHolds(client, keys=KEYS, patience=20.0))
     raw = aioredis.Redis.from_url(server.url)
     record = ReplyRecord(
         key="telegram:1:2:3", messages=(ShownMessage(message_id="41", digest="d"),)
@@ -50,14 +55,16 @@ async def test_a_hold_is_released_and_a_record_saved_once_redis_is_back(
 
         await asyncio.to_thread(server.stop)
         # While Redis is away: the record of what was shown, then the end of the hold.
-        finishing = asyncio.create_task(records.save(record))
+        await asyncio.wait_for(records.save(record), 30)
+        assert await records.get(record.key) == record
         releasing = asyncio.create_task(held.__aexit__(None, None, None))
         await asyncio.to_thread(server.start)
-        await asyncio.wait_for(asyncio.gather(finishing, releasing), 30)
+        await asyncio.wait_for(releasing, 30)
 
         raw = aioredis.Redis.from_url(server.url)
         assert await raw.exists(KEYS.reply_hold(record.key)) == 0
         assert await records.get(record.key) == record
     finally:
         await raw.aclose()
-        await records.aclose()
+        await client.aclose()
+        await sql.close()

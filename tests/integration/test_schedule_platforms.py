@@ -20,7 +20,6 @@ from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
 from core.scheduling.scheduler import Scheduler, SchedulerStore
-from core.store.redis import RedisStore
 from core.store.sql import SqlStore, sqlite_url
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
@@ -44,11 +43,11 @@ async def two_sqlite(tmp_path: Path) -> AsyncIterator[tuple[SchedulerStore, Sche
 
 
 @asynccontextmanager
-async def two_redis(url: str) -> AsyncIterator[tuple[SchedulerStore, SchedulerStore]]:
+async def two_sql(url: str) -> AsyncIterator[tuple[SchedulerStore, SchedulerStore]]:
     async with AsyncExitStack() as stack:
-        first = await RedisStore.open(url, clock=now)
+        first = await SqlStore.open(url, clock=now)
         stack.push_async_callback(first.close)
-        second = await RedisStore.open(url, clock=now)
+        second = await SqlStore.open(url, clock=now)
         stack.push_async_callback(second.close)
         yield first, second
 
@@ -119,6 +118,6 @@ async def test_with_a_shared_sqlite_file(tmp_path: Path) -> None:
         await _check_both_directions(chat_store, serve_store)
 
 
-async def test_with_redis(redis_url: str) -> None:
-    async with two_redis(redis_url) as (chat_store, serve_store):
+async def test_with_postgresql(postgres_url: str) -> None:
+    async with two_sql(postgres_url) as (chat_store, serve_store):
         await _check_both_directions(chat_store, serve_store)

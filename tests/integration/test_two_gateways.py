@@ -1,10 +1,11 @@
 """Two gateways of one platform on one Redis bus: every streamed reply arrives whole and once.
 
-The platforms that allow replicas (Slack over the Events API, Telegram by webhook) run two
-real adapters, each with its own `RedisBus` connection and `RedisReplyRecords`, against the
-platform fake; one worker streams every model piece at once (pacing 0), so the pieces of one
-reply are spread over both gateways. A scripted model answers each question with a streamed
-answer of several pieces, some long enough for two or more platform messages.
+The platforms that allow replicas (Slack over the Events API, Telegram by webhook) run two real
+adapters, each with its own `RedisBus` connection and reply records (one SQL database, each
+gateway its own connection to it and to Redis for the holds), against the platform fake; one
+worker streams every model piece at once (pacing 0), so the pieces of one reply are spread over
+both gateways. A scripted model answers each question with a streamed answer of several pieces,
+some long enough for two or more platform messages.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ from core.events import Finished, ModelEvent, TextDelta
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider
 from core.readiness import Readiness
+from core.redis_client import connect_redis
+from core.replies_hold import RedisReplyHolds
 from core.runtime import AgentRuntime
-from core.store._redis_replies import RedisReplyRecords
-from core.store.sql import SqlStore, sqlite_url
+from core.store.replies import HeldReplyRecords
+from core.store.sql import SqlReplyRecords, SqlStore, sqlite_url
 from core.tools import ToolRegistry
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
@@ -138,23 +141,34 @@ async def _worker(redis_url: str, tmp_path: Path) -> AsyncIterator[None]:
 
 @asynccontextmanager
 async def _gateways(
-    redis_url: str, adapters: Sequence[Callable[[ReplyStreams], ChannelAdapter]]
+    redis_url: str,
+    records_url: str,
+    adapters: Sequence[Callable[[ReplyStreams], ChannelAdapter]],
 ) -> AsyncIterator[list[Counted]]:
-    """One gateway per adapter maker, each with its own bus connection and records."""
+    """One gateway per adapter maker, each with its own bus connection and records (in the
+    database at `records_url`, held in Redis)."""
     async with AsyncExitStack() as stack:
         counted: list[Counted] = []
         runs: list[asyncio.Task[None]] = []
         for make in adapters:
             bus = await RedisBus.connect(redis_url)
             stack.push_async_callback(bus.close)
-            records = RedisReplyRecords.from_url(redis_url)
-            stack.push_async_callback(records.aclose)
+            sql = await SqlReplyRecords.open(records_url)
+            stack.push_async_callback(sql.close)
+            client = connect_redis(redis_url)
+            stack.push_async_callback(client.aclose)
+            records = HeldReplyRecords(sql, RedisReplyHolds(client))
             adapter = Counted(make(ReplyStreams(records, IncrementalRender())))
             gateway = Gateway(adapter, bus, readiness=Readiness())
             counted.append(adapter)
             runs.append(asyncio.create_task(gateway.run()))
             stack.push_async_callback(_stopped, gateway, runs[-1])
         yield counted
+
+
+def _records(tmp_path: Path) -> str:
+    """The reply records' database both gateways share."""
+    return f"sqlite+aiosqlite:///{tmp_path / 'replies.db'}"
 
 
 async def _stopped(gateway: Gateway, run: asyncio.Task[None]) -> None:
@@ -180,7 +194,10 @@ async def test_two_slack_gateways_show_every_streamed_reply_whole_and_once(
         return SlackAdapter(settings, menu=MENU, replies=replies)
 
     channels = {question: f"D0{n}" for n, question in enumerate(ANSWERS, start=1)}
-    async with _worker(redis_url, tmp_path), _gateways(redis_url, [slack, slack]) as gateways:
+    async with (
+        _worker(redis_url, tmp_path),
+        _gateways(redis_url, _records(tmp_path), [slack, slack]) as gateways,
+    ):
         adapters = [g.adapter for g in gateways]
         assert all(isinstance(a, SlackAdapter) for a in adapters)
         for adapter in adapters:
@@ -242,7 +259,10 @@ async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and
         return TelegramAdapter(settings, menu=MENU, replies=replies)
 
     chats = {question: 1000 + n for n, question in enumerate(ANSWERS, start=1)}
-    async with _worker(redis_url, tmp_path), _gateways(redis_url, [telegram, telegram]) as gateways:
+    async with (
+        _worker(redis_url, tmp_path),
+        _gateways(redis_url, _records(tmp_path), [telegram, telegram]) as gateways,
+    ):
         adapters = [g.adapter for g in gateways]
         await telegram_until(
             fake,

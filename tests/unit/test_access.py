@@ -26,7 +26,6 @@ from core.modes import FULL, SAFE_CHAT, ModeCatalog
 from core.policy import AllowList, ChannelPolicy, PlatformAccess
 from core.profile import Profile
 from core.runtime import ChannelContext
-from core.store import RedisStore
 from core.store.access import PAIRING_ALPHABET, AccessRecords
 from core.store.sql import SqlStore
 from core.tools.base import SafetyTier, Tool, ToolContext
@@ -365,9 +364,9 @@ def test_bad_access_tables_are_one_clear_error(data: dict[str, object], problem:
 # --- several workers -----------------------------------------------------------------------
 
 
-async def test_every_worker_sees_an_approval_and_a_revocation_at_once(redis_url: str) -> None:
-    # Two workers and the CLI, each with its own connection to the shared store.
-    stores = [await RedisStore.open(redis_url) for _ in range(3)]
+async def test_every_worker_sees_an_approval_and_a_revocation_at_once(postgres_url: str) -> None:
+    # Two workers and the CLI, each with its own connection to the shared database.
+    stores = [await SqlStore.open(postgres_url) for _ in range(3)]
     try:
         first, second = (gate_on(s) for s in stores[:2])
         cli = Pairing(stores[2])

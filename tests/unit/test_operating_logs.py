@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bots.commands.where import describe_store, log_startup
+from bots.commands.where import describe_coordination, describe_store, log_startup
 from bots.logs import configure_logging
 from bots.settings import Settings
 from core.redact import Redactor
@@ -62,7 +62,9 @@ def test_asking_for_errors_only_hides_the_startup_line(stderr: io.StringIO, tmp_
 
 def test_redis_is_described_without_its_password(tmp_path: Path) -> None:
     settings = _settings(tmp_path, REDIS_URL="redis://:hunter2@cache.internal:6380/0")
-    assert describe_store(settings) == "Redis at cache.internal:6380 (bot default)"
+    assert describe_coordination(settings) == "Redis at cache.internal:6380 (bot default)"
+    # The records stay in the data folder's file unless DATABASE_URL names a database.
+    assert describe_store(settings) == str(settings.database_path)
 
 
 async def test_slack_bolt_says_nothing_about_the_token_we_hand_it_as_a_client(

@@ -41,3 +41,11 @@ def test_keys_stay_in_the_bot_namespace() -> None:
     assert KEYS.queue_stream("inbound") == "sb:support:q:{q:inbound}"
     assert KEYS.turn_lease("telegram:1:2").startswith("sb:support:lease:turn:")
     assert KEYS.mailbox("telegram:1:2").startswith("sb:support:")
+
+
+@pytest.mark.parametrize("reply_key", ["telegram:update:1", "slack:event:Ev42", "odd}key{"])
+def test_a_reply_hold_carries_the_reply_as_its_hash_tag(reply_key: str) -> None:
+    hold = KEYS.reply_hold(reply_key)
+    assert hold.startswith("sb:support:reply-hold:{r:")
+    # Any key tagged with the same reply lands in the hold's slot.
+    assert _slots(hold, "{r:" + reply_key + "}") == _slots(hold)

@@ -1006,13 +1006,12 @@ class _AwayStore(SqlStore):
         message: Message,
         *,
         fence: Fence | None = None,
-        receipt: str | None = None,
     ) -> Message:
         if message.role == "assistant" and self.refusals:
             self.refusals -= 1
-            raise StoreUnavailable("Redis store could not append a message: Connection refused")
+            raise StoreUnavailable("SQL store could not append a message: Connection refused")
         self.appended += 1
-        return await super().append_message(session_id, message, fence=fence, receipt=receipt)
+        return await super().append_message(session_id, message, fence=fence)
 
 
 @pytest.fixture

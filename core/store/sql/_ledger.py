@@ -6,7 +6,7 @@ import math
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Float, case, cast, func, insert, select
+from sqlalchemy import ColumnElement, Float, case, cast, func, select
 from sqlalchemy.sql import Select
 
 from core.errors import StoreError
@@ -14,6 +14,7 @@ from core.messages import Usage
 from core.store._shared import check_limit, from_utc_text, utc_text
 from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary, Spending
 from core.store.sql._base import SqlBase
+from core.store.sql._dialect import insert_ignoring
 from core.store.sql._tables import costs, sessions
 
 __all__ = ["SqlLedger"]
@@ -54,12 +55,11 @@ def _sum_cost(where: ColumnElement[bool] | None = None) -> ColumnElement[Any]:
 class SqlLedger(SqlBase):
     """The `CostLedger` of `SqlStore`."""
 
-    async def record_cost(self, entry: CostEntry, *, receipt: str | None = None) -> None:
+    async def record_cost(self, entry: CostEntry) -> None:
         """Append one provider call to the cost ledger.
 
         Raises `StoreError` for an unknown session or a naive `entry.at`, and `ValueError` for
-        a cost that is not a finite number. `receipt` needs no record: a call that raised wrote
-        nothing.
+        a cost that is not a finite number.
         """
         if entry.cost_usd is not None and not math.isfinite(entry.cost_usd):
             raise ValueError(f"cost_usd must be a finite number, got {entry.cost_usd!r}")
@@ -70,22 +70,23 @@ class SqlLedger(SqlBase):
             known = await db.execute(select(sessions.c.id).where(sessions.c.id == entry.session_id))
             if known.first() is None:
                 raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
-            await db.execute(
-                insert(costs).values(
-                    session_id=entry.session_id,
-                    run_id=entry.run_id,
-                    provider=entry.provider,
-                    model=entry.model,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                    cost_usd=entry.cost_usd,
-                    at=utc_text(entry.at),
-                    user_key=entry.user,
-                    chat_key=entry.chat,
-                )
-            )
+            values = {
+                "session_id": entry.session_id,
+                "run_id": entry.run_id,
+                "provider": entry.provider,
+                "model": entry.model,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "cost_usd": entry.cost_usd,
+                "at": utc_text(entry.at),
+                "user_key": entry.user,
+                "chat_key": entry.chat,
+                "entry_id": entry.id,
+            }
+            # An entry whose id is recorded already (a write tried again) is left as it is.
+            await db.execute(insert_ignoring(self._dialect, costs, values))
 
     async def cost_summary(self, session_id: str | None = None) -> CostSummary:
         """Totals for one session, or for every session when `session_id` is None."""
@@ -183,6 +184,7 @@ class SqlLedger(SqlBase):
                     at=from_utc_text(row.at),
                     user=row.user_key,
                     chat=row.chat_key,
+                    id=row.entry_id,
                 )
                 for row in rows
             ]

@@ -83,14 +83,11 @@ class SqlLog(SqlBase):
         message: Message,
         *,
         fence: Fence | None = None,
-        receipt: str | None = None,
     ) -> Message:
         """Store `message` at the end of the session; returns it with `seq` and `created_at`.
 
         Raises `StoreError` for an unknown session, and `FenceOvertaken` for a `fence` older
-        than one a write of its session key was seen with. `receipt` needs no record: a call
-        that raised wrote nothing (its transaction rolled back), so trying it again cannot
-        store the message twice.
+        than one a write of its session key was seen with.
         """
         now = self._now()
         at = utc_text(now)
@@ -105,16 +102,33 @@ class SqlLog(SqlBase):
                 raise StoreError(f"cannot append a message: no session has id {session_id!r}")
             if fence is not None:
                 await self._check_fence(db, fence)
+            if message.id is not None:
+                # A write tried again after its answer was lost: the first one stands.
+                stored_before = (
+                    await db.execute(
+                        select(m.seq, m.created_at).where(
+                            m.session_id == session_id, m.message_id == message.id
+                        )
+                    )
+                ).first()
+                if stored_before is not None:
+                    seq, created_at = stored_before
+                    return message.model_copy(
+                        update={"seq": int(seq), "created_at": from_utc_text(created_at)}
+                    )
             next_seq = select(
                 literal(session_id),
                 func.coalesce(func.max(m.seq), 0) + 1,
                 literal(message.role),
                 literal(message.model_dump_json(exclude={"seq", "created_at"})),
                 literal(at),
+                literal(message.id),
             ).where(m.session_id == session_id)
             stored = await db.execute(
                 insert(messages)
-                .from_select(["session_id", "seq", "role", "body", "created_at"], next_seq)
+                .from_select(
+                    ["session_id", "seq", "role", "body", "created_at", "message_id"], next_seq
+                )
                 .returning(m.seq)
             )
             seq = stored.scalar_one()

@@ -3,7 +3,8 @@
 The records outlive a restart (a redelivered final reply is recognised); rows older than a
 day are pruned on open and every `_PRUNE_EVERY` saves. The hold on a reply is an asyncio lock
 in this process (`LocalHolds`), as in the embedded deployment: holding a reply across
-processes is coordination, which stays with Redis.
+processes is coordination, in Redis (`core/replies_hold.py`; `HeldReplyRecords` puts these
+records under those holds).
 """
 
 from __future__ import annotations

@@ -61,6 +61,8 @@ messages = Table(
     Column("role", Text, nullable=False),
     Column("body", Text, nullable=False),
     Column("created_at", Text, nullable=False),
+    # `Message.id`, unique within the session when given.
+    Column("message_id", Text, nullable=True),
 )
 
 summaries = Table(
@@ -105,6 +107,8 @@ costs = Table(
     Column("at", Text, nullable=False),
     Column("user_key", Text, nullable=True),
     Column("chat_key", Text, nullable=True),
+    # `CostEntry.id`, unique when given.
+    Column("entry_id", Text, nullable=True),
 )
 
 schedules = Table(
