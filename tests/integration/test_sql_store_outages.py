@@ -17,7 +17,8 @@ import pytest
 from core.errors import StoreError, StoreUnavailable
 from core.messages import Message
 from core.outages import Patience
-from core.store.sql import SqlStore
+from core.store.replies import ReplyRecord, ShownMessage, digest
+from core.store.sql import SqlReplyRecords, SqlStore
 from tests.postgres_server import PostgresServer
 
 # What a client sends first when it would like TLS (asyncpg asks; the answer is "N").
@@ -39,6 +40,8 @@ class Relay:
         # has it (the transaction is rolled back; the client cannot know that either).
         self.lose_commit = False
         self.port = 0
+        # Set once a connection has been refused.
+        self.refused_one = asyncio.Event()
         self._server: asyncio.Server | None = None
         self._open: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -116,6 +119,7 @@ class Relay:
     async def _refuse(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, state: str, text: str
     ) -> None:
+        self.refused_one.set()
         try:
             length, code = struct.unpack("!II", await reader.readexactly(8))
             if code == _SSL_REQUEST:
@@ -258,3 +262,26 @@ async def test_a_write_whose_commit_was_lost_is_made_again(
         assert [m.text for m in await store.list_messages(session.id)] == ["once"]
     finally:
         await store.close()
+
+
+async def test_reply_records_wait_for_a_restarting_server_instead_of_failing_the_delivery(
+    restartable: PostgresServer, relay: Relay
+) -> None:
+    url = (await restartable.new_database()).replace(f":{restartable.port}/", f":{relay.port}/", 1)
+    records = await SqlReplyRecords.open(url)
+    try:
+        shown = ReplyRecord(
+            key="telegram:bot:42:m-1",
+            seq=2,
+            messages=(ShownMessage(message_id="7", digest=digest("hi")),),
+            finished=True,
+        )
+        await records.save(shown)
+        relay.refuse("57P03", "the database system is starting up")
+        reading = asyncio.create_task(records.get(shown.key))
+        await relay.refused_one.wait()
+        relay.refusing = None
+        # A gateway showing the reply learns what is shown once the server is back.
+        assert await reading == shown
+    finally:
+        await records.close()

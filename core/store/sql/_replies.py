@@ -5,28 +5,35 @@ day are pruned on open and every `_PRUNE_EVERY` saves. The hold on a reply is an
 in this process (`LocalHolds`), as in the embedded deployment: holding a reply across
 processes is coordination, in Redis (`core/replies_hold.py`; `HeldReplyRecords` puts these
 records under those holds).
+
+While the database is away (a PostgreSQL restart), a read or a save waits for it, as a turn
+does (`core/outages.py`), rather than failing the delivery at once.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Final
+from typing import Final, TypeVar
 
 from pydantic import ValidationError
 from sqlalchemy import delete, select
 from sqlalchemy.engine import URL
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from core.errors import ChannelError, StoreError
+from core.errors import ChannelError, StoreError, StoreUnavailable
+from core.outages import Patience
 from core.store.replies import RECORD_TTL_SECONDS, LocalHolds, ReplyRecord
 from core.store.sql._dialect import upsert
-from core.store.sql._engine import open_engine
+from core.store.sql._engine import is_outage, open_engine
 from core.store.sql._schema import upgrade
 from core.store.sql._tables import reply_records
 
 __all__ = ["SqlReplyRecords"]
+
+_T = TypeVar("_T")
 
 _PRUNE_EVERY: Final = 1000
 
@@ -41,6 +48,7 @@ class SqlReplyRecords:
         self._engine = engine
         self._holds = LocalHolds()
         self._saves = 0
+        self._patience = Patience("reply records")
 
     @classmethod
     async def open(cls, url: str | URL) -> SqlReplyRecords:
@@ -67,11 +75,13 @@ class SqlReplyRecords:
 
     async def get(self, key: str) -> ReplyRecord | None:
         """The record of reply `key`, if any."""
-        try:
+
+        async def read() -> str | None:
             async with self._engine.connect() as db:
-                body = (await db.execute(select(r.body).where(r.key == key))).scalar()
-        except SQLAlchemyError as exc:
-            raise ChannelError(f"cannot read the record of reply {key}: {exc}") from exc
+                body: str | None = (await db.execute(select(r.body).where(r.key == key))).scalar()
+                return body
+
+        body = await self._waiting(f"read the record of reply {key}", read, read=True)
         if body is None:
             return None
         try:
@@ -83,14 +93,38 @@ class SqlReplyRecords:
         """Store `record`."""
         values = {"key": record.key, "body": record.model_dump_json(), "updated_at": time.time()}
         name = self._engine.dialect.name
-        try:
+
+        async def write() -> None:
             async with self._engine.begin() as db:
                 await db.execute(upsert(name, reply_records, values, keys=("key",)))
-            self._saves += 1
-            if self._saves % _PRUNE_EVERY == 0:
-                await self._prune()
-        except SQLAlchemyError as exc:
-            raise ChannelError(f"cannot save the record of reply {record.key}: {exc}") from exc
+
+        await self._waiting(f"save the record of reply {record.key}", write, read=False)
+        self._saves += 1
+        if self._saves % _PRUNE_EVERY == 0:
+            await self._waiting("forget old reply records", self._prune, read=False)
+
+    async def _waiting(
+        self, action: str, operation: Callable[[], Awaitable[_T]], *, read: bool
+    ) -> _T:
+        """`operation()`, waited out while the database is away; `ChannelError` when it
+        fails otherwise, or stays away past the outage budget."""
+
+        async def attempt() -> _T:
+            try:
+                return await operation()
+            except DBAPIError as exc:
+                if is_outage(exc):
+                    raise StoreUnavailable(f"cannot {action}: {exc.orig}") from exc
+                raise ChannelError(f"cannot {action}: {exc.orig}") from exc
+            except OSError as exc:  # the server is not there (a refused connection)
+                raise StoreUnavailable(f"cannot {action}: {exc}") from exc
+            except SQLAlchemyError as exc:
+                raise ChannelError(f"cannot {action}: {exc}") from exc
+
+        try:
+            return await self._patience(attempt, read=read)
+        except StoreUnavailable as exc:
+            raise ChannelError(str(exc)) from exc
 
     def hold(self, key: str) -> AbstractAsyncContextManager[None]:
         """Hold reply `key` (in this process: an asyncio lock)."""
