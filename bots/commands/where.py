@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from bots.settings import Settings
 from core.errors import ConfigError
+from core.redis_urls import parse_redis_url
 
 __all__ = [
     "STARTUP_LOGGER",
@@ -38,15 +39,21 @@ def describe_store(settings: Settings) -> str:
 
 
 def describe_coordination(settings: Settings) -> str:
-    """Where the processes meet: `Redis at host:6379 (bot default)` with REDIS_URL, else the
-    store (`describe_store`); never a password."""
+    """Where the processes meet: `Redis at host:6379 (bot default)` with REDIS_URL (a cluster's
+    or a Sentinel's first node, named so), else the store (`describe_store`); never a password."""
     if settings.redis_url is None:
         return describe_store(settings)
-    parts = urlsplit(settings.redis_url)
-    where = parts.hostname or "localhost"
-    if parts.port:
-        where = f"{where}:{parts.port}"
-    return f"Redis at {where} (bot {settings.bot_id})"
+    location = parse_redis_url(settings.redis_url)  # checked when the settings were read
+    if location.kind == "server":
+        parts = urlsplit(settings.redis_url)
+        where = parts.hostname or "localhost"
+        if parts.port:
+            where = f"{where}:{parts.port}"
+        return f"Redis at {where} (bot {settings.bot_id})"
+    host, port = location.nodes[0]
+    more = f" and {len(location.nodes) - 1} more" if len(location.nodes) > 1 else ""
+    what = "Redis Cluster" if location.kind == "cluster" else "Redis via Sentinel"
+    return f"{what} at {host}:{port}{more} (bot {settings.bot_id})"
 
 
 def describe_database(url: str) -> str:

@@ -67,6 +67,26 @@ def test_redis_is_described_without_its_password(tmp_path: Path) -> None:
     assert describe_store(settings) == str(settings.database_path)
 
 
+@pytest.mark.parametrize(
+    ("url", "described"),
+    [
+        (
+            "redis+cluster://:hunter2@10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000",
+            "Redis Cluster at 10.0.0.1:7000 and 2 more (bot default)",
+        ),
+        (
+            "redis+sentinel://:hunter2@sentinel.internal:26379/mymaster",
+            "Redis via Sentinel at sentinel.internal:26379 (bot default)",
+        ),
+    ],
+)
+def test_a_cluster_or_a_sentinel_is_described_by_its_first_node(
+    tmp_path: Path, url: str, described: str
+) -> None:
+    # A cluster URL lists several host:port pairs, which urlsplit cannot read as one port.
+    assert describe_coordination(_settings(tmp_path, REDIS_URL=url)) == described
+
+
 async def test_slack_bolt_says_nothing_about_the_token_we_hand_it_as_a_client(
     stderr: io.StringIO, monkeypatch: pytest.MonkeyPatch
 ) -> None:
