@@ -245,8 +245,11 @@ class InboundHandler:
         context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
         checkpoint = self._checkpoint(inbound, session_id, found)
         # The message is counted against the rate limits and the checkpoint written while the
-        # turn reads its history (one round trip on Redis); the turn goes on only if the
-        # count lets it (`admitted`), and past its first event once the checkpoint is saved.
+        # turn reads its history; the turn goes on only if the count lets it, and only once
+        # the checkpoint is saved (both in `admitted`, awaited before the turn writes or
+        # calls anything): a crash later in the turn leaves a checkpoint for the recovery
+        # sweep. (Nothing else orders the save before the turn's own writes: each store call
+        # is a transaction on a connection of its own.)
         # Typing shows as the turn starts its steps. A turn resumed after a crash was
         # admitted when it first came (unless its checkpoint says the count may not have been
         # made); admins (the profile's, and people approved as admins) are not limited.
@@ -275,6 +278,8 @@ class InboundHandler:
                 if making is not None and (made := await making).id != session_id:
                     elsewhere.append(made)
                     return False  # nothing was written under the chosen id
+                if admitted:
+                    await saved
                 return admitted
             except Exception as exc:  # raised below, once the runtime has let the turn go
                 failed.append(exc)
@@ -291,7 +296,6 @@ class InboundHandler:
                 checkpoint=checkpoint,
                 shown=True,
                 finish=False,
-                written=saved,
                 admitted=admitting,
                 typing=True,
             )

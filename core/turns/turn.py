@@ -123,7 +123,6 @@ class TurnRunner:
         checkpoint: Checkpoint | None,
         shown: bool,
         finish: bool = True,
-        written: Awaitable[object] | None = None,
         admitted: Awaitable[bool] | None = None,
         typing: bool = False,
     ) -> Outcome | None:
@@ -132,9 +131,7 @@ class TurnRunner:
 
         With `shown`, the answer streams into the chat and ends with its final text. The
         checkpoint is marked completed when the turn has an outcome, unless `finish` is False
-        (the caller finishes it, together with its own last writes). `written` is the
-        caller's writes still under way (the checkpoint's save): the turn starts reading
-        meanwhile, and goes on past its first event only once they are done. `admitted`: see
+        (the caller finishes it, together with its own last writes). `admitted`: see
         `AgentRuntime.run`. With `typing` (and `shown`), the typing indicator is sent as the
         runtime starts its steps (with their first writes, one round trip on Redis).
         """
@@ -151,9 +148,6 @@ class TurnRunner:
             async for event in self.runtime.run(
                 session_id, message, context, cancel=cancel, fence=fence, admitted=admitted
             ):
-                if written is not None:
-                    waiting, written = written, None
-                    await waiting
                 if isinstance(event, RunStarted):
                     run_id = event.run_id
                     if typing and policy is not None:
@@ -184,9 +178,6 @@ class TurnRunner:
                         await stream.close()
                         await self.outbox.send(inbound, "notice", "Cancelled.", seq=stream.next_seq)
         finally:
-            if written is not None:
-                # The turn ended before its first event: its error is the one that counts.
-                await asyncio.gather(written, return_exceptions=True)
             await stream.close()
         if outcome is not None and checkpoint is not None and finish:
             run_key = checkpoint.run_key
