@@ -77,18 +77,24 @@ def sqlite_file(url: str | URL) -> Path | None:
 
 async def open_engine(url: str | URL) -> AsyncEngine:
     """An engine for `url` (see `parse_url`); for a SQLite file, its folder and file made
-    private first."""
+    private first.
+
+    Its pool does not roll a connection back when it is returned: every user of the engine
+    ends its transactions itself (`Connection.close` rolls back one still open), and the
+    pool's own ROLLBACK after each COMMIT was one more round trip to the database (to
+    aiosqlite's thread) per transaction.
+    """
     parsed = parse_url(url)
     if parsed.get_backend_name() == "postgresql":
         # A connection the server dropped (a restart) is noticed and replaced before use.
-        return create_async_engine(parsed, pool_pre_ping=True)
+        return create_async_engine(parsed, pool_pre_ping=True, pool_reset_on_return=None)
     path = parsed.database or MEMORY
     if path != MEMORY:
         try:
             await asyncio.to_thread(prepare_file, path)
         except OSError as exc:
             raise StoreError(f"cannot open the SQLite store at {path}: {exc}") from exc
-    engine = create_async_engine(parsed)
+    engine = create_async_engine(parsed, pool_reset_on_return=None)
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine
