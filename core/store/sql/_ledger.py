@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Float, case, cast, func, insert, select
+from sqlalchemy import ColumnElement, Float, bindparam, case, cast, exists, func, insert, select
 from sqlalchemy.sql import Select
 
 from core.errors import StoreError
@@ -30,6 +30,27 @@ _AGGREGATES: tuple[ColumnElement[Any], ...] = (
     func.coalesce(func.sum(c.cache_write_tokens), 0),
     func.coalesce(func.sum(c.cost_usd), cast(0.0, Float)),
     func.coalesce(func.sum(case((c.cost_usd.is_(None), 1), else_=0)), 0),
+)
+
+# A cost's row, inserted only if its session exists (one statement: its rowcount says).
+_COLUMNS: Final = (
+    "session_id",
+    "run_id",
+    "provider",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "at",
+    "user_key",
+    "chat_key",
+)
+_PARAMS: Final = {name: bindparam(name, type_=c[name].type) for name in _COLUMNS}
+_RECORD: Final = insert(costs).from_select(
+    _COLUMNS,
+    select(*_PARAMS.values()).where(exists().where(sessions.c.id == _PARAMS["session_id"])),
 )
 
 # `at` is fixed-width UTC text, so its first ten characters are the UTC day.
@@ -67,25 +88,23 @@ class SqlLedger(SqlBase):
             raise StoreError("a cost entry's `at` is a naive datetime; it must be aware")
         usage = entry.usage
         async with self._begin(f"record a cost for session {entry.session_id!r}") as db:
-            known = await db.execute(select(sessions.c.id).where(sessions.c.id == entry.session_id))
-            if known.first() is None:
+            values = {
+                "session_id": entry.session_id,
+                "run_id": entry.run_id,
+                "provider": entry.provider,
+                "model": entry.model,
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "cache_read_tokens": usage.cache_read_tokens,
+                "cache_write_tokens": usage.cache_write_tokens,
+                "cost_usd": entry.cost_usd,
+                "at": utc_text(entry.at),
+                "user_key": entry.user,
+                "chat_key": entry.chat,
+            }
+            added = await db.execute(_RECORD, values)
+            if added.rowcount == 0:
                 raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
-            await db.execute(
-                insert(costs).values(
-                    session_id=entry.session_id,
-                    run_id=entry.run_id,
-                    provider=entry.provider,
-                    model=entry.model,
-                    input_tokens=usage.input_tokens,
-                    output_tokens=usage.output_tokens,
-                    cache_read_tokens=usage.cache_read_tokens,
-                    cache_write_tokens=usage.cache_write_tokens,
-                    cost_usd=entry.cost_usd,
-                    at=utc_text(entry.at),
-                    user_key=entry.user,
-                    chat_key=entry.chat,
-                )
-            )
 
     async def cost_summary(self, session_id: str | None = None) -> CostSummary:
         """Totals for one session, or for every session when `session_id` is None."""
