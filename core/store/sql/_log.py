@@ -99,9 +99,9 @@ class SqlLog(SqlBase):
             # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite
             # holds the write lock already): appends to one session take turns for the next seq.
             touched = await db.execute(
-                update(_s).where(_s.c.id == session_id).values(updated_at=at).returning(_s.c.id)
+                update(_s).where(_s.c.id == session_id).values(updated_at=at)
             )
-            if touched.first() is None:
+            if touched.rowcount == 0:
                 raise StoreError(f"cannot append a message: no session has id {session_id!r}")
             if fence is not None:
                 await self._check_fence(db, fence)
@@ -175,26 +175,21 @@ class SqlLog(SqlBase):
     async def _check_fence(self, db: AsyncConnection, fence: Fence) -> None:
         """Record `fence` as its key's newest, or raise `FenceOvertaken` if a newer one wrote."""
         values = {"session_key": fence.session_key, "epoch": fence.epoch}
-        await db.execute(
+        # One statement: the row is written (and locked) unless a newer epoch is stored, and
+        # comes back only if it was.
+        recorded = await db.execute(
             upsert(
                 self._dialect,
                 fences,
                 values,
                 keys=("session_key",),
-                where=lambda proposed: proposed.epoch > fences.c.epoch,
-            )
+                where=lambda proposed: proposed.epoch >= fences.c.epoch,
+            ).returning(fences.c.epoch)
         )
-        seen = (
-            await db.execute(
-                select(fences.c.epoch)
-                .where(fences.c.session_key == fence.session_key)
-                .with_for_update()
-            )
-        ).scalar_one()
-        if fence.epoch < seen:
+        if recorded.first() is None:
             raise FenceOvertaken(
                 f"cannot write to {fence.session_key!r}: its claim was overtaken"
-                f" (epoch {fence.epoch} < {seen})"
+                f" (epoch {fence.epoch} is older than one that wrote)"
             )
 
     async def _insert_session(
