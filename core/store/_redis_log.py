@@ -10,6 +10,7 @@ sorted set of the markers so the latest is one lookup.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final, Literal, cast
@@ -314,6 +315,16 @@ class RedisLog(RedisBase):
             )
             summary = None if raw is None else CompactionSummary.model_validate_json(raw)
             return summary, [_decode_message(item) for item in tail]
+
+    async def summary_and_newer(
+        self, session_id: str, *, after_seq: int
+    ) -> tuple[CompactionSummary | None, list[Message]]:
+        """`latest_summary` and the messages with `seq > after_seq`, asked for at once (one
+        round trip: the client batches them)."""
+        summary, newer = await asyncio.gather(
+            self.latest_summary(session_id), self.list_messages(session_id, after_seq=after_seq)
+        )
+        return summary, newer
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session's record, messages and summaries, and its place in the

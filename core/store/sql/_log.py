@@ -159,6 +159,14 @@ class SqlLog(SqlBase):
             after = summary.up_to_seq if summary else 0
             return summary, await _messages(db, session_id, after, None)
 
+    async def summary_and_newer(
+        self, session_id: str, *, after_seq: int
+    ) -> tuple[CompactionSummary | None, list[Message]]:
+        """`latest_summary` and the messages with `seq > after_seq`, in one transaction."""
+        async with self._read(f"read the summary and messages of session {session_id!r}") as db:
+            summary = await _latest_summary(db, session_id)
+            return summary, await _messages(db, session_id, after_seq, None)
+
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         async with self._read(f"read the summary of session {session_id!r}") as db:
