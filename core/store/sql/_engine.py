@@ -11,6 +11,7 @@ beside the writer (WAL).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
@@ -114,4 +115,14 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 def _on_sqlite_begin(connection: Connection) -> None:
     reads = connection.get_execution_options().get(READS, False)
-    connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")
+    # On the DB-API cursor rather than `exec_driver_sql`: SQLAlchemy's execution machinery
+    # around a statement that returns nothing cost as much again as the statement, and every
+    # transaction begins so. Its errors are not wrapped by SQLAlchemy here (the event runs
+    # before the dialect's own begin), so they are said as the store's.
+    cursor = connection.connection.cursor()
+    try:
+        cursor.execute("BEGIN" if reads else "BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise StoreError(f"SQL store could not begin a transaction: {exc}") from exc
+    finally:
+        cursor.close()

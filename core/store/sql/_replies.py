@@ -69,7 +69,7 @@ class SqlReplyRecords:
         try:
             async with self._engine.connect() as db:
                 body = (await db.execute(select(r.body).where(r.key == key))).scalar()
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, StoreError) as exc:
             raise ChannelError(f"cannot read the record of reply {key}: {exc}") from exc
         if body is None:
             return None
@@ -88,7 +88,7 @@ class SqlReplyRecords:
             self._saves += 1
             if self._saves % _PRUNE_EVERY == 0:
                 await self._prune()
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, StoreError) as exc:
             raise ChannelError(f"cannot save the record of reply {record.key}: {exc}") from exc
 
     def hold(self, key: str) -> AbstractAsyncContextManager[None]:
