@@ -4,9 +4,9 @@ fencing epochs its fenced writes check (`core/fencing.py`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import delete, func, insert, literal, select, update
+from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.errors import StoreError
@@ -29,6 +29,37 @@ _COUNT = (
     .scalar_subquery()
 )
 _SESSION = select(_s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT)
+
+# A turn's statements, built once (building one costs about as much as running it on SQLite).
+_m = messages.c
+_ID = bindparam("id_", type_=_s.c.id.type)
+_TOUCH: Final = update(_s).where(_s.c.id == _ID).values(updated_at=bindparam("at_"))
+# The next seq of the session, in the INSERT itself.
+_APPEND: Final = (
+    insert(messages)
+    .from_select(
+        ["session_id", "seq", "role", "body", "created_at"],
+        select(
+            _ID,
+            func.coalesce(func.max(_m.seq), 0) + 1,
+            bindparam("role_", type_=_m.role.type),
+            bindparam("body_", type_=_m.body.type),
+            bindparam("at_", type_=_m.created_at.type),
+        ).where(_m.session_id == _ID),
+    )
+    .returning(_m.seq)
+)
+_LATEST_SUMMARY: Final = (
+    select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
+    .where(summaries.c.session_id == _ID)
+    .order_by(summaries.c.up_to_seq.desc())
+    .limit(1)
+)
+_MESSAGES: Final = (
+    select(_m.seq, _m.body, _m.created_at)
+    .where(_m.session_id == _ID, _m.seq > bindparam("after_"))
+    .order_by(_m.seq)
+)
 
 
 class SqlLog(SqlBase):
@@ -94,28 +125,17 @@ class SqlLog(SqlBase):
         """
         now = self._now()
         at = utc_text(now)
-        m = messages.c
         async with self._begin(f"append a message to session {session_id!r}") as db:
             # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite
             # holds the write lock already): appends to one session take turns for the next seq.
-            touched = await db.execute(
-                update(_s).where(_s.c.id == session_id).values(updated_at=at)
-            )
+            touched = await db.execute(_TOUCH, {"id_": session_id, "at_": at})
             if touched.rowcount == 0:
                 raise StoreError(f"cannot append a message: no session has id {session_id!r}")
             if fence is not None:
                 await self._check_fence(db, fence)
-            next_seq = select(
-                literal(session_id),
-                func.coalesce(func.max(m.seq), 0) + 1,
-                literal(message.role),
-                literal(message.model_dump_json(exclude={"seq", "created_at"})),
-                literal(at),
-            ).where(m.session_id == session_id)
+            body = message.model_dump_json(exclude={"seq", "created_at"})
             stored = await db.execute(
-                insert(messages)
-                .from_select(["session_id", "seq", "role", "body", "created_at"], next_seq)
-                .returning(m.seq)
+                _APPEND, {"id_": session_id, "role_": message.role, "body_": body, "at_": at}
             )
             seq = stored.scalar_one()
         return message.model_copy(update={"seq": int(seq), "created_at": now})
@@ -231,31 +251,19 @@ async def _current(db: AsyncConnection, key: str) -> SessionRecord | None:
 async def _messages(
     db: AsyncConnection, session_id: str, after_seq: int, limit: int | None
 ) -> list[Message]:
-    m = messages
-    query = (
-        select(m.c.seq, m.c.body, m.c.created_at)
-        .where(m.c.session_id == session_id, m.c.seq > after_seq)
-        .order_by(m.c.seq)
-    )
-    if limit is not None:
-        query = query.limit(limit)
+    query = _MESSAGES if limit is None else _MESSAGES.limit(limit)
     return [
         Message.model_validate_json(body).model_copy(
             update={"seq": seq, "created_at": from_utc_text(created_at)}
         )
-        for seq, body, created_at in await db.execute(query)
+        for seq, body, created_at in await db.execute(
+            query, {"id_": session_id, "after_": after_seq}
+        )
     ]
 
 
 async def _latest_summary(db: AsyncConnection, session_id: str) -> CompactionSummary | None:
-    row = (
-        await db.execute(
-            select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
-            .where(summaries.c.session_id == session_id)
-            .order_by(summaries.c.up_to_seq.desc())
-            .limit(1)
-        )
-    ).first()
+    row = (await db.execute(_LATEST_SUMMARY, {"id_": session_id})).first()
     if row is None:
         return None
     return CompactionSummary(up_to_seq=row[0], text=row[1], created_at=from_utc_text(row[2]))
