@@ -4,10 +4,12 @@ fencing epochs its fenced writes check (`core/fencing.py`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, Final
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import Insert
 
 from core.errors import StoreError
 from core.fencing import Fence, FenceOvertaken
@@ -203,17 +205,7 @@ class SqlLog(SqlBase):
     async def _check_fence(self, db: AsyncConnection, fence: Fence) -> None:
         """Record `fence` as its key's newest, or raise `FenceOvertaken` if a newer one wrote."""
         values = {"session_key": fence.session_key, "epoch": fence.epoch}
-        # One statement: the row is written (and locked) unless a newer epoch is stored, and
-        # comes back only if it was.
-        recorded = await db.execute(
-            upsert(
-                self._dialect,
-                fences,
-                values,
-                keys=("session_key",),
-                where=lambda proposed: proposed.epoch >= fences.c.epoch,
-            ).returning(fences.c.epoch)
-        )
+        recorded = await db.execute(_fence(self._dialect), values)
         if recorded.first() is None:
             raise FenceOvertaken(
                 f"cannot write to {fence.session_key!r}: its claim was overtaken"
@@ -267,6 +259,20 @@ async def _latest_summary(db: AsyncConnection, session_id: str) -> CompactionSum
     if row is None:
         return None
     return CompactionSummary(up_to_seq=row[0], text=row[1], created_at=from_utc_text(row[2]))
+
+
+@cache
+def _fence(dialect: str) -> Insert:
+    """A fence's upsert: its row is written (and locked) unless a newer epoch is stored, and
+    comes back only if it was (one statement)."""
+    values = {name: bindparam(name, type_=fences.c[name].type) for name in ("session_key", "epoch")}
+    return upsert(
+        dialect,
+        fences,
+        values,
+        keys=("session_key",),
+        where=lambda proposed: proposed.epoch >= fences.c.epoch,
+    ).returning(fences.c.epoch)
 
 
 def _session(row: Sequence[Any]) -> SessionRecord:
