@@ -227,17 +227,24 @@ class SqlLog(SqlBase):
         return record
 
 
-async def _current(db: AsyncConnection, key: str) -> SessionRecord | None:
-    """The key's reopened session, else its newest."""
-    newest = (
+_KEY = bindparam("key_", type_=_s.c.key.type)
+# The key's reopened session, else its newest.
+_CURRENT: Final = _SESSION.where(
+    _s.c.id
+    == func.coalesce(
+        select(reopened.c.session_id).where(reopened.c.key == _KEY).scalar_subquery(),
         select(_s.c.id)
-        .where(_s.c.key == key)
+        .where(_s.c.key == _KEY)
         .order_by(_s.c.created_at.desc(), _s.c.number.desc())
         .limit(1)
-        .scalar_subquery()
+        .scalar_subquery(),
     )
-    chosen = select(reopened.c.session_id).where(reopened.c.key == key).scalar_subquery()
-    return _first(await db.execute(_SESSION.where(_s.c.id == func.coalesce(chosen, newest))))
+)
+
+
+async def _current(db: AsyncConnection, key: str) -> SessionRecord | None:
+    """The key's reopened session, else its newest."""
+    return _first(await db.execute(_CURRENT, {"key_": key}))
 
 
 async def _messages(
