@@ -118,7 +118,9 @@ class SqlReplyRecords:
                 raise ChannelError(f"cannot {action}: {exc.orig}") from exc
             except OSError as exc:  # the server is not there (a refused connection)
                 raise StoreUnavailable(f"cannot {action}: {exc}") from exc
-            except SQLAlchemyError as exc:
+            except StoreUnavailable:
+                raise
+            except (SQLAlchemyError, StoreError) as exc:
                 raise ChannelError(f"cannot {action}: {exc}") from exc
 
         try:
