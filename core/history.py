@@ -9,6 +9,7 @@ was stored after it, by this process or any other.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -69,9 +70,9 @@ class HistoryCache:
         without one), as `load` gives them.
 
         With nothing cached, both come from one read (`summary_and_tail`); with something
-        cached, the summary and the messages stored after the cached ones are read together
-        (`summary_and_newer`); only a summary older than the cached messages' marker (the
-        cache is then of no use) costs another read.
+        cached, the summary and the messages stored after the cached ones are asked for at
+        once (one round trip on Redis); only a summary older than the cached messages'
+        marker (the cache is then of no use) costs another read.
         """
         entry = self._entries.get(session_id)
         if entry is None:
@@ -79,7 +80,9 @@ class HistoryCache:
             return summary, messages, None
         self._take(session_id)
         last = entry.messages[-1].seq if entry.messages else entry.after_seq
-        summary, newer = await store.summary_and_newer(session_id, after_seq=last)
+        summary, newer = await asyncio.gather(
+            store.latest_summary(session_id), store.list_messages(session_id, after_seq=last)
+        )
         after = summary.up_to_seq if summary else 0
         if after < entry.after_seq:
             return summary, await store.list_messages(session_id, after_seq=after), None

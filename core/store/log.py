@@ -118,13 +118,6 @@ class ConversationLog(Protocol):
         read together (one script on Redis): what a turn starts from."""
         ...
 
-    async def summary_and_newer(
-        self, session_id: str, *, after_seq: int
-    ) -> tuple[CompactionSummary | None, list[Message]]:
-        """`latest_summary` and the messages with `seq > after_seq`, read together (one
-        transaction in SQL): what a turn whose earlier messages are at hand starts from."""
-        ...
-
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session: its record, messages and summaries (an operator's `sessions
         delete`). Its cost ledger entries stay: what was spent was spent. False if there is

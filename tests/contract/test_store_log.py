@@ -362,31 +362,6 @@ async def test_summary_and_tail_reads_the_latest_summary_and_what_came_after_it(
     assert await store.summary_and_tail("no-such-session") == (None, [])
 
 
-async def test_summary_and_newer_reads_the_latest_summary_and_the_messages_after_a_seq(
-    store: ConversationLog,
-) -> None:
-    session = await store.current_session("terminal")
-    for n in range(1, 6):
-        await store.append_message(session.id, Message.user(f"m{n}"))
-    assert await store.summary_and_newer(session.id, after_seq=3) == (
-        None,
-        await store.list_messages(session.id, after_seq=3),
-    )
-    await store.save_summary(
-        session.id, CompactionSummary(up_to_seq=4, text="to 4", created_at=START)
-    )
-
-    # The messages after `after_seq`, whatever the summary's marker.
-    summary, newer = await store.summary_and_newer(session.id, after_seq=2)
-
-    assert summary == await store.latest_summary(session.id)
-    assert summary is not None and summary.text == "to 4"
-    assert [m.text for m in newer] == ["m3", "m4", "m5"]
-    assert newer == await store.list_messages(session.id, after_seq=2)
-    assert await store.summary_and_newer(session.id, after_seq=5) == (summary, [])
-    assert await store.summary_and_newer("no-such-session", after_seq=0) == (None, [])
-
-
 async def test_a_summary_for_the_same_marker_replaces_the_stored_one(
     store: ConversationLog,
 ) -> None:

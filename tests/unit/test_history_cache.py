@@ -23,13 +23,6 @@ class CountingStore:
         self.read.append(len(found))
         return found
 
-    async def summary_and_newer(
-        self, session_id: str, *, after_seq: int
-    ) -> tuple[CompactionSummary | None, list[Message]]:
-        summary, found = await self.inner.summary_and_newer(session_id, after_seq=after_seq)
-        self.read.append(len(found))
-        return summary, found
-
     async def summary_and_tail(
         self, session_id: str
     ) -> tuple[CompactionSummary | None, list[Message]]:

@@ -51,8 +51,6 @@ class SqlBase:
     def __init__(self, engine: AsyncEngine, *, clock: Callable[[], datetime]) -> None:
         """Wrap an engine whose schema is at head; use `SqlStore.open` instead."""
         self._engine = engine
-        # The same pool; its connections begin transactions that only read.
-        self._reads = engine.execution_options(**{READS: True})
         self._dialect = engine.dialect.name
         self._clock = clock
         self._closed = False
@@ -79,7 +77,9 @@ class SqlBase:
         # Set once the work is done and only the commit is left (PostgreSQL writes).
         xid: int | None = None
         try:
-            async with (self._reads if reads else self._engine).connect() as connection:
+            async with self._engine.connect() as connection:
+                if reads:
+                    await connection.execution_options(**{READS: True})
                 async with connection.begin():
                     yield connection
                     if not reads and self._dialect == "postgresql":

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from functools import cache
 from typing import Final
 
-from sqlalchemy import bindparam, delete, select, update
-from sqlalchemy.sql.dml import Insert
+from sqlalchemy import delete, select, update
 
 from core.checkpoints import Checkpoint, CheckpointStatus
 from core.errors import StoreError
@@ -29,23 +27,6 @@ _KEEP_FINISHED: Final = timedelta(days=7)
 _PRUNE_EVERY: Final = timedelta(minutes=10)
 
 c = checkpoints.c
-
-# A turn's statements, built once (building one costs about as much as running it on SQLite).
-_KEY = bindparam("key_", type_=c.run_key.type)
-_BODY: Final = select(c.body).where(c.run_key == _KEY)
-_BODY_LOCKED: Final = _BODY.with_for_update()
-_FINISH: Final = (
-    update(checkpoints)
-    .where(c.run_key == _KEY)
-    .values(status=bindparam("status_"), updated_at=bindparam("at_"), body=bindparam("body_"))
-)
-
-
-@cache
-def _save(dialect: str) -> Insert:
-    columns = ("run_key", "status", "started_at", "updated_at", "body")
-    values = {name: bindparam(name, type_=c[name].type) for name in columns}
-    return upsert(dialect, checkpoints, values, keys=("run_key",))
 
 
 class SqlCheckpoints(SqlBase):
@@ -65,12 +46,12 @@ class SqlCheckpoints(SqlBase):
             "body": checkpoint.model_dump_json(),
         }
         async with self._begin(f"save checkpoint {checkpoint.run_key!r}") as db:
-            await db.execute(_save(self._dialect), values)
+            await db.execute(upsert(self._dialect, checkpoints, values, keys=("run_key",)))
 
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
         async with self._read(f"read checkpoint {run_key!r}") as db:
-            body = (await db.execute(_BODY, {"key_": run_key})).scalar()
+            body = (await db.execute(select(c.body).where(c.run_key == run_key))).scalar()
             return None if body is None else Checkpoint.model_validate_json(body)
 
     async def incomplete_checkpoints(
@@ -90,20 +71,18 @@ class SqlCheckpoints(SqlBase):
         """Set a checkpoint's status; False if there is none."""
         now = self._now()
         async with self._begin(f"finish checkpoint {run_key!r}") as db:
-            body = (await db.execute(_BODY_LOCKED, {"key_": run_key})).scalar()
+            body = (
+                await db.execute(select(c.body).where(c.run_key == run_key).with_for_update())
+            ).scalar()
             if body is None:
                 return False
             finished = Checkpoint.model_validate_json(body).model_copy(
                 update={"status": status, "updated_at": now}
             )
             await db.execute(
-                _FINISH,
-                {
-                    "key_": run_key,
-                    "status_": status,
-                    "at_": utc_text(now),
-                    "body_": finished.model_dump_json(),
-                },
+                update(checkpoints)
+                .where(c.run_key == run_key)
+                .values(status=status, updated_at=utc_text(now), body=finished.model_dump_json())
             )
         if self._pruned_at is None or now - self._pruned_at >= _PRUNE_EVERY:
             self._pruned_at = now

@@ -46,11 +46,6 @@ def _insert(name: str, target: Table) -> postgresql.Insert | sqlite.Insert:
     return postgresql.insert(target) if name == "postgresql" else sqlite.insert(target)
 
 
-def insert_into(name: str, target: Table) -> postgresql.Insert | sqlite.Insert:
-    """The dialect's INSERT into `target` (it knows ON CONFLICT)."""
-    return _insert(name, target)
-
-
 def insert_ignoring(name: str, target: Table, values: Mapping[str, Any]) -> Insert:
     """INSERT `values`, or nothing when a row with the same key exists."""
     return _insert(name, target).values(**values).on_conflict_do_nothing()

@@ -11,7 +11,6 @@ beside the writer (WAL).
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
@@ -78,24 +77,18 @@ def sqlite_file(url: str | URL) -> Path | None:
 
 async def open_engine(url: str | URL) -> AsyncEngine:
     """An engine for `url` (see `parse_url`); for a SQLite file, its folder and file made
-    private first.
-
-    Its pool does not roll a connection back when it is returned: every user of the engine
-    ends its transactions itself (`Connection.close` rolls back one still open), and the
-    pool's own ROLLBACK after each COMMIT was one more round trip to the database (to
-    aiosqlite's thread) per transaction.
-    """
+    private first."""
     parsed = parse_url(url)
     if parsed.get_backend_name() == "postgresql":
         # A connection the server dropped (a restart) is noticed and replaced before use.
-        return create_async_engine(parsed, pool_pre_ping=True, pool_reset_on_return=None)
+        return create_async_engine(parsed, pool_pre_ping=True)
     path = parsed.database or MEMORY
     if path != MEMORY:
         try:
             await asyncio.to_thread(prepare_file, path)
         except OSError as exc:
             raise StoreError(f"cannot open the SQLite store at {path}: {exc}") from exc
-    engine = create_async_engine(parsed, pool_reset_on_return=None)
+    engine = create_async_engine(parsed)
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine
@@ -115,14 +108,4 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 def _on_sqlite_begin(connection: Connection) -> None:
     reads = connection.get_execution_options().get(READS, False)
-    # On the DB-API cursor rather than `exec_driver_sql`: SQLAlchemy's execution machinery
-    # around a statement that returns nothing cost as much again as the statement, and every
-    # transaction begins so. Its errors are not wrapped by SQLAlchemy here (the event runs
-    # before the dialect's own begin), so they are said as the store's.
-    cursor = connection.connection.cursor()
-    try:
-        cursor.execute("BEGIN" if reads else "BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQL store could not begin a transaction: {exc}") from exc
-    finally:
-        cursor.close()
+    connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import ColumnElement, Float, bindparam, case, cast, exists, func, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, Float, case, cast, func, select
 from sqlalchemy.sql import Select
 
 from core.errors import StoreError
@@ -15,7 +14,7 @@ from core.messages import Usage
 from core.store._shared import check_limit, from_utc_text, utc_text
 from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary, Spending
 from core.store.sql._base import SqlBase
-from core.store.sql._dialect import insert_into
+from core.store.sql._dialect import insert_ignoring
 from core.store.sql._tables import costs, sessions
 
 __all__ = ["SqlLedger"]
@@ -33,34 +32,6 @@ _AGGREGATES: tuple[ColumnElement[Any], ...] = (
     func.coalesce(func.sum(c.cost_usd), cast(0.0, Float)),
     func.coalesce(func.sum(case((c.cost_usd.is_(None), 1), else_=0)), 0),
 )
-
-# A cost's row, inserted only if its session exists and its id (when it has one) is not
-# recorded yet: one statement; a rowcount of 0 is told apart by looking for the session.
-_COLUMNS: Final = (
-    "session_id",
-    "run_id",
-    "provider",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "cost_usd",
-    "at",
-    "user_key",
-    "chat_key",
-    "entry_id",
-)
-_PARAMS: Final = {name: bindparam(name, type_=c[name].type) for name in _COLUMNS}
-_RECORD: Final = {
-    name: insert_into(name, costs)
-    .from_select(
-        _COLUMNS,
-        select(*_PARAMS.values()).where(exists().where(sessions.c.id == _PARAMS["session_id"])),
-    )
-    .on_conflict_do_nothing(index_elements=["entry_id"])
-    for name in ("sqlite", "postgresql")
-}
 
 # `at` is fixed-width UTC text, so its first ten characters are the UTC day.
 _GROUP_COLUMNS: dict[str, ColumnElement[Any]] = {
@@ -96,6 +67,9 @@ class SqlLedger(SqlBase):
             raise StoreError("a cost entry's `at` is a naive datetime; it must be aware")
         usage = entry.usage
         async with self._begin(f"record a cost for session {entry.session_id!r}") as db:
+            known = await db.execute(select(sessions.c.id).where(sessions.c.id == entry.session_id))
+            if known.first() is None:
+                raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
             values = {
                 "session_id": entry.session_id,
                 "run_id": entry.run_id,
@@ -111,16 +85,8 @@ class SqlLedger(SqlBase):
                 "chat_key": entry.chat,
                 "entry_id": entry.id,
             }
-            added = await db.execute(_RECORD[self._dialect], values)
-            if added.rowcount == 0 and not await self._session_exists(db, entry.session_id):
-                raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
-            # Otherwise nothing added: an entry whose id is recorded already (a write tried
-            # again after its answer was lost) is left as it is.
-
-    @staticmethod
-    async def _session_exists(db: AsyncConnection, session_id: str) -> bool:
-        found = await db.execute(select(sessions.c.id).where(sessions.c.id == session_id))
-        return found.first() is not None
+            # An entry whose id is recorded already (a write tried again) is left as it is.
+            await db.execute(insert_ignoring(self._dialect, costs, values))
 
     async def cost_summary(self, session_id: str | None = None) -> CostSummary:
         """Totals for one session, or for every session when `session_id` is None."""

@@ -4,12 +4,10 @@ fencing epochs its fenced writes check (`core/fencing.py`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cache
-from typing import Any, Final
+from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql.dml import Insert
 
 from core.errors import StoreError
 from core.fencing import Fence, FenceOvertaken
@@ -17,7 +15,7 @@ from core.messages import Message
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store.log import CompactionSummary, SessionRecord, new_session_id
 from core.store.sql._base import SqlBase
-from core.store.sql._dialect import insert_into, lock_for_transaction, upsert
+from core.store.sql._dialect import lock_for_transaction, upsert
 from core.store.sql._tables import fences, messages, reopened, sessions, summaries
 
 __all__ = ["SqlLog"]
@@ -31,45 +29,6 @@ _COUNT = (
     .scalar_subquery()
 )
 _SESSION = select(_s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT)
-
-# A turn's statements, built once (building one costs about as much as running it on SQLite).
-_m = messages.c
-_ID = bindparam("id_", type_=_s.c.id.type)
-_TOUCH: Final = update(_s).where(_s.c.id == _ID).values(updated_at=bindparam("at_"))
-# The next seq of the session, in the INSERT itself.
-# A message with an id already stored in its session (a write tried again after its answer
-# was lost) adds nothing and returns no row.
-_APPEND: Final = {
-    name: insert_into(name, messages)
-    .from_select(
-        ["session_id", "seq", "role", "body", "created_at", "message_id"],
-        select(
-            _ID,
-            func.coalesce(func.max(_m.seq), 0) + 1,
-            bindparam("role_", type_=_m.role.type),
-            bindparam("body_", type_=_m.body.type),
-            bindparam("at_", type_=_m.created_at.type),
-            bindparam("message_id_", type_=_m.message_id.type),
-        ).where(_m.session_id == _ID),
-    )
-    .on_conflict_do_nothing(index_elements=["session_id", "message_id"])
-    .returning(_m.seq)
-    for name in ("sqlite", "postgresql")
-}
-_STORED_BEFORE: Final = select(_m.seq, _m.created_at).where(
-    _m.session_id == _ID, _m.message_id == bindparam("message_id_")
-)
-_LATEST_SUMMARY: Final = (
-    select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
-    .where(summaries.c.session_id == _ID)
-    .order_by(summaries.c.up_to_seq.desc())
-    .limit(1)
-)
-_MESSAGES: Final = (
-    select(_m.seq, _m.body, _m.created_at)
-    .where(_m.session_id == _ID, _m.seq > bindparam("after_"))
-    .order_by(_m.seq)
-)
 
 
 class SqlLog(SqlBase):
@@ -132,29 +91,47 @@ class SqlLog(SqlBase):
         """
         now = self._now()
         at = utc_text(now)
+        m = messages.c
         async with self._begin(f"append a message to session {session_id!r}") as db:
             # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite
             # holds the write lock already): appends to one session take turns for the next seq.
-            touched = await db.execute(_TOUCH, {"id_": session_id, "at_": at})
-            if touched.rowcount == 0:
+            touched = await db.execute(
+                update(_s).where(_s.c.id == session_id).values(updated_at=at).returning(_s.c.id)
+            )
+            if touched.first() is None:
                 raise StoreError(f"cannot append a message: no session has id {session_id!r}")
             if fence is not None:
                 await self._check_fence(db, fence)
-            body = message.model_dump_json(exclude={"seq", "created_at"})
-            values = {
-                "id_": session_id,
-                "role_": message.role,
-                "body_": body,
-                "at_": at,
-                "message_id_": message.id,
-            }
-            seq = (await db.execute(_APPEND[self._dialect], values)).scalar()
-            if seq is None:
-                # Its id is stored already: the first write stands.
-                before = (await db.execute(_STORED_BEFORE, values)).one()
-                return message.model_copy(
-                    update={"seq": int(before.seq), "created_at": from_utc_text(before.created_at)}
+            if message.id is not None:
+                # A write tried again after its answer was lost: the first one stands.
+                stored_before = (
+                    await db.execute(
+                        select(m.seq, m.created_at).where(
+                            m.session_id == session_id, m.message_id == message.id
+                        )
+                    )
+                ).first()
+                if stored_before is not None:
+                    seq, created_at = stored_before
+                    return message.model_copy(
+                        update={"seq": int(seq), "created_at": from_utc_text(created_at)}
+                    )
+            next_seq = select(
+                literal(session_id),
+                func.coalesce(func.max(m.seq), 0) + 1,
+                literal(message.role),
+                literal(message.model_dump_json(exclude={"seq", "created_at"})),
+                literal(at),
+                literal(message.id),
+            ).where(m.session_id == session_id)
+            stored = await db.execute(
+                insert(messages)
+                .from_select(
+                    ["session_id", "seq", "role", "body", "created_at", "message_id"], next_seq
                 )
+                .returning(m.seq)
+            )
+            seq = stored.scalar_one()
         return message.model_copy(update={"seq": int(seq), "created_at": now})
 
     async def list_messages(
@@ -196,14 +173,6 @@ class SqlLog(SqlBase):
             after = summary.up_to_seq if summary else 0
             return summary, await _messages(db, session_id, after, None)
 
-    async def summary_and_newer(
-        self, session_id: str, *, after_seq: int
-    ) -> tuple[CompactionSummary | None, list[Message]]:
-        """`latest_summary` and the messages with `seq > after_seq`, in one transaction."""
-        async with self._read(f"read the summary and messages of session {session_id!r}") as db:
-            summary = await _latest_summary(db, session_id)
-            return summary, await _messages(db, session_id, after_seq, None)
-
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         async with self._read(f"read the summary of session {session_id!r}") as db:
@@ -220,11 +189,26 @@ class SqlLog(SqlBase):
     async def _check_fence(self, db: AsyncConnection, fence: Fence) -> None:
         """Record `fence` as its key's newest, or raise `FenceOvertaken` if a newer one wrote."""
         values = {"session_key": fence.session_key, "epoch": fence.epoch}
-        recorded = await db.execute(_fence(self._dialect), values)
-        if recorded.first() is None:
+        await db.execute(
+            upsert(
+                self._dialect,
+                fences,
+                values,
+                keys=("session_key",),
+                where=lambda proposed: proposed.epoch > fences.c.epoch,
+            )
+        )
+        seen = (
+            await db.execute(
+                select(fences.c.epoch)
+                .where(fences.c.session_key == fence.session_key)
+                .with_for_update()
+            )
+        ).scalar_one()
+        if fence.epoch < seen:
             raise FenceOvertaken(
                 f"cannot write to {fence.session_key!r}: its claim was overtaken"
-                f" (epoch {fence.epoch} is older than one that wrote)"
+                f" (epoch {fence.epoch} < {seen})"
             )
 
     async def _insert_session(
@@ -242,59 +226,50 @@ class SqlLog(SqlBase):
         return record
 
 
-_KEY = bindparam("key_", type_=_s.c.key.type)
-# The key's reopened session, else its newest.
-_CURRENT: Final = _SESSION.where(
-    _s.c.id
-    == func.coalesce(
-        select(reopened.c.session_id).where(reopened.c.key == _KEY).scalar_subquery(),
-        select(_s.c.id)
-        .where(_s.c.key == _KEY)
-        .order_by(_s.c.created_at.desc(), _s.c.number.desc())
-        .limit(1)
-        .scalar_subquery(),
-    )
-)
-
-
 async def _current(db: AsyncConnection, key: str) -> SessionRecord | None:
     """The key's reopened session, else its newest."""
-    return _first(await db.execute(_CURRENT, {"key_": key}))
+    newest = (
+        select(_s.c.id)
+        .where(_s.c.key == key)
+        .order_by(_s.c.created_at.desc(), _s.c.number.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    chosen = select(reopened.c.session_id).where(reopened.c.key == key).scalar_subquery()
+    return _first(await db.execute(_SESSION.where(_s.c.id == func.coalesce(chosen, newest))))
 
 
 async def _messages(
     db: AsyncConnection, session_id: str, after_seq: int, limit: int | None
 ) -> list[Message]:
-    query = _MESSAGES if limit is None else _MESSAGES.limit(limit)
+    m = messages
+    query = (
+        select(m.c.seq, m.c.body, m.c.created_at)
+        .where(m.c.session_id == session_id, m.c.seq > after_seq)
+        .order_by(m.c.seq)
+    )
+    if limit is not None:
+        query = query.limit(limit)
     return [
         Message.model_validate_json(body).model_copy(
             update={"seq": seq, "created_at": from_utc_text(created_at)}
         )
-        for seq, body, created_at in await db.execute(
-            query, {"id_": session_id, "after_": after_seq}
-        )
+        for seq, body, created_at in await db.execute(query)
     ]
 
 
 async def _latest_summary(db: AsyncConnection, session_id: str) -> CompactionSummary | None:
-    row = (await db.execute(_LATEST_SUMMARY, {"id_": session_id})).first()
+    row = (
+        await db.execute(
+            select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
+            .where(summaries.c.session_id == session_id)
+            .order_by(summaries.c.up_to_seq.desc())
+            .limit(1)
+        )
+    ).first()
     if row is None:
         return None
     return CompactionSummary(up_to_seq=row[0], text=row[1], created_at=from_utc_text(row[2]))
-
-
-@cache
-def _fence(dialect: str) -> Insert:
-    """A fence's upsert: its row is written (and locked) unless a newer epoch is stored, and
-    comes back only if it was (one statement)."""
-    values = {name: bindparam(name, type_=fences.c[name].type) for name in ("session_key", "epoch")}
-    return upsert(
-        dialect,
-        fences,
-        values,
-        keys=("session_key",),
-        where=lambda proposed: proposed.epoch >= fences.c.epoch,
-    ).returning(fences.c.epoch)
 
 
 def _session(row: Sequence[Any]) -> SessionRecord:

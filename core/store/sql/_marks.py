@@ -3,11 +3,7 @@ a row per conversation for the newest message seen in it."""
 
 from __future__ import annotations
 
-from functools import cache
-from typing import Final
-
-from sqlalchemy import bindparam, select
-from sqlalchemy.sql.dml import Insert
+from sqlalchemy import select
 
 from core.store._shared import check_aware, from_utc_text, utc_text
 from core.store.seen import LastSeen
@@ -17,17 +13,6 @@ from core.store.sql._tables import processed, seen
 
 __all__ = ["SqlProcessed", "SqlSeen"]
 
-# Built once (building a statement costs about as much as running it on SQLite).
-_IS_PROCESSED: Final = select(processed.c.key).where(
-    processed.c.key == bindparam("key_", type_=processed.c.key.type)
-)
-
-
-@cache
-def _mark(dialect: str) -> Insert:
-    values = {name: bindparam(name, type_=processed.c[name].type) for name in ("key", "at")}
-    return insert_ignoring(dialect, processed, values)
-
 
 class SqlProcessed(SqlBase):
     """The `ProcessedMarks` of `SqlStore`."""
@@ -36,13 +21,13 @@ class SqlProcessed(SqlBase):
         """Remember that the inbound message `key` was answered; False if it already was."""
         values = {"key": key, "at": utc_text(self._now())}
         async with self._begin(f"mark {key!r} processed") as db:
-            inserted = await db.execute(_mark(self._dialect), values)
+            inserted = await db.execute(insert_ignoring(self._dialect, processed, values))
             return inserted.rowcount == 1
 
     async def is_processed(self, key: str) -> bool:
         """Whether `mark_processed(key)` happened before."""
         async with self._read(f"check whether {key!r} was processed") as db:
-            found = await db.execute(_IS_PROCESSED, {"key_": key})
+            found = await db.execute(select(processed.c.key).where(processed.c.key == key))
             return found.first() is not None
 
 

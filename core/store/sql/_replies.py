@@ -118,9 +118,7 @@ class SqlReplyRecords:
                 raise ChannelError(f"cannot {action}: {exc.orig}") from exc
             except OSError as exc:  # the server is not there (a refused connection)
                 raise StoreUnavailable(f"cannot {action}: {exc}") from exc
-            except StoreUnavailable:
-                raise
-            except (SQLAlchemyError, StoreError) as exc:
+            except SQLAlchemyError as exc:
                 raise ChannelError(f"cannot {action}: {exc}") from exc
 
         try:
