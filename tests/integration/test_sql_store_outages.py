@@ -159,6 +159,12 @@ async def relay(restartable: PostgresServer) -> AsyncIterator[Relay]:
         await relay.close()
 
 
+async def _through(relay: Relay, server: PostgresServer) -> str:
+    """The URL of a new database of `server`, reached through `relay`."""
+    url = await server.new_database()
+    return url.replace(f":{server.port}/", f":{relay.port}/", 1)
+
+
 @pytest.mark.parametrize(
     ("sqlstate", "text"),
     [
@@ -170,7 +176,7 @@ async def relay(restartable: PostgresServer) -> AsyncIterator[Relay]:
 async def test_a_server_away_for_now_is_an_outage_and_the_next_call_after_it_works(
     restartable: PostgresServer, relay: Relay, sqlstate: str, text: str
 ) -> None:
-    url = (await restartable.new_database()).replace(f":{restartable.port}/", f":{relay.port}/", 1)
+    url = await _through(relay, restartable)
     store = await SqlStore.open(url)
     try:
         session = await store.current_session("telegram:bot:chat")
@@ -230,7 +236,7 @@ async def test_a_write_whose_commit_answer_was_lost_is_stored_once(
 ) -> None:
     # The server committed; the connection broke before its answer came. Trying the write
     # again, as a turn's patience does after an outage, must not store it a second time.
-    url = (await restartable.new_database()).replace(f":{restartable.port}/", f":{relay.port}/", 1)
+    url = await _through(relay, restartable)
     store = await SqlStore.open(url)
     try:
         session = await store.current_session("telegram:bot:chat")
@@ -250,7 +256,7 @@ async def test_a_write_whose_commit_was_lost_is_made_again(
 ) -> None:
     # The connection broke before the server had the COMMIT: nothing was stored, and the
     # write tried again stores it (once).
-    url = (await restartable.new_database()).replace(f":{restartable.port}/", f":{relay.port}/", 1)
+    url = await _through(relay, restartable)
     store = await SqlStore.open(url)
     try:
         session = await store.current_session("telegram:bot:chat")
@@ -267,7 +273,7 @@ async def test_a_write_whose_commit_was_lost_is_made_again(
 async def test_reply_records_wait_for_a_restarting_server_instead_of_failing_the_delivery(
     restartable: PostgresServer, relay: Relay
 ) -> None:
-    url = (await restartable.new_database()).replace(f":{restartable.port}/", f":{relay.port}/", 1)
+    url = await _through(relay, restartable)
     records = await SqlReplyRecords.open(url)
     try:
         shown = ReplyRecord(
