@@ -28,6 +28,8 @@ import signal
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+import click
+
 from bots.settings import Settings
 
 __all__ = ["loop_factory", "run_process", "stop_on_sigterm"]
@@ -54,9 +56,21 @@ def loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] 
 
 
 def run_process(settings: Settings, main: Coroutine[Any, Any, T]) -> T | None:
-    """`asyncio.run(stop_on_sigterm(main))`, on the loop the settings ask for."""
+    """`asyncio.run(stop_on_sigterm(main))`, on the loop the settings ask for.
+
+    A process stopped by an error nobody expected logs its traceback at ERROR before the CLI
+    prints its one line: the log is all an operator has of a worker that stopped at night.
+    Errors that say what is wrong (`SwitchboardError`, a usage error) stay one line."""
+    from core.errors import SwitchboardError
+
     with asyncio.Runner(loop_factory=loop_factory(settings)) as runner:
-        return runner.run(stop_on_sigterm(main))
+        try:
+            return runner.run(stop_on_sigterm(main))
+        except (SwitchboardError, click.ClickException):
+            raise
+        except Exception:
+            log.exception("the process stopped on an unexpected error")
+            raise
 
 
 async def stop_on_sigterm(main: Coroutine[Any, Any, T]) -> T | None:

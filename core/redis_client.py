@@ -34,13 +34,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import os
+import traceback
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, cast
 
 import hiredis
+import redis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
-from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.asyncio.cluster import ClusterNode, ClusterPipeline, RedisCluster
 from redis.asyncio.connection import AbstractConnection, Connection
 from redis.asyncio.sentinel import Sentinel
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
@@ -388,11 +391,27 @@ def is_outage(exc: RedisError) -> bool:
 AnyRedis = aioredis.Redis | RedisCluster
 
 
+_REDIS_PACKAGE = os.path.dirname(redis.__file__) + os.sep
+
+
+def _raised_inside_redis(exc: BaseException) -> bool:
+    """Whether the innermost frame of `exc`'s traceback is redis-py's own code."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    return bool(frames) and frames[-1].filename.startswith(_REDIS_PACKAGE)
+
+
 @contextlib.contextmanager
 def _cluster_unreachable_as_connection_error() -> Iterator[None]:
     """redis-py's cluster client says "no node answers" with a `RedisClusterException`, which
     is not a `RedisError`: raise it as the `ConnectionError` a server that does not answer
-    gives, as it is one. A slot no node serves yet (the cluster re-forming) is one too."""
+    gives, as it is one. A slot no node serves yet (the cluster re-forming) is one too.
+
+    When a node answers CLUSTERDOWN (a cluster restarting), redis-py's cluster client closes
+    every node's connections, those other commands are using at that moment included; such a
+    command then fails inside redis-py on the closed stream (`AttributeError: 'NoneType' object
+    has no attribute 'writelines'`, or a `TypeError` from the transport). Its connection was
+    dropped under it: that is raised as the `ConnectionError` it is, so the caller's outage
+    handling applies rather than the process stopping on an unexpected error."""
     try:
         yield
     except SlotNotCoveredError as exc:
@@ -401,6 +420,12 @@ def _cluster_unreachable_as_connection_error() -> Iterator[None]:
         if isinstance(exc.__cause__, RedisConnectionError | RedisTimeoutError):
             raise RedisConnectionError(str(exc)) from exc
         raise
+    except (AttributeError, TypeError) as exc:
+        if not _raised_inside_redis(exc):
+            raise
+        raise RedisConnectionError(
+            f"the connection to the Redis Cluster was closed under the command ({exc})"
+        ) from exc
 
 
 class _Cluster(RedisCluster):
@@ -410,6 +435,13 @@ class _Cluster(RedisCluster):
         """redis-py's, an unreachable cluster raised as a `ConnectionError`."""
         with _cluster_unreachable_as_connection_error():
             return await super().execute_command(*args, **kwargs)
+
+    def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
+        """redis-py's cluster pipeline, an unreachable cluster raised as a `ConnectionError`."""
+        if shard_hint:
+            return super().pipeline(transaction, shard_hint)  # redis-py's own error
+        # redis-py declares `_event_dispatcher` abstract on a base and sets it in `__init__`.
+        return _ClusterPipeline(self, transaction)  # type: ignore[abstract]
 
     async def initialize(
         self,
@@ -421,6 +453,15 @@ class _Cluster(RedisCluster):
         with _cluster_unreachable_as_connection_error():
             await super().initialize(additional_startup_nodes_info, last_failed_node_name)
         return self
+
+
+class _ClusterPipeline(ClusterPipeline):
+    """redis-py's cluster pipeline, whose "no node answers" is a `ConnectionError`."""
+
+    async def execute(self, raise_on_error: bool = True, allow_redirections: bool = True) -> Any:
+        """redis-py's, an unreachable cluster raised as a `ConnectionError`."""
+        with _cluster_unreachable_as_connection_error():
+            return await super().execute(raise_on_error, allow_redirections)
 
 
 class _SentinelRedis(aioredis.Redis):

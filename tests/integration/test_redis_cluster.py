@@ -143,3 +143,40 @@ async def test_a_cluster_with_no_node_up_is_an_outage_and_is_used_again_once_bac
     # What the bus, the mailboxes and the worker's loops take for "Redis is away for now".
     assert is_outage(plain.value), repr(plain.value)
     assert is_outage(piped.value), repr(piped.value)
+
+
+async def test_a_command_whose_connection_the_cluster_client_closes_under_it_fails_as_an_outage(
+    redis_cluster: RedisClusterServers,
+) -> None:
+    # On CLUSTERDOWN redis-py's cluster client closes every node's connections (`aclose`),
+    # also those other commands are connecting or writing on; those failed with
+    # AttributeError ('NoneType' object has no attribute 'writelines') and stopped a worker.
+    # Here `aclose` runs a few loop turns into a burst of commands, as it did there.
+    client = connect_redis(redis_cluster.url, decode_responses=False)
+    seen: list[BaseException] = []
+
+    async def command(n: int) -> None:
+        try:
+            if n % 2:
+                await client.get(f"k{n}")
+            else:
+                async with client.pipeline(transaction=False) as pipe:
+                    pipe.get(f"k{n}")
+                    await pipe.execute()
+        except Exception as exc:
+            seen.append(exc)
+
+    async def close_after(turns: int) -> None:
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        await client.aclose()
+
+    try:
+        for turns in range(200):
+            await asyncio.gather(*(command(n) for n in range(30)), close_after(turns % 8))
+            if seen:
+                break
+    finally:
+        await client.aclose()
+    assert seen, "no command was cut off by the close (the race was not reached)"
+    assert all(isinstance(exc, RedisError) and is_outage(exc) for exc in seen), seen

@@ -11,6 +11,7 @@ import pytest
 
 from bots.loop import run_process
 from bots.settings import Settings
+from core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -95,3 +96,25 @@ def test_a_task_left_behind_does_not_keep_the_process_from_exiting() -> None:
         raise AssertionError("the event loop did not finish") from None
     assert (done.returncode, done.stdout.strip()) == (0, "done"), done.stderr
     assert "tasks still running at exit, cancelled: left-behind" in done.stderr
+
+
+async def _fail(error: Exception) -> None:
+    await asyncio.sleep(0)
+    raise error
+
+
+def test_a_process_stopped_by_an_unexpected_error_logs_its_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = Settings(_env_file=None)
+    with caplog.at_level("ERROR", logger="switchboard"), pytest.raises(AttributeError):
+        run_process(settings, _fail(AttributeError("'NoneType' object has no attribute 'x'")))
+    (record,) = caplog.records
+    assert record.levelname == "ERROR" and record.exc_info is not None
+    assert record.exc_info[0] is AttributeError
+
+    # An error that says what is wrong stays the CLI's one line.
+    caplog.clear()
+    with caplog.at_level("ERROR", logger="switchboard"), pytest.raises(ConfigError):
+        run_process(settings, _fail(ConfigError("DATABASE_URL names no database")))
+    assert caplog.records == []
