@@ -235,7 +235,11 @@ class Deployment:
                 if loop.time() >= deadline:
                     raise AssertionError(f"not ready within {timeout}s\n{self.describe()}")
                 await asyncio.wait({waiting}, timeout=_POLL)
-            return waiting.result()
+            try:
+                return waiting.result()
+            except (TimeoutError, AssertionError) as exc:
+                # A fake's own deadline: the processes' logs say why nothing came.
+                raise AssertionError(f"{exc}\n{self.describe()}") from exc
         finally:
             waiting.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
