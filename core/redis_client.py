@@ -391,13 +391,23 @@ def is_outage(exc: RedisError) -> bool:
 AnyRedis = aioredis.Redis | RedisCluster
 
 
-_REDIS_PACKAGE = os.path.dirname(redis.__file__) + os.sep
+_CONNECTION_MODULE = os.path.join(os.path.dirname(redis.__file__), "asyncio", "connection.py")
+# Where the innermost frames of a write on a closed stream are: redis-py, asyncio, uvloop.
+_BELOW_THE_CONNECTION = (
+    os.path.dirname(redis.__file__) + os.sep,
+    os.path.dirname(asyncio.__file__) + os.sep,
+    "uvloop" + os.sep,
+)
 
 
-def _raised_inside_redis(exc: BaseException) -> bool:
-    """Whether the innermost frame of `exc`'s traceback is redis-py's own code."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    return bool(frames) and frames[-1].filename.startswith(_REDIS_PACKAGE)
+def _raised_on_a_closed_stream(exc: BaseException) -> bool:
+    """Whether `exc` came out of redis-py's connection code, with nothing but redis-py,
+    asyncio and uvloop below it: a stream closed under the command, not a bug of ours."""
+    frames = [frame.filename for frame in traceback.extract_tb(exc.__traceback__)]
+    if _CONNECTION_MODULE not in frames:
+        return False
+    last = len(frames) - 1 - frames[::-1].index(_CONNECTION_MODULE)
+    return all(name.startswith(_BELOW_THE_CONNECTION) for name in frames[last:])
 
 
 @contextlib.contextmanager
@@ -411,7 +421,8 @@ def _cluster_unreachable_as_connection_error() -> Iterator[None]:
     command then fails inside redis-py on the closed stream (`AttributeError: 'NoneType' object
     has no attribute 'writelines'`, or a `TypeError` from the transport). Its connection was
     dropped under it: that is raised as the `ConnectionError` it is, so the caller's outage
-    handling applies rather than the process stopping on an unexpected error."""
+    handling applies rather than the process stopping on an unexpected error. (On uvloop the
+    same write raises `RuntimeError: ... the handler is closed`.)"""
     try:
         yield
     except SlotNotCoveredError as exc:
@@ -420,8 +431,8 @@ def _cluster_unreachable_as_connection_error() -> Iterator[None]:
         if isinstance(exc.__cause__, RedisConnectionError | RedisTimeoutError):
             raise RedisConnectionError(str(exc)) from exc
         raise
-    except (AttributeError, TypeError) as exc:
-        if not _raised_inside_redis(exc):
+    except (AttributeError, TypeError, RuntimeError) as exc:
+        if not _raised_on_a_closed_stream(exc):
             raise
         raise RedisConnectionError(
             f"the connection to the Redis Cluster was closed under the command ({exc})"
