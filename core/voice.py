@@ -103,11 +103,11 @@ class Transcriber(Protocol):
 def upload_name(name: str, media_type: str) -> str:
     """`name` with a suffix the endpoint reads the format from (Telegram's voice notes come
     without a name, as `.oga`, which some servers refuse)."""
-    path = PurePosixPath(name or "voice-note")
+    path = PurePosixPath(PurePosixPath(name).name or "voice-note")
     suffix = path.suffix.lower()
     wanted = _SUFFIX_BY_TYPE.get(media_type.split(";")[0].strip().lower())
-    if suffix == ".oga" or suffix == ".opus":
-        return str(path.with_suffix(".ogg"))
+    if suffix in (".oga", ".opus"):
+        return path.with_suffix(".ogg").name
     if suffix in _KNOWN_SUFFIXES or wanted is None:
         return path.name
     return path.name + wanted

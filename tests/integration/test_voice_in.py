@@ -14,11 +14,11 @@ from channels.attachments import VOICE_NOTE, DocumentReader, VoiceNotes
 from core.messages import Message
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.store.sql import SqlStore
-from core.voice import OpenAITranscriber, VoiceSettings
+from core.voice import OpenAITranscriber, TranscriptionFailed, VoiceSettings
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL
 from tests.fakes.fixtures import TEST_API_KEY
-from tests.fakes.llm_script import Error
+from tests.fakes.llm_script import Error, Stall
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import DM_CHANNEL
@@ -153,3 +153,56 @@ async def test_a_discord_voice_message(
     check(last_user_text(provider), case, fake_openai)
     downloads = [] if case == "not set up" else [attachment["url"].split("/", 3)[3]]
     assert fake.downloads == downloads
+
+
+# --- the transcription client ----------------------------------------------------------------
+
+
+def transcriber(url: str, *, key: str = TEST_API_KEY, timeout: float = 10) -> OpenAITranscriber:
+    return OpenAITranscriber(
+        api_key=SecretStr(key), base_url=url, model="whisper-1", timeout=timeout
+    )
+
+
+async def test_the_sdk_sends_the_recording_as_a_multipart_upload(fake_openai: FakeOpenAI) -> None:
+    fake_openai.transcribe("Hello.")
+    words = await transcriber(fake_openai.url).transcribe("file_7.oga", "audio/ogg", OGG)
+    assert words == "Hello."
+    [sent] = fake_openai.transcriptions
+    assert (sent.model, sent.filename, sent.content_type, sent.data) == (
+        "whisper-1",
+        "file_7.ogg",
+        "audio/ogg",
+        OGG,
+    )
+
+
+@pytest.mark.parametrize(
+    ("answers", "said"),
+    [
+        ([Error(500, "server_error"), Error(503, "server_error")], "answered HTTP 503"),
+        ([Error(400, "invalid_request_error")], "answered HTTP 400"),
+        ([Stall(30), Stall(30)], "timed out"),
+    ],
+)
+async def test_a_failure_is_one_line_without_the_key(
+    fake_openai: FakeOpenAI, answers: list[Error | Stall], said: str
+) -> None:
+    fake_openai.transcribe(*answers)
+    with pytest.raises(TranscriptionFailed) as failed:
+        await transcriber(fake_openai.url, timeout=0.5).transcribe("a.ogg", "audio/ogg", OGG)
+    assert said in str(failed.value)
+    assert TEST_API_KEY not in str(failed.value) and "\n" not in str(failed.value)
+    # A failed request is tried once more, then the person is told.
+    assert len(fake_openai.transcriptions) == len(answers)
+
+
+async def test_a_wrong_key_or_no_server_is_one_line(fake_openai: FakeOpenAI) -> None:
+    wrong = "sk-wrong-key-Zq8Wm3Tx7Lp2"
+    with pytest.raises(TranscriptionFailed, match="HTTP 401") as failed:
+        await transcriber(fake_openai.url, key=wrong).transcribe("a.ogg", "audio/ogg", OGG)
+    assert wrong not in str(failed.value)
+    url = fake_openai.url
+    await fake_openai.close()
+    with pytest.raises(TranscriptionFailed, match="could not reach the transcription endpoint"):
+        await transcriber(url).transcribe("a.ogg", "audio/ogg", OGG)
