@@ -206,3 +206,28 @@ async def test_a_wrong_key_or_no_server_is_one_line(fake_openai: FakeOpenAI) -> 
     await fake_openai.close()
     with pytest.raises(TranscriptionFailed, match="could not reach the transcription endpoint"):
         await transcriber(url).transcribe("a.ogg", "audio/ogg", OGG)
+
+
+async def test_slack_and_discord_say_how_long_a_recording_is(
+    fake_slack: FakeSlack, fake_discord: FakeDiscord, fake_openai: FakeOpenAI, store: SqlStore
+) -> None:
+    too_long = "is too long for me to listen to (the limit is 5 minutes)."
+    file = fake_slack.add_file("F0LONG", OGG, mimetype="audio/webm", name="clip.webm")
+    file["duration_ms"] = 301_000
+    provider = ScriptedProvider([text_reply("Too long."), text_reply("Too long too.")])
+    documents = reader(fake_openai, "transcribed")
+    async with slack_helpers.serving(fake_slack, store, provider, documents=documents) as bot:
+        await bot.send(fake_slack.dm("", files=[file]))
+        await slack_helpers.reply_containing(fake_slack, DM_CHANNEL, "Too long.")
+    assert too_long in last_user_text(provider)
+
+    attachment = fake_discord.add_attachment(
+        OGG, filename="voice-message.ogg", content_type="audio/ogg"
+    )
+    attachment |= {"duration_secs": 300.5, "waveform": "AAAA"}
+    async with discord_helpers.serving(fake_discord, store, provider, documents=documents):
+        fake_discord.post(CHANNEL, "", mention=True, attachments=[attachment])
+        await discord_helpers.reply_containing(fake_discord, CHANNEL, "Too long too.")
+    assert too_long in last_user_text(provider)
+    assert fake_slack.downloads == fake_discord.downloads == []
+    assert fake_openai.transcriptions == []
