@@ -229,5 +229,6 @@ async def test_slack_and_discord_say_how_long_a_recording_is(
         fake_discord.post(CHANNEL, "", mention=True, attachments=[attachment])
         await discord_helpers.reply_containing(fake_discord, CHANNEL, "Too long too.")
     assert too_long in last_user_text(provider)
-    assert fake_slack.downloads == fake_discord.downloads == []
+    assert fake_slack.downloads == []
+    assert fake_discord.downloads == []
     assert fake_openai.transcriptions == []
