@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from bots.voice import voice_notes
 from channels import terminal
 from channels.attachments import DocumentReader
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec
@@ -26,6 +27,7 @@ from core.profile import Profile
 from core.redact import Redactor
 from core.store.seen import SeenMarks
 from core.turns import StreamPolicy
+from core.voice import VoiceSettings
 
 __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
 
@@ -115,7 +117,8 @@ class Platforms:
 
         Platform libraries are imported by the builders, so a process loads only those it
         serves. `seen` is where the adapter notes the newest message of each conversation, to
-        catch up from after downtime; `redactor` scrubs the documents people send.
+        catch up from after downtime; `redactor` scrubs the documents people send. Voice notes
+        are transcribed through the profile's `[voice]` endpoint or the OpenAI one.
         """
         spec = self.get(name)
         if spec.build is None:
@@ -128,7 +131,8 @@ class Platforms:
             options = spec.parse_options(table)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        documents = DocumentReader(profile.settings.documents if profile else None, redactor)
+        voice = voice_notes(env, profile.settings.voice if profile else VoiceSettings())
+        documents = DocumentReader(profile.settings.documents if profile else None, redactor, voice)
         setup = ChannelSetup(
             env=env,
             options=options,

@@ -103,8 +103,9 @@ class Inbound(BaseModel):
     text: str = ""
     images: list[ImagePart] = Field(default_factory=list)
     # Documents that came with it, as the model reads them: each one's text fenced as untrusted
-    # (`channels/attachments.py`), or a note saying why a file was not read. Kept apart from
-    # `text`, whose length limit is for what the person wrote.
+    # (`channels/attachments.py`), a voice note's transcript marked "(voice note)", or a note
+    # saying why a file was not read. Kept apart from `text`, whose length limit is for what
+    # the person wrote.
     documents: list[str] = Field(default_factory=list)
     is_direct: bool = False
     mentions_bot: bool = False

@@ -22,6 +22,7 @@ from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.ratelimit import RateLimitSettings
 from core.skills import Skill
+from core.voice import VoiceSettings
 
 __all__ = ["HooksOptions", "Profile", "ProfileSettings", "Skill"]
 
@@ -109,6 +110,9 @@ class ProfileSettings(BaseModel):
     # Documents people send (PDF, DOCX, text, Markdown, CSV, JSON): `[documents] max_chars`
     # of each one's text for the model, `max_bytes` downloaded at most, `max_per_message`.
     documents: DocumentSettings = Field(default_factory=DocumentSettings)
+    # Voice notes and audio files people send: `[voice]` names the transcription endpoint
+    # (default: the OpenAI key and base URL) and the limits (`max_bytes`, `max_seconds`).
+    voice: VoiceSettings = Field(default_factory=VoiceSettings)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:

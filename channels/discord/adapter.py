@@ -559,7 +559,14 @@ class DiscordAdapter:
                     log.warning("could not download an attachment: %s", exc)
                     return None
 
-            await received.add(attachment.filename, media_type, attachment.size, download)
+            # A voice message says how long it is.
+            await received.add(
+                attachment.filename,
+                media_type,
+                attachment.size,
+                download,
+                duration=attachment.duration,
+            )
         return received.documents
 
     async def _open_thread(self, message: discord.Message, text: str) -> int | None:

@@ -679,7 +679,7 @@ class SlackAdapter:
     async def _read_documents(self, files: list[dict[str, Any]]) -> list[str]:
         """The files that are not images, as the model reads them."""
         received = self._documents.received()
-        limit = self._documents.settings.max_bytes
+        limit = self._documents.max_download_bytes
         for file in files:
             mimetype = str(file.get("mimetype") or "")
             if mimetype in _IMAGE_TYPES:
@@ -694,7 +694,15 @@ class SlackAdapter:
 
             name = str(file.get("name") or file.get("title") or "file")
             size = file.get("size")
-            await received.add(name, mimetype, size if isinstance(size, int) else None, download)
+            # Slack's audio clips say how long they are.
+            length = file.get("duration_ms")
+            await received.add(
+                name,
+                mimetype,
+                size if isinstance(size, int) else None,
+                download,
+                duration=length / 1000 if isinstance(length, int) else None,
+            )
         return received.documents
 
     def _trusted(self, url: str) -> bool:

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from telegram import (
+    Audio,
     BotCommand,
     CallbackQuery,
     Document,
@@ -34,6 +35,7 @@ from telegram import (
     PhotoSize,
     ReplyParameters,
     Update,
+    Voice,
 )
 from telegram.constants import ChatAction, ChatType, ParseMode
 from telegram.error import (
@@ -69,8 +71,11 @@ _T = TypeVar("_T")
 _SECRET_SHAPE = re.compile(r"[A-Za-z0-9_-]{16,256}")
 # The updates we ask for: messages, and presses of confirmation buttons.
 _UPDATES = [Update.MESSAGE, Update.CALLBACK_QUERY]
-# The updates we answer: messages with text (commands too), a photo or a document.
-_WANTED = filters.UpdateType.MESSAGE & (filters.TEXT | filters.PHOTO | filters.Document.ALL)
+# The updates we answer: messages with text (commands too), a photo, a document, a voice note
+# or an audio file.
+_WANTED = filters.UpdateType.MESSAGE & (
+    filters.TEXT | filters.PHOTO | filters.Document.ALL | filters.VOICE | filters.AUDIO
+)
 _MAX_IMAGE_BYTES = 10 * 1024 * 1024
 # Images sent as files that the model APIs take; others are files like any other.
 _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
@@ -380,6 +385,9 @@ class TelegramAdapter:
 
     async def _read_documents(self, message: Message) -> ReceivedDocuments:
         received = self._documents.received()
+        if message.voice is not None or message.audio is not None:
+            await self._read_recording(message, received)
+            return received
         document = message.document
         if document is None or document.mime_type in _IMAGE_TYPES:
             return received  # none, or an image (`_images`)
@@ -400,6 +408,34 @@ class TelegramAdapter:
             platform_limit=_MAX_DOWNLOAD_BYTES,
         )
         return received
+
+    async def _read_recording(self, message: Message, received: ReceivedDocuments) -> None:
+        """A voice note or an audio file, transcribed (`channels/attachments.py`)."""
+        recording: Voice | Audio | None = message.voice
+        name = "voice-note.ogg"
+        if recording is None:
+            recording = message.audio
+            assert recording is not None
+            name = recording.file_name or "audio"
+        length = recording.duration  # a timedelta: PTB_TIMEDELTA is set (spec.py)
+        seconds = length.total_seconds() if isinstance(length, dt.timedelta) else float(length)
+
+        async def download() -> bytes | None:
+            try:
+                file = await recording.get_file()
+                return bytes(await file.download_as_bytearray())
+            except TelegramError as exc:
+                log.warning("could not download a voice note: %s", exc)
+                return None
+
+        await received.add(
+            name,
+            recording.mime_type or "audio/ogg",
+            recording.file_size,
+            download,
+            platform_limit=_MAX_DOWNLOAD_BYTES,
+            duration=seconds,
+        )
 
     def _on_poll_error(self, error: Exception) -> None:
         log.warning("telegram polling error: %s", error)

@@ -1,6 +1,9 @@
-"""A loopback fake of the OpenAI Chat Completions API (`POST /v1/chat/completions`).
+"""A loopback fake of the OpenAI Chat Completions API (`POST /v1/chat/completions`) and of
+audio transcriptions (`POST /v1/audio/transcriptions`, multipart, `{"text": ...}` back).
 
-Use `AsyncOpenAI(api_key="test-key", base_url=fake.url)`. Streamed answers are `data:` lines of
+Use `AsyncOpenAI(api_key="test-key", base_url=fake.url)`. Transcriptions play their own
+script (`transcribe`): a transcript, an `Error` or a `Stall`; each is recorded in
+`transcriptions`. Streamed answers are `data:` lines of
 `chat.completion.chunk` objects ending with `data: [DONE]`; with
 `stream_options={"include_usage": True}` a last chunk with `choices: []` carries the usage.
 """
@@ -9,15 +12,20 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from tests.fakes.llm_script import (
     Answer,
     Cut,
+    Error,
     ScriptedLLMServer,
+    Stall,
+    Step,
     StreamError,
     Text,
     ToolUse,
@@ -44,6 +52,31 @@ _TYPE_BY_CODE = {
 }
 _PARAM_BY_CODE = {"context_length_exceeded": "messages"}
 _FINGERPRINT = "fp_fake"
+TRANSCRIPTIONS = "/v1/audio/transcriptions"
+# What the transcription endpoint takes, by file name suffix (as OpenAI documents it).
+_AUDIO_SUFFIXES = (
+    ".flac",
+    ".m4a",
+    ".mp3",
+    ".mp4",
+    ".mpeg",
+    ".mpga",
+    ".oga",
+    ".ogg",
+    ".wav",
+    ".webm",
+)
+
+
+@dataclass(frozen=True)
+class Transcription:
+    """One transcription request as the fake received it."""
+
+    model: str
+    filename: str
+    content_type: str
+    data: bytes
+    api_key: str | None
 
 
 def error_object(kind: str, message: str, status: int = 500) -> dict[str, Any]:
@@ -64,6 +97,67 @@ class FakeOpenAI(ScriptedLLMServer):
     _url_suffix = "/v1"
     _not_found_kind = "unknown_url"
     _no_script_kind = "server_error"
+
+    def __init__(
+        self,
+        *,
+        api_key: str = "test-key",
+        otherwise: Step | None = None,
+        latency: float = 0.0,
+        record: bool = True,
+    ) -> None:
+        """As `ScriptedLLMServer`'s."""
+        super().__init__(api_key=api_key, otherwise=otherwise, latency=latency, record=record)
+        self.transcriptions: list[Transcription] = []
+        self._transcripts: deque[str | Error | Stall] = deque()
+
+    def transcribe(self, *answers: str | Error | Stall) -> None:
+        """Append answers; each later transcription request takes the next one (none left:
+        HTTP 500)."""
+        self._transcripts.extend(answers)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        if request.method == "POST" and request.path == TRANSCRIPTIONS:
+            return await self._transcription(request)
+        return await super()._handle(request)
+
+    async def _transcription(self, request: web.Request) -> web.StreamResponse:
+        key = bearer_token(request.headers.get("authorization"))
+        if not request.content_type.startswith("multipart/"):
+            return self._invalid(400, "Expected a multipart/form-data body.")
+        fields: dict[str, str] = {}
+        file: tuple[str, str, bytes] | None = None
+        reader = await request.multipart()
+        async for part in reader:
+            if not isinstance(part, BodyPartReader) or part.name is None:
+                continue
+            if part.filename is not None:
+                content_type = part.headers.get("Content-Type", "")
+                file = (part.filename, content_type, bytes(await part.read()))
+            else:
+                fields[part.name] = await part.text()
+        if file is not None:
+            filename, content_type, data = file
+            record = Transcription(fields.get("model", ""), filename, content_type, data, key)
+            self.transcriptions.append(record)
+        if key != self.api_key:
+            return self._invalid(401, "Incorrect API key provided.", "invalid_api_key")
+        if file is None or "model" not in fields:
+            missing = "file" if file is None else "model"
+            message = f"Missing required parameter: '{missing}'."
+            return self._invalid(400, message, "missing_required_parameter", param=missing)
+        if not file[0].lower().endswith(_AUDIO_SUFFIXES):
+            return self._invalid(400, f"Unrecognized file format: {file[0]}.")
+        answer = self._transcripts.popleft() if self._transcripts else None
+        match answer:
+            case None:
+                return self._error(500, "server_error", "no transcript scripted")
+            case Error(status=status, kind=kind, message=message, headers=extra):
+                return self._error(status, kind, message, extra)
+            case Stall(seconds=seconds):
+                return await self._stall(request, seconds)
+            case str():
+                return self._respond({"text": answer})
 
     def _reject(self, request: web.Request, body: object) -> web.Response | None:
         key = bearer_token(request.headers.get("authorization"))

@@ -167,6 +167,68 @@ class UpdateBuilders(ABC):
             message["caption"] = caption
         return self._push_kind("message", message)
 
+    def voice(
+        self,
+        chat_id: int,
+        file_id: str,
+        *,
+        duration: int = 3,
+        caption: str = "",
+        file_size: int | None = None,
+        user_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Push a voice note (Opus in OGG, no file name) of `duration` seconds; its size is the
+        added file's (see `add_file`) unless `file_size` says otherwise."""
+        return self._recording(
+            chat_id,
+            "voice",
+            {"duration": duration, "mime_type": "audio/ogg"},
+            file_id,
+            caption,
+            file_size,
+            user_id,
+        )
+
+    def audio(
+        self,
+        chat_id: int,
+        file_id: str,
+        *,
+        file_name: str,
+        mime_type: str = "audio/mpeg",
+        duration: int = 30,
+        caption: str = "",
+        user_id: int | None = None,
+    ) -> dict[str, Any]:
+        """Push an audio file (music player's kind of message) of `duration` seconds."""
+        fields = {"duration": duration, "mime_type": mime_type, "file_name": file_name}
+        return self._recording(chat_id, "audio", fields, file_id, caption, None, user_id)
+
+    def _recording(
+        self,
+        chat_id: int,
+        kind: str,
+        fields: dict[str, Any],
+        file_id: str,
+        caption: str,
+        file_size: int | None,
+        user_id: int | None,
+    ) -> dict[str, Any]:
+        if file_size is None:
+            file_size = len(self._files[file_id][1]) if file_id in self._files else 50_000
+        recording = {
+            "file_id": file_id,
+            "file_unique_id": f"u-{file_id}",
+            "file_size": file_size,
+            **fields,
+        }
+        chat, user = self._chat_and_user(chat_id, user_id)
+        message = self._message(chat, user, None)
+        message[kind] = recording
+        if caption:
+            message["caption"] = caption
+        return self._push_kind("message", message)
+
     def edited_text(
         self, chat_id: int, message_id: int, text: str, *, user_id: int | None = None
     ) -> dict[str, Any]:

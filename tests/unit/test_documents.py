@@ -170,7 +170,7 @@ async def test_files_not_read_become_one_sentence_for_the_person_and_are_not_dow
         '"I cannot read a.zip: I read PDF, Word (.docx), plain text, Markdown, CSV and JSON '
         'files."]'
     )
-    assert '"I cannot listen to memo.ogg: audio files are not supported yet."' in voice
+    assert "Voice notes are not set up for this bot" in voice
     assert '"big.pdf is too large for me to read (the limit is 2 KB)."' in large
 
 

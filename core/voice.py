@@ -1,0 +1,170 @@
+"""Voice notes and audio files people send, as text: the `[voice]` settings of a profile and
+the client of an OpenAI-compatible `/v1/audio/transcriptions` endpoint.
+
+Platform-neutral: bytes, a file name and a media type in; the transcript out, or a
+`TranscriptionFailed` whose message is fit for a log line (never a key). The channels download
+the recordings, check the limits and tell the model (`channels/attachments.py`); `bots/`
+decides which endpoint, with which key, from the environment and this table.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from core.errors import SwitchboardError
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+__all__ = [
+    "OPENAI_TRANSCRIPTION_URL",
+    "OpenAITranscriber",
+    "Transcriber",
+    "TranscriptionFailed",
+    "VoiceSettings",
+    "upload_name",
+]
+
+log = logging.getLogger(__name__)
+
+OPENAI_TRANSCRIPTION_URL = "https://api.openai.com/v1"
+# The suffix the endpoint reads the format from, for a recording whose name has none it knows
+# (OpenAI's accepts flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav and webm).
+_SUFFIX_BY_TYPE = {
+    "audio/ogg": ".ogg",
+    "audio/opus": ".ogg",
+    "audio/mpeg": ".mp3",
+    "audio/mp3": ".mp3",
+    "audio/mp4": ".m4a",
+    "audio/x-m4a": ".m4a",
+    "audio/aac": ".m4a",
+    "audio/wav": ".wav",
+    "audio/x-wav": ".wav",
+    "audio/wave": ".wav",
+    "audio/flac": ".flac",
+    "audio/x-flac": ".flac",
+    "audio/webm": ".webm",
+}
+_KNOWN_SUFFIXES = frozenset(
+    {".flac", ".m4a", ".mp3", ".mp4", ".mpeg", ".mpga", ".oga", ".ogg", ".wav", ".webm"}
+)
+
+
+class VoiceSettings(BaseModel):
+    """`[voice]` of a profile: which endpoint transcribes voice notes, and the limits.
+
+    Without `base_url` the OpenAI key and base URL the bot already has are used
+    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # False: voice notes are answered with the sentence saying they are not set up.
+    enabled: bool = True
+    # Another OpenAI-compatible endpoint (e.g. a local Whisper server), ending in `/v1`.
+    base_url: str | None = None
+    # The transcription model the endpoint knows.
+    model: str = Field(default="whisper-1", min_length=1)
+    # The name of the environment variable holding the endpoint's key (never the key itself);
+    # unset: OPENAI_API_KEY, or no key for a `base_url` of its own.
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    # Recordings larger than this are not downloaded (OpenAI takes 25 MB at most).
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024)
+    # Recordings longer than this (where the platform says how long) are not transcribed.
+    max_seconds: int = Field(default=300, ge=1, le=4 * 3600)
+    # How long one request to the endpoint may take (a failed one is tried once more).
+    timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+
+    @field_validator("base_url")
+    @classmethod
+    def _an_http_url(cls, url: str | None) -> str | None:
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError("base_url must be an http:// or https:// URL")
+        return url or None
+
+
+class TranscriptionFailed(SwitchboardError):
+    """The endpoint did not transcribe a recording; the message says why, for a log line."""
+
+
+class Transcriber(Protocol):
+    """Turns a recording into its words."""
+
+    async def transcribe(self, name: str, media_type: str, data: bytes) -> str:
+        """The words spoken in the recording `name` (of `media_type`); raises
+        `TranscriptionFailed` when the endpoint fails or takes too long."""
+        ...
+
+
+def upload_name(name: str, media_type: str) -> str:
+    """`name` with a suffix the endpoint reads the format from (Telegram's voice notes come
+    without a name, as `.oga`, which some servers refuse)."""
+    path = PurePosixPath(PurePosixPath(name).name or "voice-note")
+    suffix = path.suffix.lower()
+    wanted = _SUFFIX_BY_TYPE.get(media_type.split(";")[0].strip().lower())
+    if suffix in (".oga", ".opus"):
+        return path.with_suffix(".ogg").name
+    if suffix in _KNOWN_SUFFIXES or wanted is None:
+        return path.name
+    return path.name + wanted
+
+
+class OpenAITranscriber:
+    """`POST {base_url}/audio/transcriptions` through the official `openai` SDK."""
+
+    def __init__(
+        self,
+        *,
+        api_key: SecretStr | None,
+        base_url: str,
+        model: str,
+        timeout: float,
+        max_retries: int = 1,
+    ) -> None:
+        """No `api_key`: a local server that takes none (the SDK still sends a placeholder)."""
+        self.base_url = base_url
+        self.model = model
+        self._api_key = api_key
+        self._timeout = timeout
+        self._max_retries = max_retries
+
+    def _client(self) -> AsyncOpenAI:
+        # Imported here: the SDK is slow to import, and a process that gets no voice note never
+        # pays for it. A client per recording: voice notes are few, and nothing is left open.
+        from openai import AsyncOpenAI
+
+        key = self._api_key.get_secret_value() if self._api_key else "no-key"
+        return AsyncOpenAI(
+            api_key=key,
+            base_url=self.base_url,
+            timeout=self._timeout,
+            max_retries=self._max_retries,
+        )
+
+    async def transcribe(self, name: str, media_type: str, data: bytes) -> str:
+        """The transcript of one recording; `TranscriptionFailed` naming the status or the
+        kind of failure (never the key, never the response body)."""
+        import openai
+
+        try:
+            async with self._client() as client:
+                transcription = await client.audio.transcriptions.create(
+                    model=self.model, file=(upload_name(name, media_type), data, media_type)
+                )
+        except openai.APITimeoutError:
+            raise TranscriptionFailed("the transcription endpoint timed out") from None
+        except openai.APIStatusError as exc:
+            raise TranscriptionFailed(
+                f"the transcription endpoint answered HTTP {exc.status_code}"
+            ) from None
+        except openai.APIConnectionError:
+            raise TranscriptionFailed("could not reach the transcription endpoint") from None
+        except openai.APIError as exc:
+            raise TranscriptionFailed(
+                f"the transcription endpoint failed ({type(exc).__name__})"
+            ) from None
+        return transcription.text
