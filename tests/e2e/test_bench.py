@@ -21,13 +21,24 @@ from tests.e2e.processes import REPO, clean_env
 pytestmark = pytest.mark.e2e
 
 
-# The harness runs ten engine runs of 40 turns, each in processes of its own: about half a
-# minute on an idle machine, over a minute on a busy one. The run's own timeout comes first
-# (subprocess.run then kills and reaps it), pytest's after it.
+# Ten engine runs of 10 turns, each in processes of its own (what `bench w1 --quick` runs,
+# shorter): about twenty seconds on an idle machine, under a minute on a busy one. The run's
+# own timeout comes first (subprocess.run then kills and reaps it), pytest's after it.
+SMALLEST_W1 = """
+import sys
+from pathlib import Path
+
+from bench.common import save
+from bench.turns import w1
+
+save("w1-smoke", w1(turns=10, repeats=1), Path(sys.argv[1]))
+"""
+
+
 @pytest.mark.timeout(300)
-def test_the_quick_w1_compares_every_engine_on_both_vendors(tmp_path: Path) -> None:
+def test_the_smallest_w1_compares_every_engine_on_both_vendors(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "w1", "--quick", "--results", str(tmp_path)],
+        [sys.executable, "-c", SMALLEST_W1, str(tmp_path)],
         cwd=REPO,
         env=clean_env(tmp_path, redis_url=None),
         capture_output=True,
@@ -37,16 +48,16 @@ def test_the_quick_w1_compares_every_engine_on_both_vendors(tmp_path: Path) -> N
     )
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "W1 openai: one session, 40 turns" in done.stdout
-    assert "W1 anthropic: one session, 40 turns" in done.stdout
-    [saved] = tmp_path.glob("w1-quick-*.json")
+    assert "W1 openai: one session, 10 turns" in done.stdout
+    assert "W1 anthropic: one session, 10 turns" in done.stdout
+    [saved] = tmp_path.glob("w1-smoke-*.json")
     report = json.loads(saved.read_text())
     assert report["machine"]["cpus"] >= 1
     for vendor in ("openai", "anthropic"):
         figures = report[vendor]["figures"]
         for engine in ("floor", "bare", "bare-whole", "ours", "chat"):
             [run] = report[vendor]["runs"][engine]
-            assert run["turns"] == 40 and len(run["turn_ms"]) == 40
+            assert run["turns"] == 10 and len(run["turn_ms"]) == 10
             assert figures[engine]["p50_ms"] > 0 and figures[engine]["peak_rss_mb"] > 0
         assert set(report[vendor]["targets"]) == {
             "in-process p50 ms/turn at most 1.5x the no-SDK floor's",
