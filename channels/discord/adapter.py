@@ -47,6 +47,7 @@ from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.discord.buttons import custom_id, press_inbound, question_view
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
+from channels.reactions import Emoji, StatusReactions
 from channels.streaming import ReplyStreams, ReplyTarget
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
@@ -76,6 +77,7 @@ _INTERACTION_SECONDS = 14 * 60.0
 _REMEMBERED_ASKS = 2048
 _THREAD_EXISTS = 160004
 _ANSWERED_TYPES = (discord.MessageType.default, discord.MessageType.reply)
+_REACTIONS = Emoji(taken="👀", answered="✅", failed="⚠️")
 
 
 class DiscordSettings(BaseModel):
@@ -95,6 +97,8 @@ class DiscordSettings(BaseModel):
     # Seconds discord.py waits after the last server arrived before it calls itself ready
     # (and the catch-up starts).
     ready_timeout: float = Field(default=2.0, ge=0)
+    # Status reactions on the person's message (`channels/reactions.py`).
+    reactions: bool = True
 
 
 @dataclass
@@ -184,6 +188,9 @@ class DiscordAdapter:
         self._asks: OrderedDict[str, _Ask] = OrderedDict()
         self._replies = replies
         self._typing: dict[str, asyncio.Task[None]] = {}
+        self._reactions = StatusReactions(
+            "discord", _REACTIONS, enabled=settings.reactions, log=log
+        )
         self._threads: set[int] = set()  # threads the bot wrote in or opened
         self._seen = SeenLog(seen, "discord")
         self._catch_up = CatchUp(settings.catch_up_hours, settings.catch_up_messages)
@@ -598,6 +605,7 @@ class DiscordAdapter:
                 ask = self._asks.get(key)
                 if ask is None or ask.live_interaction() is None:  # "thinking…" shows already
                     await self._start_typing(outbound.address, outbound.record_key)
+                await self._react(outbound)
             case "progress":
                 pass  # not queued for Discord (the worker's stream policy); typing shows work
             case "delta":
@@ -605,6 +613,7 @@ class DiscordAdapter:
             case "reply" | "notice" | "notification" | "question":
                 self._stop_typing(outbound.address)
                 await self._replies.show(outbound, self._reply_for)
+                await self._react(outbound)
                 self._asks.pop(key, None)
             case "decision":
                 await self._decide(outbound)
@@ -689,6 +698,29 @@ class DiscordAdapter:
             await _translate(partial.edit(content=chunk, allowed_mentions=mentions))
 
         return send, edit
+
+    async def _react(self, outbound: Outbound) -> None:
+        """Change the status reaction on the question as `outbound` calls for; a refusal is
+        logged, never raised. A slash command has no message to react on."""
+        step = self._reactions.step(outbound)
+        ask = self._asks.get(outbound.reply_to or outbound.id)
+        if step is None or (ask is not None and ask.interaction is not None):
+            return
+        if step.status == "taken" and await self._replies.finished(outbound.record_key):
+            return  # answered already (by another gateway): the answered reaction stays
+        assert self._client is not None and self._client.user is not None
+        address = outbound.address
+        # A thread opened from the message has the message's id; the message is in its parent.
+        where = address.chat if address.thread in (None, step.message) else address.thread
+        channel = self._client.get_partial_messageable(int(where))
+        message = channel.get_partial_message(int(step.message))
+        try:
+            if step.remove is not None:
+                await message.remove_reaction(step.remove, self._client.user)
+            if step.add is not None:
+                await message.add_reaction(step.add)
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            self._reactions.refused(step, exc)
 
     async def _start_typing(self, address: Address, reply: str) -> None:
         key = address.session_key

@@ -35,6 +35,8 @@ class DiscordOptions(BaseModel):
     # 0 turns catch-up off.
     catch_up_hours: float = Field(default=24.0, ge=0, le=24 * 14)
     catch_up_messages: int = Field(default=100, ge=0, le=1000)
+    # Status reactions on the person's message: taken, then answered or failed.
+    reactions: bool = True
 
 
 def _build(setup: ChannelSetup) -> ChannelAdapter:
@@ -48,6 +50,7 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         reply_in_thread=options.reply_in_thread,
         catch_up_hours=options.catch_up_hours,
         catch_up_messages=options.catch_up_messages,
+        reactions=options.reactions,
     )
     return DiscordAdapter(
         settings,

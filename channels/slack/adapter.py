@@ -1,8 +1,9 @@
 """The Slack adapter on slack-bolt's `AsyncApp`: the Events API over HTTP, or Socket Mode.
 
 Slack objects never leave this package: events become `Inbound`, `Outbound` becomes
-`chat.postMessage` / `chat.update` calls, and "working" is an assistant thread status (or a
-reaction where the app has no assistant feature).
+`chat.postMessage` / `chat.update` calls, and "working" is an assistant thread status where the
+app may set one, with the status reactions of every platform on the person's message (`eyes`,
+then `white_check_mark` or `warning`; `channels/reactions.py`).
 
 Conversations: one per direct message channel (or per thread in it), and one per channel
 thread. In a channel the bot answers mentions in the mention's thread, then every later
@@ -51,6 +52,7 @@ from channels.attachments import DocumentReader, ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
+from channels.reactions import Emoji, StatusReactions
 from channels.slack.buttons import ACTION, decision_blocks, press_inbound, question_blocks
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
@@ -67,7 +69,7 @@ log = logging.getLogger(__name__)
 
 # Message subtypes that are a person writing; edits, joins, bot posts and the rest are not.
 _USER_SUBTYPES = frozenset({None, "file_share", "thread_broadcast", "me_message"})
-# Errors that say the assistant status is not for this app: use a reaction instead.
+# Errors that say the assistant status is not for this app: the reactions alone show work.
 _NO_STATUS = frozenset({"not_allowed_token_type", "unknown_method", "missing_scope"})
 _BAD_TOKEN = frozenset(
     {"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired"}
@@ -106,7 +108,12 @@ class SlackSettings(BaseModel):
     port: int = Field(default=3000, ge=0, le=65535)
     path: str = "/slack/events"
     working_status: str = "is thinking…"
-    working_reaction: str = "hourglass_flowing_sand"
+    # Status reactions on the person's message (`channels/reactions.py`): the taken one while
+    # the turn runs, then answered or failed. `reactions` False: none at all.
+    reactions: bool = True
+    working_reaction: str = "eyes"
+    answered_reaction: str = "white_check_mark"
+    failed_reaction: str = "warning"
     # Slack drops a status after two minutes without a message; tool use renews it after this.
     status_renewal: float = Field(default=60.0, ge=0)
     # Catch-up after downtime: how far back, and how many messages per conversation at most.
@@ -116,11 +123,11 @@ class SlackSettings(BaseModel):
 
 @dataclass(frozen=True)
 class _Working:
-    """How a running turn is shown: an assistant status, or a reaction on the message."""
+    """A running turn this gateway shows: its conversation and the thread holding the
+    assistant status (None: no status, the reaction alone shows it)."""
 
     channel: str
-    reaction_ts: str | None = None
-    thread: str | None = None  # the thread holding the status
+    thread: str | None = None
     since: float = 0.0  # when the status was set (monotonic)
 
 
@@ -160,6 +167,10 @@ class SlackAdapter:
         self._stopped = asyncio.Event()
         self._replies = replies
         self._working: dict[str, _Working] = {}
+        emoji = Emoji(
+            settings.working_reaction, settings.answered_reaction, settings.failed_reaction
+        )
+        self._reactions = StatusReactions("slack", emoji, enabled=settings.reactions, log=log)
         self._status_available = True
         self._seen_events: OrderedDict[str, None] = OrderedDict()
         self._threads: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -761,10 +772,12 @@ class SlackAdapter:
                 try:
                     await self._replies.show(outbound, self._reply_for)
                 except ChannelError as exc:
-                    if exc.permanent:
-                        await self._end_working(key, outbound)
+                    if exc.permanent:  # never shown: the question says so, where it can
+                        self._working.pop(key, None)
+                        await self._react(outbound.model_copy(update={"failed": True}))
                     raise
-                await self._end_working(key, outbound)
+                self._working.pop(key, None)
+                await self._react(outbound)
             case "decision":
                 await self._decide(outbound)
 
@@ -864,28 +877,17 @@ class SlackAdapter:
         return None
 
     async def _show_working(self, key: str, outbound: Outbound) -> None:
-        """The assistant status of the thread where the app may set one; else a reaction."""
+        """The assistant status of the thread where the app may set one, and the taken
+        reaction on the question."""
         if key in self._working or await self._replies.finished(outbound.record_key):
             return  # shown already, or answered already (by another gateway)
         address = outbound.address
+        working = _Working(address.chat)
         if address.thread is not None and await self._set_status(address.chat, address.thread):
             # Slack clears the status when the app replies in the thread.
-            since = time.monotonic()
-            self._working[key] = _Working(address.chat, thread=address.thread, since=since)
-            return
-        ts = outbound.reply_to_platform_id
-        if ts is None:
-            return
-        try:
-            await call(
-                self._client.reactions_add(
-                    channel=address.chat, timestamp=ts, name=self.settings.working_reaction
-                )
-            )
-        except Refused as exc:
-            if exc.error != "already_reacted":
-                raise
-        self._working[key] = _Working(address.chat, reaction_ts=ts)
+            working = _Working(address.chat, thread=address.thread, since=time.monotonic())
+        self._working[key] = working
+        await self._react(outbound)
 
     async def _renew_working(self, key: str) -> None:
         """Set the status again during a long turn: Slack drops it after two minutes."""
@@ -910,38 +912,40 @@ class SlackAdapter:
             if error not in _NO_STATUS:
                 raise refusal(exc) from exc
             self._status_available = False
-            log.info("no assistant status for this app (%s); using a reaction", error)
+            log.info("no assistant status for this app (%s); the reactions show work", error)
             return False
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
             raise ChannelError(f"slack unreachable: {exc}") from exc
         return True
 
-    async def _end_working(self, key: str, outbound: Outbound) -> None:
-        """Take the working reaction off the question, whichever gateway put it there.
-
-        Another gateway may have reacted: without a local note, the reply's own reference to
-        the question says where (a reaction that is not there is no error).
-        """
-        working = self._working.pop(key, None)
-        if working is None:
-            if outbound.kind != "reply" or outbound.reply_to_platform_id is None:
-                return
-            working = _Working(outbound.address.chat, reaction_ts=outbound.reply_to_platform_id)
-        if working.reaction_ts is None:
+    async def _react(self, outbound: Outbound) -> None:
+        """Change the status reaction on the question as `outbound` calls for, whichever
+        gateway put the taken one there (a reaction that is not there, or is there already,
+        is no error). A refusal is logged, never raised."""
+        step = self._reactions.step(outbound)
+        if step is None:
             return
+        channel, ts = outbound.address.chat, step.message
         try:
-            await call(
-                self._client.reactions_remove(
-                    channel=working.channel,
-                    timestamp=working.reaction_ts,
-                    name=self.settings.working_reaction,
+            if step.remove is not None:
+                remove = self._client.reactions_remove(
+                    channel=channel, timestamp=ts, name=step.remove
                 )
-            )
-        except Refused as exc:
-            if exc.error != "no_reaction":
-                log.info("could not remove the working reaction: %s", exc)
+                await _reaction(remove, harmless="no_reaction")
+            if step.add is not None:
+                add = self._client.reactions_add(channel=channel, timestamp=ts, name=step.add)
+                await _reaction(add, harmless="already_reacted")
         except ChannelError as exc:
-            log.info("could not remove the working reaction: %s", exc)
+            self._reactions.refused(step, exc)
+
+
+async def _reaction(request: Awaitable[AsyncSlackResponse], *, harmless: str) -> None:
+    """A reaction call; the error saying it was not needed (`harmless`) is no error."""
+    try:
+        await call(request)
+    except Refused as exc:
+        if exc.error != harmless:
+            raise
 
 
 def _messages(response: AsyncSlackResponse) -> list[dict[str, Any]]:

@@ -33,6 +33,8 @@ class SlackOptions(BaseModel):
     # 0 turns catch-up off.
     catch_up_hours: float = Field(default=24.0, ge=0, le=24 * 14)
     catch_up_messages: int = Field(default=100, ge=0, le=999)
+    # Status reactions on the person's message: taken, then answered or failed.
+    reactions: bool = True
 
 
 def _build(setup: ChannelSetup) -> ChannelAdapter:
@@ -46,6 +48,7 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         _ENV,
         catch_up_hours=options.catch_up_hours,
         catch_up_messages=options.catch_up_messages,
+        reactions=options.reactions,
     )
     return SlackAdapter(
         settings,

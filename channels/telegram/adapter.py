@@ -52,6 +52,7 @@ from channels.attachments import DocumentReader, ReceivedDocuments, ReceivedImag
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import LATE_AFTER, CatchUp, LateMessages, with_late_note
+from channels.reactions import Emoji, StatusReactions
 from channels.streaming import ReplyStreams, ReplyTarget
 from channels.telegram.buttons import press_inbound, question_keyboard
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
@@ -82,6 +83,9 @@ _IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 # What the Bot API lets a bot download (getFile).
 _MAX_DOWNLOAD_BYTES = 20 * 1024 * 1024
 _MAX_TYPING_SECONDS = 300.0
+# Status reactions: bots may only use Telegram's fixed set of reaction emoji, which has no
+# check mark or warning sign.
+_REACTIONS = Emoji(taken="👀", answered="👍", failed="😢")
 
 
 class TelegramSettings(BaseModel):
@@ -101,6 +105,8 @@ class TelegramSettings(BaseModel):
     # ones per conversation at most.
     catch_up_hours: float = Field(default=24.0, ge=0)
     catch_up_messages: int = Field(default=100, ge=0)
+    # Status reactions on the person's message (`channels/reactions.py`).
+    reactions: bool = True
 
 
 def bot_commands(menu: Sequence[CommandInfo]) -> list[BotCommand]:
@@ -143,6 +149,9 @@ class TelegramAdapter:
         self._setting_up = asyncio.Lock()
         self._receiving = False
         self._replies = replies
+        self._reactions = StatusReactions(
+            "telegram", _REACTIONS, enabled=settings.reactions, log=log
+        )
         self._documents = documents or DocumentReader()
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
@@ -503,6 +512,7 @@ class TelegramAdapter:
         match outbound.kind:
             case "typing":
                 self._start_typing(outbound.address, outbound.record_key)
+                await self._react(outbound)
             case "progress":
                 pass  # not queued for Telegram (the worker's stream policy); typing shows work
             case "delta":
@@ -510,6 +520,7 @@ class TelegramAdapter:
             case "reply" | "notice" | "notification" | "question":
                 self._stop_typing(outbound.address)
                 await self._replies.show(outbound, self._reply_for)
+                await self._react(outbound)
             case "decision":
                 await self._decide(outbound)
 
@@ -592,6 +603,23 @@ class TelegramAdapter:
             )
         except _NotModified:
             pass
+
+    async def _react(self, outbound: Outbound) -> None:
+        """Set the status reaction `outbound` calls for; one call replaces the bot's earlier
+        reaction on the message. A refusal is logged, never raised."""
+        step = self._reactions.step(outbound)
+        if step is None:
+            return
+        if step.status == "taken" and await self._replies.finished(outbound.record_key):
+            return  # answered already (by another gateway): the answered reaction stays
+        try:
+            await _translate(
+                self._app.bot.set_message_reaction(
+                    int(outbound.address.chat), int(step.message), step.add
+                )
+            )
+        except (ChannelError, TelegramError, ValueError, _MarkupRejected, _NotModified) as exc:
+            self._reactions.refused(step, exc)
 
     def _start_typing(self, address: Address, reply: str) -> None:
         key = address.session_key

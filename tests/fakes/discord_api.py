@@ -7,9 +7,9 @@ The gateway (`discord_gateway`) carries the events the test makes (`dm`, `post`,
 from `discord_events`) and replays them on a resume as Discord does. REST covers what a chat
 bot calls: `/users/@me`, `/oauth2/applications/@me`, channel messages (POST, PATCH, and GET
 for the history, with `after`, `before` and `limit` as Discord reads them), a channel (GET),
-typing,
-threads from a message, interaction callbacks, follow-ups and edits of the original response,
-and the application's global commands (GET, PUT).
+typing, the bot's own reactions on a message (PUT and DELETE `…/reactions/{emoji}/@me`, kept
+in `reactions`), threads from a message, interaction callbacks, follow-ups and edits of the
+original response, and the application's global commands (GET, PUT).
 
 Every REST request is recorded in `requests`; messages the bot sent are kept (as they stand
 now) in `messages`; `SentMessage.pings` says whom Discord would notify, from the content and
@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import unquote
 
 from aiohttp import web
 
@@ -58,6 +59,10 @@ __all__ = ["FakeDiscord", "Request", "SentMessage"]
 
 MAX_CONTENT = 2000
 _MENTION = re.compile(r"<@(!|&)?(\d+)>")
+# The bot's own reaction on a message: put on (PUT) and taken off (DELETE).
+_OWN_REACTION = re.compile(
+    r"/channels/(?P<channel>\d+)/messages/(?P<message>\d+)/reactions/(?P<emoji>[^/]+)/@me"
+)
 _Handler = Callable[[dict[str, str], Any], Awaitable[web.StreamResponse]]
 
 
@@ -167,7 +172,11 @@ class FakeDiscord(GatewayFake, EventBuilders):
              self._get_commands, True),
             ("PUT", re.compile(r"/applications/(?P<app>\d+)/commands"), "put_commands",
              self._put_commands, True),
+            ("PUT", _OWN_REACTION, "add_reaction", self._add_reaction, True),
+            ("DELETE", _OWN_REACTION, "remove_own_reaction", self._remove_own_reaction, True),
         ]  # fmt: skip
+        # The bot's reactions on each message, `(channel id, message id)` -> emoji.
+        self.reactions: dict[tuple[int, int], set[str]] = defaultdict(set)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -368,6 +377,26 @@ class FakeDiscord(GatewayFake, EventBuilders):
         message.nonce = None if nonce is None else str(nonce)
         message.components = body.get("components") or None
         return _json(self._store(message))
+
+    async def _add_reaction(self, match: dict[str, str], _: Any) -> web.StreamResponse:
+        key, emoji = self._reaction_target(match)
+        self.reactions[key].add(emoji)
+        return web.Response(status=204)
+
+    async def _remove_own_reaction(self, match: dict[str, str], _: Any) -> web.StreamResponse:
+        key, emoji = self._reaction_target(match)
+        self.reactions[key].discard(emoji)  # one that is not there: 204 all the same
+        return web.Response(status=204)
+
+    def _reaction_target(self, match: dict[str, str]) -> tuple[tuple[int, int], str]:
+        channel_id = self._known_channel(match["channel"])
+        message_id = int(match["message"])
+        if self._find(channel_id, message_id) is None:
+            raise _ApiError(404, 10008, "Unknown Message")
+        emoji = unquote(match["emoji"])
+        if emoji.isascii():  # a custom emoji (`name:id`) is not served; words are no emoji
+            raise _ApiError(400, 10014, "Unknown Emoji")
+        return (channel_id, message_id), emoji
 
     async def _get_channel(self, match: dict[str, str], _: Any) -> web.StreamResponse:
         found = self.channel_payload(int(match["channel"]))

@@ -4,6 +4,8 @@ Build PTB with `.base_url(f"{fake.url}/bot").base_file_url(f"{fake.url}/file/bot
 `POST /bot{token}/{method}` and downloads `GET /file/bot{token}/{file_path}`. Tests push updates
 with the builders (`private_text`, `group_text`, …); a held `getUpdates` returns them at once.
 Parameters are decoded the way PTB encodes them: form fields with non-strings as JSON text.
+`setMessageReaction` keeps the bot's reaction per message in `reactions`, refusing emoji
+outside the Bot API's list and messages it does not know.
 
 Deviations from the real API, on purpose: sent text is stored as sent (HTML tags are checked,
 not turned into entities), and when no `allowed_updates` was given every update type is
@@ -58,6 +60,20 @@ _HTML_TAGS = frozenset(
     "a b strong i em u ins s strike del span tg-spoiler tg-emoji code pre blockquote".split()
 )
 _ANY_TAG = re.compile(r"<[^>]*>")
+# The emoji a bot may react with (the Bot API's `ReactionTypeEmoji`); others: REACTION_INVALID.
+REACTION_EMOJI = frozenset(
+    [
+        *"👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡".split(),
+        *"🥱 🥴 😍 🐳 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴".split(),
+        *"😭 🤓 👻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘".split(),
+        *"🙉 🦄 😘 💊 🙊 😎 👾 🤷 😡".split(),
+        # Joined with zero-width joiners (and variation selectors).
+        "\u2764\ufe0f\u200d\U0001f525",
+        "\U0001f468\u200d\U0001f4bb",
+        "\U0001f937\u200d\u2642\ufe0f",
+        "\U0001f937\u200d\u2640\ufe0f",
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -178,7 +194,10 @@ class FakeTelegram(UpdateBuilders):
             "sendchataction": lambda _params: True,
             "getfile": self._get_file,
             "answercallbackquery": self._answer_callback_query,
+            "setmessagereaction": self._set_message_reaction,
         }
+        # The bot's reaction on each message, `(chat id, message id)` -> emoji (none: cleared).
+        self.reactions: dict[tuple[int, int], list[str]] = {}
         # Callback query ids the bot answered (`answerCallbackQuery`), with the text shown.
         self.answered_callbacks: dict[str, str] = {}
         self._callback_ids = 0
@@ -367,6 +386,24 @@ class FakeTelegram(UpdateBuilders):
         if not isinstance(query_id, str) or not query_id.startswith("cbq-"):
             raise _ApiError(400, "Bad Request: query is too old and response timeout expired")
         self.answered_callbacks[query_id] = str(params.get("text") or "")
+        self._changes.notify()
+        return True
+
+    def _set_message_reaction(self, params: dict[str, Any]) -> bool:
+        chat_id, message_id = params.get("chat_id"), params.get("message_id")
+        if not isinstance(chat_id, int) or not isinstance(message_id, int):
+            raise _ApiError(400, "Bad Request: chat_id and message_id are required")
+        if self._find_message(chat_id, message_id) is None:
+            raise _ApiError(400, "Bad Request: message to react not found")
+        reaction = params.get("reaction") or []
+        if not isinstance(reaction, list):
+            raise _ApiError(400, "Bad Request: can't parse reaction types JSON object")
+        if len(reaction) > 1:  # a bot may set one reaction per message
+            raise _ApiError(400, "Bad Request: REACTIONS_TOO_MANY")
+        emoji = [r.get("emoji") for r in reaction if isinstance(r, dict)]
+        if len(emoji) != len(reaction) or any(e not in REACTION_EMOJI for e in emoji):
+            raise _ApiError(400, "Bad Request: REACTION_INVALID")
+        self.reactions[(chat_id, message_id)] = [str(e) for e in emoji]
         self._changes.notify()
         return True
 

@@ -324,6 +324,8 @@ async def test_the_assistant_status_shows_work_in_a_thread(
         mention = fake.channel_message("work on this", mention=True)
         await bot.send(mention)
         await reply_containing(fake, GENERAL, "done")
+        key = (GENERAL, mention["event"]["ts"])
+        await fake.until(lambda: fake.reactions[key] == {"white_check_mark"}, "answered mark")
 
     ts = mention["event"]["ts"]
     [status] = fake.calls_to("assistant.threads.setStatus")
@@ -331,7 +333,10 @@ async def test_the_assistant_status_shows_work_in_a_thread(
     [post] = fake.calls_to("chat.postMessage")
     assert status.index < post.index
     assert fake.statuses == {}  # the reply cleared it
-    assert fake.calls_to("reactions.add") == []
+    # The status reactions show beside it: taken while the turn ran.
+    [taken, answered] = fake.calls_to("reactions.add")
+    assert (taken.params["name"], answered.params["name"]) == ("eyes", "white_check_mark")
+    assert taken.index < post.index < answered.index
 
 
 async def test_tool_use_renews_the_status_slack_would_drop_after_two_minutes(
@@ -348,7 +353,7 @@ async def test_tool_use_renews_the_status_slack_would_drop_after_two_minutes(
 
 
 @pytest.mark.parametrize("error", ["missing_scope", "not_allowed_token_type", "unknown_method"])
-async def test_without_the_assistant_feature_a_reaction_shows_work(
+async def test_without_the_assistant_feature_the_reactions_show_work(
     store: SqlStore, error: str
 ) -> None:
     async with (
@@ -361,19 +366,32 @@ async def test_without_the_assistant_feature_a_reaction_shows_work(
         two = fake.channel_message("two", mention=True)
         await bot.send(two)
         await reply_containing(fake, GENERAL, "second")
-        await fake.until(lambda: len(fake.calls_to("reactions.remove")) == 2, "two removals")
+        marks = [(GENERAL, one["event"]["ts"]), (GENERAL, two["event"]["ts"])]
+        await fake.until(
+            lambda: all(fake.reactions[key] == {"white_check_mark"} for key in marks),
+            "both answered marks",
+        )
 
     assert len(fake.calls_to("assistant.threads.setStatus")) == 1  # not asked again
     added, removed = fake.calls_to("reactions.add"), fake.calls_to("reactions.remove")
-    assert [c.params["timestamp"] for c in added] == [one["event"]["ts"], two["event"]["ts"]]
-    # Two mentions are two threads, answered side by side: their removals come in either order.
-    by_ts = {c.params["timestamp"]: c for c in removed}
-    assert sorted(by_ts) == sorted([one["event"]["ts"], two["event"]["ts"]])
-    assert len(removed) == 2
-    assert {c.params["name"] for c in added + removed} == {"hourglass_flowing_sand"}
+    first, second = one["event"]["ts"], two["event"]["ts"]
+    # On each question the taken reaction, then in its place the answered one. Two mentions
+    # are two threads, answered side by side: their calls may interleave.
+    for ts in (first, second):
+        on = [c for c in [*added, *removed] if c.params["timestamp"] == ts]
+        steps = [(c.method, c.params["name"]) for c in sorted(on, key=lambda c: c.index)]
+        assert steps == [
+            ("reactions.add", "eyes"),
+            ("reactions.remove", "eyes"),
+            ("reactions.add", "white_check_mark"),
+        ]
     posts = fake.calls_to("chat.postMessage")
-    assert added[0].index < posts[0].index < by_ts[one["event"]["ts"]].index
-    assert not any(fake.reactions.values())
+    assert added[0].index < posts[0].index  # seen before the answer
+    assert (
+        fake.reactions[(GENERAL, first)]
+        == fake.reactions[(GENERAL, second)]
+        == {"white_check_mark"}
+    )
 
 
 async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: SqlStore) -> None:
@@ -382,13 +400,13 @@ async def test_a_dm_shows_work_with_a_reaction(fake_slack: FakeSlack, store: Sql
         event = fake.dm("work on this")
         await bot.send(event)
         await reply_containing(fake, DM_CHANNEL, "done")
-        await fake.wait_for_call("reactions.remove")
+        key = (DM_CHANNEL, event["event"]["ts"])
+        await fake.until(lambda: fake.reactions[key] == {"white_check_mark"}, "answered mark")
 
     # A DM without a thread has no thread to hold a status.
     assert fake.calls_to("assistant.threads.setStatus") == []
-    key = (DM_CHANNEL, event["event"]["ts"])
-    assert [c.params["timestamp"] for c in fake.calls_to("reactions.add")] == [key[1]]
-    assert fake.reactions[key] == set()
+    added = [(c.params["timestamp"], c.params["name"]) for c in fake.calls_to("reactions.add")]
+    assert added == [(key[1], "eyes"), (key[1], "white_check_mark")]
 
 
 # --- answers ---------------------------------------------------------------------------------

@@ -220,10 +220,18 @@ async def test_two_slack_gateways_show_every_streamed_reply_whole_and_once(
             return all(fake.sent_texts(c) == texts for c, texts in expected.items())
 
         await fake.until(whole, "every answer shown whole", PATIENCE)
-        # The working reaction is gone from every question, whichever gateway put it there.
+        # Every question ends with the answered reaction in place of the taken one,
+        # whichever gateway put that there.
         await fake.until(
-            lambda: len(fake.calls_to("reactions.remove")) == len(channels),
-            "the working reactions removed",
+            lambda: (
+                all(
+                    fake.reactions[key] == {"white_check_mark"}
+                    for key in list(fake.reactions)
+                    if key[0] in channels.values()
+                )
+                and len(fake.calls_to("reactions.remove")) >= len(channels)
+            ),
+            "the answered reactions",
             PATIENCE,
         )
         pieces = [g.pieces for g in gateways]
@@ -238,7 +246,9 @@ async def test_two_slack_gateways_show_every_streamed_reply_whole_and_once(
         assert len(posted) == len(texts)
     # Both gateways took pieces of the replies.
     assert all(count > 0 for count in pieces), pieces
-    assert not any(fake.reactions.values()), fake.reactions
+    marked = {channel for channel, _ in fake.reactions}
+    assert marked == set(channels.values()), fake.reactions
+    assert all(names == {"white_check_mark"} for names in fake.reactions.values()), fake.reactions
 
 
 async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and_once(
