@@ -145,7 +145,11 @@ class Components:
         """A scheduler over this process's store and bus, firing the schedules of `platforms`
         (None: every platform)."""
         return Scheduler(
-            store=self.store, bus=self.bus, readiness=self.readiness, platforms=platforms
+            store=self.store,
+            book=self.book,
+            bus=self.bus,
+            readiness=self.readiness,
+            platforms=platforms,
         )
 
     def receipt_desk(self) -> ReceiptDesk:

@@ -3,28 +3,31 @@
 Each check gives `Finding`s: one line each, with the fix. Three kinds of check:
 
 - reachability, each bounded by a short timeout: the model provider (a one-token request),
-  the configured platforms (Telegram `getMe`, Slack `auth.test`, Discord `/users/@me` after a
-  token shape check), Redis (`PING`, then whether it persists: `CONFIG GET appendonly`
-  and `save`) and the search API of `web_search` when one is configured (one search);
+  the configured platforms (each its own check), Redis (`PING`, then whether it persists:
+  `CONFIG GET appendonly` and `save`) and the search API of `web_search` when one is
+  configured (one search);
 - posture, read from the settings and the profile: DM policies open to anyone while tools are
-  on, webhooks without their secret, listeners `serve` would refuse (the same checks) or that
-  listen on every interface, no admins, no budgets, no rate limits, secret-shaped values
-  inside profile files (the Redactor's patterns), a data folder others can read;
+  on, what each configured platform's settings leave open (a webhook without its secret),
+  listeners `serve` would refuse (the same checks) or that listen on every interface, no
+  admins, no budgets, no rate limits, secret-shaped values inside profile files (the
+  Redactor's patterns), a data folder others can read;
 - the settings and the profile themselves (the caller loads them; a failure is one finding).
 
 A `critical` finding makes `doctor` exit 1: the bot would not work, or would leak.
+
+No platform is named here: what is checked of a platform is in its `ChannelSpec`'s `checks`
+(`channels/checks.py`, and `checks.py` in the platform's package), run for every registered
+platform the environment configures.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import re
 import stat
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
 
@@ -32,6 +35,8 @@ from bots.limits import effective_budgets
 from bots.platforms import REGISTERED, Platforms
 from bots.providers import PROVIDER_NAMES, build_registry
 from bots.settings import ENV_FILE, Settings
+from channels.base import ChannelSpec
+from channels.checks import Finding, Severity, listening
 from core.errors import ConfigError, ProviderError, SwitchboardError, ToolError
 from core.messages import Message
 from core.profile import Profile
@@ -43,45 +48,27 @@ if TYPE_CHECKING:
 
 __all__ = ["Finding", "Severity", "diagnose", "posture"]
 
-Severity = Literal["ok", "warning", "critical"]
-
 # Seconds each reachability check may take.
 TIMEOUT: Final = 10.0
 
-_DEFAULT_URLS: Final = {
-    "telegram": "https://api.telegram.org",
-    "slack": "https://slack.com/api/",
-    "discord": "https://discord.com/api/v10",
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the report: how bad, about what, what was found, and how to fix it."""
-
-    severity: Severity
-    area: str
-    text: str
-    fix: str = ""
-
-    def line(self) -> str:
-        """The report line: `critical  telegram: ... Fix: ...`."""
-        fix = f" Fix: {self.fix}" if self.fix else ""
-        return f"{self.severity:<9} {self.area}: {self.text}{fix}"
-
 
 async def diagnose(
-    settings: Settings, profile: Profile, profile_folder: Path | None, *, reach: bool = True
+    settings: Settings,
+    profile: Profile,
+    profile_folder: Path | None,
+    *,
+    reach: bool = True,
+    platforms: Platforms = REGISTERED,
 ) -> list[Finding]:
     """Every finding for these settings and this profile; `reach` also asks the provider,
     the platforms and Redis (concurrently, each within `TIMEOUT`)."""
-    found = posture(settings, profile, profile_folder)
+    found = posture(settings, profile, profile_folder, platforms)
     if reach:
         redact = settings.redactor()
         checks: list[tuple[str, Awaitable[Finding]]] = []
         if not any(f.area == "provider" for f in found):  # a provider it does not know
             checks.append(("provider", _provider(settings, profile)))
-        checks.extend(_platform_checks(settings.environ))
+        checks.extend(_platform_checks(settings.environ, platforms))
         if settings.redis_url is not None:
             checks.append(("redis", _redis(settings.redis_url)))
         if (search := settings.web_search()) is not None:
@@ -94,14 +81,23 @@ async def diagnose(
     return found
 
 
-def posture(settings: Settings, profile: Profile, profile_folder: Path | None) -> list[Finding]:
+def posture(
+    settings: Settings,
+    profile: Profile,
+    profile_folder: Path | None,
+    platforms: Platforms = REGISTERED,
+) -> list[Finding]:
     """What the settings and profile expose, without reaching anything."""
+    configured = [spec for spec in platforms.specs if spec.configured(settings.environ)]
     found: list[Finding] = []
     found.extend(_provider_name(settings))
-    found.extend(_dm_policies(settings.environ, profile))
-    found.extend(_webhook_secrets(settings.environ))
+    found.extend(_dm_policies(configured, profile))
+    for spec in configured:
+        found.extend(spec.checks.exposure(settings.environ))
     found.extend(_listeners(settings, profile))
-    found.extend(_admins(profile))
+    for spec in configured:
+        found.extend(spec.checks.listeners(settings.environ))
+    found.extend(_admins(profile, platforms))
     found.extend(_spending(profile))
     if profile_folder is not None:
         found.extend(_secrets_in(profile_folder, settings.redactor()))
@@ -164,12 +160,10 @@ def _dm_policy(profile: Profile, platform: str) -> str:
     return entry.dm_policy if entry is not None else "pairing"
 
 
-def _dm_policies(env: Mapping[str, str], profile: Profile) -> list[Finding]:
+def _dm_policies(configured: Sequence[ChannelSpec], profile: Profile) -> list[Finding]:
     found: list[Finding] = []
     options = profile.settings
-    for spec in REGISTERED.specs:
-        if not spec.configured(env):
-            continue
+    for spec in configured:
         mode = options.modes.get(spec.name, spec.default_mode)
         if _dm_policy(profile, spec.name) != "open" or mode == "no-tools":
             continue
@@ -186,35 +180,9 @@ def _dm_policies(env: Mapping[str, str], profile: Profile) -> list[Finding]:
     return found
 
 
-def _webhook_secrets(env: Mapping[str, str]) -> list[Finding]:
-    found: list[Finding] = []
-    if env.get("TELEGRAM_BOT_TOKEN") and env.get("TELEGRAM_WEBHOOK_URL"):
-        if not env.get("TELEGRAM_WEBHOOK_SECRET"):
-            found.append(
-                Finding(
-                    "critical",
-                    "telegram",
-                    "webhook mode without TELEGRAM_WEBHOOK_SECRET: anyone can post updates",
-                    "set TELEGRAM_WEBHOOK_SECRET to 16-256 random letters and digits",
-                )
-            )
-    if env.get("SLACK_BOT_TOKEN") and not env.get("SLACK_APP_TOKEN"):
-        if not env.get("SLACK_SIGNING_SECRET"):
-            found.append(
-                Finding(
-                    "critical",
-                    "slack",
-                    "Events API without SLACK_SIGNING_SECRET: requests cannot be verified",
-                    "set SLACK_SIGNING_SECRET (the app's Basic Information page), or "
-                    "SLACK_APP_TOKEN for Socket Mode",
-                )
-            )
-    return found
-
-
 def _listeners(settings: Settings, profile: Profile) -> list[Finding]:
-    """What `serve` would refuse to listen with (its own checks, run here), and each listener
-    that would be reachable from other machines."""
+    """What `serve` would refuse to listen with (its own checks, run here), and each of its
+    own listeners that would be reachable from other machines (the platforms' are theirs)."""
     # Imported here: they bring aiohttp's server, which the rest of doctor does not need.
     from bots.commands.notify import check_hooks
     from bots.operations import operations_settings
@@ -227,7 +195,7 @@ def _listeners(settings: Settings, profile: Profile) -> list[Finding]:
         found.append(Finding("critical", "web", str(exc), _REFUSED))
     else:
         if page is not None and not _loopback(page.host):
-            found.append(_listening("web", "the web page", page.host, page.port, _PAGE_RISK))
+            found.append(listening("web", "the web page", page.host, page.port, _PAGE_RISK))
     for area, check, what in (
         ("hooks", lambda: check_hooks(settings, profile), "the hooks listener"),
         ("metrics", lambda: operations_settings(settings), "the operations endpoints"),
@@ -239,34 +207,7 @@ def _listeners(settings: Settings, profile: Profile) -> list[Finding]:
             continue
         if checked is not None and not _loopback(checked.host):
             risk = "anyone who can reach it is one token away from it"
-            found.append(_listening(area, what, checked.host, checked.port, risk))
-    env = settings.environ
-    if env.get("SLACK_BOT_TOKEN") and not env.get("SLACK_APP_TOKEN"):
-        port = env.get("SLACK_PORT") or "3000"  # shown, not parsed: the adapter checks it
-        found.append(
-            _listening(
-                "slack",
-                "the Slack Events API endpoint",
-                "0.0.0.0",
-                port,
-                "only the signing secret stands between the internet and the bot",
-                "put a TLS reverse proxy in front and firewall the port from anything else, "
-                "or use Socket Mode (SLACK_APP_TOKEN), which listens on nothing",
-            )
-        )
-    if env.get("TELEGRAM_BOT_TOKEN") and env.get("TELEGRAM_WEBHOOK_URL"):
-        port = env.get("TELEGRAM_WEBHOOK_PORT") or "8443"
-        found.append(
-            _listening(
-                "telegram",
-                "the Telegram webhook",
-                "0.0.0.0",
-                port,
-                "only the webhook secret stands between the internet and the bot",
-                "put a TLS reverse proxy in front and firewall the port from anything else, "
-                "or drop TELEGRAM_WEBHOOK_URL for long polling, which listens on nothing",
-            )
-        )
+            found.append(listening(area, what, checked.host, checked.port, risk))
     return found
 
 
@@ -279,18 +220,6 @@ _PAGE_RISK: Final = (
 )
 
 
-def _listening(
-    area: str, what: str, host: str, port: int | str, risk: str, fix: str = ""
-) -> Finding:
-    """A warning: `what` listens on `host:port`, which other machines can reach."""
-    return Finding(
-        "warning",
-        area,
-        f"{what} listens on {host}:{port}, reachable from other machines: {risk}",
-        fix or "bind it to 127.0.0.1 and reach it through an SSH tunnel or a TLS reverse proxy",
-    )
-
-
 def _loopback(host: str) -> bool:
     """Whether only this machine can reach a listener bound to `host`."""
     if host == "localhost":
@@ -301,17 +230,19 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def _admins(profile: Profile) -> list[Finding]:
-    local = REGISTERED.local_platforms()
+def _admins(profile: Profile, platforms: Platforms) -> list[Finding]:
+    local = platforms.local_platforms()
     remote = [a for a in profile.settings.admins if a.split(":", 1)[0] not in local]
     if remote:
         return [Finding("ok", "admins", f"{len(remote)} admin(s) on chat platforms")]
+    served = platforms.served()
+    example = served[0] if served else "<platform>"
     return [
         Finding(
             "warning",
             "admins",
             "no admins on any chat platform: nobody there can approve or confirm",
-            'add admins = ["telegram:<your user id>"] to profile.toml',
+            f'add admins = ["{example}:<your user id>"] to profile.toml',
         )
     ]
 
@@ -487,76 +418,14 @@ async def _provider(settings: Settings, profile: Profile) -> Finding:
 
 
 def _platform_checks(
-    env: Mapping[str, str], platforms: Platforms = REGISTERED
+    env: Mapping[str, str], platforms: Platforms
 ) -> list[tuple[str, Awaitable[Finding]]]:
-    checks: dict[str, Callable[[Mapping[str, str]], Awaitable[Finding]]] = {
-        "telegram": _telegram,
-        "slack": _slack,
-        "discord": _discord,
-    }
+    """The reachability check of each configured platform that has one."""
     return [
-        (spec.name, checks[spec.name](env))
+        (spec.name, spec.checks.reach(env))
         for spec in platforms.specs
-        if spec.configured(env) and spec.name in checks
+        if spec.configured(env) and spec.checks.reach is not None
     ]
-
-
-async def _telegram(env: Mapping[str, str]) -> Finding:
-    root = (env.get("TELEGRAM_API_URL") or _DEFAULT_URLS["telegram"]).rstrip("/")
-    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
-        response = await client.get(f"{root}/bot{env['TELEGRAM_BOT_TOKEN']}/getMe")
-    body = _json(response)
-    if response.status_code == 200 and body.get("ok"):
-        name = (body.get("result") or {}).get("username", "?")
-        return Finding("ok", "telegram", f"the token works (bot @{name})")
-    return Finding(
-        "critical",
-        "telegram",
-        f"getMe failed ({response.status_code}: {body.get('description', 'no description')})",
-        "check TELEGRAM_BOT_TOKEN (from @BotFather) and TELEGRAM_API_URL",
-    )
-
-
-async def _slack(env: Mapping[str, str]) -> Finding:
-    root = env.get("SLACK_API_URL") or _DEFAULT_URLS["slack"]
-    root = root if root.endswith("/") else f"{root}/"
-    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
-        response = await client.post(
-            f"{root}auth.test", headers={"Authorization": f"Bearer {env['SLACK_BOT_TOKEN']}"}
-        )
-    body = _json(response)
-    if body.get("ok"):
-        return Finding("ok", "slack", f"the token works (team {body.get('team', '?')})")
-    return Finding(
-        "critical",
-        "slack",
-        f"auth.test failed ({body.get('error', response.status_code)})",
-        "check SLACK_BOT_TOKEN (xoxb-...) and SLACK_API_URL",
-    )
-
-
-async def _discord(env: Mapping[str, str]) -> Finding:
-    token = env["DISCORD_BOT_TOKEN"]
-    shapes = REGISTERED.get("discord").secret_patterns
-    if not any(re.fullmatch(shape, token) for shape in shapes):
-        return Finding(
-            "critical",
-            "discord",
-            "DISCORD_BOT_TOKEN does not have a bot token's shape (three dotted parts)",
-            "copy the token again from the Developer Portal's Bot page",
-        )
-    root = (env.get("DISCORD_API_URL") or _DEFAULT_URLS["discord"]).rstrip("/")
-    async with httpx.AsyncClient(timeout=TIMEOUT) as client:
-        response = await client.get(f"{root}/users/@me", headers={"Authorization": f"Bot {token}"})
-    if response.status_code == 200:
-        name = _json(response).get("username", "?")
-        return Finding("ok", "discord", f"the token works (bot {name})")
-    return Finding(
-        "critical",
-        "discord",
-        f"/users/@me failed ({response.status_code})",
-        "check DISCORD_BOT_TOKEN and DISCORD_API_URL",
-    )
 
 
 async def _database(settings: Settings) -> Finding:
@@ -651,11 +520,3 @@ def _config_value(answer: Any, name: str) -> str:
         return ""
     value = answer.get(name, answer.get(name.encode(), ""))
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}

@@ -8,8 +8,9 @@ else this process's memory (the embedded deployment is one process).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from bots.platforms import REGISTERED, Platforms
 from bots.settings import Settings
 from core.budgets import BudgetAlerts, BudgetGuard, Budgets
 from core.bus.base import Bus
@@ -24,9 +25,6 @@ if TYPE_CHECKING:
     from core.redis_client import AnyRedis
 
 __all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
-
-# Platforms on which a person's user id is also the address of the bot's DM with them.
-_DM_BY_USER_ID: Final = frozenset({"telegram", "slack"})
 
 
 def open_rate_limits(
@@ -123,20 +121,24 @@ def effective_budgets(options: ProfileSettings) -> Budgets:
     return budgets
 
 
-def budget_guard(options: ProfileSettings, store: Store, bus: Bus) -> BudgetGuard:
+def budget_guard(
+    options: ProfileSettings, store: Store, bus: Bus, platforms: Platforms = REGISTERED
+) -> BudgetGuard:
     """The layered budgets checked before each model call; hits are reported on `events`
     and in the DMs of the admins whose DM address is known."""
-    alerts = BudgetAlerts(bus, store, admin_dms=admin_dms(options.admins))
+    alerts = BudgetAlerts(bus, store, admin_dms=admin_dms(options.admins, platforms))
     return BudgetGuard(effective_budgets(options), store, on_hit=alerts)
 
 
-def admin_dms(admins: Sequence[str]) -> list[Address]:
-    """The DM addresses of the admins on platforms where a user id is one: a Telegram private
-    chat's id is its person's id, and Slack's chat.postMessage to a user id opens the app's DM
-    with them. Discord needs a DM channel made first, so its admins get the event only."""
+def admin_dms(admins: Sequence[str], platforms: Platforms = REGISTERED) -> list[Address]:
+    """The DM addresses of the admins (`<platform>:<user id>`), as each registered platform's
+    spec makes them from a user id (`ChannelSpec.admin_dm`); admins on a platform that cannot
+    tell, or on none registered, get the `events` topic's event only."""
+    specs = {spec.name: spec for spec in platforms.specs}
     found: list[Address] = []
     for admin in admins:
         platform, _, user_id = admin.partition(":")
-        if platform in _DM_BY_USER_ID and user_id:
-            found.append(Address(platform=platform, chat=user_id))
+        spec = specs.get(platform)
+        if spec is not None and user_id and (address := spec.admin_dm(user_id)) is not None:
+            found.append(address)
     return found

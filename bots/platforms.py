@@ -2,8 +2,9 @@
 
 Everything platform-specific the wiring needs comes from the specs: which platforms a process
 serves (from the environment), how to build their adapters, prompt hints, default capability
-modes, delivery-address grammars, secrets and their shapes, and single-reader leases. Adding a
-platform is a package under `channels/` and one line in `PLATFORMS`.
+modes, delivery-address grammars, secrets and their shapes, single-reader leases, the checks
+of `switchboard doctor` (`bots/doctor.py`) and the admins' DM addresses (`bots/limits.py`).
+Adding a platform is a package under `channels/` and one line in `PLATFORMS`.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ A `ChannelAdapter` turns a platform's updates into `Inbound` work and shows `Out
 deliveries in the platform's chats. It knows nothing of workers, stores or deployments: the
 `Gateway` connects it to the bus. A `ChannelSpec` is everything else the product needs to know
 about a platform (its settings, prompt hint, default capability mode, address grammar, whether
-one process at a time may read it, its command menu), so adding a platform is one package under
-`channels/` and one line in `bots/platforms.py`: `core/` never changes.
+one process at a time may read it, its command menu, its `switchboard doctor` checks, how to
+reach an admin's DM), so adding a platform is one package under `channels/` and one line in
+`bots/platforms.py`: `core/` never changes, nor does any other module of `bots/`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from channels.attachments import DocumentReader
+from channels.checks import PlatformChecks
 from core.addresses import AddressGrammar
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
@@ -99,6 +101,10 @@ def _no_leader(env: Mapping[str, str]) -> str | None:
     return None
 
 
+def _no_dm(user_id: str) -> Address | None:
+    return None
+
+
 @dataclass(frozen=True)
 class ChannelSpec:
     """One platform, as the wiring sees it: registered once, in `bots/platforms.py`."""
@@ -136,6 +142,11 @@ class ChannelSpec:
     # What starts a chat command typed as a message there (`/new`; Slack keeps `/` for the
     # slash commands an app registered, so a message says `!new`).
     command_prefix: str = "/"
+    # What `switchboard doctor` checks when the environment configures it (`channels/checks.py`).
+    checks: PlatformChecks = field(default_factory=PlatformChecks)
+    # The address of the bot's DM with a person, from their user id (admins hear of a budget
+    # reached there); None where the platform must be asked first.
+    admin_dm: Callable[[str], Address | None] = field(default=_no_dm)
 
     def configured(self, env: Mapping[str, str]) -> bool:
         """Whether the environment asks for this platform to be served."""

@@ -375,6 +375,7 @@ def scheduler(ctx: click.Context) -> None:
 
 
 async def _scheduler(settings: Settings) -> None:
+    from core.scheduling.book import ScheduleBook
     from core.scheduling.scheduler import Scheduler
 
     async with (
@@ -385,6 +386,8 @@ async def _scheduler(settings: Settings) -> None:
         # Every chat platform's schedules; a terminal's are left to `switchboard chat`.
         runner = Scheduler(
             store=found.store,
+            # Moving schedules on and starting runs need no profile: no failure is counted here.
+            book=ScheduleBook(found.store),
             bus=found.bus,
             readiness=found.readiness,
             platforms=(*REGISTERED.served(), "web"),

@@ -45,6 +45,7 @@ from channels.attachments import DocumentReader, ReceivedImages
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.discord.buttons import custom_id, press_inbound, question_view
+from channels.discord.checks import DEFAULT_API_URL
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
 from channels.reactions import Emoji, StatusReactions
@@ -86,7 +87,7 @@ class DiscordSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     token: SecretStr
-    api_url: str = "https://discord.com/api/v10"
+    api_url: str = DEFAULT_API_URL
     gateway_url: str | None = None
     reply_in_thread: bool = False
     # Discord shows "typing…" for 10 s per call.

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
+from channels.discord.checks import CHECKS, TOKEN_SHAPE
 from channels.discord.hint import PROMPT_HINT
 from core.addresses import AddressGrammar
 
@@ -81,11 +82,12 @@ SPEC = ChannelSpec(
     build=_build,
     env=tuple(_ENV.values()),
     secret_env=("DISCORD_BOT_TOKEN",),
-    # A bot token: the bot's id in base64, a timestamp, an HMAC, dot-separated.
-    secret_patterns=(r"(?<![\w-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,}",),
+    secret_patterns=(TOKEN_SHAPE,),
     options=DiscordOptions,
     leader_role=_leader_role,
     stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.
     shows_progress=False,
+    checks=CHECKS,
+    # No admin_dm: a DM channel must be made through the API first, so admins get the event.
 )

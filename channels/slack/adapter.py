@@ -54,6 +54,7 @@ from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.reactions import Emoji, StatusReactions
 from channels.slack.buttons import ACTION, decision_blocks, press_inbound, question_blocks
+from channels.slack.checks import DEFAULT_API_URL, DEFAULT_PORT
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
 from channels.streaming import ReplyStreams, ReplyTarget
@@ -103,9 +104,9 @@ class SlackSettings(BaseModel):
     bot_token: SecretStr
     signing_secret: SecretStr | None = None
     app_token: SecretStr | None = None
-    api_url: str = "https://slack.com/api/"
+    api_url: str = DEFAULT_API_URL
     host: str = "0.0.0.0"  # Slack must be able to reach it (through a proxy)
-    port: int = Field(default=3000, ge=0, le=65535)
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535)
     path: str = "/slack/events"
     working_status: str = "is thinking…"
     # Status reactions on the person's message (`channels/reactions.py`): the taken one while

@@ -6,8 +6,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
+from channels.slack.checks import CHECKS
 from channels.slack.hint import PROMPT_HINT
 from core.addresses import AddressGrammar
+from core.envelopes import Address
 
 __all__ = ["SPEC", "SlackOptions"]
 
@@ -59,6 +61,11 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
     )
 
 
+def _admin_dm(user_id: str) -> Address:
+    # chat.postMessage to a user id opens the app's DM with that person.
+    return Address(platform="slack", chat=user_id)
+
+
 SPEC = ChannelSpec(
     name="slack",
     prompt_hint=PROMPT_HINT,
@@ -83,4 +90,6 @@ SPEC = ChannelSpec(
     # Slack answers a message starting with `/` itself unless the app registered that slash
     # command (deploy/slack-app-manifest.yml does): `!approve CODE` always reaches the bot.
     command_prefix="!",
+    checks=CHECKS,
+    admin_dm=_admin_dm,
 )

@@ -55,6 +55,7 @@ from channels.catchup import LATE_AFTER, CatchUp, LateMessages, with_late_note
 from channels.reactions import Emoji, StatusReactions
 from channels.streaming import ReplyStreams, ReplyTarget
 from channels.telegram.buttons import press_inbound, question_keyboard
+from channels.telegram.checks import DEFAULT_API_URL, DEFAULT_WEBHOOK_PORT
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
@@ -94,11 +95,11 @@ class TelegramSettings(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     token: SecretStr
-    api_url: str = "https://api.telegram.org"
+    api_url: str = DEFAULT_API_URL
     webhook_url: str | None = None
     webhook_secret: SecretStr | None = None
     webhook_host: str = "0.0.0.0"  # Telegram must be able to reach it
-    webhook_port: int = Field(default=8443, ge=0, le=65535)
+    webhook_port: int = Field(default=DEFAULT_WEBHOOK_PORT, ge=0, le=65535)
     poll_timeout: int = Field(default=30, ge=0)
     typing_interval: float = Field(default=4.0, gt=0)
     # Catch-up after downtime: how far back a late message is answered, and how many late

@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
+from channels.telegram.checks import CHECKS
 from channels.telegram.hint import PROMPT_HINT
 from core.addresses import AddressGrammar
+from core.envelopes import Address
 
 __all__ = ["SPEC", "TelegramOptions"]
 
@@ -64,6 +66,11 @@ def _leader_role(env: Mapping[str, str]) -> str | None:
     return None if env.get("TELEGRAM_WEBHOOK_URL") else "telegram-poller"
 
 
+def _admin_dm(user_id: str) -> Address:
+    # A private chat's id is its person's id.
+    return Address(platform="telegram", chat=user_id)
+
+
 SPEC = ChannelSpec(
     name="telegram",
     prompt_hint=PROMPT_HINT,
@@ -87,4 +94,6 @@ SPEC = ChannelSpec(
     stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.
     shows_progress=False,
+    checks=CHECKS,
+    admin_dm=_admin_dm,
 )

@@ -3,10 +3,10 @@
 Gateways put a `Receipt` on the `receipts` queue for every `Outbound` that has a `source`
 (`channels/gateway.py`). The desk takes them off the queue, and for each:
 
-1. a schedule run's answer: the run record's delivery is set from it
-   (`ScheduleStore.record_delivery`); an answer that failed or was dead-lettered counts as a
-   failure of the schedule, toward its failure alert and auto-disable (`ScheduleBook`'s
-   thresholds), as a run that failed does;
+1. a schedule run's answer: the receipt is reported to the `ScheduleBook`
+   (`record_delivery`), which sets the run's delivery and counts an answer that failed or was
+   dead-lettered as a failure of the schedule (its rules, its thresholds); the desk sends the
+   failure alert the book returns;
 2. every receipt: a `notification.sent` or `notification.failed` event goes to the
    `notifications` topic, its text scrubbed of secrets.
 
@@ -31,7 +31,7 @@ from core.envelopes import (
 from core.readiness import Readiness, keep_trying
 from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
-from core.scheduling.models import ScheduleRun, ScheduleStatus
+from core.scheduling.models import ScheduleRun
 from core.store.base import Store
 
 __all__ = ["ReceiptDesk", "delivery_summary", "notification_event", "notification_line"]
@@ -154,59 +154,22 @@ class ReceiptDesk:
         await self.store.mark_processed(mark)
 
     async def _record(self, receipt: Receipt, source: NotificationSource) -> None:
+        """Report the receipt to the schedule's book, and send the failure alert it returns."""
         assert source.run_id is not None
         detail = (
             receipt.platform_message_id or "" if receipt.status == "delivered" else receipt.reason
         )
-        run = await self.store.record_delivery(
+        alert = await self.book.record_delivery(
             source.name, source.run_id, state=receipt.status, detail=detail, at=receipt.at
         )
-        if run is None:
-            log.info("receipt for run %s of schedule %s: no such run", source.run_id, source.name)
+        if alert is None:
             return
-        if receipt.status != "delivered":
-            await self._count_failure(receipt, source)
-
-    async def _count_failure(self, receipt: Receipt, source: NotificationSource) -> None:
-        """An answer that never reached its chat counts like a failed run."""
-        schedule = await self.store.get_schedule(source.name)
-        if schedule is None:
-            return
-        failures = schedule.consecutive_failures + 1
-        status: ScheduleStatus = schedule.status
-        why = receipt.reason or receipt.status.replace("_", " ")
-        note = None
-        reason = schedule.status_reason
-        if failures >= self.book.disable_after and status == "active":
-            status = "disabled"
-            reason = f"{failures} runs in a row failed or could not be delivered; last: {why}"
-            note = (
-                f"Scheduled task {schedule.id} could not be delivered or run {failures} times in "
-                f"a row and is now disabled. Last error: {why}"
-            )
-        elif failures == self.book.notify_after:
-            note = (
-                f"Scheduled task {schedule.id} could not be delivered or run {failures} times in "
-                f"a row. Last error: {why}"
-            )
-        await self.store.save_schedule(
-            schedule.model_copy(
-                update={
-                    "consecutive_failures": failures,
-                    "status": status,
-                    "status_reason": reason,
-                    "updated_at": receipt.at,
-                }
-            )
-        )
-        if note is None:
-            return
-        alert = Outbound(
+        outbound = Outbound(
             kind="notification",
-            address=schedule.deliver_to,
-            text=note,
-            source=NotificationSource(kind="alert", name=schedule.id, run_id=source.run_id),
+            address=alert.address,
+            text=alert.text,
+            source=NotificationSource(kind="alert", name=source.name, run_id=source.run_id),
         )
         await self.bus.enqueue(
-            outbound_queue(schedule.deliver_to.platform), alert, dedupe_id=f"alert:{receipt.id}"
+            outbound_queue(alert.address.platform), outbound, dedupe_id=f"alert:{receipt.id}"
         )

@@ -1,9 +1,15 @@
 """`ScheduleBook`: creating, pausing and removing schedules, and the outcome of each run.
 
+The book is the one owner of a schedule's lifecycle and of its run records: the scheduler
+asks it to move a schedule past a due occurrence (`advance`, `abandon`), the worker reports a
+run's outcome (`finish`) and the receipt desk what became of its answer (`record_delivery`).
+Nothing else writes a `ScheduleRun` or changes a schedule's status or failure count.
+
 The outcome rules live here: a success resets the failure count and completes a `once`
-schedule; failures are counted, the target chat is told after `notify_after` of them in a row
-(whatever the notification policy), and the schedule is disabled after `disable_after`. Run
-history is pruned to the newest `keep_runs` per schedule.
+schedule; a failed run and an answer that never reached its chat both count as a failure; the
+target chat is told after `notify_after` failures in a row (whatever the notification
+policy), and the schedule is disabled after `disable_after`. Run history is pruned to the
+newest `keep_runs` per schedule.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from typing import Literal
 from core.clock import Clock, utc_now
 from core.envelopes import Address, new_id
 from core.errors import StoreError
-from core.scheduling.cadence import CadenceError, first_run
-from core.scheduling.misses import default_misfire, late_note, zone_of
+from core.scheduling.cadence import CadenceError, first_run, plan
+from core.scheduling.misses import default_misfire, late_note, missed_run, zone_of
 from core.scheduling.models import (
     Cadence,
+    DeliveryState,
     Misfire,
     NotifyPolicy,
     Schedule,
@@ -151,6 +158,43 @@ class ScheduleBook:
                 )
         return paused
 
+    async def advance(self, schedule: Schedule, now: datetime) -> ScheduleRun | None:
+        """Move `schedule` past its due occurrence as its misfire policy decides (`plan`).
+
+        Occurrences skipped are recorded as one `missed` run; a one-off missed beyond its grace
+        is disabled. Returns the run started for the occurrence that fires (saved as
+        `running`), or None when none fires now.
+        """
+        decision = plan(schedule, now)
+        update: dict[str, object] = {"next_run_at": decision.next_run_at, "updated_at": now}
+        missed = missed_run(schedule, decision, now)
+        if decision.fire is None and decision.next_run_at is None:
+            # A one-off missed beyond its grace: it never ran.
+            update["status"] = "disabled"
+            update["status_reason"] = f"its run was missed: {missed.error}" if missed else ""
+        await self.store.save_schedule(schedule.model_copy(update=update))
+        if missed is not None:
+            log.info("schedule %s: %s", schedule.id, missed.error)
+            await self.store.save_run(missed)
+        if decision.fire is None:
+            return None
+        run = ScheduleRun(
+            id=new_id()[:12], schedule_id=schedule.id, due_at=decision.fire, started_at=now
+        )
+        await self.store.save_run(run)
+        return run
+
+    async def abandon(self, schedule: Schedule, now: datetime) -> None:
+        """Move on from an occurrence whose scheduler died before moving the schedule on: to
+        the next occurrence after `now`, or, with none left, disable it (its run was lost)."""
+        following = None if schedule.cadence.kind == "once" else first_run(schedule.cadence, now)
+        moved: dict[str, object] = {"next_run_at": following, "updated_at": now}
+        if following is None:
+            # Its only (or last) run was lost with the claim.
+            moved["status"] = "disabled"
+            moved["status_reason"] = "its run was lost: the scheduler firing it stopped"
+        await self.store.save_schedule(schedule.model_copy(update=moved))
+
     async def finish(
         self,
         schedule_id: str,
@@ -173,46 +217,20 @@ class ScheduleBook:
         notes = (
             [Notification(schedule.deliver_to, _noted(shown, run, schedule, now))] if shown else []
         )
-        reason = schedule.status_reason
         if succeeded:
-            failures = 0
             status: ScheduleStatus = (
                 "completed" if schedule.cadence.kind == "once" else (schedule.status)
             )
-        else:
-            failures = schedule.consecutive_failures + 1
-            status = schedule.status
-            if failures >= self.disable_after or schedule.cadence.kind == "once":
-                status = "disabled"
-                runs = "its run" if failures == 1 else f"{failures} runs in a row"
-                reason = f"{runs} failed; last error: {error or 'unknown'}"
-                notes.append(
-                    Notification(
-                        schedule.deliver_to,
-                        f"Scheduled task {schedule.id} failed {failures} time(s) in a row and "
-                        f"is now disabled. Last error: {error or 'unknown'}",
-                        kind="alert",
-                    )
+            await self.store.save_schedule(
+                schedule.model_copy(
+                    update={"consecutive_failures": 0, "status": status, "updated_at": now}
                 )
-            elif failures == self.notify_after:
-                notes.append(
-                    Notification(
-                        schedule.deliver_to,
-                        f"Scheduled task {schedule.id} failed {failures} times in a row. "
-                        f"Last error: {error or 'unknown'}",
-                        kind="alert",
-                    )
-                )
-        await self.store.save_schedule(
-            schedule.model_copy(
-                update={
-                    "consecutive_failures": failures,
-                    "status": status,
-                    "status_reason": reason,
-                    "updated_at": now,
-                }
             )
-        )
+        else:
+            alert = await self._count_failure(
+                schedule, error=error or "unknown", undelivered=False, at=now
+            )
+            notes.extend([alert] if alert else [])
         if run is not None:
             await self.store.save_run(
                 run.model_copy(
@@ -231,6 +249,71 @@ class ScheduleBook:
             )
         await self.store.prune_runs(schedule_id, keep=self.keep_runs)
         return notes
+
+    async def record_delivery(
+        self,
+        schedule_id: str,
+        run_id: str,
+        *,
+        state: DeliveryState,
+        detail: str,
+        at: datetime,
+    ) -> Notification | None:
+        """Record what became of a run's answer (a gateway's receipt made at `at`).
+
+        An answer that failed or was dead-lettered counts as a failure of the schedule, as a
+        failed run does. Returns the failure alert to send to the target chat, if one is due.
+        """
+        run = await self.store.record_delivery(
+            schedule_id, run_id, state=state, detail=detail, at=at
+        )
+        if run is None:
+            log.info("receipt for run %s of schedule %s: no such run", run_id, schedule_id)
+            return None
+        if state == "delivered":
+            return None
+        schedule = await self.store.get_schedule(schedule_id)
+        if schedule is None:
+            return None
+        why = detail or state.replace("_", " ")
+        return await self._count_failure(schedule, error=why, undelivered=True, at=at)
+
+    async def _count_failure(
+        self, schedule: Schedule, *, error: str, undelivered: bool, at: datetime
+    ) -> Notification | None:
+        """The one failure rule, for a failed run and for an answer that never reached its
+        chat alike: count it; alert the target chat at `notify_after` failures in a row and
+        disable the schedule at `disable_after`. Returns the alert, when one is due."""
+        failures = schedule.consecutive_failures + 1
+        if undelivered:
+            # A schedule paused or completed while its answer was on the way stays so.
+            disables = failures >= self.disable_after and schedule.status == "active"
+            happened = f"could not be delivered or run {failures} times in a row"
+            reason = f"{failures} runs in a row failed or could not be delivered; last: {error}"
+        else:
+            # A one-off that failed has no other run to come: it is disabled at once.
+            disables = failures >= self.disable_after or schedule.cadence.kind == "once"
+            happened = f"failed {failures} {'time(s)' if disables else 'times'} in a row"
+            runs = "its run" if failures == 1 else f"{failures} runs in a row"
+            reason = f"{runs} failed; last error: {error}"
+        alert = None
+        if disables:
+            alert = f"Scheduled task {schedule.id} {happened} and is now disabled"
+        elif failures == self.notify_after:
+            alert = f"Scheduled task {schedule.id} {happened}"
+        await self.store.save_schedule(
+            schedule.model_copy(
+                update={
+                    "consecutive_failures": failures,
+                    "status": "disabled" if disables else schedule.status,
+                    "status_reason": reason if disables else schedule.status_reason,
+                    "updated_at": at,
+                }
+            )
+        )
+        if alert is None:
+            return None
+        return Notification(schedule.deliver_to, f"{alert}. Last error: {error}", kind="alert")
 
     async def _run(self, schedule_id: str, run_id: str) -> ScheduleRun | None:
         for run in await self.store.list_runs(schedule_id, limit=self.keep_runs):

@@ -1,9 +1,9 @@
 """`Scheduler`: turns due schedules into inbound work, once per occurrence.
 
-Every tick it asks the store for due schedules, decides with `plan` (the misfire policy: a
-process that was down fires at most once, never a burst), claims the occurrence with a
-processed mark (so with several schedulers exactly one fires it), advances `next_run_at`, and
-puts an `Inbound(origin="scheduled")` on the bus. Workers run it in the session
+Every tick it asks the store for due schedules, claims each occurrence with a processed mark
+(so with several schedulers exactly one fires it), has the `ScheduleBook` move the schedule on
+(`advance`: the misfire policy, so a process that was down fires at most once, never a burst;
+the run record), and puts an `Inbound(origin="scheduled")` on the bus. Workers run it in the session
 `scheduled:<id>` and deliver the answer per the schedule's policy.
 
 A scheduler fires only the schedules of the platforms it was given: those its process can
@@ -26,12 +26,11 @@ from typing import Protocol
 from core.bus.base import Bus
 from core.bus.names import INBOUND
 from core.clock import Clock, utc_now
-from core.envelopes import Inbound, new_id
+from core.envelopes import Inbound
 from core.errors import BusError, StoreError
 from core.readiness import Readiness, keep_trying
-from core.scheduling.cadence import first_run, plan
-from core.scheduling.misses import missed_run
-from core.scheduling.models import Schedule, ScheduleRun
+from core.scheduling.book import ScheduleBook
+from core.scheduling.models import Schedule
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 
@@ -58,6 +57,7 @@ class Scheduler:
         self,
         *,
         store: SchedulerStore,
+        book: ScheduleBook,
         bus: Bus,
         readiness: Readiness,
         clock: Clock = utc_now,
@@ -66,6 +66,7 @@ class Scheduler:
     ) -> None:
         """`platforms`: fire only schedules delivering to these (None: every platform)."""
         self.store = store
+        self.book = book
         self.platforms = frozenset(platforms) if platforms is not None else None
         self.bus = bus
         self.readiness = readiness
@@ -122,33 +123,11 @@ class Scheduler:
                 schedule.id,
                 occurrence,
             )
-            following = (
-                None if schedule.cadence.kind == "once" else first_run(schedule.cadence, current)
-            )
-            moved: dict[str, object] = {"next_run_at": following, "updated_at": current}
-            if following is None:
-                # Its only (or last) run was lost with the claim.
-                moved["status"] = "disabled"
-                moved["status_reason"] = "its run was lost: the scheduler firing it stopped"
-            await self.store.save_schedule(schedule.model_copy(update=moved))
+            await self.book.abandon(schedule, current)
             return False
-        decision = plan(schedule, current)
-        update: dict[str, object] = {"next_run_at": decision.next_run_at, "updated_at": current}
-        missed = missed_run(schedule, decision, current)
-        if decision.fire is None and decision.next_run_at is None:
-            # A one-off missed beyond its grace: it never ran.
-            update["status"] = "disabled"
-            update["status_reason"] = f"its run was missed: {missed.error}" if missed else ""
-        await self.store.save_schedule(schedule.model_copy(update=update))
-        if missed is not None:
-            log.info("schedule %s: %s", schedule.id, missed.error)
-            await self.store.save_run(missed)
-        if decision.fire is None:
+        run = await self.book.advance(schedule, current)
+        if run is None:
             return False
-        run = ScheduleRun(
-            id=new_id()[:12], schedule_id=schedule.id, due_at=decision.fire, started_at=current
-        )
-        await self.store.save_run(run)
         await self.bus.enqueue(
             INBOUND,
             Inbound(

@@ -78,10 +78,16 @@ async def _check_both_directions(chat_store: SchedulerStore, serve_store: Schedu
     slack = await _every_minute(serve_store, SLACK)
     chat_bus, serve_bus = MemoryBus(), MemoryBus()
     chat = Scheduler(
-        store=chat_store, bus=chat_bus, readiness=Readiness(), clock=now, platforms={"terminal"}
+        store=chat_store,
+        book=ScheduleBook(chat_store, clock=now),
+        bus=chat_bus,
+        readiness=Readiness(),
+        clock=now,
+        platforms={"terminal"},
     )
     serve = Scheduler(
         store=serve_store,
+        book=ScheduleBook(serve_store, clock=now),
         bus=serve_bus,
         readiness=Readiness(),
         clock=now,

@@ -182,7 +182,7 @@ async def running(
             store,
             bus,
             book,
-            Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock),
+            Scheduler(store=store, book=book, bus=bus, readiness=Readiness(), clock=clock),
             worker,
         )
     finally:

@@ -5,6 +5,7 @@ Over a real `SqlStore` with a clock moved by hand: every time here is a fixed da
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -477,3 +478,68 @@ async def test_resume_of_a_one_off_whose_time_passed_is_refused(
 async def test_set_status_of_an_unknown_schedule_fails(book: ScheduleBook) -> None:
     with pytest.raises(StoreError, match="nope"):
         await book.set_status("nope", "paused")
+
+
+# --- one owner of the outcome rules ----------------------------------------------------------
+
+
+async def test_lost_answers_and_failed_runs_count_toward_one_failure_rule(
+    store: SqlStore, clock: HandClock
+) -> None:
+    book = ScheduleBook(store, clock=clock, notify_after=2, disable_after=3)
+    made = await make(book)
+    answered = [await start_run(book, made, clock) for _ in range(2)]
+    for run in answered:
+        assert await book.finish(made.id, run.id, succeeded=True, output="Rain at noon.")
+    assert (await stored(book, made)).consecutive_failures == 0
+
+    # Their answers never arrive: each counts as a failure, the second is the alert.
+    first = await book.record_delivery(
+        made.id, answered[0].id, state="failed", detail="bot was blocked", at=clock.now
+    )
+    second = await book.record_delivery(
+        made.id, answered[1].id, state="dead_lettered", detail="", at=clock.now
+    )
+    # A late receipt saying an answer did arrive counts nothing, nor resets the count.
+    assert (
+        await book.record_delivery(
+            made.id, answered[1].id, state="delivered", detail="m-1", at=clock.advance(seconds=1)
+        )
+        is None
+    )
+    # Then a run fails: the third failure in a row, whichever kind, disables the schedule.
+    disabled = await fail(book, made, clock)
+
+    assert first is None
+    assert second is not None and second.kind == "alert"
+    assert second.text == (
+        f"Scheduled task {made.id} could not be delivered or run 2 times in a row. "
+        "Last error: dead lettered"
+    )
+    assert disabled == [
+        f"Scheduled task {made.id} failed 3 time(s) in a row and is now disabled. "
+        "Last error: provider auth: bad key"
+    ]
+    after = await stored(book, made)
+    assert (after.consecutive_failures, after.status) == (3, "disabled")
+    runs = {run.id: run for run in await store.list_runs(made.id)}
+    assert runs[answered[0].id].delivery == "failed"
+    assert runs[answered[1].id].delivery == "delivered"
+
+
+def test_only_the_book_writes_runs_and_outcomes() -> None:
+    """The scheduler, the worker and the receipt desk report to `ScheduleBook`; no other
+    product module saves a run or a schedule's state, or records a delivery on a run."""
+    root = Path(__file__).resolve().parents[2]
+    # A store's writing methods, called on anything but the book itself.
+    writes = re.compile(r"(?<!book)\.(save_run|save_schedule|record_delivery|prune_runs)\(")
+    owner = root / "core" / "scheduling" / "book.py"
+    writers = {
+        str(path.relative_to(root))
+        for package in ("core", "channels", "bots")
+        for path in (root / package).rglob("*.py")
+        if path != owner
+        and not path.is_relative_to(root / "core" / "store")
+        and writes.search(path.read_text(encoding="utf-8"))
+    }
+    assert writers == set()

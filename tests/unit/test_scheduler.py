@@ -71,7 +71,13 @@ def book(store: SqlStore, clock: HandClock) -> ScheduleBook:
 
 @pytest.fixture
 def scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
-    return Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
+    return Scheduler(
+        store=store,
+        book=ScheduleBook(store, clock=clock),
+        bus=bus,
+        readiness=Readiness(),
+        clock=clock,
+    )
 
 
 async def make(book: ScheduleBook, cadence: Cadence | None = None, **options: Any) -> Schedule:
@@ -177,8 +183,20 @@ async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
     # process would.
     other_store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"), clock=clock)
     try:
-        one = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
-        two = Scheduler(store=other_store, bus=bus, readiness=Readiness(), clock=clock)
+        one = Scheduler(
+            store=store,
+            book=ScheduleBook(store, clock=clock),
+            bus=bus,
+            readiness=Readiness(),
+            clock=clock,
+        )
+        two = Scheduler(
+            store=other_store,
+            book=ScheduleBook(other_store, clock=clock),
+            bus=bus,
+            readiness=Readiness(),
+            clock=clock,
+        )
 
         counts = await asyncio.gather(one.tick_once(), two.tick_once())
 
@@ -201,7 +219,13 @@ async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
     made = await make(book, misfire="skip")
     # The process was down across the due time; a new scheduler starts 10 minutes late.
     clock.set(T0 + MINUTE + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
+    restarted = Scheduler(
+        store=store,
+        book=ScheduleBook(store, clock=clock),
+        bus=bus,
+        readiness=Readiness(),
+        clock=clock,
+    )
 
     assert await restarted.tick_once() == 0
 
@@ -226,7 +250,14 @@ async def test_skip_still_fires_a_run_that_is_only_a_little_late(
     clock.set(T0 + timedelta(hours=1, seconds=45))
 
     assert (
-        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+        await Scheduler(
+            store=store,
+            book=ScheduleBook(store, clock=clock),
+            bus=bus,
+            readiness=Readiness(),
+            clock=clock,
+        ).tick_once()
+        == 1
     )
 
     (inbound,) = await fired(bus)
@@ -240,7 +271,13 @@ async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_
     made = await make(book, misfire="run_once")
     # Ten occurrences went by while the process was down.
     clock.set(T0 + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock)
+    restarted = Scheduler(
+        store=store,
+        book=ScheduleBook(store, clock=clock),
+        bus=bus,
+        readiness=Readiness(),
+        clock=clock,
+    )
 
     assert await restarted.tick_once() == 1
     assert await restarted.tick_once() == 0
@@ -268,7 +305,14 @@ async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
     clock.set(T0 + timedelta(hours=1, minutes=4))
 
     assert (
-        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+        await Scheduler(
+            store=store,
+            book=ScheduleBook(store, clock=clock),
+            bus=bus,
+            readiness=Readiness(),
+            clock=clock,
+        ).tick_once()
+        == 1
     )
 
     assert [i.schedule_id for i in await fired(bus)] == [within.id]
@@ -335,7 +379,14 @@ async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
     clock.set(T0 + 15 * MINUTE)
 
     assert (
-        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 0
+        await Scheduler(
+            store=store,
+            book=ScheduleBook(store, clock=clock),
+            bus=bus,
+            readiness=Readiness(),
+            clock=clock,
+        ).tick_once()
+        == 0
     )
 
     assert await fired(bus) == []
@@ -356,7 +407,14 @@ async def test_a_one_off_runs_late_within_a_day_by_default(
     clock.set(T0 + timedelta(hours=20))
 
     assert (
-        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 1
+        await Scheduler(
+            store=store,
+            book=ScheduleBook(store, clock=clock),
+            bus=bus,
+            readiness=Readiness(),
+            clock=clock,
+        ).tick_once()
+        == 1
     )
 
     (inbound,) = await fired(bus)
@@ -371,7 +429,14 @@ async def test_a_one_off_more_than_a_day_late_is_recorded_as_missed(
     clock.set(T0 + 5 * MINUTE + timedelta(hours=25))
 
     assert (
-        await Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock).tick_once() == 0
+        await Scheduler(
+            store=store,
+            book=ScheduleBook(store, clock=clock),
+            bus=bus,
+            readiness=Readiness(),
+            clock=clock,
+        ).tick_once()
+        == 0
     )
 
     assert await fired(bus) == []
@@ -439,7 +504,14 @@ async def test_run_ticks_until_stopped(
 ) -> None:
     made = await make(book)
     clock.set(T0 + MINUTE)
-    runner = Scheduler(store=store, bus=bus, readiness=Readiness(), clock=clock, tick=3600)
+    runner = Scheduler(
+        store=store,
+        book=ScheduleBook(store, clock=clock),
+        bus=bus,
+        readiness=Readiness(),
+        clock=clock,
+        tick=3600,
+    )
     task = asyncio.create_task(runner.run())
 
     delivery = await bus.receive(INBOUND, consumer="test", timeout=5.0)  # the first tick
@@ -491,7 +563,14 @@ async def test_a_tick_that_cannot_reach_the_store_is_tried_again_and_marked_down
         clock.set(T0 + MINUTE)
         store.failures, store.refused = 2, asyncio.Event()
         readiness = Readiness()
-        runner = Scheduler(store=store, bus=bus, readiness=readiness, clock=clock, tick=3600)
+        runner = Scheduler(
+            store=store,
+            book=ScheduleBook(store, clock=clock),
+            bus=bus,
+            readiness=readiness,
+            clock=clock,
+            tick=3600,
+        )
         task = asyncio.create_task(runner.run())
 
         await asyncio.wait_for(store.refused.wait(), 5.0)
