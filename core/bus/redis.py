@@ -181,29 +181,40 @@ def _decodes(client: AnyRedis) -> bool:
     return bool(client.connection_pool.connection_kwargs.get("decode_responses"))
 
 
+class _InFlight:
+    """A bus's commands in flight: `close` waits for none to be left, so none reconnects a
+    closed client."""
+
+    __slots__ = ("count", "idle")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+
 class _Command:
     """`RedisBus._command`: a class rather than a generator, as it wraps every command the
     bus sends (a generator-based context manager costs several times as much)."""
 
-    __slots__ = ("_action", "_bus")
+    __slots__ = ("_action", "_flights")
 
-    def __init__(self, bus: RedisBus, action: str) -> None:
-        self._bus = bus
+    def __init__(self, flights: _InFlight, action: str) -> None:
+        self._flights = flights
         self._action = action
 
     def __enter__(self) -> None:
-        bus = self._bus
-        bus._check_open()
-        bus._in_flight += 1
-        bus._idle.clear()
+        flights = self._flights
+        flights.count += 1
+        flights.idle.clear()
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, trace: object
     ) -> None:
-        bus = self._bus
-        bus._in_flight -= 1
-        if not bus._in_flight:
-            bus._idle.set()
+        flights = self._flights
+        flights.count -= 1
+        if not flights.count:
+            flights.idle.set()
         if isinstance(exc, RedisError):
             raise _bus_error(self._action, exc) from exc
 
@@ -237,24 +248,28 @@ def _first_read_entry(reply: Any) -> tuple[str, bytes | None] | None:
     return None
 
 
+# `RedisBus._settle` as a delivery calls it: queue, entry id, consumer, attempt, action.
+_Settle = Callable[[str, str, str, int, "_Settlement"], Awaitable[None]]
+
+
 class _RedisDelivery(Delivery):
     """One delivery of a stream entry; its ack and nack are fenced by consumer and count.
 
     Settling it after the bus closed raises `BusError`; the entry comes back after its lease.
     """
 
-    __slots__ = ("_attempt", "_bus", "_consumer", "_envelope", "_id", "_queue")
+    __slots__ = ("_attempt", "_consumer", "_envelope", "_id", "_queue", "_settle")
 
     def __init__(
         self,
-        bus: RedisBus,
+        settle: _Settle,
         queue: str,
         consumer: str,
         entry_id: str,
         attempt: int,
         envelope: BusPayload,
     ) -> None:
-        self._bus = bus
+        self._settle = settle
         self._queue = queue
         self._consumer = consumer
         self._id = entry_id
@@ -278,11 +293,11 @@ class _RedisDelivery(Delivery):
 
     async def ack(self) -> None:
         """Done: acknowledge and delete the entry; a no-op if this delivery is stale."""
-        await self._bus._settle(self._queue, self._id, self._consumer, self._attempt, "ack")
+        await self._settle(self._queue, self._id, self._consumer, self._attempt, "ack")
 
     async def nack(self) -> None:
         """Make the entry claimable at once; a no-op if this delivery is stale."""
-        await self._bus._settle(self._queue, self._id, self._consumer, self._attempt, "nack")
+        await self._settle(self._queue, self._id, self._consumer, self._attempt, "nack")
 
 
 class _RedisSubscription(Subscription):
@@ -452,10 +467,7 @@ class RedisBus(Bus):
         # Blocking reads in flight, cancelled by `close`.
         self._reads: set[asyncio.Task[Any]] = set()
         self._subscriptions: set[_RedisSubscription] = set()
-        # Commands in flight; `close` waits for them so none reconnects a closed client.
-        self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._in_flight = _InFlight()
         self._closed = False
 
     @classmethod
@@ -683,7 +695,7 @@ class RedisBus(Bus):
             read.cancel()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_CLOSE_GRACE_SECONDS):
-                await self._idle.wait()
+                await self._in_flight.idle.wait()
                 # A cancelled read may still be connecting: closing the pool under it would
                 # leave its connection open and unowned.
                 if reads:
@@ -768,7 +780,7 @@ class RedisBus(Bus):
             logger.warning("bus entry %s on queue %s is undecodable: %s", entry_id, queue, exc)
             await self._settle(queue, entry_id, consumer, attempt, "bury", data=data or b"")
             return None
-        return _RedisDelivery(self, queue, consumer, entry_id, attempt, envelope)
+        return _RedisDelivery(self._settle, queue, consumer, entry_id, attempt, envelope)
 
     async def _settle(
         self,
@@ -836,7 +848,8 @@ class RedisBus(Bus):
 
     def _command(self, action: str) -> _Command:
         """Around every use of the client: refused once closed, counted, errors translated."""
-        return _Command(self, action)
+        self._check_open()
+        return _Command(self._in_flight, action)
 
     def _check_open(self) -> None:
         if self._closed:
