@@ -26,8 +26,7 @@ COUNTS_ENV = "SWITCHBOARD_BENCH_COUNTS"
 _trips = 0
 # Round trips of the process's periodic work, which comes with time, not with turns: the
 # heartbeat, the sweep for mailboxes with work waiting, and the look for expired leases after a
-# wait for new work that brought nothing. A batch counts as periodic only if every command in
-# it is (`_mark_batches`): a periodic command that rode with a turn's batch adds nothing.
+# wait for new work that brought nothing.
 _periodic_trips = 0
 _in_periodic: ContextVar[bool] = ContextVar("bench_periodic", default=False)
 # Commands by their first argument as given (str or bytes, `CLIENT SETINFO` whole).
@@ -128,42 +127,25 @@ def install() -> None:
 
         return counted_send
 
-    from core.redis_client import QuickConnection
-
-    # QuickConnection writes in its own way (core/redis_client.py): wrap both.
-    for kind in (AbstractConnection, QuickConnection):
-        kind.send_packed_command = counting(kind.send_packed_command)  # type: ignore[method-assign]
-    # QuickConnection packs in its own way and falls back to redis-py's packer: a command
-    # counts once, at the outermost of the two. Its first argument is kept as it came (the
-    # names are made when the totals are written: this runs for every command).
+    AbstractConnection.send_packed_command = counting(AbstractConnection.send_packed_command)  # type: ignore[method-assign]
+    # Its first argument is kept as it came (the names are made when the totals are written:
+    # this runs for every command).
     raw = _raw_names
 
-    def counting_quick(pack: Any) -> Any:
+    def counting_pack(pack: Any) -> Any:
         def counted_pack(self: Any, *args: Any) -> Any:
             raw[args[0] if args else b"?"] += 1
             return pack(self, *args)
 
         return counted_pack
 
-    def counting_plain(pack: Any) -> Any:
-        def counted_pack(self: Any, *args: Any) -> Any:
-            if not isinstance(self, QuickConnection):
-                raw[args[0] if args else b"?"] += 1
-            return pack(self, *args)
-
-        return counted_pack
-
-    QuickConnection.pack_command = counting_quick(QuickConnection.pack_command)  # type: ignore[method-assign]
-    AbstractConnection.pack_command = counting_plain(AbstractConnection.pack_command)  # type: ignore[method-assign]
+    AbstractConnection.pack_command = counting_pack(AbstractConnection.pack_command)  # type: ignore[method-assign]
     _mark_periodic()
 
 
 def _periodic(call: Any, *, when: Any = None) -> Any:
     """`call` (a coroutine method) with its Redis writes counted as periodic (only those of
-    calls for which `when(args, kwargs)` holds, if given). The mark is a context variable; a
-    batch of the shared client is periodic only if every command in it is (`_mark_batches`),
-    so a periodic command that left with a turn's write adds nothing, and a turn's command
-    that joined a periodic one's batch keeps its round trip."""
+    calls for which `when(args, kwargs)` holds, if given). The mark is a context variable."""
 
     async def marked(*args: Any, **kwargs: Any) -> Any:
         if when is not None and not when(args, kwargs):
@@ -177,33 +159,6 @@ def _periodic(call: Any, *, when: Any = None) -> Any:
     return marked
 
 
-def _mark_batches() -> None:
-    """Each command queued on a `BatchingRedis` remembers whether periodic work queued it;
-    the batch is sent marked periodic only if all of its commands were."""
-    import weakref
-
-    from core import redis_client
-
-    periodic: weakref.WeakSet[Any] = weakref.WeakSet()  # the replies of periodic commands
-    made = redis_client._Unit.__init__
-    send = redis_client.BatchingRedis._send
-
-    def unit(self: Any, commands: Any, transaction: bool, reply: Any) -> None:
-        made(self, commands, transaction, reply)
-        if _in_periodic.get():
-            periodic.add(reply)
-
-    async def sent(self: Any, batch: list[Any]) -> None:
-        token = _in_periodic.set(all(u.reply in periodic for u in batch if not u.reply.done()))
-        try:
-            await send(self, batch)
-        finally:
-            _in_periodic.reset(token)
-
-    redis_client._Unit.__init__ = unit  # type: ignore[method-assign]
-    redis_client.BatchingRedis._send = sent  # type: ignore[method-assign]
-
-
 def _mark_periodic() -> None:
     import weakref
 
@@ -211,26 +166,27 @@ def _mark_periodic() -> None:
     from core.heartbeat import RedisHeartbeats
     from core.mailbox.redis import RedisMailboxes
 
-    _mark_batches()
-
     RedisHeartbeats.beat = _periodic(RedisHeartbeats.beat)  # type: ignore[method-assign]
     RedisHeartbeats.leave = _periodic(RedisHeartbeats.leave)  # type: ignore[method-assign]
     RedisMailboxes.pending = _periodic(RedisMailboxes.pending)  # type: ignore[method-assign]
-    # A look for work after a wait that brought nothing (a receive loop's look, `later`), the
-    # waits that follow, and those of a `receive` called again after one that timed out:
-    # they are there because time passed. Until a delivery, by bus and queue.
+    # A look for work after a wait that brought nothing, the waits that follow, and those of a
+    # `receive` called again after one that timed out: they are there because time passed.
+    # Until a delivery, by bus and queue.
     idle: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
-    def idle_look(args: Any, kwargs: Any) -> bool:
-        queues = idle.setdefault(args[0], set())
-        if kwargs.get("later", False):
-            queues.add(args[1])
-        return args[1] in queues
+    def is_idle(args: Any, _kwargs: Any) -> bool:
+        return args[1] in idle.get(args[0], ())
 
-    RedisBus._take = _periodic(RedisBus._take, when=idle_look)  # type: ignore[method-assign]
-    RedisBus._read_new = _periodic(  # type: ignore[method-assign]
-        RedisBus._read_new, when=lambda args, _kwargs: args[1] in idle.get(args[0], ())
-    )
+    RedisBus._take = _periodic(RedisBus._take, when=is_idle)  # type: ignore[method-assign]
+    read_new = _periodic(RedisBus._read_new, when=is_idle)
+
+    async def reading_new(bus: Any, queue: str, *args: Any, **kwargs: Any) -> Any:
+        delivery = await read_new(bus, queue, *args, **kwargs)
+        if delivery is None:
+            idle.setdefault(bus, set()).add(queue)
+        return delivery
+
+    RedisBus._read_new = reading_new  # type: ignore[method-assign,assignment]
     receive = RedisBus.receive
 
     async def receiving(bus: Any, queue: str, *args: Any, **kwargs: Any) -> Any:

@@ -120,8 +120,8 @@ class Backends:
     readiness: Readiness
     # The process's metrics: the parts built on these backends record into it.
     metrics: Metrics = field(default_factory=Metrics)
-    # The batching Redis client the mailboxes, the reply holds and the bus's non-blocking
-    # commands share (None without Redis); the rate limits' counters go through it too.
+    # The Redis client the bus, the mailboxes, the reply holds and the rate limits' counters
+    # share (None without Redis).
     redis: AnyRedis | None = None
 
 
@@ -220,7 +220,6 @@ async def backends(
 
         from core.bus.redis import RedisBus
         from core.mailbox.redis import RedisMailboxes
-        from core.redis_client import BatchingRedis
         from core.replies_hold import RedisReplyHolds
 
         url, keys = settings.redis_url, settings.redis_keys
@@ -237,14 +236,12 @@ async def backends(
                 readiness=_readiness(records_store),
             )
             return
-        # One batching client for the mailboxes, the reply holds and the bus's non-blocking
-        # commands: what a process's turns issue at the same time leaves in one round trip
-        # (core/redis_client.py). Closed after the parts that use it.
+        # One client (one connection pool) for every Redis part of the process, closed after
+        # the parts that use it.
         shared = await _coordination(url)
         stack.push_async_callback(shared.aclose)
-        batched = shared if isinstance(shared, BatchingRedis) else None
         redis_bus = await RedisBus.connect(
-            url, lease_seconds=BUS_LEASE_SECONDS, keys=keys, batched=batched
+            url, lease_seconds=BUS_LEASE_SECONDS, keys=keys, client=shared
         )
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
@@ -559,7 +556,6 @@ async def _coordination(url: str) -> AnyRedis:
         # client carries (lease renewals, holds, counters) may be sent twice.
         client = connect_redis(
             url,
-            batching=True,
             decode_responses=False,
             retry=Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3),
         )

@@ -32,10 +32,8 @@ def open_rate_limits(
 ) -> tuple[RateLimits, Callable[[], Awaitable[None]]]:
     """The profile's rate limits over the deployment's counters, and what closes them.
 
-    `client` is the process's shared Redis client (a `BatchingRedis`, see `bots/app.py`): the
-    counters' scripts then go through it, and a message's tests (and its hits) leave in one
-    round trip together with whatever else the process sends at that moment. Without it the
-    counters get a pool of their own.
+    `client` is the process's shared Redis client (`bots/app.py`): the counters' scripts then
+    go through it. Without it the counters get a pool of their own.
     """
     if settings.redis_url is None:
         # Made on the first message tested: `switchboard chat`, whose terminal is exempt,
@@ -89,7 +87,7 @@ def _send_through(storage: RedisStorage, client: AnyRedis) -> None:
 
     The redis-py bridge makes a plain client on the pool it is given and registers its scripts
     on it; both are swapped for the shared client (the attributes the bridge's own
-    `use_basic` and `register_scripts` set), so its scripts join the shared client's batches.
+    `use_basic` and `register_scripts` set), so it uses the process's pool and retries.
     """
     from limits.aio.storage.redis.redispy import RedispyBridge
 

@@ -147,7 +147,7 @@ class Settings(BaseSettings):
 
     def with_environ(self, environ: Mapping[str, str]) -> Settings:
         """A copy of these settings with `environ` as the platforms' variables."""
-        copy = self.model_copy()
+        copy: Settings = self.model_copy()
         copy._environ = dict(environ)
         return copy
 

@@ -170,7 +170,7 @@ class BudgetGuard:
         daily.append(("global_daily", limits.global_daily, "all"))
         if limits.per_session is None and all(limit is None for _, limit, _ in daily):
             return None
-        # Every scope in one read of the ledger (one round trip on Redis), before each call.
+        # Every scope in one read of the ledger, before each call.
         spending = await self.ledger.spending(
             now.date(), session_id=spender.session_id, user=spender.user, chat=spender.chat
         )

@@ -71,7 +71,7 @@ class HistoryCache:
 
         With nothing cached, both come from one read (`summary_and_tail`); with something
         cached, the summary and the messages stored after the cached ones are asked for at
-        once (one round trip on Redis); only a summary older than the cached messages'
+        once; only a summary older than the cached messages'
         marker (the cache is then of no use) costs another read.
         """
         entry = self._entries.get(session_id)

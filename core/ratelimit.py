@@ -166,8 +166,7 @@ class RateLimits:
             )
             if limit is not None
         ]
-        # The limits are independent, so they are asked all at once (on Redis, one round trip:
-        # the storage sends through the process's batching client).
+        # The limits are independent, so they are asked all at once.
         passed = await asyncio.gather(
             *(parts.limiter.test(limit.item, limit.name, *keys) for limit, keys in checks)
         )

@@ -358,7 +358,7 @@ class AgentRuntime:
         pending: Message | None = None,
     ) -> RunCompleted | RunFailed:
         """The turn's steps. `pending` is the person's message, not stored yet: it is stored
-        while the turn's memory context and its budgets are read (one round trip on Redis)."""
+        while the turn's memory context and its budgets are read."""
         offered = context.mode.allowed_tools(self.tools)
         system = self.prompt.build(
             mode=context.mode,
@@ -433,7 +433,7 @@ class AgentRuntime:
             text, calls, finished = outcome
             if text:
                 state.texts.append(text)
-            # The call's cost and its answer are written together (one round trip on Redis).
+            # The call's cost and its answer are written together.
             _, answer = await asyncio.gather(
                 self._charge(session_id, run_id, finished, state),
                 self._append(

@@ -232,9 +232,7 @@ class Worker:
                     await self._patiently(
                         "worker intake", lambda: self.bus.publish(CONTROL, inbound)
                     )
-            # Nothing but this intake place waits on the ack: it leaves with the drain's first
-            # reads (one round trip on Redis) rather than alone.
-            await self._patiently("worker intake", lambda: delivery.ack(later=True))
+            await self._patiently("worker intake", delivery.ack)
         except BusError as exc:
             # Only when stopping: the entry comes back to the next worker after its lease.
             log.warning("could not accept delivery %s (%s); it will come again", delivery.id, exc)

@@ -137,23 +137,30 @@ class _Client(discord.Client):
         self.adapter = adapter
 
     async def on_message(self, message: discord.Message) -> None:
-        await self.adapter._on_message(message)
+        await self.adapter.receive_message(message)
 
     async def on_interaction(self, interaction: discord.Interaction) -> None:
         # Slash commands reach the adapter through the command tree; this is for buttons.
         if custom_id(interaction) is not None:
-            await self.adapter._on_press(interaction)
+            await self.adapter.receive_press(interaction)
+
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        """discord.py's, which hands each event to its `on_` method in a task of its own; a
+        new session is noted at once (its ready event is awaited from that moment on)."""
+        if event == "connect":
+            self.adapter.session_opened()
+        super().dispatch(event, *args, **kwargs)
 
     async def on_ready(self) -> None:
         log.info("discord bot %s is connected to %d server(s)", self.user, len(self.guilds))
-        self.adapter._start_catching_up()
+        self.adapter.session_ready()
 
     async def on_resumed(self) -> None:
         log.info("discord gateway session resumed")
-        self.adapter._resumed()
+        self.adapter.session_resumed()
 
     async def on_disconnect(self) -> None:
-        self.adapter._disconnected()
+        self.adapter.session_lost()
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         log.exception("discord %s handling failed", event_method)
@@ -197,6 +204,9 @@ class DiscordAdapter:
         self._catch_up = CatchUp(settings.catch_up_hours, settings.catch_up_messages)
         self._catching_up: asyncio.Task[None] | None = None
         self._closing = False
+        # Between a new gateway session and its ready event: discord.py waits for the
+        # servers in a task of its own, which `close()` does not end.
+        self._awaiting_ready = False
         self._read_again = False
         self.caught_up = asyncio.Event()
         """Set when the catch-up of the latest gateway session has finished."""
@@ -260,6 +270,14 @@ class DiscordAdapter:
             log.warning("could not register the discord slash commands: %s", exc)
 
     async def _shutdown(self, client: _Client, connecting: asyncio.Task[None] | None) -> None:
+        # No catch-up starts from here on; messages waiting for one that will not come are
+        # left for the next start's.
+        self._closing = True
+        if self._awaiting_ready:
+            # Let discord.py's wait for the servers end (at most about `ready_timeout` after
+            # the last one arrived) rather than leave its task running past close().
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(client.wait_until_ready(), self.settings.ready_timeout + 1)
         # Awaited, not just cancelled: a renewal may be inside a query of the reply records,
         # whose database is closed once the adapters have stopped.
         for task in list(self._typing.values()):
@@ -268,22 +286,17 @@ class DiscordAdapter:
         if self._catching_up is not None:
             await cancel_and_wait(self._catching_up)
         await self._seen.flush()
-        # Messages waiting for a catch-up that will not come are left for the next start's.
-        self._closing = True
         self.caught_up.set()
         await client.close()
         if connecting is not None:
             with contextlib.suppress(Exception):  # the error, if any, was raised already
                 await cancel_and_wait(connecting)
-        # discord.py waits for servers before its ready event in a task close() leaves behind.
-        ready: asyncio.Task[None] | None = getattr(client._connection, "_ready_task", None)
-        if ready is not None:
-            ready.cancel()
         self._logged_in.clear()
 
     # --- receiving -------------------------------------------------------------------------
 
-    async def _on_message(self, message: discord.Message) -> None:
+    async def receive_message(self, message: discord.Message) -> None:
+        """A message discord.py received: to the bus, in the order the gateway sent them."""
         if self._catches_up:
             # What was missed comes first: a conversation stays in order across a restart.
             await self.caught_up.wait()
@@ -311,22 +324,29 @@ class DiscordAdapter:
     def _catches_up(self) -> bool:
         return self._catch_up.enabled and self._seen.durable
 
-    def _disconnected(self) -> None:
-        """Until a resume (Discord replays what was missed) or a catch-up, hold marks back
-        and live messages too."""
+    def session_opened(self) -> None:
+        """A new gateway session: its ready event follows once the servers arrived."""
+        self._awaiting_ready = True
+
+    def session_lost(self) -> None:
+        """The gateway connection dropped. Until a resume (Discord replays what was missed)
+        or a catch-up, hold marks back and live messages too."""
         if self._catches_up:
             self._seen.hold()
             self.caught_up.clear()
 
-    def _resumed(self) -> None:
+    def session_resumed(self) -> None:
         """Discord sends what a resumed session missed: no catch-up."""
         if self._catching_up is None or self._catching_up.done():
             self._seen.end_catch_up(complete=True)
             self.caught_up.set()
 
-    def _start_catching_up(self) -> None:
-        """Read what was missed, in the background: every new gateway session (a resumed one
-        gets the missed events from Discord itself)."""
+    def session_ready(self) -> None:
+        """A new gateway session is ready: read what was missed, in the background (a resumed
+        one gets the missed events from Discord itself)."""
+        self._awaiting_ready = False
+        if self._closing:
+            return
         if self._catching_up is not None and not self._catching_up.done():
             self._read_again = True  # a new session while reading: what it missed too
             return
@@ -472,7 +492,7 @@ class DiscordAdapter:
             assert self._sink is not None
             await self._sink(inbound)
 
-    async def _on_press(self, interaction: discord.Interaction) -> None:
+    async def receive_press(self, interaction: discord.Interaction) -> None:
         """A confirmation button was pressed: acknowledge it at once (Discord wants an answer
         within 3 s; the message changes when the waiting turn has decided), then hand the
         answer over."""

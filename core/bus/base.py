@@ -60,11 +60,8 @@ class Delivery(Protocol):
         """1 on first delivery, 2 on the first redelivery, and so on."""
         ...
 
-    async def ack(self, *, later: bool = False) -> None:
-        """Done: the entry will not be delivered again.
-
-        `later`: nothing waits on the ack but the caller; on Redis it may wait a few
-        milliseconds to leave with the next commands the process sends."""
+    async def ack(self) -> None:
+        """Done: the entry will not be delivered again."""
         ...
 
     async def nack(self) -> None:
@@ -91,7 +88,6 @@ class Bus(Protocol):
         envelope: BusPayload,
         *,
         dedupe_id: str | None = None,
-        later: bool = False,
     ) -> str | None:
         """Append to a work queue; returns the entry id.
 
@@ -99,10 +95,7 @@ class Bus(Protocol):
         day) is not added again and None is returned: a worker that repeats a turn after a
         crash sends its reply once. (Ids name their destination, so the SQLite and in-memory
         buses, which remember them across queues, behave the same; Redis keeps each queue's
-        marks in that queue's cluster slot.) With `later`, the append may wait a moment to
-        leave together with the process's next other work (on Redis, up to `LATER_SECONDS`
-        for the next batch): for what a few milliseconds do not change, like the pieces of a
-        streamed reply.
+        marks in that queue's cluster slot.)
         """
         ...
 

@@ -187,7 +187,7 @@ class _MemoryDelivery(Delivery):
         """1 on first delivery, 2 on the first redelivery, and so on."""
         return self._attempt
 
-    async def ack(self, *, later: bool = False) -> None:
+    async def ack(self) -> None:
         """Done; a no-op when repeated or when the lease already passed to someone else."""
         self._queue.ack(self._seq, self._attempt)
 
@@ -268,7 +268,6 @@ class MemoryBus(Bus):
         envelope: BusPayload,
         *,
         dedupe_id: str | None = None,
-        later: bool = False,  # nothing to wait for here: appended at once
     ) -> str | None:
         """Append to a work queue and wake its waiting receivers; returns the entry id.
 

@@ -31,11 +31,10 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
-from core.bus.names import EVENTS
 from core.bus.stats import QueueStats
 from core.envelopes import decode, encode
 from core.errors import BusError, BusUnavailable
-from core.redis_client import AnyRedis, BatchingRedis, connect_redis, is_outage
+from core.redis_client import AnyRedis, connect_redis, is_outage
 from core.redis_keys import CONSUMER_GROUP, RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -182,29 +181,40 @@ def _decodes(client: AnyRedis) -> bool:
     return bool(client.connection_pool.connection_kwargs.get("decode_responses"))
 
 
+class _InFlight:
+    """A bus's commands in flight: `close` waits for none to be left, so none reconnects a
+    closed client."""
+
+    __slots__ = ("count", "idle")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+
 class _Command:
     """`RedisBus._command`: a class rather than a generator, as it wraps every command the
     bus sends (a generator-based context manager costs several times as much)."""
 
-    __slots__ = ("_action", "_bus")
+    __slots__ = ("_action", "_flights")
 
-    def __init__(self, bus: RedisBus, action: str) -> None:
-        self._bus = bus
+    def __init__(self, flights: _InFlight, action: str) -> None:
+        self._flights = flights
         self._action = action
 
     def __enter__(self) -> None:
-        bus = self._bus
-        bus._check_open()
-        bus._in_flight += 1
-        bus._idle.clear()
+        flights = self._flights
+        flights.count += 1
+        flights.idle.clear()
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, trace: object
     ) -> None:
-        bus = self._bus
-        bus._in_flight -= 1
-        if not bus._in_flight:
-            bus._idle.set()
+        flights = self._flights
+        flights.count -= 1
+        if not flights.count:
+            flights.idle.set()
         if isinstance(exc, RedisError):
             raise _bus_error(self._action, exc) from exc
 
@@ -238,24 +248,28 @@ def _first_read_entry(reply: Any) -> tuple[str, bytes | None] | None:
     return None
 
 
+# `RedisBus._settle` as a delivery calls it: queue, entry id, consumer, attempt, action.
+_Settle = Callable[[str, str, str, int, "_Settlement"], Awaitable[None]]
+
+
 class _RedisDelivery(Delivery):
     """One delivery of a stream entry; its ack and nack are fenced by consumer and count.
 
     Settling it after the bus closed raises `BusError`; the entry comes back after its lease.
     """
 
-    __slots__ = ("_attempt", "_bus", "_consumer", "_envelope", "_id", "_queue")
+    __slots__ = ("_attempt", "_consumer", "_envelope", "_id", "_queue", "_settle")
 
     def __init__(
         self,
-        bus: RedisBus,
+        settle: _Settle,
         queue: str,
         consumer: str,
         entry_id: str,
         attempt: int,
         envelope: BusPayload,
     ) -> None:
-        self._bus = bus
+        self._settle = settle
         self._queue = queue
         self._consumer = consumer
         self._id = entry_id
@@ -277,18 +291,13 @@ class _RedisDelivery(Delivery):
         """The entry's delivery count in the consumer group (1 on first delivery)."""
         return self._attempt
 
-    async def ack(self, *, later: bool = False) -> None:
-        """Done: acknowledge and delete the entry; a no-op if this delivery is stale.
-
-        `later`: the ack waits up to `LATER_SECONDS` to leave with the next commands the
-        process sends (`BatchingRedis.execute_later`)."""
-        await self._bus._settle(
-            self._queue, self._id, self._consumer, self._attempt, "ack", later=later
-        )
+    async def ack(self) -> None:
+        """Done: acknowledge and delete the entry; a no-op if this delivery is stale."""
+        await self._settle(self._queue, self._id, self._consumer, self._attempt, "ack")
 
     async def nack(self) -> None:
         """Make the entry claimable at once; a no-op if this delivery is stale."""
-        await self._bus._settle(self._queue, self._id, self._consumer, self._attempt, "nack")
+        await self._settle(self._queue, self._id, self._consumer, self._attempt, "nack")
 
 
 class _RedisSubscription(Subscription):
@@ -423,17 +432,9 @@ class RedisBus(Bus):
         maxlen: int = 100_000,
         client: AnyRedis | None = None,
         keys: RedisKeys | None = None,
-        batched: BatchingRedis | None = None,
     ) -> None:
         """A bus on the Redis at `url` (or `client`), its streams and channels in the namespace
-        of `keys` (the default bot's when None).
-
-        `batched` is a batching client the process shares (with its store and mailboxes), for
-        everything but the blocking reads and subscriptions: what they issue at the same time
-        then leaves in one round trip. None: one on this bus's own pool. The bus never closes it.
-        On a Redis Cluster (`redis+cluster://`, or a `RedisCluster` as `client`) nothing is
-        batched: each command goes to its slot's node.
-        """
+        of `keys` (the default bot's when None)."""
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")
         if max_deliveries < 1:
@@ -455,18 +456,6 @@ class RedisBus(Bus):
             # surfaces as BusError fast, and the caller backs off.
             retry=Retry(ExponentialWithJitterBackoff(base=0.01, cap=0.2), retries=2),
         )
-        # Everything but the blocking read goes through a client that pipelines what is sent
-        # in one turn of the loop (core/redis_client.py): the process's shared one, or one on
-        # this bus's own pool.
-        if batched is not None and _decodes(batched):
-            raise ValueError("the Redis client must not decode responses (payloads are msgpack)")
-        self._batched: AnyRedis
-        if batched is not None:
-            self._batched = batched
-        elif isinstance(self._client, RedisCluster):
-            self._batched = self._client
-        else:
-            self._batched = BatchingRedis(connection_pool=self._client.connection_pool)
         self._take_script = self._client.register_script(_TAKE)
         self._settle_script = self._client.register_script(_SETTLE)
         self._sweep_script = self._client.register_script(_SWEEP)
@@ -478,10 +467,7 @@ class RedisBus(Bus):
         # Blocking reads in flight, cancelled by `close`.
         self._reads: set[asyncio.Task[Any]] = set()
         self._subscriptions: set[_RedisSubscription] = set()
-        # Commands in flight; `close` waits for them so none reconnects a closed client.
-        self._in_flight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self._in_flight = _InFlight()
         self._closed = False
 
     @classmethod
@@ -494,7 +480,6 @@ class RedisBus(Bus):
         maxlen: int = 100_000,
         client: AnyRedis | None = None,
         keys: RedisKeys | None = None,
-        batched: BatchingRedis | None = None,
     ) -> RedisBus:
         """A bus whose Redis answered a PING; `BusError` if it is unreachable."""
         bus = cls(
@@ -504,7 +489,6 @@ class RedisBus(Bus):
             maxlen=maxlen,
             client=client,
             keys=keys,
-            batched=batched,
         )
         try:
             with bus._command("connect"):
@@ -520,28 +504,25 @@ class RedisBus(Bus):
         envelope: BusPayload,
         *,
         dedupe_id: str | None = None,
-        later: bool = False,
     ) -> str | None:
         """`XADD` to the queue's stream (trimmed to about `maxlen`); returns the entry id.
 
         With `dedupe_id` the add and a day-long marker of the id are one script: None when the
-        marker already existed. With `later` (and no `dedupe_id`) the `XADD` waits up to
-        `LATER_SECONDS` for the next batch of the process's shared client.
+        marker already existed.
         """
         data = self._encode(envelope)
         with self._command(f"enqueue on {queue}"):
             if dedupe_id is None:
-                send = self._later if later else self._batched.execute_command
-                stream = self._keys.queue_stream(queue)
-                # `XADD stream MAXLEN ~ n * data ...`, what redis-py's `xadd` sends.
-                entry_id = await send(
-                    "XADD", stream, "MAXLEN", "~", self._maxlen, "*", "data", data
+                entry_id = await self._client.xadd(
+                    self._keys.queue_stream(queue),
+                    {"data": data},
+                    maxlen=self._maxlen,
+                    approximate=True,
                 )
             else:
                 entry_id = await self._enqueue_once_script(
                     keys=[self._keys.queue_stream(queue), self._keys.enqueued(queue, dedupe_id)],
                     args=[self._maxlen, data, _DEDUPE_SECONDS],
-                    client=self._batched,
                 )
                 if entry_id is None:
                     return None
@@ -559,24 +540,23 @@ class RedisBus(Bus):
         self._check_open()
         loop = asyncio.get_running_loop()
         give_up_at = None if timeout is None else loop.time() + max(timeout, 0.0)
-        # The look after a wait that brought nothing (for leases that ran out meanwhile) may
-        # wait for company: in a busy process it leaves with a turn's writes. A receive whose
-        # last one waited in vain (a loop over a quiet queue) ended with such a look: it
+        # After a wait that brought nothing, a look for leases that ran out meanwhile. A receive
+        # whose last one waited in vain (a loop over a quiet queue) ended with such a look: it
         # waits for new work first, and looks again at its next re-check.
         pair = (queue, consumer)
         look = timeout == 0 or pair not in self._waited_in_vain
-        later = False
+        waited = False
         try:
             while not self._closed:
                 if look:
-                    delivery = await self._take(queue, consumer, later=later)
+                    delivery = await self._take(queue, consumer)
                     if delivery is not None:
                         self._waited_in_vain.discard(pair)
                         return delivery
                 look = True
                 now = loop.time()
                 if give_up_at is not None and give_up_at <= now:
-                    if later:
+                    if waited:
                         self._waited_in_vain.add(pair)
                     return None
                 wait = self._recheck_seconds
@@ -586,7 +566,7 @@ class RedisBus(Bus):
                 if delivery is not None:
                     self._waited_in_vain.discard(pair)
                     return delivery
-                later = True
+                waited = True
         except BusError:
             if self._closed:
                 return None
@@ -594,18 +574,11 @@ class RedisBus(Bus):
         return None
 
     async def publish(self, topic: str, envelope: BusPayload) -> None:
-        """`PUBLISH` to the topic's channel (nobody subscribed: dropped).
-
-        Lifecycle events (the `events` topic) may wait a few milliseconds to leave with the
-        next commands the process sends, instead of taking a round trip of their own.
-        """
+        """`PUBLISH` to the topic's channel (nobody subscribed: dropped)."""
         data = self._encode(envelope)
         channel = self._keys.topic_channel(topic)
         with self._command(f"publish on {topic}"):
-            if topic == EVENTS:
-                await self._later("PUBLISH", channel, data)
-            else:
-                await self._batched.publish(channel, data)
+            await self._client.publish(channel, data)
 
     async def subscribe(self, topic: str) -> Subscription:
         """A subscription, on a connection of its own, to envelopes published from now on."""
@@ -722,7 +695,7 @@ class RedisBus(Bus):
             read.cancel()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(_CLOSE_GRACE_SECONDS):
-                await self._idle.wait()
+                await self._in_flight.idle.wait()
                 # A cancelled read may still be connecting: closing the pool under it would
                 # leave its connection open and unowned.
                 if reads:
@@ -732,9 +705,8 @@ class RedisBus(Bus):
         if self._owns_client:
             await self._client.aclose()
 
-    async def _take(self, queue: str, consumer: str, *, later: bool = False) -> Delivery | None:
-        """Claim an expired entry or read a new one, without waiting (`later`: the script may
-        wait up to `LATER_SECONDS` for the next batch of the process's shared client)."""
+    async def _take(self, queue: str, consumer: str) -> Delivery | None:
+        """Claim an expired entry or read a new one, without waiting."""
         stream, dlq = self._keys.queue_stream(queue), self._keys.dead_letters(queue)
         keys = [stream, dlq]
         args: list[str | int] = [
@@ -746,11 +718,7 @@ class RedisBus(Bus):
         ]
 
         async def take() -> list[Any]:
-            reply: list[Any]
-            if later and isinstance(self._batched, BatchingRedis):
-                reply = await self._batched.script_later(self._take_script, keys, args)
-            else:
-                reply = await self._take_script(keys=keys, args=args, client=self._batched)
+            reply: list[Any] = await self._take_script(keys=keys, args=args)
             return reply
 
         while True:
@@ -812,7 +780,7 @@ class RedisBus(Bus):
             logger.warning("bus entry %s on queue %s is undecodable: %s", entry_id, queue, exc)
             await self._settle(queue, entry_id, consumer, attempt, "bury", data=data or b"")
             return None
-        return _RedisDelivery(self, queue, consumer, entry_id, attempt, envelope)
+        return _RedisDelivery(self._settle, queue, consumer, entry_id, attempt, envelope)
 
     async def _settle(
         self,
@@ -823,10 +791,8 @@ class RedisBus(Bus):
         action: _Settlement,
         *,
         data: bytes = b"",
-        later: bool = False,
     ) -> None:
-        """Ack, nack or dead-letter an entry if `consumer` still holds it at `attempt`
-        (`later`: the command may wait for the next batch, see `ack`)."""
+        """Ack, nack or dead-letter an entry if `consumer` still holds it at `attempt`."""
         reason = "undecodable" if action == "bury" else ""
         keys = [self._keys.queue_stream(queue), self._keys.dead_letters(queue)]
         args: list[str | int | bytes] = [
@@ -842,10 +808,7 @@ class RedisBus(Bus):
         ]
         with self._command(f"{action} entry {entry_id} on {queue}"):
             try:
-                if later and isinstance(self._batched, BatchingRedis):
-                    await self._batched.script_later(self._settle_script, keys, args)
-                else:
-                    await self._settle_script(keys=keys, args=args, client=self._batched)
+                await self._settle_script(keys=keys, args=args)
             except ResponseError as exc:
                 if not _group_is_gone(exc):
                     raise
@@ -883,16 +846,10 @@ class RedisBus(Bus):
                 deliveries,
             )
 
-    async def _later(self, *args: Any) -> Any:
-        """A command that may wait for company (`BatchingRedis.execute_later`); at once on a
-        client that does not batch (a cluster's)."""
-        if isinstance(self._batched, BatchingRedis):
-            return await self._batched.execute_later(*args)
-        return await self._batched.execute_command(*args)
-
     def _command(self, action: str) -> _Command:
         """Around every use of the client: refused once closed, counted, errors translated."""
-        return _Command(self, action)
+        self._check_open()
+        return _Command(self._in_flight, action)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -158,7 +158,7 @@ class _SqliteDelivery(Delivery):
         """1 on first delivery, 2 on the first redelivery, and so on."""
         return self._deliveries
 
-    async def ack(self, *, later: bool = False) -> None:
+    async def ack(self) -> None:
         """Done; a no-op when repeated or when the lease already passed to someone else."""
         async with self._bus.file.write("ack an entry") as db:
             await db.execute(
@@ -251,7 +251,6 @@ class SqliteBus(Bus):
         envelope: BusPayload,
         *,
         dedupe_id: str | None = None,
-        later: bool = False,  # nothing to wait for here: appended at once
     ) -> str | None:
         """Append to a work queue (committed on return) and wake its receivers; the entry id.
 

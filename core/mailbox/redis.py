@@ -23,18 +23,21 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any, Final
 
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import RedisError
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError, RedisError
 
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError, BusUnavailable
 from core.mailbox.base import Claim, ClaimState
 from core.outages import Patience
-from core.redis_client import AnyRedis, BatchingRedis, connect_redis, is_outage
+from core.redis_client import AnyRedis, connect_redis, is_outage
 from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
@@ -273,7 +276,7 @@ class RedisMailboxes:
     ) -> RedisMailboxes:
         """Mailboxes on the Redis at `url`, in the namespace of `keys`."""
         return cls(
-            connect_redis(url, batching=True, retry=_quick_retry()),
+            connect_redis(url, retry=_quick_retry()),
             keys=keys,
             lease_seconds=lease_seconds,
         )
@@ -284,10 +287,8 @@ class RedisMailboxes:
         # The box first, then the set: a holder emptying the box meanwhile (`forget`) either
         # sees this work or leaves the set's member this adds.
         await self._in_order(
-            lambda: self.client.zadd(
-                self.keys.mailbox(key), {encode(inbound): inbound.received_at.timestamp()}
-            ),
-            lambda: self.client.sadd(self.keys.mailboxes(), key),
+            ("ZADD", self.keys.mailbox(key), inbound.received_at.timestamp(), encode(inbound)),
+            ("SADD", self.keys.mailboxes(), key),
         )
 
     async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
@@ -300,7 +301,7 @@ class RedisMailboxes:
             inbound.session_key,
             owner,
             put,
-            first=lambda: self.client.sadd(listed, inbound.session_key),
+            first=("SADD", listed, inbound.session_key),
         )
 
     async def forget(self, session_key: str) -> int:
@@ -314,8 +315,8 @@ class RedisMailboxes:
             # A put that added to the box before this look is seen here; one after it added
             # the session to the set after this removal (`put` writes the box first).
             _, left = await self._in_order(
-                lambda: self.client.srem(self.keys.mailboxes(), session_key),
-                lambda: self.client.zcard(self.keys.mailbox(session_key)),
+                ("SREM", self.keys.mailboxes(), session_key),
+                ("ZCARD", self.keys.mailbox(session_key)),
             )
             if left:
                 await _call(self.client.sadd(self.keys.mailboxes(), session_key))
@@ -326,13 +327,33 @@ class RedisMailboxes:
             return 0
         return int(left)
 
-    async def _in_order(self, *commands: Callable[[], Awaitable[Any]]) -> list[Any]:
-        """Send `commands` in this order, their replies. A batching client sends them in one
-        batch (one connection keeps their order: one round trip); another (a plain client's
-        pool, a cluster's nodes) could reorder them, so they go one after the other."""
-        if isinstance(self.client, BatchingRedis):
-            return list(await _call(asyncio.gather(*(command() for command in commands))))
-        return [await _call(command()) for command in commands]
+    async def _in_order(self, *commands: _Command) -> list[Any]:
+        """Send `commands` (a command's arguments, or a script call) in this order; their
+        replies. On one server they go as one pipeline (one connection keeps their order: one
+        round trip); a cluster's nodes could reorder them, so there they go one by one."""
+        if len(commands) == 1 or isinstance(self.client, RedisCluster):
+            return [await _call(_send(self.client, command)) for command in commands]
+        try:
+            return list(await _call(self._pipelined(commands)))
+        except BusError as exc:
+            if not isinstance(exc.__cause__, NoScriptError):
+                raise
+        # Redis lost the scripts (a restart), so none of them ran: loaded again, and the
+        # commands sent again (the others are idempotent: a set's member added twice).
+        for command in commands:
+            if isinstance(command, _ScriptCall):
+                await _call(self.client.script_load(command.script.script))
+        return list(await _call(self._pipelined(commands)))
+
+    async def _pipelined(self, commands: tuple[_Command, ...]) -> list[Any]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for command in commands:
+                if isinstance(command, _ScriptCall):
+                    keys = command.keys
+                    pipe.evalsha(command.script.sha, len(keys), *keys, *command.args)
+                else:
+                    pipe.execute_command(*command)
+            return list(await pipe.execute())
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's lease if nobody holds it, with a new fencing epoch."""
@@ -345,24 +366,19 @@ class RedisMailboxes:
         owner: str,
         args: list[Any],
         *,
-        first: Callable[[], Awaitable[Any]] | None = None,
+        first: tuple[Any, ...] | None = None,
     ) -> Claim | None:
         """Run `_CLAIM` (or a script that ends with it, given its further args), after
         `first` if given (`_in_order`)."""
         token = f"{owner}:{secrets.token_hex(8)}"
         sent = asyncio.get_running_loop().time()
 
-        def request() -> Awaitable[Any]:
-            keys = [
-                self.keys.turn_lease(session_key),
-                self.keys.claim_epoch(session_key),
-                self.keys.mailbox(session_key),
-            ]
-            reply: Awaitable[Any] = script(
-                keys=keys, args=[token, int(self.lease_seconds * 1000), *args]
-            )
-            return reply
-
+        keys = [
+            self.keys.turn_lease(session_key),
+            self.keys.claim_epoch(session_key),
+            self.keys.mailbox(session_key),
+        ]
+        request = _ScriptCall(script, keys, [token, int(self.lease_seconds * 1000), *args])
         commands = (request,) if first is None else (first, request)
         epoch, *head = (await self._in_order(*commands))[-1]
         if not epoch:
@@ -371,17 +387,8 @@ class RedisMailboxes:
 
     async def pending(self) -> list[str]:
         """Sessions with waiting work whose turn lease nobody holds: the set's members, then
-        whether each lease exists (a hint for a sweep; the claim it leads to is atomic).
-
-        On a batching client the first look waits up to `LATER_SECONDS` for company: the
-        worker's periodic sweep rides with a turn's writes rather than taking a round trip of
-        its own.
-        """
-        listed: Awaitable[Any]
-        if isinstance(self.client, BatchingRedis):
-            listed = self.client.execute_later("SMEMBERS", self.keys.mailboxes())
-        else:
-            listed = self.client.smembers(self.keys.mailboxes())
+        whether each lease exists (a hint for a sweep; the claim it leads to is atomic)."""
+        listed = self.client.smembers(self.keys.mailboxes())
         members = sorted(
             m.decode() if isinstance(m, bytes) else str(m) for m in await _call(listed)
         )
@@ -407,6 +414,27 @@ def _quick_retry() -> Retry:
     command may be sent twice: each is idempotent, or at worst leaves a lease to lapse.
     """
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
+
+
+@dataclass(frozen=True)
+class _ScriptCall:
+    """A registered script to run on `keys` with `args`, among `_in_order`'s commands."""
+
+    script: AsyncScript
+    keys: list[Any]
+    args: list[Any]
+
+
+# A command's arguments (`("SADD", key, member)`), or a script call.
+_Command = tuple[Any, ...] | _ScriptCall
+
+
+def _send(client: AnyRedis, command: _Command) -> Awaitable[Any]:
+    """`command` sent on its own."""
+    if isinstance(command, _ScriptCall):
+        reply: Awaitable[Any] = command.script(keys=command.keys, args=command.args, client=client)
+        return reply
+    return client.execute_command(*command)
 
 
 async def _call(awaitable: Any) -> Any:

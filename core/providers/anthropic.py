@@ -18,7 +18,7 @@ import anthropic
 from core.errors import ProviderError, ProviderErrorKind
 from core.events import Finished, ModelEvent, StopReason, TextDelta
 from core.messages import ImagePart, Message, TextPart, ToolCall, Usage
-from core.providers._http import SdkPost, dumps, encode_body, parse_retry_after, tool_call_from_json
+from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest
 from core.providers.defaults import DEFAULT_MODELS
 
@@ -73,21 +73,12 @@ class AnthropicProvider:
     ) -> None:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top. The
         # SDK's aiohttp transport, as for OpenAI (core/providers/openai.py).
-        http = anthropic.DefaultAioHttpClient(timeout=timeout)
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key,
             base_url=base_url,
             max_retries=0,
             timeout=timeout,
-            http_client=http,
-        )
-        # The SDK's client, headers and errors without its per-request pipeline (SdkPost).
-        self._post = SdkPost(
-            self._client,
-            http,
-            "/v1/messages",
-            timeout_error=anthropic.APITimeoutError,
-            connection_error=anthropic.APIConnectionError,
+            http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
         self._conversations: OrderedDict[int, _Conversation] = OrderedDict()
@@ -103,15 +94,19 @@ class AnthropicProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one Messages API call as model events."""
         try:
-            # The body encoded here keeps the SDK's auth, errors and stream decoding but skips
-            # what grows with the conversation: the typed transform of `messages.create` and
-            # the copy of the whole body the SDK's `post` makes of a `body=` (together about
-            # 10 ms a call at 800 messages). Each message is encoded once and reused by later
-            # steps and turns.
+            # The body encoded here, sent as bytes through the SDK's documented low-level
+            # `post` (its auth, errors and stream decoding), skips what grows with the
+            # conversation: the typed transform of `messages.create` and the copy the SDK
+            # makes of a `body=` (together about 10 ms a call at 800 messages). Each message
+            # is encoded once and reused by later steps and turns.
             body = encode_body(self._params(request), self._messages_json(request.messages))
             # Events as decoded JSON: a typed model per event is work nobody reads.
-            response = anthropic.AsyncStream[object](
-                cast_to=object, response=await self._post(body), client=self._client
+            response = await self._client.post(
+                "/v1/messages",
+                cast_to=object,
+                content=body,
+                stream=True,
+                stream_cls=anthropic.AsyncStream[object],
             )
             async with response:
                 async for event in self._events(response, request.model):

@@ -1,11 +1,11 @@
 """Chat Completions through the official `openai` SDK: OpenAI and every compatible server.
 
 Ollama, vLLM, llama.cpp and OpenRouter speak the same API at another base URL. The request
-body is encoded here (each message once, then reused) and posted over the SDK's own HTTP
-client with the SDK's headers and error types (`SdkPost`), skipping its typed-parameter
-transform (which walks the whole history on every call) and its per-request pipeline.
-The stream is decoded by the SDK (`AsyncStream[object]`: its SSE decoding and its errors)
-as plain dicts: no pydantic chunk model is built per event, which had been most of a turn's
+body is encoded here (each message once, then reused) and sent with the SDK's documented
+low-level `post` (its headers, auth, errors and transport), skipping the typed-parameter
+transform of `chat.completions.create`, which walks the whole history on every call. The
+stream is decoded by the SDK (`AsyncStream[object]`: its SSE decoding and its errors) as plain
+dicts: no pydantic chunk model is built per event, which had been most of a turn's
 client-side cost.
 """
 
@@ -16,12 +16,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx2
 import openai
 
 from core.errors import ProviderError, ProviderErrorKind
 from core.events import Finished, ModelEvent, StopReason, TextDelta
 from core.messages import ImagePart, Message, TextPart, Usage
-from core.providers._http import SdkPost, dumps, encode_body, parse_retry_after, tool_call_from_json
+from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest, ToolSpec
 from core.providers.defaults import DEFAULT_MODELS
 
@@ -77,22 +78,13 @@ class OpenAIProvider:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
         # The SDK's aiohttp transport: its connection pool costs a fraction of the default
         # one's CPU per request, whose every request checked each pooled connection
-        # (docs/performance.md, W3). Requests go over it with the SDK's headers and errors
-        # but without its per-request pipeline (SdkPost).
-        http = openai.DefaultAioHttpClient(timeout=timeout)
+        # (docs/performance.md, W3).
         self._client = openai.AsyncOpenAI(
             api_key=api_key,
             base_url=base_url,
             max_retries=0,
             timeout=timeout,
-            http_client=http,
-        )
-        self._post = SdkPost(
-            self._client,
-            http,
-            "/chat/completions",
-            timeout_error=openai.APITimeoutError,
-            connection_error=openai.APIConnectionError,
+            http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
         host = urlparse(str(self._client.base_url)).hostname or ""
@@ -112,16 +104,36 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one Chat Completions call as model events."""
         try:
-            # Chunks as decoded JSON: building a ChatCompletionChunk model for each of them
-            # cost more than everything else the client does in a turn.
-            response = openai.AsyncStream[object](
-                cast_to=object, response=await self._post(self._body(request)), client=self._client
-            )
+            response = await self._post(self._body(request))
             async with response:
                 async for event in self._events(response, request.model):
                     yield event
         except openai.APIError as exc:
             raise classify_openai_error(exc, self._key_variable) from exc
+
+    async def _post(self, body: bytes) -> openai.AsyncStream[object]:
+        """The streamed response to `body`, through the SDK's public low-level `post`; every
+        failure to get an answer raised as one of the SDK's errors."""
+        try:
+            # Chunks as decoded JSON: building a ChatCompletionChunk model for each of them
+            # cost more than everything else the client does in a turn.
+            return await self._client.post(
+                "/chat/completions",
+                cast_to=object,
+                content=body,
+                # The authentication `chat.completions.create` asks for.
+                options={"security": {"bearer_auth": True}},
+                stream=True,
+                stream_cls=openai.AsyncStream[object],
+            )
+        except openai.APIError:
+            raise
+        except Exception as exc:
+            # The SDK lets a transport error it does not map through as it came (a malformed
+            # response, aiohttp's `ClientResponseError`): it kept the request from an answer,
+            # so it is the connection error our retries and fallback know.
+            url = f"{self._client.base_url}chat/completions"
+            raise openai.APIConnectionError(request=httpx2.Request("POST", url)) from exc
 
     def _body(self, request: ModelRequest) -> bytes:
         """The request as JSON; each message is translated and encoded once, later steps and

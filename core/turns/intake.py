@@ -96,8 +96,8 @@ class InboundHandler:
         """Answer `inbound` unless it was answered before; mark it answered.
 
         `done` is the caller's own last write for the message (the worker's: taking it out of
-        its mailbox). When given, it is made together with the processed mark, after it and in
-        the same round trip on Redis; the caller sees whether it was by its own bookkeeping.
+        its mailbox). When given, it is made together with the processed mark; the caller
+        sees whether it was by its own bookkeeping.
         """
         if inbound.origin != "user":
             if await self.store.is_processed(inbound.dedupe_key):
@@ -112,7 +112,7 @@ class InboundHandler:
             await self._settle(inbound, done)
             return
         # A person's message: the reads it needs are independent, so they are asked for at
-        # once (one round trip on Redis, where the process batches them): its processed mark,
+        # once: its processed mark,
         # its person's access, its checkpoint, and (for what may become a turn) how it stands
         # against the rate limits and its session (looked up only: a stranger's message
         # makes none).
@@ -150,9 +150,8 @@ class InboundHandler:
         done: Callable[[], Awaitable[None]] | None,
         finished: str | None = None,
     ) -> None:
-        """The message's last writes, issued together (one round trip on Redis, in this
-        order): its turn's checkpoint marked completed (`finished`: its run key), its
-        processed mark, and the caller's `done`."""
+        """The message's last writes, issued at once: its turn's checkpoint marked completed
+        (`finished`: its run key), its processed mark, and the caller's `done`."""
         writes: list[Awaitable[object]] = []
         if finished is not None:
             writes.append(
@@ -240,7 +239,7 @@ class InboundHandler:
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
             return None  # the user was told to send it again
         # A conversation's first turn makes its session under an id chosen here, with the
-        # checkpoint's save (one round trip on Redis, not two).
+        # checkpoint's save.
         session_id = new_session_id() if session is None else session.id
         context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
         checkpoint = self._checkpoint(inbound, session_id, found)

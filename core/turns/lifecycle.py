@@ -41,8 +41,7 @@ class Lifecycle:
     and output) is scrubbed of secrets first.
 
     The turn does not wait for them: one sender task per process publishes them in order while
-    the turn goes on, so an event leaves together with what the turn sends next on the bus
-    (on Redis, the same round trip: core/redis_client.py) instead of costing one of its own.
+    the turn goes on.
     """
 
     def __init__(
@@ -102,14 +101,7 @@ class Lifecycle:
 
     async def _send(self) -> None:
         while self._outgoing:
-            # Everything queued goes at once, in order (one pipeline on Redis): sending one
-            # event per round trip fell behind when many turns ran at once.
-            batch = list(self._outgoing)
-            self._outgoing.clear()
-            if len(batch) == 1:
-                await self._publish_one(batch[0])
-            else:
-                await asyncio.gather(*(self._publish_one(e) for e in batch))
+            await self._publish_one(self._outgoing.popleft())
 
     async def _publish_one(self, envelope: EventEnvelope) -> None:
         try:

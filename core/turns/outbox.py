@@ -73,8 +73,5 @@ class Outbox:
                 outbound_queue(inbound.address.platform),
                 outbound,
                 dedupe_id=f"{inbound.dedupe_key}:final" if final else None,
-                # A streamed piece may wait a moment for company (on Redis it then leaves
-                # with the call's cost and answer instead of in a round trip of its own).
-                later=kind == "delta",
             )
         )

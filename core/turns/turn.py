@@ -133,7 +133,7 @@ class TurnRunner:
         checkpoint is marked completed when the turn has an outcome, unless `finish` is False
         (the caller finishes it, together with its own last writes). `admitted`: see
         `AgentRuntime.run`. With `typing` (and `shown`), the typing indicator is sent as the
-        runtime starts its steps (with their first writes, one round trip on Redis).
+        runtime starts its steps (with their first writes).
         """
         message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
         policy = self.outbox.policy(inbound.address.platform) if shown else None

@@ -182,27 +182,6 @@ async def test_entries_come_out_in_order_with_distinct_ids(bus: Bus, queue: str)
     assert [d.envelope for d in received] == payloads
 
 
-async def test_an_entry_enqueued_later_keeps_its_place_among_the_others(
-    bus: Bus, queue: str
-) -> None:
-    # `later` only lets an append wait a moment for company: issued between two others, it
-    # is delivered between them, with its own id.
-    payloads = [_outbound(f"n{n}") for n in range(3)]
-    first = await bus.enqueue(queue, payloads[0])
-    held = asyncio.create_task(bus.enqueue(queue, payloads[1], later=True))
-    await asyncio.sleep(0)
-    last = await bus.enqueue(queue, payloads[2], dedupe_id=f"{queue}:last")
-    ids = [first, await held, last]
-    assert None not in ids and len(set(ids)) == 3
-
-    received = []
-    for _ in ids:
-        delivery = await _receive(bus, queue)
-        received.append(delivery.envelope)
-        await delivery.ack()
-    assert received == payloads
-
-
 async def test_queues_are_separate(bus: Bus, queue: str) -> None:
     other = f"{queue}.other"
     await bus.enqueue(other, _outbound("elsewhere"))

@@ -69,6 +69,9 @@ async def serving(
     `tools` and `confirm_timeout` go to `running_bot` (extra tools; the confirmation gate).
     Yields once the bot has identified and the fake has sent READY and its GUILD_CREATE.
     """
+    # The fake sends its servers with READY: no need to wait 2 s for more (a stop before the
+    # ready event waits for it).
+    options.setdefault("ready_timeout", 0.05)
     adapter = DiscordAdapter(
         DiscordSettings(
             token=SecretStr(fake.token),

@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from redis.asyncio.connection import Connection
 
-from core.redis_client import QuickConnection
 
-
-def count_writes(monkeypatch: pytest.MonkeyPatch, kind: type[Any] = QuickConnection) -> list[int]:
+def count_writes(monkeypatch: pytest.MonkeyPatch, kind: type[Any] = Connection) -> list[int]:
     """A list that gains an item for each write a `kind` connection makes from now on."""
     writes: list[int] = []
     send = kind.send_packed_command
@@ -22,9 +21,7 @@ def count_writes(monkeypatch: pytest.MonkeyPatch, kind: type[Any] = QuickConnect
     return writes
 
 
-def record_writes(
-    monkeypatch: pytest.MonkeyPatch, kind: type[Any] = QuickConnection
-) -> list[bytes]:
+def record_writes(monkeypatch: pytest.MonkeyPatch, kind: type[Any] = Connection) -> list[bytes]:
     """A list that gains the bytes of each write a `kind` connection makes from now on."""
     writes: list[bytes] = []
     send = kind.send_packed_command

@@ -118,6 +118,7 @@ async def test_discord_typing_tasks_end_before_the_adapter_does(
             api_url=fake.api_url,
             gateway_url=fake.gateway_url,
             typing_interval=0.01,  # the renewal, which asks the records, comes at once
+            ready_timeout=0.05,
         ),
         menu=[],
         replies=_replies(records),

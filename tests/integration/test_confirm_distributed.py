@@ -81,9 +81,8 @@ class HeldIntake:
         envelope: BusPayload,
         *,
         dedupe_id: str | None = None,
-        later: bool = False,
     ) -> str | None:
-        return await self._bus.enqueue(queue, envelope, dedupe_id=dedupe_id, later=later)
+        return await self._bus.enqueue(queue, envelope, dedupe_id=dedupe_id)
 
 
 @dataclass

@@ -513,6 +513,7 @@ def _adapter(fake: FakeDiscord, token: str | None = None) -> DiscordAdapter:
             token=SecretStr(token or fake.token),
             api_url=fake.api_url,
             gateway_url=fake.gateway_url,
+            ready_timeout=0.05,
         ),
         menu=MENU,
     )
@@ -545,6 +546,34 @@ async def test_stopping_restores_discord_py_endpoints(fake_discord: FakeDiscord)
         await running
     assert (Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY) == saved
     assert Route.BASE == "https://discord.com/api/v10"
+
+
+async def test_a_stop_before_the_ready_event_leaves_no_discord_py_task_behind(
+    fake_discord: FakeDiscord,
+) -> None:
+    adapter = DiscordAdapter(
+        replies=_replies(),
+        settings=DiscordSettings(
+            token=SecretStr(fake_discord.token),
+            api_url=fake_discord.api_url,
+            gateway_url=fake_discord.gateway_url,
+            ready_timeout=0.5,  # the stop below comes while discord.py waits for servers
+        ),
+        menu=MENU,
+    )
+    running = asyncio.create_task(adapter.run(_sink))
+    await fake_discord.wait_ready(PATIENCE)
+    await adapter.stop()
+    async with asyncio.timeout(PATIENCE):
+        await running
+
+    # discord.py's wait for the servers is a task of its own that close() does not end.
+    waiting = [
+        task
+        for task in asyncio.all_tasks()
+        if not task.done() and "_delay_ready" in task.get_coro().__qualname__  # type: ignore[union-attr]
+    ]
+    assert waiting == []
 
 
 # --- secrets -------------------------------------------------------------------------------

@@ -11,18 +11,17 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, cast
+from typing import cast
 
 import pytest
 import redis.asyncio as aioredis
 from redis.typing import EncodableT, FieldT
 
-import core.redis_client as redis_client_module
 from core.bus import RedisBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import BusError
 from core.redis_keys import RedisKeys
-from tests.integration.redis_writes import count_writes, record_writes
+from tests.integration.redis_writes import record_writes
 from tests.redis_server import RedisServer
 
 LEASE = 0.2
@@ -159,66 +158,9 @@ async def test_maxlen_keeps_the_stream_bounded(
     assert await raw.xrange(KEYS.queue_stream(queue), first_id, first_id) == []
 
 
-async def test_an_entry_enqueued_later_leaves_with_the_next_command_or_alone(
-    open_bus: OpenBus, queue: str, raw: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    bus = await open_bus()
-    # Connected, and the script of an enqueue under a dedupe id loaded, before counting.
-    await bus.enqueue(queue, _outbound("warm"), dedupe_id=f"{queue}:warm")
-    writes = count_writes(monkeypatch)
-    piece = Outbound(kind="delta", address=ADDRESS, text="the ans", seq=1)
-    held = asyncio.create_task(bus.enqueue(queue, piece, later=True))
-    # Held: a command issued alone leaves within two turns of the event loop, this one not.
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert writes == [] and not held.done()
-    final_id = await bus.enqueue(queue, _outbound("the answer"), dedupe_id=f"{queue}:final")
-    piece_id = await held
-
-    assert len(writes) == 1  # the piece went with the final reply's script
-    alone = await bus.enqueue(queue, _outbound("later, alone"), later=True)  # the timer
-    assert len(writes) == 2
-    entries = await _entries(raw, KEYS.queue_stream(queue))
-    assert [entry_id.decode() for entry_id, _ in entries[1:]] == [piece_id, final_id, alone]
-
-
 def _first_command(write: bytes) -> bytes:
     """The name of the first command in one write (`*N`, `$len`, name)."""
     return write.split(b"\r\n", 3)[2]
-
-
-async def test_the_look_after_a_wait_that_brought_nothing_leaves_with_the_next_command(
-    open_bus: OpenBus, queue: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Waits of 0.05 s for new entries (half the lease); the look for expired leases after one
-    # that brought nothing is held for company (for a minute here, so it cannot go alone).
-    bus = await open_bus(lease_seconds=0.1)
-    monkeypatch.setattr(redis_client_module, "LATER_SECONDS", 60.0)
-    held = asyncio.Event()
-    assert isinstance(bus._batched, redis_client_module.BatchingRedis)
-    hold = bus._batched.execute_later
-
-    async def holding(*args: Any, **options: Any) -> Any:
-        held.set()
-        return await hold(*args, **options)
-
-    monkeypatch.setattr(bus._batched, "execute_later", holding)
-    writes = record_writes(monkeypatch)
-    receiving = asyncio.create_task(bus.receive(queue, consumer="c", timeout=None))
-    await asyncio.wait_for(held.wait(), PATIENCE)  # a wait brought nothing: the look is held
-    assert not receiving.done()
-    # One wait, the last write: the held look has not left.
-    assert [_first_command(write) for write in writes].count(b"XREADGROUP") == 1
-    assert _first_command(writes[-1]) == b"XREADGROUP"
-    looked = len(writes)
-
-    await bus.enqueue(queue, _outbound("hello"))
-    delivery = await asyncio.wait_for(receiving, PATIENCE)
-
-    assert delivery is not None and cast(Outbound, delivery.envelope).text == "hello"
-    together = writes[looked]  # the enqueue's write carried the held look
-    assert together.count(b"\r\nEVALSHA\r\n") == 1 and together.count(b"\r\nXADD\r\n") == 1
-    await delivery.ack()
 
 
 async def test_a_receive_after_one_that_waited_in_vain_waits_for_new_work_first(
@@ -247,21 +189,6 @@ async def test_a_receive_after_one_that_waited_in_vain_waits_for_new_work_first(
     writes.clear()
     assert await bus.receive(queue, consumer="c", timeout=0.01) is None
     assert _first_command(writes[0]) == b"EVALSHA"
-
-
-async def test_entries_enqueued_later_keep_the_stream_bounded(
-    open_bus: OpenBus, queue: str, raw: aioredis.Redis
-) -> None:
-    bus = await open_bus(maxlen=10)
-    ids = await asyncio.gather(
-        *(bus.enqueue(queue, _outbound(f"n{n}"), later=True) for n in range(500))
-    )
-
-    first = ids[0]
-    assert first is not None and None not in ids and len(set(ids)) == 500
-    length = await raw.xlen(KEYS.queue_stream(queue))
-    assert 10 <= length <= 10 + 100  # `MAXLEN ~`, as for any entry
-    assert await raw.xrange(KEYS.queue_stream(queue), first, first) == []
 
 
 async def test_an_undecodable_entry_is_dead_lettered_without_blocking_the_queue(

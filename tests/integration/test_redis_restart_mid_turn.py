@@ -28,7 +28,7 @@ from core.mailbox.redis import RedisMailboxes
 from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply
-from core.redis_client import BatchingRedis, connect_redis
+from core.redis_client import connect_redis
 from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
@@ -121,9 +121,8 @@ async def restarted(server: RedisServer, log: _Log, tmp_path: Path) -> _Restarte
     store = await SqlStore.open(f"sqlite+aiosqlite:///{tmp_path / 'records.db'}")
     # As `bots/app.py` makes it: a dropped connection (the restart) is tried again quickly.
     retry = Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3)
-    shared = connect_redis(server.url, batching=True, retry=retry)
-    assert isinstance(shared, BatchingRedis)
-    bus = await RedisBus.connect(server.url, keys=KEYS, batched=shared)
+    shared = connect_redis(server.url, retry=retry)
+    bus = await RedisBus.connect(server.url, keys=KEYS, client=shared)
     gated = _Gated()
     # More steps, should a turn be run again: none may be.
     held: list[ScriptStep] = [gated] * CHATS

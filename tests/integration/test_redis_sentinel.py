@@ -55,7 +55,7 @@ def test_a_url_that_names_no_redis_is_one_line_without_its_password(url: str, sa
 async def test_a_client_made_through_the_sentinel_reaches_its_master(
     redis_sentinel: RedisSentinelServer,
 ) -> None:
-    client = redis_client(redis_sentinel.url, batching=True)
+    client = redis_client(redis_sentinel.url)
     try:
         key = f"sentinel-test:{uuid.uuid4().hex}"
         await client.set(key, b"through the sentinel")

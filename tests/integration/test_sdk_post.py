@@ -1,9 +1,9 @@
-"""`SdkPost` (core/providers/_http.py): the providers' requests leave as the SDK's own would.
+"""The providers' requests leave as the SDK's typed calls' would, through its public API.
 
-Both providers post over the SDK's HTTP client without the SDK's per-request pipeline. Each
-test sends one request the SDK's own way (its low-level `post`) and one through the provider,
-to the same fake, and compares what arrived; and a failure that never reached an answer comes
-back as the SDK's error type, classified.
+Both providers send a body they encoded themselves through the SDK's documented low-level
+`post`. Each test sends one request the SDK's typed way (`chat.completions.create`,
+`messages.create`) and one through the provider, to the same fake, and compares what arrived;
+and a failure comes back as the SDK's error type, classified.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import openai
 import pytest
 
 from core.errors import ProviderError
-from core.providers._http import SdkPost
 from core.providers.anthropic import AnthropicProvider
 from core.providers.openai import OpenAIProvider
 from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Stall, Text
@@ -25,14 +24,9 @@ from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.conftest import MakeAnthropic, MakeOpenAI
 from tests.integration.helpers import GPT, SONNET, collect, request
 
-# Telemetry headers the SDK's own pipeline makes for each request, left out on purpose, and
-# the body's length, which differs with the body.
-_PER_REQUEST = {
-    "x-stainless-retry-count",
-    "x-stainless-read-timeout",
-    "x-stainless-timeout",
-    "content-length",
-}
+# The body's length, which differs with the body; the SDK marks a typed streaming call as made
+# by its helper in some versions.
+_PER_REQUEST = {"content-length", "x-stainless-helper-method"}
 
 
 def _lasting(headers: dict[str, str]) -> dict[str, str]:
@@ -51,19 +45,21 @@ async def test_openai_requests_carry_the_sdks_own_headers(
 ) -> None:
     gpt = make_openai()
     fake_openai.script(Text("the SDK's way"), Text("ours"))
-    body = {"model": GPT, "messages": [{"role": "user", "content": "hi"}], "stream": True}
-    options: Any = {"security": {"bearer_auth": True}}
-    stream_cls = openai.AsyncStream[object]
-    await _drain(
-        await gpt._client.post(
-            "/chat/completions",
-            body=body,
-            cast_to=object,
-            stream=True,
-            stream_cls=stream_cls,
-            options=options,
-        )
+    sdk = openai.AsyncOpenAI(
+        api_key=TEST_API_KEY,
+        base_url=fake_openai.url,
+        max_retries=0,
+        timeout=10.0,
+        http_client=openai.DefaultAioHttpClient(timeout=10.0),
     )
+    try:
+        await _drain(
+            await sdk.chat.completions.create(
+                model=GPT, messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+        )
+    finally:
+        await sdk.close()
     events = await collect(gpt, request(GPT))
 
     assert any(getattr(e, "text", "") == "ours" for e in events)
@@ -79,23 +75,30 @@ async def test_anthropic_requests_carry_the_sdks_own_headers(
 ) -> None:
     claude = make_anthropic()
     fake_anthropic.script(Text("the SDK's way"), Text("ours"))
-    body = {"model": SONNET, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
-    stream_cls = anthropic.AsyncStream[object]
-    await _drain(
-        await claude._client.post(
-            "/v1/messages",
-            body={**body, "stream": True},
-            cast_to=object,
-            stream=True,
-            stream_cls=stream_cls,
-        )
+    sdk = anthropic.AsyncAnthropic(
+        api_key=TEST_API_KEY,
+        base_url=fake_anthropic.url,
+        max_retries=0,
+        timeout=10.0,
+        http_client=anthropic.DefaultAioHttpClient(timeout=10.0),
     )
+    try:
+        await _drain(
+            await sdk.messages.create(
+                model=SONNET,
+                max_tokens=64,
+                messages=[{"role": "user", "content": "hi"}],
+                stream=True,
+            )
+        )
+    finally:
+        await sdk.close()
     events = await collect(claude, request(SONNET))
 
     assert any(getattr(e, "text", "") == "ours" for e in events)
     theirs, ours = (recorded.headers for recorded in fake_anthropic.requests)
     assert _lasting(ours) == _lasting(theirs)
-    assert ours["anthropic-version"] == anthropic._constants.ANTHROPIC_API_VERSION
+    assert ours["anthropic-version"]
     assert ours["user-agent"].startswith("AsyncAnthropic/Python")
     assert [r.path for r in fake_anthropic.requests] == ["/v1/messages"] * 2
 
@@ -108,27 +111,46 @@ def _refusing_port() -> int:
     return port
 
 
-async def test_a_refused_connection_fails_as_the_sdks_own_request_does() -> None:
+async def test_a_refused_connection_fails_as_the_sdks_typed_request_does() -> None:
     # The SDKs' aiohttp transports report a refused connection as a timeout (OpenAI's) or a
-    # connection error (Anthropic's): the provider's error is the one the SDK's own `post`
+    # connection error (Anthropic's): the provider's error is the one the SDK's typed call
     # raises.
     url = f"http://127.0.0.1:{_refusing_port()}"
+    hi: Any = [{"role": "user", "content": "hi"}]
     gpt = OpenAIProvider(api_key=TEST_API_KEY, base_url=f"{url}/v1")
+    openai_sdk = openai.AsyncOpenAI(
+        api_key=TEST_API_KEY,
+        base_url=f"{url}/v1",
+        max_retries=0,
+        http_client=openai.DefaultAioHttpClient(),
+    )
     claude = AnthropicProvider(api_key=TEST_API_KEY, base_url=url)
-    providers: list[tuple[OpenAIProvider | AnthropicProvider, str, str]] = [
-        (gpt, GPT, "/chat/completions"),
-        (claude, SONNET, "/v1/messages"),
-    ]
-    for provider, model, path in providers:
-        try:
-            with pytest.raises(ProviderError) as caught:
-                await collect(provider, request(model))
-            with pytest.raises(Exception) as sdk:
-                await provider._client.post(path, body={}, cast_to=object)
-        finally:
-            await provider.aclose()
+    anthropic_sdk = anthropic.AsyncAnthropic(
+        api_key=TEST_API_KEY,
+        base_url=url,
+        max_retries=0,
+        http_client=anthropic.DefaultAioHttpClient(),
+    )
+    try:
+        with pytest.raises(ProviderError) as gpt_failed:
+            await collect(gpt, request(GPT))
+        with pytest.raises(openai.APIConnectionError) as openai_failed:
+            await openai_sdk.chat.completions.create(model=GPT, messages=hi, stream=True)
+        with pytest.raises(ProviderError) as claude_failed:
+            await collect(claude, request(SONNET))
+        with pytest.raises(anthropic.APIConnectionError) as anthropic_failed:
+            await anthropic_sdk.messages.create(
+                model=SONNET, max_tokens=64, messages=hi, stream=True
+            )
+    finally:
+        for closing in (gpt, claude, openai_sdk, anthropic_sdk):
+            await closing.close() if hasattr(closing, "close") else await closing.aclose()
+
+    for provider, caught, sdk in (
+        (gpt, gpt_failed, openai_failed),
+        (claude, claude_failed, anthropic_failed),
+    ):
         assert type(caught.value.__cause__) is type(sdk.value)
-        assert isinstance(sdk.value, openai.APIConnectionError | anthropic.APIConnectionError)
         assert caught.value.kind in ("server", "timeout")
         assert provider.name in str(caught.value)
 
@@ -218,37 +240,3 @@ async def test_a_malformed_answer_is_a_connection_error_we_retry(answer: bytes) 
         await claude.aclose()
         server.close()
         await server.wait_closed()
-
-
-async def test_headers_merge_whatever_their_case() -> None:
-    # The SDK merges its headers case-insensitively, a later one replacing an earlier one and
-    # `Omit` removing one: a custom `user-agent` replaces its `User-Agent`, not joins it.
-    http = anthropic.DefaultAioHttpClient()
-    custom: Any = {
-        "user-agent": "our-bot/1",
-        "X-Extra": "yes",
-        "x-stainless-lang": anthropic.Omit(),
-    }
-    client = anthropic.AsyncAnthropic(
-        api_key=TEST_API_KEY,
-        base_url="http://127.0.0.1:9",
-        http_client=http,
-        default_headers=custom,
-    )
-    post = SdkPost(
-        client,
-        http,
-        "/v1/messages",
-        timeout_error=anthropic.APITimeoutError,
-        connection_error=anthropic.APIConnectionError,
-    )
-    try:
-        headers = post._sdk_headers()
-    finally:
-        await client.close()
-
-    assert headers.get_list("user-agent") == ["our-bot/1"]
-    assert headers["x-extra"] == "yes"
-    assert "x-stainless-lang" not in headers
-    assert headers["anthropic-version"] == anthropic._constants.ANTHROPIC_API_VERSION
-    assert TEST_API_KEY in (headers.get("x-api-key"), headers.get("authorization", "")[7:])

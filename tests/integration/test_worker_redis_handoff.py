@@ -72,7 +72,7 @@ class _PutsAfterDone:
 async def test_work_put_after_done_released_the_claim_is_answered_without_the_sweep(
     redis_url: str, tmp_path: Path
 ) -> None:
-    shared = redis_client(redis_url, batching=True)
+    shared = redis_client(redis_url)
     bus = await RedisBus.connect(redis_url, keys=KEYS)
     store = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
     handler = _PutsAfterDone(bus)

@@ -147,11 +147,10 @@ class DecisionsRefused(MemoryBus):
         envelope: BusPayload,
         *,
         dedupe_id: str | None = None,
-        later: bool = False,
     ) -> str | None:
         if isinstance(envelope, Outbound) and envelope.kind == "decision":
             raise BusError("the bus is away")
-        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id, later=later)
+        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id)
 
 
 async def test_the_answer_stands_when_the_decision_cannot_be_shown() -> None:

@@ -27,12 +27,11 @@ class _FlakyBus(MemoryBus):
         envelope: BusPayload,
         *,
         dedupe_id: str | None = None,
-        later: bool = False,
     ) -> str | None:
         if self.failures:
             self.failures -= 1
             raise BusError("connection refused")
-        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id, later=later)
+        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id)
 
 
 class _Adapter:
