@@ -14,6 +14,7 @@ applies to a cluster restarting too.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import traceback
