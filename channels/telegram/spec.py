@@ -84,4 +84,6 @@ SPEC = ChannelSpec(
     stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.
     shows_progress=False,
+    # A stopped answer keeps its text, its message edited to say it was stopped.
+    edits_in_place=True,
 )

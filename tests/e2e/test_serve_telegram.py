@@ -61,6 +61,7 @@ async def test_serve_answers_telegram_by_long_polling(
         assert [c["command"] for c in fake.commands] == [
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",

@@ -345,6 +345,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
             "ask",
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",
