@@ -231,6 +231,9 @@ class Worker:
                 if is_stop_command(inbound):
                     # The running turn, wherever it runs, is stopped at once; the mailbox copy
                     # answers "nothing to stop" if none was (`core/stopping.py`).
+                    log.info(
+                        "passing on a stop of %s to whichever worker runs it", inbound.session_key
+                    )
                     await self._patiently(
                         "worker intake", lambda: self.bus.publish(CONTROL, inbound)
                     )
