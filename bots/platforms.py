@@ -82,7 +82,9 @@ class Platforms:
         (the worker paces its pieces so), and whether tool notes are shown at all."""
         return {
             spec.name: StreamPolicy(
-                interval=spec.stream_interval, shows_progress=spec.shows_progress
+                interval=spec.stream_interval,
+                shows_progress=spec.shows_progress,
+                edits_in_place=spec.edits_in_place,
             )
             for spec in self.specs
         }

@@ -137,6 +137,9 @@ class ChannelSpec:
     stream_interval: float = 1.0
     # Whether the platform shows `progress` Outbounds (notes on tool activity).
     shows_progress: bool = True
+    # Whether a reply's final text takes the place of its streamed pieces (edited messages),
+    # so a stopped answer keeps its text with a line saying so; else a notice follows them.
+    edits_in_place: bool = False
     # User ids trusted with everything by default (the person at a local terminal).
     operators: tuple[str, ...] = ()
     # What starts a chat command typed as a message there (`/new`; Slack keeps `/` for the

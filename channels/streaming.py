@@ -56,6 +56,10 @@ class ReplyTarget:
     # How to look up a message whose send may have reached the chat (None: the platform
     # cannot say; such a message is sent again).
     find: Find | None = None
+    # What `send` and `edit` put on each message besides its text (a Stop button while the
+    # reply streams; "" for nothing): part of a message's fingerprint, so a message shown
+    # with other controls is edited even when its text stays the same.
+    controls: str = ""
 
 
 def sealed_parts(text: str, size: int) -> tuple[list[str], str]:
@@ -172,7 +176,7 @@ class ReplyStreams:
         Returns the record as last saved (a send noted before it is made, see `find`).
         """
         for index, chunk in enumerate(chunks):
-            fingerprint = digest(chunk)
+            fingerprint = digest(f"{into.controls}\n{chunk}" if into.controls else chunk)
             if index < len(shown):
                 if shown[index].digest != fingerprint:
                     await into.edit(shown[index].message_id, chunk)

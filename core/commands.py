@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.envelopes import Inbound
 from core.pricing import format_usd
 from core.scheduling.commands import cancel_schedule, list_chat_schedules
+from core.stopping import NOTHING_TO_STOP, STOP_COMMAND
 
 if TYPE_CHECKING:
     from core.store.base import Store
@@ -133,6 +134,12 @@ async def _cost(context: CommandContext) -> str:
     )
 
 
+async def _stop(context: CommandContext) -> str:
+    # Reached only when no turn was stopped by it: the worker that stops one marks the
+    # command processed first (`core/stopping.py`).
+    return NOTHING_TO_STOP
+
+
 async def _help(context: CommandContext) -> str:
     return context.registry.help_text(admin=context.is_admin)
 
@@ -173,6 +180,10 @@ def builtin_commands() -> Sequence[ChatCommand]:
                 name="cost", description="What this conversation has cost", aliases=("usage",)
             ),
             _cost,
+        ),
+        ChatCommand(
+            CommandInfo(name=STOP_COMMAND, description="Stop the answer being written"),
+            _stop,
         ),
         ChatCommand(
             CommandInfo(name="help", description="How to talk to this bot", aliases=("start",)),

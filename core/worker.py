@@ -38,6 +38,7 @@ from core.fencing import FenceOvertaken
 from core.logcontext import log_context
 from core.mailbox.base import Claim, Mailboxes
 from core.readiness import Readiness, keep_trying
+from core.stopping import is_stop, is_stop_command
 from core.store.base import Store
 from core.tasks import cancel_and_wait
 from core.turns.intake import InboundHandler
@@ -101,7 +102,8 @@ class Worker:
         # `done` that emptied the box and released the claim with it would otherwise wait
         # for the sweep.
         self._again: set[str] = set()
-        self._running: dict[str, asyncio.Event] = {}
+        # The item each session's drain handles now, with the event that cancels its turn.
+        self._running: dict[str, tuple[Inbound, asyncio.Event]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self._runner: asyncio.Task[Any] | None = None
@@ -226,7 +228,16 @@ class Worker:
                 # Putting it twice (a retry after a put that did land) keeps one copy: the
                 # mailbox is a set of encoded envelopes.
                 await self._hand_over(inbound)
-                if self._may_answer(inbound):
+                if is_stop_command(inbound):
+                    # The running turn, wherever it runs, is stopped at once; the mailbox copy
+                    # answers "nothing to stop" if none was (`core/stopping.py`).
+                    log.info(
+                        "passing on a stop of %s to whichever worker runs it", inbound.session_key
+                    )
+                    await self._patiently(
+                        "worker intake", lambda: self.bus.publish(CONTROL, inbound)
+                    )
+                elif self._may_answer(inbound):
                     # A typed yes/no may answer a question another worker holds; that worker
                     # marks it processed, so the mailbox copy is then skipped (core/confirm.py).
                     await self._patiently(
@@ -424,7 +435,8 @@ class Worker:
         place of the answer the next holder gives).
         """
         key = inbound.session_key
-        cancel = self._running[key] = asyncio.Event()
+        cancel = asyncio.Event()
+        self._running[key] = (inbound, cancel)
         # Every line logged while it is handled names its platform and session.
         with log_context(platform=inbound.address.platform, session=key):
             turn = asyncio.create_task(
@@ -457,7 +469,7 @@ class Worker:
                 if not task.done():
                     with contextlib.suppress(Exception):
                         await cancel_and_wait(task)
-            if self._running.get(key) is cancel:
+            if (running := self._running.get(key)) is not None and running[1] is cancel:
                 del self._running[key]
         return None
 
@@ -466,10 +478,10 @@ class Worker:
         while True:
             try:
                 async for envelope in control:
-                    if isinstance(envelope, Inbound) and envelope.kind == "cancel":
-                        running = self._running.get(envelope.session_key)
-                        if running is not None:
-                            running.set()
+                    if isinstance(envelope, Inbound) and is_stop(envelope):
+                        # A task: the checks and writes must not hold up other chats' stops
+                        # and answers.
+                        self._spawn(self._stop(envelope))
                     elif isinstance(envelope, Inbound) and self.confirmations is not None:
                         await self.confirmations.answer(envelope)
                 return  # the bus closed
@@ -481,6 +493,18 @@ class Worker:
                 self.readiness, "worker control", lambda: self.bus.subscribe(CONTROL)
             )
             self._control = control
+
+    async def _stop(self, request: Inbound) -> None:
+        """Stop the turn this worker runs in `request`'s chat, if it runs one and the person
+        may (an item that is not a turn, such as a command, is left be)."""
+        running = self._running.get(request.session_key)
+        if running is None or running[0].kind != "message":
+            return
+        turn, cancel = running
+        try:
+            await self.handler.stop(turn, request, cancel)
+        except Exception as exc:
+            log.warning("could not stop the turn of %s: %s", request.session_key, exc)
 
     def _answers(self, inbound: Inbound) -> bool:
         """Whether `inbound` is the yes or no to a confirmation its session's turn waits for."""

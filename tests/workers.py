@@ -77,7 +77,11 @@ def stream_policies(interval: float) -> dict[str, StreamPolicy]:
     """Every platform paced at `interval` (tests need not wait a second), progress shown
     where its ChannelSpec says."""
     return {
-        name: StreamPolicy(interval=interval, shows_progress=policy.shows_progress)
+        name: StreamPolicy(
+            interval=interval,
+            shows_progress=policy.shows_progress,
+            edits_in_place=policy.edits_in_place,
+        )
         for name, policy in REGISTERED.stream_policies().items()
     }
 

@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from channels.attachments import DocumentReader, ReceivedImages
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
-from channels.discord.buttons import custom_id, press_inbound, question_view
+from channels.discord.buttons import custom_id, press_inbound, question_view, stop_view
 from channels.discord.checks import DEFAULT_API_URL
 from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
@@ -493,9 +493,9 @@ class DiscordAdapter:
             await self._sink(inbound)
 
     async def receive_press(self, interaction: discord.Interaction) -> None:
-        """A confirmation button was pressed: acknowledge it at once (Discord wants an answer
-        within 3 s; the message changes when the waiting turn has decided), then hand the
-        answer over."""
+        """A confirmation or Stop button was pressed: acknowledge it at once (Discord wants an
+        answer within 3 s; the message changes when the waiting turn has decided, or the
+        stopped one has ended), then hand the answer or stop request over."""
         chat, thread = _place(interaction.channel)
         address = self._address(chat or interaction.channel_id or 0, thread)
         inbound = press_inbound(interaction, address)
@@ -664,14 +664,22 @@ class DiscordAdapter:
             replied_user=True,
         )
         interaction = ask.live_interaction() if ask else None
+        # An answer being written carries a Stop button; the final text's edit takes it away.
+        streaming = outbound.kind == "delta"
         if interaction is not None:
-            send, edit = _interaction_calls(interaction, mentions)
+            send, edit = _interaction_calls(interaction, mentions, stop=streaming)
         else:
             key = outbound.reply_to or outbound.id
             send, edit = self._channel_calls(
-                outbound.address, key, ask, mentions, question=outbound.question
+                outbound.address, key, ask, mentions, question=outbound.question, stop=streaming
             )
-        return ReplyTarget(send=send, edit=edit, render=discord_chunks, part_size=DISCORD_LIMIT)
+        return ReplyTarget(
+            send=send,
+            edit=edit,
+            render=discord_chunks,
+            part_size=DISCORD_LIMIT,
+            controls="stop" if streaming else "",
+        )
 
     def _channel_calls(
         self,
@@ -681,9 +689,11 @@ class DiscordAdapter:
         mentions: discord.AllowedMentions,
         *,
         question: str | None = None,
+        stop: bool = False,
     ) -> tuple[_Send, _Edit]:
         """Send and edit in a channel; a confirmation `question` gets its buttons on its first
-        message."""
+        message; with `stop`, every message gets the Stop button (without, an edit takes it
+        away)."""
         assert self._client is not None
         target = int(address.thread or address.chat)
         channel = self._client.get_partial_messageable(target)
@@ -699,24 +709,39 @@ class DiscordAdapter:
                 view = question_view(question)
                 sending = channel.send(chunk, allowed_mentions=mentions, nonce=nonce, view=view)
             elif quote is None:
-                sending = channel.send(chunk, allowed_mentions=mentions, nonce=nonce)
+                sending = channel.send(
+                    chunk, allowed_mentions=mentions, nonce=nonce, **_with_stop(stop)
+                )
             else:
                 reference = discord.MessageReference(
                     message_id=quote, channel_id=target, fail_if_not_exists=False
                 )
                 sending = channel.send(
-                    chunk, allowed_mentions=mentions, reference=reference, nonce=nonce
+                    chunk,
+                    allowed_mentions=mentions,
+                    reference=reference,
+                    nonce=nonce,
+                    **_with_stop(stop),
                 )
             message = await _translate(sending)
             if message.content != chunk:  # the one sent before shows an earlier text
-                await _translate(message.edit(content=chunk, allowed_mentions=mentions))
+                # (A question's buttons stay; an answer's Stop button comes or goes.)
+                if question is not None and index == 0:
+                    fixing = message.edit(content=chunk, allowed_mentions=mentions)
+                else:
+                    fixing = message.edit(
+                        content=chunk, allowed_mentions=mentions, view=_stop_or_none(stop)
+                    )
+                await _translate(fixing)
             if address.thread:
                 self._threads.add(target)
             return str(message.id)
 
         async def edit(message_id: str, chunk: str) -> None:
             partial = channel.get_partial_message(int(message_id))
-            await _translate(partial.edit(content=chunk, allowed_mentions=mentions))
+            await _translate(
+                partial.edit(content=chunk, allowed_mentions=mentions, view=_stop_or_none(stop))
+            )
 
         return send, edit
 
@@ -777,36 +802,56 @@ class DiscordAdapter:
 
 
 def _interaction_calls(
-    interaction: discord.Interaction, mentions: discord.AllowedMentions
+    interaction: discord.Interaction, mentions: discord.AllowedMentions, *, stop: bool = False
 ) -> tuple[_Send, _Edit]:
     """Send and edit for a slash command's answer: its deferred response first, then
-    follow-up messages for what does not fit."""
+    follow-up messages for what does not fit; with `stop`, each carries the Stop button
+    (without, an edit takes it away)."""
     original = "@original"
 
     async def send(index: int, chunk: str) -> str:
         if index == 0:
             await _translate(
-                interaction.edit_original_response(content=chunk, allowed_mentions=mentions)
+                interaction.edit_original_response(
+                    content=chunk, allowed_mentions=mentions, view=_stop_or_none(stop)
+                )
             )
             return original
         message = await _translate(
-            interaction.followup.send(chunk, allowed_mentions=mentions, wait=True)
+            interaction.followup.send(
+                chunk, allowed_mentions=mentions, wait=True, **_with_stop(stop)
+            )
         )
         return str(message.id)
 
     async def edit(message_id: str, chunk: str) -> None:
         if message_id == original:
             await _translate(
-                interaction.edit_original_response(content=chunk, allowed_mentions=mentions)
+                interaction.edit_original_response(
+                    content=chunk, allowed_mentions=mentions, view=_stop_or_none(stop)
+                )
             )
         else:
             await _translate(
                 interaction.followup.edit_message(
-                    int(message_id), content=chunk, allowed_mentions=mentions
+                    int(message_id),
+                    content=chunk,
+                    allowed_mentions=mentions,
+                    view=_stop_or_none(stop),
                 )
             )
 
     return send, edit
+
+
+def _stop_or_none(stop: bool) -> discord.ui.View | None:
+    """The Stop button for an edit, or None, which takes any button away."""
+    return stop_view() if stop else None
+
+
+def _with_stop(stop: bool) -> dict[str, Any]:
+    """The Stop button for a send, if it gets one."""
+    return {"view": stop_view()} if stop else {}
 
 
 def _place(channel: object) -> tuple[int, int | None]:

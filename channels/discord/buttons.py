@@ -1,5 +1,6 @@
-"""Confirmation buttons on Discord: a message component row under the question, and the
-component interaction a press sends, read as an `answer` Inbound (`core/confirm.py`)."""
+"""Buttons on Discord: Allow / Refuse under a confirmation question, read back as an `answer`
+Inbound (`core/confirm.py`), and Stop under an answer being written, read back as a `cancel`
+Inbound (`core/stopping.py`); a press arrives as a component interaction."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import discord
 
 from core.confirm import BUTTONS, answer_inbound, button_value
 from core.envelopes import Address, Inbound
+from core.stopping import STOP_BUTTON, STOP_LABEL, stop_inbound
 
-__all__ = ["press_inbound", "question_view"]
+__all__ = ["press_inbound", "question_view", "stop_view"]
 
 
 def question_view(question_id: str) -> discord.ui.View:
@@ -33,6 +35,19 @@ def question_view(question_id: str) -> discord.ui.View:
     return view
 
 
+def stop_view() -> discord.ui.View:
+    """The Stop button under an answer while it is written (stopped before it is sent, as
+    `question_view` says)."""
+    view = discord.ui.View(timeout=None)
+    view.add_item(
+        discord.ui.Button(
+            label=STOP_LABEL, custom_id=STOP_BUTTON, style=discord.ButtonStyle.secondary
+        )
+    )
+    view.stop()
+    return view
+
+
 def custom_id(interaction: discord.Interaction) -> str | None:
     """The custom id of a pressed button; None for any other interaction."""
     if interaction.type is not discord.InteractionType.component:
@@ -43,16 +58,27 @@ def custom_id(interaction: discord.Interaction) -> str | None:
 
 
 def press_inbound(interaction: discord.Interaction, address: Address) -> Inbound | None:
-    """The answer a button press in `address` gives; None when it is not a press of ours."""
+    """The answer or stop request a button press in `address` gives; None when it is not a
+    press of ours."""
     value = custom_id(interaction)
     if value is None:
         return None
+    user_id, user_name = str(interaction.user.id), interaction.user.display_name
+    is_direct = interaction.guild_id is None
+    team = str(interaction.guild_id) if interaction.guild_id else None
     return answer_inbound(
         value,
         address=address,
-        user_id=str(interaction.user.id),
-        user_name=interaction.user.display_name,
+        user_id=user_id,
+        user_name=user_name,
         press_id=str(interaction.id),
-        is_direct=interaction.guild_id is None,
-        team=str(interaction.guild_id) if interaction.guild_id else None,
+        is_direct=is_direct,
+        team=team,
+    ) or stop_inbound(
+        value,
+        address=address,
+        user_id=user_id,
+        user_name=user_name,
+        is_direct=is_direct,
+        team=team,
     )

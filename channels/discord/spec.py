@@ -90,4 +90,6 @@ SPEC = ChannelSpec(
     shows_progress=False,
     checks=CHECKS,
     # No admin_dm: a DM channel must be made through the API first, so admins get the event.
+    # A stopped answer keeps its text, its message edited to say it was stopped.
+    edits_in_place=True,
 )

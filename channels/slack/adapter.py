@@ -53,7 +53,13 @@ from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.reactions import Emoji, StatusReactions
-from channels.slack.buttons import ACTION, decision_blocks, press_inbound, question_blocks
+from channels.slack.buttons import (
+    ACTION,
+    decision_blocks,
+    press_inbound,
+    question_blocks,
+    stop_blocks,
+)
 from channels.slack.checks import DEFAULT_API_URL, DEFAULT_PORT
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
@@ -403,8 +409,9 @@ class SlackAdapter:
             raise ChannelError(f"could not store a slack message: {error}") from error
 
     async def _on_press(self, ack: Any, body: dict[str, Any]) -> None:
-        """bolt's listener for presses of our confirmation buttons: hand the answer over, then
-        ack (a failed hand-over raises, and Slack shows the person an error)."""
+        """bolt's listener for presses of our confirmation and Stop buttons: hand the answer or
+        stop request over, then ack (a failed hand-over raises, and Slack shows the person an
+        error)."""
         inbound = press_inbound(body, self.bot_key)
         if inbound is not None:
             assert self._sink is not None
@@ -807,10 +814,14 @@ class SlackAdapter:
         question = outbound.question
 
         key = outbound.record_key
+        # An answer being written carries a Stop button; the final text's edit takes it away.
+        streaming = outbound.kind == "delta"
 
         async def send(index: int, chunk: str) -> str:
             # A confirmation question carries its Allow / Refuse buttons on its first message.
             blocks = question_blocks(chunk, question) if question and index == 0 else None
+            if streaming:
+                blocks = stop_blocks(chunk)
             # Stamped, so a send whose answer was lost can be found (`find`).
             stamp = {"event_type": _REPLY_EVENT, "event_payload": {"reply": key, "part": index}}
             response = await call(
@@ -823,13 +834,20 @@ class SlackAdapter:
             return str(response["ts"])
 
         async def edit(ts: str, chunk: str) -> None:
-            await call(self._client.chat_update(channel=channel, ts=ts, text=chunk))
+            # Blocks left out stay as they were: an empty list takes the Stop button away.
+            blocks = stop_blocks(chunk) if streaming else []
+            await call(self._client.chat_update(channel=channel, ts=ts, text=chunk, blocks=blocks))
 
         async def find(index: int) -> str | None:
             return await self._find_sent(outbound, index)
 
         return ReplyTarget(
-            send=send, edit=edit, render=slack_chunks, part_size=SLACK_LIMIT, find=find
+            send=send,
+            edit=edit,
+            render=slack_chunks,
+            part_size=SLACK_LIMIT,
+            find=find,
+            controls="stop" if streaming else "",
         )
 
     async def _find_sent(self, outbound: Outbound, index: int) -> str | None:

@@ -1,6 +1,7 @@
-"""Confirmation buttons on Slack: Block Kit buttons under the question, and the
-`block_actions` a press sends (through the Events API endpoint or Socket Mode), read as an
-`answer` Inbound (`core/confirm.py`)."""
+"""Buttons on Slack: Allow / Refuse under a confirmation question, read back as an `answer`
+Inbound (`core/confirm.py`), and Stop under an answer being written, read back as a `cancel`
+Inbound (`core/stopping.py`); a press arrives as `block_actions` (through the Events API
+endpoint or Socket Mode)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from typing import Any
 
 from core.confirm import BUTTONS, answer_inbound, button_value
 from core.envelopes import Address, Inbound
+from core.stopping import STOP_BUTTON, STOP_LABEL, stop_inbound
 
-__all__ = ["ACTION", "decision_blocks", "press_inbound", "question_blocks"]
+__all__ = ["ACTION", "decision_blocks", "press_inbound", "question_blocks", "stop_blocks"]
 
 # The action ids of our buttons (bolt routes presses of these to the adapter).
-ACTION = re.compile(r"^switchboard_confirm_(yes|no)$")
+ACTION = re.compile(r"^switchboard_(confirm_(yes|no)|stop)$")
 # Slack refuses a section whose text is longer.
 _SECTION_LIMIT = 3000
 
@@ -46,13 +48,38 @@ def question_blocks(mrkdwn: str, question_id: str) -> list[dict[str, Any]]:
     ]
 
 
+def stop_blocks(mrkdwn: str) -> list[dict[str, Any]]:
+    """A piece of an answer being written, whole (in sections of what one holds), and a Stop
+    button under it."""
+    sections: list[str] = []
+    for line in mrkdwn.splitlines(keepends=True):
+        while len(line) > _SECTION_LIMIT:
+            sections.append(line[:_SECTION_LIMIT])
+            line = line[_SECTION_LIMIT:]
+        if sections and len(sections[-1]) + len(line) <= _SECTION_LIMIT:
+            sections[-1] += line
+        else:
+            sections.append(line)
+    button = {
+        "type": "button",
+        "action_id": "switchboard_stop",
+        "text": {"type": "plain_text", "text": STOP_LABEL},
+        "value": STOP_BUTTON,
+    }
+    return [
+        *(_section(text) for text in sections if text.strip()),
+        {"type": "actions", "block_id": "stop", "elements": [button]},
+    ]
+
+
 def decision_blocks(mrkdwn: str) -> list[dict[str, Any]]:
     """What replaces the question's blocks once decided: its text alone, no buttons."""
     return [_section(mrkdwn)]
 
 
 def press_inbound(body: Mapping[str, Any], bot_key: str) -> Inbound | None:
-    """The answer a `block_actions` payload gives; None when it is not a press of ours."""
+    """The answer or stop request a `block_actions` payload gives; None when it is not a press
+    of ours."""
     actions = body.get("actions")
     user = body.get("user")
     container = body.get("container")
@@ -66,17 +93,29 @@ def press_inbound(body: Mapping[str, Any], bot_key: str) -> Inbound | None:
         return None
     thread = container.get("thread_ts")
     team = body.get("team")
+    address = Address(
+        platform="slack",
+        bot=bot_key,
+        chat=channel,
+        thread=thread if isinstance(thread, str) else None,
+    )
+    user_id = str(user.get("id") or "")
+    user_name = str(user.get("name") or user.get("username") or "")
+    team_id = str(team["id"]) if isinstance(team, dict) and team.get("id") else None
+    is_direct = channel.startswith("D")
     return answer_inbound(
         action["value"],
-        address=Address(
-            platform="slack",
-            bot=bot_key,
-            chat=channel,
-            thread=thread if isinstance(thread, str) else None,
-        ),
-        user_id=str(user.get("id") or ""),
-        user_name=str(user.get("name") or user.get("username") or ""),
+        address=address,
+        user_id=user_id,
+        user_name=user_name,
         press_id=f"{container.get('message_ts')}:{action.get('action_ts')}:{user.get('id')}",
-        is_direct=channel.startswith("D"),
-        team=str(team["id"]) if isinstance(team, dict) and team.get("id") else None,
+        is_direct=is_direct,
+        team=team_id,
+    ) or stop_inbound(
+        action["value"],
+        address=address,
+        user_id=user_id,
+        user_name=user_name,
+        is_direct=is_direct,
+        team=team_id,
     )

@@ -87,6 +87,8 @@ SPEC = ChannelSpec(
     stream_interval=_STREAM_INTERVAL,
     # `progress` renews the assistant status Slack drops after two minutes.
     shows_progress=True,
+    # A stopped answer keeps its text, its message edited to say it was stopped.
+    edits_in_place=True,
     # Slack answers a message starting with `/` itself unless the app registered that slash
     # command (deploy/slack-app-manifest.yml does): `!approve CODE` always reaches the bot.
     command_prefix="!",

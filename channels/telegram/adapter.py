@@ -54,7 +54,7 @@ from channels.base import InboundSink
 from channels.catchup import LATE_AFTER, CatchUp, LateMessages, with_late_note
 from channels.reactions import Emoji, StatusReactions
 from channels.streaming import ReplyStreams, ReplyTarget
-from channels.telegram.buttons import press_inbound, question_keyboard
+from channels.telegram.buttons import press_inbound, question_keyboard, stop_keyboard
 from channels.telegram.checks import DEFAULT_API_URL, DEFAULT_WEBHOOK_PORT
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
 from core.commands import CommandInfo
@@ -302,9 +302,9 @@ class TelegramAdapter:
         return with_late_note(inbound, sent_at, now)
 
     async def _press(self, query: CallbackQuery) -> None:
-        """A confirmation button was pressed: hand the answer over, then tell Telegram the
-        press was seen (which stops the button's spinner). The question's message changes
-        once the waiting turn has decided."""
+        """A confirmation or Stop button was pressed: hand the answer or stop request over,
+        then tell Telegram the press was seen (which stops the button's spinner). The message
+        changes once the waiting turn has decided, or the stopped one has ended."""
         inbound = press_inbound(query, self.bot_key)
         if inbound is not None:
             assert self._sink is not None
@@ -543,19 +543,27 @@ class TelegramAdapter:
         quote = outbound.reply_to_platform_id if chat_id < 0 else None
         # A confirmation question carries its Allow / Refuse buttons on its first message.
         buttons = question_keyboard(outbound.question) if outbound.question else None
+        # An answer being written carries a Stop button; the final text's edit takes it away.
+        stop = stop_keyboard() if outbound.kind == "delta" else None
 
         async def send(index: int, chunk: str) -> str:
             reply = None
             if quote and index == 0:
                 reply = ReplyParameters(message_id=int(quote), allow_sending_without_reply=True)
-            markup = buttons if index == 0 else None
+            markup = buttons if buttons is not None and index == 0 else stop
             message = await self._send(chat_id, chunk, thread=thread, reply=reply, markup=markup)
             return str(message.message_id)
 
         async def edit(message_id: str, chunk: str) -> None:
-            await self._edit(chat_id, int(message_id), chunk)
+            await self._edit(chat_id, int(message_id), chunk, markup=stop)
 
-        return ReplyTarget(send=send, edit=edit, render=telegram_chunks, part_size=TELEGRAM_LIMIT)
+        return ReplyTarget(
+            send=send,
+            edit=edit,
+            render=telegram_chunks,
+            part_size=TELEGRAM_LIMIT,
+            controls="stop" if stop else "",
+        )
 
     async def _send(
         self,
@@ -590,17 +598,31 @@ class TelegramAdapter:
                 )
             )
 
-    async def _edit(self, chat_id: int, message_id: int, html: str) -> None:
+    async def _edit(
+        self,
+        chat_id: int,
+        message_id: int,
+        html: str,
+        *,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> None:
+        """Edit a message's text; its inline keyboard becomes `markup` (None: none)."""
         bot = self._app.bot
         try:
             await _translate(
                 bot.edit_message_text(
-                    html, chat_id=chat_id, message_id=message_id, parse_mode=ParseMode.HTML
+                    html,
+                    chat_id=chat_id,
+                    message_id=message_id,
+                    parse_mode=ParseMode.HTML,
+                    reply_markup=markup,
                 )
             )
         except _MarkupRejected:
             await _translate(
-                bot.edit_message_text(_plain(html), chat_id=chat_id, message_id=message_id)
+                bot.edit_message_text(
+                    _plain(html), chat_id=chat_id, message_id=message_id, reply_markup=markup
+                )
             )
         except _NotModified:
             pass

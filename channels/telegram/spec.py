@@ -96,4 +96,6 @@ SPEC = ChannelSpec(
     shows_progress=False,
     checks=CHECKS,
     admin_dm=_admin_dm,
+    # A stopped answer keeps its text, its message edited to say it was stopped.
+    edits_in_place=True,
 )

@@ -27,6 +27,7 @@ from core.envelopes import Inbound
 from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
+from core.stopping import NOT_YOURS, STOPPED
 from core.store.base import Fence, SessionRecord, Store
 from core.store.log import new_session_id
 from core.turns.outbox import Outbox
@@ -161,6 +162,26 @@ class InboundHandler:
         if done is not None:
             writes.append(done())
         await asyncio.gather(*writes)
+
+    async def stop(self, turn: Inbound, request: Inbound, cancel: asyncio.Event) -> None:
+        """Stop the running turn answering `turn` (`cancel` is its event), as `request` asks,
+        if its person may: the one whose turn it is, or an admin (`core/stopping.py`).
+
+        The request is marked processed first, so its copy in the session's mailbox, reached
+        once the turn has ended, is skipped instead of answered "nothing to stop". A typed
+        `/stop` is answered; a button's press is not (the stopped answer says it).
+        """
+        mine = bool(request.user_id) and request.user_id == turn.user_id
+        allowed = mine or (await self.gate.entry(request)).admin
+        await self.patience(lambda: self.store.mark_processed(request.dedupe_key))
+        if not allowed:
+            log.info("refused a stop of %s by user %s", turn.session_key, request.user_id)
+            await self.outbox.send(request, "notice", NOT_YOURS)
+            return
+        log.info("stopping the turn of %s at user %s's request", turn.session_key, request.user_id)
+        cancel.set()
+        if request.kind == "command":
+            await self.outbox.send(request, "notice", STOPPED)
 
     async def apologize(self, inbound: Inbound) -> None:
         """Tell the user their message could not be handled (after repeated failures)."""

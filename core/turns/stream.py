@@ -31,6 +31,10 @@ class StreamPolicy:
     interval: float
     # Whether short notes of tool activity (`progress`) are shown at all.
     shows_progress: bool
+    # Whether a reply's final text is shown in the messages its pieces were shown in (a chat
+    # platform edits them): a stopped answer then keeps its text with a line saying it was
+    # stopped; elsewhere (the terminal, the web page) a notice follows the pieces.
+    edits_in_place: bool = False
 
 
 class ReplyStream:
@@ -48,6 +52,11 @@ class ReplyStream:
         self._last = -interval
         self._timer: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()
+
+    @property
+    def text(self) -> str:
+        """The whole answer so far (sent or not)."""
+        return self._text
 
     @property
     def next_seq(self) -> int:

@@ -33,6 +33,7 @@ from core.modes import ModeCatalog
 from core.outages import Patience
 from core.policy import ChannelPolicy
 from core.runtime import AgentRuntime, ChannelContext
+from core.stopping import stopped_text
 from core.store.base import Fence, Store
 from core.turns.lifecycle import Lifecycle
 from core.turns.outbox import Outbox
@@ -176,7 +177,9 @@ class TurnRunner:
                         )
                     case Cancelled():
                         await stream.close()
-                        await self.outbox.send(inbound, "notice", "Cancelled.", seq=stream.next_seq)
+                        # In place of the pieces: what was said, marked as stopped.
+                        said = stopped_text(stream.text) if policy.edits_in_place else "Cancelled."
+                        await self.outbox.send(inbound, "notice", said, seq=stream.next_seq)
         finally:
             await stream.close()
         if outcome is not None and checkpoint is not None and finish:

@@ -26,7 +26,7 @@ from core.bus.redis import RedisBus
 from core.envelopes import EventEnvelope
 from core.redis_keys import RedisKeys
 from tests.e2e.processes import Deployment, clean_env, run_once, until
-from tests.fakes import FakeOpenAI, FakeTelegram, Reply, Text
+from tests.fakes import FakeOpenAI, FakeTelegram, Hold, Reply, Text
 from tests.redis_server import RedisServer, free_port
 
 pytestmark = pytest.mark.e2e
@@ -492,3 +492,49 @@ async def test_a_worker_stopped_mid_turn_finishes_it_and_exits_cleanly(
         await deployment.ready(until_answered(fake, [chat], timeout=10), timeout=15)
         assert_answered_once(fake, [chat], deployment.describe())
         assert "stopping" in worker.log, worker.describe()
+
+
+@pytest.mark.timeout(90)
+async def test_stop_stops_a_turn_in_the_distributed_deployment(
+    redis_url: str,
+    fake_telegram: FakeTelegram,
+    fake_openai: FakeOpenAI,
+    tmp_path: Path,
+) -> None:
+    """Gateway and two workers over Redis: `/stop`, whichever worker takes it off the inbound
+    queue, stops the turn where it runs (the control topic); the model call is dropped and the
+    next message is answered. (That another worker's stop reaches the turn, for certain:
+    tests/integration/test_stop_distributed.py.)"""
+    fake = fake_telegram
+    fake_openai.script(Hold("Once upon a time"), Text("answer to and now?"))
+    env = clean_env(tmp_path, redis_url=redis_url, telegram=fake, openai=fake_openai)
+    chat = FIRST_CHAT
+    key = session_key(fake, chat)
+    async with Deployment(env, tmp_path) as deployment:
+        await deployment.start("gateway", "telegram")
+        workers = [await deployment.start("worker") for _ in range(2)]
+        await deployment.ready(fake.wait_idle_poll(timeout=30))
+        for worker in workers:
+            await worker.until_logged("taking work")
+        fake.private_text(chat, "tell me a long story")
+
+        def streaming(_call: object = None) -> bool:
+            return any("Once upon a time" in text for text in fake.sent_texts(chat))
+
+        await deployment.ready(fake.wait_for_call("sendMessage", streaming, timeout=20))
+        fake.private_text(chat, "/stop")
+
+        def stopped(_call: object = None) -> bool:
+            return any("— stopped" in text for text in fake.sent_texts(chat))
+
+        await deployment.ready(fake.wait_for_call("editMessageText", stopped, timeout=20))
+        await deployment.ready(asyncio.wait_for(fake_openai.dropped.wait(), 20))
+        fake.private_text(chat, "and now?")
+
+        def answered(_call: object = None) -> bool:
+            return "answer to and now?" in fake.sent_texts(chat)
+
+        await deployment.ready(fake.wait_for_call("sendMessage", answered, timeout=20))
+        stopping = [w for w in workers if f"stopping the turn of {key}" in w.log]
+        assert len(stopping) == 1, deployment.describe()
+        assert fake.sent_texts(chat)[1] == "Stopped.", deployment.describe()

@@ -101,6 +101,7 @@ async def test_serve_answers_on_discord(
             "ask",
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",

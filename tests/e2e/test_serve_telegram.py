@@ -6,6 +6,7 @@ demo provider answers (no API key is set), so replies are known in advance.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -16,8 +17,9 @@ from core.redact import REDACTED
 from tests.documents import pdf_bytes
 from tests.e2e.processes import open_profiles
 from tests.e2e.served import serve
+from tests.fakes import FakeOpenAI, Hold, Text
 from tests.fakes.telegram_api import FakeTelegram
-from tests.integration.telegram_helpers import calls_to, reply_containing
+from tests.integration.telegram_helpers import calls_to, reply_containing, until
 from tests.redis_server import free_port
 
 pytestmark = pytest.mark.e2e
@@ -61,6 +63,7 @@ async def test_serve_answers_telegram_by_long_polling(
         assert [c["command"] for c in fake.commands] == [
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",
@@ -157,3 +160,34 @@ async def test_serve_answers_telegram_through_a_webhook(
     assert "Traceback" not in log, log
     assert fake.token not in log
     assert WEBHOOK_SECRET not in log
+
+
+async def test_serve_stops_a_telegram_answer_with_stop(
+    fake_telegram: FakeTelegram, fake_openai: FakeOpenAI, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`/stop` during a long answer: the model call is dropped, the answer keeps its text with
+    a line saying it was stopped (its Stop button gone), and the next message is answered."""
+    fake = fake_telegram
+    fake_openai.script(Hold("Once upon a time"), Text("Here is the short version."))
+    env.update(
+        SWITCHBOARD_PROVIDER="openai",
+        SWITCHBOARD_MODEL="gpt-4o-mini",
+        OPENAI_API_KEY=fake_openai.api_key,
+        OPENAI_BASE_URL=fake_openai.url,
+    )
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
+        fake.private_text(DM, "tell me a long story")
+        answer = await reply_containing(fake, DM, "Once upon a time")
+        await until(fake, lambda: answer.reply_markup is not None, "the Stop button")
+
+        fake.private_text(DM, "/stop")
+
+        await until(fake, lambda: "— stopped" in answer.text, "the stopped answer")
+        assert answer.reply_markup is None
+        await reply_containing(fake, DM, "Stopped.")
+        await asyncio.wait_for(fake_openai.dropped.wait(), START_PATIENCE)
+        fake.private_text(DM, "and the short version?")
+        await reply_containing(fake, DM, "Here is the short version.")
+        assert await served.terminate(STOP_PATIENCE) == 0
+    assert "Traceback" not in served.log, served.log

@@ -16,6 +16,7 @@ from aiohttp import web
 from tests.fakes.llm_script import (
     Answer,
     Cut,
+    Hold,
     ScriptedLLMServer,
     StreamError,
     Text,
@@ -91,7 +92,7 @@ class FakeAnthropic(ScriptedLLMServer):
         response = await self._open_stream(request, {"request-id": self._new_id("req_")})
         events = _stream_events(self._new_id("msg_"), body["model"], reply)
         frames = [f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events]
-        return await self._send(response, frames)
+        return await self._send(response, frames, hold=isinstance(reply, Hold))
 
     def _complete(self, body: dict[str, Any], reply: Text | ToolUse) -> web.Response:
         message = _message(self._new_id("msg_"), body["model"], reply)
@@ -150,8 +151,8 @@ def _stream_events(message_id: str, model: str, reply: Answer) -> Iterator[_Even
         error = {"type": reply.kind, "message": reply.message}
         yield "error", {"type": "error", "error": error}
         return
-    if isinstance(reply, Cut):
-        # No content_block_stop, message_delta or message_stop: the stream just ends.
+    if isinstance(reply, Cut | Hold):
+        # No content_block_stop, message_delta or message_stop: the stream just ends (or holds).
         yield from _text_block(0, reply.text, 40, stop=False)
         return
     index = 0

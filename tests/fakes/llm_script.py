@@ -109,15 +109,27 @@ class Cut:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """HTTP 200, the stream starts (with `text`), then nothing more until the client goes away
+    or the fake closes: a model still writing a long answer. A client that goes away (a
+    stopped turn) sets the fake's `dropped` event.
+
+    A request that did not ask to stream gets an HTTP 502 instead.
+    """
+
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class Stall:
     """Accept the request, send nothing for `seconds`, then drop the connection."""
 
     seconds: float
 
 
-Reply: TypeAlias = Text | ToolUse | Error | StreamError | Cut | Stall
+Reply: TypeAlias = Text | ToolUse | Error | StreamError | Cut | Hold | Stall
 Step: TypeAlias = Reply | Callable[[dict[str, Any]], Reply | Awaitable[Reply]]
-Answer: TypeAlias = Text | ToolUse | StreamError | Cut
+Answer: TypeAlias = Text | ToolUse | StreamError | Cut | Hold
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,8 @@ class ScriptedLLMServer(ABC):
         self._steps: deque[Step] = deque()
         self._ids = itertools.count(1)
         self._closing = asyncio.Event()
+        # Set when a client went away from a `Hold` stream.
+        self.dropped = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -258,7 +272,7 @@ class ScriptedLLMServer(ABC):
                 return self._error(status, kind, message, extra)
             case Stall(seconds=seconds):
                 return await self._stall(request, seconds)
-            case Cut() if not streaming:
+            case Cut() | Hold() if not streaming:
                 return self._error(502, self._no_script_kind, "upstream connection lost")
             case StreamError(kind=kind, message=message) if not streaming:
                 return self._error(self._status_for(kind), kind, message)
@@ -301,12 +315,20 @@ class ScriptedLLMServer(ABC):
         await response.prepare(request)
         return response
 
-    @staticmethod
-    async def _send(response: web.StreamResponse, frames: list[bytes]) -> web.StreamResponse:
-        """Write SSE frames one at a time (each is flushed), then end the stream."""
+    async def _send(
+        self, response: web.StreamResponse, frames: list[bytes], *, hold: bool = False
+    ) -> web.StreamResponse:
+        """Write SSE frames one at a time (each is flushed), then end the stream; with `hold`,
+        wait instead until the client goes away or the fake closes (`Hold`)."""
         with contextlib.suppress(ConnectionResetError):
             for frame in frames:
                 await response.write(frame)
+            if hold:
+                try:
+                    await self._closing.wait()
+                except asyncio.CancelledError:  # the client went away (handler_cancellation)
+                    self.dropped.set()
+                    raise
             await response.write_eof()
         return response
 

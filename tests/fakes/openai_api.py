@@ -23,6 +23,7 @@ from tests.fakes.llm_script import (
     Answer,
     Cut,
     Error,
+    Hold,
     ScriptedLLMServer,
     Stall,
     Step,
@@ -205,9 +206,9 @@ class FakeOpenAI(ScriptedLLMServer):
         with_usage = isinstance(options, dict) and options.get("include_usage") is True
         chunks = _Chunks(self._new_id("chatcmpl-"), body["model"], with_usage)
         frames = [f"data: {json.dumps(data)}\n\n".encode() for data in chunks.events(reply)]
-        if not isinstance(reply, StreamError | Cut):
+        if not isinstance(reply, StreamError | Cut | Hold):
             frames.append(b"data: [DONE]\n\n")
-        return await self._send(response, frames)
+        return await self._send(response, frames, hold=isinstance(reply, Hold))
 
     def _complete(self, body: dict[str, Any], reply: Text | ToolUse) -> web.Response:
         message: dict[str, Any] = {
@@ -286,8 +287,8 @@ class _Chunks:
                 yield self._chunk({"content": piece})
             yield {"error": error_object(reply.kind, reply.message)}
             return
-        if isinstance(reply, Cut):
-            # No finish_reason, no usage chunk, no [DONE]: the stream just ends.
+        if isinstance(reply, Cut | Hold):
+            # No finish_reason, no usage chunk, no [DONE]: the stream just ends (or holds).
             yield self._chunk({"role": "assistant", "content": "", "refusal": None})
             for piece in text_pieces(reply.text):
                 yield self._chunk({"content": piece})

@@ -56,6 +56,7 @@ async def test_telegram_lists_a_new_command_and_runs_it(
         assert [c["command"] for c in fake.commands] == [
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",
@@ -75,6 +76,7 @@ async def test_discord_registers_a_new_command_and_runs_it(
             "ask",
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",

@@ -258,7 +258,10 @@ async def test_a_streamed_answer_is_sent_then_edited_piece_by_piece(
     final = "Alpha. Beta. Gamma. Delta."
     assert fake.sent_texts(dm)[0] == final
     edits = fake.requests_named("edit_message", dm)
-    assert [r.body["content"] for r in edits] == ["Alpha. Beta.", "Alpha. Beta. Gamma.", final]
+    # The last edit only takes the Stop button away.
+    texts = ["Alpha. Beta.", "Alpha. Beta. Gamma.", final, final]
+    assert [r.body["content"] for r in edits] == texts
+    assert [bool(r.body["components"]) for r in edits] == [True, True, True, False]
     assert all(r.body["allowed_mentions"]["parse"] == [] for r in edits)
 
 
@@ -345,6 +348,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
             "ask",
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",
@@ -366,7 +370,9 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
     callbacks = fake.requests_named("interaction_callback")
     assert [r.body["type"] for r in callbacks] == [5, 5, 5, 5]  # deferred, "thinking…"
     [answer] = [m for m in fake.messages[CHANNEL] if m.interaction_id == int(ask["id"])]
-    assert answer.content == "Because of 42." and answer.edits == 1
+    # Shown streaming (with the Stop button), then final (without it).
+    assert answer.content == "Because of 42." and answer.edits == 2
+    assert answer.components is None
     assert fake.requests_named("create_message", CHANNEL) == []  # only edits of responses
     assert fake.requests_named("typing") == []  # "thinking…" instead
     # Past 2,000 characters: the deferred response, then a follow-up message.

@@ -487,7 +487,10 @@ async def test_a_streamed_answer_is_posted_then_updated_piece_by_piece(
     final = "Alpha. Beta. Gamma. Delta."
     assert fake.sent_texts(DM_CHANNEL) == [final]
     updates = fake.calls_to("chat.update")
-    assert [c.params["text"] for c in updates] == ["Alpha. Beta.", "Alpha. Beta. Gamma.", final]
+    # The last update only takes the Stop button away.
+    texts = ["Alpha. Beta.", "Alpha. Beta. Gamma.", final, final]
+    assert [c.params["text"] for c in updates] == texts
+    assert fake.sent(DM_CHANNEL)[0].blocks is None
     assert {c.params["ts"] for c in updates} == {fake.sent(DM_CHANNEL)[0].ts}
 
 

@@ -64,6 +64,7 @@ async def test_private_question_is_answered_in_html_after_typing(
         assert [c["command"] for c in fake.commands] == [
             "new",
             "cost",
+            "stop",
             "help",
             "schedules",
             "unschedule",
@@ -287,7 +288,7 @@ async def test_a_streamed_answer_is_sent_then_edited_piece_by_piece(
                 "editMessageText", functools.partial(arrived, wanted=piece.strip()), after=after
             )
             after = edit.index + 1
-        provider.gates[-1].set()  # the answer ends: the final text is already on screen
+        provider.gates[-1].set()  # the answer ends: its final text only takes the Stop away
         fake.private_text(DM, "/help")  # answered after the reply was delivered
         await reply_containing(fake, DM, "/new: Start a fresh conversation")
 
@@ -295,7 +296,14 @@ async def test_a_streamed_answer_is_sent_then_edited_piece_by_piece(
     assert fake.sent_texts(DM)[0] == final
     assert len(fake.sent_texts(DM)) == 2
     edits = calls_to(fake, "editMessageText", DM)
-    assert [c.params["text"] for c in edits] == ["Alpha. Beta.", "Alpha. Beta. Gamma.", final]
+    assert [c.params["text"] for c in edits] == [
+        "Alpha. Beta.",
+        "Alpha. Beta. Gamma.",
+        final,
+        final,
+    ]
+    assert ["reply_markup" in c.params for c in edits] == [True, True, True, False]
+    assert fake.messages[DM][0].reply_markup is None
     assert {c.params["message_id"] for c in edits} == {fake.messages[DM][0].message_id}
 
 

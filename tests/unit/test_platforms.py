@@ -211,7 +211,7 @@ async def test_the_terminal_help_lists_the_menu() -> None:
         raise AssertionError(f"/help is answered at the terminal, not sent: {inbound}")
 
     await adapter.run(nothing_expected)
-    text = printed.getvalue()
+    text = " ".join(printed.getvalue().split())  # the console wraps long lines
     assert "/new (start a fresh conversation)" in text
     assert "/ping (check the bot answers)" in text
     assert "/quit leaves" in text
