@@ -69,8 +69,8 @@ def book(store: SqlStore, clock: HandClock) -> ScheduleBook:
     return ScheduleBook(store, clock=clock)
 
 
-@pytest.fixture
-def scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
+def new_scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
+    """A scheduler (as a process starting up makes one) on the test's store, bus and clock."""
     return Scheduler(
         store=store,
         book=ScheduleBook(store, clock=clock),
@@ -78,6 +78,11 @@ def scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
         readiness=Readiness(),
         clock=clock,
     )
+
+
+@pytest.fixture
+def scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
+    return new_scheduler(store, bus, clock)
 
 
 async def make(book: ScheduleBook, cadence: Cadence | None = None, **options: Any) -> Schedule:
@@ -183,13 +188,7 @@ async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
     # process would.
     other_store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"), clock=clock)
     try:
-        one = Scheduler(
-            store=store,
-            book=ScheduleBook(store, clock=clock),
-            bus=bus,
-            readiness=Readiness(),
-            clock=clock,
-        )
+        one = new_scheduler(store, bus, clock)
         two = Scheduler(
             store=other_store,
             book=ScheduleBook(other_store, clock=clock),
@@ -219,13 +218,7 @@ async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
     made = await make(book, misfire="skip")
     # The process was down across the due time; a new scheduler starts 10 minutes late.
     clock.set(T0 + MINUTE + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(
-        store=store,
-        book=ScheduleBook(store, clock=clock),
-        bus=bus,
-        readiness=Readiness(),
-        clock=clock,
-    )
+    restarted = new_scheduler(store, bus, clock)
 
     assert await restarted.tick_once() == 0
 
@@ -249,16 +242,7 @@ async def test_skip_still_fires_a_run_that_is_only_a_little_late(
     made = await make(book, IntervalCadence(seconds=3600, start=T0), misfire="skip")
     clock.set(T0 + timedelta(hours=1, seconds=45))
 
-    assert (
-        await Scheduler(
-            store=store,
-            book=ScheduleBook(store, clock=clock),
-            bus=bus,
-            readiness=Readiness(),
-            clock=clock,
-        ).tick_once()
-        == 1
-    )
+    assert await new_scheduler(store, bus, clock).tick_once() == 1
 
     (inbound,) = await fired(bus)
     (run,) = await store.list_runs(made.id)
@@ -271,13 +255,7 @@ async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_
     made = await make(book, misfire="run_once")
     # Ten occurrences went by while the process was down.
     clock.set(T0 + 10 * MINUTE + timedelta(seconds=20))
-    restarted = Scheduler(
-        store=store,
-        book=ScheduleBook(store, clock=clock),
-        bus=bus,
-        readiness=Readiness(),
-        clock=clock,
-    )
+    restarted = new_scheduler(store, bus, clock)
 
     assert await restarted.tick_once() == 1
     assert await restarted.tick_once() == 0
@@ -304,16 +282,7 @@ async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
     await store.save_schedule(beyond.model_copy(update={"grace_seconds": 120}))
     clock.set(T0 + timedelta(hours=1, minutes=4))
 
-    assert (
-        await Scheduler(
-            store=store,
-            book=ScheduleBook(store, clock=clock),
-            bus=bus,
-            readiness=Readiness(),
-            clock=clock,
-        ).tick_once()
-        == 1
-    )
+    assert await new_scheduler(store, bus, clock).tick_once() == 1
 
     assert [i.schedule_id for i in await fired(bus)] == [within.id]
     for schedule in (within, beyond):
@@ -378,16 +347,7 @@ async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE), misfire="skip")
     clock.set(T0 + 15 * MINUTE)
 
-    assert (
-        await Scheduler(
-            store=store,
-            book=ScheduleBook(store, clock=clock),
-            bus=bus,
-            readiness=Readiness(),
-            clock=clock,
-        ).tick_once()
-        == 0
-    )
+    assert await new_scheduler(store, bus, clock).tick_once() == 0
 
     assert await fired(bus) == []
     (missed,) = await store.list_runs(made.id)
@@ -406,16 +366,7 @@ async def test_a_one_off_runs_late_within_a_day_by_default(
     assert (made.misfire, made.grace_seconds) == ("run_once", 86_400)
     clock.set(T0 + timedelta(hours=20))
 
-    assert (
-        await Scheduler(
-            store=store,
-            book=ScheduleBook(store, clock=clock),
-            bus=bus,
-            readiness=Readiness(),
-            clock=clock,
-        ).tick_once()
-        == 1
-    )
+    assert await new_scheduler(store, bus, clock).tick_once() == 1
 
     (inbound,) = await fired(bus)
     (run,) = await store.list_runs(made.id)
@@ -428,16 +379,7 @@ async def test_a_one_off_more_than_a_day_late_is_recorded_as_missed(
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
     clock.set(T0 + 5 * MINUTE + timedelta(hours=25))
 
-    assert (
-        await Scheduler(
-            store=store,
-            book=ScheduleBook(store, clock=clock),
-            bus=bus,
-            readiness=Readiness(),
-            clock=clock,
-        ).tick_once()
-        == 0
-    )
+    assert await new_scheduler(store, bus, clock).tick_once() == 0
 
     assert await fired(bus) == []
     (missed,) = await store.list_runs(made.id)
