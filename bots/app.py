@@ -236,13 +236,14 @@ async def backends(
                 readiness=_readiness(records_store),
             )
             return
-        # One client (one connection pool) for every Redis part of the process, closed after
-        # the parts that use it.
+        # One client (one connection pool) for the Redis parts of the process but the bus,
+        # closed after the parts that use it. The bus keeps a client of its own: its blocking
+        # reads and subscriptions hold connections for long, and its few quick retries make a
+        # Redis that stays away surface at once (the caller backs off, the subscription says
+        # it was interrupted) instead of being retried for seconds inside redis-py.
         shared = await _coordination(url)
         stack.push_async_callback(shared.aclose)
-        redis_bus = await RedisBus.connect(
-            url, lease_seconds=BUS_LEASE_SECONDS, keys=keys, client=shared
-        )
+        redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
         stack.push_async_callback(redis_bus.close)
         mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
         readiness = _readiness(records_store)
