@@ -5,8 +5,8 @@ Redis restarted for a second or the data disk filled up for a while. Its reads a
 through a `Patience`: a call that fails with `Unavailable` (`core/errors.py`) is tried again,
 the same call, with exponential backoff, until it succeeds or the outage has lasted `budget`
 seconds; only then is the error raised (the worker keeps the message and tries it later). A
-write tried again must be safe to repeat: the store's writes are (`receipt`, fences, dedupe
-ids).
+write tried again must be safe to repeat: the store's writes are (records' own ids, fences,
+dedupe ids).
 
 One `Patience` serves every turn of a worker: it logs one WARNING when an outage starts
 (the first call that fails) and one INFO when it ends (the next call that succeeds), never a

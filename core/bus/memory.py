@@ -1,4 +1,5 @@
-"""`MemoryBus`: the embedded `Bus`, for one process on one asyncio loop.
+"""`MemoryBus`: a `Bus` within one process on one asyncio loop, nothing kept: the bus of the
+terminal chat (`switchboard chat`) and the in-process topics of `SqliteBus`.
 
 Entries are kept encoded (the msgpack bytes of `core.envelopes.encode`) and decoded on every
 receive, so a payload behaves exactly as it does after a round trip through Redis: no shared

@@ -4,9 +4,9 @@ A store is a set of small protocols, one concern each, each in its own module:
 
 | protocol | module | methods |
 |---|---|---|
-| `ConversationLog` | `core/store/log.py` | 9: sessions (reopening too), messages, summaries |
-| `CostLedger` | `core/store/ledger.py` | 5: totals per session, person, chat, day, model |
-| `ScheduleStore` | `core/store/schedules.py` | 8: schedules and their runs |
+| `ConversationLog` | `core/store/log.py` | 12: sessions (reopened, deleted), messages, summaries |
+| `CostLedger` | `core/store/ledger.py` | 7: entries, totals per session, person, chat, day, model |
+| `ScheduleStore` | `core/store/schedules.py` | 9: schedules, their runs and their deliveries |
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |
 | `CheckpointStore` | `core/store/checkpoints.py` | 4 |
 | `ProcessedMarks` | `core/store/processed.py` | 2 |
