@@ -48,6 +48,8 @@ class CommandInfo(BaseModel):
     # in a field of its own (Discord's options): its name and what to put there.
     argument: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,31}$")
     argument_help: str = Field(default="", max_length=100)
+    # Whether the command also works without its word (`/model` lists, `/model NAME` switches).
+    argument_optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +229,7 @@ def builtin_commands() -> Sequence[ChatCommand]:
                 description="Show or switch this chat's model: /model NAME, /model reset",
                 argument="name",
                 argument_help="A model the bot allows, or reset for the default",
+                argument_optional=True,
             ),
             _model,
         ),
