@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from bots.limits import budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
-from bots.providers import build_provider
+from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
 from core.access import Gate, Pairing
 from core.bus.base import Bus
@@ -294,6 +294,7 @@ async def worker_for(
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
         modes.get(mode)  # unknown mode names fail here, at start, not on the first message
     provider, resolved = build_provider(settings, profile)
+    choices = build_model_choices(settings, profile, provider, resolved)
     price = PriceBook(extra=options.prices).cost
     found.metrics.add_probe(breaker_probe(breakers_of(provider)))
     book = ScheduleBook(
@@ -346,6 +347,7 @@ async def worker_for(
             context_window=options.context_window,
             budgets=budget_guard(options, found.store, found.bus),
             hooks=ModelMetering(found.metrics, provider=provider.name, cost=price),
+            models=choices,
         )
         if mcp is not None:
             mcp.keep_current(runtime.tools, modes)  # a server's later tools are offered too
@@ -397,6 +399,9 @@ async def worker_for(
         )
     finally:
         await provider.aclose()
+        for extra in choices.providers.values():
+            if extra is not provider:  # the providers `/model` may switch to
+                await extra.aclose()
         await close_limiter()
         if mcp is not None:
             await mcp.aclose()

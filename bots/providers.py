@@ -6,6 +6,7 @@ import logging
 
 from bots.settings import Settings
 from core.errors import ConfigError, SwitchboardError
+from core.model_choice import ModelChoices
 from core.profile import Profile
 from core.providers.base import Provider
 from core.providers.defaults import DEFAULT_MODELS
@@ -14,7 +15,7 @@ from core.providers.demo import DemoProvider
 from core.providers.registry import ProviderEntry, ProviderRegistry, Resolved
 from core.providers.reliable import FallbackProvider, ReliableProvider, RetryPolicy
 
-__all__ = ["PROVIDER_NAMES", "build_provider", "build_registry"]
+__all__ = ["PROVIDER_NAMES", "build_model_choices", "build_provider", "build_registry"]
 
 # The providers this build knows, in default order (`provider` and `fallback` in a profile).
 PROVIDER_NAMES = ("anthropic", "openai", "demo")
@@ -100,3 +101,43 @@ def build_provider(settings: Settings, profile: Profile) -> tuple[Provider, Reso
         chain.append((ReliableProvider(extra.provider, policy=policy), extra.model))
     provider: Provider = chain[0][0] if len(chain) == 1 else FallbackProvider(chain)
     return provider, primary
+
+
+def build_model_choices(
+    settings: Settings, profile: Profile, provider: Provider, resolved: Resolved
+) -> ModelChoices:
+    """What `/model` may switch a chat to: the profile's `[models] allowed`, each provider
+    built once (the default chain for the default's provider) when its key is set. An
+    unknown provider name stops the start; a provider without its key is only refused when a
+    chat asks for one of its models."""
+    options = profile.settings
+    registry = build_registry(settings)
+    policy = RetryPolicy(
+        max_attempts=options.retry_attempts,
+        max_seconds=options.retry_seconds,
+        call_timeout=options.provider_timeout,
+    )
+    providers: dict[str, Provider] = {}
+    unavailable: dict[str, str] = {}
+    for name in dict.fromkeys(option.provider for option in options.models.allowed):
+        if name not in registry.names():
+            raise ConfigError(
+                f"profile {profile.name}: models.allowed: unknown provider {name!r} "
+                f"(known: {', '.join(registry.names())})"
+            )
+        if name == resolved.provider.name:
+            providers[name] = provider
+            continue
+        try:
+            registry.require(name)
+        except ConfigError as exc:
+            unavailable[name] = str(exc)
+            continue
+        providers[name] = ReliableProvider(registry.resolve(name).provider, policy=policy)
+    return ModelChoices(
+        default_provider=provider,
+        default_model=resolved.model,
+        allowed=tuple(options.models.allowed),
+        providers=providers,
+        unavailable=unavailable,
+    )

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.envelopes import Inbound
+from core.model_choice import ModelChoices
 from core.pricing import format_usd
 from core.scheduling.commands import cancel_schedule, list_chat_schedules
 from core.stopping import NOTHING_TO_STOP, STOP_COMMAND
@@ -47,6 +48,8 @@ class CommandInfo(BaseModel):
     # in a field of its own (Discord's options): its name and what to put there.
     argument: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_]{0,31}$")
     argument_help: str = Field(default="", max_length=100)
+    # Whether the command also works without its word (`/model` lists, `/model NAME` switches).
+    argument_optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class CommandContext:
     is_admin: bool
     store: Store
     registry: CommandRegistry
+    # The models this bot's chats may switch to (`/model`); None: the worker has no choice.
+    models: ModelChoices | None = None
 
 
 CommandHandler = Callable[[CommandContext], Awaitable[str]]
@@ -127,11 +132,44 @@ async def _cost(context: CommandContext) -> str:
         money += f"({spent.unpriced_calls} with a model that has no known price)"
     else:
         money = f"{format_usd(spent.cost_usd)} over {calls}"
-    return (
+    text = (
         f"This conversation has cost {money}: {usage.input_tokens:,} tokens in, "
         f"{usage.output_tokens:,} out, {usage.cache_read_tokens:,} read from cache, "
         f"{usage.cache_write_tokens:,} written to cache."
     )
+    if context.models is not None:
+        text += f" Model: {context.models.current(session.model)}."
+    return text
+
+
+async def _model(context: CommandContext) -> str:
+    """`/model` lists, `/model NAME` switches this chat's model, `/model reset` undoes it."""
+    models = context.models
+    session = await context.store.current_session(context.inbound.session_key)
+    if models is None or not models.allowed:
+        current = models.current(session.model) if models is not None else "the default"
+        return f"Switching models is not set up for this bot; this chat uses {current}."
+    wanted = context.args.split()[0] if context.args.split() else ""
+    if not wanted:
+        return (
+            f"This chat uses {models.current(session.model)}. Models you can switch to: "
+            f"{models.names()}. Send /model NAME to switch, /model reset for the default."
+        )
+    if not context.inbound.is_direct and not context.is_admin:
+        return "Only an admin of this bot can switch the model in a group."
+    if wanted.lower() == "reset":
+        await context.store.set_session_model(session.id, None)
+        return f"This chat is back to the default model, {models.default_model}."
+    option = models.find(wanted)
+    if option is None:
+        return f"{wanted} is not one of the allowed models: {models.names()}."
+    if option.provider not in models.providers:
+        reason = models.unavailable.get(option.provider, "it is not configured")
+        return (
+            f"{option.model} needs the {option.provider} provider, which cannot be used: {reason}."
+        )
+    await context.store.set_session_model(session.id, option.model)
+    return f"This chat now uses {option.model} ({option.provider})."
 
 
 async def _stop(context: CommandContext) -> str:
@@ -184,6 +222,16 @@ def builtin_commands() -> Sequence[ChatCommand]:
         ChatCommand(
             CommandInfo(name=STOP_COMMAND, description="Stop the answer being written"),
             _stop,
+        ),
+        ChatCommand(
+            CommandInfo(
+                name="model",
+                description="Show or switch this chat's model: /model NAME, /model reset",
+                argument="name",
+                argument_help="A model the bot allows, or reset for the default",
+                argument_optional=True,
+            ),
+            _model,
         ),
         ChatCommand(
             CommandInfo(name="help", description="How to talk to this bot", aliases=("start",)),

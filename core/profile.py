@@ -17,6 +17,7 @@ from core.checkpoints import CrashPolicy
 from core.documents import DocumentSettings
 from core.errors import ConfigError
 from core.mcp import McpSettings
+from core.model_choice import ModelsSettings
 from core.policy import AllowList, PlatformAccess
 from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
@@ -113,6 +114,9 @@ class ProfileSettings(BaseModel):
     # Voice notes and audio files people send: `[voice]` names the transcription endpoint
     # (default: the OpenAI key and base URL) and the limits (`max_bytes`, `max_seconds`).
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
+    # Models a chat may switch to with `/model`: `[models] allowed = [{provider = "openai",
+    # model = "gpt-4o-mini"}]`. Empty: switching is off, every chat uses `model`.
+    models: ModelsSettings = Field(default_factory=ModelsSettings)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:

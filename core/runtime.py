@@ -60,6 +60,7 @@ from core.history import HistoryCache
 from core.hooks import HookChain, Hooks, ModelCompletion
 from core.logcontext import log_context
 from core.messages import Message, ToolCall, Usage
+from core.model_choice import ModelChoices
 from core.modes import CapabilityMode
 from core.outages import Patience
 from core.prompt import SystemPrompt
@@ -170,6 +171,7 @@ class AgentRuntime:
         confirm: Confirm | None = None,
         budgets: BudgetGuard | None = None,
         patience: Patience | None = None,
+        models: ModelChoices | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
         without a `compactor` old turns are only left out of requests, never summarized.
@@ -177,7 +179,8 @@ class AgentRuntime:
         without it such calls are refused. `budgets` checks the layered spending limits before
         each model call; without it only `limits.max_spend_usd` (per session) applies.
         `patience` waits out outages of the store (one for the whole worker: the turn path
-        shares it, `bots/app.py`)."""
+        shares it, `bots/app.py`). `models`: what a session's chosen model (`run(model=)`)
+        maps to; without it every turn uses `provider` and `model`."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -197,6 +200,7 @@ class AgentRuntime:
         self._histories = HistoryCache()
         self.budgets = budgets
         self.patience = patience or Patience()
+        self.models = models
 
     async def run(
         self,
@@ -207,6 +211,7 @@ class AgentRuntime:
         cancel: asyncio.Event | None = None,
         fence: Fence | None = None,
         admitted: Awaitable[bool] | None = None,
+        model: str | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Run one turn and yield its events; the last one is RunCompleted/RunFailed/Cancelled.
 
@@ -215,8 +220,15 @@ class AgentRuntime:
         a worker that lost the session's lease cannot add to its history. `admitted` is the
         caller's last word on whether the turn runs, awaited once the history is read (the
         reads go meanwhile); False ends the turn there, with no events and nothing written.
+        `model`: the session's chosen model (`/model`), looked up in `models`; None or one no
+        longer allowed: the default.
         """
         run_id = new_id()
+        state = _TurnState(fence)
+        if self.models is not None:
+            state.provider, state.model = self.models.pick(model)
+        else:
+            state.provider, state.model = self.provider, self.model
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
         flag = _Cancel()
         with log_context(run=run_id):  # the turn's task, and its log lines, carry the run id
@@ -228,7 +240,7 @@ class AgentRuntime:
                     context,
                     queue.put_nowait,
                     flag,
-                    _TurnState(fence),
+                    state,
                     admitted,
                 ),
                 name=f"turn:{session_id}",
@@ -292,8 +304,8 @@ class AgentRuntime:
                 RunStarted(
                     run_id=run_id,
                     session_id=session_id,
-                    provider=self.provider.name,
-                    model=self.model,
+                    provider=state.provider.name,
+                    model=state.model,
                 )
             )
             last = history[-1] if resumed is not None else None
@@ -493,7 +505,7 @@ class AgentRuntime:
             # model_construct: the history is made of validated messages already; validating
             # it again on every step would cost time growing with the conversation.
             request = ModelRequest.model_construct(
-                model=self.model,
+                model=state.model,
                 system=system,
                 turn_context=state.turn_context,
                 messages=messages,
@@ -504,7 +516,9 @@ class AgentRuntime:
             state.in_flight, state.streamed = request, []
             try:
                 await self.hooks.before_model(request)
-                text, calls, finished = await self._call_model(request, emit, state.streamed)
+                text, calls, finished = await self._call_model(
+                    request, emit, state.streamed, provider=state.provider
+                )
             except ProviderError as exc:
                 if exc.kind == "context_overflow" and overflowed is None:
                     overflowed = exc
@@ -516,7 +530,7 @@ class AgentRuntime:
                         continue
                 log.warning(
                     "provider %s failed (%s): %s",
-                    self.provider.name,
+                    state.provider.name,
                     exc.kind,
                     self._redact(str(exc)),
                 )
@@ -571,7 +585,7 @@ class AgentRuntime:
     async def _charge(
         self, session_id: str, run_id: str, finished: Finished, state: _TurnState
     ) -> None:
-        model = finished.model or self.model
+        model = finished.model or state.model
         cost = self._cost(model, finished.usage) if self._cost else None
         state.usage += finished.usage
         if cost is None:
@@ -581,7 +595,7 @@ class AgentRuntime:
         entry = CostEntry(
             session_id=session_id,
             run_id=run_id,
-            provider=finished.provider or self.provider.name,
+            provider=finished.provider or state.provider.name,
             model=model,
             usage=finished.usage,
             cost_usd=cost,
@@ -625,6 +639,8 @@ class AgentRuntime:
         request: ModelRequest,
         emit: Callable[[AgentEvent | None], None],
         streamed: list[str] | None = None,
+        *,
+        provider: Provider | None = None,
     ) -> tuple[str, list[ToolCall], Finished]:
         parts: list[str] = []
         calls: list[ToolCall] = []
@@ -643,7 +659,7 @@ class AgentRuntime:
 
         # Deadlines are the provider's (ReliableProvider gives each attempt one): only it can
         # tell the time spent waiting between retries from a model that is slow to answer.
-        async for event in self.provider.stream(request):
+        async for event in (provider or self.provider).stream(request):
             match event:
                 case TextDelta(text=chunk):
                     shown(scrubber.add(chunk))
@@ -903,6 +919,9 @@ class _TurnState:
         # Whose spending the turn's calls count to, in the ledger (`core/budgets.py`).
         self.user: str | None = None
         self.chat: str | None = None
+        # The provider and model this turn calls (the session's `/model` choice, or the default).
+        self.provider: Provider
+        self.model: str
 
 
 def _too_long(run_id: str, exc: BudgetExceeded) -> RunFailed:

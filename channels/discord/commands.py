@@ -64,7 +64,8 @@ def _menu_command(info: CommandInfo, handle: SlashHandler) -> app_commands.Comma
 def _command_with_argument(
     info: CommandInfo, handle: SlashHandler
 ) -> app_commands.Command[Any, Any, None]:
-    """A command whose one argument (`/unschedule id:<…>`) is a required option."""
+    """A command whose one argument (`/unschedule id:<…>`) is an option, required unless
+    the command also works without it (`/model`)."""
     word, name = info.name, info.argument or "text"
 
     @app_commands.rename(value=name)
@@ -72,6 +73,13 @@ def _command_with_argument(
     async def run(interaction: discord.Interaction, value: str) -> None:
         await handle(interaction, word, value)
 
+    @app_commands.rename(value=name)
+    @app_commands.describe(value=info.argument_help or name)
+    async def run_optional(interaction: discord.Interaction, value: str = "") -> None:
+        await handle(interaction, word, value)
+
+    if info.argument_optional:
+        return app_commands.Command(name=word, description=info.description, callback=run_optional)
     return app_commands.Command(name=word, description=info.description, callback=run)
 
 

@@ -30,6 +30,9 @@ class SessionRecord(BaseModel):
     created_at: datetime
     updated_at: datetime
     message_count: int = 0
+    # The model `/model` chose for this session (an entry of `[models] allowed`); None: the
+    # profile's default.
+    model: str | None = None
 
 
 class CompactionSummary(BaseModel):
@@ -76,6 +79,11 @@ class ConversationLog(Protocol):
 
     async def list_sessions(self, *, limit: int = 50) -> list[SessionRecord]:
         """Sessions, most recently updated first."""
+        ...
+
+    async def set_session_model(self, session_id: str, model: str | None) -> bool:
+        """Keep `model` as the session's chosen model (None: back to the default); False if
+        there is no such session."""
         ...
 
     async def append_message(

@@ -225,6 +225,7 @@ class InboundHandler:
                 is_admin=is_admin,
                 store=self.store,
                 registry=self.commands,
+                models=self.turns.runtime.models,
             )
             text = await command.handler(context)
         await self.outbox.send(inbound, "notice", text)
@@ -318,6 +319,7 @@ class InboundHandler:
                 finish=False,
                 admitted=admitting,
                 typing=True,
+                model=session.model if session is not None else None,
             )
         except BaseException:
             await _settled(saved, counting, admitting, making, cancel=True)

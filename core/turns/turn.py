@@ -126,6 +126,7 @@ class TurnRunner:
         finish: bool = True,
         admitted: Awaitable[bool] | None = None,
         typing: bool = False,
+        model: str | None = None,
     ) -> Outcome | None:
         """Run one turn answering `inbound`; its outcome (None if the runtime stopped short
         or `admitted` said no).
@@ -134,7 +135,8 @@ class TurnRunner:
         checkpoint is marked completed when the turn has an outcome, unless `finish` is False
         (the caller finishes it, together with its own last writes). `admitted`: see
         `AgentRuntime.run`. With `typing` (and `shown`), the typing indicator is sent as the
-        runtime starts its steps (with their first writes).
+        runtime starts its steps (with their first writes). `model`: the session's chosen
+        model (`/model`), None for the default.
         """
         message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
         policy = self.outbox.policy(inbound.address.platform) if shown else None
@@ -147,7 +149,13 @@ class TurnRunner:
         outcome: Outcome | None = None
         try:
             async for event in self.runtime.run(
-                session_id, message, context, cancel=cancel, fence=fence, admitted=admitted
+                session_id,
+                message,
+                context,
+                cancel=cancel,
+                fence=fence,
+                admitted=admitted,
+                model=model,
             ):
                 if isinstance(event, RunStarted):
                     run_id = event.run_id

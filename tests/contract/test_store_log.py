@@ -20,7 +20,7 @@ from core.store import (
     Store,
 )
 from core.store.log import new_session_id
-from tests.contract.store_support import START, is_utc
+from tests.contract.store_support import START, OpenStore, TickingClock, is_utc
 
 # Sessions
 
@@ -115,6 +115,31 @@ async def test_a_reopened_session_is_current_until_the_next_new_one(
     assert (await store.current_session("terminal:local:a")).id == newer.id
     fresh = await store.create_session("terminal:local:a")
     assert (await store.current_session("terminal:local:a")).id == fresh.id
+
+
+async def test_a_session_keeps_its_chosen_model_across_a_restart(open_store: OpenStore) -> None:
+    store = await open_store(TickingClock())
+    chosen = await store.current_session("telegram:42")
+    other = await store.current_session("telegram:7")
+    assert chosen.model is None  # a new session uses the profile's default
+
+    assert await store.set_session_model(chosen.id, "gpt-4o-mini") is True
+
+    again = await open_store(TickingClock())  # another process, or this one restarted
+    assert (await again.current_session("telegram:42")).model == "gpt-4o-mini"
+    assert (await again.get_session(chosen.id)).model == "gpt-4o-mini"  # type: ignore[union-attr]
+    assert (await again.current_session("telegram:7")).model is None
+    assert {s.id: s.model for s in await again.list_sessions()} == {
+        chosen.id: "gpt-4o-mini",
+        other.id: None,
+    }
+    assert await again.set_session_model(chosen.id, None) is True  # /model reset
+    assert (await store.current_session("telegram:42")).model is None
+
+
+async def test_setting_the_model_of_an_unknown_session_says_so(store: ConversationLog) -> None:
+    assert await store.set_session_model("nope", "gpt-4o-mini") is False
+    assert await store.list_sessions() == []
 
 
 async def test_create_session_ids_are_unique(store: ConversationLog) -> None:

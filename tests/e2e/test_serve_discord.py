@@ -102,6 +102,7 @@ async def test_serve_answers_on_discord(
             "new",
             "cost",
             "stop",
+            "model",
             "help",
             "schedules",
             "unschedule",

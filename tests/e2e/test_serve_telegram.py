@@ -64,6 +64,7 @@ async def test_serve_answers_telegram_by_long_polling(
             "new",
             "cost",
             "stop",
+            "model",
             "help",
             "schedules",
             "unschedule",
@@ -191,3 +192,41 @@ async def test_serve_stops_a_telegram_answer_with_stop(
         await reply_containing(fake, DM, "Here is the short version.")
         assert await served.terminate(STOP_PATIENCE) == 0
     assert "Traceback" not in served.log, served.log
+
+
+async def test_serve_switches_a_telegram_chats_model_and_keeps_it_across_a_restart(
+    fake_telegram: FakeTelegram, fake_openai: FakeOpenAI, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`/model NAME` in a DM: the next request names that model, after a restart too;
+    `/model reset` goes back to the default."""
+    fake = fake_telegram
+    profile = tmp_path / "open-profiles" / "default" / "profile.toml"
+    with profile.open("a", encoding="utf-8") as toml:
+        toml.write('\n[models]\nallowed = [{provider = "openai", model = "gpt-4.1"}]\n')
+    fake_openai.script(Text("first"), Text("second"), Text("third"))
+    env.update(
+        SWITCHBOARD_PROVIDER="openai",
+        SWITCHBOARD_MODEL="gpt-4o-mini",
+        OPENAI_API_KEY=fake_openai.api_key,
+        OPENAI_BASE_URL=fake_openai.url,
+    )
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
+        fake.private_text(DM, "/model gpt-4.1")
+        await reply_containing(fake, DM, "This chat now uses gpt-4.1 (openai).")
+        fake.private_text(DM, "hello")
+        await reply_containing(fake, DM, "first")
+        assert await served.terminate(STOP_PATIENCE) == 0
+    assert "Traceback" not in served.log, served.log
+
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
+        fake.private_text(DM, "still there?")
+        await reply_containing(fake, DM, "second")
+        fake.private_text(DM, "/model reset")
+        await reply_containing(fake, DM, "back to the default model, gpt-4o-mini")
+        fake.private_text(DM, "and now?")
+        await reply_containing(fake, DM, "third")
+        assert await served.terminate(STOP_PATIENCE) == 0
+    assert "Traceback" not in served.log, served.log
+    assert [r.json["model"] for r in fake_openai.requests] == ["gpt-4.1", "gpt-4.1", "gpt-4o-mini"]

@@ -349,6 +349,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
             "new",
             "cost",
             "stop",
+            "model",
             "help",
             "schedules",
             "unschedule",

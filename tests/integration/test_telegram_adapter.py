@@ -65,6 +65,7 @@ async def test_private_question_is_answered_in_html_after_typing(
             "new",
             "cost",
             "stop",
+            "model",
             "help",
             "schedules",
             "unschedule",

@@ -224,6 +224,12 @@ async def test_a_turn_streams_progress_and_the_reply_and_shows_in_events_and_cos
     calls = [c for m in detail["messages"] for c in m["tool_calls"]]
     assert calls == [{"name": "calculator", "arguments": {"expression": "17*23"}}]
     assert any(m["role"] == "tool" and "391" in m["text"] for m in detail["messages"])
+    assert detail["session"]["model"] is None  # the profile's default
+    await page.store.set_session_model(listed["session"], "gpt-4.1")  # what /model keeps
+    async with page.http.get(
+        f"{page.base}/api/sessions/{listed['session']}", headers=page.bearer()
+    ) as response:
+        assert (await response.json())["session"]["model"] == "gpt-4.1"
 
 
 async def test_model_markup_comes_back_escaped(page: Page, script: list[ScriptStep]) -> None:

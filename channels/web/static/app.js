@@ -359,7 +359,8 @@ async function loadSessions() {
 async function showSession(id) {
   const { session, messages, cost: spent } = await api("/api/sessions/" + encodeURIComponent(id));
   const box = document.getElementById("session-detail");
-  box.replaceChildren(el("h2", {}, session.key + " · " + messages.length + " messages · " + cost(spent)),
+  const model = session.model ? "model " + session.model : "default model";  // chosen with /model
+  box.replaceChildren(el("h2", {}, session.key + " · " + model + " · " + messages.length + " messages · " + cost(spent)),
     ...messages.map((m) => {
       const body = el("div", { class: "body" });
       if (m.html) setHtml(body, m.html); else body.textContent = m.text;

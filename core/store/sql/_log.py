@@ -28,7 +28,7 @@ _COUNT = (
     .where(messages.c.session_id == _s.c.id)
     .scalar_subquery()
 )
-_SESSION = select(_s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT)
+_SESSION = select(_s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT, _s.c.model)
 
 
 class SqlLog(SqlBase):
@@ -76,6 +76,14 @@ class SqlLog(SqlBase):
                 _SESSION.order_by(_s.c.updated_at.desc(), _s.c.number.desc()).limit(limit)
             )
             return [_session(row) for row in rows]
+
+    async def set_session_model(self, session_id: str, model: str | None) -> bool:
+        """Keep `model` as the session's chosen model (None: the default); False if none."""
+        async with self._begin(f"set the model of session {session_id!r}") as db:
+            changed = await db.execute(
+                update(_s).where(_s.c.id == session_id).values(model=model).returning(_s.c.id)
+            )
+            return changed.first() is not None
 
     async def append_message(
         self,
@@ -273,13 +281,14 @@ async def _latest_summary(db: AsyncConnection, session_id: str) -> CompactionSum
 
 
 def _session(row: Sequence[Any]) -> SessionRecord:
-    session_id, key, created_at, updated_at, message_count = row
+    session_id, key, created_at, updated_at, message_count, model = row
     return SessionRecord(
         id=session_id,
         key=key,
         created_at=from_utc_text(created_at),
         updated_at=from_utc_text(updated_at),
         message_count=message_count,
+        model=model,
     )
 
 

@@ -51,6 +51,8 @@ sessions = Table(
     Column("key", Text, nullable=False),
     Column("created_at", Text, nullable=False),
     Column("updated_at", Text, nullable=False),
+    # The model `/model` chose for this session; NULL: the profile's default.
+    Column("model", Text, nullable=True),
 )
 
 messages = Table(
