@@ -128,13 +128,9 @@ class VoiceNotes:
                 f"{name} is too long for me to listen to (the limit is "
                 f"{_minutes(limits.max_seconds)})."
             )
-        if size is not None and size > limit:
-            return _unheard(_too_large(name, limit, "listen to"))
-        data = await download()
-        if data is None:
-            return _unheard(f"I could not download {name}; please try sending it again.")
-        if len(data) > limit:
-            return _unheard(_too_large(name, limit, "listen to"))
+        data = await _fetch(name, size, limit, download, "listen to")
+        if isinstance(data, str):
+            return _unheard(data)
         try:
             words = await self.transcriber.transcribe(name, media_type, data)
         except TranscriptionFailed as exc:
@@ -217,13 +213,9 @@ class DocumentReader:
         limit = min(self.settings.max_bytes, platform_limit or self.settings.max_bytes)
         if document_kind(name, media_type) is None:
             return _refused(f"I cannot read {name}: I read {READABLE}.")
-        if size is not None and size > limit:
-            return _refused(_too_large(name, limit))
-        data = await download()
-        if data is None:
-            return _refused(f"I could not download {name}; please try sending it again.")
-        if len(data) > limit:
-            return _refused(_too_large(name, limit))
+        data = await _fetch(name, size, limit, download, "read")
+        if isinstance(data, str):
+            return _refused(data)
         try:
             read = await asyncio.to_thread(
                 read_document, name, media_type, data, max_chars=self.settings.max_chars
@@ -241,7 +233,22 @@ class DocumentReader:
         return block
 
 
-def _too_large(name: str, limit: int, verb: str = "read") -> str:
+async def _fetch(
+    name: str, size: int | None, limit: int, download: Download, verb: str
+) -> bytes | str:
+    """The file's bytes when it is within `limit` (checked on the size announced, if any,
+    before downloading, and on what came); else the sentence saying why not."""
+    if size is not None and size > limit:
+        return _too_large(name, limit, verb)
+    data = await download()
+    if data is None:
+        return f"I could not download {name}; please try sending it again."
+    if len(data) > limit:
+        return _too_large(name, limit, verb)
+    return data
+
+
+def _too_large(name: str, limit: int, verb: str) -> str:
     size = f"{limit / 2**20:.3g} MB" if limit >= 2**20 else f"{limit / 1024:.3g} KB"
     return f"{name} is too large for me to {verb} (the limit is {size})."
 
