@@ -54,6 +54,16 @@ def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
     return keep
 
 
+def answer_with(env: dict[str, str], fake_openai: FakeOpenAI) -> None:
+    """Point `env` at the OpenAI fake, its default model gpt-4o-mini."""
+    env.update(
+        SWITCHBOARD_PROVIDER="openai",
+        SWITCHBOARD_MODEL="gpt-4o-mini",
+        OPENAI_API_KEY=fake_openai.api_key,
+        OPENAI_BASE_URL=fake_openai.url,
+    )
+
+
 async def test_serve_answers_telegram_by_long_polling(
     fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -170,12 +180,7 @@ async def test_serve_stops_a_telegram_answer_with_stop(
     a line saying it was stopped (its Stop button gone), and the next message is answered."""
     fake = fake_telegram
     fake_openai.script(Hold("Once upon a time"), Text("Here is the short version."))
-    env.update(
-        SWITCHBOARD_PROVIDER="openai",
-        SWITCHBOARD_MODEL="gpt-4o-mini",
-        OPENAI_API_KEY=fake_openai.api_key,
-        OPENAI_BASE_URL=fake_openai.url,
-    )
+    answer_with(env, fake_openai)
     async with serve(env, tmp_path) as served:
         await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
         fake.private_text(DM, "tell me a long story")
@@ -204,12 +209,7 @@ async def test_serve_switches_a_telegram_chats_model_and_keeps_it_across_a_resta
     with profile.open("a", encoding="utf-8") as toml:
         toml.write('\n[models]\nallowed = [{provider = "openai", model = "gpt-4.1"}]\n')
     fake_openai.script(Text("first"), Text("second"), Text("third"))
-    env.update(
-        SWITCHBOARD_PROVIDER="openai",
-        SWITCHBOARD_MODEL="gpt-4o-mini",
-        OPENAI_API_KEY=fake_openai.api_key,
-        OPENAI_BASE_URL=fake_openai.url,
-    )
+    answer_with(env, fake_openai)
     async with serve(env, tmp_path) as served:
         await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
         fake.private_text(DM, "/model gpt-4.1")
