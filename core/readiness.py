@@ -9,6 +9,7 @@ ready when every mark is up and every check passes.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -113,6 +114,24 @@ async def keep_trying(
         readiness.up(name)
         return result
 
+    retrying = _retrying(readiness, name, stopping)
+    # The first failure waits like tenacity's first retry would have.
+    await _pause(_FIRST_WAIT, stopping)
+    # Iterated rather than called: tenacity would call a lambda returning a coroutine without
+    # awaiting it (it only awaits coroutine functions).
+    async for attempt in retrying:
+        with attempt:
+            result = await operation()
+        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
+            readiness.up(name)
+            return result
+    raise AssertionError("unreachable: tenacity retries until it succeeds or raises")
+
+
+def _retrying(readiness: Readiness, name: str, stopping: asyncio.Event | None) -> AsyncRetrying:
+    """Tenacity's loop for `keep_trying`: bus and store failures tried again with backoff
+    (the loop `name` marked down before each wait) until `stopping` is set."""
+
     def worth_another_try(state: RetryCallState) -> bool:
         if state.outcome is None or not state.outcome.failed:
             return False
@@ -125,15 +144,9 @@ async def keep_trying(
         readiness.down(name, str(error) or type(error).__name__)
 
     async def pause(seconds: float) -> None:
-        if stopping is None:
-            await asyncio.sleep(seconds)
-            return
-        try:
-            await asyncio.wait_for(stopping.wait(), seconds)
-        except TimeoutError:
-            pass
+        await _pause(seconds, stopping)
 
-    retrying = AsyncRetrying(
+    return AsyncRetrying(
         retry=worth_another_try,
         wait=wait_exponential_jitter(multiplier=_FIRST_WAIT, max=_LONGEST_WAIT),
         stop=stop_never,
@@ -141,14 +154,12 @@ async def keep_trying(
         before_sleep=mark_down,
         reraise=True,
     )
-    # The first failure waits like tenacity's first retry would have.
-    await pause(_FIRST_WAIT)
-    # Iterated rather than called: tenacity would call a lambda returning a coroutine without
-    # awaiting it (it only awaits coroutine functions).
-    async for attempt in retrying:
-        with attempt:
-            result = await operation()
-        if not attempt.retry_state.outcome or not attempt.retry_state.outcome.failed:
-            readiness.up(name)
-            return result
-    raise AssertionError("unreachable: tenacity retries until it succeeds or raises")
+
+
+async def _pause(seconds: float, stopping: asyncio.Event | None) -> None:
+    """Wait `seconds`, or less once `stopping` is set."""
+    if stopping is None:
+        await asyncio.sleep(seconds)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stopping.wait(), seconds)

@@ -84,8 +84,58 @@ class ScheduleListArgs(BaseModel):
 
 def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
     """`schedule_create`, `schedule_list`, `schedule_cancel` and `schedule_runs` over a book."""
+    tools = _Schedules(book)
+    return [
+        Tool(
+            name="schedule_create",
+            description=(
+                "Schedule a task whose answer is delivered to this chat later: a reminder, a "
+                "recurring question or check. The prompt runs as a message to you at each time."
+            ),
+            args=ScheduleCreateArgs,
+            tier=SafetyTier.SIDE_EFFECTING,
+            run=tools.create,
+        ),
+        Tool(
+            name="schedule_list",
+            description=(
+                "List the schedules that deliver to this chat (prompts only of the asking "
+                "person's own, or of all for an admin)."
+            ),
+            args=ScheduleListArgs,
+            tier=SafetyTier.READ_ONLY,
+            run=tools.listing,
+        ),
+        Tool(
+            name="schedule_cancel",
+            description=(
+                "Cancel a schedule of this chat by its id (one the asking person made, or any "
+                "when they are an admin)."
+            ),
+            args=ScheduleIdArgs,
+            tier=SafetyTier.SIDE_EFFECTING,
+            run=tools.cancel,
+        ),
+        Tool(
+            name="schedule_runs",
+            description=(
+                "Show the latest runs of a schedule of this chat (one the asking person made, "
+                "or any when they are an admin)."
+            ),
+            args=ScheduleIdArgs,
+            tier=SafetyTier.READ_ONLY,
+            run=tools.runs,
+        ),
+    ]
 
-    async def create(args: ScheduleCreateArgs, context: ToolContext) -> str:
+
+class _Schedules:
+    """What the schedule tools do, over one book."""
+
+    def __init__(self, book: ScheduleBook) -> None:
+        self.book = book
+
+    async def create(self, args: ScheduleCreateArgs, context: ToolContext) -> str:
         if context.scheduled:
             raise ToolError("A scheduled task cannot create more schedules.")
         address = _chat(context)
@@ -93,15 +143,15 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
         now = context.clock()
         try:
             cadence = _cadence(args, now)
-            await book.limits.admit(
-                book.store,
+            await self.book.limits.admit(
+                self.book.store,
                 cadence=cadence,
                 owner=owner,
                 deliver_to=address,
                 is_admin=context.is_admin,
                 now=now,
             )
-            schedule = await book.create(
+            schedule = await self.book.create(
                 cadence=cadence,
                 prompt=args.prompt,
                 deliver_to=address,
@@ -115,8 +165,8 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
             f"{_when(schedule.next_run_at)}. Answers will come to this chat."
         )
 
-    async def listing(_args: ScheduleListArgs, context: ToolContext) -> str:
-        schedules = await book.store.list_schedules(deliver_to=_chat(context))
+    async def listing(self, _args: ScheduleListArgs, context: ToolContext) -> str:
+        schedules = await self.book.store.list_schedules(deliver_to=_chat(context))
         if not schedules:
             return "No schedules deliver to this chat."
         requester, admin = _requester(context), context.is_admin
@@ -125,14 +175,14 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
             for s in schedules
         )
 
-    async def cancel(args: ScheduleIdArgs, context: ToolContext) -> str:
-        schedule = await _own(book, args.schedule_id, context)
-        await book.store.delete_schedule(schedule.id)
+    async def cancel(self, args: ScheduleIdArgs, context: ToolContext) -> str:
+        schedule = await _own(self.book, args.schedule_id, context)
+        await self.book.store.delete_schedule(schedule.id)
         return f"Cancelled schedule {schedule.id} ({describe_cadence(schedule.cadence)})."
 
-    async def runs(args: ScheduleIdArgs, context: ToolContext) -> str:
-        schedule = await _own(book, args.schedule_id, context)
-        found = await book.store.list_runs(schedule.id, limit=5)
+    async def runs(self, args: ScheduleIdArgs, context: ToolContext) -> str:
+        schedule = await _own(self.book, args.schedule_id, context)
+        found = await self.book.store.list_runs(schedule.id, limit=5)
         if not found:
             return f"Schedule {schedule.id} has not run yet; {_state(schedule)}."
         lines = [
@@ -142,49 +192,6 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
             for r in found
         ]
         return "\n".join([*lines, f"Schedule {schedule.id}: {_state(schedule)}."])
-
-    return [
-        Tool(
-            name="schedule_create",
-            description=(
-                "Schedule a task whose answer is delivered to this chat later: a reminder, a "
-                "recurring question or check. The prompt runs as a message to you at each time."
-            ),
-            args=ScheduleCreateArgs,
-            tier=SafetyTier.SIDE_EFFECTING,
-            run=create,
-        ),
-        Tool(
-            name="schedule_list",
-            description=(
-                "List the schedules that deliver to this chat (prompts only of the asking "
-                "person's own, or of all for an admin)."
-            ),
-            args=ScheduleListArgs,
-            tier=SafetyTier.READ_ONLY,
-            run=listing,
-        ),
-        Tool(
-            name="schedule_cancel",
-            description=(
-                "Cancel a schedule of this chat by its id (one the asking person made, or any "
-                "when they are an admin)."
-            ),
-            args=ScheduleIdArgs,
-            tier=SafetyTier.SIDE_EFFECTING,
-            run=cancel,
-        ),
-        Tool(
-            name="schedule_runs",
-            description=(
-                "Show the latest runs of a schedule of this chat (one the asking person made, "
-                "or any when they are an admin)."
-            ),
-            args=ScheduleIdArgs,
-            tier=SafetyTier.READ_ONLY,
-            run=runs,
-        ),
-    ]
 
 
 def _cadence(args: ScheduleCreateArgs, now: datetime) -> Cadence:

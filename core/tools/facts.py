@@ -60,46 +60,7 @@ def memory_tools(store: FactStore, profile: str, redactor: Redactor) -> list[Too
     context of every later turn of that person, so a credential must never become one."""
     if not profile:
         raise ValueError("memory tools need a profile name")
-
-    async def remember(args: RememberArgs, context: ToolContext) -> str:
-        if context.scheduled:
-            raise ToolError("A scheduled task cannot change memory.")
-        scope = _scope(profile, context)
-        text = args.text.strip()
-        if not text:
-            raise ToolError("Give the fact to remember as text.")
-        if redactor(text) != text:
-            raise ToolError(
-                "That looks like a password, key or token, and credentials are never kept in "
-                "memory. Do not store it; suggest a password manager instead."
-            )
-        for fact in await store.search_facts(scope, text, limit=5):
-            if fact.text == text:
-                return f"Already remembered as {fact.id}: {text}"
-        if len(await store.list_facts(scope, limit=MAX_FACTS_PER_SCOPE)) >= MAX_FACTS_PER_SCOPE:
-            raise ToolError(
-                f"Memory is full ({MAX_FACTS_PER_SCOPE} facts); forget some before adding more."
-            )
-        fact = MemoryFact.new(
-            scope, text, now=context.clock(), source_session=context.session_id or None
-        )
-        await store.remember_fact(fact)
-        return f"Remembered {fact.id}: {text}"
-
-    async def recall(args: RecallArgs, context: ToolContext) -> str:
-        found = await store.search_facts(_scope(profile, context), args.query, limit=args.limit)
-        if not found:
-            return "Nothing remembered matches that." if args.query.strip() else "Memory is empty."
-        return "\n".join(f"{f.id} ({f.created_at:%Y-%m-%d}): {f.text}" for f in found)
-
-    async def forget(args: ForgetArgs, context: ToolContext) -> str:
-        if context.scheduled:
-            raise ToolError("A scheduled task cannot change memory.")
-        fact_id = args.fact_id.strip()
-        if not await store.forget_fact(_scope(profile, context), fact_id):
-            raise ToolError(f"No remembered fact {fact_id!r}; recall to see the ids.")
-        return f"Forgot {fact_id}."
-
+    memory = _Memory(store, profile, redactor)
     return [
         Tool(
             name="remember",
@@ -109,7 +70,7 @@ def memory_tools(store: FactStore, profile: str, redactor: Redactor) -> list[Too
             ),
             args=RememberArgs,
             tier=SafetyTier.SIDE_EFFECTING,
-            run=remember,
+            run=memory.remember,
         ),
         Tool(
             name="recall",
@@ -119,16 +80,66 @@ def memory_tools(store: FactStore, profile: str, redactor: Redactor) -> list[Too
             ),
             args=RecallArgs,
             tier=SafetyTier.READ_ONLY,
-            run=recall,
+            run=memory.recall,
         ),
         Tool(
             name="forget",
             description="Forget a remembered fact about the person you are talking to, by id.",
             args=ForgetArgs,
             tier=SafetyTier.SIDE_EFFECTING,
-            run=forget,
+            run=memory.forget,
         ),
     ]
+
+
+class _Memory:
+    """What the memory tools do, over one bot's facts."""
+
+    def __init__(self, store: FactStore, profile: str, redactor: Redactor) -> None:
+        self.store = store
+        self.profile = profile
+        self.redactor = redactor
+
+    async def remember(self, args: RememberArgs, context: ToolContext) -> str:
+        if context.scheduled:
+            raise ToolError("A scheduled task cannot change memory.")
+        scope = _scope(self.profile, context)
+        text = args.text.strip()
+        if not text:
+            raise ToolError("Give the fact to remember as text.")
+        if self.redactor(text) != text:
+            raise ToolError(
+                "That looks like a password, key or token, and credentials are never kept in "
+                "memory. Do not store it; suggest a password manager instead."
+            )
+        for fact in await self.store.search_facts(scope, text, limit=5):
+            if fact.text == text:
+                return f"Already remembered as {fact.id}: {text}"
+        known = await self.store.list_facts(scope, limit=MAX_FACTS_PER_SCOPE)
+        if len(known) >= MAX_FACTS_PER_SCOPE:
+            raise ToolError(
+                f"Memory is full ({MAX_FACTS_PER_SCOPE} facts); forget some before adding more."
+            )
+        fact = MemoryFact.new(
+            scope, text, now=context.clock(), source_session=context.session_id or None
+        )
+        await self.store.remember_fact(fact)
+        return f"Remembered {fact.id}: {text}"
+
+    async def recall(self, args: RecallArgs, context: ToolContext) -> str:
+        scope = _scope(self.profile, context)
+        found = await self.store.search_facts(scope, args.query, limit=args.limit)
+        if not found:
+            return "Nothing remembered matches that." if args.query.strip() else "Memory is empty."
+        return "\n".join(f"{f.id} ({f.created_at:%Y-%m-%d}): {f.text}" for f in found)
+
+    async def forget(self, args: ForgetArgs, context: ToolContext) -> str:
+        if context.scheduled:
+            raise ToolError("A scheduled task cannot change memory.")
+        fact_id = args.fact_id.strip()
+        if not await self.store.forget_fact(_scope(self.profile, context), fact_id):
+            raise ToolError(f"No remembered fact {fact_id!r}; recall to see the ids.")
+        return f"Forgot {fact_id}."
 
 
 def _scope(profile: str, context: ToolContext) -> str:
