@@ -222,7 +222,8 @@ class FakeDiscord(GatewayFake, EventBuilders):
         return self.url
 
     async def start(self) -> None:
-        app = web.Application()
+        # Uploads past aiohttp's 1 MB default reach the handlers, which judge their size.
+        app = web.Application(client_max_size=2 * MAX_ATTACHMENT_BYTES)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/attachments/{path:.+}", self._download)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)

@@ -47,6 +47,8 @@ DEFAULT_BOT_TOKEN = "xoxb-1111111111-2222222222-FakeBotTokenForTestsOnly"
 DEFAULT_APP_TOKEN = "xapp-1-A0APP-3333333333-FakeAppTokenForTestsOnly"
 DEFAULT_SIGNING_SECRET = "fake-signing-secret-0123456789abcdef"
 MAX_TEXT_LENGTH = 40_000
+# The largest request body the fake reads (an upload of a file).
+_MAX_BODY = 32 * 1024 * 1024
 _LOGIN_PAGE = "<!DOCTYPE html><html><body>Sign in to Slack</body></html>"
 
 
@@ -190,7 +192,8 @@ class FakeSlack(EventBuilders):
 
     async def start(self) -> None:
         """Bind a free port on 127.0.0.1 and start serving."""
-        app = web.Application()
+        # Uploads past aiohttp's 1 MB default reach the handlers, which judge their size.
+        app = web.Application(client_max_size=2 * _MAX_BODY)
         app.router.add_post("/api/{method}", self._handle_method)
         app.router.add_get("/api/{method}", self._handle_method)
         app.router.add_get("/files-pri/{team}-{file_id}/{name}", self._handle_download)

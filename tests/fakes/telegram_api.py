@@ -257,7 +257,8 @@ class FakeTelegram(UpdateBuilders):
 
     async def start(self) -> None:
         """Bind a free port on 127.0.0.1 and start serving."""
-        app = web.Application()
+        # Uploads past aiohttp's 1 MB default reach the handlers, which judge their size.
+        app = web.Application(client_max_size=2 * MAX_DOCUMENT_BYTES)
         app.router.add_route("*", "/bot{token}/{method}", self._handle_method)
         app.router.add_get("/file/bot{token}/{file_path:.+}", self._handle_download)
         # handler_cancellation: a client that gives up (or is cancelled) ends its held request.
