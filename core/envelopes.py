@@ -214,7 +214,9 @@ class Attachment(BaseModel):
     """A file for a chat: its name, media type and bytes; `image` asks the platform to show it
     as a picture (a Telegram photo) rather than as a document."""
 
-    model_config = ConfigDict(frozen=True)
+    # In JSON (`switchboard deadletters show`, an event's dump) the bytes are base64: a
+    # picture is not UTF-8.
+    model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
 
     name: str = Field(min_length=1, max_length=255)
     media_type: str = "application/octet-stream"

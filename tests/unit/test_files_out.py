@@ -3,6 +3,7 @@ note that stands in for a file that did not go up, the terminal and the web page
 
 from __future__ import annotations
 
+import base64
 import io
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -62,6 +63,16 @@ def test_a_file_outbound_crosses_the_bus_with_its_bytes_intact() -> None:
     assert back.attachments == [picture]
     assert back.attachments[0].data == PNG
     assert not back.ends_turn
+
+
+def test_a_file_outbound_shows_as_json_with_its_bytes_in_base64() -> None:
+    picture = Attachment(name="a.png", media_type="image/png", data=PNG, image=True)
+    outbound = Outbound(kind="file", address=CHAT, attachments=[picture])
+
+    shown = outbound.model_dump(mode="json")  # as `switchboard deadletters show` prints it
+
+    assert shown["attachments"][0]["data"] == base64.b64encode(PNG).decode()
+    assert Outbound.model_validate_json(outbound.model_dump_json()) == outbound
 
 
 def test_attachments_past_the_cap_are_refused_when_the_envelope_is_built() -> None:
