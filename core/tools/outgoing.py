@@ -21,7 +21,7 @@ __all__ = ["FileDrop", "size_text"]
 def size_text(size: int) -> str:
     """A size for people: `512 bytes`, `12.3 KB`, `4.5 MB`."""
     if size < 1024:
-        return f"{size} bytes"
+        return "1 byte" if size == 1 else f"{size} bytes"
     if size < 1024 * 1024:
         return f"{size / 1024:.1f} KB"
     return f"{size / 2**20:.1f} MB"

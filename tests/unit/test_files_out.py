@@ -223,7 +223,7 @@ async def test_a_refused_upload_is_noted_and_a_rate_limit_is_left_to_the_gateway
     await upload_each(
         _outbound(Attachment(name="a.txt", data=b"x")), UploadLimits(), refused.upload, refused.note
     )
-    assert refused.notes == ["⚠️ Could not send the file a.txt (1 bytes): the platform refused it."]
+    assert refused.notes == ["⚠️ Could not send the file a.txt (1 byte): the platform refused it."]
 
     limited = _Chat(ChannelError("slow down", retry_after=2.0))
     with pytest.raises(ChannelError, match="slow down"):
