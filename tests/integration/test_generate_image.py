@@ -4,12 +4,17 @@ failed generation is one sentence for the model with nothing charged or sent."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from pydantic import SecretStr
 
+from bots.app import embedded
 from bots.images import image_generator
+from bots.profiles import load_profile
+from bots.settings import load_settings
 from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Outbound
@@ -17,7 +22,7 @@ from core.errors import ConfigError, ToolError
 from core.images import ImageSettings, OpenAIImages
 from core.modes import DISCORD, SAFE_CHAT
 from core.store.sql import SqlStore
-from core.tools import FileDrop, ToolContext, generate_image_tool
+from core.tools import GENERATE_IMAGE, SEND_FILE, FileDrop, ToolContext, generate_image_tool
 from core.tools.base import SafetyTier
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Error
@@ -138,3 +143,41 @@ def test_the_endpoint_comes_from_the_images_table_or_the_openai_settings(
 def test_an_api_key_env_that_is_not_set_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"\[images\] api_key_env: IMG_KEY is not set"):
         image_generator({}, ImageSettings(api_key_env="IMG_KEY"))
+
+
+@pytest.mark.parametrize(
+    ("env", "table", "offered"),
+    [
+        ({}, "", False),
+        ({"OPENAI_API_KEY": TEST_API_KEY}, "", True),
+        ({"OPENAI_API_KEY": TEST_API_KEY}, "[images]\nenabled = false\n", False),
+    ],
+)
+async def test_the_wiring_offers_generate_image_only_with_an_image_endpoint(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    env: dict[str, str],
+    table: str,
+    offered: bool,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "profiles" / "bot"
+    folder.mkdir(parents=True)
+    (folder / "profile.toml").write_text(table, encoding="utf-8")
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "ANTHROPIC_", "SWITCHBOARD_", "REDIS_URL", "DATABASE_URL")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SWITCHBOARD_PROFILES_DIR", str(tmp_path / "profiles"))
+    monkeypatch.setenv("SWITCHBOARD_PROFILE", "bot")
+    monkeypatch.setenv("SWITCHBOARD_PROVIDER", "demo")
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = load_settings()
+    profile = load_profile(settings.profiles_dir, settings.profile)
+
+    async with embedded(settings, profile) as parts:
+        names = parts.runtime.tools.names()
+
+    assert (GENERATE_IMAGE in names) is offered
+    assert SEND_FILE in names  # the workspace's, privileged: offered where `full` is
