@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
+from bots.images import image_generator
 from bots.limits import budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_model_choices, build_provider
@@ -59,7 +60,15 @@ from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
 from core.store.replies import HeldReplyRecords, MemoryReplyRecords, ReplyRecords
-from core.tools import WorkspaceSettings, web_fetch_tool, web_search_tool, workspace_tools
+from core.tools import (
+    FileDrop,
+    WorkspaceSettings,
+    generate_image_tool,
+    send_file_tool,
+    web_fetch_tool,
+    web_search_tool,
+    workspace_tools,
+)
 from core.tools.base import Tool, ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
@@ -274,6 +283,20 @@ def _web_search(settings: Settings) -> list[Tool[Any]]:
     return [web_search_tool(search)] if search is not None else []
 
 
+def _file_tools(
+    settings: Settings, profile: Profile, found: Backends, workspace: WorkspaceSettings
+) -> list[Tool[Any]]:
+    """`send_file` (privileged, from the workspace) and, when an image endpoint is configured,
+    `generate_image`; both hand their files to the chat's gateway through the bus."""
+    drop = FileDrop(found.bus)
+    tools: list[Tool[Any]] = [send_file_tool(workspace, drop)]
+    options = profile.settings.images
+    images = image_generator(settings.environ, options)
+    if images is not None:
+        tools.append(generate_image_tool(images, drop, found.store, price=options.price_per_image))
+    return tools
+
+
 @asynccontextmanager
 async def worker_for(
     settings: Settings,
@@ -308,6 +331,7 @@ async def worker_for(
     # Privileged tools ask the chat first (`full` mode); no answer within a minute means no.
     gate = Confirmations(bus=found.bus, timeout=60.0, marks=found.store, redactor=redactor)
     limiter, close_limiter = open_rate_limits(settings, options, found.redis)
+    workspace = _workspace(settings, profile)
     try:
         runtime = AgentRuntime(
             provider=provider,
@@ -320,7 +344,8 @@ async def worker_for(
                     read_skill_tool(profile.skills),
                     web_fetch_tool(),
                     *_web_search(settings),
-                    *workspace_tools(_workspace(settings, profile)),
+                    *workspace_tools(workspace),
+                    *_file_tools(settings, profile, found, workspace),
                     *(mcp.tools() if mcp else []),
                 ]
             ),

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from channels.attachments import DocumentReader
 from channels.checks import PlatformChecks
+from channels.uploads import UploadLimits
 from core.addresses import AddressGrammar
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
@@ -150,6 +151,9 @@ class ChannelSpec:
     # The address of the bot's DM with a person, from their user id (admins hear of a budget
     # reached there); None where the platform must be asked first.
     admin_dm: Callable[[str], Address | None] = field(default=_no_dm)
+    # The largest file (and picture) a bot may upload there; `file` Outbounds over it become
+    # a one-line note in the chat (`channels/uploads.py`).
+    uploads: UploadLimits = field(default_factory=UploadLimits)
 
     def configured(self, env: Mapping[str, str]) -> bool:
         """Whether the environment asks for this platform to be served."""

@@ -15,12 +15,13 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from channels.base import ChannelSpec, InboundSink
 from core.addresses import AddressGrammar
 from core.commands import CommandInfo
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Attachment, Inbound, Outbound
 
 if TYPE_CHECKING:
     # Loaded when a terminal chat starts, not by every process that reads the prompt hint.
@@ -85,9 +86,11 @@ class TerminalAdapter:
         console: Console | None = None,
         user_name: str = "you",
         before_leaving: Callable[[], Awaitable[None]] | None = None,
+        files_dir: Path | None = None,
     ) -> None:
         """`before_leaving` is awaited when piped input ends, while answers are still shown:
-        the chat waits there for scheduled messages due by then."""
+        the chat waits there for scheduled messages due by then. Files the bot sends are saved
+        in `files_dir` (default `./switchboard-files`) and a line names each one."""
         self.address = Address(platform=SPEC.name, bot=_BOT, chat=chat)
         self.interactive = interactive
         self._help = local_help(menu)
@@ -112,6 +115,7 @@ class TerminalAdapter:
         # never inside its answer.
         self._held: list[Outbound] = []
         self._before_leaving = before_leaving
+        self._files_dir = files_dir or Path("switchboard-files")
         # A spinner while the model works and nothing is shown yet (a terminal only).
         self._thinking: Status | None = None
 
@@ -163,6 +167,9 @@ class TerminalAdapter:
         if outbound.kind == "question":
             await self._ask(outbound)
             return
+        if outbound.kind == "file":
+            await self._save_files(outbound)
+            return
         if outbound.kind == "notification":
             if self._answered:
                 self._held.append(outbound)
@@ -187,6 +194,16 @@ class TerminalAdapter:
             self._console.print(outbound.text, markup=False)
         if outbound.ends_turn and outbound.reply_to in self._answered:
             self._answered[outbound.reply_to].set()
+
+    async def _save_files(self, outbound: Outbound) -> None:
+        """A terminal shows no files: each is saved, and a line says where."""
+        for attachment in outbound.attachments:
+            path = await asyncio.to_thread(_save, self._files_dir, attachment)
+            self._end_line()
+            line = f"📎 {attachment.name} saved to {path}"
+            if outbound.text:
+                line = f"{line} — {outbound.text}"
+            self._console.print(line, markup=False)
 
     async def _ask(self, outbound: Outbound) -> None:
         """The turn waits for the person: show the question, read one line, send it back."""
@@ -313,6 +330,19 @@ class TerminalAdapter:
         if self._line_open:
             self._console.print()
             self._line_open = False
+
+
+def _save(folder: Path, attachment: Attachment) -> Path:
+    """Write `attachment` into `folder` under its own name (made unique, never overwriting)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    name = Path(attachment.name).name or "file"
+    path = folder / name
+    number = 1
+    while path.exists():
+        path = folder / f"{Path(name).stem}-{number}{Path(name).suffix}"
+        number += 1
+    path.write_bytes(attachment.data)
+    return path.resolve()
 
 
 def _install_sigint(handler: Callable[[], object]) -> bool:

@@ -26,7 +26,9 @@ from core.messages import ImagePart
 
 __all__ = [
     "ENVELOPE_VERSION",
+    "MAX_ATTACHMENT_BYTES",
     "Address",
+    "Attachment",
     "Envelope",
     "EventEnvelope",
     "Inbound",
@@ -191,8 +193,40 @@ class NotificationSource(BaseModel):
 
 
 OutboundKind = Literal[
-    "typing", "progress", "delta", "reply", "notice", "notification", "question", "decision"
+    "typing",
+    "progress",
+    "delta",
+    "reply",
+    "notice",
+    "notification",
+    "question",
+    "decision",
+    "file",
 ]
+
+# The most bytes of attachments one `Outbound` carries. They travel inline, in the envelope,
+# so the outbound queue's lease covers them like any text (docs/decisions/0008); the
+# platforms' own limits (each `ChannelSpec`) are at or below this.
+MAX_ATTACHMENT_BYTES = 20 * 1024 * 1024
+
+
+class Attachment(BaseModel):
+    """A file for a chat: its name, media type and bytes; `image` asks the platform to show it
+    as a picture (a Telegram photo) rather than as a document."""
+
+    # In JSON (`switchboard deadletters show`, an event's dump) the bytes are base64: a
+    # picture is not UTF-8.
+    model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
+
+    name: str = Field(min_length=1, max_length=255)
+    media_type: str = "application/octet-stream"
+    data: bytes = Field(repr=False)
+    image: bool = False
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes."""
+        return len(self.data)
 
 
 class Outbound(BaseModel):
@@ -210,6 +244,8 @@ class Outbound(BaseModel):
       `question` is its id, for native buttons.
     * `decision`: the answer to `question` is in: `text` is the question with the decision,
       shown in place of the question's message (its buttons taken away).
+    * `file`: `attachments` uploaded the platform's way (`text`, if any, is their caption); one
+      the platform refuses or that is over its limit becomes a one-line note in the chat.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -233,6 +269,18 @@ class Outbound(BaseModel):
     question: str | None = None
     # Set on proactive deliveries: the gateway reports a `Receipt` for them.
     source: NotificationSource | None = None
+    # For kind "file": the files, together at most MAX_ATTACHMENT_BYTES.
+    attachments: list[Attachment] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _attachments_fit(self) -> Outbound:
+        total = sum(attachment.size for attachment in self.attachments)
+        if total > MAX_ATTACHMENT_BYTES:
+            raise ValueError(
+                f"attachments of {total} bytes are over the {MAX_ATTACHMENT_BYTES} bytes one "
+                "delivery carries"
+            )
+        return self
 
     @property
     def record_key(self) -> str:

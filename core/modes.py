@@ -45,6 +45,8 @@ SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
         "web_fetch",
         # Asks the operator's search API; the results are fenced like fetched pages.
         "web_search",
+        # Makes an image for the asking chat only, charged to the ledger like a model call.
+        "generate_image",
     }
 )
 

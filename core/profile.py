@@ -16,6 +16,7 @@ from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
 from core.documents import DocumentSettings
 from core.errors import ConfigError
+from core.images import ImageSettings
 from core.mcp import McpSettings
 from core.model_choice import ModelsSettings
 from core.policy import AllowList, PlatformAccess
@@ -114,6 +115,9 @@ class ProfileSettings(BaseModel):
     # Voice notes and audio files people send: `[voice]` names the transcription endpoint
     # (default: the OpenAI key and base URL) and the limits (`max_bytes`, `max_seconds`).
     voice: VoiceSettings = Field(default_factory=VoiceSettings)
+    # Images `generate_image` makes: `[images]` names the endpoint (default: the OpenAI key and
+    # base URL), the model, the size and the `price_per_image` charged to the ledger.
+    images: ImageSettings = Field(default_factory=ImageSettings)
     # Models a chat may switch to with `/model`: `[models] allowed = [{provider = "openai",
     # model = "gpt-4o-mini"}]`. Empty: switching is off, every chat uses `model`.
     models: ModelsSettings = Field(default_factory=ModelsSettings)

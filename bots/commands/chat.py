@@ -107,6 +107,7 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
             interactive=interactive,
             menu=command_registry().menu(),
             before_leaving=before_leaving,
+            files_dir=settings.data_dir / "files",
         )
         if interactive:
             err.print(

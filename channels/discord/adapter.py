@@ -25,6 +25,7 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import io
 import logging
 import re
 import time
@@ -50,8 +51,9 @@ from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
 from channels.reactions import Emoji, StatusReactions
 from channels.streaming import ReplyStreams, ReplyTarget
+from channels.uploads import UploadLimits, upload_each
 from core.commands import CommandInfo
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Attachment, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
 from core.store.seen import LastSeen, SeenMarks
@@ -177,12 +179,15 @@ class DiscordAdapter:
         replies: ReplyStreams,
         seen: SeenMarks | None = None,
         documents: DocumentReader | None = None,
+        uploads: UploadLimits | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
         records every gateway shares; `seen` keeps where each conversation's catch-up starts
-        (None: no catch-up); `documents` reads the documents people send."""
+        (None: no catch-up); `documents` reads the documents people send; `uploads` limits
+        the files the bot sends."""
         self.settings = settings
         self._documents = documents or DocumentReader()
+        self._uploads = uploads or UploadLimits()
         self._menu = tuple(menu)
         # A bot token starts with the bot's user id in base64: known without a request.
         self.bot_key = _bot_id_from_token(settings.token.get_secret_value()) or "bot"
@@ -638,6 +643,26 @@ class DiscordAdapter:
                 self._asks.pop(key, None)
             case "decision":
                 await self._decide(outbound)
+            case "file":
+                await self._send_files(outbound)
+
+    async def _send_files(self, outbound: Outbound) -> None:
+        """Each file as a message's attachment (`discord.File`); one over the limit or refused
+        becomes a line saying so."""
+        assert self._client is not None
+        address = outbound.address
+        channel = self._client.get_partial_messageable(int(address.thread or address.chat))
+        nobody = discord.AllowedMentions.none()
+
+        async def upload(attachment: Attachment, caption: str) -> None:
+            file = discord.File(io.BytesIO(attachment.data), filename=attachment.name)
+            content = discord_chunks(caption)[0] if caption.strip() else None
+            await _translate(channel.send(content, file=file, allowed_mentions=nobody))
+
+        async def note(line: str) -> None:
+            await _translate(channel.send(line, allowed_mentions=nobody))
+
+        await upload_each(outbound, self._uploads, upload, note)
 
     async def _decide(self, outbound: Outbound) -> None:
         """Show a confirmation's decision in place of its question, its buttons taken away;

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
 from channels.discord.checks import CHECKS, TOKEN_SHAPE
 from channels.discord.hint import PROMPT_HINT
+from channels.uploads import UploadLimits
 from core.addresses import AddressGrammar
 
 __all__ = ["SPEC", "DiscordOptions"]
@@ -40,6 +41,10 @@ class DiscordOptions(BaseModel):
     reactions: bool = True
 
 
+# A bot's upload limit in a server without boosts (and in DMs): 10 MiB per message.
+_UPLOADS = UploadLimits(file_bytes=10 * 1024 * 1024)
+
+
 def _build(setup: ChannelSetup) -> ChannelAdapter:
     from channels.discord.adapter import DiscordAdapter, DiscordSettings
 
@@ -59,6 +64,7 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         replies=setup.replies,
         seen=setup.seen,
         documents=setup.documents,
+        uploads=_UPLOADS,
     )
 
 
@@ -84,6 +90,7 @@ SPEC = ChannelSpec(
     secret_env=("DISCORD_BOT_TOKEN",),
     secret_patterns=(TOKEN_SHAPE,),
     options=DiscordOptions,
+    uploads=_UPLOADS,
     leader_role=_leader_role,
     stream_interval=_STREAM_INTERVAL,
     # Tool notes would be messages of their own; the typing indicator says the bot works.

@@ -64,8 +64,9 @@ from channels.slack.checks import DEFAULT_API_URL, DEFAULT_PORT
 from channels.slack.format import SLACK_LIMIT, mrkdwn_to_text, slack_chunks
 from channels.slack.web_api import Refused, call, refusal
 from channels.streaming import ReplyStreams, ReplyTarget
+from channels.uploads import UploadLimits, upload_each
 from core.commands import CommandInfo
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Attachment, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
 from core.store.seen import LastSeen, SeenMarks
@@ -149,10 +150,12 @@ class SlackAdapter:
         replies: ReplyStreams,
         seen: SeenMarks | None = None,
         documents: DocumentReader | None = None,
+        uploads: UploadLimits | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
         records every gateway shares; `seen` keeps where each conversation's catch-up starts
-        (None: no catch-up); `documents` reads the documents people send."""
+        (None: no catch-up); `documents` reads the documents people send; `uploads` limits
+        the files the bot sends."""
         if settings.app_token is None and settings.signing_secret is None:
             raise ConfigError(
                 "Slack needs SLACK_SIGNING_SECRET (Events API over HTTP) or SLACK_APP_TOKEN "
@@ -160,6 +163,7 @@ class SlackAdapter:
             )
         self.settings = settings
         self._documents = documents or DocumentReader()
+        self._uploads = uploads or UploadLimits()
         # Commands arrive as message text (`@bot /new`): any name or alias on the menu.
         self._words = frozenset(w for info in menu for w in (info.name, *info.aliases))
         api_url = settings.api_url if settings.api_url.endswith("/") else f"{settings.api_url}/"
@@ -788,6 +792,30 @@ class SlackAdapter:
                 await self._react(outbound)
             case "decision":
                 await self._decide(outbound)
+            case "file":
+                await self._send_files(outbound)
+
+    async def _send_files(self, outbound: Outbound) -> None:
+        """Upload each file Slack's external way (`files_upload_v2`: an upload URL, the
+        bytes, then sharing it in the conversation); a refused one becomes a line saying so."""
+        channel, thread = outbound.address.chat, outbound.address.thread
+
+        async def upload(attachment: Attachment, caption: str) -> None:
+            await call(
+                self._client.files_upload_v2(
+                    channel=channel,
+                    thread_ts=thread,
+                    file=attachment.data,
+                    filename=attachment.name,
+                    title=attachment.name,
+                    initial_comment=caption or None,
+                )
+            )
+
+        async def note(line: str) -> None:
+            await call(self._client.chat_postMessage(channel=channel, text=line, thread_ts=thread))
+
+        await upload_each(outbound, self._uploads, upload, note)
 
     async def _decide(self, outbound: Outbound) -> None:
         """Show a confirmation's decision in place of its question, without the buttons; sent

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
 from channels.slack.checks import CHECKS
 from channels.slack.hint import PROMPT_HINT
+from channels.uploads import UploadLimits
 from core.addresses import AddressGrammar
 from core.envelopes import Address
 
@@ -39,6 +40,10 @@ class SlackOptions(BaseModel):
     reactions: bool = True
 
 
+# Slack takes files of up to 1 GB: the bus's cap (`MAX_ATTACHMENT_BYTES`) is the real limit.
+_UPLOADS = UploadLimits(file_bytes=1024 * 1024 * 1024)
+
+
 def _build(setup: ChannelSetup) -> ChannelAdapter:
     # The adapter refuses a configuration with neither a signing secret nor an app token.
     from channels.slack.adapter import SlackAdapter, SlackSettings
@@ -58,6 +63,7 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         replies=setup.replies,
         seen=setup.seen,
         documents=setup.documents,
+        uploads=_UPLOADS,
     )
 
 
@@ -83,6 +89,7 @@ SPEC = ChannelSpec(
     secret_env=("SLACK_BOT_TOKEN", "SLACK_SIGNING_SECRET", "SLACK_APP_TOKEN"),
     secret_patterns=(r"xox[abposr]-[A-Za-z0-9\-]{10,}", r"xapp-[A-Za-z0-9\-]{10,}"),
     options=SlackOptions,
+    uploads=_UPLOADS,
     # Every replica may serve: Events API requests and Socket Mode connections share the load.
     stream_interval=_STREAM_INTERVAL,
     # `progress` renews the assistant status Slack drops after two minutes.

@@ -1,7 +1,8 @@
 """The Telegram adapter on python-telegram-bot: long polling or a webhook, HTML replies.
 
 Telegram objects never leave this package: updates become `Inbound`, `Outbound` becomes
-`sendMessage` / `editMessageText` / `sendChatAction` calls.
+`sendMessage` / `editMessageText` / `sendChatAction` calls, and a `file` Outbound becomes
+`sendPhoto` (a picture within the photo limit) or `sendDocument` per file.
 
 Catch-up: Telegram keeps a bot's updates for a day and sends what was missed once the bot
 polls again (or retries its webhook); a message that arrives late is answered with a note on
@@ -19,6 +20,7 @@ import logging
 import re
 import warnings
 from collections.abc import Awaitable, Sequence
+from html import escape
 from typing import Any, TypeVar
 from urllib.parse import urlparse
 
@@ -30,6 +32,7 @@ from telegram import (
     CallbackQuery,
     Document,
     InlineKeyboardMarkup,
+    InputFile,
     Message,
     MessageEntity,
     PhotoSize,
@@ -57,8 +60,9 @@ from channels.streaming import ReplyStreams, ReplyTarget
 from channels.telegram.buttons import press_inbound, question_keyboard, stop_keyboard
 from channels.telegram.checks import DEFAULT_API_URL, DEFAULT_WEBHOOK_PORT
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
+from channels.uploads import UploadLimits, upload_each
 from core.commands import CommandInfo
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Attachment, Inbound, Outbound
 from core.errors import ChannelError, ConfigError
 from core.messages import ImagePart
 from core.tasks import cancel_and_wait
@@ -126,9 +130,11 @@ class TelegramAdapter:
         menu: Sequence[CommandInfo],
         replies: ReplyStreams,
         documents: DocumentReader | None = None,
+        uploads: UploadLimits | None = None,
     ) -> None:
         """`menu` is the chat commands to offer; `replies` shows streamed replies through
-        records every gateway shares; `documents` reads the documents people send."""
+        records every gateway shares; `documents` reads the documents people send; `uploads`
+        are the Bot API's limits on the files the bot sends."""
         if settings.webhook_url:
             secret = settings.webhook_secret
             if secret is None:
@@ -154,6 +160,7 @@ class TelegramAdapter:
             "telegram", _REACTIONS, enabled=settings.reactions, log=log
         )
         self._documents = documents or DocumentReader()
+        self._uploads = uploads or UploadLimits()
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
         self._poller: asyncio.Task[None] | None = None
@@ -524,6 +531,33 @@ class TelegramAdapter:
                 await self._react(outbound)
             case "decision":
                 await self._decide(outbound)
+            case "file":
+                await self._send_files(outbound)
+
+    async def _send_files(self, outbound: Outbound) -> None:
+        """Upload each file: a picture as a photo, anything else as a document; a file over
+        the limit or refused becomes a line saying so."""
+        chat_id = int(outbound.address.chat)
+        thread = int(outbound.address.thread) if outbound.address.thread else None
+        bot = self._app.bot
+
+        async def upload(attachment: Attachment, caption: str) -> None:
+            # The caption as plain text: the model's words, and no HTML to be refused.
+            document = InputFile(attachment.data, filename=attachment.name)
+            if self._uploads.as_picture(attachment):
+                sent = bot.send_photo(
+                    chat_id, document, caption=caption or None, message_thread_id=thread
+                )
+            else:
+                sent = bot.send_document(
+                    chat_id, document, caption=caption or None, message_thread_id=thread
+                )
+            await _translate(sent)
+
+        async def note(line: str) -> None:
+            await self._send(chat_id, escape(line), thread=thread, reply=None)
+
+        await upload_each(outbound, self._uploads, upload, note)
 
     async def _decide(self, outbound: Outbound) -> None:
         """Show a confirmation's decision in place of its question; the edit carries no

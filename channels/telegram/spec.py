@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec, settings_from_env
 from channels.telegram.checks import CHECKS
 from channels.telegram.hint import PROMPT_HINT
+from channels.uploads import UploadLimits
 from core.addresses import AddressGrammar
 from core.envelopes import Address
 
@@ -41,6 +42,10 @@ class TelegramOptions(BaseModel):
     reactions: bool = True
 
 
+# The Bot API takes documents of up to 50 MB and photos of up to 10 MB from a bot.
+_UPLOADS = UploadLimits(file_bytes=50 * 1000 * 1000, image_bytes=10 * 1000 * 1000)
+
+
 def _build(setup: ChannelSetup) -> ChannelAdapter:
     # Time periods as timedeltas, python-telegram-bot's future default: without it, every
     # flood-control error also emits a deprecation warning. Set before PTB is imported.
@@ -57,7 +62,11 @@ def _build(setup: ChannelSetup) -> ChannelAdapter:
         reactions=options.reactions,
     )
     return TelegramAdapter(
-        settings, menu=setup.menu, replies=setup.replies, documents=setup.documents
+        settings,
+        menu=setup.menu,
+        replies=setup.replies,
+        documents=setup.documents,
+        uploads=_UPLOADS,
     )
 
 
@@ -84,6 +93,7 @@ SPEC = ChannelSpec(
     ),
     build=_build,
     options=TelegramOptions,
+    uploads=_UPLOADS,
     env=tuple(_ENV.values()),
     secret_env=("TELEGRAM_BOT_TOKEN", "TELEGRAM_WEBHOOK_SECRET"),
     # A bot token, also inside Bot API URLs (".../bot<token>/getUpdates").

@@ -9,6 +9,7 @@ the read and schedule routes of `channels/web/api.py`. Nothing changes state on 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -36,6 +37,7 @@ from core.envelopes import (
 )
 from core.errors import BusError, ChannelError, StoreError
 from core.throttle import TokenThrottle
+from core.tools.outgoing import size_text
 
 __all__ = ["CONVERSATION", "WebServer"]
 
@@ -45,6 +47,8 @@ STATIC = Path(__file__).with_name("static")
 # A conversation id: what the page and API clients may name a chat with.
 CONVERSATION = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _MAX_TEXT = 20_000
+# Files are offered as a download of opaque bytes: a data URL never opens as a page here.
+_DOWNLOAD = "application/octet-stream"
 # Seconds between keep-alive comments of an idle event stream.
 _KEEP_ALIVE = 15.0
 # Reachable without the token: the sign-in page and what it needs.
@@ -352,6 +356,16 @@ def _shown(outbound: Outbound) -> dict[str, Any]:
         shown["question"] = outbound.question
     if outbound.failed:
         shown["failed"] = True
+    if outbound.attachments:
+        # Offered as download links; the bytes come along (the page keeps no files).
+        shown["files"] = [
+            {
+                "name": file.name,
+                "size": size_text(file.size),
+                "href": f"data:{_DOWNLOAD};base64,{base64.b64encode(file.data).decode()}",
+            }
+            for file in outbound.attachments
+        ]
     return shown
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.bus import Bus, BusPayload, Delivery, MemoryBus, RedisBus, SqliteBus, Subscription
-from core.envelopes import Address, EventEnvelope, Inbound, Outbound
+from core.envelopes import Address, Attachment, EventEnvelope, Inbound, Outbound
 from core.errors import BusError
 from core.messages import ImagePart
 
@@ -165,6 +166,18 @@ async def test_image_bytes_survive_the_trip(bus: Bus, queue: str) -> None:
     delivery = await _receive(bus, queue)
     assert isinstance(delivery.envelope, Inbound)
     assert delivery.envelope.images[0].data == b"\x89PNG\r\n\x1a\n\x00\xff\xfe"
+    await delivery.ack()
+
+
+async def test_a_files_bytes_survive_the_trip(bus: Bus, queue: str) -> None:
+    data = os.urandom(1024 * 1024)  # a megabyte of anything: not UTF-8, not compressible
+    picture = Attachment(name="photo.jpg", media_type="image/jpeg", data=data, image=True)
+    address = Address(platform="telegram", chat="42")
+    await bus.enqueue(queue, Outbound(kind="file", address=address, attachments=[picture]))
+
+    delivery = await _receive(bus, queue)
+    assert isinstance(delivery.envelope, Outbound)
+    assert delivery.envelope.attachments == [picture]
     await delivery.ack()
 
 

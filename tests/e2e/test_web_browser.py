@@ -18,14 +18,16 @@ from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 from pydantic import BaseModel
 
+from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS
-from core.envelopes import Address, EventEnvelope
+from core.envelopes import Address, Attachment, EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
 from core.store.ledger import CostEntry
 from core.store.sql import SqlStore
+from core.tools import FileDrop
 from core.tools.base import SafetyTier, Tool, ToolContext
 from tests.integration.web_support import PATIENCE, running_page
 
@@ -442,3 +444,54 @@ async def test_at_phone_width_the_chat_keeps_its_width_and_nothing_overlaps(
             await page.click(f"button[data-tab={tab}]")
             wide = await page.evaluate("document.documentElement.scrollWidth")
             assert wide <= 390, (tab, wide)
+
+
+class _FileModel:
+    """Asks for the `hand_over` tool once, then says it is done."""
+
+    @property
+    def name(self) -> str:
+        return "files"
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if request.messages[-1].role == "tool":
+            yield TextDelta(text="Here it is.")
+        else:
+            yield ToolCall(id="f1", name="hand_over", arguments={})
+        yield Finished(stop_reason="end_turn", usage=Usage(input_tokens=10, output_tokens=5))
+
+
+async def test_a_file_the_bot_sends_is_offered_as_a_download(
+    browser: Browser, store: SqlStore, tmp_path: Path
+) -> None:
+    drop = FileDrop(MemoryBus())  # the page's own bus once it runs
+
+    async def hand_over(_args: _NoArgs, context: ToolContext) -> str:
+        notes = Attachment(name="notes.txt", media_type="text/plain", data=b"milk, eggs")
+        await drop.send(context, notes, caption="The list")
+        return "sent notes.txt"
+
+    tool = Tool(
+        name="hand_over", description="x", args=_NoArgs, tier=SafetyTier.READ_ONLY, run=hand_over
+    )
+    async with running_page(store, _FileModel(), extra_tools=(tool,)) as running:
+        unused, drop.bus = drop.bus, running.bus
+        await unused.close()
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.fill("#chat-input", "the shopping list please")
+        await page.click("#send")
+        link = page.locator(".message.file a")
+        await expect(link).to_have_text("notes.txt")
+        await expect(page.locator(".message.file")).to_contain_text("The list")
+        assert await link.get_attribute("download") == "notes.txt"
+        async with page.expect_download() as waiting:
+            await link.click()
+        download = await waiting.value
+        saved = tmp_path / "downloaded.txt"
+        await download.save_as(saved)
+        assert saved.read_bytes() == b"milk, eggs"
+        await expect(page.locator(".message.assistant.done")).to_contain_text("Here it is.")
+        await page.screenshot(path=tmp_path / "file.png")

@@ -11,6 +11,10 @@ typing, the bot's own reactions on a message (PUT and DELETE `…/reactions/{emo
 in `reactions`), threads from a message, interaction callbacks, follow-ups and edits of the
 original response, and the application's global commands (GET, PUT).
 
+A message may carry files (multipart: `payload_json` and `files[n]` parts, as discord.py
+sends a `discord.File`), at most `MAX_ATTACHMENT_BYTES` each (a bot's upload limit without
+boosts); each is recorded in `uploads` and shown in the message's `attachments`.
+
 Every REST request is recorded in `requests`; messages the bot sent are kept (as they stand
 now) in `messages`; `SentMessage.pings` says whom Discord would notify, from the content and
 `allowed_mentions`. `fail_next` injects errors, a 429 with a `Via` header by default (without
@@ -27,6 +31,7 @@ interaction's token never expires.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import re
@@ -55,9 +60,12 @@ from tests.fakes.discord_events import (
 )
 from tests.fakes.discord_gateway import GatewayFake
 
-__all__ = ["FakeDiscord", "Request", "SentMessage"]
+__all__ = ["FakeDiscord", "Request", "SentMessage", "UploadedFile"]
 
 MAX_CONTENT = 2000
+MAX_ATTACHMENT_BYTES = 10 * 1024 * 1024
+# Where a multipart body's files go in the decoded body (never a field Discord sends).
+_FILES = "__files__"
 _MENTION = re.compile(r"<@(!|&)?(\d+)>")
 # The bot's own reaction on a message: put on (PUT) and taken off (DELETE).
 _OWN_REACTION = re.compile(
@@ -78,6 +86,16 @@ class Request:
     index: int
 
 
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file a message carried: its form field, name, content type and bytes."""
+
+    field: str
+    filename: str
+    content_type: str
+    data: bytes = dataclasses.field(repr=False)
+
+
 @dataclass
 class SentMessage:
     """A message the bot sent (or an interaction's response), as it stands now."""
@@ -94,6 +112,8 @@ class SentMessage:
     nonce: str | None = None
     # Message components (rows of buttons), as sent or last edited; None: none.
     components: list[dict[str, Any]] | None = None
+    # Files it carries.
+    files: list[UploadedFile] = dataclasses.field(default_factory=list)
 
 
 @dataclass
@@ -138,6 +158,8 @@ class FakeDiscord(GatewayFake, EventBuilders):
         self.commands: list[dict[str, Any]] = []
         self.threads_created: list[int] = []
         self.downloads: list[str] = []
+        # Files the bot sent, with the channel and the message carrying them.
+        self.uploads: list[tuple[int, int, UploadedFile]] = []
         self._responded: dict[int, SentMessage] = {}  # interaction id -> original response
         # Component interactions acknowledged without a message of their own (type 6).
         self.deferred_updates: list[int] = []
@@ -200,7 +222,8 @@ class FakeDiscord(GatewayFake, EventBuilders):
         return self.url
 
     async def start(self) -> None:
-        app = web.Application()
+        # Uploads past aiohttp's 1 MB default reach the handlers, which judge their size.
+        app = web.Application(client_max_size=2 * MAX_ATTACHMENT_BYTES)
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/attachments/{path:.+}", self._download)
         app.router.add_route("*", "/api/v10/{tail:.*}", self._rest)
@@ -361,7 +384,11 @@ class FakeDiscord(GatewayFake, EventBuilders):
 
     async def _create_message(self, match: dict[str, str], body: Any) -> web.StreamResponse:
         channel_id = self._known_channel(match["channel"])
-        content = _checked_content(body)
+        files: list[UploadedFile] = body.pop(_FILES, []) if isinstance(body, dict) else []
+        for file in files:
+            if len(file.data) > MAX_ATTACHMENT_BYTES:
+                raise _ApiError(413, 40005, "Request entity too large")
+        content = _checked_content(body) if not files else str(body.get("content") or "")
         reference = body.get("message_reference")
         if reference and reference.get("fail_if_not_exists", True):
             if self._find(channel_id, int(reference["message_id"])) is None:
@@ -376,7 +403,10 @@ class FakeDiscord(GatewayFake, EventBuilders):
         )
         message.nonce = None if nonce is None else str(nonce)
         message.components = body.get("components") or None
-        return _json(self._store(message))
+        message.files = files
+        stored = self._store(message)
+        self.uploads.extend((channel_id, message.id, file) for file in files)
+        return _json(stored)
 
     async def _add_reaction(self, match: dict[str, str], _: Any) -> web.StreamResponse:
         key, emoji = self._reaction_target(match)
@@ -643,7 +673,19 @@ class FakeDiscord(GatewayFake, EventBuilders):
             "mention_everyone": "everyone" in message.pings,
             "mentions": [],
             "mention_roles": [],
-            "attachments": [],
+            "attachments": [
+                {
+                    "id": str(message.id + index),
+                    "filename": file.filename,
+                    "size": len(file.data),
+                    "content_type": file.content_type,
+                    "url": f"{self.url}/attachments/{message.channel_id}/{message.id}/"
+                    f"{file.filename}",
+                    "proxy_url": f"{self.url}/attachments/{message.channel_id}/{message.id}/"
+                    f"{file.filename}",
+                }
+                for index, file in enumerate(message.files)
+            ],
             "embeds": [],
             "pinned": False,
             "type": 0,
@@ -673,7 +715,15 @@ async def _read_body(request: web.Request) -> Any:
     if request.content_type == "multipart/form-data":
         form = await request.post()
         raw = form.get("payload_json")
-        return json.loads(str(raw)) if raw is not None else {}
+        body = json.loads(str(raw)) if raw is not None else {}
+        files = [
+            UploadedFile(name, value.filename, value.content_type, value.file.read())
+            for name, value in form.items()
+            if isinstance(value, web.FileField)
+        ]
+        if files:
+            body[_FILES] = files
+        return body
     return None
 
 

@@ -1,17 +1,22 @@
-"""A loopback fake of the OpenAI Chat Completions API (`POST /v1/chat/completions`) and of
-audio transcriptions (`POST /v1/audio/transcriptions`, multipart, `{"text": ...}` back).
+"""A loopback fake of the OpenAI Chat Completions API (`POST /v1/chat/completions`), of
+audio transcriptions (`POST /v1/audio/transcriptions`, multipart, `{"text": ...}` back) and of
+image generations (`POST /v1/images/generations`, JSON, `{"data": [{"b64_json": ...}]}` back).
 
 Use `AsyncOpenAI(api_key="test-key", base_url=fake.url)`. Transcriptions play their own
 script (`transcribe`): a transcript, an `Error` or a `Stall`; each is recorded in
-`transcriptions`. Streamed answers are `data:` lines of
+`transcriptions`. Image generations likewise (`draw`: PNG bytes, an `Error` or a `Stall`;
+none scripted: a small PNG), each recorded in `images`. Streamed answers are `data:` lines of
 `chat.completion.chunk` objects ending with `data: [DONE]`; with
 `stream_options={"include_usage": True}` a last chunk with `choices: []` carries the usage.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import struct
 import time
+import zlib
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -54,6 +59,9 @@ _TYPE_BY_CODE = {
 _PARAM_BY_CODE = {"context_length_exceeded": "messages"}
 _FINGERPRINT = "fp_fake"
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
+IMAGES = "/v1/images/generations"
+# The models that answer only in base64 and refuse `response_format` (as OpenAI's do).
+_BASE64_ONLY_PREFIX = "gpt-image"
 # What the transcription endpoint takes, by file name suffix (as OpenAI documents it).
 _AUDIO_SUFFIXES = (
     ".flac",
@@ -78,6 +86,34 @@ class Transcription:
     content_type: str
     data: bytes
     api_key: str | None
+
+
+@dataclass(frozen=True)
+class ImageRequest:
+    """One image generation request as the fake received it."""
+
+    model: str
+    prompt: str
+    size: str | None
+    response_format: str | None
+    api_key: str | None
+
+
+def tiny_png(red: int = 200, green: int = 30, blue: int = 30) -> bytes:
+    """A valid 2x2 PNG of one colour: what the fake draws when nothing else was scripted."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    rows = b"".join(b"\x00" + bytes([red, green, blue]) * 2 for _ in range(2))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def error_object(kind: str, message: str, status: int = 500) -> dict[str, Any]:
@@ -111,16 +147,55 @@ class FakeOpenAI(ScriptedLLMServer):
         super().__init__(api_key=api_key, otherwise=otherwise, latency=latency, record=record)
         self.transcriptions: list[Transcription] = []
         self._transcripts: deque[str | Error | Stall] = deque()
+        self.images: list[ImageRequest] = []
+        self._drawings: deque[bytes | Error | Stall] = deque()
 
     def transcribe(self, *answers: str | Error | Stall) -> None:
         """Append answers; each later transcription request takes the next one (none left:
         HTTP 500)."""
         self._transcripts.extend(answers)
 
+    def draw(self, *answers: bytes | Error | Stall) -> None:
+        """Append answers to image generation requests (none left: `tiny_png()`)."""
+        self._drawings.extend(answers)
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.method == "POST" and request.path == TRANSCRIPTIONS:
             return await self._transcription(request)
+        if request.method == "POST" and request.path == IMAGES:
+            return await self._image(request)
         return await super()._handle(request)
+
+    async def _image(self, request: web.Request) -> web.StreamResponse:
+        key = bearer_token(request.headers.get("authorization"))
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return self._invalid(400, "We could not parse the JSON body of your request.")
+        model = str(body.get("model", ""))
+        response_format = body.get("response_format")
+        self.images.append(
+            ImageRequest(model, str(body.get("prompt", "")), body.get("size"), response_format, key)
+        )
+        if key != self.api_key:
+            return self._invalid(401, "Incorrect API key provided.", "invalid_api_key")
+        if not body.get("prompt"):
+            message = "Missing required parameter: 'prompt'."
+            return self._invalid(400, message, "missing_required_parameter", param="prompt")
+        if model.startswith(_BASE64_ONLY_PREFIX) and response_format is not None:
+            message = f"Unknown parameter: 'response_format' is not supported for {model}."
+            return self._invalid(400, message, "unknown_parameter", param="response_format")
+        answer = self._drawings.popleft() if self._drawings else tiny_png()
+        match answer:
+            case Error(status=status, kind=kind, message=message, headers=extra):
+                return self._error(status, kind, message, extra)
+            case Stall(seconds=seconds):
+                return await self._stall(request, seconds)
+            case bytes():
+                encoded = base64.b64encode(answer).decode()
+                return self._respond({"created": int(time.time()), "data": [{"b64_json": encoded}]})
 
     async def _transcription(self, request: web.Request) -> web.StreamResponse:
         key = bearer_token(request.headers.get("authorization"))

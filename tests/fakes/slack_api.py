@@ -13,6 +13,11 @@ sends with `send_socket_event`, recording each acknowledgement.
 Events are built with `dm`, `channel_message`, `app_mention_for`, … (see `slack_events`), then
 delivered by `post_event` (signed HTTP, optionally marked as a retry) or `send_socket_event`.
 
+Files go up Slack's external way, as slack_sdk's `files_upload_v2` sends them:
+`files.getUploadURLExternal` (name and length) hands out an upload URL on the fake, the bytes
+are POSTed there, and `files.completeUploadExternal` shares them in a channel (and thread) with
+an optional comment; each shared file is recorded in `uploads`.
+
 Deviations from Slack, on purpose: message text is stored as sent (no mrkdwn parsing, no
 40,000-character truncation; the tests check lengths themselves), and every channel exists.
 """
@@ -42,6 +47,8 @@ DEFAULT_BOT_TOKEN = "xoxb-1111111111-2222222222-FakeBotTokenForTestsOnly"
 DEFAULT_APP_TOKEN = "xapp-1-A0APP-3333333333-FakeAppTokenForTestsOnly"
 DEFAULT_SIGNING_SECRET = "fake-signing-secret-0123456789abcdef"
 MAX_TEXT_LENGTH = 40_000
+# The largest request body the fake reads (an upload of a file).
+_MAX_BODY = 32 * 1024 * 1024
 _LOGIN_PAGE = "<!DOCTYPE html><html><body>Sign in to Slack</body></html>"
 
 
@@ -54,6 +61,19 @@ class Call:
     token: str | None = None
     index: int = field(default=-1, compare=False)
     at: float = field(default=0.0, compare=False)
+
+
+@dataclass(frozen=True)
+class SharedFile:
+    """A file uploaded the external way and shared in a channel."""
+
+    file_id: str
+    filename: str
+    title: str
+    data: bytes = field(repr=False)
+    channel: str = ""
+    thread_ts: str | None = None
+    initial_comment: str | None = None
 
 
 @dataclass
@@ -134,6 +154,9 @@ class FakeSlack(EventBuilders):
         self.acks: list[dict[str, Any]] = []
         self.socket_connections = 0
         self._files: dict[str, tuple[str, str, bytes]] = {}
+        self.uploads: list[SharedFile] = []
+        # Upload URLs handed out: file id -> (name, announced length, bytes once POSTed).
+        self._pending_uploads: dict[str, tuple[str, int, bytes | None]] = {}
         self._faults: dict[str, deque[_Fault]] = defaultdict(deque)
         self._sockets: list[web.WebSocketResponse] = []
         self._changes = _Changes()
@@ -149,6 +172,8 @@ class FakeSlack(EventBuilders):
             "apps.connections.open": self._connections_open,
             "conversations.history": self._history,
             "conversations.replies": self._replies,
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
         }
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -167,11 +192,13 @@ class FakeSlack(EventBuilders):
 
     async def start(self) -> None:
         """Bind a free port on 127.0.0.1 and start serving."""
-        app = web.Application()
+        # Uploads past aiohttp's 1 MB default reach the handlers, which judge their size.
+        app = web.Application(client_max_size=2 * _MAX_BODY)
         app.router.add_post("/api/{method}", self._handle_method)
         app.router.add_get("/api/{method}", self._handle_method)
         app.router.add_get("/files-pri/{team}-{file_id}/{name}", self._handle_download)
         app.router.add_get("/link/", self._handle_socket)
+        app.router.add_post("/upload/v1/{file_id}", self._handle_upload)
         self._runner = web.AppRunner(
             app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None
         )
@@ -408,6 +435,15 @@ class FakeSlack(EventBuilders):
         _name, mimetype, data = self._files[file_id]
         return web.Response(body=data, content_type=mimetype)
 
+    async def _handle_upload(self, request: web.Request) -> web.StreamResponse:
+        file_id = request.match_info["file_id"]
+        if file_id not in self._pending_uploads:
+            return web.Response(status=404, text="unknown upload")
+        name, length, _ = self._pending_uploads[file_id]
+        self._pending_uploads[file_id] = (name, length, await request.read())
+        self._changes.notify()
+        return web.Response(text=f"OK - {length}")
+
     async def _handle_socket(self, request: web.Request) -> web.StreamResponse:
         socket = web.WebSocketResponse(autoping=True)
         await socket.prepare(request)
@@ -580,6 +616,57 @@ class FakeSlack(EventBuilders):
     def _connections_open(self, _params: dict[str, Any]) -> dict[str, Any]:
         ticket = uuid.uuid4().hex
         return {"url": f"ws://127.0.0.1:{self._port}/link/?ticket={ticket}&app_id={APP_ID}"}
+
+    def _upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
+        name, length = params.get("filename"), params.get("length")
+        if not name:
+            raise _ApiError("invalid_arguments")
+        try:
+            size = int(str(length))
+        except ValueError:
+            raise _ApiError("invalid_arguments") from None
+        if size <= 0:
+            raise _ApiError("invalid_arguments")
+        file_id = f"F{uuid.uuid4().hex[:10].upper()}"
+        self._pending_uploads[file_id] = (str(name), size, None)
+        return {"upload_url": f"{self.url}/upload/v1/{file_id}", "file_id": file_id}
+
+    def _complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            files = json.loads(str(params.get("files", "")))
+        except ValueError:
+            raise _ApiError("invalid_arguments") from None
+        if not isinstance(files, list) or not files:
+            raise _ApiError("invalid_arguments")
+        channel = params.get("channel_id") or None
+        shared = []
+        for item in files:
+            pending = self._pending_uploads.get(str(item.get("id")))
+            if pending is None:
+                raise _ApiError("file_not_found")
+            name, length, data = pending
+            if data is None or len(data) != length:
+                raise _ApiError("upload_incomplete" if data is None else "file_size_mismatch")
+            shared.append(SharedFile(str(item["id"]), name, str(item.get("title") or name), data))
+        for file in shared:
+            del self._pending_uploads[file.file_id]
+            self.uploads.append(
+                SharedFile(
+                    file.file_id,
+                    file.filename,
+                    file.title,
+                    file.data,
+                    channel=str(channel or ""),
+                    thread_ts=params.get("thread_ts") or None,
+                    initial_comment=params.get("initial_comment") or None,
+                )
+            )
+        return {
+            "files": [
+                {"id": f.file_id, "name": f.filename, "title": f.title, "size": len(f.data)}
+                for f in shared
+            ]
+        }
 
     def _message_json(self, message: SentMessage, *, metadata: bool = False) -> dict[str, Any]:
         result: dict[str, Any] = {

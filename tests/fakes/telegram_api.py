@@ -5,7 +5,9 @@ Build PTB with `.base_url(f"{fake.url}/bot").base_file_url(f"{fake.url}/file/bot
 with the builders (`private_text`, `group_text`, …); a held `getUpdates` returns them at once.
 Parameters are decoded the way PTB encodes them: form fields with non-strings as JSON text.
 `setMessageReaction` keeps the bot's reaction per message in `reactions`, refusing emoji
-outside the Bot API's list and messages it does not know.
+outside the Bot API's list and messages it does not know. `sendDocument` and `sendPhoto` take
+multipart uploads within the Bot API's limits (50 MB a document, 10 MB a photo, which must be
+an image) and record each in `uploads`; the sent message carries the file and its caption.
 
 Deviations from the real API, on purpose: sent text is stored as sent (HTML tags are checked,
 not turned into entities), and when no `allowed_updates` was given every update type is
@@ -36,6 +38,11 @@ from tests.fakes.telegram_updates import UpdateBuilders, default_chat, user_obje
 DEFAULT_TOKEN = "123456789:AAF-test-token-abcdefghijklmnopqrstuv"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 MAX_TEXT_LENGTH = 4096
+MAX_CAPTION_LENGTH = 1024
+# What a bot may upload (the Bot API's documented limits).
+MAX_DOCUMENT_BYTES = 50 * 1024 * 1024
+MAX_PHOTO_BYTES = 10 * 1024 * 1024
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"RIFF", b"GIF8")
 NOT_MODIFIED = (
     "Bad Request: message is not modified: specified new message content and reply markup are "
     "exactly the same as a current content and reply markup of the message"
@@ -85,6 +92,26 @@ class Call:
     index: int = field(default=-1, compare=False)
 
 
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file part of a multipart request: its name, content type and bytes."""
+
+    filename: str
+    content_type: str
+    data: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A `sendDocument` or `sendPhoto` the fake accepted."""
+
+    method: str
+    chat_id: int
+    file: UploadedFile
+    caption: str | None
+    message_id: int
+
+
 @dataclass
 class SentMessage:
     """A message the bot sent, as it stands now; `edits` counts successful edits."""
@@ -99,6 +126,10 @@ class SentMessage:
     reply_markup: dict[str, Any] | None = None
     entities: list[dict[str, Any]] | None = None
     date: int = 0
+    # For an uploaded file: the `document` object or the `photo` sizes, and the caption.
+    document: dict[str, Any] | None = None
+    photo: list[dict[str, Any]] | None = None
+    caption: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +201,7 @@ class FakeTelegram(UpdateBuilders):
         self.commands: list[dict[str, Any]] = []
         self.allowed_updates: list[str] | None = None
         self.downloads: list[str] = []
+        self.uploads: list[Upload] = []
         self._pending: list[dict[str, Any]] = []
         self._last_update_id = 0
         self._sent_ids: dict[int, int] = defaultdict(lambda: 999)
@@ -190,6 +222,8 @@ class FakeTelegram(UpdateBuilders):
             "getmycommands": lambda _params: self.commands,
             "deletemycommands": self._delete_my_commands,
             "sendmessage": self._send_message,
+            "senddocument": lambda params: self._send_file("sendDocument", params),
+            "sendphoto": lambda params: self._send_file("sendPhoto", params),
             "editmessagetext": self._edit_message_text,
             "sendchataction": lambda _params: True,
             "getfile": self._get_file,
@@ -223,7 +257,8 @@ class FakeTelegram(UpdateBuilders):
 
     async def start(self) -> None:
         """Bind a free port on 127.0.0.1 and start serving."""
-        app = web.Application()
+        # Uploads past aiohttp's 1 MB default reach the handlers, which judge their size.
+        app = web.Application(client_max_size=2 * MAX_DOCUMENT_BYTES)
         app.router.add_route("*", "/bot{token}/{method}", self._handle_method)
         app.router.add_get("/file/bot{token}/{file_path:.+}", self._handle_download)
         # handler_cancellation: a client that gives up (or is cancelled) ends its held request.
@@ -573,6 +608,47 @@ class FakeTelegram(UpdateBuilders):
         self._changes.notify()
         return self._message_json(message)
 
+    def _send_file(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        chat_id = params.get("chat_id")
+        if not isinstance(chat_id, int):
+            raise _ApiError(400, "Bad Request: chat not found")
+        field_name = "photo" if method == "sendPhoto" else "document"
+        file = params.get(field_name)
+        if not isinstance(file, UploadedFile):
+            raise _ApiError(400, f"Bad Request: there is no {field_name} in the request")
+        if len(file.data) > (MAX_PHOTO_BYTES if field_name == "photo" else MAX_DOCUMENT_BYTES):
+            raise _ApiError(413, "Request Entity Too Large")
+        if field_name == "photo" and not file.data.startswith(_IMAGE_MAGIC):
+            raise _ApiError(400, "Bad Request: IMAGE_PROCESS_FAILED")
+        caption = params.get("caption")
+        caption = caption if isinstance(caption, str) and caption else None
+        if caption is not None and len(caption) > MAX_CAPTION_LENGTH:
+            raise _ApiError(400, "Bad Request: message caption is too long")
+        self._sent_ids[chat_id] += 1
+        file_id = f"sent-{chat_id}-{self._sent_ids[chat_id]}"
+        described = {"file_id": file_id, "file_unique_id": f"u-{file_id}"}
+        message = SentMessage(
+            message_id=self._sent_ids[chat_id],
+            chat_id=chat_id,
+            text="",
+            thread_id=params.get("message_thread_id"),
+            date=int(time.time()),
+            caption=caption,
+        )
+        if field_name == "photo":
+            message.photo = [{**described, "width": 2, "height": 2, "file_size": len(file.data)}]
+        else:
+            message.document = {
+                **described,
+                "file_name": file.filename,
+                "mime_type": file.content_type,
+                "file_size": len(file.data),
+            }
+        self.messages[chat_id].append(message)
+        self.uploads.append(Upload(method, chat_id, file, caption, message.message_id))
+        self._changes.notify()
+        return self._message_json(message)
+
     def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id, message_id = params.get("chat_id"), params.get("message_id")
         sent = self.messages.get(chat_id, []) if isinstance(chat_id, int) else []
@@ -610,8 +686,15 @@ class FakeTelegram(UpdateBuilders):
             "from": self.bot_user,
             "chat": chat,
             "date": message.date,
-            "text": message.text,
         }
+        if message.document is not None:
+            result["document"] = message.document
+        elif message.photo is not None:
+            result["photo"] = message.photo
+        else:
+            result["text"] = message.text
+        if message.caption:
+            result["caption"] = message.caption
         if message.entities:
             result["entities"] = message.entities
         if message.thread_id is not None:
@@ -701,7 +784,9 @@ async def _read_params(request: web.Request) -> dict[str, Any]:
             if not isinstance(part, aiohttp.BodyPartReader) or part.name is None:
                 continue
             if part.filename is not None:
-                params[part.name] = bytes(await part.read())
+                content_type = part.headers.get("Content-Type", "application/octet-stream")
+                data = bytes(await part.read())
+                params[part.name] = UploadedFile(part.filename, content_type, data)
             else:
                 params[part.name] = _decode(part.name, await part.text())
     elif request.content_type == "application/x-www-form-urlencoded":

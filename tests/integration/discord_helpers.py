@@ -18,6 +18,7 @@ from pydantic import SecretStr
 
 from channels.attachments import DocumentReader
 from channels.discord.adapter import DiscordAdapter, DiscordSettings
+from channels.discord.spec import SPEC
 from channels.gateway import Gateway
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
@@ -83,6 +84,7 @@ async def serving(
         replies=local_replies(),
         seen=store if catch_up else None,
         documents=documents,
+        uploads=SPEC.uploads,  # Discord's limits, as the product builds it
     )
     sessions = fake.ready_count
     async with running_bot(

@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from channels.attachments import DocumentReader
 from channels.gateway import Gateway
 from channels.slack.adapter import SlackAdapter, SlackSettings
+from channels.slack.spec import SPEC
 from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
@@ -107,6 +108,7 @@ async def serving(
         replies=local_replies(),
         seen=store if catch_up else None,
         documents=documents,
+        uploads=SPEC.uploads,  # Slack's limits, as the product builds it
     )
 
     async def ready() -> None:

@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from channels.attachments import DocumentReader
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
+from channels.telegram.spec import SPEC
 from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.events import Finished, ModelEvent, TextDelta
@@ -74,6 +75,7 @@ async def serving(
         menu=(commands or COMMANDS).menu(),
         replies=local_replies(),
         documents=documents,
+        uploads=SPEC.uploads,  # the Bot API's limits, as the product builds it
     )
 
     def ready() -> Awaitable[Any]:

@@ -202,6 +202,11 @@ async function send(text) {
         thinking(false);
         if (answer) answer.parentElement.classList.remove("streaming");
         bubble("notice").textContent = data.text;
+      } else if (event === "file") {
+        for (const file of data.files || []) {
+          const link = el("a", { href: file.href, download: file.name }, file.name);
+          bubble("notice", "file").append("📎 ", link, ` (${file.size})`, data.text ? " — " + data.text : "");
+        }
       }
     }
   } finally {
