@@ -147,7 +147,7 @@ def w1_comparison(figures: dict[str, dict[str, float]], rev: str) -> list[list[A
                     shown_ratio(mine[key], theirs[key]),
                 ]
             )
-    target = f"target: chat piped p50 at most {CHAT_OVER_FLOOR:g}x the no-SDK floor's"
+    target = f"target: chat piped p50 within {CHAT_OVER_FLOOR:g}x the floor"
     rows.append(
         [
             target,

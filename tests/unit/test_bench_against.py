@@ -169,7 +169,7 @@ def test_w1_passes_the_chat_path_within_twice_the_no_sdk_floor_and_fails_it_beyo
     assert first[:4] == ["chat piped: p50 ms/turn", 20.0, 30.0, 10.0]
     assert first[4:] == ["2.00x", "3.00x", "0.67x"]
     verdicts = rows[-1]
-    assert verdicts[0].startswith("target: chat piped p50 at most 2x")
+    assert verdicts[0] == "target: chat piped p50 within 2x the floor"
     assert "pass" in verdicts[1] and "fail" in verdicts[2]
 
 
