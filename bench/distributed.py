@@ -145,20 +145,22 @@ def w3_cpu_target(mine: dict[str, Any], theirs: dict[str, Any]) -> bool | None:
 # workers' CPU: how to find each in a phase's figures.
 _AGAINST_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float]], ...] = (
     ("turns/s per worker", lambda p: p["turns_per_s"] / p["workers"]),
-    ("first text p50 ms, one at a time", lambda p: p["paced"]["first_text_p50_ms"]),
-    ("first text p95 ms, one at a time", lambda p: p["paced"]["first_text_p95_ms"]),
-    ("first text p50 ms, saturated", lambda p: p["first_text_p50_ms"]),
-    ("first text p95 ms, saturated", lambda p: p["first_text_p95_ms"]),
+    ("one at a time: first text p50 ms", lambda p: p["paced"]["first_text_p50_ms"]),
+    ("one at a time: first text p95 ms", lambda p: p["paced"]["first_text_p95_ms"]),
+    ("saturated: first text p50 ms", lambda p: p["first_text_p50_ms"]),
+    ("saturated: first text p95 ms", lambda p: p["first_text_p95_ms"]),
+    # Properties of the ports, one message at a time (no batching by load).
     (
-        "Redis commands run/turn (server), one at a time",
+        "one at a time: Redis round trips/turn, workers",
+        lambda p: p["paced"]["redis"]["round_trips_per_turn"],
+    ),
+    (
+        "one at a time: Redis commands/turn, server",
         lambda p: p["paced"]["redis"]["server_commands_per_turn"],
     ),
+    ("one at a time: SQL statements/turn", lambda p: p["paced"]["database"]["statements_per_turn"]),
     (
-        "SQL statements/turn, one at a time",
-        lambda p: p["paced"]["database"]["statements_per_turn"],
-    ),
-    (
-        "SQL transactions/turn, one at a time",
+        "one at a time: SQL transactions/turn",
         lambda p: p["paced"]["database"]["transactions_per_turn"],
     ),
 )
@@ -169,7 +171,7 @@ def w3_comparison(
 ) -> list[list[Any]]:
     """The rows of W3's table against REV, by worker count: the workers' CPU per turn (this
     tree, REV, the no-SDK floor measured just before, the ratios, the target's verdict),
-    then the figures that are printed without a target."""
+    then the figures that are printed without a target (the ports' counts one at a time)."""
     rows: list[list[Any]] = []
     for count, phase in mine.items():
         other = theirs[count]

@@ -177,7 +177,7 @@ def _w3_phase(cpu: float, floor: float = 4.0) -> dict[str, Any]:
     paced = {
         "first_text_p50_ms": 20.0,
         "first_text_p95_ms": 30.0,
-        "redis": {"server_commands_per_turn": 40.0},
+        "redis": {"server_commands_per_turn": 40.0, "round_trips_per_turn": 19.0},
         "database": {"statements_per_turn": 25.0, "transactions_per_turn": 12.0},
     }
     return {
@@ -208,7 +208,8 @@ def test_w3_passes_worker_cpu_within_one_and_a_half_times_revs_and_prints_the_re
     assert "pass" in cpu_rows[0][6] and "fail" in cpu_rows[1][6]
     printed = {row[0].strip(): row for row in rows}
     assert printed["turns/s per worker"][1] == 30.0
-    assert printed["first text p95 ms, one at a time"][1:3] == [30.0, 30.0]
-    assert printed["SQL transactions/turn, one at a time"][5] == "1.00x"
+    assert printed["one at a time: first text p95 ms"][1:3] == [30.0, 30.0]
+    assert printed["one at a time: SQL transactions/turn"][5] == "1.00x"
+    assert printed["one at a time: Redis round trips/turn, workers"][1:3] == [19.0, 19.0]
     # Printed without a target: only the CPU rows carry a verdict.
     assert all(row[6] == "" for row in rows if row not in cpu_rows)
