@@ -50,9 +50,12 @@ THIS_TREE = Tree("this tree", ROOT)
 
 
 def _git(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120
-    )
+    try:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BenchError(f"--against needs git, which could not run: {exc}") from None
 
 
 def _last_line(text: str) -> str:

@@ -213,3 +213,10 @@ def test_w3_passes_worker_cpu_within_one_and_a_half_times_revs_and_prints_the_re
     assert printed["one at a time: Redis round trips/turn, workers"][1:3] == [19.0, 19.0]
     # Printed without a target: only the CPU rows carry a verdict.
     assert all(row[6] == "" for row in rows if row not in cpu_rows)
+
+
+def test_without_git_the_comparison_says_so_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+
+    with pytest.raises(BenchError, match="needs git"), checkout("HEAD"):
+        pass
