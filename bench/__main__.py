@@ -5,24 +5,30 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import click
 
+from bench.against import DEFAULT_REV, Tree, checkout
 from bench.common import RESULTS, BenchError, save
 from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
 # Run only when named: not workloads of `all`.
 EXTRAS = ("faults", "startup", "records")
+# The workloads that also measure another revision in the same run (`--against`).
+COMPARED = ("w1", "w3")
 
 
-def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], dict[str, Any]]:
+def _runner(
+    name: str, quick: bool, chats: int | None = None, against: Tree | None = None
+) -> Callable[[], dict[str, Any]]:
     if name == "w1":
         from bench.turns import w1
 
-        return lambda: w1(turns=40 if quick else 200, repeats=1 if quick else 3)
+        return lambda: w1(turns=40 if quick else 200, repeats=1 if quick else 3, against=against)
     if name == "startup":
         from bench.startup import startup
 
@@ -38,6 +44,7 @@ def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], di
             turns=300 if quick else 2000,
             paced=100 if quick else 300,
             memory_messages=1000 if quick else 10_000,
+            against=against,
         )
     if name == "records":
         from bench.records import records
@@ -61,13 +68,28 @@ def _runner(name: str, quick: bool, chats: int | None = None) -> Callable[[], di
     help="faults, records: chats sending 4 messages (default 50).",
 )
 @click.option(
+    "--against",
+    metavar="REV",
+    default=DEFAULT_REV,
+    show_default=True,
+    help="w1, w3: also run the product of this git revision (a temporary worktree).",
+)
+@click.option("--alone", is_flag=True, help="w1, w3: measure this tree only, no --against.")
+@click.option(
     "--results",
     type=click.Path(file_okay=False, path_type=Path),
     default=RESULTS,
     show_default=True,
     help="Folder for the JSON files.",
 )
-def main(workloads: tuple[str, ...], quick: bool, chats: int | None, results: Path) -> None:
+def main(
+    workloads: tuple[str, ...],
+    quick: bool,
+    chats: int | None,
+    against: str,
+    alone: bool,
+    results: Path,
+) -> None:
     """Run Switchboard's benchmark workloads (all of them by default).
 
     \b
@@ -81,22 +103,40 @@ def main(workloads: tuple[str, ...], quick: bool, chats: int | None, results: Pa
     records  50 chats x 4 messages on PostgreSQL + Redis, Redis emptied and restarted, one
              more message each: on one server and on a cluster (only when named)
 
+    w1 and w3 also run the product of another revision (--against, default the commit
+    before the flow issue's work) from a temporary git worktree, in the same run, and print
+    a table of this tree, that revision, the floor and the ratios (--alone: not).
+
     Each prints a table and writes JSON to bench/results/. The fake LLM, Redis and the
     workers run on 127.0.0.1 in processes of their own; see docs/performance.md.
     """
     chosen = WORKLOADS if not workloads or "all" in workloads else workloads
-    for name in chosen:
-        started = time.monotonic()
+    compare = not alone and any(name in COMPARED for name in chosen)
+    with ExitStack() as stack:
+        tree: Tree | None = None
         try:
-            figures = _runner(name, quick, chats)()
+            if compare:
+                tree = stack.enter_context(checkout(against))
         except BenchError as exc:
-            console.print(f"[red]{name} could not run:[/red] {exc}")
+            console.print(f"[red]bench could not start:[/red] {exc}")
             sys.exit(1)
-        except KeyboardInterrupt:
-            console.print(f"{name} interrupted; nothing saved")
-            sys.exit(130)
-        path = save(name + ("-quick" if quick else ""), figures, results)
-        console.print(f"{name} took {time.monotonic() - started:.0f} s; figures in {path}\n")
+        for name in chosen:
+            _run(name, quick, chats, tree if name in COMPARED else None, results)
+
+
+def _run(name: str, quick: bool, chats: int | None, tree: Tree | None, results: Path) -> None:
+    """One workload: run, print, save; a BenchError is one line and exit 1."""
+    started = time.monotonic()
+    try:
+        figures = _runner(name, quick, chats, tree)()
+    except BenchError as exc:
+        console.print(f"[red]{name} could not run:[/red] {exc}")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        console.print(f"{name} interrupted; nothing saved")
+        sys.exit(130)
+    path = save(name + ("-quick" if quick else ""), figures, results)
+    console.print(f"{name} took {time.monotonic() - started:.0f} s; figures in {path}\n")
 
 
 if __name__ == "__main__":

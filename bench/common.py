@@ -155,13 +155,17 @@ def switchboard_command() -> list[str]:
 
 
 def run_child(
-    args: Sequence[str], env: dict[str, str] | None = None, timeout: float = 900
+    args: Sequence[str],
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+    cwd: Path = ROOT,
 ) -> dict[str, Any]:
-    """Run `python -m bench.child ARGS` and return the JSON it prints last."""
+    """Run `python -m bench.child ARGS` in `cwd` (a source tree: whose `bench.child` runs)
+    and return the JSON it prints last."""
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "bench.child", *args],
-        cwd=ROOT,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,

@@ -37,6 +37,14 @@ from pathlib import Path
 from typing import Any
 
 from bench import database
+from bench.against import (
+    THIS_TREE,
+    WORKER_CPU_OVER_REV,
+    Tree,
+    shown_ratio,
+    shown_verdict,
+    within,
+)
 from bench.common import FAKE_PIDS, ROOT, BenchError, cpu_seconds, fake_llm, provider_env
 from bench.probe import COUNTS_ENV, ask_counts
 from bench.report import console, table, verdict
@@ -45,18 +53,23 @@ from bench.turns import yardstick_cpu_ms
 CONVERSATIONS = 32
 TURNS_PER_CONVERSATION = 10
 WORKER_COUNTS = (1, 2, 4)
-# The worker's own targets (docs/performance.md).
+# The worker's own target (docs/performance.md).
 CPU_TARGET_MS = 6.0
-TRIPS_TARGET = 10.0
 
 
 def w3(
-    turns: int = 2000, paced: int = 300, memory_messages: int = 10_000, at_once: int = CONVERSATIONS
+    turns: int = 2000,
+    paced: int = 300,
+    memory_messages: int = 10_000,
+    at_once: int = CONVERSATIONS,
+    against: Tree | None = None,
 ) -> dict[str, Any]:
-    """`at_once` conversations at a time (fewer only to try the harness out: the tests)."""
+    """`at_once` conversations at a time (fewer only to try the harness out: the tests).
+    With `against`, each phase runs a second time right after, the workers from that tree."""
     from bench.redis_memory import redis_memory
 
     results: dict[str, Any] = {}
+    theirs: dict[str, Any] = {}
     with database.postgres() as server, fake_llm("openai") as url:
         for workers in WORKER_COUNTS:
             console.print(
@@ -67,6 +80,11 @@ def w3(
             yardstick = yardstick_cpu_ms(url, 200 if turns >= 1000 else 40)
             results[f"{workers}_worker"] = _phase(url, server, workers, turns, paced, at_once)
             results[f"{workers}_worker"]["yardstick_cpu_ms"] = yardstick
+            if against is not None:
+                console.print(f"W3 {workers} worker(s), {against.label}: the same ...")
+                theirs[f"{workers}_worker"] = _phase(
+                    url, server, workers, turns, paced, at_once, against
+                )
         console.print(f"W3 Redis memory: {memory_messages:,} messages through one worker ...")
         results["redis_memory"] = redis_memory(url, server, memory_messages, at_once)
     phases = [results[f"{n}_worker"] for n in WORKER_COUNTS]
@@ -89,15 +107,91 @@ def w3(
         f"worker CPU at most {CPU_TARGET_MS:g} ms/turn": [
             p["cpu_ms_per_turn"]["workers"] <= CPU_TARGET_MS for p in phases
         ],
-        f"at most {TRIPS_TARGET:g} Redis round trips/turn, {at_once} at once": [
-            p["redis"]["round_trips_per_turn"] <= TRIPS_TARGET for p in phases
-        ],
-        f"at most {TRIPS_TARGET:g} Redis round trips/turn, one at a time": [
-            p["paced"]["redis"]["round_trips_per_turn"] <= TRIPS_TARGET for p in phases
-        ],
     }
     _print(turns, paced, at_once, cores, phases, speedup, targets)
-    return {"speedup": speedup, "cores": cores, "targets": targets, **results}
+    found = {"speedup": speedup, "cores": cores, "targets": targets, **results}
+    if against is not None:
+        mine = dict(zip(WORKER_COUNTS, phases, strict=True))
+        other = {n: theirs[f"{n}_worker"] for n in WORKER_COUNTS}
+        table(
+            f"W3: this tree against {against.label}, in the same run (workers' CPU target:"
+            f" at most {WORKER_CPU_OVER_REV:g}x {against.label}'s)",
+            ["", "this tree", against.label, "no-SDK floor", "this/floor", "this/REV", "target"],
+            w3_comparison(mine, other),
+        )
+        found["against"] = {
+            "rev": against.label,
+            "targets": {
+                f"{n} worker(s): CPU at most {WORKER_CPU_OVER_REV:g}x REV's": w3_cpu_target(
+                    mine[n], other[n]
+                )
+                for n in WORKER_COUNTS
+            },
+            **theirs,
+        }
+    return found
+
+
+def w3_cpu_target(mine: dict[str, Any], theirs: dict[str, Any]) -> bool | None:
+    """Whether this tree's workers spent at most 1.5x REV's CPU per turn in a phase."""
+    return within(
+        mine["cpu_ms_per_turn"]["workers"],
+        theirs["cpu_ms_per_turn"]["workers"],
+        WORKER_CPU_OVER_REV,
+    )
+
+
+# The figures W3 sets side by side with REV's, a row each (printed, not judged), after the
+# workers' CPU: how to find each in a phase's figures.
+_AGAINST_ROWS: tuple[tuple[str, Callable[[dict[str, Any]], float]], ...] = (
+    ("turns/s per worker", lambda p: p["turns_per_s"] / p["workers"]),
+    ("one at a time: first text p50 ms", lambda p: p["paced"]["first_text_p50_ms"]),
+    ("one at a time: first text p95 ms", lambda p: p["paced"]["first_text_p95_ms"]),
+    ("saturated: first text p50 ms", lambda p: p["first_text_p50_ms"]),
+    ("saturated: first text p95 ms", lambda p: p["first_text_p95_ms"]),
+    # Properties of the ports, one message at a time (no batching by load).
+    (
+        "one at a time: Redis round trips/turn, workers",
+        lambda p: p["paced"]["redis"]["round_trips_per_turn"],
+    ),
+    (
+        "one at a time: Redis commands/turn, server",
+        lambda p: p["paced"]["redis"]["server_commands_per_turn"],
+    ),
+    ("one at a time: SQL statements/turn", lambda p: p["paced"]["database"]["statements_per_turn"]),
+    (
+        "one at a time: SQL transactions/turn",
+        lambda p: p["paced"]["database"]["transactions_per_turn"],
+    ),
+)
+
+
+def w3_comparison(
+    mine: dict[int, dict[str, Any]], theirs: dict[int, dict[str, Any]]
+) -> list[list[Any]]:
+    """The rows of W3's table against REV, by worker count: the workers' CPU per turn (this
+    tree, REV, the no-SDK floor measured just before, the ratios, the target's verdict),
+    then the figures that are printed without a target (the ports' counts one at a time)."""
+    rows: list[list[Any]] = []
+    for count, phase in mine.items():
+        other = theirs[count]
+        cpu, rev_cpu = phase["cpu_ms_per_turn"]["workers"], other["cpu_ms_per_turn"]["workers"]
+        floor = phase["yardstick_cpu_ms"]
+        rows.append(
+            [
+                f"{count} worker(s): worker CPU ms/turn",
+                cpu,
+                rev_cpu,
+                floor,
+                shown_ratio(cpu, floor),
+                shown_ratio(cpu, rev_cpu),
+                shown_verdict(w3_cpu_target(phase, other)),
+            ]
+        )
+        for name, pick in _AGAINST_ROWS:
+            value, rev_value = pick(phase), pick(other)
+            rows.append([f"  {name}", value, rev_value, "", "", shown_ratio(value, rev_value), ""])
+    return rows
 
 
 def _bound(workers: int, cores: int, cpu_ms: dict[str, float]) -> float:
@@ -124,7 +218,10 @@ def _print(
     rows: list[list[Any]] = [
         row(f"turns/s ({at_once} conversations at once)", lambda p: p["turns_per_s"]),
         row(f"  CPU bound on {cores} cores at these costs", lambda p: p["cpu_bound_turns_per_s"]),
+        row("turns/s per worker", lambda p: p["turns_per_s"] / p["workers"]),
         row("turn p50 ms (gateway to final answer)", lambda p: p["turn_p50_ms"]),
+        row("saturated: first text p50 / p95 ms", lambda p: _first_text(p)),
+        row("one at a time: first text p50 / p95 ms", lambda p: _first_text(p["paced"])),
         row("saturated: enqueue -> pick-up p50 / p99 ms", lambda p: _pair(p, "pickup")),
         row("saturated: reply -> outbound p50 / p99 ms", lambda p: _pair(p, "outbound")),
     ]
@@ -219,13 +316,24 @@ def _yardstick(phase: dict[str, Any]) -> float:
     return found
 
 
+def _first_text(figures: dict[str, Any]) -> str:
+    return f"{figures['first_text_p50_ms']:.2f} / {figures['first_text_p95_ms']:.2f}"
+
+
 def _pair(figures: dict[str, Any], key: str) -> str:
     return f"{figures[f'{key}_p50_ms']:.2f} / {figures[f'{key}_p99_ms']:.2f}"
 
 
 def _phase(
-    url: str, server: Any, workers: int, turns: int, paced: int, at_once: int
+    url: str,
+    server: Any,
+    workers: int,
+    turns: int,
+    paced: int,
+    at_once: int,
+    tree: Tree = THIS_TREE,
 ) -> dict[str, Any]:
+    """One phase: `workers` worker processes of `tree` on a fresh Redis and database."""
     from tests.redis_server import RedisServer
 
     db_url = asyncio.run(server.new_database())
@@ -241,13 +349,15 @@ def _phase(
         except RuntimeError as exc:
             raise BenchError(str(exc)) from None
         stack.callback(redis.stop)
-        env = provider_env("openai", url, work / "data")
+        env = tree.env(provider_env("openai", url, work / "data"))
         env["REDIS_URL"] = redis.url
         env["DATABASE_URL"] = database.plain_url(db_url)
-        env["SWITCHBOARD_PROFILES_DIR"] = str(bench_profile(work / "profiles"))
+        env["SWITCHBOARD_PROFILES_DIR"] = str(bench_profile(work / "profiles", tree.root))
         counts = [work / f"worker-{index}.counts.json" for index in range(workers)]
         pids = [
-            stack.enter_context(_worker(env, work / f"worker-{index}.log", counts[index], at_once))
+            stack.enter_context(
+                _worker(env, work / f"worker-{index}.log", counts[index], at_once, tree.root)
+            )
             for index in range(workers)
         ]
         redis_pids = [redis.process.pid] if redis.process else []
@@ -290,6 +400,7 @@ def _phase(
             after["db"], paced_end["db"], figures["paced_turns"]
         )
     figures["whole_database"] = whole
+    figures["workers"] = workers
     return figures
 
 
@@ -313,10 +424,10 @@ per_session = 100.0
 """
 
 
-def bench_profile(folder: Path) -> Path:
-    """A profiles folder whose `default` is the shipped one plus `BENCH_PROFILE`."""
+def bench_profile(folder: Path, tree: Path = ROOT) -> Path:
+    """A profiles folder whose `default` is `tree`'s shipped one plus `BENCH_PROFILE`."""
     target = folder / "default"
-    shutil.copytree(ROOT / "profiles" / "default", target)
+    shutil.copytree(tree / "profiles" / "default", target)
     with (target / "profile.toml").open("a") as f:
         f.write(BENCH_PROFILE)
     return folder
@@ -383,7 +494,10 @@ async def _server_commands(url: str) -> dict[str, int]:
 
 
 @contextmanager
-def _worker(env: dict[str, str], log: Path, counts: Path, concurrency: int) -> Iterator[int]:
+def _worker(
+    env: dict[str, str], log: Path, counts: Path, concurrency: int, tree: Path = ROOT
+) -> Iterator[int]:
+    """A `switchboard worker` of `tree` under `tree`'s own `bench.probe`."""
     with log.open("w") as out:
         process = subprocess.Popen(
             [
@@ -394,7 +508,7 @@ def _worker(env: dict[str, str], log: Path, counts: Path, concurrency: int) -> I
                 "--concurrency",
                 str(concurrency),
             ],
-            cwd=ROOT,
+            cwd=tree,
             env={**env, COUNTS_ENV: str(counts)},
             stdout=out,
             stderr=out,

@@ -5,7 +5,8 @@ The hops are measured from the envelopes' own timestamps (one machine, one clock
 pick-up runs from the inbound's `received_at` to the `created_at` of the worker's first answer
 to it (the typing indicator, sent as the turn starts, so the worker's receive, mailbox
 hand-off, claim, duplicate check and checkpoint read are in it); reply to outbound runs from
-each answer's `created_at` to the moment the driver received it.
+each answer's `created_at` to the moment the driver received it. First-token latency runs
+from the sending to the first answer text the driver receives (a streamed piece or the reply).
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ class ChatDriver:
         self.pickup_ms: list[float] = []
         self.outbound_ms: list[float] = []
         self.turn_ms: list[float] = []
+        # From a message's sending to the first answer text the gateway has for it (a
+        # streamed piece or the whole reply): what a person waits before words appear.
+        self.first_text_ms: list[float] = []
+        self._no_text_yet: set[str] = set()
         self.answered = 0
         self._sent: dict[str, float] = {}
         self._waiting: dict[str, asyncio.Future[str]] = {}
@@ -98,6 +103,7 @@ class ChatDriver:
         )
         answer = self._waiting[inbound.id] = asyncio.get_running_loop().create_future()
         self._sent[inbound.id] = inbound.received_at.timestamp()
+        self._no_text_yet.add(inbound.id)
         started = time.perf_counter()
         await self.bus.enqueue(INBOUND, inbound)
         try:
@@ -106,6 +112,7 @@ class ChatDriver:
             raise BenchError(f"a turn got no answer within {TURN_TIMEOUT:g} s") from None
         finally:
             self._sent.pop(inbound.id, None)
+            self._no_text_yet.discard(inbound.id)
         if text != ANSWER:
             raise BenchError(f"a turn answered {text!r} instead of the calculator's answer")
         self.answered += 1
@@ -131,6 +138,10 @@ class ChatDriver:
                 sent = self._sent.get(envelope.reply_to)
                 if envelope.kind == "typing" and sent is not None:
                     self.pickup_ms.append((created - sent) * 1000)
+                first = envelope.reply_to in self._no_text_yet and bool(envelope.text)
+                if first and sent is not None and envelope.kind in ("delta", "reply"):
+                    self._no_text_yet.discard(envelope.reply_to)
+                    self.first_text_ms.append((arrived - sent) * 1000)
             if envelope.ends_turn:
                 future = self._waiting.pop(envelope.reply_to, None)
                 if future is not None and not future.done():
@@ -144,6 +155,9 @@ class ChatDriver:
             "pickup_p99_ms": percentile(self.pickup_ms, 99),
             "outbound_p50_ms": percentile(self.outbound_ms, 50),
             "outbound_p99_ms": percentile(self.outbound_ms, 99),
+            "first_text_p50_ms": percentile(self.first_text_ms, 50),
+            "first_text_p95_ms": percentile(self.first_text_ms, 95),
+            "first_text_samples": len(self.first_text_ms),
             "pickup_samples": len(self.pickup_ms),
             "outbound_samples": len(self.outbound_ms),
         }

@@ -17,11 +17,22 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.against import (
+    CHAT_OVER_FLOOR,
+    THIS_TREE,
+    Tree,
+    shown_ratio,
+    shown_verdict,
+    within,
+)
 from bench.common import fake_llm, provider_env, run_child
 from bench.piped import piped_turns
 from bench.report import console, ratio, table, turn_figures, verdict
 
 W1_ENGINES = ("floor", "bare", "bare-whole", "ours", "chat")
+# The engines that run the product (the others are the bench's own floor loops): with
+# `--against`, these run from the other tree too.
+PRODUCT = ("ours", "chat")
 W2_ENGINES = ("floor", "bare", "ours")
 # Column titles of the engines, in the tables.
 TITLES = {
@@ -33,13 +44,17 @@ TITLES = {
 }
 
 
-def _run(engine: str, vendor: str, url: str, sessions: int, turns: int) -> dict[str, Any]:
+def _run(
+    engine: str, vendor: str, url: str, sessions: int, turns: int, tree: Tree = THIS_TREE
+) -> dict[str, Any]:
+    """One engine's run; `ours` and `chat` run the product of `tree` (the floors are ours)."""
     with tempfile.TemporaryDirectory(prefix="switchboard-bench-") as data:
+        env = tree.env(provider_env(vendor, url, Path(data)))
         if engine == "chat":
-            return piped_turns(turns, provider_env(vendor, url, Path(data)), Path(data))
+            return piped_turns(turns, env, Path(data))
         args = ["turns", "--engine", engine, "--vendor", vendor, "--url", url]
         args += ["--sessions", str(sessions), "--turns", str(turns), "--data", data]
-        return run_child(args, env=provider_env(vendor, url, Path(data)))
+        return run_child(args, env=env, cwd=tree.root)
 
 
 def yardstick_cpu_ms(url: str, turns: int = 200) -> float:
@@ -55,13 +70,25 @@ def _compare(
     turns: int,
     repeats: int,
     engines: tuple[str, ...],
+    against: Tree | None = None,
 ) -> tuple[dict[str, dict[str, float]], dict[str, list[dict[str, Any]]]]:
-    """Every engine, `repeats` times each, alternating; the median of each figure."""
-    runs: dict[str, list[dict[str, Any]]] = {engine: [] for engine in engines}
+    """Every engine, `repeats` times each, alternating; the median of each figure. With
+    `against`, the product engines (`ours`, `chat`) run again from that tree, as
+    `rev-ours` and `rev-chat`, each right after this tree's."""
+    order = [
+        (name, tree)
+        for engine in engines
+        for name, tree in (
+            [(engine, THIS_TREE)]
+            + ([(f"rev-{engine}", against)] if against and engine in PRODUCT else [])
+        )
+    ]
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in order}
     with fake_llm(vendor, latency) as url:
         for _ in range(repeats):
-            for engine in engines:
-                runs[engine].append(_run(engine, vendor, url, sessions, turns))
+            for name, tree in order:
+                engine = name.removeprefix("rev-")
+                runs[name].append(_run(engine, vendor, url, sessions, turns, tree))
     figures = {}
     for engine, done in runs.items():
         each = [turn_figures(run) for run in done]
@@ -79,32 +106,95 @@ _W1_FIGURES = (
 )
 
 
+def w1_targets(figures: dict[str, dict[str, float]]) -> dict[str, bool]:
+    """W1's targets, judged on this tree's medians (p50s: what a busy machine moves least)."""
+    bare, ours, chat = figures["bare"], figures["ours"], figures["chat"]
+    return {
+        "in-process p50 ms/turn at most 1.5x the no-SDK floor's": ours["p50_ms"]
+        <= 1.5 * bare["p50_ms"],
+        f"chat piped p50 ms/turn at most {CHAT_OVER_FLOOR:g}x the no-SDK floor's": bool(
+            within(chat["p50_ms"], bare["p50_ms"], CHAT_OVER_FLOOR)
+        ),
+        "growth at most 1.5x": ours["growth"] <= 1.5,
+        "peak RSS at most 90 MB": ours["peak_rss_mb"] <= 90,
+    }
+
+
+_AGAINST_FIGURES = (
+    ("p50 ms/turn", "p50_ms"),
+    ("CPU ms/turn", "cpu_ms_per_turn"),
+    ("peak RSS MB", "peak_rss_mb"),
+)
+
+
+def w1_comparison(figures: dict[str, dict[str, float]], rev: str) -> list[list[Any]]:
+    """The rows of W1's table against REV: this tree, REV, the no-SDK floor and the ratios,
+    for the `switchboard chat` path and in process; last, the chat path's target for both."""
+    bare = figures["bare"]
+    rows: list[list[Any]] = []
+    for engine, path in (("chat", "chat piped"), ("ours", "in process")):
+        mine, theirs = figures[engine], figures[f"rev-{engine}"]
+        for name, key in _AGAINST_FIGURES:
+            floor = bare[key]
+            rows.append(
+                [
+                    f"{path}: {name}",
+                    mine[key],
+                    theirs[key],
+                    floor,
+                    shown_ratio(mine[key], floor),
+                    shown_ratio(theirs[key], floor),
+                    shown_ratio(mine[key], theirs[key]),
+                ]
+            )
+    target = f"target: chat piped p50 within {CHAT_OVER_FLOOR:g}x the floor"
+    rows.append(
+        [
+            target,
+            *(
+                shown_verdict(within(figures[e]["p50_ms"], bare["p50_ms"], CHAT_OVER_FLOOR))
+                for e in ("chat", "rev-chat")
+            ),
+            "",
+            "",
+            "",
+            "",
+        ]
+    )
+    return rows
+
+
 def w1(
-    turns: int = 200, vendors: tuple[str, ...] = ("openai", "anthropic"), repeats: int = 3
+    turns: int = 200,
+    vendors: tuple[str, ...] = ("openai", "anthropic"),
+    repeats: int = 3,
+    against: Tree | None = None,
 ) -> dict[str, Any]:
     """One session, `turns` messages in a row, each: model -> calculator -> model -> text.
 
     One table per vendor, an engine a row; the targets compare p50 ms per turn (the median
-    is what a busy shared machine disturbs least) with the no-SDK floor's."""
+    is what a busy shared machine disturbs least) with the no-SDK floor's. With `against`,
+    the product engines run from that tree too, and a second table sets the two side by
+    side with the floor."""
     results: dict[str, Any] = {}
     for vendor in vendors:
-        console.print(f"W1 {vendor}: {turns} turns, {len(W1_ENGINES)} engines, {repeats} runs each")
-        figures, runs = _compare(vendor, 0.0, 1, turns, repeats, W1_ENGINES)
-        floor, bare, ours, chat = (figures[e] for e in ("floor", "bare", "ours", "chat"))
-        targets = {
-            "in-process p50 ms/turn at most 1.5x the no-SDK floor's": ours["p50_ms"]
-            <= 1.5 * bare["p50_ms"],
-            "chat piped p50 ms/turn at most 2.5x the no-SDK floor's": chat["p50_ms"]
-            <= 2.5 * bare["p50_ms"],
-            "growth at most 1.5x": ours["growth"] <= 1.5,
-            "peak RSS at most 90 MB": ours["peak_rss_mb"] <= 90,
-        }
+        engines = len(W1_ENGINES) + (len(PRODUCT) if against else 0)
+        console.print(f"W1 {vendor}: {turns} turns, {engines} engines, {repeats} runs each")
+        figures, runs = _compare(vendor, 0.0, 1, turns, repeats, W1_ENGINES, against)
+        floor = figures["floor"]
+        targets = w1_targets(figures)
         results[vendor] = {"figures": figures, "targets": targets, "runs": runs}
         rows: list[list[Any]] = []
-        for engine in W1_ENGINES:
+        for engine in figures:
             mine = figures[engine]
-            row: list[Any] = [TITLES[engine], *(mine[key] for _, key in _W1_FIGURES)]
-            row += [ratio(mine["p50_ms"], floor["p50_ms"]), ratio(mine["p50_ms"], bare["p50_ms"])]
+            label = TITLES.get(engine)
+            if label is None and against is not None:
+                label = f"{TITLES[engine.removeprefix('rev-')]}, {against.label}"
+            row: list[Any] = [label, *(mine[key] for _, key in _W1_FIGURES)]
+            row += [
+                ratio(mine["p50_ms"], floor["p50_ms"]),
+                ratio(mine["p50_ms"], figures["bare"]["p50_ms"]),
+            ]
             rows.append(row)
         columns = ["", *(name for name, _ in _W1_FIGURES), "p50/SDK", "p50/no-SDK"]
         title = f"W1 {vendor}: one session, {turns} turns, 0 ms model (medians of {repeats} runs)"
@@ -115,6 +205,26 @@ def w1(
             f"  growth = mean of turns {turns - 19}-{turns} over turns 1-20; "
             "ms/turn = wall time / turns"
         )
+        if against is not None:
+            results[vendor]["against"] = {
+                "rev": against.label,
+                "chat_target_rev": within(
+                    figures["rev-chat"]["p50_ms"], figures["bare"]["p50_ms"], CHAT_OVER_FLOOR
+                ),
+            }
+            table(
+                f"W1 {vendor}: this tree against {against.label}, in the same run",
+                [
+                    "",
+                    "this tree",
+                    against.label,
+                    "no-SDK floor",
+                    "this/floor",
+                    "REV/floor",
+                    "this/REV",
+                ],
+                w1_comparison(figures, against.label),
+            )
     return results
 
 
