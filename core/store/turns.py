@@ -84,7 +84,8 @@ class TurnClose(BaseModel):
     costs: list[CostEntry] = []
     # Saved as it is (a tool round done), if given.
     checkpoint: Checkpoint | None = None
-    # A run key: its inbound marked processed, and its checkpoint, if any, `completed`.
+    # A run key: its inbound marked processed, and its checkpoint, if it has one still
+    # running, `completed`.
     finished: str | None = None
 
 

@@ -105,11 +105,19 @@ async def save(db: AsyncConnection, dialect: str, checkpoint: Checkpoint) -> Non
 
 
 async def finish(
-    db: AsyncConnection, run_key: str, status: CheckpointStatus, now: datetime
+    db: AsyncConnection,
+    run_key: str,
+    status: CheckpointStatus,
+    now: datetime,
+    *,
+    running: bool = False,
 ) -> bool:
     """Set a checkpoint's status (`CheckpointStore.finish_checkpoint`), in the transaction of
-    `db`; False if there is none."""
-    body = (await db.execute(select(c.body).where(c.run_key == run_key).with_for_update())).scalar()
+    `db`; False if there is none (with `running`: none that is still running)."""
+    query = select(c.body).where(c.run_key == run_key)
+    if running:
+        query = query.where(c.status == "running")
+    body = (await db.execute(query.with_for_update())).scalar()
     if body is None:
         return False
     finished = Checkpoint.model_validate_json(body).model_copy(

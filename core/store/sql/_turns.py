@@ -77,7 +77,7 @@ class SqlTurns(SqlCheckpoints):
             if closing.checkpoint is not None:
                 await _checkpoints.save(db, self._dialect, closing.checkpoint)
             if closing.finished is not None:
-                await _checkpoints.finish(db, closing.finished, "completed", now)
+                await _checkpoints.finish(db, closing.finished, "completed", now, running=True)
                 await _marks.mark(db, self._dialect, closing.finished, now)
         if closing.finished is not None:
             await self._prune_finished(now)
