@@ -269,30 +269,9 @@ class AgentRuntime:
         state: _TurnState,
     ) -> None:
         final: RunCompleted | RunFailed | Cancelled | None = None
-        history: list[Message] = []
+        state.session_id = session_id
         try:
-            start, history = await self._open(session_id, user_input, context, state)
-            session_id = start.session.id
-            state.first_seq = start.message.seq
-            if start.resumed:
-                # This message's turn was started before and cut off (a worker died): go on
-                # from what it stored instead of storing the message again.
-                log.warning("resuming an interrupted turn of session %s", session_id)
-                history = await self._resumed(session_id, state)
-            emit(
-                RunStarted(
-                    run_id=run_id,
-                    session_id=session_id,
-                    provider=state.provider.name,
-                    model=state.model,
-                )
-            )
-            last = history[-1] if start.resumed and history else None
-            if last is not None and last.role == "assistant" and not last.tool_calls:
-                # The cut-off turn had already answered; only its delivery may be missing.
-                final = RunCompleted(run_id=run_id, text=last.text, steps=0)
-            else:
-                final = await self._loop(run_id, session_id, history, context, emit, state)
+            final = await self._steps(run_id, session_id, user_input, context, emit, state)
             emit(final)
         except asyncio.CancelledError:
             if not flag.requested:
@@ -300,25 +279,27 @@ class AgentRuntime:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            await self._keep_cut_call(session_id, run_id, state, _CANCELLED_NOTE)
-            await self._close_pending(session_id, state, "The user cancelled this call.")
+            await self._keep_cut_call(state.session_id, run_id, state, _CANCELLED_NOTE)
+            await self._close_pending(state.session_id, state, "The user cancelled this call.")
             final = Cancelled(run_id=run_id)
             emit(final)
         except FenceOvertaken:
             # Another worker holds the session now: it answers, this turn says nothing.
             log.warning(
-                "turn %s of session %s stopped: its claim was overtaken", run_id, session_id
+                "turn %s of session %s stopped: its claim was overtaken", run_id, state.session_id
             )
             raise
         except Unavailable as exc:
             # Waited out for the whole budget already: the worker keeps the message and runs
             # the turn again once the store is back (it goes on from what was stored).
             # The outage itself was logged once, when it began (`core/outages.py`).
-            log.debug("turn %s of session %s stopped: %s", run_id, session_id, exc)
+            log.debug("turn %s of session %s stopped: %s", run_id, state.session_id, exc)
             raise
         except Exception as exc:
-            log.exception("turn %s of session %s failed", run_id, session_id)
-            await self._close_pending(session_id, state, "The turn failed before this call ran.")
+            log.exception("turn %s of session %s failed", run_id, state.session_id)
+            await self._close_pending(
+                state.session_id, state, "The turn failed before this call ran."
+            )
             final = RunFailed(
                 run_id=run_id,
                 failure="internal",
@@ -328,16 +309,52 @@ class AgentRuntime:
             emit(final)
         finally:
             # Kept only if it is exactly what the store holds (see HistoryCache.keep).
-            self._histories.keep(session_id, history, after_seq=state.after, ready=state.ready)
+            self._histories.keep(
+                state.session_id, state.history, after_seq=state.after, ready=state.ready
+            )
             if final is not None:
                 await self.hooks.on_agent_end(final)
             emit(None)
 
+    async def _steps(
+        self,
+        run_id: str,
+        session_id: str,
+        user_input: Message,
+        context: ChannelContext,
+        emit: Callable[[AgentEvent | None], None],
+        state: _TurnState,
+    ) -> RunCompleted | RunFailed:
+        """Open the turn and run its steps; a turn a crash cut off goes on from what it
+        stored."""
+        start = await self._open(session_id, user_input, context, state)
+        session_id = state.session_id = start.session.id
+        state.first_seq = start.message.seq
+        if start.resumed:
+            # This message's turn was started before and cut off (a worker died): go on from
+            # what it stored instead of storing the message again.
+            log.warning("resuming an interrupted turn of session %s", session_id)
+            state.history = await self._resumed(session_id, state)
+        emit(
+            RunStarted(
+                run_id=run_id,
+                session_id=session_id,
+                provider=state.provider.name,
+                model=state.model,
+            )
+        )
+        last = state.history[-1] if start.resumed and state.history else None
+        if last is not None and last.role == "assistant" and not last.tool_calls:
+            # The cut-off turn had already answered; only its delivery may be missing.
+            return RunCompleted(run_id=run_id, text=last.text, steps=0)
+        return await self._loop(run_id, session_id, state.history, context, emit, state)
+
     async def _open(
         self, session_id: str, user_input: Message, context: ChannelContext, state: _TurnState
-    ) -> tuple[TurnStart, list[Message]]:
+    ) -> TurnStart:
         """Open the turn (its session, checkpoint and message, one write) and put together
-        its history from what this process holds and what the store had after it."""
+        its history (`state.history`) from what this process holds and what the store had
+        after it."""
         if user_input.id is None:
             # One id for every attempt: a message stored though its answer was lost is not
             # stored twice.
@@ -356,13 +373,13 @@ class AgentRuntime:
             start.session.id, state.after, start.messages, read_after=start.read_after
         )
         if joined is None:  # what this process held is of no use with this summary
-            history = await self.patience(
+            state.history = await self.patience(
                 lambda: self.store.list_messages(start.session.id, after_seq=state.after),
                 read=True,
             )
         else:
-            history, state.ready = joined
-        return start, history
+            state.history, state.ready = joined
+        return start
 
     async def _resumed(self, session_id: str, state: _TurnState) -> list[Message]:
         """A resumed turn's history: its calls left without a result closed first."""
@@ -909,6 +926,10 @@ class _TurnState:
         self.fence = fence
         # A person's turn's checkpoint, as last saved.
         self.checkpoint = checkpoint
+        # The session the turn runs in (once opened, the one the store opened it in) and its
+        # messages after the summary's marker, as far as the turn knows them.
+        self.session_id = ""
+        self.history: list[Message] = []
         self.usage = Usage()
         self.texts: list[str] = []
         self.first_seq = 0
@@ -947,13 +968,3 @@ def _too_long(run_id: str, exc: BudgetExceeded) -> RunFailed:
         ),
         detail=str(exc),
     )
-
-
-def _interrupted_turn(history: list[Message], source: str | None) -> int | None:
-    """The index of the newest user message if it came from `source` (a repeated turn)."""
-    if source is None:
-        return None
-    for index in range(len(history) - 1, -1, -1):
-        if history[index].role == "user":
-            return index if history[index].source == source else None
-    return None
