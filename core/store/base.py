@@ -4,7 +4,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 
 | protocol | module | methods |
 |---|---|---|
-| `ConversationLog` | `core/store/log.py` | 13: sessions (reopened, deleted, model), messages |
+| `ConversationLog` | `core/store/log.py` | 12: sessions (reopened, deleted, model), messages |
 | `CostLedger` | `core/store/ledger.py` | 7: entries, totals per session, person, chat, day, model |
 | `ScheduleStore` | `core/store/schedules.py` | 9: schedules, their runs and their deliveries |
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |

@@ -147,16 +147,6 @@ class SqlLog(SqlBase):
                 upsert(self._dialect, summaries, values, keys=("session_id", "up_to_seq"))
             )
 
-    async def summary_and_tail(
-        self, session_id: str
-    ) -> tuple[CompactionSummary | None, list[Message]]:
-        """`latest_summary` and the messages after its marker (all of them without one), read
-        in one transaction."""
-        async with self._read(f"read the summary and tail of session {session_id!r}") as db:
-            summary = await summary_of(db, session_id)
-            after = summary.up_to_seq if summary else 0
-            return summary, await messages_after(db, session_id, after, None)
-
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         async with self._read(f"read the summary of session {session_id!r}") as db:
