@@ -17,7 +17,7 @@ from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
 # Run only when named: not workloads of `all`.
-EXTRAS = ("faults", "startup", "records")
+EXTRAS = ("faults", "startup", "records", "transactions")
 # The workloads that also measure another revision in the same run (`--against`).
 COMPARED = ("w1", "w3")
 
@@ -29,6 +29,10 @@ def _runner(
         from bench.turns import w1
 
         return lambda: w1(turns=40 if quick else 200, repeats=1 if quick else 3, against=against)
+    if name == "transactions":
+        from bench.transactions import transactions
+
+        return lambda: transactions(turns=20 if quick else 100)
     if name == "startup":
         from bench.startup import startup
 
@@ -100,6 +104,7 @@ def main(
     w4  soak: 10,000 messages through the worker path (embedded and Redis), memory sampled
     faults  the fault matrix (not part of `all`): each fault under 50 chats x 4 messages
     startup  `switchboard --help` and `switchboard chat` start-up times (only when named)
+    transactions  SQL transactions per turn through the InboundHandler (only when named)
     records  50 chats x 4 messages on PostgreSQL + Redis, Redis emptied and restarted, one
              more message each: on one server and on a cluster (only when named)
 

@@ -4,18 +4,17 @@ Without it every turn reads and validates a session's whole history from the sto
 that grows with the conversation. The store stays the truth: a session's messages form an
 append-only log numbered 1, 2, 3... (`seq`), so a cached run of messages is reused only while
 it is exactly the log's beginning (after the summary marker), and each turn still reads what
-was stored after it, by this process or any other.
+was stored after it (`known`: opening the turn reads after that seq), by this process or any
+other.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from core.context import Sanitizer
 from core.messages import Message
-from core.store.log import CompactionSummary, ConversationLog
 
 __all__ = ["HistoryCache"]
 
@@ -43,53 +42,33 @@ class HistoryCache:
         """How many messages are held now."""
         return self._held
 
-    async def load(
-        self, store: ConversationLog, session_id: str, *, after_seq: int
-    ) -> tuple[list[Message], Sanitizer | None]:
-        """The session's messages with `seq > after_seq`, oldest first (a new list), and the
-        sanitizer kept with them, if any.
-
-        Reads only what was stored after the cached messages; everything when nothing usable
-        is cached (another summary marker, or nothing kept).
-        """
-        entry = self._take(session_id)
-        if entry is None or after_seq < entry.after_seq:
-            return await store.list_messages(session_id, after_seq=after_seq), None
-        if after_seq == entry.after_seq:
-            cached, ready = list(entry.messages), entry.ready
-        else:
-            # A newer summary marker only cuts the front of what is cached.
-            cached, ready = [m for m in entry.messages if m.seq > after_seq], None
-        last = cached[-1].seq if cached else after_seq
-        return cached + await store.list_messages(session_id, after_seq=last), ready
-
-    async def load_latest(
-        self, store: ConversationLog, session_id: str
-    ) -> tuple[CompactionSummary | None, list[Message], Sanitizer | None]:
-        """The session's latest summary and the messages after its marker (all of them
-        without one), as `load` gives them.
-
-        With nothing cached, both come from one read (`summary_and_tail`); with something
-        cached, the summary and the messages stored after the cached ones are asked for at
-        once; only a summary older than the cached messages'
-        marker (the cache is then of no use) costs another read.
-        """
+    def known(self, session_id: str) -> int:
+        """The seq of the newest message held for the session (0: none held): a turn reads
+        only what was stored after it."""
         entry = self._entries.get(session_id)
         if entry is None:
-            summary, messages = await store.summary_and_tail(session_id)
-            return summary, messages, None
-        self._take(session_id)
+            return 0
+        return entry.messages[-1].seq if entry.messages else entry.after_seq
+
+    def join(
+        self, session_id: str, marker: int, newer: list[Message], *, read_after: int
+    ) -> tuple[list[Message], Sanitizer | None] | None:
+        """The session's messages after the summary `marker`, oldest first (a new list): those
+        held, then `newer` (what the store had after `read_after`), with the sanitizer kept
+        with them, if any. None when what was read does not follow what is held (another
+        session's entry, or a summary older than the held messages' marker): the caller reads
+        the messages after `marker` again. What was held is taken out either way.
+        """
+        entry = self._take(session_id)
+        if entry is None:
+            return (list(newer), None) if read_after == marker else None
         last = entry.messages[-1].seq if entry.messages else entry.after_seq
-        summary, newer = await asyncio.gather(
-            store.latest_summary(session_id), store.list_messages(session_id, after_seq=last)
-        )
-        after = summary.up_to_seq if summary else 0
-        if after < entry.after_seq:
-            return summary, await store.list_messages(session_id, after_seq=after), None
-        if after == entry.after_seq:
-            return summary, [*entry.messages, *newer], entry.ready
-        # A newer summary marker only cuts the front of what was cached.
-        return summary, [m for m in (*entry.messages, *newer) if m.seq > after], None
+        if marker < entry.after_seq or read_after != max(last, marker):
+            return None
+        if marker == entry.after_seq:
+            return [*entry.messages, *newer], entry.ready
+        # A newer summary marker only cuts the front of what was held.
+        return [m for m in entry.messages if m.seq > marker] + list(newer), None
 
     def keep(
         self,

@@ -28,6 +28,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.budgets import BudgetGuard, Spender, dollars, spender_keys
+from core.checkpoints import Checkpoint
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
 from core.confirm import Confirm
@@ -69,6 +70,7 @@ from core.redact import Redactor
 from core.safety import LOOP_STOPPED, ToolCallMonitor, fence_tool_output, scan_tool_output
 from core.store.ledger import CostEntry, CostLedger
 from core.store.log import CompactionSummary, ConversationLog
+from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.window import TurnWindow
 
@@ -144,7 +146,7 @@ class _Cancel:
         self.requested = False
 
 
-class TurnStore(ConversationLog, CostLedger, Protocol):
+class TurnStore(ConversationLog, CostLedger, TurnRecords, Protocol):
     """What a turn keeps: its messages and summaries, and what its model calls cost."""
 
 
@@ -188,7 +190,7 @@ class AgentRuntime:
         self.limits = limits or RuntimeLimits()
         self.prompt = prompt or SystemPrompt()
         self.temperature = temperature
-        self._cost = cost
+        self._cost_of = cost
         self._redact = redactor or Redactor()
         self._clock = clock
         self._turn_context = turn_context
@@ -210,21 +212,22 @@ class AgentRuntime:
         *,
         cancel: asyncio.Event | None = None,
         fence: Fence | None = None,
-        admitted: Awaitable[bool] | None = None,
         model: str | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Run one turn and yield its events; the last one is RunCompleted/RunFailed/Cancelled.
 
-        Setting `cancel` stops the turn at once (in-flight model and tool calls are
-        cancelled) and ends it with `Cancelled`. Every message is written with `fence`, so
-        a worker that lost the session's lease cannot add to its history. `admitted` is the
-        caller's last word on whether the turn runs, awaited once the history is read (the
-        reads go meanwhile); False ends the turn there, with no events and nothing written.
-        `model`: the session's chosen model (`/model`), looked up in `models`; None or one no
-        longer allowed: the default.
+        The turn opens in `session_id`; with no such session, in the current session of
+        `context.session_key`, made under `session_id` if the key has none (`RunStarted`
+        names the session it ran in). Setting `cancel` stops the turn at once (in-flight
+        model and tool calls are cancelled) and ends it with `Cancelled`. Every write carries
+        `fence`, so a worker that lost the session's lease cannot add to its history.
+        `checkpoint` (a person's turn) is saved as the turn opens and moved on with each tool
+        round. `model`: the session's chosen model (`/model`), looked up in `models`; None or
+        one no longer allowed: the default.
         """
         run_id = new_id()
-        state = _TurnState(fence)
+        state = _TurnState(fence, checkpoint)
         if self.models is not None:
             state.provider, state.model = self.models.pick(model)
         else:
@@ -233,16 +236,7 @@ class AgentRuntime:
         flag = _Cancel()
         with log_context(run=run_id):  # the turn's task, and its log lines, carry the run id
             turn = asyncio.create_task(
-                self._turn(
-                    run_id,
-                    session_id,
-                    user_input,
-                    context,
-                    queue.put_nowait,
-                    flag,
-                    state,
-                    admitted,
-                ),
+                self._turn(run_id, session_id, user_input, context, queue.put_nowait, flag, state),
                 name=f"turn:{session_id}",
             )
         watcher = asyncio.create_task(self._watch(cancel, turn, flag)) if cancel else None
@@ -273,47 +267,11 @@ class AgentRuntime:
         emit: Callable[[AgentEvent | None], None],
         flag: _Cancel,
         state: _TurnState,
-        admitted: Awaitable[bool] | None = None,
     ) -> None:
         final: RunCompleted | RunFailed | Cancelled | None = None
-        history: list[Message] = []
-        after = 0
+        state.session_id = session_id
         try:
-            state.summary, history, state.ready = await self.patience(
-                lambda: self._histories.load_latest(self.store, session_id), read=True
-            )
-            after = state.summary.up_to_seq if state.summary else 0
-            # Shielded: a cancel of the turn must not cancel the caller's own count.
-            if admitted is not None and not await asyncio.shield(admitted):
-                return
-            resumed = _interrupted_turn(history, user_input.source)
-            # A new message is stored by `_loop`, together with the turn's first reads.
-            pending: Message | None = user_input if resumed is None else None
-            if resumed is not None:
-                # This message's turn was started before and cut off (a worker died): go on
-                # from what it stored instead of storing the message again.
-                log.warning("resuming an interrupted turn of session %s", session_id)
-                state.first_seq = history[resumed].seq
-                await self._close_pending(
-                    session_id, state, "This call was interrupted before it finished."
-                )
-                history = await self.patience(
-                    lambda: self.store.list_messages(session_id, after_seq=after), read=True
-                )
-            emit(
-                RunStarted(
-                    run_id=run_id,
-                    session_id=session_id,
-                    provider=state.provider.name,
-                    model=state.model,
-                )
-            )
-            last = history[-1] if resumed is not None else None
-            if last is not None and last.role == "assistant" and not last.tool_calls:
-                # The cut-off turn had already answered; only its delivery may be missing.
-                final = RunCompleted(run_id=run_id, text=last.text, steps=0)
-            else:
-                final = await self._loop(run_id, session_id, history, context, emit, state, pending)
+            final = await self._steps(run_id, session_id, user_input, context, emit, state)
             emit(final)
         except asyncio.CancelledError:
             if not flag.requested:
@@ -321,25 +279,27 @@ class AgentRuntime:
             current = asyncio.current_task()
             if current is not None:
                 current.uncancel()
-            await self._keep_cut_call(session_id, run_id, state, _CANCELLED_NOTE)
-            await self._close_pending(session_id, state, "The user cancelled this call.")
+            await self._keep_cut_call(state.session_id, run_id, state, _CANCELLED_NOTE)
+            await self._close_pending(state.session_id, state, "The user cancelled this call.")
             final = Cancelled(run_id=run_id)
             emit(final)
         except FenceOvertaken:
             # Another worker holds the session now: it answers, this turn says nothing.
             log.warning(
-                "turn %s of session %s stopped: its claim was overtaken", run_id, session_id
+                "turn %s of session %s stopped: its claim was overtaken", run_id, state.session_id
             )
             raise
         except Unavailable as exc:
             # Waited out for the whole budget already: the worker keeps the message and runs
             # the turn again once the store is back (it goes on from what was stored).
             # The outage itself was logged once, when it began (`core/outages.py`).
-            log.debug("turn %s of session %s stopped: %s", run_id, session_id, exc)
+            log.debug("turn %s of session %s stopped: %s", run_id, state.session_id, exc)
             raise
         except Exception as exc:
-            log.exception("turn %s of session %s failed", run_id, session_id)
-            await self._close_pending(session_id, state, "The turn failed before this call ran.")
+            log.exception("turn %s of session %s failed", run_id, state.session_id)
+            await self._close_pending(
+                state.session_id, state, "The turn failed before this call ran."
+            )
             final = RunFailed(
                 run_id=run_id,
                 failure="internal",
@@ -350,14 +310,86 @@ class AgentRuntime:
         finally:
             # Kept only if it is exactly what the store holds (see HistoryCache.keep).
             self._histories.keep(
-                session_id,
-                history,
-                after_seq=after,
-                ready=state.ready,
+                state.session_id, state.history, after_seq=state.after, ready=state.ready
             )
             if final is not None:
                 await self.hooks.on_agent_end(final)
             emit(None)
+
+    async def _steps(
+        self,
+        run_id: str,
+        session_id: str,
+        user_input: Message,
+        context: ChannelContext,
+        emit: Callable[[AgentEvent | None], None],
+        state: _TurnState,
+    ) -> RunCompleted | RunFailed:
+        """Open the turn and run its steps; a turn a crash cut off goes on from what it
+        stored."""
+        start = await self._open(session_id, user_input, context, state)
+        session_id = state.session_id = start.session.id
+        state.first_seq = start.message.seq
+        if start.resumed:
+            # This message's turn was started before and cut off (a worker died): go on from
+            # what it stored instead of storing the message again.
+            log.warning("resuming an interrupted turn of session %s", session_id)
+            state.history = await self._resumed(session_id, state)
+        emit(
+            RunStarted(
+                run_id=run_id,
+                session_id=session_id,
+                provider=state.provider.name,
+                model=state.model,
+            )
+        )
+        last = state.history[-1] if start.resumed and state.history else None
+        if last is not None and last.role == "assistant" and not last.tool_calls:
+            # The cut-off turn had already answered; only its delivery may be missing.
+            return RunCompleted(run_id=run_id, text=last.text, steps=0)
+        return await self._loop(run_id, session_id, state.history, context, emit, state)
+
+    async def _open(
+        self, session_id: str, user_input: Message, context: ChannelContext, state: _TurnState
+    ) -> TurnStart:
+        """Open the turn (its session, checkpoint and message, one write) and put together
+        its history (`state.history`) from what this process holds and what the store had
+        after it."""
+        if user_input.id is None:
+            # One id for every attempt: a message stored though its answer was lost is not
+            # stored twice.
+            user_input = user_input.model_copy(update={"id": new_id()})
+        opening = TurnOpening(
+            session_id=session_id,
+            session_key=context.session_key,
+            message=user_input,
+            checkpoint=state.checkpoint,
+            after_seq=self._histories.known(session_id),
+        )
+        start = await self.patience(lambda: self.store.open_turn(opening, fence=state.fence))
+        state.checkpoint, state.summary = start.checkpoint, start.summary
+        state.after = start.summary.up_to_seq if start.summary else 0
+        joined = self._histories.join(
+            start.session.id, state.after, start.messages, read_after=start.read_after
+        )
+        if joined is None:  # what this process held is of no use with this summary
+            state.history = await self.patience(
+                lambda: self.store.list_messages(start.session.id, after_seq=state.after),
+                read=True,
+            )
+        else:
+            state.history, state.ready = joined
+        return start
+
+    async def _resumed(self, session_id: str, state: _TurnState) -> list[Message]:
+        """A resumed turn's history: its calls left without a result closed first."""
+        await self._close_pending(
+            session_id, state, "This call was interrupted before it finished."
+        )
+        state.ready = None
+        return await self.patience(
+            lambda: self.store.list_messages(session_id, after_seq=state.after), read=True
+        )
 
     async def _loop(
         self,
@@ -367,10 +399,69 @@ class AgentRuntime:
         context: ChannelContext,
         emit: Callable[[AgentEvent | None], None],
         state: _TurnState,
-        pending: Message | None = None,
     ) -> RunCompleted | RunFailed:
-        """The turn's steps. `pending` is the person's message, not stored yet: it is stored
-        while the turn's memory context and its budgets are read."""
+        """The turn's steps, the person's message stored already: check the budgets, ask the
+        model, store its answer (with its cost), run the tools it asked for, store their
+        results; again until it answers without tools."""
+        system, offered, tool_context = await self._prepare(
+            run_id, session_id, history, context, state
+        )
+        for step in range(1, self.limits.max_steps + 1):
+            if step > 1:
+                emit(Progress(step=step, message=f"step {step}: asking the model again"))
+            if (refusal := await self._over_budget(run_id, session_id, context, state)) is not None:
+                return refusal
+            if compacted := await state.view.compact(history):
+                await self._compacted(compacted, emit)
+            outcome = await self._ask(run_id, system, offered, history, state, emit)
+            if isinstance(outcome, RunFailed):
+                await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
+                return outcome
+            text, calls, finished = outcome
+            if text:
+                state.texts.append(text)
+            answer = Message.assistant(text, calls, usage=finished.usage)
+            history += await self._persist(
+                session_id, state, [answer], self._cost(session_id, run_id, finished, state)
+            )
+            if not calls:
+                return RunCompleted(
+                    run_id=run_id,
+                    text=text or "\n\n".join(state.texts),
+                    usage=state.usage,
+                    cost_usd=None if state.unpriced else state.cost,
+                    steps=step,
+                )
+            history += await self._dispatch(
+                session_id, calls, context, tool_context, emit, state, step
+            )
+            if state.monitor.stopped:
+                return RunFailed(
+                    run_id=run_id,
+                    failure="loop",
+                    message=LOOP_STOPPED,
+                    detail=f"the same tool calls kept repeating (step {step})",
+                )
+        return RunFailed(
+            run_id=run_id,
+            failure="budget",
+            message=(
+                f"I could not finish this within {self.limits.max_steps} steps, so I stopped. "
+                "Try asking for less at once."
+            ),
+            detail=f"max_steps={self.limits.max_steps} reached",
+        )
+
+    async def _prepare(
+        self,
+        run_id: str,
+        session_id: str,
+        history: list[Message],
+        context: ChannelContext,
+        state: _TurnState,
+    ) -> tuple[str, list[Tool[Any]], ToolContext]:
+        """What every step of the turn uses: the system prompt, the tools offered, the tools'
+        context; the turn's memory context and its view of the window go into `state`."""
         offered = context.mode.allowed_tools(self.tools)
         system = self.prompt.build(
             mode=context.mode,
@@ -382,21 +473,8 @@ class AgentRuntime:
         state.user, state.chat = spender_keys(
             context.platform, context.user_id, context.address, scheduled=context.scheduled
         )
-        refusal: RunFailed | None = None
-        checked = pending is not None
-        # The last tool round's results, stored with the next step's first reads.
-        unsaved: list[Message] = []
-        if pending is not None:
-            stored, state.turn_context, refusal = await asyncio.gather(
-                self._append(session_id, pending, state),
-                self._context_for(context, pending.text),
-                self._over_budget(run_id, session_id, context, state),
-            )
-            state.first_seq = stored.seq
-            history.append(stored)
-        else:
-            asked = next((m.text for m in reversed(history) if m.role == "user"), "")
-            state.turn_context = await self._context_for(context, asked)
+        asked = next((m.text for m in reversed(history) if m.role == "user"), "")
+        state.turn_context = await self._context_for(context, asked)
         state.view = TurnWindow(
             store=self.store,
             session_id=session_id,
@@ -420,69 +498,7 @@ class AgentRuntime:
             clock=self._clock,
             run_id=run_id,
         )
-        for step in range(1, self.limits.max_steps + 1):
-            if step > 1:
-                emit(Progress(step=step, message=f"step {step}: asking the model again"))
-            if unsaved:
-                # The last tool round's results are stored while the budgets are read.
-                saved, refusal = await asyncio.gather(
-                    self._append_all(session_id, unsaved, state),
-                    self._over_budget(run_id, session_id, context, state),
-                )
-                history.extend(saved)
-                unsaved = []
-            elif not checked:
-                refusal = await self._over_budget(run_id, session_id, context, state)
-            checked = False
-            if refusal is not None:
-                return refusal
-            if compacted := await state.view.compact(history):
-                await self._compacted(compacted, emit)
-            outcome = await self._ask(run_id, system, offered, history, state, emit)
-            if isinstance(outcome, RunFailed):
-                await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
-                return outcome
-            text, calls, finished = outcome
-            if text:
-                state.texts.append(text)
-            # The call's cost and its answer are written together.
-            _, answer = await asyncio.gather(
-                self._charge(session_id, run_id, finished, state),
-                self._append(
-                    session_id, Message.assistant(text, calls, usage=finished.usage), state
-                ),
-            )
-            history.append(answer)
-            if not calls:
-                return RunCompleted(
-                    run_id=run_id,
-                    text=text or "\n\n".join(state.texts),
-                    usage=state.usage,
-                    cost_usd=None if state.unpriced else state.cost,
-                    steps=step,
-                )
-            ran, unsaved = await self._dispatch(
-                session_id, calls, context, tool_context, emit, state
-            )
-            history.extend(ran)
-            if state.monitor.stopped:
-                history.extend(await self._append_all(session_id, unsaved, state))
-                return RunFailed(
-                    run_id=run_id,
-                    failure="loop",
-                    message=LOOP_STOPPED,
-                    detail=f"the same tool calls kept repeating (step {step})",
-                )
-        history.extend(await self._append_all(session_id, unsaved, state))
-        return RunFailed(
-            run_id=run_id,
-            failure="budget",
-            message=(
-                f"I could not finish this within {self.limits.max_steps} steps, so I stopped. "
-                "Try asking for less at once."
-            ),
-            detail=f"max_steps={self.limits.max_steps} reached",
-        )
+        return system, offered, tool_context
 
     async def _ask(
         self,
@@ -582,17 +598,18 @@ class AgentRuntime:
             detail=f"spent ${spent:.4f} of max_spend_usd={limit}",
         )
 
-    async def _charge(
+    def _cost(
         self, session_id: str, run_id: str, finished: Finished, state: _TurnState
-    ) -> None:
+    ) -> CostEntry:
+        """The ledger entry of one model call, its usage and cost added to the turn's."""
         model = finished.model or state.model
-        cost = self._cost(model, finished.usage) if self._cost else None
+        cost = self._cost_of(model, finished.usage) if self._cost_of else None
         state.usage += finished.usage
         if cost is None:
             state.unpriced = True
         else:
             state.cost += cost
-        entry = CostEntry(
+        return CostEntry(
             session_id=session_id,
             run_id=run_id,
             provider=finished.provider or state.provider.name,
@@ -606,7 +623,37 @@ class AgentRuntime:
             # charged twice.
             id=new_id(),
         )
-        await self.patience(lambda: self.store.record_cost(entry))
+
+    async def _persist(
+        self,
+        session_id: str,
+        state: _TurnState,
+        messages: list[Message],
+        cost: CostEntry | None = None,
+        rounds: int | None = None,
+    ) -> list[Message]:
+        """Store a step's `messages` with the `cost` of its model call, and the checkpoint
+        moved on to `rounds` tool rounds done: one write. The messages as stored."""
+        checkpoint = state.checkpoint
+        if checkpoint is not None and rounds is not None:
+            checkpoint = checkpoint.model_copy(
+                update={
+                    "tool_rounds": max(rounds, checkpoint.tool_rounds),
+                    "updated_at": self._clock(),
+                }
+            )
+        closing = TurnClose(
+            session_id=session_id,
+            # One id for every attempt: a write that landed though its answer was lost is not
+            # made twice.
+            messages=[m if m.id else m.model_copy(update={"id": new_id()}) for m in messages],
+            costs=[] if cost is None else [cost],
+            checkpoint=checkpoint if rounds is not None else None,
+        )
+        stored = await self.patience(lambda: self.store.close_turn(closing, fence=state.fence))
+        if rounds is not None:
+            state.checkpoint = checkpoint
+        return stored
 
     async def _keep_cut_call(
         self, session_id: str, run_id: str, state: _TurnState, note: str
@@ -627,10 +674,14 @@ class AgentRuntime:
             + sum(estimate_tokens(m) for m in request.messages),
             output_tokens=estimate_text(text),
         )
+        kept = [Message.assistant(text + note)] if text.strip() else []
         try:
-            await self._charge(session_id, run_id, Finished(usage=spent), state)
-            if text.strip():
-                await self._append(session_id, Message.assistant(text + note), state)
+            await self._persist(
+                session_id,
+                state,
+                kept,
+                self._cost(session_id, run_id, Finished(usage=spent), state),
+            )
         except StoreError as exc:
             log.warning("could not keep the call cut short in %s: %s", session_id, exc)
 
@@ -716,42 +767,24 @@ class AgentRuntime:
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
         state: _TurnState,
-    ) -> tuple[list[Message], list[Message]]:
-        """Run the calls: contiguous read-only ones together, the others alone and in order.
-
-        Returns the results stored, and those of the last group, not stored yet: the caller
-        stores them with its next reads (they are needed only by the next model call).
-        """
+        step: int,
+    ) -> list[Message]:
+        """Run the calls: contiguous read-only ones together, the others alone and in order,
+        each group's results stored before the next group runs (the last group's with the
+        checkpoint moved on to `step` tool rounds). The results as stored."""
         results: list[Message] = []
         groups = self._groups(calls)
         for index, group in enumerate(groups):
-            if len(group) == 1:
-                outcomes = [
-                    await self._run_tool(group[0], context, tool_context, emit, state.monitor)
-                ]
-            else:
-                outcomes = list(
-                    await asyncio.gather(
-                        *(
-                            self._run_tool(c, context, tool_context, emit, state.monitor)
-                            for c in group
-                        )
-                    )
-                )
+            outcomes = await asyncio.gather(
+                *(self._run_tool(c, context, tool_context, emit, state.monitor) for c in group)
+            )
             made = [
                 Message.tool_result(call, output, is_error=is_error)
                 for call, (output, is_error) in zip(group, outcomes, strict=True)
             ]
-            if index == len(groups) - 1:
-                return results, made
-            results.extend(await self._append_all(session_id, made, state))
-        return results, []
-
-    async def _append_all(
-        self, session_id: str, messages: list[Message], state: _TurnState
-    ) -> list[Message]:
-        """Store `messages` in order; the stored ones."""
-        return [await self._append(session_id, message, state) for message in messages]
+            rounds = step if index == len(groups) - 1 else None
+            results += await self._persist(session_id, state, made, rounds=rounds)
+        return results
 
     def _groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
         groups: list[list[ToolCall]] = []
@@ -858,15 +891,6 @@ class AgentRuntime:
             log.warning("could not gather the turn's context", exc_info=True)
             return ""
 
-    async def _append(self, session_id: str, message: Message, state: _TurnState) -> Message:
-        if message.id is None:
-            # One id for every attempt: a write that landed though its answer was lost is not
-            # made twice.
-            message = message.model_copy(update={"id": new_id()})
-        return await self.patience(
-            lambda: self.store.append_message(session_id, message, fence=state.fence)
-        )
-
     async def _close_pending(self, session_id: str, state: _TurnState, reason: str) -> None:
         """Give every tool call of this turn left without a result one.
 
@@ -881,12 +905,14 @@ class AgentRuntime:
                 read=True,
             )
             answered = {m.tool_call_id for m in written if m.role == "tool"}
-            for message in written:
-                for call in message.tool_calls:
-                    if call.id not in answered:
-                        await self._append(
-                            session_id, Message.tool_result(call, reason, is_error=True), state
-                        )
+            closed = [
+                Message.tool_result(call, reason, is_error=True)
+                for message in written
+                for call in message.tool_calls
+                if call.id not in answered
+            ]
+            if closed:
+                await self._persist(session_id, state, closed)
         except (Unavailable, FenceOvertaken) as exc:
             log.warning("could not close the tool calls of an interrupted turn: %s", exc)
         except Exception:
@@ -896,8 +922,14 @@ class AgentRuntime:
 class _TurnState:
     """What a turn has accumulated so far."""
 
-    def __init__(self, fence: Fence | None = None) -> None:
+    def __init__(self, fence: Fence | None = None, checkpoint: Checkpoint | None = None) -> None:
         self.fence = fence
+        # A person's turn's checkpoint, as last saved.
+        self.checkpoint = checkpoint
+        # The session the turn runs in (once opened, the one the store opened it in) and its
+        # messages after the summary's marker, as far as the turn knows them.
+        self.session_id = ""
+        self.history: list[Message] = []
         self.usage = Usage()
         self.texts: list[str] = []
         self.first_seq = 0
@@ -905,8 +937,10 @@ class _TurnState:
         self.cost = 0.0
         self.unpriced = False
         self.turn_context = ""
-        # The session's summary when the turn began, and the turn's view of the window.
+        # The session's summary when the turn began (and its marker), and the turn's view of
+        # the window.
         self.summary: CompactionSummary | None = None
+        self.after = 0
         self.view: TurnWindow
         # The well-formed view of the history a previous turn left (see HistoryCache), and
         # this turn's once its window exists.
@@ -934,13 +968,3 @@ def _too_long(run_id: str, exc: BudgetExceeded) -> RunFailed:
         ),
         detail=str(exc),
     )
-
-
-def _interrupted_turn(history: list[Message], source: str | None) -> int | None:
-    """The index of the newest user message if it came from `source` (a repeated turn)."""
-    if source is None:
-        return None
-    for index in range(len(history) - 1, -1, -1):
-        if history[index].role == "user":
-            return index if history[index].source == source else None
-    return None

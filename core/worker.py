@@ -355,15 +355,7 @@ class Worker:
             inbound = await self._patiently("worker drain", claim.head)
             if inbound is None:
                 return
-            settled = False
-
-            async def done(inbound: Inbound = inbound) -> None:
-                # Given to the handler: it takes the item out with its own last writes.
-                nonlocal settled
-                await self._done(claim, inbound, marker)
-                settled = True
-
-            error = await self._handle(inbound, claim, done)
+            error = await self._handle(inbound, claim)
             if error is None:
                 failures = outages = 0
             elif isinstance(error, Unavailable):
@@ -388,10 +380,10 @@ class Worker:
                 failures = 0
             if claim.lost.is_set():
                 return
-            if not settled:
-                await self._patiently(
-                    "worker drain", functools.partial(self._done, claim, inbound, marker)
-                )
+            # Taken out once handled: its processed mark makes a repeat after a crash harmless.
+            await self._patiently(
+                "worker drain", functools.partial(self._done, claim, inbound, marker)
+            )
 
     async def _pause(self, seconds: float) -> None:
         """Wait `seconds`, or less if the worker is told to stop meanwhile."""
@@ -425,9 +417,7 @@ class Worker:
         await self._patiently("worker drain", probe)
         return waited
 
-    async def _handle(
-        self, inbound: Inbound, claim: Claim, done: Callable[[], Awaitable[None]]
-    ) -> Exception | None:
+    async def _handle(self, inbound: Inbound, claim: Claim) -> Exception | None:
         """Handle one item; the error when it failed and should be tried again.
 
         A lost claim stops the turn by cancelling it, not through `cancel`: a worker that no
@@ -440,7 +430,7 @@ class Worker:
         # Every line logged while it is handled names its platform and session.
         with log_context(platform=inbound.address.platform, session=key):
             turn = asyncio.create_task(
-                self.handler.handle(inbound, cancel=cancel, fence=claim.fence, done=done)
+                self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
             )
         lost = asyncio.create_task(claim.lost.wait())
         try:

@@ -26,7 +26,7 @@ from core.events import RunCompleted, RunFailed
 from core.runtime import ChannelContext
 from core.scheduling.book import NOTIFY_MARKER, deliverable
 from core.store.base import Fence, Store
-from core.turns.turn import Contexts, TurnRunner
+from core.turns.turn import Contexts, Turn, TurnRunner
 
 __all__ = [
     "ExternalRuns",
@@ -166,15 +166,9 @@ class ExternalRuns:
     async def run(self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None) -> None:
         """Answer the prompt quietly in its session; deliver what the policy lets through."""
         session = await self.store.current_session(inbound.session_key)
-        outcome = await self.turns.run(
-            inbound,
-            self.context(inbound),
-            session.id,
-            cancel=cancel,
-            fence=fence,
-            checkpoint=None,
-            shown=False,
-        )
+        context = self.context(inbound)
+        turn = Turn(inbound=inbound, context=context, session_id=session.id, shown=False)
+        outcome = await self.turns.run(turn, cancel=cancel, fence=fence)
         if not isinstance(outcome, RunCompleted):
             why = outcome.detail or outcome.message if isinstance(outcome, RunFailed) else "none"
             log.warning("external request %s got no answer (%s)", inbound.id, why)

@@ -24,6 +24,11 @@ from core.store.base import (
     SeenMarks,
     SessionRecord,
     Store,
+    TurnClose,
+    TurnOpening,
+    TurnRecords,
+    TurnStanding,
+    TurnStart,
 )
 
 __all__ = [
@@ -44,4 +49,9 @@ __all__ = [
     "SeenMarks",
     "SessionRecord",
     "Store",
+    "TurnClose",
+    "TurnOpening",
+    "TurnRecords",
+    "TurnStanding",
+    "TurnStart",
 ]

@@ -4,7 +4,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 
 | protocol | module | methods |
 |---|---|---|
-| `ConversationLog` | `core/store/log.py` | 13: sessions (reopened, deleted, model), messages |
+| `ConversationLog` | `core/store/log.py` | 12: sessions (reopened, deleted, model), messages |
 | `CostLedger` | `core/store/ledger.py` | 7: entries, totals per session, person, chat, day, model |
 | `ScheduleStore` | `core/store/schedules.py` | 9: schedules, their runs and their deliveries |
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |
@@ -13,6 +13,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `SeenMarks` | `core/store/seen.py` | 2: the newest message seen per conversation |
 | `AccessRecords` | `core/store/access.py` | 7: pairing requests and approvals |
 | `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
+| `TurnRecords` | `core/store/turns.py` | 3: a turn's look-up, opening and closes (one each) |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -54,6 +55,7 @@ from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
+from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStanding, TurnStart
 
 __all__ = [
     "AccessRecords",
@@ -75,6 +77,11 @@ __all__ = [
     "SeenMarks",
     "SessionRecord",
     "Store",
+    "TurnClose",
+    "TurnOpening",
+    "TurnRecords",
+    "TurnStanding",
+    "TurnStart",
 ]
 
 
@@ -87,6 +94,7 @@ class Store(
     ProcessedMarks,
     SeenMarks,
     AccessRecords,
+    TurnRecords,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

@@ -119,13 +119,6 @@ class ConversationLog(Protocol):
         """The session's summary with the highest `up_to_seq`, or None."""
         ...
 
-    async def summary_and_tail(
-        self, session_id: str
-    ) -> tuple[CompactionSummary | None, list[Message]]:
-        """`latest_summary` and the messages after its marker (all of them without one),
-        read together (one script on Redis): what a turn starts from."""
-        ...
-
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session: its record, messages and summaries (an operator's `sessions
         delete`). Its cost ledger entries stay: what was spent was spent. False if there is

@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from core.access import REFUSAL_TEXT, Entry, Gate
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
@@ -28,11 +28,11 @@ from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
 from core.stopping import NOT_YOURS, STOPPED
-from core.store.base import Fence, SessionRecord, Store
+from core.store.base import Fence, Store, TurnClose, TurnStanding
 from core.store.log import new_session_id
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
-from core.turns.turn import Contexts, TurnRunner
+from core.turns.turn import Contexts, Turn, TurnRunner
 
 __all__ = ["REFUSAL_TEXT", "ExternalTurns", "InboundHandler"]
 
@@ -70,8 +70,8 @@ class InboundHandler:
         external: ExternalTurns | None = None,
         patience: Patience | None = None,
     ) -> None:
-        """`patience`: how the turn's own writes (its checkpoint, its session, its processed
-        mark) wait out an outage of the store (the turn runner's, unless given)."""
+        """`patience`: how the handler's own writes (the processed mark) wait out an outage of
+        the store (the turn runner's, unless given)."""
         self.patience = patience or turns.patience
         self.store = store
         self.policy = policy
@@ -87,19 +87,10 @@ class InboundHandler:
         self.external = external
 
     async def handle(
-        self,
-        inbound: Inbound,
-        *,
-        cancel: asyncio.Event,
-        fence: Fence | None = None,
-        done: Callable[[], Awaitable[None]] | None = None,
+        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
     ) -> None:
-        """Answer `inbound` unless it was answered before; mark it answered.
-
-        `done` is the caller's own last write for the message (the worker's: taking it out of
-        its mailbox). When given, it is made together with the processed mark; the caller
-        sees whether it was by its own bookkeeping.
-        """
+        """Answer `inbound` unless it was answered before; mark it answered (the caller then
+        takes it out of the session's queue: a repeat is skipped by the mark)."""
         if inbound.origin != "user":
             if await self.store.is_processed(inbound.dedupe_key):
                 log.info("skipping %s: already answered", inbound.dedupe_key)
@@ -110,21 +101,16 @@ class InboundHandler:
                 log.error("no runner for external requests; dropped %s", inbound.id)
             else:
                 await self.external.run(inbound, cancel=cancel, fence=fence)
-            await self._settle(inbound, done)
+            await self._close(inbound, fence)
             return
-        # A person's message: the reads it needs are independent, so they are asked for at
-        # once: its processed mark,
-        # its person's access, its checkpoint, and (for what may become a turn) how it stands
-        # against the rate limits and its session (looked up only: a stranger's message
-        # makes none).
-        processed, entry, found, tested, session = await asyncio.gather(
-            self.store.is_processed(inbound.dedupe_key),
+        # A person's message: its processed mark, checkpoint and session (one read), its
+        # person's access and how it stands against the rate limits, asked for at once.
+        standing, entry, tested = await asyncio.gather(
+            self.store.turn_standing(inbound.dedupe_key, inbound.session_key),
             self.gate.entry(inbound),
-            self.store.get_checkpoint(inbound.dedupe_key),
             self._rate_test(inbound),
-            self._session_of(inbound),
         )
-        if processed:
+        if standing.processed:
             log.info("skipping %s: already answered", inbound.dedupe_key)
             return
         if entry.action == "ignore":
@@ -140,28 +126,14 @@ class InboundHandler:
             if await self._within_rate(inbound, None if entry.admin else tested):
                 await self._command(inbound, entry)
         else:
-            finished = await self._turn(inbound, entry, cancel, fence, found, tested, session)
-            await self._settle(inbound, done, finished)
-            return
-        await self._settle(inbound, done)
+            await self._turn(inbound, entry, standing, tested, cancel, fence)
+        await self._close(inbound, fence)
 
-    async def _settle(
-        self,
-        inbound: Inbound,
-        done: Callable[[], Awaitable[None]] | None,
-        finished: str | None = None,
-    ) -> None:
-        """The message's last writes, issued at once: its turn's checkpoint marked completed
-        (`finished`: its run key), its processed mark, and the caller's `done`."""
-        writes: list[Awaitable[object]] = []
-        if finished is not None:
-            writes.append(
-                self.patience(lambda: self.store.finish_checkpoint(finished, "completed"))
-            )
-        writes.append(self.patience(lambda: self.store.mark_processed(inbound.dedupe_key)))
-        if done is not None:
-            writes.append(done())
-        await asyncio.gather(*writes)
+    async def _close(self, inbound: Inbound, fence: Fence | None) -> None:
+        """The message's last write: its processed mark, its turn's checkpoint (if it has one)
+        marked completed."""
+        closing = TurnClose(finished=inbound.dedupe_key)
+        await self.patience(lambda: self.store.close_turn(closing, fence=fence))
 
     async def stop(self, turn: Inbound, request: Inbound, cancel: asyncio.Event) -> None:
         """Stop the running turn answering `turn` (`cancel` is its event), as `request` asks,
@@ -234,20 +206,15 @@ class InboundHandler:
         self,
         inbound: Inbound,
         entry: Entry,
+        standing: TurnStanding,
+        tested: Tested | None,
         cancel: asyncio.Event,
         fence: Fence | None,
-        found: Checkpoint | None,
-        tested: Tested | None,
-        session: SessionRecord | None,
-    ) -> str | None:
-        """Run a turn; `found` is the message's checkpoint from before (a resumed turn's),
-        `session` its session as looked up with it (None: it has none yet).
-
-        Returns the run key of the turn's checkpoint when it is for the caller to finish (the
-        turn came to its end, or the rate limits stopped it), else None.
-        """
+    ) -> None:
+        """Run a turn answering `inbound`, as the message stands (`standing.checkpoint`: a
+        resumed turn's, from before a crash) and once the rate limits let it."""
         if not inbound.text.strip() and not inbound.images and not inbound.documents:
-            return None
+            return
         limit = self.policy.max_input_chars
         if len(inbound.text) > limit:
             await self.outbox.send(
@@ -256,91 +223,27 @@ class InboundHandler:
                 f"That message is too long ({len(inbound.text):,} characters; the limit is "
                 f"{limit:,}). Please send a shorter one.",
             )
-            return None
+            return
+        found = standing.checkpoint
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
-            return None  # the user was told to send it again
-        # A conversation's first turn makes its session under an id chosen here, with the
-        # checkpoint's save.
-        session_id = new_session_id() if session is None else session.id
-        context = self.gate.shape(self.contexts.for_message(inbound), inbound, entry)
-        checkpoint = self._checkpoint(inbound, session_id, found)
-        # The message is counted against the rate limits and the checkpoint written while the
-        # turn reads its history; the turn goes on only if the count lets it, and only once
-        # the checkpoint is saved (both in `admitted`, awaited before the turn writes or
-        # calls anything): a crash later in the turn leaves a checkpoint for the recovery
-        # sweep. (Nothing else orders the save before the turn's own writes: each store call
-        # is a transaction on a connection of its own.)
-        # Typing shows as the turn starts its steps. A turn resumed after a crash was
-        # admitted when it first came (unless its checkpoint says the count may not have been
-        # made); admins (the profile's, and people approved as admins) are not limited.
+            return  # the user was told to send it again
+        # Counted before the turn opens (its checkpoint saved with it): a turn resumed from
+        # its checkpoint was counted when it first came. Admins are not limited.
         counted_before = found is not None and found.counted
-        limited = None if entry.admin or counted_before else tested
-        first = checkpoint if limited is None else checkpoint.model_copy(update={"counted": False})
-        making = (
-            None
-            if session is not None
-            else asyncio.ensure_future(
-                self.patience(
-                    lambda: self.store.current_session(inbound.session_key, new_id=session_id)
-                )
-            )
+        if not await self._within_rate(inbound, None if entry.admin or counted_before else tested):
+            return
+        session = standing.session
+        # A conversation's first turn makes its session under this id as the turn opens.
+        session_id = new_session_id() if session is None else session.id
+        turn = Turn(
+            inbound=inbound,
+            context=self.gate.shape(self.contexts.for_message(inbound), inbound, entry),
+            session_id=session_id,
+            checkpoint=self._checkpoint(inbound, session_id, found),
+            model=None if session is None else session.model,
         )
-        saved = asyncio.ensure_future(self.patience(lambda: self.store.save_checkpoint(first)))
-        counting = asyncio.ensure_future(self._within_rate(inbound, limited))
-        failed: list[Exception] = []
-        # The key's session, when another writer made it after the look-up (not the one
-        # made under `session_id`): the turn runs again, in it.
-        elsewhere: list[SessionRecord] = []
-
-        async def admit() -> bool:
-            try:
-                admitted = await counting
-                if making is not None and (made := await making).id != session_id:
-                    elsewhere.append(made)
-                    return False  # nothing was written under the chosen id
-                if admitted:
-                    await saved
-                return admitted
-            except Exception as exc:  # raised below, once the runtime has let the turn go
-                failed.append(exc)
-                return False
-
-        admitting = asyncio.ensure_future(admit())
-        try:
-            outcome = await self.turns.run(
-                inbound,
-                context,
-                session_id,
-                cancel=cancel,
-                fence=fence,
-                checkpoint=checkpoint,
-                shown=True,
-                finish=False,
-                admitted=admitting,
-                typing=True,
-                model=session.model if session is not None else None,
-            )
-        except BaseException:
-            await _settled(saved, counting, admitting, making, cancel=True)
-            raise
-        await _settled(saved, counting, admitting, making)
-        if failed:
-            raise failed[0]
-        if elsewhere and counting.result() and outcome is None:
-            # Counted already: the turn in the key's session is not counted again. (A turn
-            # cancelled meanwhile has its outcome, and said so: it is not run again.)
-            return await self._turn(inbound, entry, cancel, fence, None, None, elsewhere[0])
-        if not admitting.result():
-            saved.result()  # its error, if any, is the message's
-            return checkpoint.run_key  # stopped by the rate limits: finished with the message
-        return checkpoint.run_key if outcome is not None else None
-
-    async def _session_of(self, inbound: Inbound) -> SessionRecord | None:
-        """The session a message that may become a turn goes to, if it has one yet."""
-        if inbound.kind == "command" or not self.policy.addressed(inbound):
-            return None
-        return await self.store.find_current_session(inbound.session_key)
+        await self.turns.run(turn, cancel=cancel, fence=fence)
 
     async def _rate_test(self, inbound: Inbound) -> Tested | None:
         """How a person's message stands against the rate limits (None: nothing to test)."""
@@ -399,13 +302,3 @@ async def _counters(counting: Awaitable[_T]) -> _T:
         if outage is None:
             raise
         raise outage from exc
-
-
-async def _settled(*tasks: asyncio.Future[Any] | None, cancel: bool = False) -> None:
-    """Wait for the tasks that were given (cancelled first with `cancel`); their errors are
-    read by whoever asks for their results."""
-    running = [task for task in tasks if task is not None]
-    if cancel:
-        for task in running:
-            task.cancel()
-    await asyncio.gather(*running, return_exceptions=True)

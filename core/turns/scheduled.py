@@ -16,8 +16,9 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.brief import scheduled_brief
 from core.scheduling.tools import describe_cadence
 from core.store.base import Fence, Store
+from core.store.log import new_session_id
 from core.turns.lifecycle import outcome_name
-from core.turns.turn import Contexts, TurnRunner
+from core.turns.turn import Contexts, Turn, TurnRunner
 
 __all__ = ["ScheduledRuns"]
 
@@ -49,14 +50,15 @@ class ScheduledRuns:
         if inbound.schedule_id is None or inbound.run_id is None:
             log.error("a scheduled run without its schedule or run id; dropped")
             return
-        # The schedule (for its brief) and the session are read at once.
-        context, session = await asyncio.gather(
-            self._context(inbound), self.store.current_session(inbound.session_key)
+        # The run goes to its session's current session, made with the run's first turn.
+        turn = Turn(
+            inbound=inbound,
+            context=await self._context(inbound),
+            session_id=new_session_id(),
+            shown=False,
         )
         started = time.monotonic()
-        outcome = await self.turns.run(
-            inbound, context, session.id, cancel=cancel, fence=fence, checkpoint=None, shown=False
-        )
+        outcome = await self.turns.run(turn, cancel=cancel, fence=fence)
         output, error, cost = "", "cancelled", None
         if isinstance(outcome, RunCompleted):
             output, error, cost = outcome.text, "", outcome.cost_usd

@@ -1,10 +1,11 @@
 """One turn of the runtime, the same for a person's message and a scheduled run.
 
-`TurnRunner.run` drives `AgentRuntime.run` once: it publishes the lifecycle events, moves the
-checkpoint on after each tool round (a person's turn is checkpointed, `core/checkpoints.py`),
-and, when the turn is shown in the chat, streams the answer through one `ReplyStream` paced
-per the platform, notes tool activity where the platform shows it, and sends the final text.
-A run that is not shown (a schedule's) returns its outcome for its caller to deliver.
+`TurnRunner.run` drives `AgentRuntime.run` once for a `Turn`: it publishes the lifecycle
+events and, when the turn is shown in the chat, streams the answer through one `ReplyStream`
+paced per the platform, notes tool activity where the platform shows it, and sends the final
+text. A run that is not shown (a schedule's) returns its outcome for its caller to deliver.
+The runtime keeps the turn's records (its checkpoint too, `core/checkpoints.py`); the caller
+closes the turn once its answer is on its way (`InboundHandler`).
 `Contexts` builds the `ChannelContext` of either kind of turn.
 """
 
@@ -12,16 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from datetime import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from core.checkpoints import Checkpoint
-from core.clock import utc_now
 from core.envelopes import Inbound
-from core.errors import StoreError
 from core.events import (
+    AgentEvent,
     Cancelled,
-    Progress,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -37,9 +36,9 @@ from core.stopping import stopped_text
 from core.store.base import Fence, Store
 from core.turns.lifecycle import Lifecycle
 from core.turns.outbox import Outbox
-from core.turns.stream import ReplyStream
+from core.turns.stream import ReplyStream, StreamPolicy
 
-__all__ = ["Contexts", "Outcome", "TurnRunner"]
+__all__ = ["Contexts", "Outcome", "Turn", "TurnRunner"]
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +90,23 @@ class Contexts:
         )
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One turn to run: what it answers, where, in which session, with what."""
+
+    inbound: Inbound
+    context: ChannelContext
+    # The session to open it in (see `AgentRuntime.run`: with no such session, the key's).
+    session_id: str
+    # A person's turn's `running` checkpoint, saved as the turn opens; None: not checkpointed.
+    checkpoint: Checkpoint | None = None
+    # The session's chosen model (`/model`), None for the default.
+    model: str | None = None
+    # Streamed into the chat with typing and its final text (a person's message), or not (a
+    # schedule's run: its caller delivers the outcome).
+    shown: bool = True
+
+
 class TurnRunner:
     """Runs turns of the runtime and shows them (or not) in their chat."""
 
@@ -101,108 +117,73 @@ class TurnRunner:
         store: Store,
         outbox: Outbox,
         lifecycle: Lifecycle,
-        clock: Callable[[], datetime] = utc_now,
         patience: Patience | None = None,
     ) -> None:
-        """`patience`: how the turn's checkpoint writes wait out an outage of the store (the
+        """`patience`: how the turn's own writes wait out an outage of the store (the
         runtime's, unless given)."""
         self.patience = patience or runtime.patience
         self.runtime = runtime
         self.store = store
         self.outbox = outbox
         self.lifecycle = lifecycle
-        self._clock = clock
 
     async def run(
-        self,
-        inbound: Inbound,
-        context: ChannelContext,
-        session_id: str,
-        *,
-        cancel: asyncio.Event,
-        fence: Fence | None,
-        checkpoint: Checkpoint | None,
-        shown: bool,
-        finish: bool = True,
-        admitted: Awaitable[bool] | None = None,
-        typing: bool = False,
-        model: str | None = None,
+        self, turn: Turn, *, cancel: asyncio.Event, fence: Fence | None
     ) -> Outcome | None:
-        """Run one turn answering `inbound`; its outcome (None if the runtime stopped short
-        or `admitted` said no).
-
-        With `shown`, the answer streams into the chat and ends with its final text. The
-        checkpoint is marked completed when the turn has an outcome, unless `finish` is False
-        (the caller finishes it, together with its own last writes). `admitted`: see
-        `AgentRuntime.run`. With `typing` (and `shown`), the typing indicator is sent as the
-        runtime starts its steps (with their first writes). `model`: the session's chosen
-        model (`/model`), None for the default.
-        """
+        """Run `turn`; its outcome (None if the runtime stopped short). A shown turn streams
+        its answer into the chat and ends with its final text."""
+        inbound, context = turn.inbound, turn.context
         message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
-        policy = self.outbox.policy(inbound.address.platform) if shown else None
+        policy = self.outbox.policy(inbound.address.platform) if turn.shown else None
 
         async def piece(text: str, seq: int) -> None:
             await self.outbox.send(inbound, "delta", text, seq=seq)
 
         stream = ReplyStream(piece, policy.interval if policy else 0.0)
-        run_id = ""
+        session_id, run_id = turn.session_id, ""
         outcome: Outcome | None = None
+        events = self.runtime.run(
+            turn.session_id,
+            message,
+            context,
+            cancel=cancel,
+            fence=fence,
+            model=turn.model,
+            checkpoint=turn.checkpoint,
+        )
         try:
-            async for event in self.runtime.run(
-                session_id,
-                message,
-                context,
-                cancel=cancel,
-                fence=fence,
-                admitted=admitted,
-                model=model,
-            ):
+            async for event in events:
                 if isinstance(event, RunStarted):
-                    run_id = event.run_id
-                    if typing and policy is not None:
+                    session_id, run_id = event.session_id, event.run_id
+                    if policy is not None:
                         await self.outbox.send(inbound, "typing", "")
                 await self.lifecycle.publish(event, session_id, run_id, context)
                 if isinstance(event, RunCompleted | RunFailed | Cancelled):
                     outcome = event
-                if isinstance(event, Progress) and event.step > 1 and checkpoint is not None:
-                    # Step n starts once round n - 1 of tool calls is stored.
-                    checkpoint = await self._bump(checkpoint, event.step - 1)
-                if policy is None:
-                    continue
-                match event:
-                    case TextDelta(text=chunk) if chunk:
-                        await stream.add(chunk)
-                    case ToolRequested(name=name, arguments=arguments) if policy.shows_progress:
-                        await stream.flush()
-                        shown_args = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
-                        await self.outbox.send(inbound, "progress", f"{name}({shown_args})")
-                    case RunCompleted(text=text) | RunFailed(message=text):
-                        # The final text is whole: a piece still waiting is not needed.
-                        await stream.close()
-                        failed = isinstance(event, RunFailed)
-                        await self.outbox.send(
-                            inbound, "reply", text, seq=stream.next_seq, failed=failed
-                        )
-                    case Cancelled():
-                        await stream.close()
-                        # In place of the pieces: what was said, marked as stopped.
-                        said = stopped_text(stream.text) if policy.edits_in_place else "Cancelled."
-                        await self.outbox.send(inbound, "notice", said, seq=stream.next_seq)
+                if policy is not None:
+                    await self._show(inbound, event, policy, stream)
         finally:
             await stream.close()
-        if outcome is not None and checkpoint is not None and finish:
-            run_key = checkpoint.run_key
-            await self.patience(lambda: self.store.finish_checkpoint(run_key, "completed"))
         return outcome
 
-    async def _bump(self, checkpoint: Checkpoint, rounds: int) -> Checkpoint:
-        """Record that another tool round is done; best effort, the turn goes on regardless."""
-        bumped = checkpoint.model_copy(
-            update={"tool_rounds": max(rounds, checkpoint.tool_rounds), "updated_at": self._clock()}
-        )
-        try:
-            await self.patience(lambda: self.store.save_checkpoint(bumped))
-        except StoreError as exc:
-            log.warning("could not checkpoint %s: %s", checkpoint.run_key, exc)
-            return checkpoint
-        return bumped
+    async def _show(
+        self, inbound: Inbound, event: AgentEvent, policy: StreamPolicy, stream: ReplyStream
+    ) -> None:
+        """Show one event of a turn in its chat, as the platform's `policy` says."""
+        match event:
+            case TextDelta(text=chunk) if chunk:
+                await stream.add(chunk)
+            case ToolRequested(name=name, arguments=arguments) if policy.shows_progress:
+                await stream.flush()
+                shown_args = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+                await self.outbox.send(inbound, "progress", f"{name}({shown_args})")
+            case RunCompleted(text=text) | RunFailed(message=text):
+                # The final text is whole: a piece still waiting is not needed.
+                await stream.close()
+                failed = isinstance(event, RunFailed)
+                await self.outbox.send(inbound, "reply", text, seq=stream.next_seq, failed=failed)
+            case Cancelled():
+                await stream.close()
+                # In place of the pieces: what was said, marked as stopped.
+                said = stopped_text(stream.text) if policy.edits_in_place else "Cancelled."
+                await self.outbox.send(inbound, "notice", said, seq=stream.next_seq)

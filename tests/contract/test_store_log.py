@@ -363,30 +363,6 @@ async def test_the_latest_summary_has_the_highest_marker_and_the_history_stays(
     assert [m.seq for m in await store.list_messages(session.id)] == [1, 2, 3, 4, 5, 6]
 
 
-async def test_summary_and_tail_reads_the_latest_summary_and_what_came_after_it(
-    store: ConversationLog,
-) -> None:
-    session = await store.current_session("terminal")
-    for n in range(1, 6):
-        await store.append_message(session.id, Message.user(f"m{n}"))
-    assert await store.summary_and_tail(session.id) == (
-        None,
-        await store.list_messages(session.id),
-    )
-    for marker in (2, 4):
-        await store.save_summary(
-            session.id, CompactionSummary(up_to_seq=marker, text=f"to {marker}", created_at=START)
-        )
-
-    summary, tail = await store.summary_and_tail(session.id)
-
-    assert summary == await store.latest_summary(session.id)
-    assert summary is not None and summary.text == "to 4"
-    assert [m.text for m in tail] == ["m5"]
-    assert tail == await store.list_messages(session.id, after_seq=4)
-    assert await store.summary_and_tail("no-such-session") == (None, [])
-
-
 async def test_a_summary_for_the_same_marker_replaces_the_stored_one(
     store: ConversationLog,
 ) -> None:

@@ -121,3 +121,27 @@ def test_the_smallest_w3_counts_database_statements_transactions_and_redis_memor
     assert [s["messages"] for s in memory["samples"]] == [0, 10, 20, 30, 40, 50]
     assert all(s["used_memory"] > 0 and s["database_bytes"] > 0 for s in memory["samples"])
     assert memory["key_shapes"]
+
+
+@pytest.mark.timeout(300)
+def test_the_transactions_extra_counts_a_turns_reads_and_writes(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "transactions", "--quick", "--results", str(tmp_path)],
+        cwd=REPO,
+        env=clean_env(tmp_path, redis_url=None),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SQL transactions, 20 turns" in done.stdout
+    [saved] = tmp_path.glob("transactions-*.json")
+    figures = json.loads(saved.read_text())
+    assert figures["turns"] == 20
+    # Every turn opens and closes in writes of its own; what only reads is the rest.
+    assert figures["writing_per_turn"] >= 2
+    assert figures["transactions_per_turn"] == pytest.approx(
+        figures["writing_per_turn"] + figures["reading_per_turn"]
+    )

@@ -17,9 +17,12 @@ import pytest
 
 from bots.platforms import REGISTERED
 from core.access import Pairing
+from core.fencing import Fence
+from core.messages import Message
 from core.policy import ChannelPolicy, PlatformAccess
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.store.sql import SqlStore, sqlite_url
+from core.store.turns import TurnClose
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL
 from tests.fakes.telegram_api import FakeTelegram
@@ -51,11 +54,12 @@ class WatchedStore(SqlStore):
     marked: list[str]
     _changed: asyncio.Event
 
-    async def mark_processed(self, key: str) -> bool:
-        first = await super().mark_processed(key)
-        self.marked.append(key)
-        self._changed.set()
-        return first
+    async def close_turn(self, closing: TurnClose, *, fence: Fence | None = None) -> list[Message]:
+        stored = await super().close_turn(closing, fence=fence)
+        if closing.finished is not None:
+            self.marked.append(closing.finished)
+            self._changed.set()
+        return stored
 
     async def until_handled(self, prefix: str, count: int) -> None:
         """Wait until `count` messages whose key starts with `prefix` were handled."""

@@ -18,33 +18,33 @@ from core.modes import FULL
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.ledger import CostEntry
 from core.store.sql import SqlStore
+from core.store.turns import TurnClose, TurnOpening, TurnStart
 from core.tools import ToolRegistry
 
 SESSION_KEY = "terminal:default:lost"
 
 
 class _LostAnswers(SqlStore):
-    """Stores the first answer and the first cost, then raises as if the reply was lost."""
+    """Opens the first turn and closes its first step with an answer, then raises as if the
+    reply was lost each time."""
 
-    lose_message = True
-    lose_cost = True
+    lose_opening = True
+    lose_close = True
 
-    async def append_message(
-        self, session_id: str, message: Message, *, fence: Fence | None = None
-    ) -> Message:
-        stored = await super().append_message(session_id, message, fence=fence)
-        if message.role == "assistant" and self.lose_message:
-            self.lose_message = False
-            raise StoreUnavailable("SQL store could not append a message: connection lost")
+    async def open_turn(self, opening: TurnOpening, *, fence: Fence | None = None) -> TurnStart:
+        start = await super().open_turn(opening, fence=fence)
+        if self.lose_opening:
+            self.lose_opening = False
+            raise StoreUnavailable("SQL store could not open a turn: connection lost")
+        return start
+
+    async def close_turn(self, closing: TurnClose, *, fence: Fence | None = None) -> list[Message]:
+        stored = await super().close_turn(closing, fence=fence)
+        if self.lose_close and any(m.role == "assistant" for m in closing.messages):
+            self.lose_close = False
+            raise StoreUnavailable("SQL store could not close a step: connection lost")
         return stored
-
-    async def record_cost(self, entry: CostEntry) -> None:
-        await super().record_cost(entry)
-        if self.lose_cost:
-            self.lose_cost = False
-            raise StoreUnavailable("SQL store could not record a cost: connection lost")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -61,7 +61,7 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await opened.close()
 
 
-async def test_an_answer_and_a_cost_whose_acknowledgement_was_lost_are_kept_once(
+async def test_a_message_an_answer_and_a_cost_whose_acknowledgement_was_lost_are_kept_once(
     store: _LostAnswers,
 ) -> None:
     session = await store.current_session(SESSION_KEY)
@@ -78,7 +78,7 @@ async def test_an_answer_and_a_cost_whose_acknowledgement_was_lost_are_kept_once
     events = [e async for e in runtime.run(session.id, Message.user("hi"), context)]
 
     assert isinstance(events[-1], RunCompleted) and events[-1].text == "Hello!"
-    assert not store.lose_message and not store.lose_cost  # both were tried twice
+    assert not store.lose_opening and not store.lose_close  # both were tried twice
     assert [m.text for m in await store.list_messages(session.id)] == ["hi", "Hello!"]
     summary = await store.cost_summary(session.id)
     assert (summary.calls, summary.cost_usd) == (1, 0.5)

@@ -1,6 +1,6 @@
-"""The worker on the Redis bus and mailboxes: a message that lands just after the previous
-turn's `done` emptied the mailbox (and released the claim with it) is answered at once, while
-the drain of the previous one still winds down, not left for the sweep.
+"""The worker on the Redis bus and mailboxes: a message that lands while the previous one is
+handled, just before the worker takes that one out of the mailbox (and may release the claim
+with it), is answered at once, not left for the sweep.
 
 Against the test's real `redis-server`. The sweep runs every minute here, so only the worker's
 own wake can pick the second message up within the test's patience.
@@ -9,7 +9,6 @@ own wake can pick the second message up within the test's patience.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
@@ -34,9 +33,9 @@ def said(text: str) -> Inbound:
     return Inbound(address=CHAT, user_id="42", text=text, is_direct=True)
 
 
-class _PutsAfterDone:
-    """Handles a message by taking it out of the mailbox (`done`) first; while the first one
-    is still being handled, the second arrives and is put in the emptied mailbox."""
+class _PutsWhileHandling:
+    """Handles the first message by putting a second one in its session's mailbox; the worker
+    takes the first out once its handling returned."""
 
     def __init__(self, bus: RedisBus) -> None:
         self.bus = bus
@@ -44,21 +43,11 @@ class _PutsAfterDone:
         self.second = asyncio.Event()
 
     async def handle(
-        self,
-        inbound: Inbound,
-        *,
-        cancel: asyncio.Event,
-        fence: Fence | None = None,
-        done: Callable[[], Awaitable[None]] | None = None,
+        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
     ) -> None:
         self.handled.append(inbound.text)
-        assert done is not None
-        await done()  # the mailbox is empty now: the claim went with it
         if inbound.text == "first":
             await self.bus.enqueue(INBOUND, said("second"))
-            # The drain of the first message is still running, but it gave the claim up:
-            # the second is claimed with its put and answered by a drain of its own.
-            await asyncio.wait_for(self.second.wait(), PATIENCE)
         else:
             self.second.set()
 
@@ -69,13 +58,13 @@ class _PutsAfterDone:
         raise AssertionError("no crash policy")
 
 
-async def test_work_put_after_done_released_the_claim_is_answered_without_the_sweep(
+async def test_work_put_while_the_last_item_is_handled_is_answered_without_the_sweep(
     redis_url: str, tmp_path: Path
 ) -> None:
     shared = redis_client(redis_url)
     bus = await RedisBus.connect(redis_url, keys=KEYS)
     store = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
-    handler = _PutsAfterDone(bus)
+    handler = _PutsWhileHandling(bus)
     worker = Worker(
         bus=bus,
         store=store,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from core.context import Sanitizer
 from core.history import HistoryCache
 from core.messages import Message, ToolCall
 from core.store import Store
-from core.store.log import CompactionSummary
 
 
 class CountingStore:
@@ -15,20 +15,24 @@ class CountingStore:
         self.inner = store
         self.read: list[int] = []
 
-    async def latest_summary(self, session_id: str) -> CompactionSummary | None:
-        return await self.inner.latest_summary(session_id)
-
     async def list_messages(self, session_id: str, *, after_seq: int = 0) -> list[Message]:
         found = await self.inner.list_messages(session_id, after_seq=after_seq)
         self.read.append(len(found))
         return found
 
-    async def summary_and_tail(
-        self, session_id: str
-    ) -> tuple[CompactionSummary | None, list[Message]]:
-        summary, found = await self.inner.summary_and_tail(session_id)
-        self.read.append(len(found))
-        return summary, found
+
+async def load(
+    cache: HistoryCache, store: CountingStore, session_id: str, *, after_seq: int
+) -> tuple[list[Message], Sanitizer | None]:
+    """The session's messages after the summary marker `after_seq`, as a turn opening puts
+    them together: the store read after what the cache holds, joined to it, read again when
+    what is held is of no use."""
+    read_after = max(cache.known(session_id), after_seq)
+    newer = await store.list_messages(session_id, after_seq=read_after)
+    joined = cache.join(session_id, after_seq, newer, read_after=read_after)
+    if joined is None:
+        return await store.list_messages(session_id, after_seq=after_seq), None
+    return joined
 
 
 async def _append(store: Store, session_id: str, *texts: str) -> list[Message]:
@@ -41,11 +45,11 @@ async def test_a_kept_history_is_reused_and_only_newer_messages_are_read(store: 
     cache = HistoryCache()
     await _append(store, session, "one", "two", "three")
 
-    first, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    first, _ = await load(cache, counting, session, after_seq=0)
     cache.keep(session, first, after_seq=0)
     # Another process adds a message: the next load reads just that one.
     await _append(store, session, "four")
-    second, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    second, _ = await load(cache, counting, session, after_seq=0)
 
     assert [m.text for m in second] == ["one", "two", "three", "four"]
     assert counting.read == [3, 1]
@@ -61,7 +65,7 @@ async def test_a_history_with_a_gap_is_not_kept(store: Store) -> None:
 
     # A turn cut off between a write and its bookkeeping holds seqs 1 and 3, not 2.
     cache.keep(session, [stored[0], stored[2]], after_seq=0)
-    again, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    again, _ = await load(cache, counting, session, after_seq=0)
 
     assert [m.seq for m in again] == [1, 2, 3]
     assert counting.read == [3]
@@ -75,7 +79,7 @@ async def test_messages_out_of_seq_order_are_kept_in_seq_order(store: Store) -> 
     stored = await _append(store, session, "one", "two")
 
     cache.keep(session, [stored[1], stored[0]], after_seq=0)
-    again, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    again, _ = await load(cache, counting, session, after_seq=0)
 
     assert [m.seq for m in again] == [1, 2]
     assert counting.read == [0]
@@ -91,14 +95,15 @@ async def test_a_newer_summary_marker_cuts_the_front_and_an_older_one_reloads(
 
     cache.keep(session, stored[1:], after_seq=1)
     # Compaction summarized up to seq 2: the cache serves 3 and 4 without reading them.
-    cut, _ = await cache.load(counting, session, after_seq=2)  # type: ignore[arg-type]
+    cut, _ = await load(cache, counting, session, after_seq=2)
     assert [m.seq for m in cut] == [3, 4]
     cache.keep(session, cut, after_seq=2)
     # A request from before that summary (seq 0) cannot be served from the cache.
-    whole, _ = await cache.load(counting, session, after_seq=0)  # type: ignore[arg-type]
+    whole, _ = await load(cache, counting, session, after_seq=0)
 
     assert [m.seq for m in whole] == [1, 2, 3, 4]
-    assert counting.read == [0, 4]
+    # The second load's first read (after the cache) is of no use: everything is read again.
+    assert counting.read == [0, 0, 4]
 
 
 async def test_the_least_recently_used_sessions_are_dropped_over_the_bound(store: Store) -> None:
@@ -109,8 +114,8 @@ async def test_the_least_recently_used_sessions_are_dropped_over_the_bound(store
 
     assert cache.held == 4  # the first session's two went to make room
     counting = CountingStore(store)
-    await cache.load(counting, sessions[0], after_seq=0)  # type: ignore[arg-type]
-    await cache.load(counting, sessions[2], after_seq=0)  # type: ignore[arg-type]
+    await load(cache, counting, sessions[0], after_seq=0)
+    await load(cache, counting, sessions[2], after_seq=0)
     assert counting.read == [2, 0]
 
 
@@ -136,19 +141,18 @@ def test_derived_values_are_computed_once_and_not_carried_into_changed_copies() 
     assert Message.model_validate_json(message.model_dump_json()) == message
 
 
-async def test_load_latest_asks_for_the_summary_and_only_what_came_after_the_cache(
+async def test_what_was_read_after_another_seq_than_the_held_messages_is_not_joined(
     store: Store,
 ) -> None:
     session = (await store.create_session("s")).id
-    counting = CountingStore(store)
     cache = HistoryCache()
-    await _append(store, session, "one", "two")
+    stored = await _append(store, session, "one", "two", "three")
+    cache.keep(session, stored[:2], after_seq=0)
+    assert cache.known(session) == 2
 
-    summary, first, _ = await cache.load_latest(counting, session)  # type: ignore[arg-type]
-    cache.keep(session, first, after_seq=0)
-    await _append(store, session, "three")
-    summary, again, _ = await cache.load_latest(counting, session)  # type: ignore[arg-type]
-
-    assert summary is None
-    assert [m.text for m in again] == ["one", "two", "three"]
-    assert counting.read == [2, 1]  # the second read only returned the newer message
+    # Read after seq 1 (not after the held seq 2): the caller has to read again.
+    newer = await store.list_messages(session, after_seq=1)
+    assert cache.join(session, 0, newer, read_after=1) is None
+    # Nothing held for a session: what was read after its marker is the history.
+    assert cache.known(session) == 0
+    assert cache.join(session, 0, stored, read_after=0) == (stored, None)

@@ -14,13 +14,11 @@ from core import ratelimit
 from core.bus import INBOUND, MemoryBus
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
-from core.messages import Message
 from core.policy import ChannelPolicy, PlatformAccess
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
-from core.store.log import CompactionSummary
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from tests.workers import Outbox, build_worker
@@ -148,12 +146,11 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
     assert by_message[inbounds[3].id] == ("reply", "two")
     assert len(provider.requests) == 2
     assert await store.is_processed(inbounds[2].dedupe_key)
-    # Typing shows only for the turns that ran; the refused ones' checkpoints (written while
-    # their count was made) are finished, so no restart takes them for cut-off turns.
+    # Typing shows only for the turns that ran; the refused ones were counted before any turn
+    # opened, so they left no checkpoint a restart could take for a cut-off turn.
     assert typing == {inbounds[0].id, inbounds[3].id}
     for refused in inbounds[1:3]:
-        checkpoint = await store.get_checkpoint(refused.dedupe_key)
-        assert checkpoint is not None and checkpoint.status == "completed"
+        assert await store.get_checkpoint(refused.dedupe_key) is None
     assert await store.incomplete_checkpoints() == []
 
 
@@ -177,31 +174,31 @@ class _HeldLimits(RateLimits):
 async def test_a_cancel_while_the_count_is_made_ends_the_message_once(
     bus: MemoryBus, store: SqlStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # The cancel comes once the turn has read its history, so the runtime waits on the count.
-    history_read = asyncio.Event()
-    read = store.summary_and_tail
-
-    async def reading(session_id: str) -> tuple[CompactionSummary | None, list[Message]]:
-        found = await read(session_id)
-        history_read.set()
-        return found
-
-    monkeypatch.setattr(store, "summary_and_tail", reading)
+    # The cancel comes while the rate limits count the message: the turn opened after the
+    # count stops at once.
     provider = ScriptedProvider([text_reply("too late")])
     runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
     held = _HeldLimits()
     worker = build_worker(bus=bus, store=store, runtime=runtime, rate_limits=held)
+    stopped = asyncio.Event()
+    stop = worker.handler.stop
+
+    async def stopping(turn: Inbound, request: Inbound, cancel: asyncio.Event) -> None:
+        await stop(turn, request, cancel)
+        stopped.set()
+
+    monkeypatch.setattr(worker.handler, "stop", stopping)
     inbound = said("7", text="a long question")
     task = asyncio.create_task(worker.run())
     outbox = Outbox(bus, "telegram")
     try:
         await bus.enqueue(INBOUND, inbound)
         await asyncio.wait_for(held.entered.wait(), PATIENCE)
-        await asyncio.wait_for(history_read.wait(), PATIENCE)
         cancel = Inbound(kind="cancel", address=inbound.address, user_id="7")
         await bus.enqueue(INBOUND, cancel)
-        await outbox.until(kind="notice")
+        await asyncio.wait_for(stopped.wait(), PATIENCE)
         held.release.set()
+        await outbox.until(kind="notice")
         await worker.idle.wait()
         await outbox.rest()
     finally:

@@ -46,6 +46,7 @@ from core.runtime import (
     RuntimeLimits,
 )
 from core.store.sql import SqlStore, sqlite_url
+from core.store.turns import TurnClose
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 
 # How long a test waits for something that should happen at once before it fails instead of
@@ -995,23 +996,16 @@ async def test_a_stream_cut_after_text_says_so_and_keeps_the_text_as_cut(
 
 
 class _AwayStore(SqlStore):
-    """Refuses the next `refusals` writes of an answer as Redis does while it restarts."""
+    """Refuses the next `refusals` closes of a step with an answer, as a database does while
+    it restarts."""
 
     refusals = 0
-    appended = 0
 
-    async def append_message(
-        self,
-        session_id: str,
-        message: Message,
-        *,
-        fence: Fence | None = None,
-    ) -> Message:
-        if message.role == "assistant" and self.refusals:
+    async def close_turn(self, closing: TurnClose, *, fence: Fence | None = None) -> list[Message]:
+        if any(m.role == "assistant" for m in closing.messages) and self.refusals:
             self.refusals -= 1
-            raise StoreUnavailable("SQL store could not append a message: Connection refused")
-        self.appended += 1
-        return await super().append_message(session_id, message, fence=fence)
+            raise StoreUnavailable("SQL store could not close a step: Connection refused")
+        return await super().close_turn(closing, fence=fence)
 
 
 @pytest.fixture

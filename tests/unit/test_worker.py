@@ -37,8 +37,8 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.readiness import Readiness
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
-from core.store.log import SessionRecord
 from core.store.sql import SqlStore, sqlite_url
+from core.store.turns import TurnStanding
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.turns import StreamPolicy
 from core.turns.intake import InboundHandler
@@ -406,10 +406,10 @@ class _RacedStore(SqlStore):
 
     made_meanwhile: str | None = None
 
-    async def find_current_session(self, key: str) -> SessionRecord | None:
-        found = await super().find_current_session(key)
-        if found is None and self.made_meanwhile is None:
-            self.made_meanwhile = (await self.create_session(key)).id
+    async def turn_standing(self, run_key: str, session_key: str) -> TurnStanding:
+        found = await super().turn_standing(run_key, session_key)
+        if found.session is None and self.made_meanwhile is None:
+            self.made_meanwhile = (await self.create_session(session_key)).id
         return found
 
 

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.checkpoints import Checkpoint, CheckpointStatus
 from core.errors import StoreError
@@ -19,7 +20,7 @@ from core.store.sql._base import SqlBase
 from core.store.sql._dialect import upsert
 from core.store.sql._tables import checkpoints
 
-__all__ = ["SqlCheckpoints"]
+__all__ = ["SqlCheckpoints", "finish", "read", "save"]
 
 log = logging.getLogger(__name__)
 
@@ -37,22 +38,13 @@ class SqlCheckpoints(SqlBase):
 
     async def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Insert the checkpoint, or replace the stored one with the same run key."""
-        check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
-        values = {
-            "run_key": checkpoint.run_key,
-            "status": checkpoint.status,
-            "started_at": utc_text(checkpoint.started_at),
-            "updated_at": utc_text(checkpoint.updated_at),
-            "body": checkpoint.model_dump_json(),
-        }
         async with self._begin(f"save checkpoint {checkpoint.run_key!r}") as db:
-            await db.execute(upsert(self._dialect, checkpoints, values, keys=("run_key",)))
+            await save(db, self._dialect, checkpoint)
 
     async def get_checkpoint(self, run_key: str) -> Checkpoint | None:
         """The checkpoint of `run_key`, or None."""
         async with self._read(f"read checkpoint {run_key!r}") as db:
-            body = (await db.execute(select(c.body).where(c.run_key == run_key))).scalar()
-            return None if body is None else Checkpoint.model_validate_json(body)
+            return await read(db, run_key)
 
     async def incomplete_checkpoints(
         self, *, older_than: datetime | None = None
@@ -71,29 +63,69 @@ class SqlCheckpoints(SqlBase):
         """Set a checkpoint's status; False if there is none."""
         now = self._now()
         async with self._begin(f"finish checkpoint {run_key!r}") as db:
-            body = (
-                await db.execute(select(c.body).where(c.run_key == run_key).with_for_update())
-            ).scalar()
-            if body is None:
-                return False
-            finished = Checkpoint.model_validate_json(body).model_copy(
-                update={"status": status, "updated_at": now}
-            )
-            await db.execute(
-                update(checkpoints)
-                .where(c.run_key == run_key)
-                .values(status=status, updated_at=utc_text(now), body=finished.model_dump_json())
-            )
-        if self._pruned_at is None or now - self._pruned_at >= _PRUNE_EVERY:
-            self._pruned_at = now
-            try:
-                async with self._begin("prune finished checkpoints") as db:
-                    await db.execute(
-                        delete(checkpoints).where(
-                            c.status != "running", c.updated_at < utc_text(now - _KEEP_FINISHED)
-                        )
+            found = await finish(db, run_key, status, now)
+        await self._prune_finished(now)
+        return found
+
+    async def _prune_finished(self, now: datetime) -> None:
+        """Delete checkpoints finished a week ago, at most every ten minutes; best effort."""
+        if self._pruned_at is not None and now - self._pruned_at < _PRUNE_EVERY:
+            return
+        self._pruned_at = now
+        try:
+            async with self._begin("prune finished checkpoints") as db:
+                await db.execute(
+                    delete(checkpoints).where(
+                        c.status != "running", c.updated_at < utc_text(now - _KEEP_FINISHED)
                     )
-            except StoreError as exc:  # the finish is made; the prune is tried again later
-                log.warning("%s", exc)
-                self._pruned_at = None
-        return True
+                )
+        except StoreError as exc:  # tried again later
+            log.warning("%s", exc)
+            self._pruned_at = None
+
+
+async def read(db: AsyncConnection, run_key: str) -> Checkpoint | None:
+    """The checkpoint of `run_key`, or None."""
+    body = (await db.execute(select(c.body).where(c.run_key == run_key))).scalar()
+    return None if body is None else Checkpoint.model_validate_json(body)
+
+
+async def save(db: AsyncConnection, dialect: str, checkpoint: Checkpoint) -> None:
+    """Insert or replace the checkpoint (`CheckpointStore.save_checkpoint`), in the
+    transaction of `db`."""
+    check_aware(checkpoint, f"checkpoint {checkpoint.run_key!r}")
+    values = {
+        "run_key": checkpoint.run_key,
+        "status": checkpoint.status,
+        "started_at": utc_text(checkpoint.started_at),
+        "updated_at": utc_text(checkpoint.updated_at),
+        "body": checkpoint.model_dump_json(),
+    }
+    await db.execute(upsert(dialect, checkpoints, values, keys=("run_key",)))
+
+
+async def finish(
+    db: AsyncConnection,
+    run_key: str,
+    status: CheckpointStatus,
+    now: datetime,
+    *,
+    running: bool = False,
+) -> bool:
+    """Set a checkpoint's status (`CheckpointStore.finish_checkpoint`), in the transaction of
+    `db`; False if there is none (with `running`: none that is still running)."""
+    query = select(c.body).where(c.run_key == run_key)
+    if running:
+        query = query.where(c.status == "running")
+    body = (await db.execute(query.with_for_update())).scalar()
+    if body is None:
+        return False
+    finished = Checkpoint.model_validate_json(body).model_copy(
+        update={"status": status, "updated_at": now}
+    )
+    await db.execute(
+        update(checkpoints)
+        .where(c.run_key == run_key)
+        .values(status=status, updated_at=utc_text(now), body=finished.model_dump_json())
+    )
+    return True

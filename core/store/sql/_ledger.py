@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, Float, case, cast, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
 from core.errors import StoreError
@@ -17,7 +18,7 @@ from core.store.sql._base import SqlBase
 from core.store.sql._dialect import insert_ignoring
 from core.store.sql._tables import costs, sessions
 
-__all__ = ["SqlLedger"]
+__all__ = ["SqlLedger", "record"]
 
 c = costs.c
 
@@ -61,32 +62,8 @@ class SqlLedger(SqlBase):
         Raises `StoreError` for an unknown session or a naive `entry.at`, and `ValueError` for
         a cost that is not a finite number.
         """
-        if entry.cost_usd is not None and not math.isfinite(entry.cost_usd):
-            raise ValueError(f"cost_usd must be a finite number, got {entry.cost_usd!r}")
-        if entry.at.tzinfo is None:
-            raise StoreError("a cost entry's `at` is a naive datetime; it must be aware")
-        usage = entry.usage
         async with self._begin(f"record a cost for session {entry.session_id!r}") as db:
-            known = await db.execute(select(sessions.c.id).where(sessions.c.id == entry.session_id))
-            if known.first() is None:
-                raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
-            values = {
-                "session_id": entry.session_id,
-                "run_id": entry.run_id,
-                "provider": entry.provider,
-                "model": entry.model,
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "cache_read_tokens": usage.cache_read_tokens,
-                "cache_write_tokens": usage.cache_write_tokens,
-                "cost_usd": entry.cost_usd,
-                "at": utc_text(entry.at),
-                "user_key": entry.user,
-                "chat_key": entry.chat,
-                "entry_id": entry.id,
-            }
-            # An entry whose id is recorded already (a write tried again) is left as it is.
-            await db.execute(insert_ignoring(self._dialect, costs, values))
+            await record(db, self._dialect, entry)
 
     async def cost_summary(self, session_id: str | None = None) -> CostSummary:
         """Totals for one session, or for every session when `session_id` is None."""
@@ -216,3 +193,33 @@ def _group(by: CostGrouping, row: tuple[Any, ...]) -> CostGroup:
         cost_usd=summary.cost_usd,
         unpriced_calls=summary.unpriced_calls,
     )
+
+
+async def record(db: AsyncConnection, dialect: str, entry: CostEntry) -> None:
+    """Append one provider call to the ledger (`CostLedger.record_cost`), in the transaction
+    of `db`."""
+    if entry.cost_usd is not None and not math.isfinite(entry.cost_usd):
+        raise ValueError(f"cost_usd must be a finite number, got {entry.cost_usd!r}")
+    if entry.at.tzinfo is None:
+        raise StoreError("a cost entry's `at` is a naive datetime; it must be aware")
+    usage = entry.usage
+    known = await db.execute(select(sessions.c.id).where(sessions.c.id == entry.session_id))
+    if known.first() is None:
+        raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
+    values = {
+        "session_id": entry.session_id,
+        "run_id": entry.run_id,
+        "provider": entry.provider,
+        "model": entry.model,
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cache_read_tokens": usage.cache_read_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
+        "cost_usd": entry.cost_usd,
+        "at": utc_text(entry.at),
+        "user_key": entry.user,
+        "chat_key": entry.chat,
+        "entry_id": entry.id,
+    }
+    # An entry whose id is recorded already (a write tried again) is left as it is.
+    await db.execute(insert_ignoring(dialect, costs, values))

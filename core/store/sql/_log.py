@@ -4,6 +4,7 @@ fencing epochs its fenced writes check (`core/fencing.py`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, insert, literal, select, update
@@ -18,7 +19,17 @@ from core.store.sql._base import SqlBase
 from core.store.sql._dialect import lock_for_transaction, upsert
 from core.store.sql._tables import fences, messages, reopened, sessions, summaries
 
-__all__ = ["SqlLog"]
+__all__ = [
+    "SqlLog",
+    "append",
+    "check_fence",
+    "current_of",
+    "insert_session",
+    "messages_after",
+    "newest_asked",
+    "session_of",
+    "summary_of",
+]
 
 _s = sessions
 # Every read of a session fills `message_count`.
@@ -38,7 +49,7 @@ class SqlLog(SqlBase):
         """Start a new session for `key`; it becomes the key's current session."""
         async with self._begin(f"create a session for {key!r}") as db:
             await db.execute(delete(reopened).where(reopened.c.key == key))
-            return await self._insert_session(db, key)
+            return await insert_session(db, key, new_session_id(), self._now())
 
     async def current_session(self, key: str, *, new_id: str | None = None) -> SessionRecord:
         """The key's current session (the newest, or the one reopened last), created if the
@@ -46,13 +57,17 @@ class SqlLog(SqlBase):
         async with self._begin(f"find the current session of {key!r}") as db:
             # Two callers asking at once for a key without a session make one, not two.
             await lock_for_transaction(self._dialect, db, f"session:{key}")
-            found = await _current(db, key)
-            return found if found is not None else await self._insert_session(db, key, new_id)
+            found = await current_of(db, key)
+            return (
+                found
+                if found is not None
+                else await insert_session(db, key, new_id or new_session_id(), self._now())
+            )
 
     async def find_current_session(self, key: str) -> SessionRecord | None:
         """The key's current session, or None if it has none (nothing is created)."""
         async with self._read(f"find the current session of {key!r}") as db:
-            return await _current(db, key)
+            return await current_of(db, key)
 
     async def reopen_session(self, session_id: str) -> SessionRecord | None:
         """Make an earlier session its key's current one again; None if there is none."""
@@ -98,49 +113,10 @@ class SqlLog(SqlBase):
         than one a write of its session key was seen with.
         """
         now = self._now()
-        at = utc_text(now)
-        m = messages.c
         async with self._begin(f"append a message to session {session_id!r}") as db:
-            # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite
-            # holds the write lock already): appends to one session take turns for the next seq.
-            touched = await db.execute(
-                update(_s).where(_s.c.id == session_id).values(updated_at=at).returning(_s.c.id)
-            )
-            if touched.first() is None:
-                raise StoreError(f"cannot append a message: no session has id {session_id!r}")
             if fence is not None:
-                await self._check_fence(db, fence)
-            if message.id is not None:
-                # A write tried again after its answer was lost: the first one stands.
-                stored_before = (
-                    await db.execute(
-                        select(m.seq, m.created_at).where(
-                            m.session_id == session_id, m.message_id == message.id
-                        )
-                    )
-                ).first()
-                if stored_before is not None:
-                    seq, created_at = stored_before
-                    return message.model_copy(
-                        update={"seq": int(seq), "created_at": from_utc_text(created_at)}
-                    )
-            next_seq = select(
-                literal(session_id),
-                func.coalesce(func.max(m.seq), 0) + 1,
-                literal(message.role),
-                literal(message.model_dump_json(exclude={"seq", "created_at"})),
-                literal(at),
-                literal(message.id),
-            ).where(m.session_id == session_id)
-            stored = await db.execute(
-                insert(messages)
-                .from_select(
-                    ["session_id", "seq", "role", "body", "created_at", "message_id"], next_seq
-                )
-                .returning(m.seq)
-            )
-            seq = stored.scalar_one()
-        return message.model_copy(update={"seq": int(seq), "created_at": now})
+                await check_fence(db, self._dialect, fence)
+            return await append(db, session_id, message, now)
 
     async def list_messages(
         self, session_id: str, *, after_seq: int = 0, limit: int | None = None
@@ -149,7 +125,7 @@ class SqlLog(SqlBase):
         if limit is not None:
             check_limit(limit)
         async with self._read(f"list the messages of session {session_id!r}") as db:
-            return await _messages(db, session_id, after_seq, limit)
+            return await messages_after(db, session_id, after_seq, limit)
 
     async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
         """Store a compaction summary; one with the same `up_to_seq` replaces the stored one.
@@ -171,20 +147,10 @@ class SqlLog(SqlBase):
                 upsert(self._dialect, summaries, values, keys=("session_id", "up_to_seq"))
             )
 
-    async def summary_and_tail(
-        self, session_id: str
-    ) -> tuple[CompactionSummary | None, list[Message]]:
-        """`latest_summary` and the messages after its marker (all of them without one), read
-        in one transaction."""
-        async with self._read(f"read the summary and tail of session {session_id!r}") as db:
-            summary = await _latest_summary(db, session_id)
-            after = summary.up_to_seq if summary else 0
-            return summary, await _messages(db, session_id, after, None)
-
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
         async with self._read(f"read the summary of session {session_id!r}") as db:
-            return await _latest_summary(db, session_id)
+            return await summary_of(db, session_id)
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete the session's record, messages, summaries and reopen mark; keep its costs."""
@@ -194,47 +160,23 @@ class SqlLog(SqlBase):
             deleted = await db.execute(delete(_s).where(_s.c.id == session_id))
             return deleted.rowcount == 1
 
-    async def _check_fence(self, db: AsyncConnection, fence: Fence) -> None:
-        """Record `fence` as its key's newest, or raise `FenceOvertaken` if a newer one wrote."""
-        values = {"session_key": fence.session_key, "epoch": fence.epoch}
-        await db.execute(
-            upsert(
-                self._dialect,
-                fences,
-                values,
-                keys=("session_key",),
-                where=lambda proposed: proposed.epoch > fences.c.epoch,
-            )
-        )
-        seen = (
-            await db.execute(
-                select(fences.c.epoch)
-                .where(fences.c.session_key == fence.session_key)
-                .with_for_update()
-            )
-        ).scalar_one()
-        if fence.epoch < seen:
-            raise FenceOvertaken(
-                f"cannot write to {fence.session_key!r}: its claim was overtaken"
-                f" (epoch {fence.epoch} < {seen})"
-            )
 
-    async def _insert_session(
-        self, db: AsyncConnection, key: str, session_id: str | None = None
-    ) -> SessionRecord:
-        now = self._now()
-        record = SessionRecord(
-            id=session_id or new_session_id(), key=key, created_at=now, updated_at=now
-        )
-        await db.execute(
-            insert(_s).values(
-                id=record.id, key=key, created_at=utc_text(now), updated_at=utc_text(now)
-            )
-        )
-        return record
+async def insert_session(
+    db: AsyncConnection, key: str, session_id: str, now: datetime
+) -> SessionRecord:
+    """A new session of `key` under `session_id`."""
+    record = SessionRecord(id=session_id, key=key, created_at=now, updated_at=now)
+    at = utc_text(now)
+    await db.execute(insert(_s).values(id=record.id, key=key, created_at=at, updated_at=at))
+    return record
 
 
-async def _current(db: AsyncConnection, key: str) -> SessionRecord | None:
+async def session_of(db: AsyncConnection, session_id: str) -> SessionRecord | None:
+    """The session with this id, or None."""
+    return _first(await db.execute(_SESSION.where(_s.c.id == session_id)))
+
+
+async def current_of(db: AsyncConnection, key: str) -> SessionRecord | None:
     """The key's reopened session, else its newest."""
     newest = (
         select(_s.c.id)
@@ -247,7 +189,7 @@ async def _current(db: AsyncConnection, key: str) -> SessionRecord | None:
     return _first(await db.execute(_SESSION.where(_s.c.id == func.coalesce(chosen, newest))))
 
 
-async def _messages(
+async def messages_after(
     db: AsyncConnection, session_id: str, after_seq: int, limit: int | None
 ) -> list[Message]:
     m = messages
@@ -266,7 +208,7 @@ async def _messages(
     ]
 
 
-async def _latest_summary(db: AsyncConnection, session_id: str) -> CompactionSummary | None:
+async def summary_of(db: AsyncConnection, session_id: str) -> CompactionSummary | None:
     row = (
         await db.execute(
             select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
@@ -295,3 +237,91 @@ def _session(row: Sequence[Any]) -> SessionRecord:
 def _first(result: Any) -> SessionRecord | None:
     row = result.first()
     return None if row is None else _session(row)
+
+
+async def check_fence(db: AsyncConnection, dialect: str, fence: Fence) -> None:
+    """Record `fence` as its key's newest, or raise `FenceOvertaken` if a newer one wrote."""
+    values = {"session_key": fence.session_key, "epoch": fence.epoch}
+    await db.execute(
+        upsert(
+            dialect,
+            fences,
+            values,
+            keys=("session_key",),
+            where=lambda proposed: proposed.epoch > fences.c.epoch,
+        )
+    )
+    seen = (
+        await db.execute(
+            select(fences.c.epoch)
+            .where(fences.c.session_key == fence.session_key)
+            .with_for_update()
+        )
+    ).scalar_one()
+    if fence.epoch < seen:
+        raise FenceOvertaken(
+            f"cannot write to {fence.session_key!r}: its claim was overtaken"
+            f" (epoch {fence.epoch} < {seen})"
+        )
+
+
+async def append(db: AsyncConnection, session_id: str, message: Message, now: datetime) -> Message:
+    """Store `message` at the end of the session (`ConversationLog.append_message`), in the
+    transaction of `db`; its fence checked already."""
+    at = utc_text(now)
+    m = messages.c
+    # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite holds
+    # the write lock already): appends to one session take turns for the next seq.
+    touched = await db.execute(
+        update(_s).where(_s.c.id == session_id).values(updated_at=at).returning(_s.c.id)
+    )
+    if touched.first() is None:
+        raise StoreError(f"cannot append a message: no session has id {session_id!r}")
+    if message.id is not None:
+        # A write tried again after its answer was lost: the first one stands.
+        stored_before = (
+            await db.execute(
+                select(m.seq, m.created_at).where(
+                    m.session_id == session_id, m.message_id == message.id
+                )
+            )
+        ).first()
+        if stored_before is not None:
+            seq, created_at = stored_before
+            return message.model_copy(
+                update={"seq": int(seq), "created_at": from_utc_text(created_at)}
+            )
+    next_seq = select(
+        literal(session_id),
+        func.coalesce(func.max(m.seq), 0) + 1,
+        literal(message.role),
+        literal(message.model_dump_json(exclude={"seq", "created_at"})),
+        literal(at),
+        literal(message.id),
+    ).where(m.session_id == session_id)
+    stored = await db.execute(
+        insert(messages)
+        .from_select(["session_id", "seq", "role", "body", "created_at", "message_id"], next_seq)
+        .returning(m.seq)
+    )
+    seq = stored.scalar_one()
+    return message.model_copy(update={"seq": int(seq), "created_at": now})
+
+
+async def newest_asked(db: AsyncConnection, session_id: str) -> Message | None:
+    """The session's newest person's message (role `user`), or None."""
+    m = messages.c
+    row = (
+        await db.execute(
+            select(m.seq, m.body, m.created_at)
+            .where(m.session_id == session_id, m.role == "user")
+            .order_by(m.seq.desc())
+            .limit(1)
+        )
+    ).first()
+    if row is None:
+        return None
+    seq, body, created_at = row
+    return Message.model_validate_json(body).model_copy(
+        update={"seq": seq, "created_at": from_utc_text(created_at)}
+    )

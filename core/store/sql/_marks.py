@@ -3,7 +3,10 @@ a row per conversation for the newest message seen in it."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.store._shared import check_aware, from_utc_text, utc_text
 from core.store.seen import LastSeen
@@ -11,7 +14,7 @@ from core.store.sql._base import SqlBase
 from core.store.sql._dialect import insert_ignoring, upsert
 from core.store.sql._tables import processed, seen
 
-__all__ = ["SqlProcessed", "SqlSeen"]
+__all__ = ["SqlProcessed", "SqlSeen", "mark", "marked"]
 
 
 class SqlProcessed(SqlBase):
@@ -19,16 +22,27 @@ class SqlProcessed(SqlBase):
 
     async def mark_processed(self, key: str) -> bool:
         """Remember that the inbound message `key` was answered; False if it already was."""
-        values = {"key": key, "at": utc_text(self._now())}
+        now = self._now()
         async with self._begin(f"mark {key!r} processed") as db:
-            inserted = await db.execute(insert_ignoring(self._dialect, processed, values))
-            return inserted.rowcount == 1
+            return await mark(db, self._dialect, key, now)
 
     async def is_processed(self, key: str) -> bool:
         """Whether `mark_processed(key)` happened before."""
         async with self._read(f"check whether {key!r} was processed") as db:
-            found = await db.execute(select(processed.c.key).where(processed.c.key == key))
-            return found.first() is not None
+            return await marked(db, key)
+
+
+async def mark(db: AsyncConnection, dialect: str, key: str, now: datetime) -> bool:
+    """Mark `key` processed (`ProcessedMarks.mark_processed`) in the transaction of `db`."""
+    values = {"key": key, "at": utc_text(now)}
+    inserted = await db.execute(insert_ignoring(dialect, processed, values))
+    return bool(inserted.rowcount == 1)
+
+
+async def marked(db: AsyncConnection, key: str) -> bool:
+    """Whether `key` is marked processed."""
+    found = await db.execute(select(processed.c.key).where(processed.c.key == key))
+    return found.first() is not None
 
 
 class SqlSeen(SqlBase):

@@ -20,11 +20,13 @@ from core.store.sql._log import SqlLog
 from core.store.sql._marks import SqlProcessed, SqlSeen
 from core.store.sql._schedules import SqlSchedules
 from core.store.sql._schema import upgrade
+from core.store.sql._turns import SqlTurns
 
 __all__ = ["SqlStore"]
 
 
 class SqlStore(
+    SqlTurns,
     SqlLog,
     SqlLedger,
     SqlSchedules,
@@ -36,7 +38,8 @@ class SqlStore(
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 
-    Every method is one transaction, committed before the awaited call returns.
+    Every method is one transaction, committed before the awaited call returns; the turn's
+    calls (`SqlTurns`) are made of the single-concern calls' statements.
     """
 
     @classmethod
