@@ -1,8 +1,8 @@
 """W3: the distributed deployment's queue path, with 1, 2 and 4 `switchboard worker` processes.
 
-This process plays the gateway: it puts Telegram-shaped direct messages on the Redis `inbound`
-queue (32 conversations at once, each sending its next message once the last was answered)
-and takes the answers off `outbound.telegram`. Each phase gets a fresh redis-server; the
+This process plays the gateway: it puts Telegram-shaped direct messages in their sessions'
+mailboxes in Redis (32 conversations at once, each sending its next message once the last was
+answered) and takes the answers off `outbound.telegram`. Each phase gets a fresh redis-server; the
 workers talk to a fake OpenAI API answering at once.
 
 Each worker may run as many turns at once as there are conversations, so no message waits
@@ -194,7 +194,7 @@ def _print(
     for name, judged in targets.items():
         rows.append([f"target: {name}", *("" if met is None else verdict(met) for met in judged)])
     title = (
-        f"W3: Redis inbound queue, PostgreSQL records, {turns} turns (+{paced} one at a time),"
+        f"W3: Redis mailboxes, PostgreSQL records, {turns} turns (+{paced} one at a time),"
         " 0 ms model"
     )
     table(title, ["", *(f"{n} worker(s)" for n in WORKER_COUNTS)], rows)
@@ -425,11 +425,13 @@ async def _drive(
     workers would hand it from one to another: a person takes seconds to write again."""
     from bench.driver import ChatDriver
     from core.bus.redis import RedisBus
+    from core.mailbox.redis import RedisMailboxes
 
     bus = await RedisBus.connect(redis_url)
+    mailboxes = RedisMailboxes.from_url(redis_url)
     conversations = max(at_once, turns // TURNS_PER_CONVERSATION)
     try:
-        async with ChatDriver(bus) as driver:
+        async with ChatDriver(bus, mailboxes) as driver:
             # Warm-up, not measured: workers started and connected, code paths loaded.
             await driver.conversations(at_once, 1, first=conversations)
             driver.measuring = True
@@ -440,7 +442,7 @@ async def _drive(
             await reading()
             figures = driver.figures()
         paced_conversations = max(1, paced // TURNS_PER_CONVERSATION)
-        async with ChatDriver(bus) as one_by_one:
+        async with ChatDriver(bus, mailboxes) as one_by_one:
             one_by_one.measuring = True
             await one_by_one.in_turn(
                 paced_conversations, TURNS_PER_CONVERSATION, first=2 * conversations
@@ -448,6 +450,7 @@ async def _drive(
             await reading()
     finally:
         await bus.close()
+        await mailboxes.aclose()
     done = conversations * TURNS_PER_CONVERSATION
     return {
         "turns": done,

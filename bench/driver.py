@@ -1,10 +1,11 @@
 """A stand-in gateway for the worker-path workloads (W3, W4): it puts Telegram-shaped direct
-messages on the bus's `inbound` queue and takes the answers off `outbound.telegram`.
+messages in their sessions' mailboxes (as a gateway does) and takes the answers off
+`outbound.telegram`.
 
 The hops are measured from the envelopes' own timestamps (one machine, one clock): enqueue to
 pick-up runs from the inbound's `received_at` to the `created_at` of the worker's first answer
-to it (the typing indicator, sent as the turn starts, so the worker's receive, mailbox
-hand-off, claim, duplicate check and checkpoint read are in it); reply to outbound runs from
+to it (the typing indicator, sent as the turn starts, so the worker's wake, claim, duplicate
+check and checkpoint read are in it); reply to outbound runs from
 each answer's `created_at` to the moment the driver received it.
 """
 
@@ -17,9 +18,11 @@ from typing import Any
 
 from bench.common import ANSWER, BenchError, percentile
 from core.bus.base import Bus
-from core.bus.names import INBOUND, outbound_queue
+from core.bus.names import outbound_queue
 from core.clock import utc_now
 from core.envelopes import Address, Inbound, Outbound
+from core.mailbox.base import Mailboxes
+from core.mailbox.intake import accept_inbound
 
 PLATFORM = "telegram"
 TURN_TIMEOUT = 60.0
@@ -28,8 +31,9 @@ TURN_TIMEOUT = 60.0
 class ChatDriver:
     """Conversations that each send their next message once the last one was answered."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, mailboxes: Mailboxes) -> None:
         self.bus = bus
+        self.mailboxes = mailboxes
         self.measuring = False
         self.pickup_ms: list[float] = []
         self.outbound_ms: list[float] = []
@@ -99,7 +103,7 @@ class ChatDriver:
         answer = self._waiting[inbound.id] = asyncio.get_running_loop().create_future()
         self._sent[inbound.id] = inbound.received_at.timestamp()
         started = time.perf_counter()
-        await self.bus.enqueue(INBOUND, inbound)
+        await accept_inbound(inbound, mailboxes=self.mailboxes, bus=self.bus)
         try:
             text = await asyncio.wait_for(answer, timeout=TURN_TIMEOUT)
         except TimeoutError:

@@ -1,7 +1,10 @@
 """`RedisMailboxes`: per-session mailboxes and turn leases in Redis, shared by every worker.
 
 A mailbox is a sorted set of encoded `Inbound`s scored by the time the gateway received them,
-so turns run in arrival order whichever worker took them off the bus. The claim on a session
+so turns run in arrival order whichever worker claims the session; putting an envelope twice
+(a producer's retry) keeps one member. Each put also pushes the session on a list of wakes
+that idle workers block on (`BLPOP`); a wake lost with its worker is made good by the sweep
+(`pending`). The claim on a session
 is a lease (`SET NX PX` holding a random token) renewed while turns run; removing a finished
 item checks the token atomically. Granting a lease also issues the claim's fencing epoch
 (`core/fencing.py`), in the same script: the session's epoch counter, raised to at least the
@@ -119,6 +122,9 @@ return 1
 # after it decided it still holds the lease (an event loop busy, a slow round trip).
 _MARGIN = 0.1
 
+
+# How many wakes the list keeps (the newest): enough for every worker's slots many times over.
+_KEPT_WAKES: Final = 10_000
 
 # No head was read along with the last claim or done: `head()` asks Redis.
 _UNREAD: Final = object()
@@ -282,14 +288,39 @@ class RedisMailboxes:
         )
 
     async def put(self, inbound: Inbound) -> None:
-        """Add work in the order the gateway received it."""
+        """Add work in the order the gateway received it, and wake a worker for its session."""
         key = inbound.session_key
         # The box first, then the set: a holder emptying the box meanwhile (`forget`) either
-        # sees this work or leaves the set's member this adds.
+        # sees this work or leaves the set's member this adds. The wake last: the worker it
+        # wakes finds the work. The list keeps the newest wakes only; a session whose wake
+        # was trimmed (no worker popped wakes for long) is found by the sweep.
         await self._in_order(
             ("ZADD", self.keys.mailbox(key), inbound.received_at.timestamp(), encode(inbound)),
             ("SADD", self.keys.mailboxes(), key),
+            ("RPUSH", self.keys.wakes(), key),
+            ("LTRIM", self.keys.wakes(), -_KEPT_WAKES, -1),
         )
+
+    async def woken(self, within: float) -> str | None:
+        """Pop the oldest wake (`BLPOP`), waiting up to `within` seconds for one."""
+        popped = await _call(self.client.blpop([self.keys.wakes()], timeout=within))
+        if not popped:
+            return None
+        session = popped[1]
+        return session.decode() if isinstance(session, bytes) else str(session)
+
+    async def waiting(self) -> int:
+        """The items in the mailboxes of the sessions listed with work."""
+        listed = await _call(self.client.smembers(self.keys.mailboxes()))
+        if not listed:
+            return 0
+        # One box per session, each in its own slot: a plain pipeline, no transaction.
+        async with self.client.pipeline(transaction=False) as pipe:
+            for member in listed:
+                name = member.decode() if isinstance(member, bytes) else str(member)
+                pipe.zcard(self.keys.mailbox(name))
+            sizes = await _call(pipe.execute())
+        return sum(int(size) for size in sizes)
 
     async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
         """`put`, then `claim` of its session, in one script (after the set of sessions with

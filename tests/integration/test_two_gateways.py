@@ -29,6 +29,7 @@ from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
 from core.bus.redis import RedisBus
 from core.envelopes import Outbound
 from core.events import Finished, ModelEvent, TextDelta
+from core.mailbox.memory import MemoryMailboxes
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider
 from core.readiness import Readiness
@@ -159,7 +160,7 @@ async def _gateways(
             stack.push_async_callback(client.aclose)
             records = HeldReplyRecords(sql, RedisReplyHolds(client))
             adapter = Counted(make(ReplyStreams(records, IncrementalRender())))
-            gateway = Gateway(adapter, bus, readiness=Readiness())
+            gateway = Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=Readiness())
             counted.append(adapter)
             runs.append(asyncio.create_task(gateway.run()))
             stack.push_async_callback(_stopped, gateway, runs[-1])
