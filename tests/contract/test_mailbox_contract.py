@@ -112,6 +112,40 @@ async def test_put_and_claim_claims_a_free_session_and_only_puts_into_a_held_one
     await again.release()
 
 
+async def test_each_put_wakes_one_worker_for_its_session_in_order(mailboxes: Mailboxes) -> None:
+    first, second, other = _inbound("1", "a"), _inbound("1", "b"), _inbound("2", "c")
+    for item in (first, second, other):
+        await mailboxes.put(item)
+    woken = [await mailboxes.woken(1.0) for _ in range(3)]
+    assert woken == [first.session_key, first.session_key, other.session_key]
+    assert await mailboxes.woken(0.05) is None  # each wake was taken once
+
+
+async def test_an_envelope_put_twice_waits_once(mailboxes: Mailboxes) -> None:
+    item = _inbound("1", "a")
+    await mailboxes.put(item)
+    await mailboxes.put(item)  # a producer's retry after a put whose answer was lost
+    assert await mailboxes.waiting() == 1
+    claim = await mailboxes.claim(item.session_key, owner="w1")
+    assert claim is not None
+    await claim.done(item)
+    assert await claim.head() is None
+    await claim.release()
+
+
+async def test_waiting_counts_the_work_of_held_and_free_sessions(mailboxes: Mailboxes) -> None:
+    assert await mailboxes.waiting() == 0
+    first, second, other = _inbound("1", "a"), _inbound("1", "b"), _inbound("2", "c")
+    for item in (first, second, other):
+        await mailboxes.put(item)
+    claim = await mailboxes.claim(first.session_key, owner="w1")
+    assert claim is not None
+    assert await mailboxes.waiting() == 3
+    await claim.done(first)
+    assert await mailboxes.waiting() == 2
+    await claim.release()
+
+
 async def test_head_stays_until_done(mailboxes: Mailboxes) -> None:
     item = _inbound("1", "a")
     await mailboxes.put(item)

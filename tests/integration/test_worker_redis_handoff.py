@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
-from core.bus import INBOUND
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound
 from core.fencing import Fence
@@ -24,6 +23,7 @@ from core.redis_keys import RedisKeys
 from core.store.sql import SqlStore, sqlite_url
 from core.turns.intake import InboundHandler
 from core.worker import Worker
+from tests.workers import hand_in
 
 KEYS = RedisKeys("handoff")
 CHAT = Address(platform="telegram", bot="bot", chat="42")
@@ -38,8 +38,8 @@ class _PutsAfterDone:
     """Handles a message by taking it out of the mailbox (`done`) first; while the first one
     is still being handled, the second arrives and is put in the emptied mailbox."""
 
-    def __init__(self, bus: RedisBus) -> None:
-        self.bus = bus
+    def __init__(self, mailboxes: RedisMailboxes) -> None:
+        self.mailboxes = mailboxes
         self.handled: list[str] = []
         self.second = asyncio.Event()
 
@@ -55,9 +55,9 @@ class _PutsAfterDone:
         assert done is not None
         await done()  # the mailbox is empty now: the claim went with it
         if inbound.text == "first":
-            await self.bus.enqueue(INBOUND, said("second"))
+            await self.mailboxes.put(said("second"))
             # The drain of the first message is still running, but it gave the claim up:
-            # the second is claimed with its put and answered by a drain of its own.
+            # the second's wake claims it for a drain of its own.
             await asyncio.wait_for(self.second.wait(), PATIENCE)
         else:
             self.second.set()
@@ -75,11 +75,12 @@ async def test_work_put_after_done_released_the_claim_is_answered_without_the_sw
     shared = redis_client(redis_url)
     bus = await RedisBus.connect(redis_url, keys=KEYS)
     store = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
-    handler = _PutsAfterDone(bus)
+    mailboxes = RedisMailboxes(shared, keys=KEYS)
+    handler = _PutsAfterDone(mailboxes)
     worker = Worker(
         bus=bus,
         store=store,
-        mailboxes=RedisMailboxes(shared, keys=KEYS),
+        mailboxes=mailboxes,
         handler=cast(InboundHandler, handler),
         confirmations=None,
         on_crash=None,
@@ -88,7 +89,7 @@ async def test_work_put_after_done_released_the_claim_is_answered_without_the_sw
     )
     running = asyncio.create_task(worker.run())
     try:
-        await bus.enqueue(INBOUND, said("first"))
+        await hand_in(worker, said("first"))
         await asyncio.wait_for(handler.second.wait(), PATIENCE)
         assert handler.handled == ["first", "second"]
     finally:
