@@ -303,7 +303,8 @@ class RedisMailboxes:
 
     async def woken(self, within: float) -> str | None:
         """Pop the oldest wake (`BLPOP`), waiting up to `within` seconds for one."""
-        popped = await _call(self.client.blpop([self.keys.wakes()], timeout=within))
+        # BLPOP waits forever for a timeout of 0: a wait is never shorter than 10 ms.
+        popped = await _call(self.client.blpop([self.keys.wakes()], timeout=max(within, 0.01)))
         if not popped:
             return None
         session = popped[1]
