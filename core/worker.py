@@ -363,7 +363,7 @@ class Worker:
         """`claim.done(inbound)`. It reads what the mailbox holds next (and may release the
         claim when nothing is left), so wakes of the session before it are answered by it.
         A claim given up with it ends the drain's reading: work that comes while the drain
-        winds down is claimed by a drain of its own at once (on Redis, with its put)."""
+        winds down is claimed by a drain of its own at once (its wake)."""
         self._again.discard(claim.session_key)
         await claim.done(inbound)
         if claim.released:

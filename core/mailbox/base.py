@@ -85,11 +85,6 @@ class Mailboxes(Protocol):
         """The claim on a session, or None while another worker holds it."""
         ...
 
-    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        """`put(inbound)`, then `claim` of its session; the claim reads the mailbox after the
-        put (in the distributed deployment both are one command)."""
-        ...
-
     async def pending(self) -> list[str]:
         """Session keys whose mailboxes hold work and whose sessions nobody holds (a holder
         reads its mailbox again at its next `done` or `release`), sorted."""

@@ -56,10 +56,6 @@ class MemoryMailboxes:
     async def waiting(self) -> int:
         return sum(len(box) for box in self.boxes.values())
 
-    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        await self.put(inbound)
-        return await self.claim(inbound.session_key, owner=owner)
-
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         if session_key in self.held:
             return None

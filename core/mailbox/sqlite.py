@@ -113,11 +113,6 @@ class SqliteMailboxes:
             rows = await db.execute_fetchall("SELECT COUNT(*) FROM mailbox_items")
         return int(next(iter(rows))[0])
 
-    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        """`put`, then `claim` of its session."""
-        await self.put(inbound)
-        return await self.claim(inbound.session_key, owner=owner)
-
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's claim unless this process holds it already."""
         if session_key in self.held:
