@@ -71,11 +71,13 @@ DESCRIPTIONS = {
 NOT_WORKING = r"WARNING core\.readiness: {} is not working"
 WORKING = r"{} is working again"
 # The loop whose line says each process noticed Redis going away: the gateway's delivery loop,
-# or (mid-delivery) the hold on a reply it waits for. The scheduler has none: it reads its
+# or (mid-delivery) the hold on a reply it waits for; the worker's sweep, which looks every 2 s
+# whatever its turns do (its wait for wakes pauses while every slot runs a turn). The
+# scheduler has none: it reads its
 # schedules from the database and touches Redis only to put a due run in its mailbox.
 LOOPS = {
     "gateway": "(?:telegram delivery|reply holds)",
-    "worker": "worker wakes",
+    "worker": "worker sweep",
 }
 # The faults after which what Redis held is gone: the answers the harness waits for may never
 # come.

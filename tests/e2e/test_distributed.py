@@ -298,7 +298,7 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
                 gateway: (
                     r"WARNING core\.readiness: (?:telegram delivery|reply holds) is not working"
                 ),
-                worker: r"WARNING core\.readiness: worker wakes is not working",
+                worker: r"WARNING core\.readiness: worker sweep is not working",
                 printer: r"subscription to \S+ interrupted",
             }
             for launched, noticed in outage.items():
@@ -310,7 +310,7 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
                 printer: [f"subscription to {keys.topic_channel(EVENTS)} restored"],
                 worker: [
                     f"subscription to {keys.topic_channel(CONTROL)} restored",
-                    "worker wakes is working again",
+                    "worker sweep is working again",
                 ],
                 gateway: [r"(?:telegram delivery|reply holds) is working again"],
             }
