@@ -225,8 +225,7 @@ class Worker:
         self._again.discard(session_key)  # the claim reads the mailbox's head
         try:
             claim = await self._patiently(
-                "worker intake",
-                lambda: self.mailboxes.claim(session_key, owner=self.name),
+                "worker claims", lambda: self.mailboxes.claim(session_key, owner=self.name)
             )
         except BusError as exc:
             self._slots.release()
