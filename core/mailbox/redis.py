@@ -112,6 +112,8 @@ _MARGIN = 0.1
 
 # How many wakes the list keeps (the newest): enough for every worker's slots many times over.
 _KEPT_WAKES: Final = 10_000
+# How long past its own timeout a wait for wakes may take before Redis counts as not answering.
+_WAKE_GRACE: Final = 2.0
 
 # No head was read along with the last claim or done: `head()` asks Redis.
 _UNREAD: Final = object()
@@ -290,7 +292,14 @@ class RedisMailboxes:
     async def woken(self, within: float) -> str | None:
         """Pop the oldest wake (`BLPOP`), waiting up to `within` seconds for one."""
         # BLPOP waits forever for a timeout of 0: a wait is never shorter than 10 ms.
-        popped = await _call(self.client.blpop([self.keys.wakes()], timeout=max(within, 0.01)))
+        wait = max(within, 0.01)
+        try:
+            # A BLPOP sent while Redis restarts can go unanswered on its new connection: given
+            # up after its wait and a grace, so the caller tries again (and says Redis is away).
+            async with asyncio.timeout(wait + _WAKE_GRACE):
+                popped = await _call(self.client.blpop([self.keys.wakes()], timeout=wait))
+        except TimeoutError:
+            raise BusUnavailable("redis did not answer a wait for wakes in time") from None
         if not popped:
             return None
         session = popped[1]
