@@ -5,7 +5,7 @@ it in its session's mailbox (`core/mailbox/intake.py`), which wakes a worker. Wh
 session's `Claim` runs its turns in order: `head()`, handle it, `done()`. A claim is a lease: a
 worker that dies lets it lapse, and another worker finds the mailbox still full (`pending()`)
 and carries on, so work put in a mailbox is never lost. A wake may be lost (a worker that took
-it died): the same sweep finds the session (decision 0008).
+it died): the same sweep finds the session (docs/decisions/0009-one-queue-per-session.md).
 
 Each claim carries a `Fence` (`core/fencing.py`) with an epoch that grows with every claim on
 the session; a store refuses a write fenced with an older epoch than one it saw, so a worker
