@@ -53,8 +53,10 @@ _T = TypeVar("_T")
 
 # The longest wait before a message whose turn met an outage is tried again.
 _LONGEST_OUTAGE_WAIT = 10.0
-# How long one wait for a wake lasts; the loop is marked up again only when one returns.
-_WAKE_WAIT = 5.0
+# How long one wait for a wake lasts; the loop is marked up again only when one returns. Short:
+# after a Redis restart, waits of 5 s were seen to go unanswered again and again (redis-py 5,
+# Redis 7.0), waits of 4 s and less not.
+_WAKE_WAIT = 2.0
 
 
 class Worker:
