@@ -99,7 +99,7 @@ def main(
     \b
     w1  one session, 200 turns, our runtime vs the floor loop (OpenAI and Anthropic)
     w2  50 sessions x 20 turns at once; 1,000 sessions x 1 turn at 200 ms model latency
-    w3  distributed: the Redis inbound queue, 1, 2 and 4 `switchboard worker` processes,
+    w3  distributed: the Redis mailboxes, 1, 2 and 4 `switchboard worker` processes,
         records in PostgreSQL; then Redis's memory over 10,000 messages
     w4  soak: 10,000 messages through the worker path (embedded and Redis), memory sampled
     faults  the fault matrix (not part of `all`): each fault under 50 chats x 4 messages

@@ -132,7 +132,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     ):
         working = asyncio.create_task(parts.worker.run())
         try:
-            async with ChatDriver(parts.bus) as driver:
+            async with ChatDriver(parts.bus, found.mailboxes) as driver:
 
                 def sample() -> None:
                     if driver.answered % SAMPLE_EVERY == 0:

@@ -1,8 +1,8 @@
 """W3: the distributed deployment's queue path, with 1, 2 and 4 `switchboard worker` processes.
 
-This process plays the gateway: it puts Telegram-shaped direct messages on the Redis `inbound`
-queue (32 conversations at once, each sending its next message once the last was answered)
-and takes the answers off `outbound.telegram`. Each phase gets a fresh redis-server; the
+This process plays the gateway: it puts Telegram-shaped direct messages in their sessions'
+mailboxes in Redis (32 conversations at once, each sending its next message once the last was
+answered) and takes the answers off `outbound.telegram`. Each phase gets a fresh redis-server; the
 workers talk to a fake OpenAI API answering at once.
 
 Each worker may run as many turns at once as there are conversations, so no message waits
@@ -291,7 +291,7 @@ def _print(
     for name, judged in targets.items():
         rows.append([f"target: {name}", *("" if met is None else verdict(met) for met in judged)])
     title = (
-        f"W3: Redis inbound queue, PostgreSQL records, {turns} turns (+{paced} one at a time),"
+        f"W3: Redis mailboxes, PostgreSQL records, {turns} turns (+{paced} one at a time),"
         " 0 ms model"
     )
     table(title, ["", *(f"{n} worker(s)" for n in WORKER_COUNTS)], rows)
@@ -385,7 +385,9 @@ def _phase(
             taken["db"] = await database.statement_counts(server, db_name)
             readings.append(taken)
 
-        figures = asyncio.run(_drive(redis.url, turns, paced, at_once, reading))
+        # A revision from before one queue per session takes its messages off the bus.
+        queue = not (tree.root / "core" / "mailbox" / "intake.py").exists()
+        figures = asyncio.run(_drive(redis.url, turns, paced, at_once, reading, queue))
         before, after, paced_end = readings
         done = figures["turns"]
         figures["cpu_ms_per_turn"] = {
@@ -528,7 +530,12 @@ def _worker(
 
 
 async def _drive(
-    redis_url: str, turns: int, paced: int, at_once: int, reading: Callable[[], Awaitable[None]]
+    redis_url: str,
+    turns: int,
+    paced: int,
+    at_once: int,
+    reading: Callable[[], Awaitable[None]],
+    inbound_queue: bool = False,
 ) -> dict[str, Any]:
     """Warm up; run `turns` turns, `at_once` conversations at a time (`reading` is called just
     before and after, for CPU, Redis and database accounting); then `paced` turns one at a
@@ -539,11 +546,13 @@ async def _drive(
     workers would hand it from one to another: a person takes seconds to write again."""
     from bench.driver import ChatDriver
     from core.bus.redis import RedisBus
+    from core.mailbox.redis import RedisMailboxes
 
     bus = await RedisBus.connect(redis_url)
+    mailboxes = RedisMailboxes.from_url(redis_url)
     conversations = max(at_once, turns // TURNS_PER_CONVERSATION)
     try:
-        async with ChatDriver(bus) as driver:
+        async with ChatDriver(bus, mailboxes, inbound_queue=inbound_queue) as driver:
             # Warm-up, not measured: workers started and connected, code paths loaded.
             await driver.conversations(at_once, 1, first=conversations)
             driver.measuring = True
@@ -554,7 +563,7 @@ async def _drive(
             await reading()
             figures = driver.figures()
         paced_conversations = max(1, paced // TURNS_PER_CONVERSATION)
-        async with ChatDriver(bus) as one_by_one:
+        async with ChatDriver(bus, mailboxes, inbound_queue=inbound_queue) as one_by_one:
             one_by_one.measuring = True
             await one_by_one.in_turn(
                 paced_conversations, TURNS_PER_CONVERSATION, first=2 * conversations
@@ -562,6 +571,7 @@ async def _drive(
             await reading()
     finally:
         await bus.close()
+        await mailboxes.aclose()
     done = conversations * TURNS_PER_CONVERSATION
     return {
         "turns": done,

@@ -1,12 +1,13 @@
 """A stand-in gateway for the worker-path workloads (W3, W4): it puts Telegram-shaped direct
-messages on the bus's `inbound` queue and takes the answers off `outbound.telegram`.
+messages in their sessions' mailboxes (as a gateway does) and takes the answers off
+`outbound.telegram`.
 
 The hops are measured from the envelopes' own timestamps (one machine, one clock): enqueue to
 pick-up runs from the inbound's `received_at` to the `created_at` of the worker's first answer
-to it (the typing indicator, sent as the turn starts, so the worker's receive, mailbox
-hand-off, claim, duplicate check and checkpoint read are in it); reply to outbound runs from
-each answer's `created_at` to the moment the driver received it. First-token latency runs
-from the sending to the first answer text the driver receives (a streamed piece or the reply).
+to it (the typing indicator, sent as the turn starts, so the worker's wake, claim, duplicate
+check and checkpoint read are in it); reply to outbound runs from each answer's `created_at`
+to the moment the driver received it. First-token latency runs from the sending to the first
+answer text the driver receives (a streamed piece or the reply).
 """
 
 from __future__ import annotations
@@ -18,19 +19,27 @@ from typing import Any
 
 from bench.common import ANSWER, BenchError, percentile
 from core.bus.base import Bus
-from core.bus.names import INBOUND, outbound_queue
+from core.bus.names import outbound_queue
 from core.clock import utc_now
 from core.envelopes import Address, Inbound, Outbound
+from core.mailbox.base import Mailboxes
+from core.mailbox.intake import accept_inbound
 
 PLATFORM = "telegram"
+# Where workers took messages from before one queue per session (issue 33, decision 0009).
+PREVIOUS_INBOUND_QUEUE = "inbound"
 TURN_TIMEOUT = 60.0
 
 
 class ChatDriver:
     """Conversations that each send their next message once the last one was answered."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, mailboxes: Mailboxes, *, inbound_queue: bool = False) -> None:
+        """`inbound_queue`: hand messages in as versions before one queue per session took
+        them (the bus's `inbound` queue), for workers of such a revision (`--against`)."""
         self.bus = bus
+        self.mailboxes = mailboxes
+        self.inbound_queue = inbound_queue
         self.measuring = False
         self.pickup_ms: list[float] = []
         self.outbound_ms: list[float] = []
@@ -105,7 +114,10 @@ class ChatDriver:
         self._sent[inbound.id] = inbound.received_at.timestamp()
         self._no_text_yet.add(inbound.id)
         started = time.perf_counter()
-        await self.bus.enqueue(INBOUND, inbound)
+        if self.inbound_queue:
+            await self.bus.enqueue(PREVIOUS_INBOUND_QUEUE, inbound)
+        else:
+            await accept_inbound(inbound, mailboxes=self.mailboxes, bus=self.bus)
         try:
             text = await asyncio.wait_for(answer, timeout=TURN_TIMEOUT)
         except TimeoutError:

@@ -60,8 +60,10 @@ async def _drive(redis_url: str, db_url: str, messages: int, at_once: int) -> di
 
     from bench.driver import ChatDriver
     from core.bus.redis import RedisBus
+    from core.mailbox.redis import RedisMailboxes
 
     bus = await RedisBus.connect(redis_url)
+    mailboxes = RedisMailboxes.from_url(redis_url)
     client = aioredis.Redis.from_url(redis_url)
     conversations = max(1, messages // MESSAGES_PER_CONVERSATION)
     step = max(1, conversations // 10)
@@ -80,7 +82,7 @@ async def _drive(redis_url: str, db_url: str, messages: int, at_once: int) -> di
         )
 
     try:
-        async with ChatDriver(bus) as driver:
+        async with ChatDriver(bus, mailboxes) as driver:
             # One message first: the worker started, connected and its schema made.
             await driver.conversations(1, 1, first=conversations)
             driver.answered = 0
@@ -97,6 +99,7 @@ async def _drive(redis_url: str, db_url: str, messages: int, at_once: int) -> di
     finally:
         await client.aclose()
         await bus.close()
+        await mailboxes.aclose()
     start, warm, end = samples[0], samples[1], samples[-1]
     later = end["messages"] - warm["messages"]
     return {

@@ -142,11 +142,13 @@ def _redis(url: str, messages: int) -> dict[str, Any]:
 async def _drive_worker(redis_url: str, pid: int, messages: int) -> dict[str, Any]:
     from bench.driver import ChatDriver
     from core.bus.redis import RedisBus
+    from core.mailbox.redis import RedisMailboxes
 
     bus = await RedisBus.connect(redis_url)
+    mailboxes = RedisMailboxes.from_url(redis_url)
     samples: list[tuple[int, float]] = []
     try:
-        async with ChatDriver(bus) as driver:
+        async with ChatDriver(bus, mailboxes) as driver:
             # One message first, so the worker's start-up (imports, connections) is done.
             await driver.conversations(1, 1, first=messages)
             driver.answered = 0
@@ -166,6 +168,7 @@ async def _drive_worker(redis_url: str, pid: int, messages: int) -> dict[str, An
             wall = time.perf_counter() - started
     finally:
         await bus.close()
+        await mailboxes.aclose()
     return {"messages": driver.answered, "wall_s": wall, "rss_samples": samples}
 
 

@@ -110,7 +110,8 @@ PROMPT_HINTS: dict[str, str] = REGISTERED.prompt_hints()
 STREAM_POLICIES: dict[str, StreamPolicy] = REGISTERED.stream_policies()
 
 # Leases of the distributed deployment: a worker that dies holds a session for at most
-# TURN_LEASE seconds, and work it took off the bus comes back after BUS_LEASE seconds.
+# TURN_LEASE seconds, and a delivery a gateway took off the bus comes back after BUS_LEASE
+# seconds.
 TURN_LEASE_SECONDS = 10.0
 BUS_LEASE_SECONDS = 30.0
 
@@ -148,6 +149,7 @@ class Components:
     book: ScheduleBook
     replies: ReplyRecords
     readiness: Readiness
+    mailboxes: Mailboxes
     metrics: Metrics | None = None
 
     def scheduler(self, platforms: Collection[str] | None = None) -> Scheduler:
@@ -157,6 +159,7 @@ class Components:
             store=self.store,
             book=self.book,
             bus=self.bus,
+            mailboxes=self.mailboxes,
             readiness=self.readiness,
             platforms=platforms,
         )
@@ -405,7 +408,9 @@ async def worker_for(
             readiness=found.readiness,
             metrics=found.metrics,
             concurrency=concurrency or options.concurrency,
-            sweep_interval=2.0 if found.distributed else 5.0,
+            # Embedded, the sweep is also how work another process put in the SQLite file
+            # (`switchboard notify --prompt`) is found: no wake crosses processes there.
+            sweep_interval=2.0 if found.distributed else 1.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
             rate_limits=limiter,
         )
@@ -420,6 +425,7 @@ async def worker_for(
             book,
             found.replies,
             found.readiness,
+            found.mailboxes,
             found.metrics,
         )
     finally:

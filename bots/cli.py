@@ -113,7 +113,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "scheduler": LazyCommand(
         "bots.commands.processes",
         "scheduler",
-        "Fire due schedules onto the Redis bus (distributed deployment).",
+        "Fire due schedules into their sessions' mailboxes in Redis (distributed deployment).",
     ),
     "serve": LazyCommand(
         "bots.commands.processes",

@@ -22,7 +22,7 @@ from bots.bearer import BearerGuard
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from channels.web.spec import SPEC as WEB
-from core.bus.names import INBOUND, RECEIPTS, outbound_queue
+from core.bus.names import RECEIPTS, outbound_queue
 from core.errors import ConfigError
 from core.metrics import CONTENT_TYPE, Metrics
 from core.readiness import Readiness
@@ -41,10 +41,11 @@ MIN_TOKEN_LENGTH = 24
 
 
 def watched_queues() -> list[str]:
-    """The work queues whose sizes a scrape reports: `inbound`, `receipts`, and the outbound
-    queue of each platform a gateway serves and of the web page."""
+    """The work queues whose sizes a scrape reports: `receipts`, and the outbound queue of each
+    platform a gateway serves and of the web page (inbound work waits in the sessions'
+    mailboxes: `switchboard_mailbox_waiting`)."""
     platforms = (*REGISTERED.served(), WEB.name)
-    return [INBOUND, RECEIPTS, *(outbound_queue(name) for name in platforms)]
+    return [RECEIPTS, *(outbound_queue(name) for name in platforms)]
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from channels.web.spec import ENV
 from core.bus import names
 from core.bus.base import Bus
 from core.errors import ConfigError
+from core.mailbox.base import Mailboxes
 from core.metrics import Metrics
 from core.profile import Profile
 from core.readiness import Readiness
@@ -72,6 +73,7 @@ async def web_page(
     *,
     store: Store,
     bus: Bus,
+    mailboxes: Mailboxes,
     readiness: Readiness,
     profile: Profile,
     data_dir: Path,
@@ -132,7 +134,12 @@ async def web_page(
         else:
             click.echo(f"Web page: {server.url} (sign in with {ENV['token']})", err=True)
         yield Gateway(
-            adapter, bus, readiness=readiness, consumer=f"gateway-{SPEC.name}", metrics=metrics
+            adapter,
+            bus,
+            mailboxes=mailboxes,
+            readiness=readiness,
+            consumer=f"gateway-{SPEC.name}",
+            metrics=metrics,
         )
     finally:
         await server.close()

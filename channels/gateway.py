@@ -1,6 +1,7 @@
-"""`Gateway`: connects a `ChannelAdapter` to the bus.
+"""`Gateway`: connects a `ChannelAdapter` to the sessions' mailboxes and the bus.
 
-Inbound work goes onto the `inbound` queue; the platform's `outbound.<platform>` queue is
+Inbound work goes straight into its session's mailbox (`accept_inbound`; cancels, `/stop` and
+confirmation answers on the `control` topic as well); the platform's `outbound.<platform>` queue is
 consumed and each entry handed to the adapter, acked once it is shown. Ephemeral deliveries
 (typing, progress, stream pieces) that fail are dropped; replies and notifications are retried.
 Several gateways of one platform may share the queue: each piece of a streamed reply carries
@@ -21,10 +22,10 @@ and the chat's later deliveries stay behind it; another failure sends the entry 
 queue (`nack`) to be tried again (the chat's later deliveries may go out before it). A stopping
 gateway gives back what it has not begun.
 
-While the bus is unreachable (Redis restarting) both loops keep trying with backoff and mark
-themselves down in the process's `Readiness`; an ack that cannot be made is tried again too,
-and if the entry comes back anyway, showing it again is harmless (the reply records skip a
-reply already shown).
+While the mailboxes or the bus are unreachable (Redis restarting) both loops keep trying with
+backoff and mark themselves down in the process's `Readiness`; an ack that cannot be made is
+tried again too, and if the entry comes back anyway, showing it again is harmless (the reply
+records skip a reply already shown).
 """
 
 from __future__ import annotations
@@ -36,10 +37,12 @@ from collections.abc import Awaitable
 
 from channels.base import ChannelAdapter
 from core.bus.base import Bus, Delivery
-from core.bus.names import INBOUND, RECEIPTS, outbound_queue
+from core.bus.names import RECEIPTS, outbound_queue
 from core.envelopes import Inbound, Outbound, Receipt, ReceiptStatus, new_id
 from core.errors import BusError, ChannelError, StoreError
 from core.logcontext import log_context
+from core.mailbox.base import Mailboxes
+from core.mailbox.intake import accept_inbound
 from core.metrics import Metrics
 from core.readiness import Readiness, keep_trying
 from core.store.replies import ReplyRecords
@@ -61,13 +64,15 @@ _CONCURRENCY = 32
 
 
 class Gateway:
-    """Runs one adapter against the bus until the adapter's input ends or `stop()`."""
+    """Runs one adapter against the mailboxes and the bus until the adapter's input ends or
+    `stop()`."""
 
     def __init__(
         self,
         adapter: ChannelAdapter,
         bus: Bus,
         *,
+        mailboxes: Mailboxes,
         readiness: Readiness,
         consumer: str | None = None,
         replies: ReplyRecords | None = None,
@@ -75,7 +80,8 @@ class Gateway:
         metrics: Metrics | None = None,
         concurrency: int = _CONCURRENCY,
     ) -> None:
-        """`readiness` is the process's: the intake and delivery loops report to it.
+        """`mailboxes` take the adapter's inbound work; `readiness` is the process's: the
+        intake and delivery loops report to it.
 
         `replies` (the records the adapter shows replies through) give a delivered
         notification's platform message id to its receipt; `max_deliveries` is the bus's, so
@@ -88,6 +94,7 @@ class Gateway:
         self.metrics = metrics
         self.adapter = adapter
         self.bus = bus
+        self.mailboxes = mailboxes
         self.readiness = readiness
         self.replies = replies
         self.max_deliveries = max_deliveries
@@ -102,16 +109,16 @@ class Gateway:
         self._draining: set[asyncio.Task[None]] = set()
 
     async def publish(self, inbound: Inbound) -> None:
-        """The adapter's sink: put inbound work on the bus.
+        """The adapter's sink: put inbound work in its session's mailbox.
 
-        While the bus is unreachable (Redis restarting) it keeps trying, holding the
+        While the mailboxes are unreachable (Redis restarting) it keeps trying, holding the
         platform's update instead of dropping it; once `stop()` was asked it gives up
         (`BusError`) at the next failure.
         """
         await keep_trying(
             self.readiness,
             self._intake,
-            lambda: self.bus.enqueue(INBOUND, inbound),
+            lambda: accept_inbound(inbound, mailboxes=self.mailboxes, bus=self.bus),
             stopping=self._stopping,
         )
 

@@ -6,12 +6,12 @@ back as `answer` Inbounds) and waits for the answer of the person whose turn it 
 yes/no answers as well. No answer in time means no.
 
 The answer must reach the worker whose turn waits, in any deployment. It cannot wait in the
-session's mailbox (behind the very turn that asks), so a worker that takes an answer off the
-inbound queue publishes it on the `control` topic, which every worker hears; the one holding
+session's mailbox (behind the very turn that asks), so whoever accepts an answer publishes it
+on the `control` topic (`core/mailbox/intake.py`), which every worker hears; the one holding
 the question takes it (`answer`). A button press goes only there. A typed yes/no is also an
-ordinary message when no question waits, so a worker that does not hold the question puts it
-in the mailbox as well, and the worker that takes it as an answer marks it processed first:
-when the mailbox reaches it after the turn, it is skipped instead of starting a turn.
+ordinary message when no question waits, so it goes in the mailbox as well, and the worker
+that takes it as an answer marks it processed first: when the mailbox reaches it after the
+turn, it is skipped instead of starting a turn.
 
 Each question and each decision is a lifecycle event (`confirm.request`, `confirm.decision`),
 scrubbed of secrets, and the question's message is edited to show the decision (`decision`).

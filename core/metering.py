@@ -4,6 +4,7 @@
   its cost (priced as the ledger prices it), and log it at debug level.
 * `queue_probe`: at scrape time, each work queue's depth and oldest entry's age and the dead
   letters of them all, read from the bus.
+* `mailbox_probe`: at scrape time, the inbound work waiting in the sessions' mailboxes.
 * `breaker_probe`: at scrape time, which providers' circuit breakers refuse calls.
 """
 
@@ -15,12 +16,13 @@ from collections.abc import Callable, Sequence
 from core.bus.base import Bus
 from core.bus.stats import QueueStatsReader
 from core.hooks import ModelCompletion, NoHooks
+from core.mailbox.base import Mailboxes
 from core.messages import Usage
 from core.metrics import Metrics, Probe
 from core.providers.base import ModelRequest, Provider
 from core.providers.reliable import BreakerState, CircuitBreaker, FallbackProvider, ReliableProvider
 
-__all__ = ["ModelMetering", "breaker_probe", "breakers_of", "queue_probe"]
+__all__ = ["ModelMetering", "breaker_probe", "breakers_of", "mailbox_probe", "queue_probe"]
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,15 @@ def queue_probe(bus: Bus, queues: Callable[[], Sequence[str]]) -> Probe:
             metrics.queue_oldest_seconds.labels(queue=queue).set(stats.oldest_seconds)
             dead += stats.dead
         metrics.dead_letters.set(dead)
+
+    return probe
+
+
+def mailbox_probe(mailboxes: Mailboxes) -> Probe:
+    """Sets `switchboard_mailbox_waiting`: the inbound work waiting in the sessions' mailboxes."""
+
+    async def probe(metrics: Metrics) -> None:
+        metrics.mailbox_waiting.set(await mailboxes.waiting())
 
     return probe
 

@@ -100,6 +100,12 @@ class Metrics:
             ["queue"],
             registry=r,
         )
+        self.mailbox_waiting = Gauge(
+            "switchboard_mailbox_waiting",
+            "Inbound work waiting in the sessions' mailboxes (turns running or not begun), when"
+            " last looked at.",
+            registry=r,
+        )
         self.queue_oldest_seconds = Gauge(
             "switchboard_queue_oldest_seconds",
             "Age of the oldest entry waiting in a work queue, when last looked at.",

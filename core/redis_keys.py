@@ -1,13 +1,14 @@
 """Every Redis key Switchboard uses, spelled once, under one bot's namespace.
 
-Redis holds coordination only: work queues and their dead letters, mailboxes, turn leases and
+Redis holds coordination only: work queues and their dead letters, mailboxes and the wakes of
+workers, turn leases and
 fencing epochs, leader leases, holds on replies, rate-limit counters, heartbeats and pub/sub
 topics. Records (history, costs, schedules, facts, access, reply records) are in the SQL
 database (`core/store/sql/`), so emptying Redis loses work in flight at most.
 
 Several bots (deployments with their own profile and tokens) may share one Redis: each builds
 its keys with `RedisKeys(bot_id)`, and every key starts with `sb:<bot id>:`, e.g.
-`sb:default:q:{q:inbound}`, `sb:support:lease:turn:{s:<session key>}`. A bot id holds no
+`sb:default:q:{q:receipts}`, `sb:support:lease:turn:{s:<session key>}`. A bot id holds no
 colon, so no bot's keys can fall inside another's namespace. Nothing here is global:
 `RedisBus`, `RedisMailboxes`, `RedisReplyHolds` and `Leadership` each take their `RedisKeys`.
 
@@ -79,7 +80,7 @@ class RedisKeys:
     # --- bus -------------------------------------------------------------------------------
 
     def queue_stream(self, queue: str) -> str:
-        """The stream holding a work queue (`inbound`, `outbound.<platform>`)."""
+        """The stream holding a work queue (`outbound.<platform>`, `receipts`)."""
         return f"{self.prefix}q:{_queue_tag(queue)}"
 
     def dead_letters(self, queue: str) -> str:
@@ -105,6 +106,11 @@ class RedisKeys:
         """Set of the session keys whose mailboxes may hold work (touched only on its own: it
         gathers every session, so it shares a slot with none of theirs)."""
         return f"{self.prefix}mailboxes"
+
+    def wakes(self) -> str:
+        """List of session keys work was put for, each popped by one worker (touched only on
+        its own, like `mailboxes`)."""
+        return f"{self.prefix}wakes"
 
     def lease(self, name: str) -> str:
         """A lease (`SET NX PX` with a fencing token) of one role: a poller's leadership."""

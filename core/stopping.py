@@ -1,10 +1,10 @@
 """Stopping a running turn from its chat: `/stop`, a Stop button, the web page's and the
 terminal's cancel.
 
-A stop request must reach the turn while it runs, on whichever worker runs it, so a worker that
-takes one off the inbound queue publishes it on the `control` topic (`core/worker.py`); the
-worker running the chat's turn checks who asks (the person whose turn it is, or an admin) and
-stops it. A `/stop` command also waits in the session's mailbox like any command: the worker
+A stop request must reach the turn while it runs, on whichever worker runs it, so whoever
+accepts one publishes it on the `control` topic (`core/mailbox/intake.py`); the worker
+running the chat's turn checks who asks (the person whose turn it is, or an admin) and stops
+it. A `/stop` command also waits in the session's mailbox like any command: the worker
 that stops a turn marks it processed first, so that copy is skipped; reached with nothing
 stopped, it answers that there was nothing to stop. A button press (kind `cancel`) goes only
 to the control topic: its button is gone once the answer has ended.

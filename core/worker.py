@@ -1,16 +1,18 @@
-"""`Worker`: takes `Inbound` work off the bus and runs each session's turns in order.
+"""`Worker`: claims sessions with waiting work and runs each session's turns in order.
 
-Work taken off the `inbound` queue goes into its session's mailbox and is acked. A worker
-that claims the session (a lease, across processes in the distributed deployment) runs the
-mailbox's work one item at a time; sessions run concurrently up to `concurrency`. A sweep
-finds mailboxes whose worker died and carries on with them, so nothing handed over is lost;
-the store's processed marks keep an item handled twice from being answered twice.
+Producers put work straight into its session's mailbox (`core/mailbox/intake.py`), which
+wakes one idle worker. The worker that claims the session (a lease, across processes in the
+distributed deployment) runs the mailbox's work one item at a time; sessions run concurrently
+up to `concurrency`. A sweep finds mailboxes whose worker died, or whose wake was lost, and
+carries on with them, so nothing put in a mailbox is lost; the store's processed marks keep an
+item handled twice from being answered twice. Cancels, `/stop` and confirmation answers reach
+the worker running the session on the `control` topic.
 
 At start-up a worker given an `on_crash` policy looks for turns a crash cut off (their
 checkpoints are still `running`, `core/checkpoints.py`) and resumes or abandons them.
 
-While the bus or the mailboxes are unreachable (Redis restarting) every loop (receive,
-accept, drain, sweep, the control listener) keeps trying with backoff and marks itself down
+While the bus or the mailboxes are unreachable (Redis restarting) every loop (wakes, claims,
+drain, sweep, the control listener) keeps trying with backoff and marks itself down
 in the process's `Readiness`, and carries on when Redis answers again. A turn waits out such
 an outage itself (`core/outages.py`); one that outlasts the turn's patience, or a write
 refused because the data disk is full (reads still work then), leaves its message in the
@@ -27,8 +29,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
 
-from core.bus.base import Bus, Delivery, Subscription
-from core.bus.names import CONTROL, INBOUND
+from core.bus.base import Bus, Subscription
+from core.bus.names import CONTROL
 from core.checkpoints import Checkpoint, CrashPolicy
 from core.clock import utc_now
 from core.confirm import Confirmations
@@ -38,7 +40,7 @@ from core.fencing import FenceOvertaken
 from core.logcontext import log_context
 from core.mailbox.base import Claim, Mailboxes
 from core.readiness import Readiness, keep_trying
-from core.stopping import is_stop, is_stop_command
+from core.stopping import is_stop
 from core.store.base import Store
 from core.tasks import cancel_and_wait
 from core.turns.intake import InboundHandler
@@ -51,10 +53,14 @@ _T = TypeVar("_T")
 
 # The longest wait before a message whose turn met an outage is tried again.
 _LONGEST_OUTAGE_WAIT = 10.0
+# How long one wait for a wake lasts; the loop is marked up again only when one returns. Short:
+# after a Redis restart, waits of 5 s were seen to go unanswered again and again (redis-py 5,
+# Redis 7.0), waits of 4 s and less not.
+_WAKE_WAIT = 2.0
 
 
 class Worker:
-    """Consumes the `inbound` queue and answers on `outbound.<platform>`."""
+    """Works the sessions' mailboxes and answers on `outbound.<platform>`."""
 
     def __init__(
         self,
@@ -75,9 +81,9 @@ class Worker:
         """`handler` answers each item; `mailboxes` order each session's work.
 
         `confirmations` is the gate the runtime's `confirm` asks through (None: nothing asks);
-        its answers are taken off the inbound queue here instead of waiting in the session's
-        mailbox. `on_crash` (None: leave them be) is what `run` does with turns a crash cut off
-        whose checkpoint has not moved for `crash_age` (zero when no other process runs turns).
+        its answers are heard on the `control` topic (their mailbox copies are then skipped).
+        `on_crash` (None: leave them be) is what `run` does with turns a crash cut off whose
+        checkpoint has not moved for `crash_age` (zero when no other process runs turns).
         `readiness` is the process's: the worker's loops report to it.
         """
         self.readiness = readiness
@@ -90,8 +96,6 @@ class Worker:
         self.handler = handler
         self.name = name or f"worker-{new_id()[:8]}"
         self._slots = asyncio.Semaphore(concurrency)
-        # Bounds how many deliveries are being handed to mailboxes at once.
-        self._intake = asyncio.Semaphore(concurrency * 4)
         self._sweep_interval = sweep_interval
         self._attempts = attempts
         # Sessions this worker drains, each with the marker of its drain (a drain whose
@@ -124,7 +128,7 @@ class Worker:
             asyncio.create_task(self._sweep_forever(), name=f"{self.name}-sweep"),
         ]
         try:
-            await self._receive_forever()
+            await self._take_wakes()
         finally:
             for task in helpers:
                 await cancel_and_wait(task)
@@ -175,106 +179,60 @@ class Worker:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 
-    async def _receive_forever(self) -> None:
+    async def _take_wakes(self) -> None:
+        """Wait for wakes (work put in a mailbox) while a slot is free; claim each woken
+        session with that slot and drain it."""
         while not self._stopping.is_set():
-            # Set while waiting for room as well: stop() must interrupt that wait too, or the
-            # worker would take one more message once a stopped turn frees its place.
+            # Set while waiting for a slot as well: stop() must interrupt that wait too, or the
+            # worker would claim one more session once a stopped turn frees its slot.
             self._receiving = True
             try:
-                delivery = await keep_trying(
-                    self.readiness, "worker receive", self._receive, stopping=self._stopping
-                )
+                await self._slots.acquire()
+                try:
+                    session_key = await keep_trying(
+                        self.readiness,
+                        "worker wakes",
+                        lambda: self.mailboxes.woken(_WAKE_WAIT),
+                        stopping=self._stopping,
+                    )
+                except BaseException:
+                    self._slots.release()
+                    raise
             except asyncio.CancelledError:
                 if not self._stopping.is_set():
                     raise
-                # stop() interrupted the wait; nothing was taken off the queue.
+                # stop() interrupted the wait; a wake taken meanwhile is the sweep's to find.
                 if self._runner is not None:
                     self._runner.uncancel()
                 return
             except BusError:
-                return  # stopping while the bus is away
+                return  # stopping while the mailboxes are away
             finally:
                 self._receiving = False
-            if delivery is not None:
-                self._spawn(self._accept(delivery))
-
-    async def _receive(self) -> Delivery | None:
-        """The next inbound delivery, taken once there is room; it holds an intake place."""
-        await self._intake.acquire()
-        try:
-            delivery = await self.bus.receive(INBOUND, consumer=self.name, timeout=5.0)
-        except BaseException:
-            self._intake.release()
-            raise
-        if delivery is None:
-            self._intake.release()
-        return delivery
-
-    async def _accept(self, delivery: Delivery) -> None:
-        """Hand a delivery to its session's mailbox (or pass a cancel or an answer on), then
-        ack it; each step is tried again while the bus is away."""
-        control = False
-        try:
-            inbound = delivery.envelope
-            if not isinstance(inbound, Inbound):
-                log.error("dropping a %s found on the inbound queue", type(inbound).__name__)
-                await self._patiently("worker intake", delivery.ack)
-                return
-            control = inbound.kind in ("cancel", "answer") or self._answers(inbound)
-            if control:
-                # Whichever worker runs the session's turn hears it on the control topic.
-                await self._patiently("worker intake", lambda: self.bus.publish(CONTROL, inbound))
+            if session_key is None:
+                self._slots.release()
             else:
-                # Putting it twice (a retry after a put that did land) keeps one copy: the
-                # mailbox is a set of encoded envelopes.
-                await self._hand_over(inbound)
-                if is_stop_command(inbound):
-                    # The running turn, wherever it runs, is stopped at once; the mailbox copy
-                    # answers "nothing to stop" if none was (`core/stopping.py`).
-                    log.info(
-                        "passing on a stop of %s to whichever worker runs it", inbound.session_key
-                    )
-                    await self._patiently(
-                        "worker intake", lambda: self.bus.publish(CONTROL, inbound)
-                    )
-                elif self._may_answer(inbound):
-                    # A typed yes/no may answer a question another worker holds; that worker
-                    # marks it processed, so the mailbox copy is then skipped (core/confirm.py).
-                    await self._patiently(
-                        "worker intake", lambda: self.bus.publish(CONTROL, inbound)
-                    )
-            await self._patiently("worker intake", delivery.ack)
-        except BusError as exc:
-            # Only when stopping: the entry comes back to the next worker after its lease.
-            log.warning("could not accept delivery %s (%s); it will come again", delivery.id, exc)
-            return
-        finally:
-            self._intake.release()
+                self._spawn(self._take(session_key))
 
-    async def _patiently(self, name: str, operation: Callable[[], Awaitable[_T]]) -> _T:
-        """`operation()`, tried again while the bus or the store is away (until `stop()`)."""
-        return await keep_trying(self.readiness, name, operation, stopping=self._stopping)
+    async def _take(self, session_key: str) -> None:
+        """Claim a woken session with the slot taken for it, and drain it.
 
-    async def _hand_over(self, inbound: Inbound) -> None:
-        """Put `inbound` in its session's mailbox and see that the mailbox is drained.
-
-        With a slot free, the put claims the session as well (one command on Redis) and a
-        drain starts with that claim. A claim refused means the session is held (by another
-        worker, or by a drain of this one): its holder reads the mailbox again after this
-        put (its next `done`, or its release, which reports work left).
+        A claim refused means the session is held (by another worker, or by a drain of this
+        one): its holder reads the mailbox again at its next `done` or release, after the put
+        that woke this worker.
         """
-        key = inbound.session_key
-        if self._stopping.is_set() or self._slots.locked():
-            await self._patiently("worker intake", lambda: self.mailboxes.put(inbound))
-            self._wake(key)
+        if self._stopping.is_set():
+            self._slots.release()
             return
-        self._again.discard(key)  # the claim reads the mailbox's head
-        await self._slots.acquire()  # free: not locked, checked above
+        self._again.discard(session_key)  # the claim reads the mailbox's head
         try:
             claim = await self._patiently(
-                "worker intake",
-                lambda: self.mailboxes.put_and_claim(inbound, owner=self.name),
+                "worker claims", lambda: self.mailboxes.claim(session_key, owner=self.name)
             )
+        except BusError as exc:
+            self._slots.release()
+            log.warning("could not claim %s (%s); the sweep will try again", session_key, exc)
+            return
         except BaseException:
             self._slots.release()
             raise
@@ -283,8 +241,12 @@ class Worker:
             return
         # A drain of this worker may still be winding down (its claim given up with its last
         # `done`, the answer not read yet): this one takes its place.
-        marker = self._draining[key] = object()
-        self._spawn(self._drain(key, marker, claimed=claim))
+        marker = self._draining[session_key] = object()
+        await self._drain(session_key, marker, claimed=claim)
+
+    async def _patiently(self, name: str, operation: Callable[[], Awaitable[_T]]) -> _T:
+        """`operation()`, tried again while the bus or the store is away (until `stop()`)."""
+        return await keep_trying(self.readiness, name, operation, stopping=self._stopping)
 
     def _wake(self, session_key: str) -> None:
         """Drain the session's mailbox unless this worker does already (or is stopping)."""
@@ -394,7 +356,7 @@ class Worker:
         """`claim.done(inbound)`. It reads what the mailbox holds next (and may release the
         claim when nothing is left), so wakes of the session before it are answered by it.
         A claim given up with it ends the drain's reading: work that comes while the drain
-        winds down is claimed by a drain of its own at once (on Redis, with its put)."""
+        winds down is claimed by a drain of its own at once (its wake)."""
         self._again.discard(claim.session_key)
         await claim.done(inbound)
         if claim.released:
@@ -495,14 +457,6 @@ class Worker:
             await self.handler.stop(turn, request, cancel)
         except Exception as exc:
             log.warning("could not stop the turn of %s: %s", request.session_key, exc)
-
-    def _answers(self, inbound: Inbound) -> bool:
-        """Whether `inbound` is the yes or no to a confirmation its session's turn waits for."""
-        return self.confirmations is not None and self.confirmations.is_answer(inbound)
-
-    def _may_answer(self, inbound: Inbound) -> bool:
-        """Whether `inbound` looks like an answer a question on another worker may want."""
-        return self.confirmations is not None and self.confirmations.could_answer(inbound)
 
     async def _sweep_forever(self) -> None:
         """Pick up mailboxes nobody drains (their worker died, or a hand-off raced)."""

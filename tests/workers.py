@@ -13,6 +13,7 @@ from core.commands import CommandRegistry, builtin_commands
 from core.confirm import Confirmations
 from core.envelopes import Inbound, Outbound
 from core.mailbox.base import Mailboxes
+from core.mailbox.intake import accept_inbound
 from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
@@ -24,7 +25,7 @@ from core.store.base import Store
 from core.turns import StreamPolicy
 from core.worker import Worker
 
-__all__ = ["Outbox", "build_worker", "stream_policies"]
+__all__ = ["Outbox", "build_worker", "hand_in", "stream_policies", "take_waiting"]
 
 PATIENCE = 5.0
 
@@ -120,3 +121,23 @@ def build_worker(
         redactor=Redactor(),
         **options,
     )
+
+
+async def hand_in(worker: Worker, *inbounds: Inbound) -> None:
+    """Hand `inbounds` to `worker` as a gateway does: into their sessions' mailboxes (and on
+    the control topic when they are for a running turn)."""
+    for inbound in inbounds:
+        await accept_inbound(inbound, mailboxes=worker.mailboxes, bus=worker.bus)
+
+
+async def take_waiting(mailboxes: Mailboxes) -> list[Inbound]:
+    """Everything waiting in the mailboxes of sessions nobody holds, taken out, oldest first."""
+    found: list[Inbound] = []
+    for session_key in await mailboxes.pending():
+        claim = await mailboxes.claim(session_key, owner="test")
+        assert claim is not None
+        while (head := await claim.head()) is not None:
+            found.append(head)
+            await claim.done(head)
+        await claim.release()
+    return sorted(found, key=lambda inbound: inbound.received_at)

@@ -118,7 +118,15 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
             )
         await run_with_gateways(
             parts,
-            [Gateway(adapter, parts.bus, readiness=parts.readiness, replies=parts.replies)],
+            [
+                Gateway(
+                    adapter,
+                    parts.bus,
+                    mailboxes=parts.mailboxes,
+                    readiness=parts.readiness,
+                    replies=parts.replies,
+                )
+            ],
         )
         if interactive:
             # The id, not the chat's name: after /new the name has several conversations.

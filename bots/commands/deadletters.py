@@ -1,9 +1,11 @@
 """`switchboard deadletters list|show|replay|drop`: work the bus gave up on.
 
 An entry delivered `max_deliveries` times without an ack (a reply Telegram kept refusing, a
-message whose handling crashed every worker) is parked in its queue's dead letters: rows of the
+receipt whose handling failed every time) is parked in its queue's dead letters: rows of the
 SQLite file in the embedded deployment, a `<queue>:dead` stream in Redis. These commands look
-at every queue this bot has: `inbound`, `receipts` and `outbound.<platform>` of each platform.
+at every queue this bot has: `receipts` and `outbound.<platform>` of each platform. (Inbound
+work waits in its session's mailbox instead; a message whose turn failed `attempts` times is
+answered with an apology and dropped by the worker.)
 """
 
 from __future__ import annotations
@@ -20,18 +22,18 @@ from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.bus.base import Bus, DeadLetter
 from core.bus.dead_letters import replay_dead_letter
-from core.bus.names import INBOUND, RECEIPTS, outbound_queue
+from core.bus.names import RECEIPTS, outbound_queue
 from core.envelopes import Inbound, Outbound, Receipt
 from core.errors import ConfigError
 
 __all__ = ["deadletters"]
 
-_QUEUE_HELP = "Only this queue (inbound, receipts, outbound.<platform>)."
+_QUEUE_HELP = "Only this queue (receipts, outbound.<platform>)."
 
 
 def queues() -> list[str]:
     """Every queue of this bot that can hold dead letters."""
-    return [INBOUND, RECEIPTS, *(outbound_queue(spec.name) for spec in REGISTERED.specs)]
+    return [RECEIPTS, *(outbound_queue(spec.name) for spec in REGISTERED.specs)]
 
 
 def _check_queue(queue: str | None) -> list[str]:

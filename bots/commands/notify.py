@@ -20,6 +20,7 @@ from bots.settings import Settings
 from core.bus.base import Bus
 from core.envelopes import Address, NotificationSource
 from core.errors import ConfigError
+from core.mailbox.base import Mailboxes
 from core.notifications.external import Notifier, check_reachable
 from core.profile import Profile
 
@@ -88,7 +89,7 @@ async def _notify(
     key: str | None,
 ) -> None:
     async with backends(settings) as found:
-        notifier = Notifier(found.bus)
+        notifier = Notifier(found.bus, found.mailboxes)
         if prompt is not None:
             source = NotificationSource(kind="cli", name=session)
             ident = await notifier.ask(
@@ -122,7 +123,10 @@ def hooks(ctx: click.Context, profile: str | None) -> None:
 async def _hooks(settings: Settings) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     check_hooks(settings, profile)
-    async with backends(settings) as found, hooks_listener(settings, profile, found.bus):
+    async with (
+        backends(settings) as found,
+        hooks_listener(settings, profile, found.bus, found.mailboxes),
+    ):
         stopped = asyncio.Event()
 
         async def stop() -> None:
@@ -148,13 +152,17 @@ def check_hooks(settings: Settings, profile: Profile) -> HooksSettings | None:
 
 
 @contextlib.asynccontextmanager
-async def hooks_listener(settings: Settings, profile: Profile, bus: Bus) -> AsyncIterator[None]:
+async def hooks_listener(
+    settings: Settings, profile: Profile, bus: Bus, mailboxes: Mailboxes
+) -> AsyncIterator[None]:
     """The hooks listener while the block runs, when SWITCHBOARD_HOOKS_PORT is set."""
     checked = check_hooks(settings, profile)
     if checked is None:
         yield
         return
-    server = HooksServer(checked, notifier=Notifier(bus), addresses=REGISTERED.addresses())
+    server = HooksServer(
+        checked, notifier=Notifier(bus, mailboxes), addresses=REGISTERED.addresses()
+    )
     await server.start()
     if not checked.targets:
         LOG.warning("hooks listener: the profile has no [hooks] targets, so every request gets 403")

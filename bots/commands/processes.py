@@ -25,6 +25,7 @@ from core.bus.names import EVENTS as EVENTS_TOPIC
 from core.bus.names import NOTIFICATIONS as NOTIFICATIONS_TOPIC
 from core.envelopes import EventEnvelope, NotificationFailed, NotificationSent
 from core.errors import ConfigError, SwitchboardError
+from core.mailbox.base import Mailboxes
 from core.notifications.receipts import notification_line
 from core.readiness import Readiness
 
@@ -127,8 +128,8 @@ async def _serve_platforms(settings: Settings) -> None:
     served = [s.name for s in REGISTERED.specs if s.build and s.configured(settings.environ)]
     async with (
         embedded(settings, profile) as parts,
-        operations(settings, parts.readiness, parts.metrics, parts.bus),
-        hooks_listener(settings, profile, parts.bus),
+        operations(settings, parts.readiness, parts.metrics, parts.bus, parts.mailboxes),
+        hooks_listener(settings, profile, parts.bus, parts.mailboxes),
         announce(settings, "serve", ", ".join(served)),
     ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
@@ -160,6 +161,7 @@ async def _serve_platforms(settings: Settings) -> None:
                 return Gateway(
                     fresh,
                     parts.bus,
+                    mailboxes=parts.mailboxes,
                     readiness=parts.readiness,
                     replies=parts.replies,
                     metrics=parts.metrics,
@@ -199,6 +201,7 @@ async def _web_page(
         page,
         store=parts.store,
         bus=parts.bus,
+        mailboxes=parts.mailboxes,
         readiness=parts.readiness,
         profile=parts.profile,
         data_dir=settings.data_dir,
@@ -214,7 +217,7 @@ async def _web_page(
 def gateway(ctx: click.Context, platform: str) -> None:
     """Run one platform's adapter alone against the Redis bus (distributed deployment).
 
-    Messages go to the `inbound` queue for the workers; answers come back on
+    Messages go into their sessions' mailboxes for the workers; answers come back on
     `outbound.<platform>`. A Telegram bot on long polling and a Discord bot are served by one
     gateway at a time: extra replicas stand by and take over when it stops; with a Telegram
     webhook all replicas serve, as do Slack gateways.
@@ -228,7 +231,7 @@ async def _gateway(settings: Settings, platform: str) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     async with (
         backends(settings) as found,
-        operations(settings, found.readiness, found.metrics, found.bus),
+        operations(settings, found.readiness, found.metrics, found.bus, found.mailboxes),
         announce(settings, "gateway", platform),
     ):
         replies = ReplyStreams(found.replies, IncrementalRender())
@@ -245,6 +248,7 @@ async def _gateway(settings: Settings, platform: str) -> None:
         runner = Gateway(
             adapter,
             found.bus,
+            mailboxes=found.mailboxes,
             readiness=found.readiness,
             replies=found.replies,
             metrics=found.metrics,
@@ -342,7 +346,7 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     async with (
         backends(settings) as found,
-        operations(settings, found.readiness, found.metrics, found.bus),
+        operations(settings, found.readiness, found.metrics, found.bus, found.mailboxes),
         announce(settings, "worker"),
     ):
         async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
@@ -364,7 +368,7 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
 @click.command()
 @click.pass_context
 def scheduler(ctx: click.Context) -> None:
-    """Fire due schedules onto the Redis bus (distributed deployment).
+    """Fire due schedules into their sessions' mailboxes in Redis (distributed deployment).
 
     Several may run: each occurrence fires once. `switchboard serve` runs one in-process.
     Schedules for the terminal are left to `switchboard chat`, which shows their answers.
@@ -380,7 +384,7 @@ async def _scheduler(settings: Settings) -> None:
 
     async with (
         backends(settings) as found,
-        operations(settings, found.readiness, found.metrics, found.bus),
+        operations(settings, found.readiness, found.metrics, found.bus, found.mailboxes),
         announce(settings, "scheduler"),
     ):
         # Every chat platform's schedules; a terminal's are left to `switchboard chat`.
@@ -389,6 +393,7 @@ async def _scheduler(settings: Settings) -> None:
             # Moving schedules on and starting runs need no profile: no failure is counted here.
             book=ScheduleBook(found.store),
             bus=found.bus,
+            mailboxes=found.mailboxes,
             readiness=found.readiness,
             platforms=(*REGISTERED.served(), "web"),
         )
@@ -430,14 +435,16 @@ async def operations(
     readiness: Readiness,
     metrics: Metrics | None = None,
     bus: Bus | None = None,
+    mailboxes: Mailboxes | None = None,
 ) -> AsyncIterator[None]:
     """`/metrics`, `/healthz` and `/readyz` (`bots/operations.py`) while the process runs,
-    when SWITCHBOARD_METRICS_PORT is set; with `bus`, the scrape reads its queues' sizes."""
+    when SWITCHBOARD_METRICS_PORT is set; with `bus`, the scrape reads its queues' sizes, with
+    `mailboxes` the work waiting in them."""
     if settings.metrics_port is None:
         yield
         return
     from bots.operations import OperationsServer, operations_settings, watched_queues
-    from core.metering import queue_probe
+    from core.metering import mailbox_probe, queue_probe
     from core.metrics import Metrics
 
     checked = operations_settings(settings)
@@ -445,6 +452,8 @@ async def operations(
     metrics = metrics or Metrics()
     if bus is not None:
         metrics.add_probe(queue_probe(bus, watched_queues))
+    if mailboxes is not None:
+        metrics.add_probe(mailbox_probe(mailboxes))
     server = OperationsServer(checked, metrics=metrics, readiness=readiness)
     await server.start()
     try:

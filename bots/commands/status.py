@@ -1,4 +1,5 @@
-"""`switchboard status`: the processes seen through the heartbeat board, and the queues.
+"""`switchboard status`: the processes seen through the heartbeat board, the queues, and the
+work waiting in the sessions' mailboxes.
 
 Also `announce()`, which the long-running commands wrap themselves in so that they appear
 there (`core/heartbeat.py`).
@@ -101,6 +102,7 @@ async def _status(settings: Settings, as_json: bool) -> None:
             finally:
                 await board.aclose()
             queues = await _queues(settings)
+            waiting = await _waiting(settings)
     except (OSError, TimeoutError, BusError, StoreError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise click.ClickException(f"cannot read the status from {where}: {reason}") from None
@@ -114,6 +116,7 @@ async def _status(settings: Settings, as_json: bool) -> None:
                     p.model_dump(mode="json") | {"missing": p.missing(now)} for p in processes
                 ],
                 "queues": {name: dataclasses.asdict(stats) for name, stats in queues.items()},
+                "mailboxes": {"waiting": waiting},
             }
         )
         return
@@ -125,6 +128,7 @@ async def _status(settings: Settings, as_json: bool) -> None:
         for process in processes:
             out.print("  " + _process_line(process, now), markup=False)
     out.print("Queues:")
+    out.print(f"  {'mailboxes':<20} {waiting} waiting (inbound work of every session)")
     for name, stats in queues.items():
         out.print(f"  {_queue_line(name, stats)}", markup=False)
 
@@ -141,6 +145,25 @@ async def _queues(settings: Settings) -> dict[str, QueueStats]:
         return {name: await bus.queue_stats(name) for name in watched_queues()}
     finally:
         await bus.close()
+
+
+async def _waiting(settings: Settings) -> int:
+    """The inbound work waiting in the sessions' mailboxes (turns running or not begun)."""
+    if settings.redis_url is not None:
+        from core.mailbox.redis import RedisMailboxes
+
+        shared = RedisMailboxes.from_url(settings.redis_url, keys=settings.redis_keys)
+        try:
+            return await shared.waiting()
+        finally:
+            await shared.aclose()
+    from core.mailbox.sqlite import SqliteMailboxes
+
+    local = await SqliteMailboxes.open(settings.database_path)
+    try:
+        return await local.waiting()
+    finally:
+        await local.aclose()
 
 
 async def _open_bus(settings: Settings) -> Bus:

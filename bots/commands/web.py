@@ -43,12 +43,13 @@ async def _web(settings: Settings) -> None:
     if settings.redis_url is None:
         async with (
             embedded(settings, profile) as parts,
-            operations(settings, parts.readiness, parts.metrics, parts.bus),
+            operations(settings, parts.readiness, parts.metrics, parts.bus, parts.mailboxes),
             announce(settings, "web"),
             web_page(
                 page,
                 store=parts.store,
                 bus=parts.bus,
+                mailboxes=parts.mailboxes,
                 readiness=parts.readiness,
                 profile=profile,
                 data_dir=settings.data_dir,
@@ -61,12 +62,13 @@ async def _web(settings: Settings) -> None:
         return
     async with (
         backends(settings) as found,
-        operations(settings, found.readiness, found.metrics, found.bus),
+        operations(settings, found.readiness, found.metrics, found.bus, found.mailboxes),
         announce(settings, "web"),
         web_page(
             page,
             store=found.store,
             bus=found.bus,
+            mailboxes=found.mailboxes,
             readiness=found.readiness,
             profile=profile,
             data_dir=settings.data_dir,

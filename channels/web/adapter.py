@@ -100,7 +100,7 @@ class WebAdapter:
         return Inbound(kind="cancel", address=self.address(conversation), user_id=USER)
 
     async def submit(self, inbound: Inbound) -> None:
-        """Hand `inbound` to the bus; `ChannelError` when the gateway does not run."""
+        """Hand `inbound` to the gateway's sink; `ChannelError` when the gateway does not run."""
         sink = self._sink
         if sink is None or self._stopping.is_set():
             raise ChannelError("the web channel is not running")

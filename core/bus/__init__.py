@@ -1,4 +1,7 @@
-"""The message bus: work queues and fan-out topics between gateways, workers and schedulers.
+"""The message bus: what leaves a worker (outbound queues, receipts) and fan-out topics.
+
+Inbound work does not cross the bus: producers put it in its session's mailbox
+(`core/mailbox/`).
 
 `MemoryBus` (one process, nothing kept), `SqliteBus` (the embedded deployment: durable queues
 in the data file) and `RedisBus` (the distributed deployment).
@@ -10,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.memory import MemoryBus
-from core.bus.names import EVENTS, INBOUND, outbound_queue
+from core.bus.names import EVENTS, outbound_queue
 from core.bus.sqlite import SqliteBus
 
 if TYPE_CHECKING:
@@ -18,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EVENTS",
-    "INBOUND",
     "Bus",
     "BusPayload",
     "DeadLetter",

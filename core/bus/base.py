@@ -1,6 +1,6 @@
 """The `Bus` protocol: work queues with acknowledgement, and fan-out topics.
 
-Queues (`inbound`, `outbound.<platform>`) are at-least-once: a delivery that is not acked
+Queues (`outbound.<platform>`, `receipts`) are at-least-once: a delivery that is not acked
 within the lease is given again to some consumer, and after `max_deliveries` it moves to the
 queue's dead letters. Topics (`events`) are at-most-once fan-out to whoever is subscribed.
 Implementations: `MemoryBus` (one process, nothing kept: the terminal chat), `SqliteBus` (the

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["CONTROL", "EVENTS", "INBOUND", "NOTIFICATIONS", "RECEIPTS", "outbound_queue"]
+__all__ = ["CONTROL", "EVENTS", "NOTIFICATIONS", "RECEIPTS", "outbound_queue"]
 
-INBOUND = "inbound"
+# Inbound work has no queue here: it goes into its session's mailbox (`core/mailbox/`).
 EVENTS = "events"
-# Fan-out to every worker: cancel requests for whichever worker runs the session.
+# Fan-out to every worker: cancels, `/stop` and confirmation answers for whichever worker
+# runs the session (`core/mailbox/intake.py`).
 CONTROL = "control"
 # Work queue: gateways report what became of each proactive delivery (`Receipt`).
 RECEIPTS = "receipts"

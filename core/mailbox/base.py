@@ -1,10 +1,11 @@
 """Mailboxes: one ordered queue of waiting work per session, drained by one worker at a time.
 
-A worker takes an `Inbound` off the bus, puts it in its session's mailbox (durably, in the
-distributed deployment) and acks the bus. Whoever holds the session's `Claim` runs its turns
-in order: `head()`, handle it, `done()`. A claim is a lease: a worker that dies lets it lapse,
-and another worker finds the mailbox still full (`pending()`) and carries on, so work handed
-to a mailbox is never lost.
+Whoever accepts an `Inbound` (a gateway, the scheduler, the hooks listener, the web page) puts
+it in its session's mailbox (`core/mailbox/intake.py`), which wakes a worker. Whoever holds the
+session's `Claim` runs its turns in order: `head()`, handle it, `done()`. A claim is a lease: a
+worker that dies lets it lapse, and another worker finds the mailbox still full (`pending()`)
+and carries on, so work put in a mailbox is never lost. A wake may be lost (a worker that took
+it died): the same sweep finds the session (docs/decisions/0009-one-queue-per-session.md).
 
 Each claim carries a `Fence` (`core/fencing.py`) with an epoch that grows with every claim on
 the session; a store refuses a write fenced with an older epoch than one it saw, so a worker
@@ -21,7 +22,7 @@ from typing import Protocol
 from core.envelopes import Inbound
 from core.fencing import Fence
 
-__all__ = ["Claim", "ClaimState", "Mailboxes"]
+__all__ = ["Claim", "ClaimState", "LocalWakes", "Mailboxes"]
 
 
 class Claim(Protocol):
@@ -66,22 +67,49 @@ class Mailboxes(Protocol):
     """Per-session mailboxes with claims."""
 
     async def put(self, inbound: Inbound) -> None:
-        """Add work to its session's mailbox, in arrival order."""
+        """Add work to its session's mailbox, in arrival order, and wake a worker for it.
+
+        Putting the same envelope twice (a producer's retry) keeps one copy."""
+        ...
+
+    async def woken(self, within: float) -> str | None:
+        """The session of the next wake (work was put for it), or None after `within`
+        seconds. Each wake goes to one worker."""
+        ...
+
+    async def waiting(self) -> int:
+        """How many items wait in all the mailboxes (their turns running or not yet begun)."""
         ...
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The claim on a session, or None while another worker holds it."""
         ...
 
-    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        """`put(inbound)`, then `claim` of its session; the claim reads the mailbox after the
-        put (in the distributed deployment both are one command)."""
-        ...
-
     async def pending(self) -> list[str]:
         """Session keys whose mailboxes hold work and whose sessions nobody holds (a holder
         reads its mailbox again at its next `done` or `release`), sorted."""
         ...
+
+
+class LocalWakes:
+    """Wakes within one process (the embedded deployment): sessions work was put for, in order.
+
+    Work another process puts in a shared file wakes nobody here; the worker's sweep finds it."""
+
+    def __init__(self) -> None:
+        self._sessions: asyncio.Queue[str] = asyncio.Queue()
+
+    def wake(self, session_key: str) -> None:
+        """Tell a waiting worker that `session_key` has work."""
+        self._sessions.put_nowait(session_key)
+
+    async def next(self, within: float) -> str | None:
+        """The next woken session, or None after `within` seconds."""
+        try:
+            async with asyncio.timeout(within):
+                return await self._sessions.get()
+        except TimeoutError:
+            return None
 
 
 class ClaimState:

@@ -6,7 +6,7 @@ import collections
 import time
 
 from core.envelopes import Inbound
-from core.mailbox.base import Claim, ClaimState
+from core.mailbox.base import Claim, ClaimState, LocalWakes
 
 __all__ = ["MemoryMailboxes"]
 
@@ -41,14 +41,20 @@ class MemoryMailboxes:
         self.boxes: dict[str, collections.deque[Inbound]] = {}
         self.held: set[str] = set()
         self._epochs: dict[str, int] = {}
+        self._wakes = LocalWakes()
 
     async def put(self, inbound: Inbound) -> None:
         key = inbound.session_key
-        self.boxes.setdefault(key, collections.deque()).append(inbound)
+        box = self.boxes.setdefault(key, collections.deque())
+        if all(waiting.id != inbound.id for waiting in box):
+            box.append(inbound)
+        self._wakes.wake(key)
 
-    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        await self.put(inbound)
-        return await self.claim(inbound.session_key, owner=owner)
+    async def woken(self, within: float) -> str | None:
+        return await self._wakes.next(within)
+
+    async def waiting(self) -> int:
+        return sum(len(box) for box in self.boxes.values())
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         if session_key in self.held:

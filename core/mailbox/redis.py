@@ -1,7 +1,10 @@
 """`RedisMailboxes`: per-session mailboxes and turn leases in Redis, shared by every worker.
 
 A mailbox is a sorted set of encoded `Inbound`s scored by the time the gateway received them,
-so turns run in arrival order whichever worker took them off the bus. The claim on a session
+so turns run in arrival order whichever worker claims the session; putting an envelope twice
+(a producer's retry) keeps one member. Each put also pushes the session on a list of wakes
+that idle workers block on (`BLPOP`); a wake lost with its worker is made good by the sweep
+(`pending`). The claim on a session
 is a lease (`SET NX PX` holding a random token) renewed while turns run; removing a finished
 item checks the token atomically. Granting a lease also issues the claim's fencing epoch
 (`core/fencing.py`), in the same script: the session's epoch counter, raised to at least the
@@ -23,15 +26,12 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import RedisError
 
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError, BusUnavailable
@@ -88,16 +88,6 @@ if epoch < floor then epoch = floor end
 redis.call('SET', KEYS[2], string.format('%d', epoch))
 return {epoch, redis.call('ZRANGE', KEYS[3], 0, 0)[1]}
 """
-# KEYS: lease, fence epoch counter, box; ARGV: token, ttl ms, encoded inbound, score. The put,
-# then `_CLAIM` in the same script: the work goes in and, when nobody holds its session, the
-# claim is granted with the head it then reads (the put's work, or older work). Same replies
-# as `_CLAIM`.
-_PUT_CLAIM = (
-    """
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3])
-"""
-    + _CLAIM
-)
 # KEYS: lease, fence epoch counter; ARGV: token, ttl ms, the claim's epoch.
 # 1 when renewed, 0 when the lease is someone else's or another claim was granted since.
 # A lease that is gone while no newer claim was granted (Redis restarted empty) is taken
@@ -119,6 +109,11 @@ return 1
 # after it decided it still holds the lease (an event loop busy, a slow round trip).
 _MARGIN = 0.1
 
+
+# How many wakes the list keeps (the newest): enough for every worker's slots many times over.
+_KEPT_WAKES: Final = 10_000
+# How long past its own timeout a wait for wakes may take before Redis counts as not answering.
+_WAKE_GRACE: Final = 2.0
 
 # No head was read along with the last claim or done: `head()` asks Redis.
 _UNREAD: Final = object()
@@ -268,7 +263,6 @@ class RedisMailboxes:
         self.script_done: Any = client.register_script(_DONE)
         self.script_renew: Any = client.register_script(_RENEW)
         self.script_claim: Any = client.register_script(_CLAIM)
-        self.script_put_claim: Any = client.register_script(_PUT_CLAIM)
 
     @classmethod
     def from_url(
@@ -282,27 +276,47 @@ class RedisMailboxes:
         )
 
     async def put(self, inbound: Inbound) -> None:
-        """Add work in the order the gateway received it."""
+        """Add work in the order the gateway received it, and wake a worker for its session."""
         key = inbound.session_key
         # The box first, then the set: a holder emptying the box meanwhile (`forget`) either
-        # sees this work or leaves the set's member this adds.
+        # sees this work or leaves the set's member this adds. The wake last: the worker it
+        # wakes finds the work. The list keeps the newest wakes only; a session whose wake
+        # was trimmed (no worker popped wakes for long) is found by the sweep.
         await self._in_order(
             ("ZADD", self.keys.mailbox(key), inbound.received_at.timestamp(), encode(inbound)),
             ("SADD", self.keys.mailboxes(), key),
+            ("RPUSH", self.keys.wakes(), key),
+            ("LTRIM", self.keys.wakes(), -_KEPT_WAKES, -1),
         )
 
-    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        """`put`, then `claim` of its session, in one script (after the set of sessions with
-        work names the session: a worker that dies with the claim leaves it to `pending`)."""
-        put = [encode(inbound), inbound.received_at.timestamp()]
-        listed = self.keys.mailboxes()
-        return await self._claim(
-            self.script_put_claim,
-            inbound.session_key,
-            owner,
-            put,
-            first=("SADD", listed, inbound.session_key),
-        )
+    async def woken(self, within: float) -> str | None:
+        """Pop the oldest wake (`BLPOP`), waiting up to `within` seconds for one."""
+        # BLPOP waits forever for a timeout of 0: a wait is never shorter than 10 ms.
+        wait = max(within, 0.01)
+        try:
+            # A BLPOP sent while Redis restarts can go unanswered on its new connection: given
+            # up after its wait and a grace, so the caller tries again (and says Redis is away).
+            async with asyncio.timeout(wait + _WAKE_GRACE):
+                popped = await _call(self.client.blpop([self.keys.wakes()], timeout=wait))
+        except TimeoutError:
+            raise BusUnavailable("redis did not answer a wait for wakes in time") from None
+        if not popped:
+            return None
+        session = popped[1]
+        return session.decode() if isinstance(session, bytes) else str(session)
+
+    async def waiting(self) -> int:
+        """The items in the mailboxes of the sessions listed with work."""
+        listed = await _call(self.client.smembers(self.keys.mailboxes()))
+        if not listed:
+            return 0
+        # One box per session, each in its own slot: a plain pipeline, no transaction.
+        async with self.client.pipeline(transaction=False) as pipe:
+            for member in listed:
+                name = member.decode() if isinstance(member, bytes) else str(member)
+                pipe.zcard(self.keys.mailbox(name))
+            sizes = await _call(pipe.execute())
+        return sum(int(size) for size in sizes)
 
     async def forget(self, session_key: str) -> int:
         """Take the session out of the set of sessions with work, its box found empty; what
@@ -327,60 +341,29 @@ class RedisMailboxes:
             return 0
         return int(left)
 
-    async def _in_order(self, *commands: _Command) -> list[Any]:
-        """Send `commands` (a command's arguments, or a script call) in this order; their
-        replies. On one server they go as one pipeline (one connection keeps their order: one
-        round trip); a cluster's nodes could reorder them, so there they go one by one."""
-        if len(commands) == 1 or isinstance(self.client, RedisCluster):
-            return [await _call(_send(self.client, command)) for command in commands]
-        try:
-            return list(await _call(self._pipelined(commands)))
-        except BusError as exc:
-            if not isinstance(exc.__cause__, NoScriptError):
-                raise
-        # Redis lost the scripts (a restart), so none of them ran: loaded again, and the
-        # commands sent again (the others are idempotent: a set's member added twice).
-        for command in commands:
-            if isinstance(command, _ScriptCall):
-                await _call(self.client.script_load(command.script.script))
-        return list(await _call(self._pipelined(commands)))
-
-    async def _pipelined(self, commands: tuple[_Command, ...]) -> list[Any]:
+    async def _in_order(self, *commands: tuple[Any, ...]) -> list[Any]:
+        """Send `commands` (each a command's arguments) in this order; their replies. On one
+        server they go as one pipeline (one connection keeps their order: one round trip); a
+        cluster's nodes could reorder them, so there they go one by one."""
+        if isinstance(self.client, RedisCluster):
+            return [await _call(self.client.execute_command(*command)) for command in commands]
         async with self.client.pipeline(transaction=False) as pipe:
             for command in commands:
-                if isinstance(command, _ScriptCall):
-                    keys = command.keys
-                    pipe.evalsha(command.script.sha, len(keys), *keys, *command.args)
-                else:
-                    pipe.execute_command(*command)
-            return list(await pipe.execute())
+                pipe.execute_command(*command)
+            return list(await _call(pipe.execute()))
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
-        """The session's lease if nobody holds it, with a new fencing epoch."""
-        return await self._claim(self.script_claim, session_key, owner, [])
-
-    async def _claim(
-        self,
-        script: Any,
-        session_key: str,
-        owner: str,
-        args: list[Any],
-        *,
-        first: tuple[Any, ...] | None = None,
-    ) -> Claim | None:
-        """Run `_CLAIM` (or a script that ends with it, given its further args), after
-        `first` if given (`_in_order`)."""
+        """The session's lease if nobody holds it, with a new fencing epoch (and the head of
+        its mailbox, read in the same script)."""
         token = f"{owner}:{secrets.token_hex(8)}"
         sent = asyncio.get_running_loop().time()
-
         keys = [
             self.keys.turn_lease(session_key),
             self.keys.claim_epoch(session_key),
             self.keys.mailbox(session_key),
         ]
-        request = _ScriptCall(script, keys, [token, int(self.lease_seconds * 1000), *args])
-        commands = (request,) if first is None else (first, request)
-        epoch, *head = (await self._in_order(*commands))[-1]
+        args = [token, int(self.lease_seconds * 1000)]
+        epoch, *head = await _call(self.script_claim(keys=keys, args=args))
         if not epoch:
             return None
         return _RedisClaim(self, session_key, token, int(epoch), sent, head[0] if head else None)
@@ -414,27 +397,6 @@ def _quick_retry() -> Retry:
     command may be sent twice: each is idempotent, or at worst leaves a lease to lapse.
     """
     return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)
-
-
-@dataclass(frozen=True)
-class _ScriptCall:
-    """A registered script to run on `keys` with `args`, among `_in_order`'s commands."""
-
-    script: AsyncScript
-    keys: list[Any]
-    args: list[Any]
-
-
-# A command's arguments (`("SADD", key, member)`), or a script call.
-_Command = tuple[Any, ...] | _ScriptCall
-
-
-def _send(client: AnyRedis, command: _Command) -> Awaitable[Any]:
-    """`command` sent on its own."""
-    if isinstance(command, _ScriptCall):
-        reply: Awaitable[Any] = command.script(keys=command.keys, args=command.args, client=client)
-        return reply
-    return client.execute_command(*command)
 
 
 async def _call(awaitable: Any) -> Any:

@@ -1,9 +1,11 @@
 """`SqliteMailboxes`: the embedded deployment's durable mailboxes, rows in the SQLite data file.
 
-Work a worker took off the bus is in the file before the bus entry is acked, and leaves it only
-when its turn is done, so a crash or restart finds every unfinished item still waiting (the
-worker's sweep picks the sessions up again). Claims are held in this process, like
-`MemoryMailboxes`: the embedded deployment has one worker. Their epochs are floored by the
+The embedded deployment's one durable queue for inbound work: an item is in the file before
+its producer (the adapter, the scheduler, the hooks listener) goes on, and leaves it only when
+its turn is done, so a crash or restart finds every unfinished item still waiting (the
+worker's sweep picks the sessions up again). Claims and wakes are held in this process, like
+`MemoryMailboxes`: the embedded deployment has one worker; work another process puts in the
+file (`switchboard notify --prompt`) is found by the sweep. Claim epochs are floored by the
 clock, so a restarted process still outbids the epochs the store kept.
 """
 
@@ -17,7 +19,7 @@ from typing import Final
 from core.bus.sqlite import SqliteQueueFile
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
-from core.mailbox.base import Claim, ClaimState
+from core.mailbox.base import Claim, ClaimState, LocalWakes
 
 __all__ = ["SqliteMailboxes"]
 
@@ -83,6 +85,7 @@ class SqliteMailboxes:
         self.file = file
         self.held: set[str] = set()
         self._epochs: dict[str, int] = {}
+        self._wakes = LocalWakes()
 
     @classmethod
     async def open(cls, path: Path | str) -> SqliteMailboxes:
@@ -98,11 +101,17 @@ class SqliteMailboxes:
                 " VALUES (?, ?, ?)",
                 (inbound.session_key, inbound.id, encode(inbound)),
             )
+        self._wakes.wake(inbound.session_key)
 
-    async def put_and_claim(self, inbound: Inbound, *, owner: str) -> Claim | None:
-        """`put`, then `claim` of its session."""
-        await self.put(inbound)
-        return await self.claim(inbound.session_key, owner=owner)
+    async def woken(self, within: float) -> str | None:
+        """The next session this process put work for, or None after `within` seconds."""
+        return await self._wakes.next(within)
+
+    async def waiting(self) -> int:
+        """How many items wait in the file's mailboxes."""
+        async with self.file.write("count mailbox items") as db:
+            rows = await db.execute_fetchall("SELECT COUNT(*) FROM mailbox_items")
+        return int(next(iter(rows))[0])
 
     async def claim(self, session_key: str, *, owner: str) -> Claim | None:
         """The session's claim unless this process holds it already."""

@@ -2,14 +2,16 @@
 
 `Notifier` is what `switchboard notify` and the hooks listener (`bots/hooks.py`) call. A text
 goes straight to the target's `outbound.<platform>` queue as a `notification`; a prompt goes to
-`inbound` as `Inbound(origin="external")`, which a worker hands to `ExternalRuns`: one turn in
+the mailbox of its session as `Inbound(origin="external")`, which a worker hands to
+`ExternalRuns`: one turn in
 the session `notify:<name>`, under the target chat's capability mode (never `full` for a hook),
 not shown while it runs, its answer delivered per the policy (`always`, or `conditional`: only
 an answer that starts with `[NOTIFY]`, without the marker).
 
-Both are idempotent by key: a request with an idempotency key gets an id derived from it, and
-the bus's dedupe (a day, in the SQLite file or Redis) keeps a repeat from being queued again,
-across restarts.
+Both are idempotent by key: a request with an idempotency key gets an id derived from it. A
+repeated text is kept from being queued again by the bus's dedupe (a day, in the SQLite file
+or Redis); a repeated prompt may be put in the mailbox again, but its processed mark (in the
+database, across restarts) answers it once.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ import uuid
 from typing import Literal
 
 from core.bus.base import Bus
-from core.bus.names import INBOUND, outbound_queue
+from core.bus.names import outbound_queue
 from core.envelopes import Address, Inbound, NotificationSource, Outbound, new_id
 from core.events import RunCompleted, RunFailed
+from core.mailbox.base import Mailboxes
+from core.mailbox.intake import accept_inbound
 from core.runtime import ChannelContext
 from core.scheduling.book import NOTIFY_MARKER, deliverable
 from core.store.base import Fence, Store
@@ -84,10 +88,11 @@ def request_id(kind: str, key: str | None) -> str:
 
 
 class Notifier:
-    """Puts external notifications and prompts on the bus."""
+    """Puts external notifications on the bus and prompts in their sessions' mailboxes."""
 
-    def __init__(self, bus: Bus) -> None:
+    def __init__(self, bus: Bus, mailboxes: Mailboxes) -> None:
         self.bus = bus
+        self.mailboxes = mailboxes
 
     async def notify(
         self, to: Address, text: str, *, source: NotificationSource, key: str | None = None
@@ -123,7 +128,7 @@ class Notifier:
             owner="cli" if source.kind == "cli" else f"hook:{source.name}",
             notify=policy,
         )
-        await self.bus.enqueue(INBOUND, inbound, dedupe_id=f"agent:{ident}")
+        await accept_inbound(inbound, mailboxes=self.mailboxes, bus=self.bus)
         return ident
 
 

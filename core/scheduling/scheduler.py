@@ -3,15 +3,15 @@
 Every tick it asks the store for due schedules, claims each occurrence with a processed mark
 (so with several schedulers exactly one fires it), has the `ScheduleBook` move the schedule on
 (`advance`: the misfire policy, so a process that was down fires at most once, never a burst;
-the run record), and puts an `Inbound(origin="scheduled")` on the bus. Workers run it in the session
-`scheduled:<id>` and deliver the answer per the schedule's policy.
+the run record), and puts an `Inbound(origin="scheduled")` in the mailbox of the session
+`scheduled:<id>`, where a worker runs it and deliver the answer per the schedule's policy.
 
 A scheduler fires only the schedules of the platforms it was given: those its process can
 deliver to. `switchboard chat` fires `terminal` schedules (its answers are shown there and
 nowhere else); `serve` and `switchboard scheduler` the chat platforms. Any other schedule is
 left due, untouched, for the scheduler of a process that can deliver it.
 
-A tick that fails because the store or the bus is away (Redis restarting) is tried again with
+A tick that fails because the store or the mailboxes are away (Redis restarting) is tried again with
 backoff until it succeeds; meanwhile the scheduler is marked down in the process's `Readiness`.
 """
 
@@ -24,10 +24,11 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from core.bus.base import Bus
-from core.bus.names import INBOUND
 from core.clock import Clock, utc_now
 from core.envelopes import Inbound
 from core.errors import BusError, StoreError
+from core.mailbox.base import Mailboxes
+from core.mailbox.intake import accept_inbound
 from core.readiness import Readiness, keep_trying
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import Schedule
@@ -59,6 +60,7 @@ class Scheduler:
         store: SchedulerStore,
         book: ScheduleBook,
         bus: Bus,
+        mailboxes: Mailboxes,
         readiness: Readiness,
         clock: Clock = utc_now,
         tick: float = 1.0,
@@ -69,6 +71,7 @@ class Scheduler:
         self.book = book
         self.platforms = frozenset(platforms) if platforms is not None else None
         self.bus = bus
+        self.mailboxes = mailboxes
         self.readiness = readiness
         self._clock = clock
         self._tick = tick
@@ -128,8 +131,7 @@ class Scheduler:
         run = await self.book.advance(schedule, current)
         if run is None:
             return False
-        await self.bus.enqueue(
-            INBOUND,
+        await accept_inbound(
             Inbound(
                 origin="scheduled",
                 address=schedule.deliver_to,
@@ -140,6 +142,8 @@ class Scheduler:
                 run_id=run.id,
                 notify=schedule.notify,
             ),
+            mailboxes=self.mailboxes,
+            bus=self.bus,
         )
         log.info("schedule %s fired (run %s)", schedule.id, run.id)
         return True

@@ -79,7 +79,8 @@ async def test_a_held_session_cannot_be_claimed_again(mailboxes: Mailboxes) -> N
 
 async def test_a_held_sessions_mailbox_is_not_listed_as_pending(mailboxes: Mailboxes) -> None:
     held, free = _inbound("1", "a"), _inbound("2", "b")
-    claim = await mailboxes.put_and_claim(held, owner="w1")
+    await mailboxes.put(held)
+    claim = await mailboxes.claim(held.session_key, owner="w1")
     assert claim is not None
     await mailboxes.put(free)
     # Its holder reads it again before letting go: the sweep has nothing to do there.
@@ -88,18 +89,18 @@ async def test_a_held_sessions_mailbox_is_not_listed_as_pending(mailboxes: Mailb
     assert await mailboxes.pending() == sorted([held.session_key, free.session_key])
 
 
-async def test_put_and_claim_claims_a_free_session_and_only_puts_into_a_held_one(
-    mailboxes: Mailboxes,
-) -> None:
+async def test_work_put_into_a_held_session_waits_for_its_holder(mailboxes: Mailboxes) -> None:
     older, first, second = _inbound("1", "a"), _inbound("1", "b"), _inbound("1", "c")
     await mailboxes.put(older)
-    claim = await mailboxes.put_and_claim(first, owner="w1")
+    await mailboxes.put(first)
+    claim = await mailboxes.claim(first.session_key, owner="w1")
     assert claim is not None
-    # The claim reads the box after the put: the older work first, then the new.
     head = await claim.head()
     assert head is not None and head.id == older.id
-    # Held: the second only goes in, and waits for the holder.
-    assert await mailboxes.put_and_claim(second, owner="w2") is None
+    # Held: the second only goes in (its wake's worker is refused the claim), and waits for
+    # the holder.
+    await mailboxes.put(second)
+    assert await mailboxes.claim(second.session_key, owner="w2") is None
     seen = []
     while (head := await claim.head()) is not None:
         seen.append(head.text)
@@ -107,9 +108,44 @@ async def test_put_and_claim_claims_a_free_session_and_only_puts_into_a_held_one
     assert seen == ["a", "b", "c"]
     await claim.release()
     assert await mailboxes.pending() == []
-    again = await mailboxes.put_and_claim(_inbound("1", "d"), owner="w2")
+    await mailboxes.put(_inbound("1", "d"))
+    again = await mailboxes.claim(first.session_key, owner="w2")
     assert again is not None and again.fence.epoch > claim.fence.epoch
     await again.release()
+
+
+async def test_each_put_wakes_one_worker_for_its_session_in_order(mailboxes: Mailboxes) -> None:
+    first, second, other = _inbound("1", "a"), _inbound("1", "b"), _inbound("2", "c")
+    for item in (first, second, other):
+        await mailboxes.put(item)
+    woken = [await mailboxes.woken(1.0) for _ in range(3)]
+    assert woken == [first.session_key, first.session_key, other.session_key]
+    assert await mailboxes.woken(0.05) is None  # each wake was taken once
+
+
+async def test_an_envelope_put_twice_waits_once(mailboxes: Mailboxes) -> None:
+    item = _inbound("1", "a")
+    await mailboxes.put(item)
+    await mailboxes.put(item)  # a producer's retry after a put whose answer was lost
+    assert await mailboxes.waiting() == 1
+    claim = await mailboxes.claim(item.session_key, owner="w1")
+    assert claim is not None
+    await claim.done(item)
+    assert await claim.head() is None
+    await claim.release()
+
+
+async def test_waiting_counts_the_work_of_held_and_free_sessions(mailboxes: Mailboxes) -> None:
+    assert await mailboxes.waiting() == 0
+    first, second, other = _inbound("1", "a"), _inbound("1", "b"), _inbound("2", "c")
+    for item in (first, second, other):
+        await mailboxes.put(item)
+    claim = await mailboxes.claim(first.session_key, owner="w1")
+    assert claim is not None
+    assert await mailboxes.waiting() == 3
+    await claim.done(first)
+    assert await mailboxes.waiting() == 2
+    await claim.release()
 
 
 async def test_head_stays_until_done(mailboxes: Mailboxes) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 import aiosqlite
 import redis.asyncio as aioredis
 
-from core.bus.names import INBOUND, outbound_queue
+from core.bus.names import outbound_queue
 from core.store.sql import SqlStore
 from tests.e2e.processes import Deployment, Launched, clean_env, until
 from tests.e2e.test_distributed import answers, keys, redis_client, settled
@@ -71,11 +71,13 @@ DESCRIPTIONS = {
 NOT_WORKING = r"WARNING core\.readiness: {} is not working"
 WORKING = r"{} is working again"
 # The loop whose line says each process noticed Redis going away: the gateway's delivery loop,
-# or (mid-delivery) the hold on a reply it waits for. The scheduler has none: it reads its
-# schedules from the database and touches Redis only to put a due run on the queue.
+# or (mid-delivery) the hold on a reply it waits for; the worker's sweep, which looks every 2 s
+# whatever its turns do (its wait for wakes pauses while every slot runs a turn). The
+# scheduler has none: it reads its
+# schedules from the database and touches Redis only to put a due run in its mailbox.
 LOOPS = {
     "gateway": "(?:telegram delivery|reply holds)",
-    "worker": "worker receive",
+    "worker": "worker sweep",
 }
 # The faults after which what Redis held is gone: the answers the harness waits for may never
 # come.
@@ -360,10 +362,7 @@ async def _distributed(fault: str, run: _Run, workdir: Path, fake_openai: FakeOp
 
 async def redis_holds(client: aioredis.Redis) -> str:
     """What the deployment's Redis holds of its work now, in words."""
-    inbound = keys.queue_stream(INBOUND)
     outbound = keys.queue_stream(outbound_queue("telegram"))
-    queued = await client.xlen(inbound)
-    taken = sum(int(g["pending"]) for g in await client.xinfo_groups(inbound))
     in_mailboxes = 0
     for session in await client.smembers(keys.mailboxes()):
         name = session.decode() if isinstance(session, bytes) else str(session)
@@ -371,8 +370,7 @@ async def redis_holds(client: aioredis.Redis) -> str:
     leases = [k async for k in client.scan_iter(match=keys.turn_lease("*"))]
     # The head of a session's mailbox is the message its turn under way answers.
     return (
-        f"{queued - taken} messages queued and not taken, {taken} taken and not "
-        f"acknowledged, {len(leases)} turns under way, {in_mailboxes - len(leases)} messages "
+        f"{len(leases)} turns under way, {in_mailboxes - len(leases)} messages "
         f"waiting behind them in sessions' mailboxes, {await client.xlen(outbound)} answers "
         f"queued for delivery"
     )

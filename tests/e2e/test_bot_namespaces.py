@@ -11,9 +11,9 @@ from typing import Any, cast
 import pytest
 import redis.asyncio as aioredis
 
-from core.bus.names import INBOUND, outbound_queue
-from core.bus.redis import RedisBus
+from core.bus.names import outbound_queue
 from core.envelopes import Address, Inbound, Outbound, decode
+from core.mailbox.redis import RedisMailboxes
 from core.redis_keys import RedisKeys
 from core.store.sql import SqlStore
 from tests.e2e.processes import Deployment, clean_env, until
@@ -56,7 +56,7 @@ async def test_two_bots_on_one_redis_answer_only_their_own_messages(
     env = clean_env(tmp_path, redis_url=redis_url, openai=fake_openai)
     keys = {bot: RedisKeys(bot) for bot in BOTS}
     client = aioredis.Redis.from_url(redis_url)
-    buses = [await RedisBus.connect(redis_url, keys=keys[bot]) for bot in BOTS]
+    mailboxes = [RedisMailboxes.from_url(redis_url, keys=keys[bot]) for bot in BOTS]
     try:
         async with Deployment(env, tmp_path) as deployment:
             workers = [
@@ -71,9 +71,8 @@ async def test_two_bots_on_one_redis_answer_only_their_own_messages(
             for worker in workers:
                 await worker.until_logged(r"worker (worker-\w+) taking work")
             # The same chat, the same session key, on both bots.
-            for bot, bus in zip(BOTS, buses, strict=True):
-                await bus.enqueue(
-                    INBOUND,
+            for bot, boxes in zip(BOTS, mailboxes, strict=True):
+                await boxes.put(
                     Inbound(
                         address=CHAT,
                         user_id="42",
@@ -101,6 +100,6 @@ async def test_two_bots_on_one_redis_answer_only_their_own_messages(
                 await store.close()
             assert said == [f"hello {bot}", f"answer to hello {bot}"]
     finally:
-        for bus in buses:
-            await bus.close()
+        for boxes in mailboxes:
+            await boxes.aclose()
         await client.aclose()

@@ -21,7 +21,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from core.bus.names import CONTROL, EVENTS, INBOUND, outbound_queue
+from core.bus.names import CONTROL, EVENTS, outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import EventEnvelope
 from core.redis_keys import RedisKeys
@@ -97,15 +97,13 @@ async def redis_client(url: str) -> AsyncIterator[aioredis.Redis]:
         await client.aclose()
 
 
-def settled(client: aioredis.Redis, *, inbound: bool = True) -> Callable[[], Awaitable[bool]]:
-    """True once no mailbox waits, every delivery is shown and (`inbound`) all work is taken."""
+def settled(client: aioredis.Redis) -> Callable[[], Awaitable[bool]]:
+    """True once no mailbox waits and every delivery is shown."""
 
     async def check() -> bool:
         if await client.scard(keys.mailboxes()):
             return False
-        if await client.xlen(keys.queue_stream(outbound_queue("telegram"))):
-            return False
-        return not (inbound and await client.xlen(keys.queue_stream(INBOUND)))
+        return not await client.xlen(keys.queue_stream(outbound_queue("telegram")))
 
     return check
 
@@ -232,7 +230,7 @@ async def test_two_workers_answer_every_chat_once_when_one_is_killed(
         answered_in = loop.time() - started
         # A turn repeated after the crash must not reach the chat twice: wait until nothing
         # is left to deliver before counting.
-        await until(settled(client, inbound=False), 20, "work settled", deployment.describe)
+        await until(settled(client), 20, "work settled", deployment.describe)
         assert_answered_once(fake, chats, deployment.describe())
 
         def still_missing() -> dict[str, list[str]]:
@@ -300,7 +298,7 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
                 gateway: (
                     r"WARNING core\.readiness: (?:telegram delivery|reply holds) is not working"
                 ),
-                worker: r"WARNING core\.readiness: worker receive is not working",
+                worker: r"WARNING core\.readiness: worker sweep is not working",
                 printer: r"subscription to \S+ interrupted",
             }
             for launched, noticed in outage.items():
@@ -312,7 +310,7 @@ async def test_a_redis_restart_mid_load_loses_and_repeats_nothing(
                 printer: [f"subscription to {keys.topic_channel(EVENTS)} restored"],
                 worker: [
                     f"subscription to {keys.topic_channel(CONTROL)} restored",
-                    "worker receive is working again",
+                    "worker sweep is working again",
                 ],
                 gateway: [r"(?:telegram delivery|reply holds) is working again"],
             }

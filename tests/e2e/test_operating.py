@@ -131,7 +131,7 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
         assert code == 0, shown
         assert "Processes using" in shown and "switchboard.db" in shown, shown
         assert "serve telegram" in shown and f":{served.process.pid}" in shown, shown
-        assert "inbound" in shown and "0 waiting" in shown, shown
+        assert "mailboxes" in shown and "0 waiting" in shown, shown
         assert await served.terminate(5.0) == 0
 
     code, shown = await status(env, tmp_path)
@@ -162,8 +162,9 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
         value(after, "switchboard_deliveries_total", platform="telegram", outcome="delivered") >= 2
     )
     assert value(after, "switchboard_deliveries_total", platform="telegram", outcome="failed") == 0
-    assert ("switchboard_queue_depth", frozenset({("queue", "inbound")})) in after
-    assert value(after, "switchboard_queue_depth", queue="inbound") == 0
+    assert ("switchboard_queue_depth", frozenset({("queue", "receipts")})) in after
+    assert ("switchboard_mailbox_waiting", frozenset()) in after
+    assert value(after, "switchboard_mailbox_waiting") == 0
     assert value(after, "switchboard_dead_letters") == 0
     assert ("switchboard_provider_breaker_open", frozenset({("provider", "openai")})) in after
     assert value(after, "switchboard_provider_breaker_open", provider="openai") == 0

@@ -184,11 +184,10 @@ def test_empty_answers_name_the_store(in_process: CliRunner, tmp_path: Path) -> 
 
 
 async def _a_worker_and_a_message(url: str, bot: str) -> None:
-    from core.bus.names import INBOUND
-    from core.bus.redis import RedisBus
     from core.clock import utc_now
     from core.envelopes import Address, Inbound
     from core.heartbeat import ProcessInfo, RedisHeartbeats
+    from core.mailbox.redis import RedisMailboxes
     from core.redis_keys import RedisKeys
 
     keys = RedisKeys(bot)
@@ -206,9 +205,9 @@ async def _a_worker_and_a_message(url: str, bot: str) -> None:
         )
     )
     await board.aclose()
-    bus = await RedisBus.connect(url, keys=keys)
-    await bus.enqueue(INBOUND, Inbound(address=Address(platform="telegram", chat="1"), text="hi"))
-    await bus.close()
+    mailboxes = RedisMailboxes.from_url(url, keys=keys)
+    await mailboxes.put(Inbound(address=Address(platform="telegram", chat="1"), text="hi"))
+    await mailboxes.aclose()
 
 
 def test_status_on_redis_lists_the_processes_and_the_queues(
@@ -226,7 +225,7 @@ def test_status_on_redis_lists_the_processes_and_the_queues(
     assert lines[0].startswith("Processes using Redis at 127.0.0.1:"), shown.output
     assert lines[0].endswith(f"(bot {bot}):"), shown.output
     assert lines[1].split()[:3] == ["worker", "ok", "box-2:877"], shown.output
-    assert "inbound              1 waiting, oldest " in shown.output
+    assert "mailboxes            1 waiting" in shown.output
     assert "outbound.telegram    0 waiting, 0 dead" in shown.output
 
 
@@ -408,7 +407,7 @@ def test_every_list_command_prints_json(in_process: CliRunner, tmp_path: Path) -
     assert (fact["id"], fact["text"]) == (ids["fact"], "likes short answers")
     status = listed("status")
     assert isinstance(status, dict)
-    assert status["processes"] == [] and status["queues"]["inbound"]["depth"] == 0
+    assert status["processes"] == [] and status["mailboxes"]["waiting"] == 0
 
 
 def test_stored_text_that_looks_like_markup_is_shown_as_it_is(

@@ -98,7 +98,7 @@ async def running_bot(
         stream_interval=stream_interval,
         confirmations=gate,
     )
-    gateway = Gateway(adapter, bus, readiness=Readiness())
+    gateway = Gateway(adapter, bus, mailboxes=worker.mailboxes, readiness=Readiness())
     worker_task = asyncio.create_task(worker.run(), name="test-worker")
     gateway_task = asyncio.create_task(gateway.run(), name="test-gateway")
     try:

@@ -30,6 +30,7 @@ from core.bus.memory import MemoryBus
 from core.clock import utc_now
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
+from core.mailbox.memory import MemoryMailboxes
 from core.messages import Usage
 from core.policy import ChannelPolicy
 from core.providers.scripted import ScriptedProvider, text_reply
@@ -175,7 +176,7 @@ async def test_a_platform_defined_in_a_test_answers_a_turn_end_to_end(
         streaming=WITH_PAGER.stream_policies(),
         commands=commands,
     )
-    gateway = Gateway(adapter, bus, readiness=Readiness())
+    gateway = Gateway(adapter, bus, mailboxes=worker.mailboxes, readiness=Readiness())
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(gateway.run())]
     try:
         asked = adapter.page("1234", "when is the meeting?")
@@ -248,7 +249,7 @@ async def test_a_budget_reached_is_told_in_a_pager_admin_s_dm(
         ReplyStreams(MemoryReplyRecords(), IncrementalRender()),
     )
     assert isinstance(adapter, PagerAdapter)
-    gateway = Gateway(adapter, bus, readiness=Readiness())
+    gateway = Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=Readiness())
     task = asyncio.create_task(gateway.run())
     session = await store.create_session("pager:net1:1234")
     await store.record_cost(

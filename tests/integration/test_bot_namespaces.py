@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from bots.settings import load_settings
-from core.bus.names import INBOUND
+from core.bus.names import RECEIPTS
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound
 from core.errors import ConfigError
@@ -89,14 +89,16 @@ def _schedule() -> Schedule:
 
 async def test_a_bot_takes_only_its_own_inbound_work(bots: tuple[Bot, Bot]) -> None:
     sales, support = bots
-    await sales.bus.enqueue(INBOUND, _inbound("for sales"))
+    await sales.mailboxes.put(_inbound("for sales"))
 
-    assert await support.bus.receive(INBOUND, consumer="w1", timeout=0) is None
-    delivery = await sales.bus.receive(INBOUND, consumer="w1", timeout=0)
-    assert delivery is not None
-    assert isinstance(delivery.envelope, Inbound)
-    assert delivery.envelope.text == "for sales"
-    await delivery.ack()
+    assert await support.mailboxes.woken(0.01) is None
+    assert await support.mailboxes.pending() == []
+    assert await sales.mailboxes.woken(1) == CHAT.session_key
+    claim = await sales.mailboxes.claim(CHAT.session_key, owner="w1")
+    assert claim is not None
+    head = await claim.head()
+    assert head is not None and head.text == "for sales"
+    await claim.release()
 
 
 async def test_sessions_of_the_same_key_are_separate_per_bot(bots: tuple[Bot, Bot]) -> None:
@@ -155,9 +157,9 @@ async def test_each_bot_has_its_own_leader(raw: aioredis.Redis) -> None:
 
 def test_the_bot_id_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWITCHBOARD_BOT_ID", "support")
-    assert load_settings().redis_keys.queue_stream(INBOUND) == "sb:support:q:{q:inbound}"
+    assert load_settings().redis_keys.queue_stream(RECEIPTS) == "sb:support:q:{q:receipts}"
     monkeypatch.delenv("SWITCHBOARD_BOT_ID")
-    assert load_settings().redis_keys.queue_stream(INBOUND) == "sb:default:q:{q:inbound}"
+    assert load_settings().redis_keys.queue_stream(RECEIPTS) == "sb:default:q:{q:receipts}"
 
 
 def test_a_bot_id_that_could_reach_into_another_namespace_is_refused(

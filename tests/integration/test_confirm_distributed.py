@@ -1,9 +1,9 @@
 """The confirmation's answer reaches the turn waiting for it on another worker (real Redis).
 
 Two workers share a real `redis-server` (bus, mailboxes) and PostgreSQL (records). Worker A
-takes the turn, which asks; its intake is then held, so the answer, put on the `inbound` queue
-as a gateway would, can only be taken by worker B. B passes it on the `control` topic; A's gate
-takes it and the tool runs (or not). A typed "yes" also waits in the session's mailbox for A,
+takes the turn, which asks; worker B starts then. The answer, handed in as a gateway does
+(`accept_inbound`), goes on the `control` topic, which both workers hear; A's gate takes it and
+the tool runs (or not). A typed "yes" also waits in the session's mailbox (A holds the session),
 marked processed by A's gate, so it never becomes a turn of its own; someone else's "yes" is no
 answer, so the question times out (a refusal) and that "yes" is then answered as an ordinary
 message.
@@ -23,11 +23,12 @@ from pydantic import SecretStr
 
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
-from core.bus import EVENTS, INBOUND, outbound_queue
-from core.bus.base import BusPayload, Delivery, Subscription
+from core.bus import EVENTS, outbound_queue
+from core.bus.base import Subscription
 from core.bus.redis import RedisBus
 from core.confirm import Confirmations, answer_inbound, button_value
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
+from core.mailbox.intake import accept_inbound
 from core.mailbox.redis import RedisMailboxes
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
@@ -50,52 +51,25 @@ CHAT = Address(platform="telegram", bot="b", chat="42")
 ASKER = "7"
 
 
-class HeldIntake:
-    """The real bus, except that after `taken` inbound deliveries this worker takes no more
-    (its turn keeps running): the test's way to make the other worker take the answer."""
-
-    def __init__(self, bus: RedisBus, taken: int) -> None:
-        self._bus = bus
-        self._left = taken
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._bus, name)
-
-    async def receive(
-        self,
-        queue: str,
-        *,
-        consumer: str,
-        timeout: float | None = None,  # noqa: ASYNC109 - the Bus protocol's own parameter
-    ) -> Delivery | None:
-        if queue == INBOUND and self._left <= 0:
-            await asyncio.Event().wait()  # until the worker stops and cancels it
-        delivery = await self._bus.receive(queue, consumer=consumer, timeout=timeout)
-        if queue == INBOUND and delivery is not None:
-            self._left -= 1
-        return delivery
-
-    async def enqueue(
-        self,
-        queue: str,
-        envelope: BusPayload,
-        *,
-        dedupe_id: str | None = None,
-    ) -> str | None:
-        return await self._bus.enqueue(queue, envelope, dedupe_id=dedupe_id)
-
-
 @dataclass
 class Deployment:
     store: SqlStore
     gateway_bus: RedisBus
+    gateway_mailboxes: RedisMailboxes
     ran: list[str] = field(default_factory=list)
     providers: dict[str, ScriptedProvider] = field(default_factory=dict)
     workers: dict[str, Worker] = field(default_factory=dict)
 
 
-async def _enqueue_first(bus: RedisBus) -> None:
-    await bus.enqueue(INBOUND, said("wipe it"))
+async def hand_in(deployment: Deployment, inbound: Inbound) -> None:
+    """Hand `inbound` in as a gateway does."""
+    await accept_inbound(
+        inbound, mailboxes=deployment.gateway_mailboxes, bus=deployment.gateway_bus
+    )
+
+
+async def _hand_in_first(deployment: Deployment) -> None:
+    await hand_in(deployment, said("wipe it"))
 
 
 @asynccontextmanager
@@ -104,10 +78,10 @@ async def deployment(
     database_url: str,
     *,
     wait: float = PATIENCE,
-    first: Callable[[RedisBus], Awaitable[None]] = _enqueue_first,
+    first: Callable[[Deployment], Awaitable[None]] = _hand_in_first,
 ) -> AsyncIterator[Deployment]:
     """Workers A and B on Redis and `database_url`, questions waiting `wait` s.
-    `first(gateway bus)` sends the turn's message while A alone runs; this yields once A's turn
+    `first(deployment)` sends the turn's message while A alone runs; this yields once A's turn
     has asked."""
     async with AsyncExitStack() as stack:
         raw = aioredis.Redis.from_url(redis_url)
@@ -116,14 +90,13 @@ async def deployment(
         stack.push_async_callback(store.close)
         gateway_bus = await RedisBus.connect(redis_url, keys=KEYS)
         stack.push_async_callback(gateway_bus.close)
-        found = Deployment(store, gateway_bus)
+        found = Deployment(store, gateway_bus, RedisMailboxes(raw, keys=KEYS))
         tasks: list[asyncio.Task[None]] = []
         events = await gateway_bus.subscribe(EVENTS)
         stack.push_async_callback(events.aclose)
         for name in ("a", "b"):
-            real = await RedisBus.connect(redis_url, keys=KEYS)
-            stack.push_async_callback(real.close)
-            bus: Any = HeldIntake(real, taken=1) if name == "a" else real
+            bus = await RedisBus.connect(redis_url, keys=KEYS)
+            stack.push_async_callback(bus.close)
             gate = Confirmations(bus=bus, timeout=wait, marks=store)
             # A third answer, for a "yes" that turns out to be an ordinary message.
             provider = ScriptedProvider([*script(), text_reply("Yes to what?")])
@@ -150,7 +123,7 @@ async def deployment(
             tasks.append(asyncio.create_task(worker.run()))
             if name == "a":
                 # A alone is listening when the turn's message comes: it takes it and asks.
-                await first(gateway_bus)
+                await first(found)
                 await lifecycle_event(events, "confirm.request")
         try:
             yield found
@@ -211,7 +184,7 @@ async def answered(
     events = await deployment.gateway_bus.subscribe(EVENTS)
     question = await outbound_until(deployment.gateway_bus, "question")
     assert question.question is not None
-    await deployment.gateway_bus.enqueue(INBOUND, answer(question.question))
+    await hand_in(deployment, answer(question.question))
     decision = await outbound_until(deployment.gateway_bus, "decision")
     assert decision.question == question.question
     await outbound_until(deployment.gateway_bus, "reply", "Finished.")
@@ -276,8 +249,8 @@ async def test_someone_elses_yes_is_no_answer_so_the_question_times_out(
 async def test_a_press_on_telegram_reaches_the_worker_holding_the_turn(
     redis_url: str, postgres_url: str, fake_telegram: FakeTelegram
 ) -> None:
-    """The whole way: python-telegram-bot polls the fake, the gateway puts the press on Redis,
-    worker B takes it, worker A's turn gets it; the gateway shows the decision."""
+    """The whole way: python-telegram-bot polls the fake, the gateway publishes the press on
+    Redis, worker A's turn gets it; the gateway shows the decision."""
     adapter = TelegramAdapter(
         TelegramSettings(token=SecretStr(fake_telegram.token), api_url=fake_telegram.url),
         menu=COMMANDS.menu(),
@@ -285,8 +258,13 @@ async def test_a_press_on_telegram_reaches_the_worker_holding_the_turn(
     )
     dm = int(CHAT.chat)
 
-    async def from_telegram(bus: RedisBus) -> None:
-        gateway = Gateway(adapter, bus, readiness=Readiness())
+    async def from_telegram(deployment: Deployment) -> None:
+        gateway = Gateway(
+            adapter,
+            deployment.gateway_bus,
+            mailboxes=deployment.gateway_mailboxes,
+            readiness=Readiness(),
+        )
         running = asyncio.create_task(gateway.run())
         stopping.append((gateway, running))
         await fake_telegram.wait_idle_poll(timeout=PATIENCE)

@@ -32,6 +32,7 @@ from core.envelopes import (
     NotificationSource,
     Outbound,
 )
+from core.mailbox.memory import MemoryMailboxes
 from core.notifications import ReceiptDesk
 from core.readiness import Readiness
 from core.redact import Redactor
@@ -109,7 +110,14 @@ async def stack(
         replies=ReplyStreams(records, IncrementalRender()),
     )
     readiness = Readiness()
-    gateway = Gateway(adapter, bus, readiness=readiness, replies=records, max_deliveries=2)
+    gateway = Gateway(
+        adapter,
+        bus,
+        mailboxes=MemoryMailboxes(),
+        readiness=readiness,
+        replies=records,
+        max_deliveries=2,
+    )
     book = ScheduleBook(store)
     desk = ReceiptDesk(
         bus=bus, store=store, book=book, redactor=Redactor([SECRET]), readiness=readiness

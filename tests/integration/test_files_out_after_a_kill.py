@@ -15,7 +15,9 @@ from channels.telegram.spec import SPEC
 from core.bus.names import outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Attachment, Outbound
+from core.mailbox.redis import RedisMailboxes
 from core.readiness import Readiness
+from core.redis_client import redis_client
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS, local_replies
 from tests.integration.telegram_helpers import BOT_KEY, until
@@ -24,14 +26,16 @@ DM = 555
 REPORT = Attachment(name="report.pdf", media_type="application/pdf", data=b"%PDF-1.4 q3")
 
 
-def _gateway(fake: FakeTelegram, bus: RedisBus) -> tuple[TelegramAdapter, Gateway]:
+def _gateway(
+    fake: FakeTelegram, bus: RedisBus, mailboxes: RedisMailboxes
+) -> tuple[TelegramAdapter, Gateway]:
     adapter = TelegramAdapter(
         TelegramSettings(token=SecretStr(fake.token), api_url=fake.url, poll_timeout=1),
         menu=COMMANDS.menu(),
         replies=local_replies(),
         uploads=SPEC.uploads,
     )
-    return adapter, Gateway(adapter, bus, readiness=Readiness())
+    return adapter, Gateway(adapter, bus, mailboxes=mailboxes, readiness=Readiness())
 
 
 async def test_a_file_cut_off_mid_upload_is_uploaded_by_the_next_gateway(
@@ -39,13 +43,15 @@ async def test_a_file_cut_off_mid_upload_is_uploaded_by_the_next_gateway(
 ) -> None:
     fake = fake_telegram
     bus = await RedisBus.connect(redis_url, lease_seconds=1.0)
+    client = redis_client(redis_url)
+    mailboxes = RedisMailboxes(client)
     try:
         address = Address(platform="telegram", bot=BOT_KEY, chat=str(DM))
         await bus.enqueue(
             outbound_queue("telegram"), Outbound(kind="file", address=address, attachments=[REPORT])
         )
         fake.stall_next("sendDocument")  # the upload never finishes: the gateway dies in it
-        first, killed = _gateway(fake, bus)
+        first, killed = _gateway(fake, bus, mailboxes)
         running = asyncio.create_task(killed.run())
         await fake.wait_for_call("sendDocument")
         running.cancel()
@@ -54,7 +60,7 @@ async def test_a_file_cut_off_mid_upload_is_uploaded_by_the_next_gateway(
         await first.stop()
         assert fake.uploads == []
 
-        second, replacement = _gateway(fake, bus)
+        second, replacement = _gateway(fake, bus, mailboxes)
         running = asyncio.create_task(replacement.run())
         try:
             await until(fake, lambda: bool(fake.uploads), "the upload by the next gateway", 10.0)
@@ -64,6 +70,7 @@ async def test_a_file_cut_off_mid_upload_is_uploaded_by_the_next_gateway(
             await second.stop()
     finally:
         await bus.close()
+        await client.aclose()
     (upload,) = fake.uploads
     assert (upload.method, upload.file.filename, upload.file.data) == (
         "sendDocument",

@@ -24,6 +24,7 @@ from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.names import outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Outbound
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 from core.redis_client import connect_redis
 from core.redis_keys import RedisKeys
@@ -66,7 +67,7 @@ async def test_a_reply_left_held_by_a_killed_gateway_delays_only_its_own_chat(
             menu=COMMANDS.menu(),
             replies=ReplyStreams(records, IncrementalRender()),
         )
-        gateway = Gateway(adapter, bus, readiness=Readiness())
+        gateway = Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=Readiness())
         running = asyncio.create_task(gateway.run())
         try:
             await reply_containing(fake, OTHER_CHAT, "an answer for another chat")

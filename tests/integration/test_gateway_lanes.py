@@ -17,6 +17,7 @@ from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Outbound
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS, local_replies
@@ -49,7 +50,7 @@ async def test_a_rate_limited_chat_delays_only_itself_and_keeps_its_order(
         replies=local_replies(),
     )
     bus = MemoryBus()
-    gateway = Gateway(adapter, bus, readiness=Readiness())
+    gateway = Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=Readiness())
     running = asyncio.create_task(gateway.run())
     try:
         queue = outbound_queue("telegram")

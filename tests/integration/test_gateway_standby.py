@@ -14,8 +14,9 @@ from pydantic import SecretStr
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.memory import MemoryBus
-from core.bus.names import INBOUND, outbound_queue
+from core.bus.names import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies
@@ -31,7 +32,7 @@ def _parts(fake: FakeTelegram) -> tuple[MemoryBus, Gateway]:
         replies=local_replies(),
     )
     bus = MemoryBus()
-    return bus, Gateway(adapter, bus, readiness=Readiness())
+    return bus, Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=Readiness())
 
 
 def _reply(text: str) -> Outbound:
@@ -54,9 +55,12 @@ async def test_a_standby_delivers_before_it_polls_and_polls_once_it_leads(
         lease.set_result(True)
         await fake.wait_idle_poll(timeout=PATIENCE)
         fake.private_text(CHAT, "hello")
-        delivery = await bus.receive(INBOUND, consumer="test", timeout=PATIENCE)
-        assert delivery is not None and isinstance(delivery.envelope, Inbound)
-        assert delivery.envelope.text == "hello"
+        woken = await gateway.mailboxes.woken(PATIENCE)
+        assert woken is not None
+        claim = await gateway.mailboxes.claim(woken, owner="test")
+        assert claim is not None
+        head = await claim.head()
+        assert isinstance(head, Inbound) and head.text == "hello"
     finally:
         await gateway.stop()
         await running

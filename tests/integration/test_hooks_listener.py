@@ -28,6 +28,8 @@ from core.bus.sqlite import SqliteBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import ConfigError
 from core.events import ModelEvent
+from core.mailbox.base import Mailboxes
+from core.mailbox.memory import MemoryMailboxes
 from core.notifications.external import Notifier
 from core.policy import ChannelPolicy
 from core.profile import HooksOptions
@@ -111,10 +113,13 @@ class Listener:
 
 
 @asynccontextmanager
-async def listening(bus: Bus, settings: HooksSettings | None = None) -> AsyncIterator[Listener]:
-    """A started listener on `bus`, and an HTTP client."""
+async def listening(
+    bus: Bus, settings: HooksSettings | None = None, mailboxes: Mailboxes | None = None
+) -> AsyncIterator[Listener]:
+    """A started listener on `bus` (and `mailboxes`, for agent turns), and an HTTP client."""
+    notifier = Notifier(bus, mailboxes or MemoryMailboxes())
     server = HooksServer(
-        settings or _settings(), notifier=Notifier(bus), addresses=REGISTERED.addresses()
+        settings or _settings(), notifier=notifier, addresses=REGISTERED.addresses()
     )
     await server.start()
     try:
@@ -312,7 +317,7 @@ async def test_an_agent_request_runs_a_turn_and_delivers_per_its_policy(
     conditional = {"to": TARGET, "policy": "conditional", "session": "ci"}
     lifecycle = await bus.subscribe(EVENTS)
     try:
-        async with listening(bus) as hooks:
+        async with listening(bus, mailboxes=worker.mailboxes) as hooks:
             for prompt in ("Any new issues?", "Any new issues now?"):
                 status, _ = await hooks.post("/hooks/agent", {**conditional, "prompt": prompt})
                 assert status == 202

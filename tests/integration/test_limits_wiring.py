@@ -12,11 +12,12 @@ import pytest
 from bots.app import embedded
 from bots.profiles import load_profile
 from bots.settings import load_settings
-from core.bus import INBOUND, outbound_queue
+from core.bus import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
+from tests.workers import hand_in
 
 PROFILE = """
 [access.telegram]
@@ -60,7 +61,7 @@ async def test_serve_wiring_refuses_over_budget_and_over_rate(
         finals: dict[str, Outbound] = {}
         try:
             for inbound in (alice[0], bob, alice[1]):
-                await parts.bus.enqueue(INBOUND, inbound)
+                await hand_in(parts.worker, inbound)
                 while inbound.id not in finals:
                     delivery = await parts.bus.receive(
                         outbound_queue("telegram"), consumer="t", timeout=PATIENCE

@@ -12,7 +12,7 @@ import pytest
 
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
-from core.bus import INBOUND, MemoryBus
+from core.bus import MemoryBus
 from core.envelopes import Address, Inbound
 from core.model_choice import ModelOption, ModelsSettings
 from core.policy import ChannelPolicy
@@ -20,9 +20,10 @@ from core.profile import Profile, ProfileSettings
 from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
+from core.worker import Worker
 from tests.fakes import FakeOpenAI, Text
 from tests.fakes.fixtures import TEST_API_KEY
-from tests.workers import Outbox, build_worker
+from tests.workers import Outbox, build_worker, hand_in
 
 PATIENCE = 5.0
 DM = Address(platform="telegram", bot="b", chat="42")
@@ -31,7 +32,7 @@ DEFAULT, OTHER = "gpt-4o-mini", "gpt-4.1"
 
 
 @pytest.fixture
-async def bot(fake_openai: FakeOpenAI, store: SqlStore) -> AsyncIterator[tuple[MemoryBus, Outbox]]:
+async def bot(fake_openai: FakeOpenAI, store: SqlStore) -> AsyncIterator[tuple[Worker, Outbox]]:
     settings = Settings.model_validate(
         {"OPENAI_API_KEY": TEST_API_KEY, "OPENAI_BASE_URL": fake_openai.url}
     )
@@ -62,7 +63,7 @@ async def bot(fake_openai: FakeOpenAI, store: SqlStore) -> AsyncIterator[tuple[M
     )
     task = asyncio.create_task(worker.run())
     try:
-        yield bus, Outbox(bus, "telegram")
+        yield worker, Outbox(bus, "telegram")
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
         await asyncio.wait_for(task, PATIENCE)
@@ -71,7 +72,7 @@ async def bot(fake_openai: FakeOpenAI, store: SqlStore) -> AsyncIterator[tuple[M
 
 
 async def say(
-    bus: MemoryBus, outbox: Outbox, text: str, *, chat: Address = DM, user: str = "u1"
+    worker: Worker, outbox: Outbox, text: str, *, chat: Address = DM, user: str = "u1"
 ) -> str:
     """Send `text` (a command when it starts with a slash); the text of what ends its turn."""
     direct = chat == DM
@@ -88,57 +89,57 @@ async def say(
         inbound = Inbound(
             address=chat, user_id=user, text=text, is_direct=direct, mentions_bot=True
         )
-    await bus.enqueue(INBOUND, inbound)
+    await hand_in(worker, inbound)
     sent = await outbox.turn_of(inbound)
     return sent[-1].text
 
 
 async def test_a_chat_switches_model_and_resets_it(
-    bot: tuple[MemoryBus, Outbox], fake_openai: FakeOpenAI, store: SqlStore
+    bot: tuple[Worker, Outbox], fake_openai: FakeOpenAI, store: SqlStore
 ) -> None:
-    bus, outbox = bot
+    worker, outbox = bot
     fake_openai.script(Text("one"), Text("two"), Text("three"))
 
-    assert await say(bus, outbox, "hello") == "one"
-    listing = await say(bus, outbox, "/model")
+    assert await say(worker, outbox, "hello") == "one"
+    listing = await say(worker, outbox, "/model")
     assert f"This chat uses {DEFAULT}." in listing
     assert f"{OTHER} (openai), claude-opus-4-1 (anthropic)" in listing
 
-    assert await say(bus, outbox, f"/model {OTHER}") == f"This chat now uses {OTHER} (openai)."
-    assert await say(bus, outbox, "again") == "two"
-    assert f"Model: {OTHER}." in await say(bus, outbox, "/cost")
+    assert await say(worker, outbox, f"/model {OTHER}") == f"This chat now uses {OTHER} (openai)."
+    assert await say(worker, outbox, "again") == "two"
+    assert f"Model: {OTHER}." in await say(worker, outbox, "/cost")
 
     assert (
-        await say(bus, outbox, "/model reset")
+        await say(worker, outbox, "/model reset")
         == f"This chat is back to the default model, {DEFAULT}."
     )
-    assert await say(bus, outbox, "and again") == "three"
+    assert await say(worker, outbox, "and again") == "three"
 
     assert [r.json["model"] for r in fake_openai.requests] == [DEFAULT, OTHER, DEFAULT]
 
 
 async def test_unknown_models_keyless_providers_and_group_members_are_refused(
-    bot: tuple[MemoryBus, Outbox], fake_openai: FakeOpenAI, store: SqlStore
+    bot: tuple[Worker, Outbox], fake_openai: FakeOpenAI, store: SqlStore
 ) -> None:
-    bus, outbox = bot
+    worker, outbox = bot
     fake_openai.script(Text("group answer"))
 
-    refused = await say(bus, outbox, "/model gpt-5")
+    refused = await say(worker, outbox, "/model gpt-5")
     assert (
         refused
         == f"gpt-5 is not one of the allowed models: {OTHER} (openai), claude-opus-4-1 (anthropic)."
     )
-    keyless = await say(bus, outbox, "/model claude-opus-4-1")
+    keyless = await say(worker, outbox, "/model claude-opus-4-1")
     assert keyless.startswith("claude-opus-4-1 needs the anthropic provider, which cannot be used")
     assert "ANTHROPIC_API_KEY is not set" in keyless
     assert (await store.current_session(DM.session_key)).model is None
 
-    member = await say(bus, outbox, f"/model {OTHER}", chat=GROUP, user="u2")
+    member = await say(worker, outbox, f"/model {OTHER}", chat=GROUP, user="u2")
     assert member == "Only an admin of this bot can switch the model in a group."
-    assert OTHER in await say(bus, outbox, "/model", chat=GROUP, user="u2")  # listing is open
-    assert await say(bus, outbox, "hi", chat=GROUP, user="u2") == "group answer"
+    assert OTHER in await say(worker, outbox, "/model", chat=GROUP, user="u2")  # listing is open
+    assert await say(worker, outbox, "hi", chat=GROUP, user="u2") == "group answer"
     assert [r.json["model"] for r in fake_openai.requests] == [DEFAULT]
 
-    admin = await say(bus, outbox, f"/model {OTHER}", chat=GROUP, user="boss")
+    admin = await say(worker, outbox, f"/model {OTHER}", chat=GROUP, user="boss")
     assert admin == f"This chat now uses {OTHER} (openai)."
     assert (await store.current_session(GROUP.session_key)).model == OTHER

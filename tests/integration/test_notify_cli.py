@@ -9,9 +9,11 @@ import pytest
 
 from bots.cli import main
 from core.bus.base import BusPayload
-from core.bus.names import INBOUND, outbound_queue
+from core.bus.names import outbound_queue
 from core.bus.sqlite import SqliteBus
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Outbound
+from core.mailbox.sqlite import SqliteMailboxes
+from tests.workers import take_waiting
 
 
 @pytest.fixture
@@ -67,8 +69,12 @@ async def test_notify_queues_a_text_and_a_prompt(
         "Backup done.",
     )
     assert text.source is not None and text.source.kind == "cli"
-    [prompt] = await _taken(path, INBOUND)
-    assert isinstance(prompt, Inbound)
+    # The prompt waits in its session's mailbox in the data file, for a `serve`'s worker.
+    mailboxes = await SqliteMailboxes.open(path)
+    try:
+        [prompt] = await take_waiting(mailboxes)
+    finally:
+        await mailboxes.aclose()
     assert (prompt.origin, prompt.session_key, prompt.notify) == (
         "external",
         "notify:cli",

@@ -30,43 +30,40 @@ def _inbound(chat: str, text: str) -> Inbound:
     return Inbound(address=Address(platform="telegram", chat=chat), user_id=chat, text=text)
 
 
-async def test_a_put_a_put_and_claim_and_a_forget_each_leave_in_one_write(
+async def test_a_put_and_a_forget_each_leave_in_one_write(
     client: aioredis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mailboxes = RedisMailboxes(client, keys=RedisKeys("one-write"))
-    first, second = _inbound("8", "a"), _inbound("9", "b")
-    warm = await mailboxes.put_and_claim(first, owner="w1")  # its script loaded, if new
-    assert warm is not None
+    first = _inbound("8", "a")
+    assert await mailboxes.waiting() == 0  # a connection made (its handshake not counted)
     writes = count_writes(monkeypatch)
 
+    # The box, the set of sessions with work and the wake, in one write.
     await mailboxes.put(first)
     assert len(writes) == 1
-    claim = await mailboxes.put_and_claim(second, owner="w1")
-    assert claim is not None and len(writes) == 2
-    assert await mailboxes.pending() == []  # both held
+    assert await mailboxes.woken(1) == first.session_key
 
-    await claim.release()
-    await warm.release()
     writes.clear()
     # The set of sessions with work left, and the box looked at, in one write.
     assert await mailboxes.forget(_inbound("12", "never put").session_key) == 0
     assert len(writes) == 1
 
 
-async def test_a_put_and_claim_after_redis_lost_its_scripts_loads_them_and_claims(
+async def test_a_claim_after_redis_lost_its_scripts_loads_them_and_claims(
     client: aioredis.Redis,
 ) -> None:
     mailboxes = RedisMailboxes(client, keys=RedisKeys("lost-scripts"))
     first, second = _inbound("10", "a"), _inbound("11", "b")
-    warm = await mailboxes.put_and_claim(first, owner="w1")
+    await mailboxes.put(first)
+    warm = await mailboxes.claim(first.session_key, owner="w1")
     assert warm is not None
     await client.script_flush()  # as after a restart: Redis no longer knows the script
 
-    claim = await mailboxes.put_and_claim(second, owner="w1")
+    await mailboxes.put(second)
+    claim = await mailboxes.claim(second.session_key, owner="w1")
 
     assert claim is not None
-    assert sorted(await client.smembers(mailboxes.keys.mailboxes())) == sorted(
-        [first.session_key.encode(), second.session_key.encode()]
-    )
+    head = await claim.head()
+    assert head is not None and head.id == second.id
     await claim.release()
     await warm.release()

@@ -20,7 +20,6 @@ import pytest
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from core.bus import INBOUND
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound, Outbound
 from core.events import ModelEvent
@@ -35,7 +34,7 @@ from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.turns.intake import APOLOGY_TEXT
 from tests.redis_server import RedisServer
-from tests.workers import Outbox, build_worker
+from tests.workers import Outbox, build_worker, hand_in
 
 KEYS = RedisKeys("midturn")
 CHATS = 4
@@ -152,7 +151,7 @@ async def restarted(server: RedisServer, log: _Log, tmp_path: Path) -> _Restarte
     running = asyncio.create_task(worker.run())
     try:
         for inbound in inbounds:
-            await bus.enqueue(INBOUND, inbound)
+            await hand_in(worker, inbound)
         await asyncio.wait_for(gated.asked.wait(), PATIENCE)
 
         await asyncio.to_thread(server.stop)

@@ -90,7 +90,8 @@ async def test_the_mailboxes_claim_through_the_sentinel(
     )
     work = Inbound(address=Address(platform="telegram", chat="7"), user_id="u1", text="hi")
     try:
-        claim = await mailboxes.put_and_claim(work, owner="w1")
+        await mailboxes.put(work)
+        claim = await mailboxes.claim(work.session_key, owner="w1")
         assert claim is not None
         head = await claim.head()
         assert head is not None and head.text == "hi"

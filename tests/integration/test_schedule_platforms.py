@@ -14,13 +14,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bots.platforms import REGISTERED
-from core.bus import INBOUND, MemoryBus
-from core.envelopes import Address, Inbound
+from core.bus import MemoryBus
+from core.envelopes import Address
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
 from core.scheduling.scheduler import Scheduler, SchedulerStore
 from core.store.sql import SqlStore, sqlite_url
+from tests.workers import take_waiting
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 TERMINAL = REGISTERED.addresses().parse("terminal")
@@ -62,14 +64,9 @@ async def _every_minute(store: SchedulerStore, deliver_to: Address) -> Schedule:
     )
 
 
-async def _fired(bus: MemoryBus) -> list[str]:
-    """The schedule ids of the runs put on `bus`."""
-    found = []
-    while (delivery := await bus.receive(INBOUND, consumer="t", timeout=0)) is not None:
-        await delivery.ack()
-        assert isinstance(delivery.envelope, Inbound)
-        found.append(delivery.envelope.schedule_id or "")
-    return found
+async def _fired(mailboxes: MemoryMailboxes) -> list[str]:
+    """The schedule ids of the runs put in `mailboxes`."""
+    return [inbound.schedule_id or "" for inbound in await take_waiting(mailboxes)]
 
 
 async def _check_both_directions(chat_store: SchedulerStore, serve_store: SchedulerStore) -> None:
@@ -77,10 +74,12 @@ async def _check_both_directions(chat_store: SchedulerStore, serve_store: Schedu
     telegram = await _every_minute(serve_store, TELEGRAM)
     slack = await _every_minute(serve_store, SLACK)
     chat_bus, serve_bus = MemoryBus(), MemoryBus()
+    chat_boxes, serve_boxes = MemoryMailboxes(), MemoryMailboxes()
     chat = Scheduler(
         store=chat_store,
         book=ScheduleBook(chat_store, clock=now),
         bus=chat_bus,
+        mailboxes=chat_boxes,
         readiness=Readiness(),
         clock=now,
         platforms={"terminal"},
@@ -89,6 +88,7 @@ async def _check_both_directions(chat_store: SchedulerStore, serve_store: Schedu
         store=serve_store,
         book=ScheduleBook(serve_store, clock=now),
         bus=serve_bus,
+        mailboxes=serve_boxes,
         readiness=Readiness(),
         clock=now,
         platforms=REGISTERED.served(),
@@ -96,14 +96,14 @@ async def _check_both_directions(chat_store: SchedulerStore, serve_store: Schedu
     try:
         # The chat fires its terminal schedule only; the others stay due, untouched.
         assert await chat.tick_once() == 1
-        assert await _fired(chat_bus) == [terminal.id]
+        assert await _fired(chat_boxes) == [terminal.id]
         assert await serve_store.get_schedule(telegram.id) == telegram
         assert await serve_store.get_schedule(slack.id) == slack
         assert await chat.tick_once() == 0
 
         # The serving side fires the chat platforms' and leaves the terminal's alone.
         assert await serve.tick_once() == 2
-        assert sorted(await _fired(serve_bus)) == sorted([telegram.id, slack.id])
+        assert sorted(await _fired(serve_boxes)) == sorted([telegram.id, slack.id])
         assert await serve.tick_once() == 0
         assert [r.schedule_id for r in await chat_store.list_runs(terminal.id)] == [terminal.id]
         assert len(await chat_store.list_runs(telegram.id)) == 1
@@ -113,7 +113,7 @@ async def _check_both_directions(chat_store: SchedulerStore, serve_store: Schedu
         assert await serve.tick_once() == 0
         assert await serve_store.list_runs(waiting.id) == []
         assert await chat.tick_once() == 1
-        assert await _fired(chat_bus) == [waiting.id]
+        assert await _fired(chat_boxes) == [waiting.id]
     finally:
         await chat_bus.close()
         await serve_bus.close()

@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 from channels import telegram
-from core.bus import INBOUND, MemoryBus, outbound_queue
+from core.bus import MemoryBus, outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ProviderError
 from core.events import ModelEvent
@@ -38,7 +38,7 @@ from core.scheduling.tools import schedule_tools
 from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.worker import Worker
-from tests.workers import build_worker
+from tests.workers import build_worker, hand_in
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.
 PATIENCE = 5.0
@@ -182,7 +182,14 @@ async def running(
             store,
             bus,
             book,
-            Scheduler(store=store, book=book, bus=bus, readiness=Readiness(), clock=clock),
+            Scheduler(
+                store=store,
+                book=book,
+                bus=bus,
+                mailboxes=worker.mailboxes,
+                readiness=Readiness(),
+                clock=clock,
+            ),
             worker,
         )
     finally:
@@ -431,7 +438,7 @@ async def test_a_reminder_asked_for_in_a_chat_arrives_in_that_chat(tmp_path: Pat
             is_direct=True,
             platform_message_id="1",
         )
-        await stack.bus.enqueue(INBOUND, asked)
+        await hand_in(stack.worker, asked)
         sent: list[Outbound] = []
         while not (sent and sent[-1].ends_turn):
             sent.append(await stack.delivered())
@@ -508,7 +515,7 @@ async def ask(stack: Stack, text: str, message_id: str) -> str:
     inbound = Inbound(
         address=DM, user_id="555", text=text, is_direct=True, platform_message_id=message_id
     )
-    await stack.bus.enqueue(INBOUND, inbound)
+    await hand_in(stack.worker, inbound)
     while True:
         sent = await stack.delivered()
         if sent.reply_to == inbound.id and sent.ends_turn:

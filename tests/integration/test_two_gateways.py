@@ -29,6 +29,7 @@ from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
 from core.bus.redis import RedisBus
 from core.envelopes import Outbound
 from core.events import Finished, ModelEvent, TextDelta
+from core.mailbox.redis import RedisMailboxes
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider
 from core.readiness import Readiness
@@ -125,9 +126,16 @@ def _expected(answer: str, render: Callable[[str], list[str]], size: int) -> lis
 async def _worker(redis_url: str, tmp_path: Path) -> AsyncIterator[None]:
     store = await SqlStore.open(sqlite_url(tmp_path / "db.sqlite"))
     bus = await RedisBus.connect(redis_url)
+    client = connect_redis(redis_url)
     provider = ScriptedProvider([_answer] * len(ANSWERS))
     runtime = AgentRuntime(provider=provider, model="test-model", tools=ToolRegistry(), store=store)
-    worker = build_worker(bus=bus, store=store, runtime=runtime, stream_interval=0.0)
+    worker = build_worker(
+        bus=bus,
+        store=store,
+        runtime=runtime,
+        stream_interval=0.0,
+        mailboxes=RedisMailboxes(client),
+    )
     task = asyncio.create_task(worker.run(), name="test-worker")
     try:
         yield
@@ -136,6 +144,7 @@ async def _worker(redis_url: str, tmp_path: Path) -> AsyncIterator[None]:
         async with asyncio.timeout(PATIENCE):
             await task
         await bus.close()
+        await client.aclose()
         await store.close()
 
 
@@ -159,7 +168,7 @@ async def _gateways(
             stack.push_async_callback(client.aclose)
             records = HeldReplyRecords(sql, RedisReplyHolds(client))
             adapter = Counted(make(ReplyStreams(records, IncrementalRender())))
-            gateway = Gateway(adapter, bus, readiness=Readiness())
+            gateway = Gateway(adapter, bus, mailboxes=RedisMailboxes(client), readiness=Readiness())
             counted.append(adapter)
             runs.append(asyncio.create_task(gateway.run()))
             stack.push_async_callback(_stopped, gateway, runs[-1])

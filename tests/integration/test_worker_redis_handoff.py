@@ -12,7 +12,6 @@ import asyncio
 from pathlib import Path
 from typing import cast
 
-from core.bus import INBOUND
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound
 from core.fencing import Fence
@@ -23,6 +22,7 @@ from core.redis_keys import RedisKeys
 from core.store.sql import SqlStore, sqlite_url
 from core.turns.intake import InboundHandler
 from core.worker import Worker
+from tests.workers import hand_in
 
 KEYS = RedisKeys("handoff")
 CHAT = Address(platform="telegram", bot="bot", chat="42")
@@ -37,8 +37,8 @@ class _PutsWhileHandling:
     """Handles the first message by putting a second one in its session's mailbox; the worker
     takes the first out once its handling returned."""
 
-    def __init__(self, bus: RedisBus) -> None:
-        self.bus = bus
+    def __init__(self, mailboxes: RedisMailboxes) -> None:
+        self.mailboxes = mailboxes
         self.handled: list[str] = []
         self.second = asyncio.Event()
 
@@ -47,7 +47,7 @@ class _PutsWhileHandling:
     ) -> None:
         self.handled.append(inbound.text)
         if inbound.text == "first":
-            await self.bus.enqueue(INBOUND, said("second"))
+            await self.mailboxes.put(said("second"))
         else:
             self.second.set()
 
@@ -64,11 +64,12 @@ async def test_work_put_while_the_last_item_is_handled_is_answered_without_the_s
     shared = redis_client(redis_url)
     bus = await RedisBus.connect(redis_url, keys=KEYS)
     store = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
-    handler = _PutsWhileHandling(bus)
+    mailboxes = RedisMailboxes(shared, keys=KEYS)
+    handler = _PutsWhileHandling(mailboxes)
     worker = Worker(
         bus=bus,
         store=store,
-        mailboxes=RedisMailboxes(shared, keys=KEYS),
+        mailboxes=mailboxes,
         handler=cast(InboundHandler, handler),
         confirmations=None,
         on_crash=None,
@@ -77,7 +78,7 @@ async def test_work_put_while_the_last_item_is_handled_is_answered_without_the_s
     )
     running = asyncio.create_task(worker.run())
     try:
-        await bus.enqueue(INBOUND, said("first"))
+        await hand_in(worker, said("first"))
         await asyncio.wait_for(handler.second.wait(), PATIENCE)
         assert handler.handled == ["first", "second"]
     finally:

@@ -124,7 +124,7 @@ async def running_page(
         throttle=throttle,
     )
     await server.start()
-    gateway = Gateway(adapter, bus, readiness=Readiness())
+    gateway = Gateway(adapter, bus, mailboxes=worker.mailboxes, readiness=Readiness())
     tasks = [asyncio.create_task(worker.run()), asyncio.create_task(gateway.run())]
     # unsafe: keep cookies of an IP address (the page is on 127.0.0.1).
     http = aiohttp.ClientSession(

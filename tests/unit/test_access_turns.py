@@ -13,7 +13,7 @@ from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
 
 from core.access import NOT_ADMIN, NOT_APPROVED, Pairing
-from core.bus import INBOUND, MemoryBus
+from core.bus import MemoryBus
 from core.envelopes import Address, Inbound, Outbound
 from core.messages import Message, ToolCall
 from core.policy import ChannelPolicy, PlatformAccess
@@ -24,7 +24,7 @@ from core.runtime import AgentRuntime
 from core.store.access import PairingRequest
 from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
-from tests.workers import Outbox, build_worker
+from tests.workers import Outbox, build_worker, hand_in
 
 PATIENCE = 5.0
 GROUP = Address(platform="telegram", bot="b", chat="g1")
@@ -82,9 +82,7 @@ async def group_turn(
     task = asyncio.create_task(worker.run())
     outbox = Outbox(bus, "telegram")
     try:
-        await bus.enqueue(
-            INBOUND, Inbound(address=GROUP, user_id=user, text="do it", mentions_bot=True)
-        )
+        await hand_in(worker, Inbound(address=GROUP, user_id=user, text="do it", mentions_bot=True))
         await outbox.until(kind="reply")
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
@@ -155,8 +153,8 @@ async def test_a_person_approved_as_admin_is_not_rate_limited(
 
     try:
         for n in range(3):  # three messages against a limit of one a minute
-            await bus.enqueue(
-                INBOUND,
+            await hand_in(
+                worker,
                 Inbound(address=GROUP, user_id="boss", text=f"q{n}", mentions_bot=True),
             )
         while len(replies()) < 3:
@@ -178,7 +176,7 @@ async def test_a_strangers_messages_make_no_session(bus: MemoryBus, store: SqlSt
     said = Inbound(address=GROUP, user_id="u9", text="hello?", is_direct=True)
     outbox = Outbox(bus, "telegram")
     try:
-        await bus.enqueue(INBOUND, said)
+        await hand_in(worker, said)
         assert await outbox.next() is not None
         await worker.idle.wait()
         await outbox.rest()

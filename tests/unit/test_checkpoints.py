@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from core.bus import INBOUND, MemoryBus
+from core.bus import MemoryBus
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.events import ModelEvent
 from core.messages import Message, ToolCall
@@ -22,7 +22,7 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.store.sql import SqlStore
 from core.tools import builtin_tools
 from tests.unit.test_worker import PATIENCE, command, make_worker, message, running
-from tests.workers import Outbox
+from tests.workers import Outbox, hand_in
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -80,7 +80,7 @@ async def test_a_turn_is_running_while_it_runs_then_completed_with_its_tool_roun
     outbox = Outbox(bus)
 
     async with running(worker):
-        await bus.enqueue(INBOUND, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
 
     assert sent[-1].text == "42, twice"
@@ -98,7 +98,7 @@ async def test_a_command_is_not_checkpointed(bus: MemoryBus, store: SqlStore) ->
     outbox = Outbox(bus)
     help_ = command("help")
     async with running(worker):
-        await bus.enqueue(INBOUND, help_)
+        await hand_in(worker, help_)
         await outbox.turn_of(help_)
 
     assert await store.get_checkpoint(help_.dedupe_key) is None
@@ -139,7 +139,7 @@ async def test_a_worker_starting_after_a_crash_abandons_the_turn_and_says_so_onc
         assert [(o.kind, o.text) for o in sent] == [("notice", ABANDONED_TEXT)]
         assert sent[0].address == checkpoint.inbound.address
         # Were it delivered again (another worker's mailbox), it is not taken up.
-        await bus.enqueue(INBOUND, checkpoint.inbound)
+        await hand_in(worker, checkpoint.inbound)
         await asyncio.wait_for(processed(store, checkpoint.run_key), PATIENCE)
 
     again, _ = make_worker(bus, store, [], on_crash="abandon")

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from core.bus import INBOUND, MemoryBus, outbound_queue
+from core.bus import MemoryBus, outbound_queue
 from core.confirm import Confirmations, parse_answer
 from core.envelopes import Address, Inbound
 from core.events import AgentEvent, RunCompleted, ToolFinished
@@ -27,7 +27,7 @@ from core.store.sql import SqlStore
 from core.tools import ToolContext, ToolRegistry
 from core.worker import Worker
 from tests.confirming import script, wipe_tool
-from tests.workers import Outbox, build_worker
+from tests.workers import Outbox, build_worker, hand_in
 
 # How long a test waits for something that should happen at once before it fails instead of
 # hanging; only reached when the behaviour under test is broken.
@@ -178,7 +178,9 @@ def make_worker(
     bus: MemoryBus, store: SqlStore, steps: Iterable[ScriptStep], ran: list[str], timeout: float
 ) -> tuple[Worker, ScriptedProvider]:
     provider = ScriptedProvider(steps)
-    gate = Confirmations(bus=bus, timeout=timeout)
+    # As `bots/app.py` builds it: a typed answer is marked processed, so its mailbox copy is
+    # skipped.
+    gate = Confirmations(bus=bus, timeout=timeout, marks=store)
     runtime = AgentRuntime(
         provider=provider,
         model="test-model",
@@ -215,14 +217,14 @@ async def answered_turn(
     worker, provider = make_worker(bus, store, script(), ran, wait)
     outbox = Outbox(bus)
     async with running(worker):
-        await bus.enqueue(INBOUND, said("wipe it"))
+        await hand_in(worker, said("wipe it"))
         question = await outbox.until("I'd like to run")
         assert question.kind == "question"
         assert question.text == (
             f"I'd like to run wipe(path='/tmp/x'). Reply yes to allow or no to refuse ({wait:g} s)."
         )
         if answer is not None:
-            await bus.enqueue(INBOUND, said(answer))
+            await hand_in(worker, said(answer))
         await outbox.until("Finished.", "reply")
         await asyncio.wait_for(worker.idle.wait(), PATIENCE)
     session = await store.current_session(TERMINAL.session_key)
@@ -266,7 +268,7 @@ async def test_a_yes_with_no_question_waiting_is_an_ordinary_message(
     worker, provider = make_worker(bus, store, [text_reply("Yes to what?")], [], PATIENCE)
     outbox = Outbox(bus)
     async with running(worker):
-        await bus.enqueue(INBOUND, said("yes"))
+        await hand_in(worker, said("yes"))
         await outbox.until("Yes to what?", "reply")
 
     assert provider.requests[0].messages[-1].text == "yes"

@@ -8,30 +8,25 @@ from channels.base import InboundSink
 from channels.gateway import Gateway
 from core.bus import BusPayload, Delivery
 from core.bus.memory import MemoryBus
-from core.bus.names import INBOUND, outbound_queue
+from core.bus.names import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import BusError
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 
 
-class _FlakyBus(MemoryBus):
-    """Refuses the first `failures` enqueues, like Redis during a restart."""
+class _FlakyMailboxes(MemoryMailboxes):
+    """Refuses the first `failures` puts, like Redis during a restart."""
 
     def __init__(self, failures: int) -> None:
         super().__init__()
         self.failures = failures
 
-    async def enqueue(
-        self,
-        queue: str,
-        envelope: BusPayload,
-        *,
-        dedupe_id: str | None = None,
-    ) -> str | None:
+    async def put(self, inbound: Inbound) -> None:
         if self.failures:
             self.failures -= 1
             raise BusError("connection refused")
-        return await super().enqueue(queue, envelope, dedupe_id=dedupe_id)
+        await super().put(inbound)
 
 
 class _Adapter:
@@ -50,16 +45,19 @@ class _Adapter:
         """Nothing to stop."""
 
 
-async def test_a_message_waits_for_the_bus_instead_of_being_dropped() -> None:
-    bus = _FlakyBus(failures=2)
-    gateway = Gateway(_Adapter(), bus, readiness=Readiness())
+async def test_a_message_waits_for_its_mailbox_instead_of_being_dropped() -> None:
+    bus = MemoryBus()
+    mailboxes = _FlakyMailboxes(failures=2)
+    gateway = Gateway(_Adapter(), bus, mailboxes=mailboxes, readiness=Readiness())
     inbound = Inbound(address=Address(platform="terminal", chat="c"), text="hello")
 
     await gateway.publish(inbound)
 
-    delivery = await bus.receive(INBOUND, consumer="w", timeout=0)
-    assert delivery is not None and delivery.envelope == inbound
-    assert bus.failures == 0
+    assert mailboxes.failures == 0
+    claim = await mailboxes.claim(inbound.session_key, owner="w")
+    assert claim is not None
+    assert await claim.head() == inbound
+    assert await mailboxes.woken(0) == inbound.session_key
     await bus.close()
 
 
@@ -145,7 +143,7 @@ async def test_a_failing_ack_does_not_end_the_deliveries() -> None:
     bus = _AckFailingBus(settle_failures=3)
     adapter = _ShowingAdapter()
     readiness = Readiness()
-    gateway = Gateway(adapter, bus, readiness=readiness)
+    gateway = Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=readiness)
     running = asyncio.create_task(gateway.run())
     try:
         await bus.enqueue(outbound_queue("terminal"), _reply("first"))
@@ -172,7 +170,7 @@ async def test_the_delivery_loop_is_marked_down_while_acks_fail() -> None:
     bus = _AckFailingBus(settle_failures=1_000_000)
     adapter = _ShowingAdapter()
     readiness = Readiness()
-    gateway = Gateway(adapter, bus, readiness=readiness)
+    gateway = Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=readiness)
     running = asyncio.create_task(gateway.run())
     try:
         await bus.enqueue(outbound_queue("terminal"), _reply("held"))

@@ -9,6 +9,7 @@ from channels.gateway import Gateway
 from core.bus.memory import MemoryBus
 from core.bus.names import RECEIPTS, outbound_queue
 from core.envelopes import Address, NotificationSource, Outbound, Receipt
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 
 PATIENCE = 5.0
@@ -39,7 +40,9 @@ class _BrokenAdapter:
 async def test_an_unexpected_error_on_the_last_attempt_reports_dead_lettered() -> None:
     bus = MemoryBus(max_deliveries=2)
     adapter = _BrokenAdapter()
-    gateway = Gateway(adapter, bus, readiness=Readiness(), max_deliveries=2)
+    gateway = Gateway(
+        adapter, bus, mailboxes=MemoryMailboxes(), readiness=Readiness(), max_deliveries=2
+    )
     source = NotificationSource(kind="hook", name="ci")
     plain = Outbound(kind="reply", address=ADDRESS, text="an answer")
     proactive = Outbound(kind="notification", address=ADDRESS, text="CI broke", source=source)

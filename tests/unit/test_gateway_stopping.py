@@ -15,6 +15,7 @@ from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Outbound
 from core.errors import ChannelError
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 
 QUEUE = outbound_queue("terminal")
@@ -57,7 +58,7 @@ def _reply(text: str) -> Outbound:
 async def test_what_is_queued_when_the_gateway_stops_stays_queued_for_the_next_one() -> None:
     bus = MemoryBus()
     adapter = _ClosingAdapter()
-    gateway = Gateway(adapter, bus, readiness=Readiness())
+    gateway = Gateway(adapter, bus, mailboxes=MemoryMailboxes(), readiness=Readiness())
     running = asyncio.create_task(gateway.run())
     try:
         await bus.enqueue(QUEUE, _reply("in flight"))

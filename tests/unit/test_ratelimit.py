@@ -11,7 +11,7 @@ import pytest
 from limits.aio.storage import MemoryStorage
 
 from core import ratelimit
-from core.bus import INBOUND, MemoryBus
+from core.bus import MemoryBus
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.policy import ChannelPolicy, PlatformAccess
@@ -21,7 +21,7 @@ from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
-from tests.workers import Outbox, build_worker
+from tests.workers import Outbox, build_worker, hand_in
 
 GROUP = Address(platform="telegram", bot="b", chat="-100")
 PATIENCE = 5.0
@@ -124,7 +124,7 @@ async def test_the_worker_makes_no_model_call_over_the_limit(
     outbox = Outbox(bus, "telegram")
     try:
         for inbound in inbounds:
-            await bus.enqueue(INBOUND, inbound)
+            await hand_in(worker, inbound)
         # One reply, one notice and the admin's reply; the third message gets nothing.
         while len([o for o in outbox.seen if o.kind in ("reply", "notice")]) < 3:
             assert await outbox.next() is not None, f"only {outbox.seen} arrived"
@@ -192,10 +192,10 @@ async def test_a_cancel_while_the_count_is_made_ends_the_message_once(
     task = asyncio.create_task(worker.run())
     outbox = Outbox(bus, "telegram")
     try:
-        await bus.enqueue(INBOUND, inbound)
+        await hand_in(worker, inbound)
         await asyncio.wait_for(held.entered.wait(), PATIENCE)
         cancel = Inbound(kind="cancel", address=inbound.address, user_id="7")
-        await bus.enqueue(INBOUND, cancel)
+        await hand_in(worker, cancel)
         await asyncio.wait_for(stopped.wait(), PATIENCE)
         held.release.set()
         await outbox.until(kind="notice")
@@ -239,7 +239,7 @@ async def test_a_turn_whose_count_was_not_made_is_counted_when_it_runs_again(
     task = asyncio.create_task(worker.run())
     outbox = Outbox(bus, "telegram")
     try:
-        await bus.enqueue(INBOUND, inbound)
+        await hand_in(worker, inbound)
         await outbox.until(kind="reply")
         await worker.idle.wait()
     finally:
@@ -305,7 +305,7 @@ async def test_commands_count_against_the_rates_and_make_no_session_over_them(
     outbox = Outbox(bus, "telegram")
     try:
         for inbound in inbounds:
-            await bus.enqueue(INBOUND, inbound)
+            await hand_in(worker, inbound)
         # Three answers, one notice and the admin's answer; the rest get nothing.
         while len([o for o in outbox.seen if o.kind == "notice"]) < 5:
             assert await outbox.next() is not None, f"only {outbox.seen} arrived"
@@ -345,7 +345,7 @@ async def test_a_stranger_asking_for_the_pairing_code_again_is_bounded_by_the_ra
     outbox = Outbox(bus, "telegram")
     try:
         for inbound in inbounds:
-            await bus.enqueue(INBOUND, inbound)
+            await hand_in(worker, inbound)
         while len(outbox.seen) < 3:
             assert await outbox.next() is not None, f"only {outbox.seen} arrived"
         await worker.idle.wait()

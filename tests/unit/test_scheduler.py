@@ -14,14 +14,16 @@ from typing import Any
 
 import pytest
 
-from core.bus import INBOUND, MemoryBus
+from core.bus import MemoryBus
 from core.envelopes import Address, Inbound
 from core.errors import StoreError
+from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.scheduler import Scheduler
 from core.store.sql import SqlStore, sqlite_url
+from tests.workers import take_waiting
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 CHAT = Address.parse("telegram:4242")
@@ -55,9 +57,17 @@ async def store(tmp_path: Path, clock: HandClock) -> AsyncIterator[SqlStore]:
         await opened.close()
 
 
+class _Bus(MemoryBus):
+    """The test's bus, with the mailboxes the scheduler puts its runs in."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mailboxes = MemoryMailboxes()
+
+
 @pytest.fixture
-async def bus() -> AsyncIterator[MemoryBus]:
-    opened = MemoryBus()
+async def bus() -> AsyncIterator[_Bus]:
+    opened = _Bus()
     try:
         yield opened
     finally:
@@ -69,19 +79,20 @@ def book(store: SqlStore, clock: HandClock) -> ScheduleBook:
     return ScheduleBook(store, clock=clock)
 
 
-def new_scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
+def new_scheduler(store: SqlStore, bus: _Bus, clock: HandClock) -> Scheduler:
     """A scheduler (as a process starting up makes one) on the test's store, bus and clock."""
     return Scheduler(
         store=store,
         book=ScheduleBook(store, clock=clock),
         bus=bus,
+        mailboxes=bus.mailboxes,
         readiness=Readiness(),
         clock=clock,
     )
 
 
 @pytest.fixture
-def scheduler(store: SqlStore, bus: MemoryBus, clock: HandClock) -> Scheduler:
+def scheduler(store: SqlStore, bus: _Bus, clock: HandClock) -> Scheduler:
     return new_scheduler(store, bus, clock)
 
 
@@ -96,15 +107,9 @@ async def make(book: ScheduleBook, cadence: Cadence | None = None, **options: An
     )
 
 
-async def fired(bus: MemoryBus) -> list[Inbound]:
-    """Everything the scheduler put on the inbound queue so far (taken off it)."""
-    found: list[Inbound] = []
-    while (delivery := await bus.receive(INBOUND, consumer="test", timeout=0)) is not None:
-        envelope = delivery.envelope
-        assert isinstance(envelope, Inbound)
-        found.append(envelope)
-        await delivery.ack()
-    return found
+async def fired(bus: _Bus) -> list[Inbound]:
+    """Everything the scheduler put in the mailboxes so far (taken out)."""
+    return await take_waiting(bus.mailboxes)
 
 
 async def current(store: SqlStore, schedule: Schedule) -> Schedule:
@@ -119,7 +124,7 @@ async def current(store: SqlStore, schedule: Schedule) -> Schedule:
 async def test_a_due_interval_schedule_fires_once_and_moves_on(
     book: ScheduleBook,
     store: SqlStore,
-    bus: MemoryBus,
+    bus: _Bus,
     clock: HandClock,
     scheduler: Scheduler,
 ) -> None:
@@ -163,7 +168,7 @@ async def test_a_due_interval_schedule_fires_once_and_moves_on(
 async def test_a_tick_fires_every_schedule_that_is_due(
     book: ScheduleBook,
     store: SqlStore,
-    bus: MemoryBus,
+    bus: _Bus,
     clock: HandClock,
     scheduler: Scheduler,
 ) -> None:
@@ -180,7 +185,7 @@ async def test_a_tick_fires_every_schedule_that_is_due(
 
 
 async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, tmp_path: Path
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock, tmp_path: Path
 ) -> None:
     made = await make(book)
     clock.set(T0 + MINUTE)
@@ -193,6 +198,7 @@ async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
             store=other_store,
             book=ScheduleBook(other_store, clock=clock),
             bus=bus,
+            mailboxes=bus.mailboxes,
             readiness=Readiness(),
             clock=clock,
         )
@@ -213,7 +219,7 @@ async def test_two_schedulers_at_the_same_moment_fire_an_occurrence_once(
 
 
 async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     made = await make(book, misfire="skip")
     # The process was down across the due time; a new scheduler starts 10 minutes late.
@@ -237,7 +243,7 @@ async def test_skip_after_downtime_fires_nothing_and_moves_past_now(
 
 
 async def test_skip_still_fires_a_run_that_is_only_a_little_late(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     made = await make(book, IntervalCadence(seconds=3600, start=T0), misfire="skip")
     clock.set(T0 + timedelta(hours=1, seconds=45))
@@ -250,7 +256,7 @@ async def test_skip_still_fires_a_run_that_is_only_a_little_late(
 
 
 async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_burst(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     made = await make(book, misfire="run_once")
     # Ten occurrences went by while the process was down.
@@ -273,7 +279,7 @@ async def test_run_once_after_downtime_fires_the_newest_missed_run_once_never_a_
 
 
 async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     hourly = IntervalCadence(seconds=3600, start=T0)
     within = await make(book, hourly, misfire="run_once")
@@ -294,7 +300,7 @@ async def test_run_once_fires_within_the_grace_window_and_not_beyond_it(
 async def test_schedules_that_are_not_active_never_fire(
     book: ScheduleBook,
     store: SqlStore,
-    bus: MemoryBus,
+    bus: _Bus,
     clock: HandClock,
     scheduler: Scheduler,
     status: str,
@@ -311,7 +317,7 @@ async def test_schedules_that_are_not_active_never_fire(
 
 
 async def test_a_paused_schedule_fires_again_after_resume(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     made = await make(book)
     await book.set_status(made.id, "paused")
@@ -326,7 +332,7 @@ async def test_a_paused_schedule_fires_again_after_resume(
 
 
 async def test_a_one_off_fires_once_at_its_time(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
     clock.set(T0 + 5 * MINUTE)
@@ -342,7 +348,7 @@ async def test_a_one_off_fires_once_at_its_time(
 
 
 async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE), misfire="skip")
     clock.set(T0 + 15 * MINUTE)
@@ -359,7 +365,7 @@ async def test_a_one_off_missed_beyond_its_grace_under_skip_is_disabled_unrun(
 
 
 async def test_a_one_off_runs_late_within_a_day_by_default(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     # A reminder due while nothing could fire it (no chat open, the machine asleep).
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
@@ -374,7 +380,7 @@ async def test_a_one_off_runs_late_within_a_day_by_default(
 
 
 async def test_a_one_off_more_than_a_day_late_is_recorded_as_missed(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     made = await make(book, OnceCadence(at=T0 + 5 * MINUTE))
     clock.set(T0 + 5 * MINUTE + timedelta(hours=25))
@@ -395,7 +401,7 @@ async def test_a_one_off_more_than_a_day_late_is_recorded_as_missed(
 
 
 async def test_a_claim_left_by_a_dead_scheduler_is_moved_on_after_two_minutes(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     made = await make(book)
     due = T0 + MINUTE
@@ -422,7 +428,7 @@ async def test_a_claim_left_by_a_dead_scheduler_is_moved_on_after_two_minutes(
 
 
 async def test_a_one_off_claimed_by_a_dead_scheduler_is_disabled_after_two_minutes(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock, scheduler: Scheduler
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock, scheduler: Scheduler
 ) -> None:
     due = T0 + 5 * MINUTE
     made = await make(book, OnceCadence(at=due))
@@ -442,7 +448,7 @@ async def test_a_one_off_claimed_by_a_dead_scheduler_is_disabled_after_two_minut
 
 
 async def test_run_ticks_until_stopped(
-    book: ScheduleBook, store: SqlStore, bus: MemoryBus, clock: HandClock
+    book: ScheduleBook, store: SqlStore, bus: _Bus, clock: HandClock
 ) -> None:
     made = await make(book)
     clock.set(T0 + MINUTE)
@@ -450,17 +456,16 @@ async def test_run_ticks_until_stopped(
         store=store,
         book=ScheduleBook(store, clock=clock),
         bus=bus,
+        mailboxes=bus.mailboxes,
         readiness=Readiness(),
         clock=clock,
         tick=3600,
     )
     task = asyncio.create_task(runner.run())
 
-    delivery = await bus.receive(INBOUND, consumer="test", timeout=5.0)  # the first tick
+    assert await bus.mailboxes.woken(5.0) is not None  # the first tick
 
-    assert delivery is not None
-    assert isinstance(delivery.envelope, Inbound)
-    assert delivery.envelope.schedule_id == made.id
+    assert [inbound.schedule_id for inbound in await fired(bus)] == [made.id]
     await runner.stop()
     await asyncio.wait_for(task, 5.0)
 
@@ -496,7 +501,7 @@ class _AwayStore(SqlStore):
 
 
 async def test_a_tick_that_cannot_reach_the_store_is_tried_again_and_marked_down(
-    tmp_path: Path, bus: MemoryBus, clock: HandClock
+    tmp_path: Path, bus: _Bus, clock: HandClock
 ) -> None:
     store = await _AwayStore.open(sqlite_url(tmp_path / "away.db"), clock=clock)
     assert isinstance(store, _AwayStore)
@@ -509,6 +514,7 @@ async def test_a_tick_that_cannot_reach_the_store_is_tried_again_and_marked_down
             store=store,
             book=ScheduleBook(store, clock=clock),
             bus=bus,
+            mailboxes=bus.mailboxes,
             readiness=readiness,
             clock=clock,
             tick=3600,
@@ -517,11 +523,9 @@ async def test_a_tick_that_cannot_reach_the_store_is_tried_again_and_marked_down
 
         await asyncio.wait_for(store.refused.wait(), 5.0)
         assert (await readiness.report()).details["scheduler"] == "connection refused"
-        delivery = await bus.receive(INBOUND, consumer="test", timeout=10.0)
+        assert await bus.mailboxes.woken(10.0) is not None
 
-        assert delivery is not None
-        assert isinstance(delivery.envelope, Inbound)
-        assert delivery.envelope.schedule_id == made.id
+        assert [inbound.schedule_id for inbound in await fired(bus)] == [made.id]
         assert (await readiness.report()).ready
         await runner.stop()
         await asyncio.wait_for(task, 5.0)

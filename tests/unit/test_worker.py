@@ -22,12 +22,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from core.bus import EVENTS, INBOUND, Delivery, MemoryBus
+from core.bus import EVENTS, MemoryBus
 from core.commands import CommandRegistry, builtin_commands
 from core.envelopes import Address, EventEnvelope, Inbound
 from core.errors import BusError, ProviderError, StoreError
 from core.events import Finished, ModelEvent, TextDelta
 from core.fencing import Fence
+from core.mailbox.base import Claim
 from core.mailbox.memory import MemoryMailboxes
 from core.messages import ToolCall, Usage
 from core.outages import OUTAGE_BUDGET, Patience
@@ -43,7 +44,7 @@ from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tool
 from core.turns import StreamPolicy
 from core.turns.intake import InboundHandler
 from core.worker import Worker
-from tests.workers import Outbox, build_worker
+from tests.workers import Outbox, build_worker, hand_in
 
 HELP_TEXT = CommandRegistry(builtin_commands()).help_text()
 
@@ -131,22 +132,6 @@ def command(word: str, address: Address = TERMINAL) -> Inbound:
     return Inbound(kind="command", address=address, user_id="u1", text=f"/{word}", command=word)
 
 
-async def send(bus: MemoryBus, *inbounds: Inbound) -> None:
-    for inbound in inbounds:
-        await bus.enqueue(INBOUND, inbound)
-
-
-async def unacked_inbound(bus: MemoryBus, clock: LeaseClock) -> list[Inbound]:
-    """Inbound work given out again once every lease ran out: what nobody acked."""
-    clock.pass_lease()
-    found: list[Inbound] = []
-    while (delivery := await bus.receive(INBOUND, consumer="check", timeout=0)) is not None:
-        assert isinstance(delivery.envelope, Inbound)
-        found.append(delivery.envelope)
-        await delivery.ack()
-    return found
-
-
 def routed(routes: dict[str, Callable[[ModelRequest], Awaitable[list[ModelEvent]]]]) -> ScriptStep:
     """A script step answering by the text of the latest user message."""
 
@@ -168,7 +153,7 @@ async def test_a_message_gets_typing_then_a_reply_and_its_delivery_is_acked(
     inbound = message("hi", platform_message_id="m-1")
 
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
         await worker.idle.wait()
 
@@ -180,7 +165,7 @@ async def test_a_message_gets_typing_then_a_reply_and_its_delivery_is_acked(
     reply = sent[-1]
     assert (reply.reply_to, reply.reply_to_platform_id, reply.failed) == (inbound.id, "m-1", False)
     assert reply.address == TERMINAL
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
     assert await store.is_processed(inbound.dedupe_key)
     request = provider.requests[0]
     assert [m.text for m in request.messages] == ["hi"]
@@ -202,7 +187,7 @@ async def test_tool_activity_is_shown_as_progress_before_the_reply(
     inbound = message("6*7?")
 
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
 
     # …and the final text carries it: no piece is sent for what the final text shows.
@@ -227,7 +212,7 @@ async def test_progress_is_not_queued_for_a_platform_that_does_not_show_it(
     inbound = message("6*7?")
 
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
 
     assert [(o.kind, o.text) for o in sent] == [("typing", ""), ("delta", "42"), ("reply", "42")]
@@ -247,7 +232,7 @@ async def test_streamed_pieces_carry_the_whole_text_so_far_in_order(
     inbound = message("hi")
 
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
 
     pieces = [(o.text, o.seq) for o in sent if o.kind == "delta"]
@@ -286,7 +271,7 @@ async def test_one_session_runs_its_messages_one_at_a_time_while_another_session
     a, b, c = message("first"), message("second"), message("other", bob)
 
     async with running(worker):
-        await send(bus, a, b, c)
+        await hand_in(worker, a, b, c)
         await first_started.wait()
         # c was queued after b, so once c is answered the worker has long taken b.
         await outbox.turn_of(c)
@@ -324,7 +309,7 @@ async def test_two_sessions_run_their_turns_at_the_same_time(
     for_bob = message("bob", Address(platform="terminal", chat="bob"))
 
     async with running(worker):
-        await send(bus, for_alice, for_bob)
+        await hand_in(worker, for_alice, for_bob)
         alice_reply = (await outbox.turn_of(for_alice))[-1]
         bob_reply = (await outbox.turn_of(for_bob))[-1]
 
@@ -346,15 +331,15 @@ async def test_a_redelivered_message_is_not_answered_twice(
     following = message("next one", platform_message_id="update-2")
 
     async with running(worker):
-        await send(bus, original)
+        await hand_in(worker, original)
         await outbox.turn_of(original)
-        await send(bus, again, following)
+        await hand_in(worker, again, following)
         await outbox.turn_of(following)
         await worker.idle.wait()
 
     assert [o.reply_to for o in outbox.seen] == [original.id] * 3 + [following.id] * 3
     assert len(provider.requests) == 2
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
 
 
 async def test_a_message_already_marked_processed_is_acked_without_an_answer(
@@ -367,13 +352,13 @@ async def test_a_message_already_marked_processed_is_acked_without_an_answer(
     later = message("later", platform_message_id="m-10")
 
     async with running(worker):
-        await send(bus, answered, later)
+        await hand_in(worker, answered, later)
         await outbox.turn_of(later)
         await worker.idle.wait()
 
     assert {o.reply_to for o in outbox.seen} == {later.id}
     assert len(provider.requests) == 1
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -385,13 +370,13 @@ async def test_new_starts_a_fresh_session_for_the_chat(bus: MemoryBus, store: Sq
     before, reset, after = message("remember this"), command("new"), message("fresh start")
 
     async with running(worker):
-        await send(bus, before)
+        await hand_in(worker, before)
         await outbox.turn_of(before)
         old = await store.current_session(TERMINAL.session_key)
-        await send(bus, reset)
+        await hand_in(worker, reset)
         notice = (await outbox.turn_of(reset))[-1]
         new = await store.current_session(TERMINAL.session_key)
-        await send(bus, after)
+        await hand_in(worker, after)
         await outbox.turn_of(after)
 
     assert (notice.kind, notice.text) == ("notice", "Started a new conversation.")
@@ -435,7 +420,7 @@ async def test_a_first_message_whose_session_another_writer_made_meanwhile_goes_
         group = Address(platform="telegram", bot="b", chat="g1")
         inbound = Inbound(address=group, user_id="u1", text="hi", mentions_bot=True)
         async with running(worker):
-            await send(bus, inbound)
+            await hand_in(worker, inbound)
             sent = await outbox.turn_of(inbound)
             await worker.idle.wait()
 
@@ -453,7 +438,7 @@ async def test_a_first_message_whose_session_another_writer_made_meanwhile_goes_
         assert [s.id for s in await store.list_sessions()] == [store.made_meanwhile]
         texts = [m.text for m in await store.list_messages(store.made_meanwhile)]
         assert texts == ["hi", "Hello Alice!"]
-        assert await unacked_inbound(bus, clock) == []
+        assert await worker.mailboxes.waiting() == 0
     finally:
         await store.close()
 
@@ -467,9 +452,9 @@ async def test_cost_reports_the_tokens_of_the_current_conversation(
     hello, cost = message("hello"), command("cost")
 
     async with running(worker):
-        await send(bus, hello)
+        await hand_in(worker, hello)
         await outbox.turn_of(hello)
-        await send(bus, cost)
+        await hand_in(worker, cost)
         sent = await outbox.turn_of(cost)
 
     assert [(o.kind, o.text) for o in sent] == [
@@ -498,13 +483,13 @@ async def test_help_and_unknown_commands_answer_with_a_notice_and_no_model_call(
     inbound = command(word)
 
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
         await worker.idle.wait()
 
     assert [(o.kind, o.text, o.reply_to) for o in sent] == [("notice", expected, inbound.id)]
     assert provider.requests == []
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
 
 
 # --- cancel, limits, modes -----------------------------------------------------------------
@@ -533,11 +518,11 @@ async def test_a_cancel_stops_the_running_turn_of_that_session(
     follow_up = message("never mind")
 
     async with running(worker):
-        await send(bus, long_one)
+        await hand_in(worker, long_one)
         await asked.wait()
-        await send(bus, elsewhere, cancel)
+        await hand_in(worker, elsewhere, cancel)
         sent = await outbox.turn_of(long_one)
-        await send(bus, follow_up)
+        await hand_in(worker, follow_up)
         answer = (await outbox.turn_of(follow_up))[-1]
         await worker.idle.wait()
 
@@ -545,7 +530,7 @@ async def test_a_cancel_stops_the_running_turn_of_that_session(
     assert stopped.is_set()
     assert answer.text == "back again"
     assert [m.role for m in provider.requests[-1].messages] == ["user", "user"]
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
 
 
 async def test_an_oversized_message_gets_a_notice_and_no_model_call(
@@ -556,7 +541,7 @@ async def test_an_oversized_message_gets_a_notice_and_no_model_call(
     inbound = message("x" * 11)
 
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
 
     assert [o.kind for o in sent] == ["notice"]
@@ -590,11 +575,11 @@ async def test_the_capability_mode_comes_from_the_channel_policy(
     from_owner = message("hi", trusted)
 
     async with running(worker):
-        await send(bus, from_terminal)
+        await hand_in(worker, from_terminal)
         await terminal.turn_of(from_terminal)
-        await send(bus, from_telegram)
+        await hand_in(worker, from_telegram)
         await telegram.turn_of(from_telegram)
-        await send(bus, from_owner)
+        await hand_in(worker, from_owner)
         await telegram.turn_of(from_owner)
 
     offered = [[t.name for t in r.tools] for r in provider.requests]
@@ -620,7 +605,7 @@ async def lifecycle_of_one_turn(
     seen: list[EventEnvelope] = []
     try:
         async with running(worker):
-            await send(bus, inbound)
+            await hand_in(worker, inbound)
             await outbox.turn_of(inbound)
             while not seen or seen[-1].name != "agent.run.complete":
                 envelope = await asyncio.wait_for(anext(events), PATIENCE)
@@ -666,12 +651,12 @@ async def test_a_provider_failure_is_answered_with_an_apology_marked_failed(
     inbound = message("hi")
 
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         reply = (await outbox.turn_of(inbound))[-1]
         await worker.idle.wait()
 
     assert (reply.kind, reply.text, reply.failed) == ("reply", MODEL_UNAVAILABLE, True)
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
 
 
 # --- shutdown ------------------------------------------------------------------------------
@@ -682,7 +667,7 @@ async def test_stop_returns_promptly_while_idle(bus: MemoryBus, store: SqlStore)
     outbox = Outbox(bus)
     inbound = command("help")
     task = asyncio.create_task(worker.run())
-    await send(bus, inbound)
+    await hand_in(worker, inbound)
     # The worker takes the next receive right after handing this one off: it is idle-waiting.
     await outbox.turn_of(inbound)
     await worker.idle.wait()
@@ -708,7 +693,7 @@ async def test_stop_lets_a_running_turn_finish_and_ack(
     outbox = Outbox(bus)
     inbound = message("hi")
     task = asyncio.create_task(worker.run())
-    await send(bus, inbound)
+    await hand_in(worker, inbound)
     await asked.wait()
 
     stopping = asyncio.create_task(worker.stop(grace=PATIENCE))
@@ -718,7 +703,7 @@ async def test_stop_lets_a_running_turn_finish_and_ack(
     await asyncio.wait_for(stopping, PATIENCE)
 
     assert (await outbox.turn_of(inbound))[-1].text == "finished in time"
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
 
 
 async def test_a_turn_still_running_after_the_grace_period_is_left_in_its_mailbox(
@@ -734,15 +719,14 @@ async def test_a_turn_still_running_after_the_grace_period_is_left_in_its_mailbo
     worker, _ = make_worker(bus, store, [thinks])
     inbound = message("hi")
     task = asyncio.create_task(worker.run())
-    await send(bus, inbound)
+    await hand_in(worker, inbound)
     await asked.wait()
 
     await asyncio.wait_for(worker.stop(grace=0.1), PATIENCE)
     await asyncio.wait_for(task, PATIENCE)
 
-    # Handed over to the mailbox (the bus entry is acked), not finished: the next worker to
-    # claim the session runs it again.
-    assert await unacked_inbound(bus, clock) == []
+    # Left in the mailbox, not finished: the next worker to claim the session runs it again.
+    assert await worker.mailboxes.waiting() == 1
     assert await worker.mailboxes.pending() == [inbound.address.session_key]
     claim = await worker.mailboxes.claim(inbound.address.session_key, owner="next")
     assert claim is not None
@@ -764,7 +748,7 @@ async def test_stop_starts_no_more_turns_and_leaves_waiting_work_in_mailboxes(
     worker, provider = make_worker(bus, store, [thinks], concurrency=1)
     queued = [message(f"m{i}") for i in range(4)]
     other = message("another chat", Address(platform="terminal", chat="bob"))
-    await send(bus, *queued, other)
+    await hand_in(worker, *queued, other)
     task = asyncio.create_task(worker.run())
     await asked.wait()
 
@@ -773,7 +757,7 @@ async def test_stop_starts_no_more_turns_and_leaves_waiting_work_in_mailboxes(
 
     assert worker.idle.is_set()  # nothing was started after stop()
     assert len(provider.requests) == 1
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == len(queued) + 1
     # The first message's turn was cut off; it and the others wait for the next worker.
     for key, expected in [
         (queued[0].address.session_key, [i.id for i in queued]),
@@ -799,74 +783,56 @@ async def test_lifecycle_events_carry_scrubbed_text(bus: MemoryBus, store: SqlSt
     assert key not in repr([e.model_dump() for e in seen])
 
 
-# --- the bus away ---------------------------------------------------------------------------
-
-
-class _AwayBus(MemoryBus):
-    """Refuses the first `failures` receives, like Redis while it restarts."""
-
-    def __init__(self, failures: int, clock: LeaseClock) -> None:
-        super().__init__(lease_seconds=LEASE, clock=clock)
-        self.failures = failures
-        self.refused = asyncio.Event()
-
-    async def receive(
-        self,
-        queue: str,
-        *,
-        consumer: str,
-        timeout: float | None = None,  # noqa: ASYNC109 (the Bus protocol's signature)
-    ) -> Delivery | None:
-        if queue == INBOUND and self.failures:
-            self.failures -= 1
-            self.refused.set()
-            raise BusError("connection refused")
-        return await super().receive(queue, consumer=consumer, timeout=timeout)
+# --- the mailboxes away ---------------------------------------------------------------------
 
 
 class _AwayMailboxes(MemoryMailboxes):
-    """Refuses the first `failures` puts."""
+    """Refuses the first `failures` waits for a wake, then the first `claims` claims, like
+    Redis while it restarts."""
 
-    def __init__(self, failures: int) -> None:
+    def __init__(self, failures: int, claims: int) -> None:
         super().__init__()
         self.failures = failures
+        self.claims = claims
+        self.refused = asyncio.Event()
 
-    async def put(self, inbound: Inbound) -> None:
+    async def woken(self, within: float) -> str | None:
         if self.failures:
             self.failures -= 1
+            self.refused.set()
             raise BusError("connection refused")
-        await super().put(inbound)
+        return await super().woken(within)
+
+    async def claim(self, session_key: str, *, owner: str) -> Claim | None:
+        if self.claims:
+            self.claims -= 1
+            raise BusError("connection refused")
+        return await super().claim(session_key, owner=owner)
 
 
-async def test_a_worker_says_it_is_not_ready_while_the_bus_is_away_and_carries_on(
-    store: SqlStore, clock: LeaseClock
+async def test_a_worker_says_it_is_not_ready_while_the_mailboxes_are_away_and_carries_on(
+    bus: MemoryBus, store: SqlStore
 ) -> None:
-    bus = _AwayBus(failures=3, clock=clock)
     readiness = Readiness()
+    mailboxes = _AwayMailboxes(failures=3, claims=2)
     worker, _ = make_worker(
-        bus,
-        store,
-        [text_reply("Back again.")],
-        readiness=readiness,
-        mailboxes=_AwayMailboxes(failures=2),
+        bus, store, [text_reply("Back again.")], readiness=readiness, mailboxes=mailboxes
     )
     outbox = Outbox(bus)
     inbound = message("hi")
-    try:
-        async with running(worker):
-            await asyncio.wait_for(bus.refused.wait(), PATIENCE)
-            report = await readiness.report()
-            assert not report.ready
-            assert report.details["worker receive"] == "connection refused"
+    async with running(worker):
+        await asyncio.wait_for(mailboxes.refused.wait(), PATIENCE)
+        report = await readiness.report()
+        assert not report.ready
+        assert report.details["worker wakes"] == "connection refused"
 
-            await send(bus, inbound)
-            sent = await asyncio.wait_for(outbox.turn_of(inbound), PATIENCE)
-            await worker.idle.wait()
-            assert (await readiness.report()).ready
-        assert [o.text for o in sent if o.kind == "reply"] == ["Back again."]
-        assert await unacked_inbound(bus, clock) == []
-    finally:
-        await bus.close()
+        await hand_in(worker, inbound)
+        sent = await asyncio.wait_for(outbox.turn_of(inbound), PATIENCE)
+        await worker.idle.wait()
+        assert (await readiness.report()).ready
+    assert [o.text for o in sent if o.kind == "reply"] == ["Back again."]
+    assert mailboxes.claims == 0
+    assert await worker.mailboxes.waiting() == 0
 
 
 class _AwayStore(SqlStore):
@@ -929,7 +895,7 @@ async def test_a_turn_cut_off_by_the_store_going_away_is_tried_again_without_cou
     )
     try:
         async with running(worker):
-            await send(bus, message("hi"))
+            await hand_in(worker, message("hi"))
             await asyncio.wait_for(handler.done.wait(), PATIENCE)
         assert (handler.handled, handler.apologized) == (["hi", "hi"], [])
     finally:
@@ -1014,7 +980,7 @@ async def test_a_message_is_kept_while_the_disk_is_full_and_answered_once_there_
         await store.current_session(TERMINAL.session_key)
         store.full = True
         async with running(worker):
-            await send(bus, inbound)
+            await hand_in(worker, inbound)
             # The disk stays full until the turn met it, and, when the turn gives up at
             # once, until the worker has been handed the failure.
             noticed = warnings.first if budget else warnings.worker
@@ -1034,7 +1000,7 @@ async def test_a_message_is_kept_while_the_disk_is_full_and_answered_once_there_
     assert len(provider.requests) == 1
     assert stored == [inbound.text, "Answered."]
     assert processed
-    assert await unacked_inbound(bus, clock) == []
+    assert await worker.mailboxes.waiting() == 0
     # One line says what is wrong, and no more while it lasts.
     assert [line for line in warnings.lines if "disk is full" in line] == warnings.lines
     assert len(warnings.lines) == 1, warnings.lines
@@ -1077,7 +1043,7 @@ async def test_a_turn_whose_count_meets_a_redis_outage_waits_for_it_and_is_answe
     group = Address(platform="telegram", bot="b", chat="g1")
     inbound = Inbound(address=group, user_id="u1", text="hi", mentions_bot=True)
     async with running(worker):
-        await send(bus, inbound)
+        await hand_in(worker, inbound)
         sent = await outbox.turn_of(inbound)
         await worker.idle.wait()
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.bus import INBOUND, MemoryBus, outbound_queue
+from core.bus import MemoryBus, outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.events import ModelEvent
 from core.fencing import Fence
@@ -28,7 +28,7 @@ from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
-from tests.workers import build_worker
+from tests.workers import build_worker, hand_in
 
 PATIENCE = 5.0
 TERMINAL = Address(platform="terminal", chat="alice")
@@ -88,7 +88,7 @@ async def finals_of(bus: MemoryBus, inbound: Inbound, worker: Worker) -> list[Ou
 async def run_until_idle(worker: Worker, bus: MemoryBus, inbound: Inbound) -> None:
     task = asyncio.create_task(worker.run())
     try:
-        await bus.enqueue(INBOUND, inbound)
+        await hand_in(worker, inbound)
         await asyncio.wait_for(worker.idle.wait(), PATIENCE)
     finally:
         await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
@@ -119,7 +119,7 @@ async def test_a_claim_lost_mid_turn_sends_no_cancelled_notice_and_the_next_clai
     inbound = Inbound(address=TERMINAL, user_id="u1", text="hello", is_direct=True)
     task = asyncio.create_task(worker.run())
     try:
-        await bus.enqueue(INBOUND, inbound)
+        await hand_in(worker, inbound)
         await asyncio.wait_for(asked.wait(), PATIENCE)
         first = mailboxes.claims[0]
         first.lost.set()  # its lease could not be renewed in time
