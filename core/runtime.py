@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Literal, Protocol
 
@@ -39,8 +38,6 @@ from core.errors import (
     BudgetExceeded,
     ProviderError,
     StoreError,
-    ToolError,
-    ToolNotAllowed,
     Unavailable,
 )
 from core.events import (
@@ -53,8 +50,6 @@ from core.events import (
     RunFailed,
     RunStarted,
     TextDelta,
-    ToolFinished,
-    ToolRequested,
 )
 from core.fencing import Fence, FenceOvertaken
 from core.history import HistoryCache
@@ -67,11 +62,12 @@ from core.outages import Patience
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
-from core.safety import LOOP_STOPPED, ToolCallMonitor, fence_tool_output, scan_tool_output
+from core.safety import LOOP_STOPPED, ToolCallMonitor
 from core.store.ledger import CostEntry, CostLedger
 from core.store.log import CompactionSummary, ConversationLog
 from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
-from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.tool_calls import ToolCalls
+from core.tools.base import Tool, ToolContext, ToolRegistry
 from core.window import TurnWindow
 
 __all__ = [
@@ -95,7 +91,6 @@ ANSWER_CUT_OFF = "My answer was cut off before it ended; please ask again."
 _CUT_OFF_NOTE = "\n\n[This answer was cut off here: the model's stream broke.]"
 _CANCELLED_NOTE = "\n\n[This answer was cancelled here by the person.]"
 _INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
-_MAX_TOOL_OUTPUT = 16_000
 
 # The price of one call's usage for a model; None when the model has no known price.
 CostFunction = Callable[[str, Usage], float | None]
@@ -203,6 +198,13 @@ class AgentRuntime:
         self.budgets = budgets
         self.patience = patience or Patience()
         self.models = models
+        self._calls = ToolCalls(
+            tools=tools,
+            hooks=self.hooks,
+            redactor=self._redact,
+            confirm=confirm,
+            timeout=self.limits.tool_timeout,
+        )
 
     async def run(
         self,
@@ -773,10 +775,13 @@ class AgentRuntime:
         each group's results stored before the next group runs (the last group's with the
         checkpoint moved on to `step` tool rounds). The results as stored."""
         results: list[Message] = []
-        groups = self._groups(calls)
+        groups = self._calls.groups(calls)
         for index, group in enumerate(groups):
             outcomes = await asyncio.gather(
-                *(self._run_tool(c, context, tool_context, emit, state.monitor) for c in group)
+                *(
+                    self._calls.run(c, context.mode, tool_context, emit, state.monitor)
+                    for c in group
+                )
             )
             made = [
                 Message.tool_result(call, output, is_error=is_error)
@@ -785,96 +790,6 @@ class AgentRuntime:
             rounds = step if index == len(groups) - 1 else None
             results += await self._persist(session_id, state, made, rounds=rounds)
         return results
-
-    def _groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
-        groups: list[list[ToolCall]] = []
-        for call in calls:
-            concurrent = self._is_read_only(call)
-            if concurrent and groups and all(self._is_read_only(c) for c in groups[-1]):
-                groups[-1].append(call)
-            else:
-                groups.append([call])
-        return groups
-
-    def _is_read_only(self, call: ToolCall) -> bool:
-        # Calls that will be refused (unknown tool) have no effect, so they may overlap.
-        if call.name not in self.tools:
-            return True
-        return self.tools.get(call.name).tier is SafetyTier.READ_ONLY
-
-    async def _run_tool(
-        self,
-        call: ToolCall,
-        context: ChannelContext,
-        tool_context: ToolContext,
-        emit: Callable[[AgentEvent | None], None],
-        monitor: ToolCallMonitor,
-    ) -> tuple[str, bool]:
-        arguments = self._redact.data(call.arguments)
-        emit(ToolRequested(call_id=call.id, name=call.name, arguments=arguments))
-        started = time.perf_counter()
-        verdict = monitor.record_call(
-            call.name, call.arguments if call.raw_arguments is None else {"": call.raw_arguments}
-        )
-        try:
-            if verdict.action == "stop":
-                raise ToolError(verdict.note)
-            if (blocked := await self.hooks.before_tool_call(call, tool_context)) is not None:
-                raise ToolError(blocked)
-            output, is_error = await self._invoke(call, context, tool_context), False
-        except ToolError as exc:
-            output, is_error = str(exc), True
-        except TimeoutError:
-            output = f"Tool {call.name!r} timed out after {self.limits.tool_timeout:g}s."
-            is_error = True
-        except Exception as exc:
-            log.exception("tool %s raised", call.name)
-            output, is_error = f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}", True
-        # Hooks read redacted output, and what they return is redacted again.
-        output = self._redact(
-            await self.hooks.after_tool_call(call, self._redact(output), is_error)
-        )
-        if len(output) > _MAX_TOOL_OUTPUT:
-            output = output[:_MAX_TOOL_OUTPUT] + f"\n[output cut at {_MAX_TOOL_OUTPUT} characters]"
-        if flags := scan_tool_output(output):
-            output = fence_tool_output(output, flags)
-        hint = monitor.record_result(call.name, is_error=is_error)
-        notes = [n for n in (verdict.note if verdict.action == "run" else "", hint) if n]
-        if notes:
-            output = "\n\n".join([output, *notes])
-        emit(
-            ToolFinished(
-                call_id=call.id,
-                name=call.name,
-                output=output,
-                is_error=is_error,
-                duration_ms=(time.perf_counter() - started) * 1000,
-            )
-        )
-        return output, is_error
-
-    async def _invoke(
-        self, call: ToolCall, context: ChannelContext, tool_context: ToolContext
-    ) -> str:
-        if call.raw_arguments is not None:
-            raise ToolError(
-                f"Arguments for {call.name} must be a JSON object; "
-                f"got {call.raw_arguments[:200]!r}."
-            )
-        tool: Tool[Any] = self.tools.get(call.name)
-        if not context.mode.allows(tool):
-            raise ToolNotAllowed(context.mode.refusal(tool))
-        if tool.tier is SafetyTier.PRIVILEGED and context.mode.confirm_privileged:
-            if self._confirm is None:
-                # Nobody can be asked; refusing is the safe default.
-                raise ToolNotAllowed(
-                    f"Tool {call.name!r} needs a confirmation this chat cannot ask for."
-                )
-            shown = call.model_copy(update={"arguments": self._redact.data(call.arguments)})
-            if not await self._confirm(shown, tool_context):
-                raise ToolNotAllowed(f"The user refused. Tool {call.name!r} did not run.")
-        async with asyncio.timeout(self.limits.tool_timeout):
-            return await tool(call.arguments, tool_context)
 
     async def _context_for(self, context: ChannelContext, asked: str) -> str:
         """The turn's extra context (memory) for the newest user text; "" when it fails."""

@@ -1,0 +1,144 @@
+"""`ToolCalls`: how a turn runs the tool calls of one model answer.
+
+Each call is checked against the chat's capability mode (a privileged one confirmed where the
+mode asks for it), guarded by the loop monitor and the hooks, run under the tool timeout,
+and its output redacted, cut to `MAX_TOOL_OUTPUT` characters and fenced when it looks like
+an injection. A failing tool is an error result the model reads, never a failed turn.
+The runtime (`core/runtime.py`) stores the results; this module only runs the calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from core.confirm import Confirm
+from core.errors import ToolError, ToolNotAllowed
+from core.events import AgentEvent, ToolFinished, ToolRequested
+from core.hooks import HookChain
+from core.messages import ToolCall
+from core.modes import CapabilityMode
+from core.redact import Redactor
+from core.safety import ToolCallMonitor, fence_tool_output, scan_tool_output
+from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
+
+__all__ = ["MAX_TOOL_OUTPUT", "ToolCalls"]
+
+log = logging.getLogger(__name__)
+
+# A tool's output longer than this is cut (with a note saying so) before the model reads it.
+MAX_TOOL_OUTPUT = 16_000
+
+
+class ToolCalls:
+    """Runs tool calls for a turn: checks, hooks, timeout, redaction, the output's cut."""
+
+    def __init__(
+        self,
+        *,
+        tools: ToolRegistry,
+        hooks: HookChain,
+        redactor: Redactor,
+        confirm: Confirm | None,
+        timeout: float,
+    ) -> None:
+        """`confirm` asks the person before a privileged tool runs where the mode wants it;
+        without it such calls are refused. `timeout`: the seconds one call may take."""
+        self.tools = tools
+        self.hooks = hooks
+        self._redact = redactor
+        self._confirm = confirm
+        self.timeout = timeout
+
+    def groups(self, calls: list[ToolCall]) -> list[list[ToolCall]]:
+        """The calls in groups run one after another: contiguous read-only calls together, every
+        other call alone, in the order the model gave them."""
+        groups: list[list[ToolCall]] = []
+        for call in calls:
+            concurrent = self._is_read_only(call)
+            if concurrent and groups and all(self._is_read_only(c) for c in groups[-1]):
+                groups[-1].append(call)
+            else:
+                groups.append([call])
+        return groups
+
+    def _is_read_only(self, call: ToolCall) -> bool:
+        # Calls that will be refused (unknown tool) have no effect, so they may overlap.
+        if call.name not in self.tools:
+            return True
+        return self.tools.get(call.name).tier is SafetyTier.READ_ONLY
+
+    async def run(
+        self,
+        call: ToolCall,
+        mode: CapabilityMode,
+        tool_context: ToolContext,
+        emit: Callable[[AgentEvent | None], None],
+        monitor: ToolCallMonitor,
+    ) -> tuple[str, bool]:
+        arguments = self._redact.data(call.arguments)
+        emit(ToolRequested(call_id=call.id, name=call.name, arguments=arguments))
+        started = time.perf_counter()
+        verdict = monitor.record_call(
+            call.name, call.arguments if call.raw_arguments is None else {"": call.raw_arguments}
+        )
+        try:
+            if verdict.action == "stop":
+                raise ToolError(verdict.note)
+            if (blocked := await self.hooks.before_tool_call(call, tool_context)) is not None:
+                raise ToolError(blocked)
+            output, is_error = await self._invoke(call, mode, tool_context), False
+        except ToolError as exc:
+            output, is_error = str(exc), True
+        except TimeoutError:
+            output = f"Tool {call.name!r} timed out after {self.timeout:g}s."
+            is_error = True
+        except Exception as exc:
+            log.exception("tool %s raised", call.name)
+            output, is_error = f"Tool {call.name!r} failed: {type(exc).__name__}: {exc}", True
+        # Hooks read redacted output, and what they return is redacted again.
+        output = self._redact(
+            await self.hooks.after_tool_call(call, self._redact(output), is_error)
+        )
+        if len(output) > MAX_TOOL_OUTPUT:
+            output = output[:MAX_TOOL_OUTPUT] + f"\n[output cut at {MAX_TOOL_OUTPUT} characters]"
+        if flags := scan_tool_output(output):
+            output = fence_tool_output(output, flags)
+        hint = monitor.record_result(call.name, is_error=is_error)
+        notes = [n for n in (verdict.note if verdict.action == "run" else "", hint) if n]
+        if notes:
+            output = "\n\n".join([output, *notes])
+        emit(
+            ToolFinished(
+                call_id=call.id,
+                name=call.name,
+                output=output,
+                is_error=is_error,
+                duration_ms=(time.perf_counter() - started) * 1000,
+            )
+        )
+        return output, is_error
+
+    async def _invoke(self, call: ToolCall, mode: CapabilityMode, tool_context: ToolContext) -> str:
+        if call.raw_arguments is not None:
+            raise ToolError(
+                f"Arguments for {call.name} must be a JSON object; "
+                f"got {call.raw_arguments[:200]!r}."
+            )
+        tool: Tool[Any] = self.tools.get(call.name)
+        if not mode.allows(tool):
+            raise ToolNotAllowed(mode.refusal(tool))
+        if tool.tier is SafetyTier.PRIVILEGED and mode.confirm_privileged:
+            if self._confirm is None:
+                # Nobody can be asked; refusing is the safe default.
+                raise ToolNotAllowed(
+                    f"Tool {call.name!r} needs a confirmation this chat cannot ask for."
+                )
+            shown = call.model_copy(update={"arguments": self._redact.data(call.arguments)})
+            if not await self._confirm(shown, tool_context):
+                raise ToolNotAllowed(f"The user refused. Tool {call.name!r} did not run.")
+        async with asyncio.timeout(self.timeout):
+            return await tool(call.arguments, tool_context)
