@@ -6,18 +6,21 @@ directory (with `REDIS_URL` too, which is fine only while every process runs on 
 `switchboard doctor` says so). How work moves depends on `REDIS_URL`: set, Redis coordinates
 every process (the bus, the mailboxes and their leases, the holds on replies, the rate-limit
 counters), and holds nothing that must outlive a Redis restart; unset, the bus and mailboxes
-live in the SQLite file and this process. On Redis, every key is in the namespace of
-`SWITCHBOARD_BOT_ID`, so several bots can share one server.
+live in the SQLite file and this process. The terminal chat keeps its bus and mailboxes in a
+SQLite queue file of its own either way (`chat_queue_path`). On Redis, every key is in the
+namespace of `SWITCHBOARD_BOT_ID`, so several bots can share one server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import logging
-from collections.abc import AsyncIterator, Collection, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from bots.images import image_generator
@@ -27,17 +30,15 @@ from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
 from core.access import Gate, Pairing
 from core.bus.base import Bus
-from core.bus.memory import MemoryBus
 from core.bus.names import NOTIFICATIONS
 from core.bus.sqlite import SqliteBus
 from core.checkpoints import CrashPolicy
 from core.commands import CommandRegistry
 from core.compaction import Compactor
 from core.confirm import Confirmations
-from core.errors import BusError
+from core.errors import BusError, ConfigError
 from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
-from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
 from core.metering import ModelMetering, breaker_probe, breakers_of
@@ -59,7 +60,7 @@ from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
-from core.store.replies import HeldReplyRecords, MemoryReplyRecords, ReplyRecords
+from core.store.replies import HeldReplyRecords, ReplyRecords
 from core.tools import (
     FileDrop,
     WorkspaceSettings,
@@ -91,6 +92,7 @@ __all__ = [
     "Components",
     "assemble_worker",
     "backends",
+    "chat_queue_path",
     "embedded",
     "open_store",
     "worker_for",
@@ -178,46 +180,45 @@ class Components:
 
 @asynccontextmanager
 async def backends(
-    settings: Settings, *, local_bus: bool = False, take_over: bool = False
+    settings: Settings, *, own_queues: bool = False, take_over: bool = False
 ) -> AsyncIterator[Backends]:
     """The store, bus and mailboxes the settings call for.
 
-    `local_bus` keeps the bus and mailboxes in this process even with Redis (the terminal
-    chat: its work should not go to other workers), while history still goes to the store.
-    `take_over` (embedded only): this process is the one that works the SQLite queues, so
-    leases a crashed run left on them are released at once.
+    `own_queues` (the terminal chat and `switchboard recover`): the bus and mailboxes are a
+    SQLite queue file of this process's own, `chat-queues.db` next to the data file
+    (`chat_queue_path`), even with Redis, so the work stays durable yet a `serve` on the same
+    data file never picks it up; history still goes to the store. One such process at a time
+    holds that file (a second gets `ConfigError`), and it takes over the leases a crashed one
+    left. `take_over` (embedded only): this process is the one that works the data file's
+    queues, so leases a crashed run left on them are released at once.
     """
     from core.store.sql import SqlReplyRecords
 
     async with AsyncExitStack() as stack:
         records_store = await _open_sql_store(settings)
         stack.push_async_callback(records_store.close)
-        if settings.redis_url is None:
+        if own_queues or settings.redis_url is None:
+            # The reply records in the database; this process alone shows them.
             records = await SqlReplyRecords.open(settings.store_url)
             stack.push_async_callback(records.close)
-            if local_bus:
-                # The terminal's work must not be picked up by a `serve` on the same file.
-                memory_bus = MemoryBus()
-                stack.push_async_callback(memory_bus.close)
-                yield Backends(
-                    records_store,
-                    memory_bus,
-                    MemoryMailboxes(),
-                    records,
-                    distributed=False,
-                    readiness=_readiness(records_store),
-                )
-                return
-            # Durable queues and mailboxes in the same file: accepted work survives a crash.
-            sqlite_bus = await SqliteBus.open(
-                settings.database_path,
-                lease_seconds=BUS_LEASE_SECONDS,
-                take_over=take_over,
+            if own_queues:
+                path = chat_queue_path(settings)
+                stack.enter_context(_sole_user(path))
+                # Topics stay in this process: nobody else reads the chat's events.
+                shared: frozenset[str] = frozenset()
+            else:
+                path = settings.database_path
                 # `switchboard events --topic notifications` reads them from another process.
-                shared_topics=frozenset({NOTIFICATIONS}),
+                shared = frozenset({NOTIFICATIONS})
+            # Durable queues and mailboxes in one file: accepted work survives a crash.
+            sqlite_bus = await SqliteBus.open(
+                path,
+                lease_seconds=BUS_LEASE_SECONDS,
+                take_over=take_over or own_queues,
+                shared_topics=shared,
             )
             stack.push_async_callback(sqlite_bus.close)
-            durable = await SqliteMailboxes.open(settings.database_path)
+            durable = await SqliteMailboxes.open(path)
             stack.push_async_callback(durable.aclose)
             yield Backends(
                 records_store,
@@ -235,37 +236,48 @@ async def backends(
         from core.replies_hold import RedisReplyHolds
 
         url, keys = settings.redis_url, settings.redis_keys
-        if local_bus:
-            memory = MemoryBus()
-            stack.push_async_callback(memory.close)
-            # The terminal's replies are shown by this process alone.
-            yield Backends(
-                records_store,
-                memory,
-                MemoryMailboxes(),
-                MemoryReplyRecords(),
-                distributed=False,
-                readiness=_readiness(records_store),
-            )
-            return
         # One client (one connection pool) for the Redis parts of the process but the bus,
         # closed after the parts that use it. The bus keeps a client of its own: its blocking
         # reads and subscriptions hold connections for long, and its few quick retries make a
         # Redis that stays away surface at once (the caller backs off, the subscription says
         # it was interrupted) instead of being retried for seconds inside redis-py.
-        shared = await _coordination(url)
-        stack.push_async_callback(shared.aclose)
+        client = await _coordination(url)
+        stack.push_async_callback(client.aclose)
         redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
         stack.push_async_callback(redis_bus.close)
-        mailboxes = RedisMailboxes(shared, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
+        mailboxes = RedisMailboxes(client, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
         readiness = _readiness(records_store)
         # The record of each reply in the database, the hold on it in Redis.
         sql_replies = await SqlReplyRecords.open(settings.store_url)
         stack.push_async_callback(sql_replies.close)
-        holds = RedisReplyHolds(shared, keys=keys, readiness=readiness)
+        holds = RedisReplyHolds(client, keys=keys, readiness=readiness)
         replies = HeldReplyRecords(sql_replies, holds)
         readiness.add_check("bus", redis_bus.ping)
-        yield Backends(records_store, redis_bus, mailboxes, replies, True, readiness, redis=shared)
+        yield Backends(records_store, redis_bus, mailboxes, replies, True, readiness, redis=client)
+
+
+def chat_queue_path(settings: Settings) -> Path:
+    """The queue file of the terminal chat (and `recover`): beside the data file, never the
+    data file itself, so a `serve` on that file does not take the chat's work."""
+    return settings.data_dir / "chat-queues.db"
+
+
+@contextmanager
+def _sole_user(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path`'s lock file while the block runs; `ConfigError` if
+    another process holds it (two chats on one queue file would print each other's answers)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        try:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"another `switchboard chat` or `recover` is running on {path.parent}"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
 
 
 def _readiness(store: Store) -> Readiness:
@@ -552,13 +564,14 @@ def _memory_context(store: FactStore, profile: str) -> TurnContext:
 
 @asynccontextmanager
 async def embedded(
-    settings: Settings, profile: Profile, *, local_bus: bool = False
+    settings: Settings, profile: Profile, *, own_queues: bool = False
 ) -> AsyncIterator[Components]:
-    """Backends plus a worker: everything one `chat` or `serve` process needs."""
-    async with backends(settings, local_bus=local_bus, take_over=not local_bus) as found:
+    """Backends plus a worker: everything one `chat` or `serve` process needs (`own_queues`:
+    see `backends`)."""
+    async with backends(settings, own_queues=own_queues, take_over=not own_queues) as found:
         # A terminal chat only answers its own conversation; turns a crash cut off are left to
         # `serve`, `worker` or `switchboard recover` rather than printed into a new chat.
-        async with worker_for(settings, profile, found, recover=not local_bus) as parts:
+        async with worker_for(settings, profile, found, recover=not own_queues) as parts:
             yield parts
 
 

@@ -38,7 +38,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "chat": LazyCommand(
         "bots.commands.chat",
         "chat",
-        "Chat in the terminal with the embedded runtime (SQLite, in-process bus).",
+        "Chat in the terminal with the embedded runtime (SQLite, queues of its own).",
     ),
     "cost": LazyCommand(
         "bots.commands.chat",

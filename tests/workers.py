@@ -14,7 +14,6 @@ from core.confirm import Confirmations
 from core.envelopes import Inbound, Outbound
 from core.mailbox.base import Mailboxes
 from core.mailbox.intake import accept_inbound
-from core.mailbox.memory import MemoryMailboxes
 from core.modes import ModeCatalog
 from core.policy import ChannelPolicy
 from core.readiness import Readiness
@@ -24,6 +23,7 @@ from core.scheduling.book import ScheduleBook
 from core.store.base import Store
 from core.turns import StreamPolicy
 from core.worker import Worker
+from tests.backends.memory_mailboxes import MemoryMailboxes
 
 __all__ = ["Outbox", "build_worker", "hand_in", "stream_policies", "take_waiting"]
 

@@ -77,7 +77,7 @@ def chat(
     model: str | None,
     profile: str | None,
 ) -> None:
-    """Chat in the terminal with the embedded runtime (SQLite, in-process bus).
+    """Chat in the terminal with the embedded runtime (SQLite, queues of its own).
 
     Interactive on a terminal: answers stream, tool use shows as dim lines, Ctrl-C stops the
     answer being written, /new starts afresh, /quit leaves. With input piped, every line is one
@@ -94,8 +94,8 @@ def chat(
 async def _chat(settings: Settings, session_name: str | None, interactive: bool) -> None:
     opened = utc_now()
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    # The terminal's work stays in this process; with REDIS_URL its history goes to Redis.
-    async with embedded(settings, profile, local_bus=True) as parts:
+    # The terminal's work stays in its own queue file; history goes to the store.
+    async with embedded(settings, profile, own_queues=True) as parts:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
         chat_name = await _terminal_chat(parts.store, session_name, err)
 

@@ -103,8 +103,8 @@ async def _resume(settings: Settings, run_key: str) -> None:
     async with open_store(settings) as store:
         inbound = (await _running(store, run_key)).inbound
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
-    # The work stays in this process: its bus is local even with REDIS_URL.
-    async with embedded(settings, profile, local_bus=True) as parts:
+    # The work stays in this process: its queues are the chat's own even with REDIS_URL.
+    async with embedded(settings, profile, own_queues=True) as parts:
         if await parts.store.is_processed(run_key):
             await parts.store.finish_checkpoint(run_key, "completed")
             click.echo(f"Turn {run_key} was already answered; marked completed.")

@@ -3,8 +3,9 @@
 Inbound work does not cross the bus: producers put it in its session's mailbox
 (`core/mailbox/`).
 
-`MemoryBus` (one process, nothing kept), `SqliteBus` (the embedded deployment: durable queues
-in the data file) and `RedisBus` (the distributed deployment).
+`SqliteBus` (the embedded deployment and the terminal chat: durable queues in a SQLite file,
+topics in the process, `local_topics.py`) and `RedisBus` (the distributed deployment); tests
+have a `MemoryBus` of their own (`tests/backends/`).
 
 `RedisBus` is imported on first use, so a process without Redis never loads redis-py.
 """
@@ -12,7 +13,6 @@ in the data file) and `RedisBus` (the distributed deployment).
 from typing import TYPE_CHECKING, Any
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
-from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, outbound_queue
 from core.bus.sqlite import SqliteBus
 
@@ -25,7 +25,6 @@ __all__ = [
     "BusPayload",
     "DeadLetter",
     "Delivery",
-    "MemoryBus",
     "RedisBus",
     "SqliteBus",
     "Subscription",

@@ -3,9 +3,9 @@
 Queues (`outbound.<platform>`, `receipts`) are at-least-once: a delivery that is not acked
 within the lease is given again to some consumer, and after `max_deliveries` it moves to the
 queue's dead letters. Topics (`events`) are at-most-once fan-out to whoever is subscribed.
-Implementations: `MemoryBus` (one process, nothing kept: the terminal chat), `SqliteBus` (the
-embedded deployment: queues in the SQLite data file, topics in memory) and, with the distributed
-deployment, `RedisBus`; all pass `tests/contract/test_bus_contract.py`.
+Implementations: `SqliteBus` (the embedded deployment and the terminal chat: queues in a SQLite
+file, topics in memory) and, with the distributed deployment, `RedisBus`; both pass
+`tests/contract/test_bus_contract.py`, as does the tests' `MemoryBus` (`tests/backends/`).
 """
 
 from __future__ import annotations

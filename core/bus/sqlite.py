@@ -6,7 +6,7 @@ nobody holds (redeliveries first), ack is a DELETE, nack releases the lease. Lea
 wall clock, so they outlive the process; `take_over=True` releases every lease at open, for the
 one process that owns the queues (`switchboard serve`), since whoever held them is gone.
 Dedupe ids are rows too, kept a day. Topics are at-most-once by contract and stay in memory
-(a `MemoryBus`): nobody can miss an event they were not subscribed for.
+(`core.bus.local_topics`): nobody can miss an event they were not subscribed for.
 
 One aiosqlite connection of its own (WAL lets it share the file with the store); an
 `asyncio.Lock` keeps each transaction's statements together.
@@ -28,7 +28,7 @@ import aiosqlite
 
 from core.bus._sqlite_topics import TOPIC_SCHEMA, SharedTopics
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
-from core.bus.memory import MemoryBus
+from core.bus.local_topics import LocalTopics
 from core.bus.stats import QueueStats, enqueued_at
 from core.clock import utc_now
 from core.envelopes import decode, encode
@@ -198,7 +198,7 @@ class SqliteBus(Bus):
         self._lease_seconds = lease_seconds
         self._max_deliveries = max_deliveries
         self._clock = clock
-        self._topics = MemoryBus()
+        self._topics = LocalTopics()
         self._changed: dict[str, asyncio.Condition] = {}
         self._closed = False
         self._dedupes = 0
@@ -319,7 +319,7 @@ class SqliteBus(Bus):
         if topic in self._shared_topics:
             await self._shared.publish(topic, self._encode(envelope))
             return
-        await self._topics.publish(topic, envelope)
+        self._topics.publish(topic, self._encode(envelope))
 
     async def subscribe(self, topic: str) -> Subscription:
         """A subscription to envelopes published on `topic` from now on."""
@@ -327,7 +327,7 @@ class SqliteBus(Bus):
             raise BusError("the bus is closed")
         if topic in self._shared_topics:
             return await self._shared.subscribe(topic)
-        return await self._topics.subscribe(topic)
+        return self._topics.subscribe(topic)
 
     async def dead_letters(self, queue: str) -> list[BusPayload]:
         """Entries given up on after `max_deliveries` unacked deliveries, oldest first."""
@@ -392,7 +392,7 @@ class SqliteBus(Bus):
             return
         self._closed = True
         self._shared.close()
-        await self._topics.close()
+        self._topics.close()
         for changed in tuple(self._changed.values()):
             async with changed:
                 changed.notify_all()

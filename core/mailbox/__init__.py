@@ -2,7 +2,6 @@
 
 from core.mailbox.base import Claim, Mailboxes
 from core.mailbox.intake import accept_inbound
-from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.sqlite import SqliteMailboxes
 
-__all__ = ["Claim", "Mailboxes", "MemoryMailboxes", "SqliteMailboxes", "accept_inbound"]
+__all__ = ["Claim", "Mailboxes", "SqliteMailboxes", "accept_inbound"]

@@ -3,9 +3,9 @@
 The embedded deployment's one durable queue for inbound work: an item is in the file before
 its producer (the adapter, the scheduler, the hooks listener) goes on, and leaves it only when
 its turn is done, so a crash or restart finds every unfinished item still waiting (the
-worker's sweep picks the sessions up again). Claims and wakes are held in this process, like
-`MemoryMailboxes`: the embedded deployment has one worker; work another process puts in the
-file (`switchboard notify --prompt`) is found by the sweep. Claim epochs are floored by the
+worker's sweep picks the sessions up again). Claims and wakes are held in this process: the
+embedded deployment has one worker; work another process puts in the file (`switchboard
+notify --prompt`) is found by the sweep. Claim epochs are floored by the
 clock, so a restarted process still outbids the epochs the store kept.
 """
 

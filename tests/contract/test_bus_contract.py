@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from core.bus import Bus, BusPayload, Delivery, MemoryBus, RedisBus, SqliteBus, Subscription
+from core.bus import Bus, BusPayload, Delivery, RedisBus, SqliteBus, Subscription
 from core.envelopes import Address, Attachment, EventEnvelope, Inbound, Outbound
 from core.errors import BusError
 from core.messages import ImagePart
+from tests.backends.memory_bus import MemoryBus
 
 LEASE = 0.2
 MAX_DELIVERIES = 3

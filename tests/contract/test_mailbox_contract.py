@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from core.envelopes import Address, Inbound
-from core.mailbox import Mailboxes, MemoryMailboxes, SqliteMailboxes
+from core.mailbox import Mailboxes, SqliteMailboxes
 from core.mailbox.redis import RedisMailboxes
 from core.redis_keys import RedisKeys
+from tests.backends.memory_mailboxes import MemoryMailboxes
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis", "redis-cluster", "redis-sentinel"])

@@ -18,7 +18,6 @@ from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 from pydantic import BaseModel
 
-from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS
 from core.envelopes import Address, Attachment, EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
@@ -29,6 +28,7 @@ from core.store.ledger import CostEntry
 from core.store.sql import SqlStore
 from core.tools import FileDrop
 from core.tools.base import SafetyTier, Tool, ToolContext
+from tests.backends.memory_bus import MemoryBus
 from tests.integration.web_support import PATIENCE, running_page
 
 CHROMIUM = Path("/usr/bin/chromium")

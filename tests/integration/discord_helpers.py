@@ -20,13 +20,13 @@ from channels.attachments import DocumentReader
 from channels.discord.adapter import DiscordAdapter, DiscordSettings
 from channels.discord.spec import SPEC
 from channels.gateway import Gateway
-from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
 from core.store.base import Store
 from core.tools import Tool
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
 from tests.fakes.discord_api import FakeDiscord, SentMessage
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
 

@@ -20,7 +20,6 @@ from bots.platforms import REGISTERED, command_registry
 from channels.base import ChannelAdapter
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
-from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.confirm import Confirmations
 from core.policy import ChannelPolicy
@@ -31,6 +30,7 @@ from core.store.base import Store
 from core.store.replies import MemoryReplyRecords
 from core.tools import Tool, ToolRegistry, builtin_tools
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
 from tests.workers import build_worker
 
 __all__ = ["COMMANDS", "PATIENCE", "Running", "local_replies", "running_bot", "unless_failed"]

@@ -21,13 +21,13 @@ from channels.attachments import DocumentReader
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from channels.telegram.spec import SPEC
-from core.bus.memory import MemoryBus
 from core.commands import CommandRegistry
 from core.events import Finished, ModelEvent, TextDelta
 from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest, Provider
 from core.store.base import Store
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
 from tests.fakes.telegram_api import Call, FakeTelegram, SentMessage
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot
 

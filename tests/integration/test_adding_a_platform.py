@@ -26,11 +26,9 @@ from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.addresses import AddressGrammar
 from core.budgets import Spender
-from core.bus.memory import MemoryBus
 from core.clock import utc_now
 from core.commands import CommandInfo
 from core.envelopes import Address, Inbound, Outbound
-from core.mailbox.memory import MemoryMailboxes
 from core.messages import Usage
 from core.policy import ChannelPolicy
 from core.providers.scripted import ScriptedProvider, text_reply
@@ -41,6 +39,8 @@ from core.store.ledger import CostEntry
 from core.store.replies import MemoryReplyRecords
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry, builtin_tools
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import build_worker
 
 PATIENCE = 5.0

@@ -32,7 +32,6 @@ from core.envelopes import (
     NotificationSource,
     Outbound,
 )
-from core.mailbox.memory import MemoryMailboxes
 from core.notifications import ReceiptDesk
 from core.readiness import Readiness
 from core.redact import Redactor
@@ -40,6 +39,7 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store.replies import MemoryReplyRecords
 from core.store.sql import SqlStore
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.fakes.telegram_api import FakeTelegram
 
 CHAT = 4242

@@ -15,12 +15,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from core.errors import StoreError
-from core.mailbox.memory import MemoryMailboxes
 from core.mailbox.redis import RedisMailboxes
 from core.messages import Message
 from core.redis_keys import RedisKeys
 from core.store import Store
 from core.store.sql import SqlStore, sqlite_url
+from tests.backends.memory_mailboxes import MemoryMailboxes
 
 SESSION_KEY = "telegram:bot:42"
 KEYS = RedisKeys("fencing")

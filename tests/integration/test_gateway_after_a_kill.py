@@ -24,13 +24,13 @@ from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from core.bus.names import outbound_queue
 from core.bus.redis import RedisBus
 from core.envelopes import Address, Outbound
-from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 from core.redis_client import connect_redis
 from core.redis_keys import RedisKeys
 from core.replies_hold import RedisReplyHolds
 from core.store.replies import HeldReplyRecords
 from core.store.sql import SqlReplyRecords
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS
 from tests.integration.telegram_helpers import BOT_KEY, reply_containing

@@ -13,11 +13,11 @@ from pydantic import SecretStr
 
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
-from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
-from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies
 from tests.integration.telegram_helpers import BOT_KEY, calls_to, reply_containing

@@ -15,7 +15,6 @@ from bots.app import embedded
 from bots.images import image_generator
 from bots.profiles import load_profile
 from bots.settings import load_settings
-from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Outbound
 from core.errors import ConfigError, ToolError
@@ -24,6 +23,7 @@ from core.modes import DISCORD, SAFE_CHAT
 from core.store.sql import SqlStore
 from core.tools import GENERATE_IMAGE, SEND_FILE, FileDrop, ToolContext, generate_image_tool
 from core.tools.base import SafetyTier
+from tests.backends.memory_bus import MemoryBus
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Error
 from tests.fakes.openai_api import FakeOpenAI, tiny_png

@@ -22,14 +22,12 @@ from bots.cli import main
 from bots.hooks import HooksServer, HooksSettings
 from bots.platforms import REGISTERED
 from core.bus.base import Bus
-from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, outbound_queue
 from core.bus.sqlite import SqliteBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import ConfigError
 from core.events import ModelEvent
 from core.mailbox.base import Mailboxes
-from core.mailbox.memory import MemoryMailboxes
 from core.notifications.external import Notifier
 from core.policy import ChannelPolicy
 from core.profile import HooksOptions
@@ -39,6 +37,8 @@ from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.tools.builtin import builtin_tools
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import build_worker
 
 

@@ -12,7 +12,6 @@ import pytest
 
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
-from core.bus import MemoryBus
 from core.envelopes import Address, Inbound
 from core.model_choice import ModelOption, ModelsSettings
 from core.policy import ChannelPolicy
@@ -21,6 +20,7 @@ from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
 from tests.fakes import FakeOpenAI, Text
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.workers import Outbox, build_worker, hand_in

@@ -14,14 +14,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bots.platforms import REGISTERED
-from core.bus import MemoryBus
 from core.envelopes import Address
-from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
 from core.scheduling.scheduler import Scheduler, SchedulerStore
 from core.store.sql import SqlStore, sqlite_url
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import take_waiting
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 from channels import telegram
-from core.bus import MemoryBus, outbound_queue
+from core.bus import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ProviderError
 from core.events import ModelEvent
@@ -38,6 +38,7 @@ from core.scheduling.tools import schedule_tools
 from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
 from tests.workers import build_worker, hand_in
 
 # How long a wait lasts before the test fails instead of hanging; only reached when broken.

@@ -20,7 +20,6 @@ from bots.platforms import REGISTERED
 from channels.gateway import Gateway
 from channels.web import WebAdapter, WebAuth, WebServer
 from channels.web.api import ReadApi
-from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS, NOTIFICATIONS
 from core.confirm import Confirmations
 from core.policy import ChannelPolicy
@@ -32,6 +31,7 @@ from core.store.sql import SqlStore
 from core.throttle import TokenThrottle
 from core.tools import ToolRegistry, builtin_tools
 from core.tools.base import Tool
+from tests.backends.memory_bus import MemoryBus
 from tests.workers import build_worker
 
 __all__ = ["PATIENCE", "TOKEN", "Page", "parse_sse", "running_page"]

@@ -13,7 +13,6 @@ from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
 
 from core.access import NOT_ADMIN, NOT_APPROVED, Pairing
-from core.bus import MemoryBus
 from core.envelopes import Address, Inbound, Outbound
 from core.messages import Message, ToolCall
 from core.policy import ChannelPolicy, PlatformAccess
@@ -24,6 +23,7 @@ from core.runtime import AgentRuntime
 from core.store.access import PairingRequest
 from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
+from tests.backends.memory_bus import MemoryBus
 from tests.workers import Outbox, build_worker, hand_in
 
 PATIENCE = 5.0

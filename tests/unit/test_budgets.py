@@ -12,7 +12,7 @@ import pytest
 
 from bots.limits import admin_dms, effective_budgets
 from core.budgets import BUDGET_REACHED, BudgetAlerts, BudgetGuard, Budgets, Spender
-from core.bus import EVENTS, MemoryBus, outbound_queue
+from core.bus import EVENTS, outbound_queue
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import ConfigError
 from core.events import RunCompleted, RunFailed
@@ -25,6 +25,7 @@ from core.runtime import AgentRuntime, ChannelContext
 from core.store.ledger import CostEntry
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
+from tests.backends.memory_bus import MemoryBus
 
 NOON = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 CHAT = Address(platform="telegram", bot="b", chat="42")

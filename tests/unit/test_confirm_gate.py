@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.bus import EVENTS, MemoryBus, outbound_queue
+from core.bus import EVENTS, outbound_queue
 from core.bus.base import BusPayload, Subscription
 from core.confirm import Confirmations, answer_inbound, button_value, read_button
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
@@ -17,6 +17,7 @@ from core.messages import ToolCall
 from core.redact import Redactor
 from core.store.sql import SqlStore
 from core.tools import ToolContext
+from tests.backends.memory_bus import MemoryBus
 
 PATIENCE = 5.0
 CHAT = Address(platform="telegram", bot="b", chat="42")

@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from core.bus import MemoryBus, outbound_queue
+from core.bus import outbound_queue
 from core.confirm import Confirmations, parse_answer
 from core.envelopes import Address, Inbound
 from core.events import AgentEvent, RunCompleted, ToolFinished
@@ -26,6 +26,7 @@ from core.runtime import AgentRuntime, ChannelContext
 from core.store.sql import SqlStore
 from core.tools import ToolContext, ToolRegistry
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
 from tests.confirming import script, wipe_tool
 from tests.workers import Outbox, build_worker, hand_in
 

@@ -17,7 +17,6 @@ from bots.platforms import REGISTERED
 from channels.terminal import TerminalAdapter
 from channels.uploads import UploadLimits, upload_each
 from channels.web.server import _shown
-from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import MAX_ATTACHMENT_BYTES, Address, Attachment, Outbound, decode, encode
 from core.errors import ChannelError, ToolError
@@ -25,6 +24,7 @@ from core.modes import FULL, SAFE_CHAT
 from core.tools import FileDrop, ToolContext, send_file_tool
 from core.tools.base import SafetyTier
 from core.tools.workspace import WorkspaceSettings
+from tests.backends.memory_bus import MemoryBus
 
 CHAT = Address(platform="telegram", bot="b", chat="42")
 ADMIN = ToolContext(

@@ -7,12 +7,12 @@ import asyncio
 from channels.base import InboundSink
 from channels.gateway import Gateway
 from core.bus import BusPayload, Delivery
-from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import BusError
-from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 
 
 class _FlakyMailboxes(MemoryMailboxes):

@@ -6,11 +6,11 @@ import asyncio
 
 from channels.base import InboundSink
 from channels.gateway import Gateway
-from core.bus.memory import MemoryBus
 from core.bus.names import RECEIPTS, outbound_queue
 from core.envelopes import Address, NotificationSource, Outbound, Receipt
-from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 
 PATIENCE = 5.0
 ADDRESS = Address(platform="terminal", chat="local")

@@ -11,12 +11,12 @@ import asyncio
 
 from channels.base import InboundSink
 from channels.gateway import Gateway
-from core.bus.memory import MemoryBus
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Outbound
 from core.errors import ChannelError
-from core.mailbox.memory import MemoryMailboxes
 from core.readiness import Readiness
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 
 QUEUE = outbound_queue("terminal")
 

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from core.bus.base import Subscription
-from core.bus.memory import MemoryBus
 from core.bus.names import CONTROL
 from core.envelopes import Address, Inbound
 from core.mailbox.intake import accept_inbound
-from core.mailbox.memory import MemoryMailboxes
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import take_waiting
 
 CHAT = Address(platform="telegram", bot="b", chat="42")

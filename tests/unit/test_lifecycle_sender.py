@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from core.bus.memory import MemoryBus
 from core.bus.names import EVENTS
 from core.envelopes import EventEnvelope
 from core.events import RunCompleted, RunStarted, ToolRequested
@@ -12,6 +11,7 @@ from core.modes import ModeCatalog
 from core.redact import Redactor
 from core.runtime import ChannelContext
 from core.turns.lifecycle import Lifecycle
+from tests.backends.memory_bus import MemoryBus
 
 
 async def test_events_queued_while_one_is_sent_all_arrive_in_order() -> None:

@@ -11,7 +11,6 @@ import pytest
 from limits.aio.storage import MemoryStorage
 
 from core import ratelimit
-from core.bus import MemoryBus
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.policy import ChannelPolicy, PlatformAccess
@@ -21,6 +20,7 @@ from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
+from tests.backends.memory_bus import MemoryBus
 from tests.workers import Outbox, build_worker, hand_in
 
 GROUP = Address(platform="telegram", bot="b", chat="-100")

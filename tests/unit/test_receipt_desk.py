@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 
-from core.bus.memory import MemoryBus
 from core.bus.names import NOTIFICATIONS, outbound_queue
 from core.clock import utc_now
 from core.envelopes import (
@@ -23,6 +22,7 @@ from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, ScheduleRun
 from core.store.sql import SqlStore
+from tests.backends.memory_bus import MemoryBus
 
 TARGET = Address(platform="telegram", chat="42")
 

@@ -22,14 +22,13 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from core.bus import EVENTS, MemoryBus
+from core.bus import EVENTS
 from core.commands import CommandRegistry, builtin_commands
 from core.envelopes import Address, EventEnvelope, Inbound
 from core.errors import BusError, ProviderError, StoreError
 from core.events import Finished, ModelEvent, TextDelta
 from core.fencing import Fence
 from core.mailbox.base import Claim
-from core.mailbox.memory import MemoryMailboxes
 from core.messages import ToolCall, Usage
 from core.outages import OUTAGE_BUDGET, Patience
 from core.policy import ChannelPolicy, PlatformAccess
@@ -44,6 +43,8 @@ from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tool
 from core.turns import StreamPolicy
 from core.turns.intake import InboundHandler
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import Outbox, build_worker, hand_in
 
 HELP_TEXT = CommandRegistry(builtin_commands()).help_text()

@@ -14,12 +14,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from core.bus import MemoryBus, outbound_queue
+from core.bus import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.events import ModelEvent
 from core.fencing import Fence
 from core.mailbox.base import Claim
-from core.mailbox.memory import MemoryMailboxes
 from core.messages import Message
 from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
@@ -28,6 +27,8 @@ from core.runtime import AgentRuntime
 from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
+from tests.backends.memory_bus import MemoryBus
+from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import build_worker, hand_in
 
 PATIENCE = 5.0

@@ -1,4 +1,4 @@
-"""`MemoryMailboxes`: the mailboxes of one process (the embedded deployment)."""
+"""`MemoryMailboxes`: the mailboxes of one process, nothing kept (tests only)."""
 
 from __future__ import annotations
 

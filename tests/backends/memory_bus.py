@@ -1,5 +1,5 @@
-"""`MemoryBus`: a `Bus` within one process on one asyncio loop, nothing kept: the bus of the
-terminal chat (`switchboard chat`) and the in-process topics of `SqliteBus`.
+"""`MemoryBus`: a `Bus` within one process on one asyncio loop, nothing kept, for tests (the
+product's buses are `SqliteBus` and `RedisBus`; its topics are `core.bus.local_topics`).
 
 Entries are kept encoded (the msgpack bytes of `core.envelopes.encode`) and decoded on every
 receive, so a payload behaves exactly as it does after a round trip through Redis: no shared
@@ -17,6 +17,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
+from core.bus.local_topics import LocalTopics
 from core.bus.stats import QueueStats, enqueued_at
 from core.clock import utc_now
 from core.envelopes import decode, encode
@@ -199,45 +200,8 @@ class _MemoryDelivery(Delivery):
                 self._queue.changed.notify_all()
 
 
-class _MemorySubscription(Subscription):
-    """A subscriber's unbounded inbox of encoded envelopes."""
-
-    def __init__(self, leave: Callable[[_MemorySubscription], None]) -> None:
-        self._leave = leave
-        # None is the end marker.
-        self._inbox: asyncio.Queue[bytes | None] = asyncio.Queue()
-        self._ended = False
-
-    def __aiter__(self) -> _MemorySubscription:
-        return self
-
-    async def __anext__(self) -> BusPayload:
-        if self._ended:
-            raise StopAsyncIteration
-        data = await self._inbox.get()
-        if data is None or self._ended:
-            # Pass the end marker on, in case more than one task iterates this subscription.
-            self._inbox.put_nowait(None)
-            raise StopAsyncIteration
-        return decode(data)
-
-    async def aclose(self) -> None:
-        """Stop receiving; envelopes not yet iterated are dropped."""
-        self._leave(self)
-        self.end()
-
-    def push(self, data: bytes) -> None:
-        if not self._ended:
-            self._inbox.put_nowait(data)
-
-    def end(self) -> None:
-        if not self._ended:
-            self._ended = True
-            self._inbox.put_nowait(None)
-
-
 class MemoryBus(Bus):
-    """Work queues and topics in this process's memory (the embedded deployment).
+    """Work queues and topics in this process's memory (tests only).
 
     A delivery not acked within `lease_seconds` is redelivered; an entry that would be
     delivered more than `max_deliveries` times goes to the queue's dead letters instead.
@@ -259,7 +223,7 @@ class MemoryBus(Bus):
         self._max_deliveries = max_deliveries
         self._clock = clock
         self._queues: dict[str, _WorkQueue] = {}
-        self._topics: dict[str, set[_MemorySubscription]] = {}
+        self._topics = LocalTopics()
         self._closed = False
         self._enqueued: OrderedDict[str, None] = OrderedDict()
 
@@ -316,18 +280,13 @@ class MemoryBus(Bus):
 
     async def publish(self, topic: str, envelope: BusPayload) -> None:
         """Hand the envelope to every current subscriber of `topic`."""
-        data = self._encode(envelope)
-        for subscription in tuple(self._topics.get(topic, ())):
-            subscription.push(data)
+        self._topics.publish(topic, self._encode(envelope))
 
     async def subscribe(self, topic: str) -> Subscription:
         """A subscription to envelopes published on `topic` from now on."""
         if self._closed:
             raise BusError("the bus is closed")
-        subscribers = self._topics.setdefault(topic, set())
-        subscription = _MemorySubscription(subscribers.discard)
-        subscribers.add(subscription)
-        return subscription
+        return self._topics.subscribe(topic)
 
     async def dead_letters(self, queue: str) -> list[BusPayload]:
         """Entries given up on after `max_deliveries` unacked deliveries, oldest first."""
@@ -365,10 +324,7 @@ class MemoryBus(Bus):
         for work in tuple(self._queues.values()):
             async with work.changed:
                 work.changed.notify_all()
-        for subscribers in self._topics.values():
-            for subscription in tuple(subscribers):
-                subscription.end()
-        self._topics.clear()
+        self._topics.close()
 
     def _queue(self, name: str) -> _WorkQueue:
         work = self._queues.get(name)
