@@ -22,18 +22,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, Literal, Protocol
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Protocol
 
 from core.budgets import BudgetGuard, Spender, dollars, spender_keys
 from core.checkpoints import Checkpoint
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
 from core.confirm import Confirm
-from core.context import Sanitizer, estimate_text, estimate_tokens, estimate_tools
 from core.context import context_window as window_of
-from core.envelopes import Address, new_id
+from core.context import estimate_text, estimate_tokens, estimate_tools
+from core.envelopes import new_id
 from core.errors import (
     BudgetExceeded,
     ProviderError,
@@ -51,23 +49,31 @@ from core.events import (
     RunStarted,
     TextDelta,
 )
+from core.failures import (
+    ANSWER_CUT_OFF,
+    INTERNAL_ERROR,
+    MODEL_TOO_SLOW,
+    MODEL_UNAVAILABLE,
+    provider_failure,
+    too_long,
+)
 from core.fencing import Fence, FenceOvertaken
 from core.history import HistoryCache
 from core.hooks import HookChain, Hooks, ModelCompletion
 from core.logcontext import log_context
 from core.messages import Message, ToolCall, Usage
 from core.model_choice import ModelChoices
-from core.modes import CapabilityMode
 from core.outages import Patience
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
-from core.safety import LOOP_STOPPED, ToolCallMonitor
+from core.safety import LOOP_STOPPED
 from core.store.ledger import CostEntry, CostLedger
-from core.store.log import CompactionSummary, ConversationLog
+from core.store.log import ConversationLog
 from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
 from core.tools.base import Tool, ToolContext, ToolRegistry
+from core.turn_state import ChannelContext, RuntimeLimits, TurnState
 from core.window import TurnWindow
 
 __all__ = [
@@ -84,50 +90,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MODEL_UNAVAILABLE = "The model is unavailable right now, please try again in a minute."
-MODEL_TOO_SLOW = "The model took too long to answer. Please try again."
-ANSWER_CUT_OFF = "My answer was cut off before it ended; please ask again."
 # Stored after the text of a model call cut short, so later turns know it is not whole.
 _CUT_OFF_NOTE = "\n\n[This answer was cut off here: the model's stream broke.]"
 _CANCELLED_NOTE = "\n\n[This answer was cancelled here by the person.]"
-_INTERNAL_ERROR = "Something went wrong on my side while answering. Please try again."
 
 # The price of one call's usage for a model; None when the model has no known price.
 CostFunction = Callable[[str, Usage], float | None]
-
-
-class RuntimeLimits(BaseModel):
-    """Budgets of one turn."""
-
-    model_config = ConfigDict(frozen=True)
-
-    max_steps: int = Field(default=8, ge=1, le=100)
-    tool_timeout: float = Field(default=30.0, gt=0)
-    max_tokens: int = Field(default=4096, ge=1)
-    # Spending limit per session in USD, checked before every model call; None: no limit.
-    max_spend_usd: float | None = Field(default=None, ge=0)
-
-
-class ChannelContext(BaseModel):
-    """Where a turn happens and under which policy."""
-
-    model_config = ConfigDict(frozen=True)
-
-    platform: str
-    mode: CapabilityMode
-    prompt_hint: str = ""
-    session_key: str = ""
-    user_id: str = ""
-    user_name: str = ""
-    # The chat the turn answers in (tools that deliver there later need it).
-    address: Address | None = None
-    # Whether the person is one of the profile's admins.
-    is_admin: bool = False
-    # A run of a schedule rather than a person's message.
-    scheduled: bool = False
-    # For a scheduled run: the system-prompt section saying what the run is and when its
-    # answer is delivered (`core/scheduling/brief.py`).
-    schedule_brief: str = ""
 
 
 # Extra context for one turn (memory snippets) from the channel context and the user's text.
@@ -229,7 +197,7 @@ class AgentRuntime:
         one no longer allowed: the default.
         """
         run_id = new_id()
-        state = _TurnState(fence, checkpoint)
+        state = TurnState(fence, checkpoint)
         if self.models is not None:
             state.provider, state.model = self.models.pick(model)
         else:
@@ -268,7 +236,7 @@ class AgentRuntime:
         context: ChannelContext,
         emit: Callable[[AgentEvent | None], None],
         flag: _Cancel,
-        state: _TurnState,
+        state: TurnState,
     ) -> None:
         final: RunCompleted | RunFailed | Cancelled | None = None
         state.session_id = session_id
@@ -305,7 +273,7 @@ class AgentRuntime:
             final = RunFailed(
                 run_id=run_id,
                 failure="internal",
-                message=_INTERNAL_ERROR,
+                message=INTERNAL_ERROR,
                 detail=self._redact(f"{type(exc).__name__}: {exc}"),
             )
             emit(final)
@@ -325,7 +293,7 @@ class AgentRuntime:
         user_input: Message,
         context: ChannelContext,
         emit: Callable[[AgentEvent | None], None],
-        state: _TurnState,
+        state: TurnState,
     ) -> RunCompleted | RunFailed:
         """Open the turn and run its steps; a turn a crash cut off goes on from what it
         stored."""
@@ -352,7 +320,7 @@ class AgentRuntime:
         return await self._loop(run_id, session_id, state.history, context, emit, state)
 
     async def _open(
-        self, session_id: str, user_input: Message, context: ChannelContext, state: _TurnState
+        self, session_id: str, user_input: Message, context: ChannelContext, state: TurnState
     ) -> TurnStart:
         """Open the turn (its session, checkpoint and message, one write) and put together
         its history (`state.history`) from what this process holds and what the store had
@@ -383,7 +351,7 @@ class AgentRuntime:
             state.history, state.ready = joined
         return start
 
-    async def _resumed(self, session_id: str, state: _TurnState) -> list[Message]:
+    async def _resumed(self, session_id: str, state: TurnState) -> list[Message]:
         """A resumed turn's history: its calls left without a result closed first."""
         await self._close_pending(
             session_id, state, "This call was interrupted before it finished."
@@ -400,7 +368,7 @@ class AgentRuntime:
         history: list[Message],
         context: ChannelContext,
         emit: Callable[[AgentEvent | None], None],
-        state: _TurnState,
+        state: TurnState,
     ) -> RunCompleted | RunFailed:
         """The turn's steps, the person's message stored already: check the budgets, ask the
         model, store its answer (with its cost), run the tools it asked for, store their
@@ -460,7 +428,7 @@ class AgentRuntime:
         session_id: str,
         history: list[Message],
         context: ChannelContext,
-        state: _TurnState,
+        state: TurnState,
     ) -> tuple[str, list[Tool[Any]], ToolContext]:
         """What every step of the turn uses: the system prompt, the tools offered, the tools'
         context; the turn's memory context and its view of the window go into `state`."""
@@ -508,7 +476,7 @@ class AgentRuntime:
         system: str,
         offered: list[Tool[Any]],
         history: list[Message],
-        state: _TurnState,
+        state: TurnState,
         emit: Callable[[AgentEvent | None], None],
     ) -> tuple[str, list[ToolCall], Finished] | RunFailed:
         """One model call; a context overflow compacts (or sends less) and tries once more."""
@@ -518,8 +486,8 @@ class AgentRuntime:
                 messages = state.view.messages(history)
             except BudgetExceeded as exc:
                 if overflowed is not None:
-                    return self._provider_failure(run_id, overflowed)
-                return _too_long(run_id, exc)
+                    return self._failure(run_id, overflowed)
+                return too_long(run_id, exc)
             # model_construct: the history is made of validated messages already; validating
             # it again on every step would cost time growing with the conversation.
             request = ModelRequest.model_construct(
@@ -552,7 +520,7 @@ class AgentRuntime:
                     exc.kind,
                     self._redact(str(exc)),
                 )
-                return self._provider_failure(run_id, exc, cut_off=bool(state.streamed))
+                return self._failure(run_id, exc, cut_off=bool(state.streamed))
             state.in_flight = None
             await self.hooks.after_model(
                 request, ModelCompletion(text=text, tool_calls=calls, finished=finished)
@@ -564,7 +532,7 @@ class AgentRuntime:
         await self.hooks.on_compaction(event)
 
     async def _over_budget(
-        self, run_id: str, session_id: str, context: ChannelContext, state: _TurnState
+        self, run_id: str, session_id: str, context: ChannelContext, state: TurnState
     ) -> RunFailed | None:
         if self.budgets is not None:
             spender = Spender(
@@ -601,7 +569,7 @@ class AgentRuntime:
         )
 
     def _cost(
-        self, session_id: str, run_id: str, finished: Finished, state: _TurnState
+        self, session_id: str, run_id: str, finished: Finished, state: TurnState
     ) -> CostEntry:
         """The ledger entry of one model call, its usage and cost added to the turn's."""
         model = finished.model or state.model
@@ -629,7 +597,7 @@ class AgentRuntime:
     async def _persist(
         self,
         session_id: str,
-        state: _TurnState,
+        state: TurnState,
         messages: list[Message],
         cost: CostEntry | None = None,
         rounds: int | None = None,
@@ -658,7 +626,7 @@ class AgentRuntime:
         return stored
 
     async def _keep_cut_call(
-        self, session_id: str, run_id: str, state: _TurnState, note: str
+        self, session_id: str, run_id: str, state: TurnState, note: str
     ) -> None:
         """A model call that ended early (cancelled, or its stream broke): charge what it
         spent, estimated, and keep the text it streamed, marked as cut, in the conversation.
@@ -733,33 +701,10 @@ class AgentRuntime:
             return call
         return call.model_copy(update={"arguments": arguments, "raw_arguments": scrubbed_raw})
 
-    def _provider_failure(
-        self, run_id: str, exc: ProviderError, *, cut_off: bool = False
-    ) -> RunFailed:
-        message = MODEL_UNAVAILABLE
-        failure: Literal["provider", "timeout"] = "provider"
-        if cut_off and exc.retryable:
-            # Part of the answer was shown: say that it stopped, not that nothing came.
-            message = ANSWER_CUT_OFF
-        elif exc.kind == "timeout":
-            message = MODEL_TOO_SLOW
-            failure = "timeout"
-        elif exc.kind in ("auth", "billing", "model_not_found"):
-            # Waiting will not help here; the operator has to act.
-            message = (
-                "I cannot reach my model because of a setup problem on the bot's side; "
-                "the operator can find the details in the log."
-            )
-        elif exc.kind == "content_blocked":
-            message = "The model declined to answer that request."
-        elif exc.kind == "context_overflow":
-            message = "This conversation is too long for the model. Send /new to start afresh."
-        return RunFailed(
-            run_id=run_id,
-            failure=failure,
-            message=message,
-            detail=self._redact(f"{exc.provider or self.provider.name} {exc.kind}: {exc}"),
-        )
+    def _failure(self, run_id: str, exc: ProviderError, *, cut_off: bool = False) -> RunFailed:
+        """What the person is told when the model fails (`core/failures.py`)."""
+        name = exc.provider or self.provider.name
+        return provider_failure(run_id, exc, provider=name, redact=self._redact, cut_off=cut_off)
 
     async def _dispatch(
         self,
@@ -768,7 +713,7 @@ class AgentRuntime:
         context: ChannelContext,
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
-        state: _TurnState,
+        state: TurnState,
         step: int,
     ) -> list[Message]:
         """Run the calls: contiguous read-only ones together, the others alone and in order,
@@ -806,7 +751,7 @@ class AgentRuntime:
             log.warning("could not gather the turn's context", exc_info=True)
             return ""
 
-    async def _close_pending(self, session_id: str, state: _TurnState, reason: str) -> None:
+    async def _close_pending(self, session_id: str, state: TurnState, reason: str) -> None:
         """Give every tool call of this turn left without a result one.
 
         Reads back what the store holds rather than trusting in-memory bookkeeping: a write
@@ -832,54 +777,3 @@ class AgentRuntime:
             log.warning("could not close the tool calls of an interrupted turn: %s", exc)
         except Exception:
             log.exception("could not close the tool calls of an interrupted turn")
-
-
-class _TurnState:
-    """What a turn has accumulated so far."""
-
-    def __init__(self, fence: Fence | None = None, checkpoint: Checkpoint | None = None) -> None:
-        self.fence = fence
-        # A person's turn's checkpoint, as last saved.
-        self.checkpoint = checkpoint
-        # The session the turn runs in (once opened, the one the store opened it in) and its
-        # messages after the summary's marker, as far as the turn knows them.
-        self.session_id = ""
-        self.history: list[Message] = []
-        self.usage = Usage()
-        self.texts: list[str] = []
-        self.first_seq = 0
-        # Known cost of this turn, and whether some call had no price.
-        self.cost = 0.0
-        self.unpriced = False
-        self.turn_context = ""
-        # The session's summary when the turn began (and its marker), and the turn's view of
-        # the window.
-        self.summary: CompactionSummary | None = None
-        self.after = 0
-        self.view: TurnWindow
-        # The well-formed view of the history a previous turn left (see HistoryCache), and
-        # this turn's once its window exists.
-        self.ready: Sanitizer | None = None
-        self.monitor = ToolCallMonitor()
-        # The model call under way: its request and the text it streamed so far, kept so a
-        # call cut short (cancelled, or its stream broken) is charged and its text kept.
-        self.in_flight: ModelRequest | None = None
-        self.streamed: list[str] = []
-        # Whose spending the turn's calls count to, in the ledger (`core/budgets.py`).
-        self.user: str | None = None
-        self.chat: str | None = None
-        # The provider and model this turn calls (the session's `/model` choice, or the default).
-        self.provider: Provider
-        self.model: str
-
-
-def _too_long(run_id: str, exc: BudgetExceeded) -> RunFailed:
-    return RunFailed(
-        run_id=run_id,
-        failure="budget",
-        message=(
-            "This message (with what it brought along) is too long for the model's context "
-            "window. Please send something shorter, or /new to start afresh."
-        ),
-        detail=str(exc),
-    )

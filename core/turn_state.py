@@ -1,0 +1,96 @@
+"""What a turn runs with: the channel's context and limits, and the state it accumulates.
+
+`ChannelContext` is what a channel tells the runtime about a turn (where, who, under which
+capability mode), `RuntimeLimits` its budgets of steps, time and tokens, and `TurnState`
+what `AgentRuntime` (`core/runtime.py`) keeps while the turn runs.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from core.checkpoints import Checkpoint
+from core.context import Sanitizer
+from core.envelopes import Address
+from core.fencing import Fence
+from core.messages import Message, Usage
+from core.modes import CapabilityMode
+from core.providers.base import ModelRequest, Provider
+from core.safety import ToolCallMonitor
+from core.store.log import CompactionSummary
+from core.window import TurnWindow
+
+__all__ = ["ChannelContext", "RuntimeLimits", "TurnState"]
+
+
+class RuntimeLimits(BaseModel):
+    """Budgets of one turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_steps: int = Field(default=8, ge=1, le=100)
+    tool_timeout: float = Field(default=30.0, gt=0)
+    max_tokens: int = Field(default=4096, ge=1)
+    # Spending limit per session in USD, checked before every model call; None: no limit.
+    max_spend_usd: float | None = Field(default=None, ge=0)
+
+
+class ChannelContext(BaseModel):
+    """Where a turn happens and under which policy."""
+
+    model_config = ConfigDict(frozen=True)
+
+    platform: str
+    mode: CapabilityMode
+    prompt_hint: str = ""
+    session_key: str = ""
+    user_id: str = ""
+    user_name: str = ""
+    # The chat the turn answers in (tools that deliver there later need it).
+    address: Address | None = None
+    # Whether the person is one of the profile's admins.
+    is_admin: bool = False
+    # A run of a schedule rather than a person's message.
+    scheduled: bool = False
+    # For a scheduled run: the system-prompt section saying what the run is and when its
+    # answer is delivered (`core/scheduling/brief.py`).
+    schedule_brief: str = ""
+
+
+class TurnState:
+    """What a turn has accumulated so far."""
+
+    def __init__(self, fence: Fence | None = None, checkpoint: Checkpoint | None = None) -> None:
+        self.fence = fence
+        # A person's turn's checkpoint, as last saved.
+        self.checkpoint = checkpoint
+        # The session the turn runs in (once opened, the one the store opened it in) and its
+        # messages after the summary's marker, as far as the turn knows them.
+        self.session_id = ""
+        self.history: list[Message] = []
+        self.usage = Usage()
+        self.texts: list[str] = []
+        self.first_seq = 0
+        # Known cost of this turn, and whether some call had no price.
+        self.cost = 0.0
+        self.unpriced = False
+        self.turn_context = ""
+        # The session's summary when the turn began (and its marker), and the turn's view of
+        # the window.
+        self.summary: CompactionSummary | None = None
+        self.after = 0
+        self.view: TurnWindow
+        # The well-formed view of the history a previous turn left (see HistoryCache), and
+        # this turn's once its window exists.
+        self.ready: Sanitizer | None = None
+        self.monitor = ToolCallMonitor()
+        # The model call under way: its request and the text it streamed so far, kept so a
+        # call cut short (cancelled, or its stream broken) is charged and its text kept.
+        self.in_flight: ModelRequest | None = None
+        self.streamed: list[str] = []
+        # Whose spending the turn's calls count to, in the ledger (`core/budgets.py`).
+        self.user: str | None = None
+        self.chat: str | None = None
+        # The provider and model this turn calls (the session's `/model` choice, or the default).
+        self.provider: Provider
+        self.model: str
