@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pydantic import SecretStr
-
-from core.errors import ConfigError
+from bots.endpoints import openai_compatible
 from core.images import OPENAI_IMAGES_URL, ImageSettings, OpenAIImages
 
 __all__ = ["image_generator"]
@@ -18,21 +16,14 @@ def image_generator(env: Mapping[str, str], settings: ImageSettings) -> OpenAIIm
     offered at all). `ConfigError` when `[images] api_key_env` names a variable not set."""
     if not settings.enabled:
         return None
-    key: SecretStr | None = None
-    if settings.api_key_env:
-        value = env.get(settings.api_key_env, "").strip()
-        if not value:
-            raise ConfigError(f"[images] api_key_env: {settings.api_key_env} is not set")
-        key = SecretStr(value)
-    elif settings.base_url is None:
-        value = env.get("OPENAI_API_KEY", "").strip()
-        key = SecretStr(value) if value else None
-    base_url = settings.base_url or env.get("OPENAI_BASE_URL", "").strip() or None
-    if key is None and base_url is None:
+    endpoint = openai_compatible(
+        env, "images", api_key_env=settings.api_key_env, base_url=settings.base_url
+    )
+    if endpoint is None:
         return None
     return OpenAIImages(
-        api_key=key,
-        base_url=base_url or OPENAI_IMAGES_URL,
+        api_key=endpoint.api_key,
+        base_url=endpoint.base_url or OPENAI_IMAGES_URL,
         model=settings.model,
         size=settings.size,
         timeout=settings.timeout_seconds,
