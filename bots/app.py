@@ -8,7 +8,8 @@ every process (the bus, the mailboxes and their leases, the holds on replies, th
 counters), and holds nothing that must outlive a Redis restart; unset, the bus and mailboxes
 live in the SQLite file and this process. The terminal chat keeps its bus and mailboxes in a
 SQLite queue file of its own either way (`chat_queue_path`). On Redis, every key is in the
-namespace of `SWITCHBOARD_BOT_ID`, so several bots can share one server.
+namespace of `SWITCHBOARD_BOT_ID`, so several bots can share one server. The backends
+themselves are packages of `core/backends/`; `backends()` picks one and passes the settings.
 """
 
 from __future__ import annotations
@@ -163,7 +164,8 @@ class Components:
 async def backends(
     settings: Settings, *, own_queues: bool = False, take_over: bool = False
 ) -> AsyncIterator[Backends]:
-    """The store, bus and mailboxes the settings call for.
+    """The store, bus and mailboxes the settings call for: `open_embedded`
+    (`core/backends/sql/`) without `REDIS_URL`, `open_distributed` (`core/backends/redis/`) with.
 
     `own_queues` (the terminal chat and `switchboard recover`): the bus and mailboxes are a
     SQLite queue file of this process's own, `chat-queues.db` next to the data file
