@@ -545,8 +545,8 @@ async def _drive(
     while its last turn still ends (its final writes after the answer), which with several
     workers would hand it from one to another: a person takes seconds to write again."""
     from bench.driver import ChatDriver
-    from core.bus.redis import RedisBus
-    from core.mailbox.redis import RedisMailboxes
+    from core.backends.redis.bus import RedisBus
+    from core.backends.redis.mailboxes import RedisMailboxes
 
     bus = await RedisBus.connect(redis_url)
     mailboxes = RedisMailboxes.from_url(redis_url)

@@ -162,9 +162,9 @@ def _periodic(call: Any, *, when: Any = None) -> Any:
 def _mark_periodic() -> None:
     import weakref
 
-    from core.bus.redis import RedisBus
+    from core.backends.redis.bus import RedisBus
+    from core.backends.redis.mailboxes import RedisMailboxes
     from core.heartbeat import RedisHeartbeats
-    from core.mailbox.redis import RedisMailboxes
 
     RedisHeartbeats.beat = _periodic(RedisHeartbeats.beat)  # type: ignore[method-assign]
     RedisHeartbeats.leave = _periodic(RedisHeartbeats.leave)  # type: ignore[method-assign]

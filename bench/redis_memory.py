@@ -59,8 +59,8 @@ async def _drive(redis_url: str, db_url: str, messages: int, at_once: int) -> di
     import redis.asyncio as aioredis
 
     from bench.driver import ChatDriver
-    from core.bus.redis import RedisBus
-    from core.mailbox.redis import RedisMailboxes
+    from core.backends.redis.bus import RedisBus
+    from core.backends.redis.mailboxes import RedisMailboxes
 
     bus = await RedisBus.connect(redis_url)
     mailboxes = RedisMailboxes.from_url(redis_url)

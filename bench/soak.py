@@ -141,8 +141,8 @@ def _redis(url: str, messages: int) -> dict[str, Any]:
 
 async def _drive_worker(redis_url: str, pid: int, messages: int) -> dict[str, Any]:
     from bench.driver import ChatDriver
-    from core.bus.redis import RedisBus
-    from core.mailbox.redis import RedisMailboxes
+    from core.backends.redis.bus import RedisBus
+    from core.backends.redis.mailboxes import RedisMailboxes
 
     bus = await RedisBus.connect(redis_url)
     mailboxes = RedisMailboxes.from_url(redis_url)

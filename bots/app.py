@@ -1,14 +1,15 @@
 """Wiring: settings and profile in; store, bus, mailboxes, runtime and worker out.
 
 The records (history, costs, schedules, facts, access, reply records...) are always in the
-SQL store (`core/store/sql/`) on `DATABASE_URL`, by default the SQLite file in the data
+SQL store (`core/backends/sql/store/`) on `DATABASE_URL`, by default the SQLite file in the data
 directory (with `REDIS_URL` too, which is fine only while every process runs on one machine:
 `switchboard doctor` says so). How work moves depends on `REDIS_URL`: set, Redis coordinates
 every process (the bus, the mailboxes and their leases, the holds on replies, the rate-limit
 counters), and holds nothing that must outlive a Redis restart; unset, the bus and mailboxes
 live in the SQLite file and this process. The terminal chat keeps its bus and mailboxes in a
 SQLite queue file of its own either way (`chat_queue_path`). On Redis, every key is in the
-namespace of `SWITCHBOARD_BOT_ID`, so several bots can share one server.
+namespace of `SWITCHBOARD_BOT_ID`, so several bots can share one server. The backends
+themselves are packages of `core/backends/`; `backends()` picks one and passes the settings.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import fcntl
 import logging
 from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -29,17 +30,18 @@ from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
 from core.access import Gate, Pairing
+from core.backends import Backends
+from core.backends.redis import open_distributed
+from core.backends.sql import open_embedded
 from core.bus.base import Bus
 from core.bus.names import NOTIFICATIONS
-from core.bus.sqlite import SqliteBus
 from core.checkpoints import CrashPolicy
 from core.commands import CommandRegistry
 from core.compaction import Compactor
 from core.confirm import Confirmations
-from core.errors import BusError, ConfigError
+from core.errors import ConfigError
 from core.facts import memory_block, memory_scope
 from core.mailbox.base import Mailboxes
-from core.mailbox.sqlite import SqliteMailboxes
 from core.mcp import McpSettings
 from core.metering import ModelMetering, breaker_probe, breakers_of
 from core.metrics import Metrics
@@ -60,7 +62,7 @@ from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
-from core.store.replies import HeldReplyRecords, ReplyRecords
+from core.store.replies import ReplyRecords
 from core.tools import (
     FileDrop,
     WorkspaceSettings,
@@ -99,9 +101,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from core.backends.sql.store import SqlStore
     from core.mcp.servers import McpServers
-    from core.redis_client import AnyRedis
-    from core.store.sql import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -116,25 +117,6 @@ STREAM_POLICIES: dict[str, StreamPolicy] = REGISTERED.stream_policies()
 # seconds.
 TURN_LEASE_SECONDS = 10.0
 BUS_LEASE_SECONDS = 30.0
-
-
-@dataclass
-class Backends:
-    """Where history is kept and how work moves."""
-
-    store: Store
-    bus: Bus
-    mailboxes: Mailboxes
-    # What each reply shows, shared by the gateways that show it (`core/store/replies.py`).
-    replies: ReplyRecords
-    distributed: bool
-    # The process's readiness: its loops report to it, and it asks the store and the bus.
-    readiness: Readiness
-    # The process's metrics: the parts built on these backends record into it.
-    metrics: Metrics = field(default_factory=Metrics)
-    # The Redis client the bus, the mailboxes, the reply holds and the rate limits' counters
-    # share (None without Redis).
-    redis: AnyRedis | None = None
 
 
 @dataclass
@@ -182,7 +164,8 @@ class Components:
 async def backends(
     settings: Settings, *, own_queues: bool = False, take_over: bool = False
 ) -> AsyncIterator[Backends]:
-    """The store, bus and mailboxes the settings call for.
+    """The store, bus and mailboxes the settings call for: `open_embedded`
+    (`core/backends/sql/`) without `REDIS_URL`, `open_distributed` (`core/backends/redis/`) with.
 
     `own_queues` (the terminal chat and `switchboard recover`): the bus and mailboxes are a
     SQLite queue file of this process's own, `chat-queues.db` next to the data file
@@ -192,15 +175,8 @@ async def backends(
     left. `take_over` (embedded only): this process is the one that works the data file's
     queues, so leases a crashed run left on them are released at once.
     """
-    from core.store.sql import SqlReplyRecords
-
-    async with AsyncExitStack() as stack:
-        records_store = await _open_sql_store(settings)
-        stack.push_async_callback(records_store.close)
-        if own_queues or settings.redis_url is None:
-            # The reply records in the database; this process alone shows them.
-            records = await SqlReplyRecords.open(settings.store_url)
-            stack.push_async_callback(records.close)
+    if own_queues or settings.redis_url is None:
+        async with AsyncExitStack() as stack:
             if own_queues:
                 path = chat_queue_path(settings)
                 stack.enter_context(_sole_user(path))
@@ -210,50 +186,24 @@ async def backends(
                 path = settings.database_path
                 # `switchboard events --topic notifications` reads them from another process.
                 shared = frozenset({NOTIFICATIONS})
-            # Durable queues and mailboxes in one file: accepted work survives a crash.
-            sqlite_bus = await SqliteBus.open(
-                path,
-                lease_seconds=BUS_LEASE_SECONDS,
-                take_over=take_over or own_queues,
-                shared_topics=shared,
+            yield await stack.enter_async_context(
+                open_embedded(
+                    settings.store_url,
+                    path,
+                    lease_seconds=BUS_LEASE_SECONDS,
+                    take_over=take_over or own_queues,
+                    shared_topics=shared,
+                )
             )
-            stack.push_async_callback(sqlite_bus.close)
-            durable = await SqliteMailboxes.open(path)
-            stack.push_async_callback(durable.aclose)
-            yield Backends(
-                records_store,
-                sqlite_bus,
-                durable,
-                records,
-                distributed=False,
-                readiness=_readiness(records_store),
-            )
-            return
-        # Imported here: redis-py is only loaded by processes that use it.
-
-        from core.bus.redis import RedisBus
-        from core.mailbox.redis import RedisMailboxes
-        from core.replies_hold import RedisReplyHolds
-
-        url, keys = settings.redis_url, settings.redis_keys
-        # One client (one connection pool) for the Redis parts of the process but the bus,
-        # closed after the parts that use it. The bus keeps a client of its own: its blocking
-        # reads and subscriptions hold connections for long, and its few quick retries make a
-        # Redis that stays away surface at once (the caller backs off, the subscription says
-        # it was interrupted) instead of being retried for seconds inside redis-py.
-        client = await _coordination(url)
-        stack.push_async_callback(client.aclose)
-        redis_bus = await RedisBus.connect(url, lease_seconds=BUS_LEASE_SECONDS, keys=keys)
-        stack.push_async_callback(redis_bus.close)
-        mailboxes = RedisMailboxes(client, keys=keys, lease_seconds=TURN_LEASE_SECONDS)
-        readiness = _readiness(records_store)
-        # The record of each reply in the database, the hold on it in Redis.
-        sql_replies = await SqlReplyRecords.open(settings.store_url)
-        stack.push_async_callback(sql_replies.close)
-        holds = RedisReplyHolds(client, keys=keys, readiness=readiness)
-        replies = HeldReplyRecords(sql_replies, holds)
-        readiness.add_check("bus", redis_bus.ping)
-        yield Backends(records_store, redis_bus, mailboxes, replies, True, readiness, redis=client)
+        return
+    async with open_distributed(
+        settings.store_url,
+        settings.redis_url,
+        settings.redis_keys,
+        bus_lease_seconds=BUS_LEASE_SECONDS,
+        turn_lease_seconds=TURN_LEASE_SECONDS,
+    ) as found:
+        yield found
 
 
 def chat_queue_path(settings: Settings) -> Path:
@@ -278,18 +228,6 @@ def _sole_user(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
-
-
-def _readiness(store: Store) -> Readiness:
-    """A process's readiness, asking the store for a cheap read (and, in the distributed
-    deployment, Redis for a PING)."""
-    readiness = Readiness()
-
-    async def store_answers() -> None:
-        await store.list_sessions(limit=1)
-
-    readiness.add_check("store", store_answers)
-    return readiness
 
 
 def _web_search(settings: Settings) -> list[Tool[Any]]:
@@ -587,36 +525,6 @@ async def open_store(settings: Settings) -> AsyncIterator[Store]:
 
 async def _open_sql_store(settings: Settings) -> SqlStore:
     """The records' database (`Settings.store_url`), its schema upgraded."""
-    from core.store.sql import SqlStore
+    from core.backends.sql.store import SqlStore
 
     return await SqlStore.open(settings.store_url)
-
-
-async def _coordination(url: str) -> AnyRedis:
-    """The process's Redis client for coordination (`connect_redis`: one server, a Sentinel's
-    master or a cluster), once it answered a PING; `BusError` if it does not."""
-    from redis.asyncio.retry import Retry
-    from redis.backoff import ExponentialWithJitterBackoff
-    from redis.exceptions import RedisError
-
-    from core.redis_client import connect_redis, describe_redis_error
-
-    try:
-        # A dropped connection is tried again a few times, quickly: every command the shared
-        # client carries (lease renewals, holds, counters) may be sent twice.
-        client = connect_redis(
-            url,
-            decode_responses=False,
-            retry=Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.05), retries=3),
-        )
-    except ValueError:
-        # The parser's message may quote the URL, and with it a password.
-        raise BusError("REDIS_URL is not a valid Redis URL") from None
-    try:
-        await client.ping()
-    except BaseException as exc:
-        await client.aclose()
-        if isinstance(exc, RedisError):
-            raise BusError(f"cannot reach Redis: {describe_redis_error(exc)}") from exc
-        raise
-    return client

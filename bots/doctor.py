@@ -432,7 +432,7 @@ async def _database(settings: Settings) -> Finding:
     """Connect to the records' database and read its schema revision (a missing SQLite file
     is not made: the first start makes it)."""
     from bots.commands.db import describe_revision
-    from core.store.sql import database_revision, head_revision, sqlite_file
+    from core.backends.sql.store import database_revision, head_revision, sqlite_file
 
     path = sqlite_file(settings.store_url)
     if path is not None and not path.exists():
@@ -452,7 +452,7 @@ async def _database(settings: Settings) -> Finding:
 async def _redis(url: str) -> Finding:
     from redis.exceptions import RedisError
 
-    from core.redis_client import connect_redis, describe_redis_error
+    from core.backends.redis.client import connect_redis, describe_redis_error
 
     try:
         client = connect_redis(url, socket_connect_timeout=TIMEOUT)

@@ -22,7 +22,7 @@ from core.store.base import Store
 if TYPE_CHECKING:
     from limits.aio.storage import RedisStorage, Storage
 
-    from core.redis_client import AnyRedis
+    from core.backends.redis.client import AnyRedis
 
 __all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
 
@@ -44,8 +44,8 @@ def open_rate_limits(
     from redis.asyncio import ConnectionPool
     from redis.asyncio.cluster import RedisCluster
 
-    from core.redis_client import connect_redis
-    from core.redis_urls import parse_redis_url
+    from core.backends.redis.client import connect_redis
+    from core.backends.redis.urls import parse_redis_url
 
     kind = parse_redis_url(settings.redis_url).kind
     if kind != "server" and client is None:

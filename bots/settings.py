@@ -23,9 +23,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.backends.redis.keys import RedisKeys
 from core.errors import ConfigError
 from core.redact import Redactor
-from core.redis_keys import RedisKeys
 
 if TYPE_CHECKING:
     from core.tools.web_search import WebSearchSettings
@@ -66,9 +66,11 @@ class Settings(BaseSettings):
     brave_base_url: str | None = Field(default=None, alias="BRAVE_BASE_URL")
     search_max_results: int = Field(default=5, alias="SWITCHBOARD_SEARCH_MAX_RESULTS", ge=1, le=20)
     redis_url: str | None = Field(default=None, alias="REDIS_URL")
-    # Where the records are (`core/store/sql/`): unset, the SQLite file in the data directory.
+    # Where the records are (`core/backends/sql/store/`): unset, the SQLite file in the data
+    # directory.
     database_url: str | None = Field(default=None, alias="DATABASE_URL")
-    # Namespace of this bot's queues, keys and sessions on a shared Redis (core/redis_keys.py).
+    # Namespace of this bot's queues, keys and sessions on a shared Redis
+    # (core/backends/redis/keys.py).
     bot_id: str = Field(
         default="default",
         alias="SWITCHBOARD_BOT_ID",
@@ -85,8 +87,9 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _a_redis_url(cls, url: str | None) -> str | None:
-        """One server, a cluster or a Sentinel's master (`core/redis_urls.py`), or unset."""
-        from core.redis_urls import parse_redis_url
+        """One server, a cluster or a Sentinel's master (`core/backends/redis/urls.py`), or
+        unset."""
+        from core.backends.redis.urls import parse_redis_url
 
         if url is not None:
             try:

@@ -23,8 +23,8 @@ from core.clock import utc_now
 if TYPE_CHECKING:
     import aiosqlite
 
-    from core.redis_client import AnyRedis
-    from core.redis_keys import RedisKeys
+    from core.backends.redis.client import AnyRedis
+    from core.backends.redis.keys import RedisKeys
 
 __all__ = [
     "BEAT_SECONDS",
@@ -101,7 +101,7 @@ class RedisHeartbeats:
     @classmethod
     def from_url(cls, url: str, keys: RedisKeys) -> RedisHeartbeats:
         """A board on its own connection pool to the Redis at `url`."""
-        from core.redis_client import connect_redis
+        from core.backends.redis.client import connect_redis
 
         return cls(connect_redis(url), keys)
 

@@ -13,8 +13,8 @@ import secrets
 
 from redis.exceptions import RedisError
 
-from core.redis_client import AnyRedis
-from core.redis_keys import RedisKeys
+from core.backends.redis.client import AnyRedis
+from core.backends.redis.keys import RedisKeys
 from core.tasks import cancel_and_wait
 
 __all__ = ["Leadership"]

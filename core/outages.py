@@ -123,6 +123,6 @@ def redis_outage(exc: BaseException) -> BusUnavailable | None:
     errors = sys.modules.get("redis.exceptions")
     if errors is None or not isinstance(exc, errors.RedisError):
         return None  # redis-py is not even loaded: it raised nothing
-    from core.redis_client import is_outage
+    from core.backends.redis.client import is_outage
 
     return BusUnavailable(f"Redis is away: {exc}") if is_outage(exc) else None

@@ -1,8 +1,8 @@
 """The SQLite data file: made private, and opened for one of Switchboard's connections.
 
-The SQL store's engine (`core/store/sql/_engine.py`), the work queues (`core/bus/sqlite.py`)
-and the heartbeats (`core/heartbeat.py`) each open their own connections to the same data
-file; WAL lets them share it.
+The SQL store's engine (`core/backends/sql/store/_engine.py`), the work queues
+(`core/backends/sql/bus.py`) and the heartbeats (`core/heartbeat.py`) each open their own
+connections to the same data file; WAL lets them share it.
 """
 
 from __future__ import annotations

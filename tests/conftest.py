@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.logcontext import no_log_context
-from core.store.sql import SqlStore, sqlite_url
 from tests.fakes.fixtures import (
     fake_anthropic,
     fake_discord,

@@ -7,7 +7,7 @@ import asyncio
 import click
 
 from bots.commands.common import settings_from
-from core.store.sql import (
+from core.backends.sql.store import (
     Revision,
     database_revision,
     head_revision,

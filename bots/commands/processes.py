@@ -312,8 +312,8 @@ def _leadership(settings: Settings, role: str, owner: str) -> Leadership:
     from redis.asyncio.retry import Retry
     from redis.backoff import ExponentialWithJitterBackoff
 
+    from core.backends.redis.client import connect_redis
     from core.leader import Leadership
-    from core.redis_client import connect_redis
 
     assert settings.redis_url is not None
     # Without a retry, `from_url` clients fail the first command on a connection that died
@@ -472,7 +472,7 @@ def _health_reason(exc: BaseException) -> str:
         return reason  # no Redis error can be behind it (redis-py is loaded only with Redis)
     from redis.exceptions import RedisError
 
-    from core.redis_client import describe_redis_error
+    from core.backends.redis.client import describe_redis_error
 
     cause = exc.__cause__ or exc.__context__
     while cause is not None:

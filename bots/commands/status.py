@@ -150,14 +150,14 @@ async def _queues(settings: Settings) -> dict[str, QueueStats]:
 async def _waiting(settings: Settings) -> int:
     """The inbound work waiting in the sessions' mailboxes (turns running or not begun)."""
     if settings.redis_url is not None:
-        from core.mailbox.redis import RedisMailboxes
+        from core.backends.redis.mailboxes import RedisMailboxes
 
         shared = RedisMailboxes.from_url(settings.redis_url, keys=settings.redis_keys)
         try:
             return await shared.waiting()
         finally:
             await shared.aclose()
-    from core.mailbox.sqlite import SqliteMailboxes
+    from core.backends.sql.mailboxes import SqliteMailboxes
 
     local = await SqliteMailboxes.open(settings.database_path)
     try:
@@ -168,10 +168,10 @@ async def _waiting(settings: Settings) -> int:
 
 async def _open_bus(settings: Settings) -> Bus:
     if settings.redis_url is not None:
-        from core.bus.redis import RedisBus
+        from core.backends.redis.bus import RedisBus
 
         return await RedisBus.connect(settings.redis_url, keys=settings.redis_keys)
-    from core.bus.sqlite import SqliteBus
+    from core.backends.sql.bus import SqliteBus
 
     return await SqliteBus.open(settings.database_path)
 

@@ -8,8 +8,8 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from bots.settings import Settings
+from core.backends.redis.urls import parse_redis_url
 from core.errors import ConfigError
-from core.redis_urls import parse_redis_url
 
 __all__ = [
     "STARTUP_LOGGER",

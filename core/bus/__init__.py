@@ -3,21 +3,14 @@
 Inbound work does not cross the bus: producers put it in its session's mailbox
 (`core/mailbox/`).
 
-`SqliteBus` (the embedded deployment and the terminal chat: durable queues in a SQLite file,
-topics in the process, `local_topics.py`) and `RedisBus` (the distributed deployment); tests
-have a `MemoryBus` of their own (`tests/backends/`).
-
-`RedisBus` is imported on first use, so a process without Redis never loads redis-py.
+This package holds the protocol (`base.py`) and the queue and topic names (`names.py`). The
+implementations are in the backend packages: `SqliteBus` in `core/backends/sql/bus.py` (the
+embedded deployment and the terminal chat) and `RedisBus` in `core/backends/redis/bus.py` (the
+distributed deployment); tests have a `MemoryBus` of their own (`tests/backends/`).
 """
-
-from typing import TYPE_CHECKING, Any
 
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.names import EVENTS, outbound_queue
-from core.bus.sqlite import SqliteBus
-
-if TYPE_CHECKING:
-    from core.bus.redis import RedisBus
 
 __all__ = [
     "EVENTS",
@@ -25,16 +18,6 @@ __all__ = [
     "BusPayload",
     "DeadLetter",
     "Delivery",
-    "RedisBus",
-    "SqliteBus",
     "Subscription",
     "outbound_queue",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RedisBus":
-        from core.bus.redis import RedisBus
-
-        return RedisBus
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

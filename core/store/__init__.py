@@ -1,7 +1,7 @@
 """Storage: one small protocol per concern, the composite `Store`, and its implementations.
 
 `core/store/base.py` lists the concerns and says how a new one is added. `SqlStore` is imported
-from `core.store.sql`, so a process that only needs the protocols never loads SQLAlchemy.
+from `core.backends.sql.store`, so a process that only needs the protocols never loads SQLAlchemy.
 """
 
 from __future__ import annotations

@@ -17,19 +17,20 @@ A store is a set of small protocols, one concern each, each in its own module:
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
-take the composite. `SqlStore` is one class per concern (`core/store/sql/_<concern>.py`)
+take the composite. `SqlStore` is one class per concern (`core/backends/sql/store/_<concern>.py`)
 sharing one connection pool, combined by inheritance; each protocol has its own contract test
 module (`tests/contract/test_store_<concern>.py`), run on SQLite and on PostgreSQL.
 
 `ReplyRecords` is used by gateways, not workers, and its `hold` is a cross-process lock as much
 as a record, so it is not part of the composite: its implementations are classes of their own
-(`sql/_replies.py`; `HeldReplyRecords` puts SQL records under Redis holds,
-`core/replies_hold.py`) that `bots/app.py` opens beside the store, and its contract test is
-`tests/contract/test_store_replies.py`.
+(`core/backends/sql/store/_replies.py`; `HeldReplyRecords` puts SQL records under Redis holds,
+`core/backends/redis/replies_hold.py`) that the backends open beside the store, and its contract
+test is `tests/contract/test_store_replies.py`.
 
-`SqlStore` (`core/store/sql/`) is SQLAlchemy Core on its asyncio engine, on SQLite (aiosqlite)
-or PostgreSQL (asyncpg), one transaction per call, its schema made and upgraded by the Alembic
-revisions in `core/store/migrations/` when it opens (docs/decisions/0001-records-in-sql.md).
+`SqlStore` (`core/backends/sql/store/`) is SQLAlchemy Core on its asyncio engine, on SQLite
+(aiosqlite) or PostgreSQL (asyncpg), one transaction per call, its schema made and upgraded by
+the Alembic revisions in `core/store/migrations/` when it opens
+(docs/decisions/0001-records-in-sql.md).
 
 Adding a concern (pairing, rate-limit state...):
 1. a protocol module `core/store/<concern>.py` with its records;

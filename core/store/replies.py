@@ -12,11 +12,11 @@ Records are keyed by the reply (`Outbound.reply_key`: the answered message's ded
 the delivery's own id for one nobody asked for) and kept for a day.
 
 Implementations: `MemoryReplyRecords` (tests, the terminal), `SqlReplyRecords`
-(`core/store/sql/_replies.py`: records in the SQL database, held within one process), and
+(`core/backends/sql/store/_replies.py`: records in the SQL database, held within one process), and
 `HeldReplyRecords`, which puts the records of one implementation together with the holds of
 another: in the distributed deployment, the records in the SQL database and the holds in Redis
-(`core/replies_hold.py`), since a record must outlive a Redis restart and a hold is only
-coordination.
+(`core/backends/redis/replies_hold.py`), since a record must outlive a Redis restart and a hold
+is only coordination.
 """
 
 from __future__ import annotations

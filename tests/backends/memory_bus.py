@@ -1,5 +1,5 @@
 """`MemoryBus`: a `Bus` within one process on one asyncio loop, nothing kept, for tests (the
-product's buses are `SqliteBus` and `RedisBus`; its topics are `core.bus.local_topics`).
+product's buses are `SqliteBus` and `RedisBus`; its topics are `core.backends.sql.local_topics`).
 
 Entries are kept encoded (the msgpack bytes of `core.envelopes.encode`) and decoded on every
 receive, so a payload behaves exactly as it does after a round trip through Redis: no shared
@@ -16,8 +16,8 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 
+from core.backends.sql.local_topics import LocalTopics
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
-from core.bus.local_topics import LocalTopics
 from core.bus.stats import QueueStats, enqueued_at
 from core.clock import utc_now
 from core.envelopes import decode, encode

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.store import Store
-from core.store.sql import SqlStore, sqlite_url
 from tests.contract.store_support import OpenStore, TickingClock
 
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from core.bus import Bus, BusPayload, Delivery, RedisBus, SqliteBus, Subscription
+from core.backends.redis.bus import RedisBus
+from core.backends.sql.bus import SqliteBus
+from core.bus import Bus, BusPayload, Delivery, Subscription
 from core.envelopes import Address, Attachment, EventEnvelope, Inbound, Outbound
 from core.errors import BusError
 from core.messages import ImagePart

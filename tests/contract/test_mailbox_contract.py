@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.mailboxes import SqliteMailboxes
 from core.envelopes import Address, Inbound
-from core.mailbox import Mailboxes, SqliteMailboxes
-from core.mailbox.redis import RedisMailboxes
-from core.redis_keys import RedisKeys
+from core.mailbox import Mailboxes
 from tests.backends.memory_mailboxes import MemoryMailboxes
 
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from core.redis_client import connect_redis
-from core.replies_hold import RedisReplyHolds
+from core.backends.redis.client import connect_redis
+from core.backends.redis.replies_hold import RedisReplyHolds
+from core.backends.sql.store import SqlReplyRecords, sqlite_url
 from core.store.replies import (
     HeldReplyRecords,
     MemoryReplyRecords,
@@ -21,7 +22,6 @@ from core.store.replies import (
     ShownMessage,
     digest,
 )
-from core.store.sql import SqlReplyRecords, sqlite_url
 
 PATIENCE = 5.0
 

@@ -32,8 +32,8 @@ from typing import Any
 import aiosqlite
 import redis.asyncio as aioredis
 
+from core.backends.sql.store import SqlStore
 from core.bus.names import outbound_queue
-from core.store.sql import SqlStore
 from tests.e2e.processes import Deployment, Launched, clean_env, until
 from tests.e2e.test_distributed import answers, keys, redis_client, settled
 from tests.fakes import FakeOpenAI, FakeTelegram

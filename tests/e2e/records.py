@@ -28,7 +28,7 @@ from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 
-from core.redis_client import connect_redis
+from core.backends.redis.client import connect_redis
 from tests.e2e.processes import REPO, Deployment, Finished, Launched, clean_env, run_once, until
 from tests.fakes import FakeOpenAI, FakeTelegram, Reply, Text
 

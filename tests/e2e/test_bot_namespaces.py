@@ -11,11 +11,11 @@ from typing import Any, cast
 import pytest
 import redis.asyncio as aioredis
 
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.store import SqlStore
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Inbound, Outbound, decode
-from core.mailbox.redis import RedisMailboxes
-from core.redis_keys import RedisKeys
-from core.store.sql import SqlStore
 from tests.e2e.processes import Deployment, clean_env, until
 from tests.fakes import FakeOpenAI, Reply, Text
 

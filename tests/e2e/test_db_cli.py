@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.store.sql import head_revision
+from core.backends.sql.store import head_revision
 from tests.fixtures.sqlite_store_v12 import DB
 
 pytestmark = pytest.mark.e2e

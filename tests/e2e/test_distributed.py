@@ -21,10 +21,10 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.keys import RedisKeys
 from core.bus.names import CONTROL, EVENTS, outbound_queue
-from core.bus.redis import RedisBus
 from core.envelopes import EventEnvelope
-from core.redis_keys import RedisKeys
 from tests.e2e.processes import Deployment, clean_env, run_once, until
 from tests.fakes import FakeOpenAI, FakeTelegram, Hold, Reply, Text
 from tests.redis_server import RedisServer, free_port

@@ -19,9 +19,9 @@ import pytest
 from click.testing import CliRunner, Result
 
 from bots.cli import cli
+from core.backends.sql.store import SqlStore
 from core.errors import ConfigError
 from core.messages import Message
-from core.store.sql import SqlStore
 from tests.redis_server import RedisServer
 
 pytestmark = pytest.mark.e2e
@@ -184,11 +184,11 @@ def test_empty_answers_name_the_store(in_process: CliRunner, tmp_path: Path) -> 
 
 
 async def _a_worker_and_a_message(url: str, bot: str) -> None:
+    from core.backends.redis.keys import RedisKeys
+    from core.backends.redis.mailboxes import RedisMailboxes
     from core.clock import utc_now
     from core.envelopes import Address, Inbound
     from core.heartbeat import ProcessInfo, RedisHeartbeats
-    from core.mailbox.redis import RedisMailboxes
-    from core.redis_keys import RedisKeys
 
     keys = RedisKeys(bot)
     board = RedisHeartbeats.from_url(url, keys)

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from core.access import Pairing
+from core.backends.sql.store import SqlStore
 from core.envelopes import Address, Inbound
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import CronCadence
-from core.store.sql import SqlStore
 
 pytestmark = pytest.mark.e2e
 

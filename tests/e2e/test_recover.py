@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.messages import Message, ToolCall
-from core.store.sql import SqlStore
 from tests.e2e.test_cli import env, run
 
 pytestmark = pytest.mark.e2e

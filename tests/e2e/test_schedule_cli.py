@@ -21,9 +21,9 @@ import pytest
 
 from channels.terminal import NOTIFICATION_LABEL
 from channels.terminal import SPEC as TERMINAL
+from core.backends.sql.store import SqlStore
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import OnceCadence
-from core.store.sql import SqlStore
 from tests.e2e.processes import communicate, open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
@@ -275,7 +275,7 @@ def test_what_people_type_for_a_time_is_understood(
 
 async def _empty_store(path: Path) -> None:
     """The store a bot that has run leaves behind, with no schedule in it."""
-    from core.store.sql import SqlStore
+    from core.backends.sql.store import SqlStore
 
     await (await SqlStore.open(f"sqlite:///{path}")).close()
 

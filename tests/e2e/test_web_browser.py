@@ -18,6 +18,7 @@ from axe_playwright_python.async_playwright import Axe
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 from pydantic import BaseModel
 
+from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS
 from core.envelopes import Address, Attachment, EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
@@ -25,7 +26,6 @@ from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
 from core.store.ledger import CostEntry
-from core.store.sql import SqlStore
 from core.tools import FileDrop
 from core.tools.base import SafetyTier, Tool, ToolContext
 from tests.backends.memory_bus import MemoryBus

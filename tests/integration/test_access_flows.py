@@ -17,11 +17,11 @@ import pytest
 
 from bots.platforms import REGISTERED
 from core.access import Pairing
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.fencing import Fence
 from core.messages import Message
 from core.policy import ChannelPolicy, PlatformAccess
 from core.providers.scripted import ScriptedProvider, text_reply
-from core.store.sql import SqlStore, sqlite_url
 from core.store.turns import TurnClose
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL

@@ -25,6 +25,7 @@ from channels.checks import Finding, PlatformChecks, listening
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from core.addresses import AddressGrammar
+from core.backends.sql.store import SqlStore
 from core.budgets import Spender
 from core.clock import utc_now
 from core.commands import CommandInfo
@@ -37,7 +38,6 @@ from core.redact import REDACTED, Redactor
 from core.runtime import AgentRuntime
 from core.store.ledger import CostEntry
 from core.store.replies import MemoryReplyRecords
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry, builtin_tools
 from tests.backends.memory_bus import MemoryBus
 from tests.backends.memory_mailboxes import MemoryMailboxes

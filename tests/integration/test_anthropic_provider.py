@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.errors import ProviderError
 from core.events import Finished, TextDelta, ToolFinished, ToolRequested
 from core.messages import Usage
@@ -27,7 +28,6 @@ from core.providers.reliable import (
     RetryPolicy,
 )
 from core.runtime import RuntimeLimits
-from core.store.sql import SqlStore
 from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Stall, StreamError, Text, ToolUse
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.conftest import MakeAnthropic

@@ -17,16 +17,16 @@ import pytest
 import redis.asyncio as aioredis
 
 from bots.settings import load_settings
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.store import SqlStore
 from core.bus.names import RECEIPTS
-from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound
 from core.errors import ConfigError
 from core.leader import Leadership
-from core.mailbox.redis import RedisMailboxes
 from core.messages import Message
-from core.redis_keys import RedisKeys
 from core.scheduling.models import IntervalCadence, Schedule
-from core.store.sql import SqlStore
 
 START = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 CHAT = Address(platform="telegram", bot="b", chat="42")

@@ -8,6 +8,7 @@ the admin-only command stays out of the public menus.
 
 from __future__ import annotations
 
+from core.backends.sql.store import SqlStore
 from core.commands import (
     ChatCommand,
     CommandContext,
@@ -16,7 +17,6 @@ from core.commands import (
     builtin_commands,
 )
 from core.providers.demo import DemoProvider
-from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import GENERAL

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.backends.sql.store import SqlStore
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
-from core.store.sql import SqlStore
 from tests.confirming import script, wipe_tool
 from tests.fakes.discord_api import FakeDiscord, SentMessage
 from tests.fakes.discord_events import CHANNEL

@@ -12,9 +12,9 @@ from typing import Literal
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
-from core.store.sql import SqlStore
 from tests.confirming import script, wipe_tool
 from tests.fakes.slack_api import FakeSlack, SentMessage
 from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL, GENERAL

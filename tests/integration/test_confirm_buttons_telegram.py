@@ -15,9 +15,9 @@ from typing import Any
 from pydantic import SecretStr
 
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
+from core.backends.sql.store import SqlStore
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
-from core.store.sql import SqlStore
 from tests.confirming import script, wipe_tool
 from tests.fakes.telegram_api import FakeTelegram, SentMessage
 from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running_bot

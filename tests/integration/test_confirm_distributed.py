@@ -23,20 +23,20 @@ from pydantic import SecretStr
 
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.store import SqlStore
 from core.bus import EVENTS, outbound_queue
 from core.bus.base import Subscription
-from core.bus.redis import RedisBus
 from core.confirm import Confirmations, answer_inbound, button_value
 from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.mailbox.intake import accept_inbound
-from core.mailbox.redis import RedisMailboxes
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.readiness import Readiness
-from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
 from tests.confirming import script, wipe_tool

@@ -21,9 +21,10 @@ from bots.cli import main
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
+from core.backends.sql.bus import SqliteBus
+from core.backends.sql.store import SqlStore
 from core.bus.base import Subscription
 from core.bus.names import NOTIFICATIONS, outbound_queue
-from core.bus.sqlite import SqliteBus
 from core.clock import utc_now
 from core.envelopes import (
     Address,
@@ -38,7 +39,6 @@ from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store.replies import MemoryReplyRecords
-from core.store.sql import SqlStore
 from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.fakes.telegram_api import FakeTelegram
 

@@ -24,6 +24,7 @@ from bots.platforms import REGISTERED
 from channels.discord.adapter import INTENTS, DiscordAdapter, DiscordSettings
 from channels.discord.format import DISCORD_LIMIT
 from channels.streaming import IncrementalRender, ReplyStreams
+from core.backends.sql.store import SqlStore
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Outbound
 from core.errors import ConfigError
@@ -34,7 +35,6 @@ from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
 from core.store.replies import MemoryReplyRecords
-from core.store.sql import SqlStore
 from core.turns import REFUSAL_TEXT
 from tests.fakes.discord_api import FakeDiscord, Request
 from tests.fakes.discord_events import CHANNEL, GUILD, OTHER_CHANNEL, token_for

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from core.backends.sql.store import SqlStore
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply
-from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL, OTHER_CHANNEL
 from tests.integration.discord_helpers import reply_containing, serving

@@ -14,7 +14,7 @@ from bots.cli import main
 from bots.doctor import Finding, diagnose, posture
 from bots.profiles import load_profile
 from bots.settings import load_settings
-from core.store.sql import head_revision, upgrade_database
+from core.backends.sql.store import head_revision, upgrade_database
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.fixtures import TEST_API_KEY

@@ -5,12 +5,12 @@ does not read reach it as a note asking it to tell the person why."""
 from __future__ import annotations
 
 from channels.attachments import DocumentReader
+from core.backends.sql.store import SqlStore
 from core.documents import DocumentSettings
 from core.messages import Message
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import REDACTED, Redactor
 from core.safety import FENCE_CLOSE, FENCE_OPEN
-from core.store.sql import SqlStore
 from tests.documents import docx_bytes, pdf_bytes
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL

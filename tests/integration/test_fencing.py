@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.errors import StoreError
-from core.mailbox.redis import RedisMailboxes
 from core.messages import Message
-from core.redis_keys import RedisKeys
 from core.store import Store
-from core.store.sql import SqlStore, sqlite_url
 from tests.backends.memory_mailboxes import MemoryMailboxes
 
 SESSION_KEY = "telegram:bot:42"

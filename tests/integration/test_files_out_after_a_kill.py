@@ -12,12 +12,12 @@ from pydantic import SecretStr
 from channels.gateway import Gateway
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from channels.telegram.spec import SPEC
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.client import redis_client
+from core.backends.redis.mailboxes import RedisMailboxes
 from core.bus.names import outbound_queue
-from core.bus.redis import RedisBus
 from core.envelopes import Address, Attachment, Outbound
-from core.mailbox.redis import RedisMailboxes
 from core.readiness import Readiness
-from core.redis_client import redis_client
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS, local_replies
 from tests.integration.telegram_helpers import BOT_KEY, until

@@ -4,10 +4,10 @@ limit, or one Discord refuses, becomes a one-line note."""
 
 from __future__ import annotations
 
+from core.backends.sql.store import SqlStore
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Attachment, Outbound
 from core.providers.demo import DemoProvider
-from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL
 from tests.fakes.openai_api import tiny_png

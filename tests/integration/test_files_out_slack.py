@@ -4,10 +4,10 @@ upload URL, `files.completeUploadExternal`) on the fake; a refused one becomes a
 
 from __future__ import annotations
 
+from core.backends.sql.store import SqlStore
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Attachment, Outbound
 from core.providers.demo import DemoProvider
-from core.store.sql import SqlStore
 from tests.fakes.openai_api import tiny_png
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import DM_CHANNEL

@@ -4,10 +4,10 @@ upload becomes a one-line note."""
 
 from __future__ import annotations
 
+from core.backends.sql.store import SqlStore
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Attachment, Outbound
 from core.providers.demo import DemoProvider
-from core.store.sql import SqlStore
 from tests.documents import pdf_bytes
 from tests.fakes.openai_api import tiny_png
 from tests.fakes.telegram_api import FakeTelegram

@@ -21,15 +21,15 @@ from pydantic import SecretStr
 from channels.gateway import Gateway
 from channels.streaming import IncrementalRender, ReplyStreams
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.client import connect_redis
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.replies_hold import RedisReplyHolds
+from core.backends.sql.store import SqlReplyRecords
 from core.bus.names import outbound_queue
-from core.bus.redis import RedisBus
 from core.envelopes import Address, Outbound
 from core.readiness import Readiness
-from core.redis_client import connect_redis
-from core.redis_keys import RedisKeys
-from core.replies_hold import RedisReplyHolds
 from core.store.replies import HeldReplyRecords
-from core.store.sql import SqlReplyRecords
 from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.serving import COMMANDS

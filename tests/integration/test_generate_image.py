@@ -15,12 +15,12 @@ from bots.app import embedded
 from bots.images import image_generator
 from bots.profiles import load_profile
 from bots.settings import load_settings
+from core.backends.sql.store import SqlStore
 from core.bus.names import outbound_queue
 from core.envelopes import Address, Outbound
 from core.errors import ConfigError, ToolError
 from core.images import ImageSettings, OpenAIImages
 from core.modes import DISCORD, SAFE_CHAT
-from core.store.sql import SqlStore
 from core.tools import GENERATE_IMAGE, SEND_FILE, FileDrop, ToolContext, generate_image_tool
 from core.tools.base import SafetyTier
 from tests.backends.memory_bus import MemoryBus

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.redis.keys import RedisKeys
 from core.heartbeat import (
     FORGET_AFTER,
     MISSING_AFTER,
@@ -19,7 +20,6 @@ from core.heartbeat import (
     RedisHeartbeats,
     SqliteHeartbeats,
 )
-from core.redis_keys import RedisKeys
 
 NOW = datetime(2026, 11, 24, 6, 0, tzinfo=UTC)
 

@@ -21,9 +21,10 @@ from pydantic import BaseModel
 from bots.cli import main
 from bots.hooks import HooksServer, HooksSettings
 from bots.platforms import REGISTERED
+from core.backends.sql.bus import SqliteBus
+from core.backends.sql.store import SqlStore
 from core.bus.base import Bus
 from core.bus.names import EVENTS, outbound_queue
-from core.bus.sqlite import SqliteBus
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import ConfigError
 from core.events import ModelEvent
@@ -34,7 +35,6 @@ from core.profile import HooksOptions
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.runtime import AgentRuntime
-from core.store.sql import SqlStore
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.tools.builtin import builtin_tools
 from tests.backends.memory_bus import MemoryBus

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from core.backends.sql.store import SqlStore
 from core.compaction import Compactor
 from core.context import estimate_text, estimate_tokens, estimate_tools
 from core.events import Compacted, RunCompleted
@@ -20,7 +21,6 @@ from core.modes import FULL
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
-from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 
 WINDOW = 4_000

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.errors import ConfigError, ToolError
 from core.events import AgentEvent, ToolFinished
 from core.mcp import McpServerSettings
@@ -34,7 +35,6 @@ from core.providers.openai import OpenAIProvider
 from core.providers.scripted import text_reply, tool_reply
 from core.redact import REDACTED, Redactor
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, ToolContext, ToolRegistry
 from tests.fakes import FakeAnthropic, FakeOpenAI, Text, ToolUse
 from tests.integration.helpers import GPT, SONNET, completed, of_type

@@ -12,12 +12,12 @@ import pytest
 
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
+from core.backends.sql.store import SqlStore
 from core.envelopes import Address, Inbound
 from core.model_choice import ModelOption, ModelsSettings
 from core.policy import ChannelPolicy
 from core.profile import Profile, ProfileSettings
 from core.runtime import AgentRuntime
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
 from tests.backends.memory_bus import MemoryBus

@@ -12,9 +12,10 @@ import os
 import sys
 from pathlib import Path
 
+from core.backends.redis.bus import RedisBus
+from core.backends.sql.bus import SqliteBus
+from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS, NOTIFICATIONS, RECEIPTS
-from core.bus.redis import RedisBus
-from core.bus.sqlite import SqliteBus
 from core.clock import utc_now
 from core.envelopes import (
     Address,
@@ -30,7 +31,6 @@ from core.readiness import Readiness
 from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, ScheduleRun
-from core.store.sql import SqlStore
 
 PATIENCE = 10.0
 SHARED = frozenset({NOTIFICATIONS})

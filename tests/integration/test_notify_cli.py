@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from bots.cli import main
+from core.backends.sql.bus import SqliteBus
+from core.backends.sql.mailboxes import SqliteMailboxes
 from core.bus.base import BusPayload
 from core.bus.names import outbound_queue
-from core.bus.sqlite import SqliteBus
 from core.envelopes import Address, Outbound
-from core.mailbox.sqlite import SqliteMailboxes
 from tests.workers import take_waiting
 
 

@@ -13,9 +13,9 @@ import redis.asyncio as aioredis
 
 from bots.app import backends, open_store
 from bots.settings import Settings
+from core.backends.sql.store import SqlReplyRecords, SqlStore
 from core.messages import Message, TextPart
 from core.store.replies import HeldReplyRecords, ReplyRecord
-from core.store.sql import SqlReplyRecords, SqlStore
 from tests.fixtures.sqlite_store_v12 import DB
 from tests.redis_server import RedisServer
 

@@ -17,10 +17,10 @@ import pytest
 import redis.asyncio as aioredis
 from redis.typing import EncodableT, FieldT
 
-from core.bus import RedisBus
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.keys import RedisKeys
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import BusError
-from core.redis_keys import RedisKeys
 from tests.integration.redis_writes import record_writes
 from tests.redis_server import RedisServer
 

@@ -19,12 +19,12 @@ from bots.cli import cli
 from bots.commands import processes
 from bots.limits import open_rate_limits
 from bots.settings import Settings
+from core.backends.redis.client import connect_redis, is_outage
+from core.backends.redis.keys import RedisKeys
 from core.envelopes import Address, Inbound
 from core.heartbeat import ProcessInfo, RedisHeartbeats
 from core.profile import ProfileSettings
 from core.ratelimit import RateLimitSettings
-from core.redis_client import connect_redis, is_outage
-from core.redis_keys import RedisKeys
 from tests.redis_server import RedisClusterServers
 
 

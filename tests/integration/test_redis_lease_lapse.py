@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
 from core.envelopes import Address, Inbound
-from core.mailbox.redis import RedisMailboxes
-from core.redis_keys import RedisKeys
 from tests.redis_server import RedisServer
 
 KEYS = RedisKeys("lapse")

@@ -12,11 +12,11 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
 from core.clock import utc_now
 from core.envelopes import Address, Inbound
 from core.leader import Leadership
-from core.mailbox.redis import RedisMailboxes
-from core.redis_keys import RedisKeys
 
 KEYS = RedisKeys("leases")
 SESSION_KEY = "telegram:bot:7"

@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 import pytest
 import redis.asyncio as aioredis
 
+from core.backends.redis.client import redis_client
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
 from core.envelopes import Address, Inbound
-from core.mailbox.redis import RedisMailboxes
-from core.redis_client import redis_client
-from core.redis_keys import RedisKeys
 from tests.integration.redis_writes import count_writes
 
 

@@ -20,17 +20,17 @@ import pytest
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from core.bus.redis import RedisBus
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.client import connect_redis
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.store import SqlStore
 from core.envelopes import Address, Inbound, Outbound
 from core.events import ModelEvent
-from core.mailbox.redis import RedisMailboxes
 from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply
-from core.redis_client import connect_redis
-from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.turns.intake import APOLOGY_TEXT
 from tests.redis_server import RedisServer

@@ -9,14 +9,14 @@ import pytest
 
 from bots.limits import open_rate_limits
 from bots.settings import Settings
-from core.bus.redis import RedisBus
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.client import redis_client
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.redis.urls import parse_redis_url
 from core.envelopes import Address, Inbound
-from core.mailbox.redis import RedisMailboxes
 from core.profile import ProfileSettings
 from core.ratelimit import RateLimitSettings
-from core.redis_client import redis_client
-from core.redis_keys import RedisKeys
-from core.redis_urls import parse_redis_url
 from tests.redis_server import RedisSentinelServer
 
 

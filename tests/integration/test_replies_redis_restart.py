@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
-from core.redis_client import connect_redis
-from core.redis_keys import RedisKeys
-from core.replies_hold import RedisReplyHolds
+from core.backends.redis.client import connect_redis
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.replies_hold import RedisReplyHolds
+from core.backends.sql.store import SqlReplyRecords
 from core.store.replies import HeldReplyRecords, ReplyRecord, ShownMessage
-from core.store.sql import SqlReplyRecords
 from tests.redis_server import RedisServer
 
 KEYS = RedisKeys("restart")

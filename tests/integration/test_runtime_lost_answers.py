@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.errors import StoreUnavailable
 from core.events import RunCompleted
 from core.fencing import Fence
@@ -18,7 +19,6 @@ from core.modes import FULL
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sql import SqlStore
 from core.store.turns import TurnClose, TurnOpening, TurnStart
 from core.tools import ToolRegistry
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from core.backends.sql.store import SqlStore
 from core.clock import utc_now
 from core.envelopes import Address
 from core.policy import ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
-from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL
 from tests.fakes.telegram_api import FakeTelegram

@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bots.platforms import REGISTERED
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.envelopes import Address
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, Schedule
 from core.scheduling.scheduler import Scheduler, SchedulerStore
-from core.store.sql import SqlStore, sqlite_url
 from tests.backends.memory_bus import MemoryBus
 from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import take_waiting

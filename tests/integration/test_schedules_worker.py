@@ -20,6 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 from channels import telegram
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.bus import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.errors import ProviderError
@@ -35,7 +36,6 @@ from core.scheduling.book import Notification, ScheduleBook
 from core.scheduling.models import IntervalCadence, NotifyPolicy, OnceCadence, Schedule
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
-from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.worker import Worker
 from tests.backends.memory_bus import MemoryBus

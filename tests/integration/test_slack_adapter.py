@@ -25,6 +25,7 @@ from bots.platforms import REGISTERED
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from channels.slack.format import SLACK_LIMIT
 from channels.streaming import IncrementalRender, ReplyStreams
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.envelopes import Inbound
 from core.errors import ConfigError
 from core.messages import Message
@@ -33,7 +34,6 @@ from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import Redactor
 from core.store.replies import MemoryReplyRecords
-from core.store.sql import SqlStore, sqlite_url
 from core.turns import REFUSAL_TEXT
 from tests.fakes.slack_api import Call, FakeSlack
 from tests.fakes.slack_events import BOB, BOT_USER_ID, DM_CHANNEL, GENERAL, TEAM_ID

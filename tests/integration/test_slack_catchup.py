@@ -13,9 +13,9 @@ from typing import Literal
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply
-from core.store.sql import SqlStore
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import ALICE, DM_CHANNEL, GENERAL
 from tests.integration.slack_helpers import reply_containing, serving

@@ -13,12 +13,12 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.backends.sql.store import SqlReplyRecords, SqlStore, head_revision, sqlite_url
 from core.envelopes import Address
 from core.facts import MemoryFact
 from core.messages import Message, Usage
 from core.scheduling.models import IntervalCadence, Schedule, ScheduleRun
 from core.store import CostEntry
-from core.store.sql import SqlReplyRecords, SqlStore, head_revision, sqlite_url
 from tests.fixtures.sqlite_store_v12 import DB, EXPECTED, read_back
 
 

@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
+from core.backends.sql.store import SqlReplyRecords, SqlStore
 from core.errors import StoreError, StoreUnavailable
 from core.messages import Message
 from core.outages import Patience
 from core.store.replies import ReplyRecord, ShownMessage, digest
-from core.store.sql import SqlReplyRecords, SqlStore
 from tests.postgres_server import PostgresServer
 
 # What a client sends first when it would like TLS (asyncpg asks; the answer is "N").

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from core.backends.sql.store import SqlStore, current_revision, head_revision, sqlite_url
 from core.errors import StoreError, StoreUnavailable
-from core.store.sql import SqlStore, current_revision, head_revision, sqlite_url
 from tests.postgres_server import PostgresServer
 from tests.redis_server import free_port
 
 # A process that opens the store at the URL given and closes it again.
 _OPEN_AND_CLOSE = """
 import asyncio, sys
-from core.store.sql import SqlStore
+from core.backends.sql.store import SqlStore
 
 async def main() -> None:
     store = await SqlStore.open(sys.argv[1])

@@ -13,11 +13,11 @@ import pytest
 from bots.platforms import REGISTERED
 from channels.discord.adapter import DiscordAdapter
 from channels.streaming import IncrementalRender, ReplyStreams
+from core.backends.sql.store import SqlStore
 from core.errors import ProviderError
 from core.profile import Profile, ProfileSettings
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.store.replies import MemoryReplyRecords
-from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL
 from tests.integration.discord_helpers import MENU, reply_containing, serving

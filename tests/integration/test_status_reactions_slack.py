@@ -15,11 +15,11 @@ import pytest
 from bots.platforms import REGISTERED
 from channels.slack.adapter import SlackAdapter
 from channels.streaming import IncrementalRender, ReplyStreams
+from core.backends.sql.store import SqlStore
 from core.errors import ProviderError
 from core.profile import Profile, ProfileSettings
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.store.replies import MemoryReplyRecords
-from core.store.sql import SqlStore
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.slack_events import DM_CHANNEL, GENERAL
 from tests.integration.slack_helpers import MENU, reply_containing, serving

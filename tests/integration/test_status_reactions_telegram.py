@@ -14,11 +14,11 @@ import pytest
 from bots.platforms import REGISTERED
 from channels.streaming import IncrementalRender, ReplyStreams
 from channels.telegram.adapter import TelegramAdapter
+from core.backends.sql.store import SqlStore
 from core.errors import ProviderError
 from core.profile import Profile, ProfileSettings
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.store.replies import MemoryReplyRecords
-from core.store.sql import SqlStore
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import calls_to, reply_containing, serving, until
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.backends.sql.store import SqlStore
 from core.policy import ChannelPolicy
 from core.stopping import NOT_YOURS, NOTHING_TO_STOP, STOP_BUTTON, STOPPED
-from core.store.sql import SqlStore
 from tests.fakes.discord_api import FakeDiscord, SentMessage
 from tests.fakes.discord_events import CHANNEL
 from tests.integration.discord_helpers import reply_containing, serving

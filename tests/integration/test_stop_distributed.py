@@ -15,15 +15,15 @@ from contextlib import AsyncExitStack, asynccontextmanager
 
 import redis.asyncio as aioredis
 
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.store import SqlStore
 from core.bus import outbound_queue
-from core.bus.redis import RedisBus
 from core.envelopes import Address, Inbound, Outbound
 from core.mailbox.intake import accept_inbound
-from core.mailbox.redis import RedisMailboxes
-from core.redis_keys import RedisKeys
 from core.runtime import AgentRuntime
 from core.stopping import STOPPED
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from tests.integration.stopping import OPENING, EndlessProvider
 from tests.workers import build_worker

@@ -9,9 +9,9 @@ admin may stop an answer.
 
 from __future__ import annotations
 
+from core.backends.sql.store import SqlStore
 from core.policy import ChannelPolicy
 from core.stopping import NOT_YOURS, NOTHING_TO_STOP, STOP_BUTTON, STOPPED
-from core.store.sql import SqlStore
 from tests.fakes.slack_api import FakeSlack, SentMessage
 from tests.fakes.slack_events import ALICE, BOB, DM_CHANNEL, GENERAL
 from tests.integration.serving import PATIENCE

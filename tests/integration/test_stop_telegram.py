@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.backends.sql.store import SqlStore
 from core.policy import ChannelPolicy
 from core.stopping import NOT_YOURS, NOTHING_TO_STOP, STOP_BUTTON, STOPPED
-from core.store.sql import SqlStore
 from tests.fakes.telegram_api import FakeTelegram, SentMessage
 from tests.integration.stopping import OPENING, EndlessProvider
 from tests.integration.telegram_helpers import reply_containing, serving, until

@@ -21,12 +21,12 @@ from pydantic import SecretStr
 from bots.logs import configure_logging
 from bots.platforms import REGISTERED
 from channels.telegram.format import TELEGRAM_LIMIT
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.messages import Message
 from core.policy import AllowList, ChannelPolicy
 from core.providers.demo import DemoProvider
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.redact import REDACTED, Redactor
-from core.store.sql import SqlStore, sqlite_url
 from core.turns import REFUSAL_TEXT
 from tests.fakes.telegram_api import SECRET_HEADER, Call, FakeTelegram
 from tests.integration.telegram_helpers import (

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 
+from core.backends.sql.store import SqlStore
 from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, text_reply
-from core.store.sql import SqlStore
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import reply_containing, serving
 

@@ -26,18 +26,18 @@ from channels.slack.format import SLACK_LIMIT, slack_chunks
 from channels.streaming import IncrementalRender, ReplyStreams, ReplyTarget
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
-from core.bus.redis import RedisBus
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.client import connect_redis
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.redis.replies_hold import RedisReplyHolds
+from core.backends.sql.store import SqlReplyRecords, SqlStore, sqlite_url
 from core.envelopes import Outbound
 from core.events import Finished, ModelEvent, TextDelta
-from core.mailbox.redis import RedisMailboxes
 from core.providers.base import ModelRequest
 from core.providers.scripted import ScriptedProvider
 from core.readiness import Readiness
-from core.redis_client import connect_redis
-from core.replies_hold import RedisReplyHolds
 from core.runtime import AgentRuntime
 from core.store.replies import HeldReplyRecords
-from core.store.sql import SqlReplyRecords, SqlStore, sqlite_url
 from core.tools import ToolRegistry
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram

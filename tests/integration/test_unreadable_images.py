@@ -6,8 +6,8 @@ attachment that is gone); the turn runs with a note that tells the model an imag
 
 from __future__ import annotations
 
+from core.backends.sql.store import SqlStore
 from core.providers.scripted import ScriptedProvider, text_reply
-from core.store.sql import SqlStore
 from tests.fakes import FakeDiscord, FakeTelegram
 from tests.fakes.discord_events import CHANNEL
 from tests.integration import discord_helpers, telegram_helpers

@@ -11,9 +11,9 @@ import pytest
 from pydantic import SecretStr
 
 from channels.attachments import VOICE_NOTE, DocumentReader, VoiceNotes
+from core.backends.sql.store import SqlStore
 from core.messages import Message
 from core.providers.scripted import ScriptedProvider, text_reply
-from core.store.sql import SqlStore
 from core.voice import OpenAITranscriber, TranscriptionFailed, VoiceSettings
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL

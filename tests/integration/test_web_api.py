@@ -20,6 +20,7 @@ from bots.profiles import load_profile
 from bots.web import profile_budgets
 from channels.web.api import ReadApi
 from channels.web.costs import cost_report
+from core.backends.sql.store import SqlStore
 from core.bus.names import NOTIFICATIONS
 from core.envelopes import Address, NotificationSent, NotificationSource
 from core.messages import ToolCall, Usage
@@ -28,7 +29,6 @@ from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_re
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import OnceCadence, Schedule, ScheduleRun
 from core.store.ledger import CostEntry
-from core.store.sql import SqlStore
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
 

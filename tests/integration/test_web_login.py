@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 
 from bots.web import TOKEN_FILE, kept_token
+from core.backends.sql.store import SqlStore
 from core.providers.scripted import ScriptedProvider
-from core.store.sql import SqlStore
 from core.throttle import TokenThrottle
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
+from core.backends.sql.store import SqlStore
 from core.errors import ToolError
 from core.events import ModelEvent, RunCompleted, ToolFinished
 from core.messages import Message, ToolCall
@@ -17,7 +18,6 @@ from core.providers.scripted import text_reply, tool_reply
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext
 from core.safety import FENCE_CLOSE, FENCE_OPEN
-from core.store.sql import SqlStore
 from core.tools import ToolContext, ToolRegistry, builtin_tools, web_fetch_tool
 from core.tools.web_search import WebSearchSettings, web_search_tool
 from tests.fakes import FakeSearch, Hit

@@ -17,8 +17,8 @@ import aiohttp
 import pytest
 from pydantic import SecretStr
 
+from core.backends.sql.store import SqlStore
 from core.providers.scripted import ScriptedProvider, text_reply
-from core.store.sql import SqlStore
 from tests.fakes import FakeSlack, FakeTelegram
 from tests.fakes.slack_events import DM_CHANNEL
 from tests.fakes.telegram_api import SECRET_HEADER

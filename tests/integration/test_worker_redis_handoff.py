@@ -12,14 +12,14 @@ import asyncio
 from pathlib import Path
 from typing import cast
 
-from core.bus.redis import RedisBus
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.client import redis_client
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.envelopes import Address, Inbound
 from core.fencing import Fence
-from core.mailbox.redis import RedisMailboxes
 from core.readiness import Readiness
-from core.redis_client import redis_client
-from core.redis_keys import RedisKeys
-from core.store.sql import SqlStore, sqlite_url
 from core.turns.intake import InboundHandler
 from core.worker import Worker
 from tests.workers import hand_in

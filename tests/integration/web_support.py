@@ -20,6 +20,7 @@ from bots.platforms import REGISTERED
 from channels.gateway import Gateway
 from channels.web import WebAdapter, WebAuth, WebServer
 from channels.web.api import ReadApi
+from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS, NOTIFICATIONS
 from core.confirm import Confirmations
 from core.policy import ChannelPolicy
@@ -27,7 +28,6 @@ from core.providers.base import Provider
 from core.readiness import Readiness
 from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
-from core.store.sql import SqlStore
 from core.throttle import TokenThrottle
 from core.tools import ToolRegistry, builtin_tools
 from core.tools.base import Tool

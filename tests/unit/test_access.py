@@ -20,6 +20,7 @@ from core.access import (
     PairingReply,
     new_code,
 )
+from core.backends.sql.store import SqlStore
 from core.envelopes import Address, Inbound
 from core.errors import ConfigError
 from core.modes import FULL, SAFE_CHAT, ModeCatalog
@@ -27,7 +28,6 @@ from core.policy import AllowList, ChannelPolicy, PlatformAccess
 from core.profile import Profile
 from core.runtime import ChannelContext
 from core.store.access import PAIRING_ALPHABET, AccessRecords
-from core.store.sql import SqlStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

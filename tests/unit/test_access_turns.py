@@ -13,6 +13,7 @@ from limits.aio.storage import MemoryStorage
 from pydantic import BaseModel
 
 from core.access import NOT_ADMIN, NOT_APPROVED, Pairing
+from core.backends.sql.store import SqlStore
 from core.envelopes import Address, Inbound, Outbound
 from core.messages import Message, ToolCall
 from core.policy import ChannelPolicy, PlatformAccess
@@ -21,7 +22,6 @@ from core.providers.scripted import text_reply, tool_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
 from core.store.access import PairingRequest
-from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 from tests.backends.memory_bus import MemoryBus
 from tests.workers import Outbox, build_worker, hand_in

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from bots.limits import admin_dms, effective_budgets
+from core.backends.sql.store import SqlStore
 from core.budgets import BUDGET_REACHED, BudgetAlerts, BudgetGuard, Budgets, Spender
 from core.bus import EVENTS, outbound_queue
 from core.envelopes import Address, EventEnvelope, Outbound
@@ -23,7 +24,6 @@ from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.ledger import CostEntry
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from tests.backends.memory_bus import MemoryBus
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from channels.catchup import CatchUp, LateMessages, SeenLog, late_note, with_late_note
+from core.backends.sql.store import SqlStore
 from core.envelopes import Address, Inbound
-from core.store.sql import SqlStore
 
 _NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -13,12 +13,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.events import ModelEvent
 from core.messages import Message, ToolCall
 from core.providers import ModelRequest
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
-from core.store.sql import SqlStore
 from core.tools import builtin_tools
 from tests.backends.memory_bus import MemoryBus
 from tests.unit.test_worker import PATIENCE, command, make_worker, message, running

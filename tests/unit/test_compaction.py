@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.compaction import Compactor, summary_messages
 from core.errors import ProviderError
 from core.events import AgentEvent, Compacted, ModelEvent, RunCompleted, RunFailed
@@ -16,7 +17,6 @@ from core.providers.base import ModelRequest
 from core.providers.scripted import text_reply
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.store.base import CompactionSummary
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.bus import EVENTS, outbound_queue
 from core.bus.base import BusPayload, Subscription
 from core.confirm import Confirmations, answer_inbound, button_value, read_button
@@ -15,7 +16,6 @@ from core.envelopes import Address, EventEnvelope, Inbound, Outbound
 from core.errors import BusError
 from core.messages import ToolCall
 from core.redact import Redactor
-from core.store.sql import SqlStore
 from core.tools import ToolContext
 from tests.backends.memory_bus import MemoryBus
 

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.bus import outbound_queue
 from core.confirm import Confirmations, parse_answer
 from core.envelopes import Address, Inbound
@@ -23,7 +24,6 @@ from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sql import SqlStore
 from core.tools import ToolContext, ToolRegistry
 from core.worker import Worker
 from tests.backends.memory_bus import MemoryBus

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from bots.cli import main
+from core.backends.sql.store import SqlStore
 from core.messages import Usage
 from core.store.ledger import CostEntry
-from core.store.sql import SqlStore
 
 
 async def _fill(path: Path) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.facts import memory_block, memory_scope
 from core.messages import Message, ToolCall
 from core.modes import SAFE_CHAT
 from core.providers import ScriptedProvider, text_reply, tool_reply
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sql import SqlStore, sqlite_url
 from core.tools import ToolRegistry
 from core.tools.facts import memory_tools
 

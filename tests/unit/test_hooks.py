@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from core.backends.sql.store import SqlStore
 from core.compaction import Compactor
 from core.errors import ProviderError
 from core.events import (
@@ -28,7 +29,6 @@ from core.modes import FULL
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
-from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

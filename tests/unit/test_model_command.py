@@ -9,12 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from bots.profiles import load_profile
+from core.backends.sql.store import SqlStore
 from core.commands import CommandContext, CommandRegistry, builtin_commands
 from core.envelopes import Address, Inbound
 from core.errors import ConfigError
 from core.model_choice import ModelChoices, ModelOption, ModelsSettings
 from core.providers.demo import DemoProvider
-from core.store.sql import SqlStore
 
 DM = Address(platform="telegram", bot="b", chat="42")
 

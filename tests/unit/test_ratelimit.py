@@ -11,6 +11,7 @@ import pytest
 from limits.aio.storage import MemoryStorage
 
 from core import ratelimit
+from core.backends.sql.store import SqlStore
 from core.checkpoints import Checkpoint
 from core.envelopes import Address, Inbound
 from core.policy import ChannelPolicy, PlatformAccess
@@ -18,7 +19,6 @@ from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.runtime import AgentRuntime
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from tests.backends.memory_bus import MemoryBus
 from tests.workers import Outbox, build_worker, hand_in

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.bus.names import NOTIFICATIONS, outbound_queue
 from core.clock import utc_now
 from core.envelopes import (
@@ -21,7 +22,6 @@ from core.readiness import Readiness
 from core.redact import Redactor
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import IntervalCadence, ScheduleRun
-from core.store.sql import SqlStore
 from tests.backends.memory_bus import MemoryBus
 
 TARGET = Address(platform="telegram", chat="42")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot
 
-from core.redis_keys import RedisKeys
+from core.backends.redis.keys import RedisKeys
 
 KEYS = RedisKeys("support")
 

@@ -14,7 +14,7 @@ from redis.exceptions import (
     TryAgainError,
 )
 
-from core.redis_client import is_outage
+from core.backends.redis.client import is_outage
 
 
 @pytest.mark.parametrize(

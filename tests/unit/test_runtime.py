@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.errors import ProviderError, StoreUnavailable
 from core.events import (
     AgentEvent,
@@ -45,7 +46,6 @@ from core.runtime import (
     ChannelContext,
     RuntimeLimits,
 )
-from core.store.sql import SqlStore, sqlite_url
 from core.store.turns import TurnClose
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel
 
+from core.backends.sql.store import SqlStore
 from core.events import (
     AgentEvent,
     Finished,
@@ -24,7 +25,6 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.redact import REDACTED, RedactingFilter, Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.safety import FENCE_CLOSE, FENCE_OPEN, LOOP_STOPPED
-from core.store.sql import SqlStore
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 
 E = TypeVar("E")

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.envelopes import Address, new_id
 from core.errors import StoreError
 from core.scheduling.book import ScheduleBook
@@ -24,7 +25,6 @@ from core.scheduling.models import (
     Schedule,
     ScheduleRun,
 )
-from core.store.sql import SqlStore, sqlite_url
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
 CHAT = Address.parse("telegram:4242")

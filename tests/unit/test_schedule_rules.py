@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.envelopes import Address
 from core.errors import ConfigError, ToolError
 from core.profile import Profile
@@ -17,7 +18,6 @@ from core.scheduling.commands import cancel_schedule, list_chat_schedules
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.rules import ScheduleLimits, ScheduleRefused, may_manage, shortest_gap
 from core.scheduling.tools import schedule_tools
-from core.store.sql import SqlStore, sqlite_url
 from core.tools import ToolContext
 
 T0 = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)

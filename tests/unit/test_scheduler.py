@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.envelopes import Address, Inbound
 from core.errors import StoreError
 from core.readiness import Readiness
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
 from core.scheduling.scheduler import Scheduler
-from core.store.sql import SqlStore, sqlite_url
 from tests.backends.memory_bus import MemoryBus
 from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import take_waiting

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.errors import ToolError
 from core.events import ModelEvent, RunCompleted, ToolFinished
 from core.messages import Message, ToolCall
@@ -13,7 +14,6 @@ from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.skills import Skill
-from core.store.sql import SqlStore
 from core.tools import SafetyTier, ToolContext, ToolRegistry, builtin_tools, read_skill_tool
 
 SKILLS = [

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from core.bus.sqlite import SqliteBus
-from core.store.sql import SqlStore, sqlite_url
+from core.backends.sql.bus import SqliteBus
+from core.backends.sql.store import SqlStore, sqlite_url
 
 
 @pytest.fixture

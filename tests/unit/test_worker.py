@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import Connection, event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.bus import EVENTS
 from core.commands import CommandRegistry, builtin_commands
 from core.envelopes import Address, EventEnvelope, Inbound
@@ -37,7 +38,6 @@ from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.ratelimit import RateLimits, RateLimitSettings
 from core.readiness import Readiness
 from core.runtime import MODEL_UNAVAILABLE, AgentRuntime
-from core.store.sql import SqlStore, sqlite_url
 from core.store.turns import TurnStanding
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, builtin_tools
 from core.turns import StreamPolicy

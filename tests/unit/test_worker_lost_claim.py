@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from core.backends.sql.store import SqlStore
 from core.bus import outbound_queue
 from core.envelopes import Address, Inbound, Outbound
 from core.events import ModelEvent
@@ -24,7 +25,6 @@ from core.policy import ChannelPolicy
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply
 from core.runtime import AgentRuntime
-from core.store.sql import SqlStore
 from core.tools import ToolRegistry
 from core.worker import Worker
 from tests.backends.memory_bus import MemoryBus

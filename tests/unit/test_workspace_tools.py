@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.errors import ToolError
 from core.events import ToolFinished
 from core.messages import Message, ToolCall
@@ -16,7 +17,6 @@ from core.modes import DISCORD, FULL, NO_TOOLS, SAFE_CHAT
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
-from core.store.sql import SqlStore, sqlite_url
 from core.tools import SafetyTier, ToolContext, ToolRegistry
 from core.tools.workspace import WorkspaceSettings, resolve_inside, workspace_tools
 

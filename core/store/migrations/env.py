@@ -1,4 +1,4 @@
-"""Alembic's environment for the SQL store's schema (`core/store/sql/_schema.py` runs it).
+"""Alembic's environment for the SQL store's schema (`core/backends/sql/store/_schema.py` runs it).
 
 `SqlStore.open` hands over an open connection (`config.attributes["connection"]`), on which
 the revisions run in one transaction. The `alembic` command line works too: it is given a

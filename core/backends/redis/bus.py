@@ -10,7 +10,7 @@ Each step that reads and changes a pending entry is one Lua script, so it is ato
 (and dead-lettering entries past `max_deliveries`), and the fenced ack/nack, which only act
 while the entry is still held by the same consumer with the same delivery count. Every script
 touches one queue's keys only (its stream, dead letters and dedupe marks, which share the
-queue's hash tag, core/redis_keys.py), so each runs within one Redis Cluster slot.
+queue's hash tag, core/backends/redis/keys.py), so each runs within one Redis Cluster slot.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError, ResponseError
 
-from core.bus._redis_topics import RedisSubscription, bus_error
+from core.backends.redis._bus_topics import RedisSubscription, bus_error
+from core.backends.redis.client import AnyRedis, connect_redis
+from core.backends.redis.keys import CONSUMER_GROUP, RedisKeys
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.stats import QueueStats
 from core.envelopes import decode, encode
 from core.errors import BusError
-from core.redis_client import AnyRedis, connect_redis
-from core.redis_keys import CONSUMER_GROUP, RedisKeys
 
 __all__ = ["RedisBus"]
 

@@ -4,7 +4,7 @@ Redis holds coordination only: work queues and their dead letters, mailboxes and
 workers, turn leases and
 fencing epochs, leader leases, holds on replies, rate-limit counters, heartbeats and pub/sub
 topics. Records (history, costs, schedules, facts, access, reply records) are in the SQL
-database (`core/store/sql/`), so emptying Redis loses work in flight at most.
+database (`core/backends/sql/store/`), so emptying Redis loses work in flight at most.
 
 Several bots (deployments with their own profile and tokens) may share one Redis: each builds
 its keys with `RedisKeys(bot_id)`, and every key starts with `sb:<bot id>:`, e.g.
@@ -125,7 +125,7 @@ class RedisKeys:
         return f"{self.prefix}claim-epoch:{_session_tag(session_key)}"
 
     def reply_hold(self, reply_key: str) -> str:
-        """The lease of the gateway showing a piece of the reply now (`core/replies_hold.py`)."""
+        """The lease of the gateway showing a piece of the reply now (`replies_hold.py`)."""
         return f"{self.prefix}reply-hold:{_reply_tag(reply_key)}"
 
     def rate_limits(self) -> str:

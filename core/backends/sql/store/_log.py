@@ -10,14 +10,14 @@ from typing import Any
 from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._dialect import lock_for_transaction, upsert
+from core.backends.sql.store._tables import fences, messages, reopened, sessions, summaries
 from core.errors import StoreError
 from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store.log import CompactionSummary, SessionRecord, new_session_id
-from core.store.sql._base import SqlBase
-from core.store.sql._dialect import lock_for_transaction, upsert
-from core.store.sql._tables import fences, messages, reopened, sessions, summaries
 
 __all__ = [
     "SqlLog",

@@ -6,7 +6,7 @@ nobody holds (redeliveries first), ack is a DELETE, nack releases the lease. Lea
 wall clock, so they outlive the process; `take_over=True` releases every lease at open, for the
 one process that owns the queues (`switchboard serve`), since whoever held them is gone.
 Dedupe ids are rows too, kept a day. Topics are at-most-once by contract and stay in memory
-(`core.bus.local_topics`): nobody can miss an event they were not subscribed for.
+(`core.backends.sql.local_topics`): nobody can miss an event they were not subscribed for.
 
 One aiosqlite connection of its own (WAL lets it share the file with the store); an
 `asyncio.Lock` keeps each transaction's statements together.
@@ -26,9 +26,9 @@ from typing import Final
 
 import aiosqlite
 
-from core.bus._sqlite_topics import TOPIC_SCHEMA, SharedTopics
+from core.backends.sql._bus_topics import TOPIC_SCHEMA, SharedTopics
+from core.backends.sql.local_topics import LocalTopics
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
-from core.bus.local_topics import LocalTopics
 from core.bus.stats import QueueStats, enqueued_at
 from core.clock import utc_now
 from core.envelopes import decode, encode
@@ -68,7 +68,7 @@ _SCHEMA: Final = (
 class SqliteQueueFile:
     """One connection to the data file for queue tables, with transactions that raise `BusError`.
 
-    Shared by `SqliteBus` and `core.mailbox.sqlite.SqliteMailboxes`.
+    Shared by `SqliteBus` and `core.backends.sql.mailboxes.SqliteMailboxes`.
     """
 
     def __init__(self, db: aiosqlite.Connection) -> None:
@@ -219,7 +219,7 @@ class SqliteBus(Bus):
         `take_over`: this process is the only consumer of these queues, so leases still held
         were held by a process that died; they are released now (each counts as a delivery).
         `shared_topics`: topics other processes on the file can subscribe to
-        (`core/bus/_sqlite_topics.py`); the others stay in this process's memory.
+        (`core/backends/sql/_bus_topics.py`); the others stay in this process's memory.
         """
         if lease_seconds <= 0:
             raise ValueError("lease_seconds must be positive")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from core.backends.sql.store import _checkpoints, _ledger, _log, _marks
+from core.backends.sql.store._checkpoints import SqlCheckpoints
+from core.backends.sql.store._dialect import lock_for_transaction
 from core.errors import StoreError
 from core.fencing import Fence
 from core.messages import Message
 from core.store.log import SessionRecord
-from core.store.sql import _checkpoints, _ledger, _log, _marks
-from core.store.sql._checkpoints import SqlCheckpoints
-from core.store.sql._dialect import lock_for_transaction
 from core.store.turns import TurnClose, TurnOpening, TurnStanding, TurnStart
 
 __all__ = ["SqlTurns"]

@@ -26,9 +26,9 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from core.backends.sql.store._engine import open_engine
+from core.backends.sql.store._legacy import copy_legacy, is_legacy, set_aside_legacy
 from core.errors import StoreError, StoreUnavailable
-from core.store.sql._engine import open_engine
-from core.store.sql._legacy import copy_legacy, is_legacy, set_aside_legacy
 
 __all__ = [
     "MIGRATIONS",
@@ -40,7 +40,7 @@ __all__ = [
     "upgrade_database",
 ]
 
-MIGRATIONS: Final = Path(__file__).resolve().parent.parent / "migrations"
+MIGRATIONS: Final = Path(__file__).resolve().parents[3] / "store" / "migrations"
 
 # Any fixed 64-bit number, the same in every process: the key of the advisory lock.
 _LOCK_KEY: Final = 0x5357_4254_4442  # "SWBTDB"

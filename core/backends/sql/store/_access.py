@@ -7,12 +7,12 @@ from datetime import datetime
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._dialect import lock_for_transaction, upsert
+from core.backends.sql.store._tables import approvals, pairing_requests
 from core.errors import StoreError
 from core.store._shared import check_aware, utc_text
 from core.store.access import Approval, PairingAnswer, PairingRequest
-from core.store.sql._base import SqlBase
-from core.store.sql._dialect import lock_for_transaction, upsert
-from core.store.sql._tables import approvals, pairing_requests
 
 __all__ = ["SqlAccess"]
 

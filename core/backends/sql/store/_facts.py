@@ -8,12 +8,12 @@ from typing import Any
 
 from sqlalchemy import delete, select
 
+from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._dialect import fact_search, indexed_terms, insert_ignoring
+from core.backends.sql.store._tables import memory_facts
 from core.errors import StoreError
 from core.facts import MemoryFact, MemoryQuery
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
-from core.store.sql._base import SqlBase
-from core.store.sql._dialect import fact_search, indexed_terms, insert_ignoring
-from core.store.sql._tables import memory_facts
 
 __all__ = ["SqlFacts"]
 

@@ -24,8 +24,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import Insert
 
+from core.backends.sql.store._tables import memory_facts
 from core.facts import MemoryQuery, search_terms
-from core.store.sql._tables import memory_facts
 
 __all__ = [
     "Excluded",

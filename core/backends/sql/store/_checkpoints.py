@@ -13,12 +13,12 @@ from typing import Final
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._dialect import upsert
+from core.backends.sql.store._tables import checkpoints
 from core.checkpoints import Checkpoint, CheckpointStatus
 from core.errors import StoreError
 from core.store._shared import check_aware, utc_text
-from core.store.sql._base import SqlBase
-from core.store.sql._dialect import upsert
-from core.store.sql._tables import checkpoints
 
 __all__ = ["SqlCheckpoints", "finish", "read", "save"]
 

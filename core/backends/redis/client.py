@@ -4,7 +4,7 @@ They are redis-py's own clients, used through its public API. Where one operatio
 several commands in one round trip, the code doing it says so: a `pipeline()` or a Lua script
 (docs/decisions/0003-explicit-batching.md says why nothing coalesces unrelated commands).
 
-`connect_redis` reads `REDIS_URL` in any of its forms (`core/redis_urls.py`): one server, a
+`connect_redis` reads `REDIS_URL` in any of its forms (`core/backends/redis/urls.py`): one server, a
 master found through Sentinel (redis-py's `Sentinel`, the same client classes on its pool), or
 a Redis Cluster (redis-py's `RedisCluster`, which routes each command to its slot's node).
 When no node of the cluster answers, its client raises what one server's client raises when
@@ -41,7 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
-from core.redis_urls import RedisLocation, parse_redis_url
+from core.backends.redis.urls import RedisLocation, parse_redis_url
 
 __all__ = [
     "AnyRedis",

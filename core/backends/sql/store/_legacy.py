@@ -18,7 +18,7 @@ from typing import Final
 
 from sqlalchemy import Connection, text
 
-from core.store.sql._dialect import indexed_terms
+from core.backends.sql.store._dialect import indexed_terms
 
 __all__ = ["copy_legacy", "is_legacy", "set_aside_legacy"]
 

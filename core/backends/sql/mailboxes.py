@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Final
 
-from core.bus.sqlite import SqliteQueueFile
+from core.backends.sql.bus import SqliteQueueFile
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
 from core.mailbox.base import Claim, ClaimState, LocalWakes

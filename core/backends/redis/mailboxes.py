@@ -33,12 +33,12 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
+from core.backends.redis.client import AnyRedis, connect_redis, is_outage
+from core.backends.redis.keys import RedisKeys
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError, BusUnavailable
 from core.mailbox.base import Claim, ClaimState
 from core.outages import Patience
-from core.redis_client import AnyRedis, connect_redis, is_outage
-from core.redis_keys import RedisKeys
 from core.tasks import cancel_and_wait
 
 __all__ = ["RedisMailboxes"]
@@ -46,7 +46,7 @@ __all__ = ["RedisMailboxes"]
 log = logging.getLogger(__name__)
 
 # Every script below touches the keys of one session only (its `{s:<session key>}` hash tag,
-# core/redis_keys.py), so each runs within one Redis Cluster slot. The set of sessions with
+# core/backends/redis/keys.py), so each runs within one Redis Cluster slot. The set of sessions with
 # work (`mailboxes`) gathers every session: it is changed by commands of its own, in an order
 # that never loses a session with work (see `forget`), and read without a script (`pending`).
 

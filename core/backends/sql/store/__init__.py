@@ -11,16 +11,16 @@ settings in `_engine.py`, and the schema's upgrade (Alembic, `core/store/migrati
 
 from __future__ import annotations
 
-from core.store.sql._engine import parse_url, sqlite_file, sqlite_url
-from core.store.sql._replies import SqlReplyRecords
-from core.store.sql._schema import (
+from core.backends.sql.store._engine import parse_url, sqlite_file, sqlite_url
+from core.backends.sql.store._replies import SqlReplyRecords
+from core.backends.sql.store._schema import (
     Revision,
     current_revision,
     database_revision,
     head_revision,
     upgrade_database,
 )
-from core.store.sql._store import SqlStore
+from core.backends.sql.store._store import SqlStore
 
 __all__ = [
     "Revision",

@@ -8,11 +8,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._dialect import insert_ignoring, upsert
+from core.backends.sql.store._tables import processed, seen
 from core.store._shared import check_aware, from_utc_text, utc_text
 from core.store.seen import LastSeen
-from core.store.sql._base import SqlBase
-from core.store.sql._dialect import insert_ignoring, upsert
-from core.store.sql._tables import processed, seen
 
 __all__ = ["SqlProcessed", "SqlSeen", "mark", "marked"]
 

@@ -10,14 +10,14 @@ from datetime import datetime
 
 from sqlalchemy import delete, select, update
 
+from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._dialect import upsert
+from core.backends.sql.store._tables import schedule_runs, schedules
 from core.envelopes import Address
 from core.errors import StoreError
 from core.scheduling.models import DeliveryState, Schedule, ScheduleRun
 from core.store._shared import check_aware, check_limit, utc_text
 from core.store.schedules import with_delivery
-from core.store.sql._base import SqlBase
-from core.store.sql._dialect import upsert
-from core.store.sql._tables import schedule_runs, schedules
 
 __all__ = ["SqlSchedules"]
 

@@ -20,7 +20,7 @@ from core.bus.base import BusPayload, Subscription
 from core.envelopes import decode
 
 if TYPE_CHECKING:
-    from core.bus.sqlite import SqliteQueueFile
+    from core.backends.sql.bus import SqliteQueueFile
 
 __all__ = ["TOPIC_SCHEMA", "SharedTopics"]
 

@@ -10,13 +10,13 @@ from sqlalchemy import ColumnElement, Float, case, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
+from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._dialect import insert_ignoring
+from core.backends.sql.store._tables import costs, sessions
 from core.errors import StoreError
 from core.messages import Usage
 from core.store._shared import check_limit, from_utc_text, utc_text
 from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary, Spending
-from core.store.sql._base import SqlBase
-from core.store.sql._dialect import insert_ignoring
-from core.store.sql._tables import costs, sessions
 
 __all__ = ["SqlLedger", "record"]
 

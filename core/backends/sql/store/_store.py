@@ -9,18 +9,18 @@ from alembic.util import CommandError
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from core.backends.sql.store._access import SqlAccess
+from core.backends.sql.store._checkpoints import SqlCheckpoints
+from core.backends.sql.store._engine import open_engine
+from core.backends.sql.store._facts import SqlFacts
+from core.backends.sql.store._ledger import SqlLedger
+from core.backends.sql.store._log import SqlLog
+from core.backends.sql.store._marks import SqlProcessed, SqlSeen
+from core.backends.sql.store._schedules import SqlSchedules
+from core.backends.sql.store._schema import upgrade
+from core.backends.sql.store._turns import SqlTurns
 from core.clock import utc_now
 from core.errors import StoreError, StoreUnavailable
-from core.store.sql._access import SqlAccess
-from core.store.sql._checkpoints import SqlCheckpoints
-from core.store.sql._engine import open_engine
-from core.store.sql._facts import SqlFacts
-from core.store.sql._ledger import SqlLedger
-from core.store.sql._log import SqlLog
-from core.store.sql._marks import SqlProcessed, SqlSeen
-from core.store.sql._schedules import SqlSchedules
-from core.store.sql._schema import upgrade
-from core.store.sql._turns import SqlTurns
 
 __all__ = ["SqlStore"]
 

@@ -1,4 +1,4 @@
-"""Topics of `RedisBus` (`core/bus/redis.py`): a pub/sub subscription that outlives a Redis
+"""Topics of `RedisBus` (`core/backends/redis/bus.py`): a pub/sub subscription that outlives a Redis
 restart, and how redis-py's errors become the bus's."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from core.backends.redis.client import is_outage
 from core.bus.base import BusPayload, Subscription
 from core.envelopes import decode
 from core.errors import BusError, BusUnavailable
-from core.redis_client import is_outage
 from core.tasks import cancel_and_wait
 
 __all__ = ["RedisSubscription", "bus_error", "redis_errors"]

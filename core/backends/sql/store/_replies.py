@@ -3,8 +3,8 @@
 The records outlive a restart (a redelivered final reply is recognised); rows older than a
 day are pruned on open and every `_PRUNE_EVERY` saves. The hold on a reply is an asyncio lock
 in this process (`LocalHolds`), as in the embedded deployment: holding a reply across
-processes is coordination, in Redis (`core/replies_hold.py`; `HeldReplyRecords` puts these
-records under those holds).
+processes is coordination, in Redis (`core/backends/redis/replies_hold.py`; `HeldReplyRecords`
+puts these records under those holds).
 
 While the database is away (a PostgreSQL restart), a read or a save waits for it, as a turn
 does (`core/outages.py`), rather than failing the delivery at once.
@@ -23,13 +23,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from core.backends.sql.store._dialect import upsert
+from core.backends.sql.store._engine import is_outage, open_engine
+from core.backends.sql.store._schema import upgrade
+from core.backends.sql.store._tables import reply_records
 from core.errors import ChannelError, StoreError, StoreUnavailable
 from core.outages import Patience
 from core.store.replies import RECORD_TTL_SECONDS, LocalHolds, ReplyRecord
-from core.store.sql._dialect import upsert
-from core.store.sql._engine import is_outage, open_engine
-from core.store.sql._schema import upgrade
-from core.store.sql._tables import reply_records
 
 __all__ = ["SqlReplyRecords"]
 

@@ -37,10 +37,10 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
+from core.backends.redis.client import AnyRedis
+from core.backends.redis.keys import RedisKeys
 from core.errors import ChannelError
 from core.readiness import Readiness
-from core.redis_client import AnyRedis
-from core.redis_keys import RedisKeys
 from core.store.replies import LocalHolds
 from core.tasks import cancel_and_wait
 

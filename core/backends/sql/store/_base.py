@@ -30,10 +30,10 @@ from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from core.backends.sql.store._engine import READS, is_outage
 from core.errors import StoreError, StoreUnavailable
 from core.outages import OUTAGE_BUDGET
 from core.sqlite_file import disk_full
-from core.store.sql._engine import READS, is_outage
 
 __all__ = ["SqlBase"]
 
