@@ -14,8 +14,9 @@ import binascii
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
+from core.endpoints import EndpointSettings
 from core.errors import SwitchboardError
 
 if TYPE_CHECKING:
@@ -40,37 +41,22 @@ _MAGIC = (
 )
 
 
-class ImageSettings(BaseModel):
+class ImageSettings(EndpointSettings):
     """`[images]` of a profile: which endpoint `generate_image` asks, and what an image costs.
 
     Without `base_url` the OpenAI key and base URL the bot already has are used
-    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`); with neither, there is no `generate_image`.
+    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`); with neither, or with `enabled = false`, there is no
+    `generate_image`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    # False: no `generate_image`, whatever keys there are.
-    enabled: bool = True
-    # Another OpenAI-compatible endpoint, ending in `/v1`.
-    base_url: str | None = None
     # The image model the endpoint knows.
     model: str = Field(default="gpt-image-1", min_length=1)
-    # The name of the environment variable holding the endpoint's key (never the key itself);
-    # unset: OPENAI_API_KEY, or no key for a `base_url` of its own.
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     size: str = Field(default="1024x1024", pattern=r"^(auto|\d{2,5}x\d{2,5})$")
     # What one image costs in USD, written to the cost ledger per image (the list price of
     # a medium-quality 1024x1024 gpt-image-1 image); 0 for a local server.
     price_per_image: float = Field(default=0.042, ge=0)
     # How long one request may take (image models are slow; a failed one is tried once more).
     timeout_seconds: float = Field(default=120.0, gt=0, le=600)
-
-    @field_validator("base_url")
-    @classmethod
-    def _an_http_url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise ValueError("base_url must be an http:// or https:// URL")
-        return url or None
 
 
 class ImageFailed(SwitchboardError):

@@ -13,8 +13,9 @@ import logging
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr
 
+from core.endpoints import EndpointSettings
 from core.errors import SwitchboardError
 
 if TYPE_CHECKING:
@@ -54,37 +55,22 @@ _KNOWN_SUFFIXES = frozenset(
 )
 
 
-class VoiceSettings(BaseModel):
+class VoiceSettings(EndpointSettings):
     """`[voice]` of a profile: which endpoint transcribes voice notes, and the limits.
 
     Without `base_url` the OpenAI key and base URL the bot already has are used
-    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`).
+    (`OPENAI_API_KEY`, `OPENAI_BASE_URL`). `enabled = false`: voice notes are answered with the
+    sentence saying they are not set up.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    # False: voice notes are answered with the sentence saying they are not set up.
-    enabled: bool = True
-    # Another OpenAI-compatible endpoint (e.g. a local Whisper server), ending in `/v1`.
-    base_url: str | None = None
     # The transcription model the endpoint knows.
     model: str = Field(default="whisper-1", min_length=1)
-    # The name of the environment variable holding the endpoint's key (never the key itself);
-    # unset: OPENAI_API_KEY, or no key for a `base_url` of its own.
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     # Recordings larger than this are not downloaded (OpenAI takes 25 MB at most).
     max_bytes: int = Field(default=20 * 1024 * 1024, ge=1024, le=100 * 1024 * 1024)
     # Recordings longer than this (where the platform says how long) are not transcribed.
     max_seconds: int = Field(default=300, ge=1, le=4 * 3600)
     # How long one request to the endpoint may take (a failed one is tried once more).
     timeout_seconds: float = Field(default=60.0, gt=0, le=600)
-
-    @field_validator("base_url")
-    @classmethod
-    def _an_http_url(cls, url: str | None) -> str | None:
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise ValueError("base_url must be an http:// or https:// URL")
-        return url or None
 
 
 class TranscriptionFailed(SwitchboardError):
