@@ -23,8 +23,9 @@ from core.policy import AllowList, PlatformAccess
 from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.ratelimit import RateLimitSettings
+from core.redact import Redactor
 from core.skills import Skill
-from core.tool_hooks import FailMode, HookSpec
+from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
 from core.voice import VoiceSettings
 
 __all__ = ["HooksOptions", "Profile", "ProfileSettings", "Skill"]
@@ -49,6 +50,17 @@ class HooksOptions(BaseModel):
     fail: FailMode = "closed"
     # Seconds one tool hook may take.
     timeout: float = Field(default=5.0, gt=0, le=60)
+
+    def tool_hooks(self, *, redactor: Redactor | None = None, source: str = "[hooks]") -> ToolHooks:
+        """The tool hooks named here, imported; a bad one is a `ConfigError` naming it."""
+        return load_tool_hooks(
+            before_tool=self.before_tool,
+            after_tool=self.after_tool,
+            fail=self.fail,
+            timeout=self.timeout,
+            redactor=redactor,
+            source=source,
+        )
 
 
 class ProfileSettings(BaseModel):

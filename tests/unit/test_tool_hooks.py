@@ -349,3 +349,55 @@ async def test_a_failing_after_hook_closed_withholds_the_result(
     )
     assert not finished.is_error
     assert tool_result_seen(provider) == "said hi 42"
+
+
+# The examples of docs/hooks.md
+
+
+async def test_the_domain_example_blocks_web_fetch_to_a_listed_domain_only(
+    store: SqlStore, session_id: str
+) -> None:
+    ran: list[str] = []
+    fetch = say_tool("web_fetch", ran)
+    example = hooks("tests.hook_modules.examples:block_domains")
+    finished, provider = await turn(
+        store,
+        session_id,
+        example,
+        [fetch],
+        name="web_fetch",
+        arguments={"text": "x", "url": "https://docs.internal.example.com/a"},
+    )
+    assert ran == []
+    assert finished.blocked_by == "tests.hook_modules.examples:block_domains"
+    assert tool_result_seen(provider) == (
+        "Fetching from docs.internal.example.com is not allowed here; do not retry it."
+    )
+
+    finished, _ = await turn(
+        store,
+        session_id,
+        example,
+        [fetch],
+        name="web_fetch",
+        arguments={"text": "y", "url": "https://example.com/"},
+    )
+    assert ran == ["y"]
+    assert not finished.is_error
+
+
+async def test_the_email_example_hides_addresses_and_tells_the_model(
+    store: SqlStore, session_id: str
+) -> None:
+    ran: list[str] = []
+    _, provider = await turn(
+        store,
+        session_id,
+        hooks(after="tests.hook_modules.examples:hide_emails"),
+        [say_tool("echo", ran)],
+        arguments={"text": "mail ann@example.com"},
+    )
+    assert tool_result_seen(provider) == (
+        "said mail [email] 42\n\n"
+        "Note: 1 email address(es) were hidden by policy; do not ask for them."
+    )
