@@ -100,3 +100,10 @@ class Counter:
 
 
 COUNTER = Counter()
+
+
+def deny_calculator(event: ToolCallEvent) -> HookDecision | None:
+    """Blocks the built-in `calculator` tool."""
+    if event.tool == "calculator":
+        return HookDecision.deny("The calculator is off; work it out in your head.")
+    return None

@@ -7,7 +7,7 @@ Turns run on a scripted provider against the real SQLite store; the hooks are th
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -52,8 +52,8 @@ def say_tool(name: str, ran: list[str], tier: SafetyTier = SafetyTier.READ_ONLY)
 
 
 def hooks(
-    before: str | list[str | HookEntry] = (),  # type: ignore[assignment]
-    after: str | list[str | HookEntry] = (),  # type: ignore[assignment]
+    before: str | Sequence[str | HookEntry] = (),
+    after: str | Sequence[str | HookEntry] = (),
     **options: Any,
 ) -> ToolHooks:
     return load_tool_hooks(before_tool=before, after_tool=after, **options)
