@@ -326,6 +326,7 @@ async def worker_for(
             budgets=budget_guard(options, found.store, found.bus),
             hooks=ModelMetering(found.metrics, provider=provider.name, cost=price),
             models=choices,
+            tool_hooks=options.hooks.tool_hooks(redactor=redactor),
         )
         if mcp is not None:
             mcp.keep_current(runtime.tools, modes)  # a server's later tools are offered too

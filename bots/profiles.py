@@ -84,6 +84,8 @@ def _read_profile(folder: Path, name: str, platforms: Platforms) -> Profile:
     problem = _misnamed(profile, platforms)
     if problem is not None:
         raise ConfigError(f"{toml_path}: {problem}")
+    # The tool hooks are imported here once, so a bad path stops every command (and doctor).
+    profile.settings.hooks.tool_hooks(source=f"{toml_path}: [hooks]")
     return profile
 
 

@@ -98,6 +98,12 @@ class ToolFinished(_Event):
     output: str
     is_error: bool = False
     duration_ms: float = 0.0
+    # The operator's tool hook (`[hooks]`, its import path) that blocked the call, if one did.
+    blocked_by: str = ""
+    # The tool hooks that patched the call's arguments or result, in order.
+    patched_by: list[str] = Field(default_factory=list)
+    # What the tool ran with when a hook patched its arguments (scrubbed); None: unpatched.
+    arguments: dict[str, Any] | None = None
 
 
 class Compacted(_Event):

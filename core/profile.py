@@ -23,14 +23,17 @@ from core.policy import AllowList, PlatformAccess
 from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.ratelimit import RateLimitSettings
+from core.redact import Redactor
 from core.skills import Skill
+from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
 from core.voice import VoiceSettings
 
 __all__ = ["HooksOptions", "Profile", "ProfileSettings", "Skill"]
 
 
 class HooksOptions(BaseModel):
-    """`[hooks]`: what the HTTP hooks listener may do (`bots/hooks.py`)."""
+    """`[hooks]`: what the HTTP hooks listener may do (`bots/hooks.py`), and the operator's
+    tool hooks (`core/tool_hooks.py`, docs/hooks.md)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -39,6 +42,25 @@ class HooksOptions(BaseModel):
     targets: list[str] = Field(default_factory=list)
     # Requests per token: a `limits` expression (`60/minute`, `10/second;500/hour`).
     rate: str = Field(default="60/minute", min_length=3)
+    # Tool hooks: import paths ("mypkg.policy:check"), a list of them, or tables
+    # `{call = "...", fail = "open", timeout = 2}`, called before / after each tool call.
+    before_tool: HookSpec = Field(default_factory=list)
+    after_tool: HookSpec = Field(default_factory=list)
+    # A tool hook that raises or times out: "closed" blocks the call, "open" lets it run.
+    fail: FailMode = "closed"
+    # Seconds one tool hook may take.
+    timeout: float = Field(default=5.0, gt=0, le=60)
+
+    def tool_hooks(self, *, redactor: Redactor | None = None, source: str = "[hooks]") -> ToolHooks:
+        """The tool hooks named here, imported; a bad one is a `ConfigError` naming it."""
+        return load_tool_hooks(
+            before_tool=self.before_tool,
+            after_tool=self.after_tool,
+            fail=self.fail,
+            timeout=self.timeout,
+            redactor=redactor,
+            source=source,
+        )
 
 
 class ProfileSettings(BaseModel):

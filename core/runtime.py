@@ -72,6 +72,7 @@ from core.store.ledger import CostEntry, CostLedger
 from core.store.log import ConversationLog
 from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
+from core.tool_hooks import ToolHooks
 from core.tools.base import Tool, ToolContext, ToolRegistry
 from core.turn_state import ChannelContext, RuntimeLimits, TurnState
 from core.window import TurnWindow
@@ -137,6 +138,7 @@ class AgentRuntime:
         budgets: BudgetGuard | None = None,
         patience: Patience | None = None,
         models: ModelChoices | None = None,
+        tool_hooks: ToolHooks | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
         without a `compactor` old turns are only left out of requests, never summarized.
@@ -145,7 +147,8 @@ class AgentRuntime:
         each model call; without it only `limits.max_spend_usd` (per session) applies.
         `patience` waits out outages of the store (one for the whole worker: the turn path
         shares it, `bots/app.py`). `models`: what a session's chosen model (`run(model=)`)
-        maps to; without it every turn uses `provider` and `model`."""
+        maps to; without it every turn uses `provider` and `model`. `tool_hooks`: the
+        operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py)."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -172,6 +175,7 @@ class AgentRuntime:
             redactor=self._redact,
             confirm=confirm,
             timeout=self.limits.tool_timeout,
+            tool_hooks=tool_hooks,
         )
 
     async def run(

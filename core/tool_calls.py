@@ -1,7 +1,8 @@
 """`ToolCalls`: how a turn runs the tool calls of one model answer.
 
 Each call is checked against the chat's capability mode (a privileged one confirmed where the
-mode asks for it), guarded by the loop monitor and the hooks, run under the tool timeout,
+mode asks for it), guarded by the loop monitor, the runtime's hooks and the operator's tool
+hooks (`[hooks] before_tool` / `after_tool`, core/tool_hooks.py), run under the tool timeout,
 and its output redacted, cut to `MAX_TOOL_OUTPUT` characters and fenced when it looks like
 an injection. A failing tool is an error result the model reads, never a failed turn.
 The runtime (`core/runtime.py`) stores the results; this module only runs the calls.
@@ -23,6 +24,7 @@ from core.messages import ToolCall
 from core.modes import CapabilityMode
 from core.redact import Redactor
 from core.safety import ToolCallMonitor, fence_tool_output, scan_tool_output
+from core.tool_hooks import ToolCallEvent, ToolHooks, ToolResultEvent
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 
 __all__ = ["MAX_TOOL_OUTPUT", "ToolCalls"]
@@ -44,11 +46,14 @@ class ToolCalls:
         redactor: Redactor,
         confirm: Confirm | None,
         timeout: float,
+        tool_hooks: ToolHooks | None = None,
     ) -> None:
         """`confirm` asks the person before a privileged tool runs where the mode wants it;
-        without it such calls are refused. `timeout`: the seconds one call may take."""
+        without it such calls are refused. `timeout`: the seconds one call may take.
+        `tool_hooks`: the operator's hooks from the profile's `[hooks]`."""
         self.tools = tools
         self.hooks = hooks
+        self.tool_hooks = tool_hooks or ToolHooks()
         self._redact = redactor
         self._confirm = confirm
         self.timeout = timeout
@@ -85,11 +90,14 @@ class ToolCalls:
         verdict = monitor.record_call(
             call.name, call.arguments if call.raw_arguments is None else {"": call.raw_arguments}
         )
+        hooked = _Hooked()
         try:
             if verdict.action == "stop":
                 raise ToolError(verdict.note)
             if (blocked := await self.hooks.before_tool_call(call, tool_context)) is not None:
                 raise ToolError(blocked)
+            if self.tool_hooks.before and call.raw_arguments is None:
+                call = await self._before(call, mode, tool_context, hooked)
             output, is_error = await self._invoke(call, mode, tool_context), False
         except ToolError as exc:
             output, is_error = str(exc), True
@@ -103,12 +111,15 @@ class ToolCalls:
         output = self._redact(
             await self.hooks.after_tool_call(call, self._redact(output), is_error)
         )
+        if self.tool_hooks.after:
+            output, is_error = await self._after(call, mode, tool_context, output, is_error, hooked)
         if len(output) > MAX_TOOL_OUTPUT:
             output = output[:MAX_TOOL_OUTPUT] + f"\n[output cut at {MAX_TOOL_OUTPUT} characters]"
         if flags := scan_tool_output(output):
             output = fence_tool_output(output, flags)
         hint = monitor.record_result(call.name, is_error=is_error)
         notes = [n for n in (verdict.note if verdict.action == "run" else "", hint) if n]
+        notes += [f"Note: {self._redact(m)}" for m in hooked.messages]
         if notes:
             output = "\n\n".join([output, *notes])
         emit(
@@ -118,9 +129,76 @@ class ToolCalls:
                 output=output,
                 is_error=is_error,
                 duration_ms=(time.perf_counter() - started) * 1000,
+                blocked_by=hooked.blocked_by,
+                patched_by=hooked.patched_by,
+                arguments=hooked.arguments,
             )
         )
         return output, is_error
+
+    async def _before(
+        self, call: ToolCall, mode: CapabilityMode, tool_context: ToolContext, hooked: _Hooked
+    ) -> ToolCall:
+        """The call as the `before_tool` hooks leave it; raises `ToolError` when one blocks it
+        or patches it into arguments the tool does not take."""
+        outcome = await self.tool_hooks.before_tool(
+            ToolCallEvent(
+                tool=call.name,
+                arguments=call.arguments,
+                call_id=call.id,
+                **_about(mode, tool_context),
+            )
+        )
+        hooked.messages += outcome.messages
+        if outcome.blocked_by:
+            hooked.blocked_by = outcome.blocked_by
+            log.info("tool %s blocked by hook %s", call.name, outcome.blocked_by)
+            raise ToolError(outcome.reason)
+        if not outcome.patched_by:
+            return call
+        hooked.patched_by += outcome.patched_by
+        hooked.arguments = self._redact.data(outcome.arguments)
+        log.info("arguments of tool %s patched by %s", call.name, ", ".join(outcome.patched_by))
+        if call.name in self.tools:
+            # A patch is checked as the model's arguments are; the mode and the confirmation
+            # still apply to the patched call (`_invoke`), so a hook cannot widen what runs.
+            try:
+                self.tools.get(call.name).parse(outcome.arguments)
+            except ToolError as exc:
+                raise ToolError(
+                    f"A hook ({', '.join(outcome.patched_by)}) changed the arguments into ones "
+                    f"the tool does not take. {exc}"
+                ) from None
+        return call.model_copy(update={"arguments": outcome.arguments})
+
+    async def _after(
+        self,
+        call: ToolCall,
+        mode: CapabilityMode,
+        tool_context: ToolContext,
+        output: str,
+        is_error: bool,
+        hooked: _Hooked,
+    ) -> tuple[str, bool]:
+        """The result as the `after_tool` hooks leave it (read scrubbed, scrubbed again)."""
+        outcome = await self.tool_hooks.after_tool(
+            ToolResultEvent(
+                tool=call.name,
+                arguments=call.arguments,
+                call_id=call.id,
+                result=output,
+                is_error=is_error,
+                **_about(mode, tool_context),
+            )
+        )
+        hooked.messages += outcome.messages
+        hooked.patched_by += outcome.patched_by
+        if outcome.blocked_by:
+            hooked.blocked_by = outcome.blocked_by
+            log.info("result of tool %s blocked by hook %s", call.name, outcome.blocked_by)
+        elif outcome.patched_by:
+            log.info("result of tool %s patched by %s", call.name, ", ".join(outcome.patched_by))
+        return self._redact(outcome.result), outcome.is_error
 
     async def _invoke(self, call: ToolCall, mode: CapabilityMode, tool_context: ToolContext) -> str:
         if call.raw_arguments is not None:
@@ -142,3 +220,27 @@ class ToolCalls:
                 raise ToolNotAllowed(f"The user refused. Tool {call.name!r} did not run.")
         async with asyncio.timeout(self.timeout):
             return await tool(call.arguments, tool_context)
+
+
+class _Hooked:
+    """What the operator's tool hooks did to one call, for its `ToolFinished` event."""
+
+    def __init__(self) -> None:
+        self.blocked_by = ""
+        self.patched_by: list[str] = []
+        self.arguments: dict[str, Any] | None = None
+        self.messages: list[str] = []
+
+
+def _about(mode: CapabilityMode, context: ToolContext) -> dict[str, Any]:
+    """The fields of a hook's event that describe the turn."""
+    return {
+        "session_id": context.session_id,
+        "run_id": context.run_id,
+        "address": "" if context.address is None else str(context.address),
+        "platform": context.platform,
+        "user_id": context.user_id,
+        "is_admin": context.is_admin,
+        "scheduled": context.scheduled,
+        "mode": mode.name,
+    }

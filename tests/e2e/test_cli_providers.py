@@ -217,3 +217,42 @@ async def test_a_profiles_prices_price_a_model_the_table_lacks(
     total = next(line for line in out.splitlines() if line.startswith("total"))
     assert "$0.004" in total  # 1,000 x $2 + 500 x $4 per million
     assert "unknown" not in total
+
+
+async def test_a_profiles_tool_hook_blocks_a_call_and_a_bad_one_stops_the_start(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    """`[hooks] before_tool` in profile.toml: the hook is imported at start and blocks the
+    calculator, whose follow-up request carries the hook's reason; a path that does not
+    import stops `chat` with one line."""
+    profile = tmp_path / "profiles" / "hooked"
+    profile.mkdir(parents=True)
+    toml = profile / "profile.toml"
+    toml.write_text(
+        '[hooks]\nbefore_tool = "tests.hook_modules.policy:deny_calculator"\n', encoding="utf-8"
+    )
+    fake_openai.script(ToolUse([CALC]), Text("I cannot calculate right now."))
+    env = clean_env(
+        tmp_path,
+        SWITCHBOARD_PROVIDER="openai",
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=fake_openai.url,
+        SWITCHBOARD_PROFILES_DIR=str(tmp_path / "profiles"),
+        SWITCHBOARD_PROFILE="hooked",
+        PYTHONPATH=str(REPO),
+    )
+
+    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+
+    assert code == 0, err
+    assert out.strip() == "I cannot calculate right now."
+    [result] = [m for m in fake_openai.requests[1].json["messages"] if m["role"] == "tool"]
+    assert result["content"] == "The calculator is off; work it out in your head."
+
+    toml.write_text('[hooks]\nbefore_tool = "tests.hook_modules.nope:check"\n', encoding="utf-8")
+    code, out, err = await switchboard(["chat"], env, tmp_path, "hi\n")
+
+    assert code != 0
+    assert "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.strip()]
+    assert "[hooks] before_tool: 'tests.hook_modules.nope:check': cannot import" in line

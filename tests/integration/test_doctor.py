@@ -447,3 +447,18 @@ async def test_without_a_search_api_there_is_no_search_line(
 ) -> None:
     _setup(tmp_path, monkeypatch, SAFE_PROFILE, {})
     assert [f for f in await _diagnose() if f.area == "web_search"] == []
+
+
+def test_a_tool_hook_that_does_not_load_is_critical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    profile = SAFE_PROFILE + '\n[hooks]\nbefore_tool = "tests.hook_modules.policy:two_arguments"\n'
+    _setup(tmp_path, monkeypatch, profile, {})
+
+    code, out = _doctor(capsys, "--offline")
+
+    assert code == 1, out
+    first = out.splitlines()[0]
+    assert first.startswith("critical  settings: ")
+    assert "[hooks] before_tool: 'tests.hook_modules.policy:two_arguments' must take one" in first
+    assert "Traceback" not in out
