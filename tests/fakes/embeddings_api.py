@@ -45,7 +45,9 @@ CONCEPTS: Final[dict[str, frozenset[str]]] = {
     "language": frozenset({"language", "speak", "fluent", "french", "spanish", "german"}),
     "doctor": frozenset({"doctor", "physician", "dentist", "medical", "gp"}),
     "book": frozenset({"book", "read", "novel", "reading", "author"}),
-    "study": frozenset({"study", "degree", "university", "college", "school", "graduated"}),
+    "study": frozenset(
+        {"study", "studied", "degree", "university", "college", "school", "graduated"}
+    ),
 }
 _CONCEPT_OF: Final = {word: concept for concept, words in CONCEPTS.items() for word in words}
 EMBEDDINGS: Final = "/v1/embeddings"
