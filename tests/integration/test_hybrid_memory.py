@@ -4,23 +4,34 @@ shared words and a small table of synonyms, `tests/fakes/embeddings_api.py`)."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import SecretStr
 
+from bots.app import embedded
+from bots.profiles import load_profile
+from bots.settings import load_settings
 from core.embeddings import EmbeddingFailed, OpenAIEmbedder
 from core.facts import memory_block
 from core.hybrid_facts import HybridFacts
+from core.messages import Message
+from core.modes import SAFE_CHAT
 from core.redact import Redactor
+from core.runtime import ChannelContext
 from core.store import Store
 from core.tools import Tool, ToolContext
 from core.tools.facts import memory_tools
 from tests.fakes.embeddings_api import FakeEmbeddings, fake_vector
 from tests.fakes.fixtures import TEST_API_KEY
+from tests.fakes.llm_script import Text
+from tests.fakes.openai_api import FakeOpenAI
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 ALICE = ToolContext(
@@ -165,3 +176,48 @@ async def test_a_wrong_key_fails_with_the_status_and_never_the_key(
 
     assert str(failed.value) == "the embeddings endpoint answered HTTP 401"
     assert len(fake_embeddings.requests) == 1  # a 401 is not tried again
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_the_wiring_ranks_the_turns_memory_by_meaning_only_when_enabled(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeOpenAI,
+    fake_embeddings: FakeEmbeddings,
+    enabled: bool,
+) -> None:
+    folder = tmp_path / "profiles" / "bot"
+    folder.mkdir(parents=True)
+    (folder / "profile.toml").write_text(
+        f'[embeddings]\nenabled = {str(enabled).lower()}\nbase_url = "{fake_embeddings.url}"\n'
+        'api_key_env = "EMBEDDINGS_KEY"\ndimensions = 64\n',
+        encoding="utf-8",
+    )
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "ANTHROPIC_", "SWITCHBOARD_", "REDIS_URL", "DATABASE_URL")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SWITCHBOARD_PROFILES_DIR", str(tmp_path / "profiles"))
+    monkeypatch.setenv("SWITCHBOARD_PROFILE", "bot")
+    monkeypatch.setenv("SWITCHBOARD_PROVIDER", "openai")
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
+    monkeypatch.setenv("EMBEDDINGS_KEY", TEST_API_KEY)
+    fake_openai.script(Text("Your dog is Rex."))
+    settings = load_settings()
+    profile = load_profile(settings.profiles_dir, settings.profile)
+    person = ToolContext(session_id="s1", user_id="42", platform="telegram", clock=lambda: NOW)
+
+    async with embedded(settings, profile) as parts:
+        remembered = await parts.runtime.tools.get("remember")({"text": "Has a dog Rex"}, person)
+        session = await parts.store.create_session("telegram:1:555")
+        context = ChannelContext(platform="telegram", mode=SAFE_CHAT, user_id="42")
+        async for _ in parts.runtime.run(session.id, Message.user("my puppy?"), context):
+            pass
+        stored = await parts.store.fact_embeddings("bot:telegram:42", MODEL)
+
+    assert remembered.startswith("Remembered ")
+    sent = json.dumps(fake_openai.requests[-1].json)
+    assert ("Has a dog Rex" in sent) is enabled
+    assert len(stored) == (1 if enabled else 0)
+    assert bool(fake_embeddings.requests) is enabled
