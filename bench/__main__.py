@@ -17,7 +17,7 @@ from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
 # Run only when named: not workloads of `all`.
-EXTRAS = ("faults", "startup", "records", "transactions")
+EXTRAS = ("faults", "startup", "records", "transactions", "memory")
 # The workloads that also measure another revision in the same run (`--against`).
 COMPARED = ("w1", "w3")
 
@@ -33,6 +33,10 @@ def _runner(
         from bench.transactions import transactions
 
         return lambda: transactions(turns=20 if quick else 100)
+    if name == "memory":
+        from bench.memory import memory
+
+        return memory
     if name == "startup":
         from bench.startup import startup
 
@@ -107,6 +111,8 @@ def main(
     transactions  SQL transactions per turn through the InboundHandler (only when named)
     records  50 chats x 4 messages on PostgreSQL + Redis, Redis emptied and restarted, one
              more message each: on one server and on a cluster (only when named)
+    memory  recall at 5 of keyword against hybrid memory search on a labelled set, with
+            fake embeddings: it measures the fusion, not a model (only when named)
 
     w1 and w3 also run the product of another revision (--against, default the commit
     before the flow issue's work) from a temporary git worktree, in the same run, and print

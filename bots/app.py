@@ -24,6 +24,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from bots.embeddings import fact_embedder
 from bots.images import image_generator
 from bots.limits import budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
@@ -41,6 +42,7 @@ from core.compaction import Compactor
 from core.confirm import Confirmations
 from core.errors import ConfigError
 from core.facts import memory_block, memory_scope
+from core.hybrid_facts import HybridFacts
 from core.mailbox.base import Mailboxes
 from core.mcp import McpSettings
 from core.metering import ModelMetering, breaker_probe, breakers_of
@@ -265,6 +267,13 @@ async def worker_for(
     """
     redactor = settings.redactor()
     options = profile.settings
+    # First: a bad [embeddings] table fails before anything is opened (no client is, yet).
+    embedder = fact_embedder(settings.environ, options.embeddings)
+    facts: FactStore = (
+        found.store
+        if embedder is None
+        else HybridFacts(found.store, embedder, min_similarity=options.embeddings.min_similarity)
+    )
     mcp, mcp_log = await _mcp_servers(settings, options.mcp)
     modes = ModeCatalog(admit=mcp.mode_tools() if mcp else None)
     for mode in {*options.modes.values(), *options.chat_modes.values()}:
@@ -293,7 +302,7 @@ async def worker_for(
                 [
                     *builtin_tools(),
                     *schedule_tools(book),
-                    *memory_tools(found.store, profile.name, redactor),
+                    *memory_tools(facts, profile.name, redactor),
                     read_skill_tool(profile.skills),
                     web_fetch_tool(),
                     *_web_search(settings),
@@ -313,7 +322,7 @@ async def worker_for(
             prompt=profile.system_prompt(),
             temperature=options.temperature,
             redactor=redactor,
-            turn_context=_memory_context(found.store, profile.name),
+            turn_context=_memory_context(facts, profile.name),
             confirm=gate.confirm,
             compactor=Compactor(
                 provider,
@@ -385,6 +394,8 @@ async def worker_for(
             if extra is not provider:  # the providers `/model` may switch to
                 await extra.aclose()
         await close_limiter()
+        if embedder is not None:
+            await embedder.aclose()
         if mcp is not None:
             await mcp.aclose()
         if mcp_log is not None:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
 from core.documents import DocumentSettings
+from core.embeddings import EmbeddingSettings
 from core.errors import ConfigError
 from core.images import ImageSettings
 from core.mcp import McpSettings
@@ -140,6 +141,9 @@ class ProfileSettings(BaseModel):
     # Images `generate_image` makes: `[images]` names the endpoint (default: the OpenAI key and
     # base URL), the model, the size and the `price_per_image` charged to the ledger.
     images: ImageSettings = Field(default_factory=ImageSettings)
+    # Hybrid memory search: `[embeddings]` names the endpoint that embeds remembered facts;
+    # off unless `enabled` (each fact and each turn's memory search then costs a request).
+    embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     # Models a chat may switch to with `/model`: `[models] allowed = [{provider = "openai",
     # model = "gpt-4o-mini"}]`. Empty: switching is off, every chat uses `model`.
     models: ModelsSettings = Field(default_factory=ModelsSettings)

@@ -18,6 +18,7 @@ from core.logcontext import no_log_context
 from tests.fakes.fixtures import (
     fake_anthropic,
     fake_discord,
+    fake_embeddings,
     fake_openai,
     fake_search,
     fake_slack,
@@ -29,6 +30,7 @@ from tests.redis_server import RedisClusterServers, RedisSentinelServer, RedisSe
 __all__ = [
     "fake_anthropic",
     "fake_discord",
+    "fake_embeddings",
     "fake_openai",
     "fake_search",
     "fake_slack",

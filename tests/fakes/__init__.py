@@ -6,6 +6,7 @@ Each fake is a loopback server speaking the vendor's wire format; fixtures live 
 
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.embeddings_api import FakeEmbeddings
 from tests.fakes.llm_script import (
     NO_SCRIPT_MESSAGE,
     Cut,
@@ -31,6 +32,7 @@ __all__ = [
     "Error",
     "FakeAnthropic",
     "FakeDiscord",
+    "FakeEmbeddings",
     "FakeOpenAI",
     "FakeSearch",
     "FakeSlack",

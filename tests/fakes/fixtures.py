@@ -8,6 +8,7 @@ import pytest
 
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.discord_api import FakeDiscord
+from tests.fakes.embeddings_api import FakeEmbeddings
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.search_api import FakeSearch
 from tests.fakes.slack_api import FakeSlack
@@ -27,6 +28,13 @@ async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
 async def fake_openai() -> AsyncIterator[FakeOpenAI]:
     """A started OpenAI Chat Completions API fake that accepts the key `TEST_API_KEY`."""
     async with FakeOpenAI(api_key=TEST_API_KEY) as fake:
+        yield fake
+
+
+@pytest.fixture
+async def fake_embeddings() -> AsyncIterator[FakeEmbeddings]:
+    """A started `/v1/embeddings` fake (made-up vectors) that accepts the key `TEST_API_KEY`."""
+    async with FakeEmbeddings(api_key=TEST_API_KEY) as fake:
         yield fake
 
 

@@ -11,6 +11,7 @@ from sqlalchemy import delete, select
 from core.backends.sql.store._base import SqlBase
 from core.backends.sql.store._dialect import fact_search, indexed_terms, insert_ignoring
 from core.backends.sql.store._tables import memory_facts
+from core.embeddings import Embedding, pack_vector, unpack_vector
 from core.errors import StoreError
 from core.facts import MemoryFact, MemoryQuery
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
@@ -44,8 +45,9 @@ def _newest(scope: str, limit: int) -> Any:
 class SqlFacts(SqlBase):
     """The `FactStore` of `SqlStore`."""
 
-    async def remember_fact(self, fact: MemoryFact) -> None:
-        """Store a fact in its scope; the same fact again changes nothing.
+    async def remember_fact(self, fact: MemoryFact, *, embedding: Embedding | None = None) -> None:
+        """Store a fact (with its `embedding`, if any) in its scope; the same fact again changes
+        nothing.
 
         Raises `StoreError` for another fact with an id the scope holds, or a naive time.
         """
@@ -58,6 +60,8 @@ class SqlFacts(SqlBase):
             "terms": indexed_terms(fact.text),
             "created_at": row[1],
             "source_session": fact.source_session,
+            "embedding": None if embedding is None else pack_vector(embedding.vector),
+            "embedding_model": None if embedding is None else embedding.model,
         }
         async with self._begin(f"remember fact {fact.id!r} of {fact.scope!r}") as db:
             inserted = await db.execute(insert_ignoring(self._dialect, memory_facts, values))
@@ -84,6 +88,17 @@ class SqlFacts(SqlBase):
         )
         async with self._read(f"search the facts of {scope!r}") as db:
             return [_fact(row) for row in await db.execute(statement)]
+
+    async def fact_embeddings(self, scope: str, model: str) -> list[tuple[MemoryFact, Embedding]]:
+        """The facts of `scope` with an embedding of `model`, newest first, each with it."""
+        statement = (
+            select(*_COLUMNS, f.embedding)
+            .where(f.scope == scope, f.embedding_model == model, f.embedding.is_not(None))
+            .order_by(f.created_at.desc(), f.id.desc())
+        )
+        async with self._read(f"read the fact embeddings of {scope!r}") as db:
+            rows = list(await db.execute(statement))
+        return [(_fact(row[:-1]), Embedding(model, unpack_vector(row[-1]))) for row in rows]
 
     async def list_facts(self, scope: str, *, limit: int = 50) -> list[MemoryFact]:
         """The facts of `scope`, newest first."""

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     Float,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -148,6 +149,10 @@ memory_facts = Table(
     Column("terms", Text, nullable=False),
     Column("created_at", Text, nullable=False),
     Column("source_session", Text, nullable=True),
+    # Float32 bytes (`core.embeddings.pack_vector`) and the model that made them; NULL: the
+    # fact is found by keyword only (no endpoint configured, or it failed).
+    Column("embedding", LargeBinary, nullable=True),
+    Column("embedding_model", Text, nullable=True),
 )
 
 checkpoints = Table(
