@@ -1,8 +1,8 @@
 """Long-term memory: facts a person asked the bot to keep, found again by full-text search.
 
 A fact belongs to one scope, `profile:platform:user_id`, so that one person's facts never reach
-another person, nor another bot. The stores search facts by the terms of `search_terms`; SQLite
-hands them to FTS5, Redis keeps its own inverted index of them.
+another person, nor another bot. The SQL store searches facts by the terms of `search_terms`:
+SQLite hands them to FTS5, PostgreSQL to a `tsvector` with a GIN index.
 """
 
 from __future__ import annotations
