@@ -136,7 +136,8 @@ class LocalWakes:
 
 class ClaimState:
     """What every implementation's claim holds: its session, the fence of its epoch, and the
-    event set when it is lost. Implementations subclass it and add `head`, `done`, `release`."""
+    event set when it is lost. Implementations subclass it and add `head`, `behind`, `done`,
+    `release`."""
 
     def __init__(self, session_key: str, epoch: int) -> None:
         self._key = session_key
