@@ -6,7 +6,8 @@ turn's first model call waits until `busy_window` seconds after its first messag
 and what came by then joins it. A message joins only as its own turn would have been run: the
 same person's, addressed to the bot, not too long; the first one that is not stops the run of
 joins (it keeps its place, and so do those behind it). A message found marked processed
-already joined before a crash: it is only taken out of the mailbox.
+already joined before a crash, and a platform's redelivery of one the turn has: each is only
+taken out of the mailbox.
 """
 
 from __future__ import annotations
@@ -72,13 +73,18 @@ class Steering:
             if left > 0:
                 await self._pause(left)
         found: list[Arrival] = []
+        # A platform's redelivery of a message already here (the head's, or one joining now)
+        # is only taken out: the turn has it once.
+        here = {self.head.dedupe_key}
         for inbound in await self._behind():
             if not self._joins(inbound):
                 break
-            asked = functools.partial(self.marks.is_processed, inbound.dedupe_key)
-            if await self.patience(asked, read=True):
-                await self._take_out(inbound)  # joined before a crash: its copy is left over
+            key = inbound.dedupe_key
+            asked = functools.partial(self.marks.is_processed, key)
+            if key in here or await self.patience(asked, read=True):
+                await self._take_out(inbound)  # or joined before a crash: a copy left over
                 continue
+            here.add(key)
             message = Message.user(inbound.model_text, inbound.images, source=self.head.dedupe_key)
             found.append(Arrival(inbound, message.model_copy(update={"id": new_id()})))
         return found

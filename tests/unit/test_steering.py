@@ -128,6 +128,17 @@ async def test_a_message_joined_before_a_crash_is_only_taken_out(store: SqlStore
     assert [m.text for m in boxes.boxes[head.session_key]] == ["a", "c"]
 
 
+async def test_a_redelivered_copy_is_taken_out_not_joined(store: SqlStore) -> None:
+    def copy_of(text: str, message_id: str) -> Inbound:
+        return said(text, platform_message_id=message_id)
+
+    head_copy, late, late_copy = copy_of("a", "m1"), copy_of("b", "m2"), copy_of("b", "m2")
+    boxes, claim, head = await claimed(copy_of("a", "m1"), head_copy, late, late_copy)
+    steer = steering(claim, head, store, "steer")
+    assert [a.inbound.id for a in await steer.joining(1)] == [late.id]
+    assert [m.id for m in boxes.boxes[head.session_key]] == [head.id, late.id]
+
+
 async def test_queue_joins_nothing(store: SqlStore) -> None:
     _, claim, head = await claimed(said("a"), said("b"))
     assert await steering(claim, head, store, "queue").joining(1) == []
