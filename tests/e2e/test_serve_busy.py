@@ -38,7 +38,8 @@ def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
     }
     keep.update(
         SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
+        # The product's default, which the other end-to-end tests set aside.
+        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path, busy="steer")),
         TELEGRAM_BOT_TOKEN=fake_telegram.token,
         TELEGRAM_API_URL=fake_telegram.url,
     )
