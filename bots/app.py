@@ -31,6 +31,7 @@ from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
 from core.access import Gate, Pairing
+from core.arrivals import BusyMode
 from core.backends import Backends
 from core.backends.redis import open_distributed
 from core.backends.sql import open_embedded
@@ -87,6 +88,7 @@ from core.turns import (
     StreamPolicy,
     TurnRunner,
 )
+from core.turns.steering import Pause
 from core.worker import Worker
 
 __all__ = [
@@ -365,6 +367,8 @@ async def worker_for(
             confirmations=gate,
             redactor=redactor,
             on_crash=options.on_crash if recover else None,
+            busy=options.busy,
+            busy_window=options.busy_window,
             readiness=found.readiness,
             metrics=found.metrics,
             concurrency=concurrency or options.concurrency,
@@ -445,10 +449,14 @@ def assemble_worker(
     redactor: Redactor,
     rate_limits: RateLimits | None = None,
     metrics: Metrics | None = None,
+    busy: BusyMode = "queue",
+    busy_window: float = 1.5,
+    pause: Pause = asyncio.sleep,
     **options: Any,
 ) -> Worker:
     """A worker and the turn path it runs, from their parts: the one place they are put
-    together (tests build theirs with it too). `options` go to `Worker`."""
+    together (tests build theirs with it too). `busy`: the profile's (tests that do not
+    say queue each message; `pause`: how "collect" waits). `options` go to `Worker`."""
     contexts = Contexts(modes=modes, policy=policy, prompt_hints=prompt_hints)
     # One patience for the whole turn path: an outage is logged once, when it starts and ends.
     patience = runtime.patience
@@ -473,6 +481,9 @@ def assemble_worker(
             modes=modes,
         ),
         external=external,
+        busy=busy,
+        busy_window=busy_window,
+        pause=pause,
     )
     return Worker(
         bus=bus,

@@ -23,6 +23,7 @@ __all__ = [
     "ConfirmationRequested",
     "FailureKind",
     "Finished",
+    "Joined",
     "ModelEvent",
     "Progress",
     "RunCompleted",
@@ -114,6 +115,15 @@ class Compacted(_Event):
     summary_tokens: int
 
 
+class Joined(_Event):
+    """A person's message that came while the turn ran joined it: the model reads it before
+    its next call, and the turn's one answer covers it (`busy = "steer"`, docs/telegram.md)."""
+
+    kind: Literal["joined"] = "joined"
+    inbound_id: str
+    text: str
+
+
 class RunCompleted(_Event):
     """The turn ended with a final answer."""
 
@@ -189,6 +199,7 @@ AgentEvent = Annotated[
     | ToolRequested
     | ToolFinished
     | Compacted
+    | Joined
     | RunCompleted
     | RunFailed
     | Cancelled,
@@ -206,6 +217,7 @@ LIFECYCLE_NAMES: dict[type[_Event], str] = {
     ToolRequested: "tool.request",
     ToolFinished: "tool.result",
     Compacted: "agent.compacted",
+    Joined: "agent.run.joined",
     ConfirmationRequested: "confirm.request",
     ConfirmationDecided: "confirm.decision",
 }

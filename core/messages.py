@@ -138,8 +138,9 @@ class Message(Derives, BaseModel):
     seq: int = 0
     created_at: datetime | None = None
     usage: Usage | None = None
-    # For a user message: the inbound message it came from (its dedupe key), so a turn cut
-    # off by a crash is resumed, not started over with the user message stored twice.
+    # For a user message: the inbound message whose turn stored it (its dedupe key; a message
+    # that joined a running turn carries that turn's, docs/decisions/0010), so a turn cut off
+    # by a crash is resumed, not started over with the user message stored twice.
     source: str | None = None
     # The message's own id, given by its writer before it is first stored: a write tried again
     # (its first try's answer lost with the connection) finds the stored message by it instead

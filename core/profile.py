@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from core.arrivals import BusyMode
 from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
 from core.documents import DocumentSettings
@@ -118,6 +119,11 @@ class ProfileSettings(BaseModel):
     mcp: McpSettings = Field(default_factory=dict)
     # A turn a crash cut off, found at start-up: carry it on, or tell the user to send it again.
     on_crash: CrashPolicy = "resume"
+    # A person's message that comes while their turn runs in that chat: joins it before its
+    # next model call ("steer"), or the turn's first call waits `busy_window` seconds from the
+    # first message and answers what came by then ("collect"), or waits its turn ("queue").
+    busy: BusyMode = "steer"
+    busy_window: float = Field(default=1.5, ge=0, le=60)
     # Rate limits per person and per chat and a daily cap on a person's turns:
     # `[limits] rate_limit = "20/minute"`, `chat_rate_limit`, `daily_turns` (docs/budgets.md).
     limits: RateLimitSettings = Field(default_factory=RateLimitSettings)

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
+from core.arrivals import Arrivals
 from core.budgets import BudgetGuard, Spender, dollars, spender_keys
 from core.checkpoints import Checkpoint
 from core.clock import Clock, utc_now
@@ -43,6 +45,7 @@ from core.events import (
     Cancelled,
     Compacted,
     Finished,
+    Joined,
     Progress,
     RunCompleted,
     RunFailed,
@@ -188,6 +191,7 @@ class AgentRuntime:
         fence: Fence | None = None,
         model: str | None = None,
         checkpoint: Checkpoint | None = None,
+        arrivals: Arrivals | None = None,
     ) -> AsyncIterator[AgentEvent]:
         """Run one turn and yield its events; the last one is RunCompleted/RunFailed/Cancelled.
 
@@ -198,10 +202,12 @@ class AgentRuntime:
         `fence`, so a worker that lost the session's lease cannot add to its history.
         `checkpoint` (a person's turn) is saved as the turn opens and moved on with each tool
         round. `model`: the session's chosen model (`/model`), looked up in `models`; None or
-        one no longer allowed: the default.
+        one no longer allowed: the default. `arrivals`: where messages that come meanwhile are
+        found, to join the turn before each model call (None: none join).
         """
         run_id = new_id()
         state = TurnState(fence, checkpoint)
+        state.arrivals = arrivals
         if self.models is not None:
             state.provider, state.model = self.models.pick(model)
         else:
@@ -385,6 +391,7 @@ class AgentRuntime:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
             if (refusal := await self._over_budget(run_id, session_id, context, state)) is not None:
                 return refusal
+            history += await self._join(session_id, state, emit, step)
             if compacted := await state.view.compact(history):
                 await self._compacted(compacted, emit)
             outcome = await self._ask(run_id, system, offered, history, state, emit)
@@ -530,6 +537,32 @@ class AgentRuntime:
                 request, ModelCompletion(text=text, tool_calls=calls, finished=finished)
             )
             return text, calls, finished
+
+    async def _join(
+        self,
+        session_id: str,
+        state: TurnState,
+        emit: Callable[[AgentEvent | None], None],
+        step: int,
+    ) -> list[Message]:
+        """The messages that came meanwhile, joined to the turn before its model call `step`:
+        each stored and marked processed in one write, then taken out of its mailbox."""
+        arrivals = state.arrivals
+        if arrivals is None:
+            return []
+        stored: list[Message] = []
+        for arrival in await arrivals.joining(step):
+            closing = TurnClose(
+                session_id=session_id,
+                messages=[arrival.message],
+                finished=arrival.inbound.dedupe_key,
+            )
+            stored += await self.patience(
+                functools.partial(self.store.close_turn, closing, fence=state.fence)
+            )
+            emit(Joined(inbound_id=arrival.inbound.id, text=arrival.message.text))
+            await arrivals.joined(arrival)
+        return stored
 
     async def _compacted(self, event: Compacted, emit: Callable[[AgentEvent | None], None]) -> None:
         emit(event)

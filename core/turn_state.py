@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.arrivals import Arrivals
 from core.checkpoints import Checkpoint
 from core.context import Sanitizer
 from core.envelopes import Address
@@ -91,6 +92,8 @@ class TurnState:
         # Whose spending the turn's calls count to, in the ledger (`core/budgets.py`).
         self.user: str | None = None
         self.chat: str | None = None
+        # Where messages that come while the turn runs are found, to join it (None: none do).
+        self.arrivals: Arrivals | None = None
         # The provider and model this turn calls (the session's `/model` choice, or the default).
         self.provider: Provider
         self.model: str

@@ -392,7 +392,7 @@ class Worker:
         # Every line logged while it is handled names its platform and session.
         with log_context(platform=inbound.address.platform, session=key):
             turn = asyncio.create_task(
-                self.handler.handle(inbound, cancel=cancel, fence=claim.fence)
+                self.handler.handle(inbound, cancel=cancel, fence=claim.fence, claim=claim)
             )
         lost = asyncio.create_task(claim.lost.wait())
         try:

@@ -504,8 +504,9 @@ def events(ctx: click.Context, as_json: bool, topic: str) -> None:
     """Print lifecycle events from the Redis bus as they happen (Ctrl-C stops).
 
     agent.run.start, agent.run.complete (with duration, usage and cost), agent.run.error,
-    tool.request and tool.result, from every worker. With `--topic notifications`: each
-    scheduled answer, failure alert and external notification, delivered or not.
+    tool.request, tool.result and agent.run.joined, from every worker. With `--topic
+    notifications`: each scheduled answer, failure alert and external notification,
+    delivered or not.
     """
     settings = settings_from(ctx)
     if topic == EVENTS_TOPIC:

@@ -19,10 +19,25 @@ from __future__ import annotations
 import asyncio
 from typing import Protocol
 
+from core.confirm import parse_answer
 from core.envelopes import Inbound
 from core.fencing import Fence
 
-__all__ = ["Claim", "ClaimState", "LocalWakes", "Mailboxes"]
+__all__ = ["BEHIND_LIMIT", "Claim", "ClaimState", "LocalWakes", "Mailboxes", "is_plain"]
+
+# How many waiting items `Claim.behind` reads at most.
+BEHIND_LIMIT = 20
+
+
+def is_plain(inbound: Inbound) -> bool:
+    """Whether `inbound` is a plain person's message: what may join the turn running ahead of
+    it (`core/turns/steering.py`). Not a command (`/stop`...), a button press, a cancel, a
+    typed yes or no (a confirmation's answer), a schedule's or an outside request's run."""
+    return (
+        inbound.origin == "user"
+        and inbound.kind == "message"
+        and parse_answer(inbound.text) is None
+    )
 
 
 class Claim(Protocol):
@@ -49,7 +64,14 @@ class Claim(Protocol):
         ...
 
     async def done(self, inbound: Inbound) -> None:
-        """Remove `inbound` (the head) once it has been handled."""
+        """Remove `inbound` once it has been handled: the head, or a message that joined the
+        head's turn (`behind`)."""
+        ...
+
+    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
+        """The plain person's messages (`is_plain`) waiting right behind the head, oldest
+        first, up to the first item that is not one (it keeps its place), `limit` at most.
+        Nothing is removed: each is taken out with `done` once it joined the turn."""
         ...
 
     async def release(self) -> bool:
@@ -114,7 +136,8 @@ class LocalWakes:
 
 class ClaimState:
     """What every implementation's claim holds: its session, the fence of its epoch, and the
-    event set when it is lost. Implementations subclass it and add `head`, `done`, `release`."""
+    event set when it is lost. Implementations subclass it and add `head`, `behind`, `done`,
+    `release`."""
 
     def __init__(self, session_key: str, epoch: int) -> None:
         self._key = session_key

@@ -20,10 +20,12 @@ from datetime import datetime
 from typing import Protocol, TypeVar
 
 from core.access import REFUSAL_TEXT, Entry, Gate
+from core.arrivals import BusyMode
 from core.checkpoints import ABANDONED_TEXT, Checkpoint
 from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
+from core.mailbox.base import Claim
 from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
@@ -32,6 +34,7 @@ from core.store.base import Fence, Store, TurnClose, TurnStanding
 from core.store.log import new_session_id
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
+from core.turns.steering import Pause, Steering
 from core.turns.turn import Contexts, Turn, TurnRunner
 
 __all__ = ["REFUSAL_TEXT", "ExternalTurns", "InboundHandler"]
@@ -69,9 +72,17 @@ class InboundHandler:
         rate_limits: RateLimits | None = None,
         external: ExternalTurns | None = None,
         patience: Patience | None = None,
+        busy: BusyMode = "queue",
+        busy_window: float = 1.5,
+        pause: Pause = asyncio.sleep,
     ) -> None:
         """`patience`: how the handler's own writes (the processed mark) wait out an outage of
-        the store (the turn runner's, unless given)."""
+        the store (the turn runner's, unless given). `busy`: what the person's messages that
+        come while their turn runs do (`core/turns/steering.py`; `busy_window`: seconds
+        "collect" waits from the first message's arrival, through `pause`)."""
+        self.busy = busy
+        self.busy_window = busy_window
+        self._pause = pause
         self.patience = patience or turns.patience
         self.store = store
         self.policy = policy
@@ -87,10 +98,17 @@ class InboundHandler:
         self.external = external
 
     async def handle(
-        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
+        self,
+        inbound: Inbound,
+        *,
+        cancel: asyncio.Event,
+        fence: Fence | None = None,
+        claim: Claim | None = None,
     ) -> None:
         """Answer `inbound` unless it was answered before; mark it answered (the caller then
-        takes it out of the session's queue: a repeat is skipped by the mark)."""
+        takes it out of the session's queue: a repeat is skipped by the mark). `claim`: the
+        session's, whose mailbox holds `inbound` as its head (messages behind it may join its
+        turn, per `busy`)."""
         if inbound.origin != "user":
             if await self.store.is_processed(inbound.dedupe_key):
                 log.info("skipping %s: already answered", inbound.dedupe_key)
@@ -126,7 +144,7 @@ class InboundHandler:
             if await self._within_rate(inbound, None if entry.admin else tested):
                 await self._command(inbound, entry)
         else:
-            await self._turn(inbound, entry, standing, tested, cancel, fence)
+            await self._turn(inbound, entry, standing, tested, cancel, fence, claim)
         await self._close(inbound, fence)
 
     async def _close(self, inbound: Inbound, fence: Fence | None) -> None:
@@ -210,6 +228,7 @@ class InboundHandler:
         tested: Tested | None,
         cancel: asyncio.Event,
         fence: Fence | None,
+        claim: Claim | None = None,
     ) -> None:
         """Run a turn answering `inbound`, as the message stands (`standing.checkpoint`: a
         resumed turn's, from before a crash) and once the rate limits let it."""
@@ -242,8 +261,25 @@ class InboundHandler:
             session_id=session_id,
             checkpoint=self._checkpoint(inbound, session_id, found),
             model=None if session is None else session.model,
+            arrivals=self._steering(inbound, claim),
         )
         await self.turns.run(turn, cancel=cancel, fence=fence)
+
+    def _steering(self, inbound: Inbound, claim: Claim | None) -> Steering | None:
+        """Where the messages joining `inbound`'s turn come from (None: they wait their turn)."""
+        if claim is None or self.busy == "queue":
+            return None
+        return Steering(
+            claim=claim,
+            head=inbound,
+            marks=self.store,
+            policy=self.policy,
+            mode=self.busy,
+            window=self.busy_window,
+            patience=self.patience,
+            clock=self._clock,
+            pause=self._pause,
+        )
 
     async def _rate_test(self, inbound: Inbound) -> Tested | None:
         """How a person's message stands against the rate limits (None: nothing to test)."""

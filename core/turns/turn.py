@@ -16,6 +16,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from core.arrivals import Arrivals
 from core.checkpoints import Checkpoint
 from core.envelopes import Inbound
 from core.events import (
@@ -105,6 +106,9 @@ class Turn:
     # Streamed into the chat with typing and its final text (a person's message), or not (a
     # schedule's run: its caller delivers the outcome).
     shown: bool = True
+    # Where the person's messages that come meanwhile are found, to join the turn (the
+    # profile's `busy`); None: each waits for a turn of its own.
+    arrivals: Arrivals | None = None
 
 
 class TurnRunner:
@@ -150,6 +154,7 @@ class TurnRunner:
             fence=fence,
             model=turn.model,
             checkpoint=turn.checkpoint,
+            arrivals=turn.arrivals,
         )
         try:
             async for event in events:

@@ -6,7 +6,7 @@ import collections
 import time
 
 from core.envelopes import Inbound
-from core.mailbox.base import Claim, ClaimState, LocalWakes
+from core.mailbox.base import BEHIND_LIMIT, Claim, ClaimState, LocalWakes, is_plain
 
 __all__ = ["MemoryMailboxes"]
 
@@ -22,8 +22,17 @@ class _MemoryClaim(ClaimState):
 
     async def done(self, inbound: Inbound) -> None:
         box = self._boxes.boxes.get(self._key)
-        if box and box[0].id == inbound.id:
-            box.popleft()
+        for waiting in list(box or ()):
+            if box is not None and waiting.id == inbound.id:
+                box.remove(waiting)
+
+    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
+        found: list[Inbound] = []
+        for waiting in list(self._boxes.boxes.get(self._key) or ())[1:]:
+            if len(found) >= limit or not is_plain(waiting):
+                break
+            found.append(waiting)
+        return found
 
     async def release(self) -> bool:
         self._boxes.held.discard(self._key)

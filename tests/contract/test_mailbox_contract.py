@@ -200,3 +200,64 @@ async def test_putting_an_item_already_waiting_keeps_it_once(tmp_path: Path) -> 
         assert await claim.head() is None
     finally:
         await boxes.aclose()
+
+
+def _command(chat: str, word: str) -> Inbound:
+    return Inbound(
+        address=Address(platform="telegram", chat=chat),
+        user_id="u1",
+        kind="command",
+        command=word,
+        text=f"/{word}",
+    )
+
+
+async def test_behind_lists_the_plain_messages_right_behind_the_head(
+    mailboxes: Mailboxes,
+) -> None:
+    head, b, c, stop, d = (
+        _inbound("1", "a"),
+        _inbound("1", "b"),
+        _inbound("1", "c"),
+        _command("1", "stop"),
+        _inbound("1", "d"),
+    )
+    for item in (head, b, c, stop, d):
+        await mailboxes.put(item)
+    claim = await mailboxes.claim(head.session_key, owner="w1")
+    assert claim is not None
+    first = await claim.head()
+    assert first is not None and first.id == head.id
+    # Up to the command: what is behind it keeps its place behind it.
+    assert [m.text for m in await claim.behind()] == ["b", "c"]
+    assert [m.text for m in await claim.behind(limit=1)] == ["b"]
+    assert await mailboxes.waiting() == 5  # nothing taken out by looking
+    # A joined message is taken out with `done`; the head stays the head.
+    await claim.done(c)
+    assert [m.text for m in await claim.behind()] == ["b"]
+    again = await claim.head()
+    assert again is not None and again.id == head.id
+    await claim.done(b)
+    assert await claim.behind() == []
+    seen = []
+    while (waiting := await claim.head()) is not None:
+        seen.append(waiting.text)
+        await claim.done(waiting)
+    assert seen == ["a", "/stop", "d"]
+    await claim.release()
+
+
+async def test_behind_stops_at_an_answer_and_is_empty_with_the_head_alone(
+    mailboxes: Mailboxes,
+) -> None:
+    head = _inbound("1", "run it")
+    await mailboxes.put(head)
+    claim = await mailboxes.claim(head.session_key, owner="w1")
+    assert claim is not None
+    assert await claim.head() is not None
+    assert await claim.behind() == []
+    # A typed yes may answer a question the turn asks: never joined.
+    for item in (_inbound("1", "yes"), _inbound("1", "and this")):
+        await mailboxes.put(item)
+    assert await claim.behind() == []
+    await claim.release()

@@ -49,17 +49,23 @@ _DROPPED_SUFFIXES = ("_TOKEN", "_API_KEY", "_BASE_URL")
 _DROPPED_PREFIXES = ("SWITCHBOARD_", "TELEGRAM_")
 
 
-def open_profiles(tmp_path: Path) -> Path:
+def open_profiles(tmp_path: Path, *, busy: str = "queue") -> Path:
     """A copy of the repo's profiles whose default profile lets anyone write on every chat
-    platform: the fakes' users are strangers, who would otherwise get a pairing code."""
+    platform: the fakes' users are strangers, who would otherwise get a pairing code.
+
+    `busy` (the first call for a `tmp_path` decides): "queue" unless a test asks for another,
+    because these tests count one answer per message sent, often several at once in one chat;
+    under the product's default, "steer", such messages join one turn and one answer
+    (`tests/e2e/test_serve_busy.py` runs that)."""
     target = tmp_path / "open-profiles"
     if not target.exists():
         shutil.copytree(REPO / "profiles", target)
         tables = "".join(
             f'\n[access.{name}]\ndm_policy = "open"\n' for name in ("telegram", "slack", "discord")
         )
-        with (target / "default" / "profile.toml").open("a", encoding="utf-8") as toml:
-            toml.write(tables)
+        path = target / "default" / "profile.toml"
+        # A top-level key goes before the file's tables.
+        path.write_text(f'busy = "{busy}"\n' + path.read_text(encoding="utf-8") + tables)
     return target
 
 

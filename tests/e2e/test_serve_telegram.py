@@ -90,9 +90,11 @@ async def test_serve_answers_telegram_by_long_polling(
         await reply_containing(fake, GROUP, "You said: hello bot")
         assert len(fake.sent_texts(GROUP)) == 1
 
-        # The same message twice: one answer (the next message shows the second was handled).
+        # The same message twice: one answer (the next message shows the second was handled;
+        # sent after the answer, so that it does not join the turn, `busy = "steer"`).
         twice = fake.private_text(DM, "only once please")
         fake.redeliver(twice)
+        await reply_containing(fake, DM, "You said: only once please")
         fake.private_text(DM, "next one")
         await reply_containing(fake, DM, "You said: next one")
         assert sum("only once please" in t for t in fake.sent_texts(DM)) == 1

@@ -43,7 +43,12 @@ class _PutsWhileHandling:
         self.second = asyncio.Event()
 
     async def handle(
-        self, inbound: Inbound, *, cancel: asyncio.Event, fence: Fence | None = None
+        self,
+        inbound: Inbound,
+        *,
+        cancel: asyncio.Event,
+        fence: Fence | None = None,
+        claim: object = None,
     ) -> None:
         self.handled.append(inbound.text)
         if inbound.text == "first":

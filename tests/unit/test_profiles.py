@@ -126,6 +126,8 @@ def test_windows_line_endings_and_a_bom_are_normalised(folder: Path) -> None:
         ("temprature = 0.5\n", "temprature"),
         ('[allow.telegram]\nuser = ["1"]\n', "allow.telegram.user"),
         ('group_replies = "sometimes"\n', "group_replies"),
+        ('busy = "wait"\n', "busy"),
+        ("busy_window = -1\n", "busy_window"),
     ],
 )
 def test_bad_settings_name_the_file_and_the_key(folder: Path, toml: str, key: str) -> None:
@@ -133,6 +135,15 @@ def test_bad_settings_name_the_file_and_the_key(folder: Path, toml: str, key: st
     with pytest.raises(ConfigError) as caught:
         load_profile(folder.parent, "bot")
     assert str(caught.value).startswith(f"{path}: {key}: ")
+
+
+def test_busy_defaults_to_steer_and_is_read(folder: Path) -> None:
+    folder.mkdir()
+    defaults = load_profile(folder.parent, "bot").settings
+    assert (defaults.busy, defaults.busy_window) == ("steer", 1.5)
+    write(folder / "profile.toml", 'busy = "collect"\nbusy_window = 2.5\n')
+    settings = load_profile(folder.parent, "bot").settings
+    assert (settings.busy, settings.busy_window) == ("collect", 2.5)
 
 
 def test_bad_toml_names_the_file(folder: Path) -> None:

@@ -864,6 +864,7 @@ class _FailsWhileAway:
         cancel: asyncio.Event,
         fence: Fence,
         done: Callable[[], Awaitable[None]] | None = None,
+        claim: object = None,
     ) -> None:
         self.handled.append(inbound.text)
         if len(self.handled) == 1:

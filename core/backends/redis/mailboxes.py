@@ -37,7 +37,7 @@ from core.backends.redis.client import AnyRedis, connect_redis, is_outage
 from core.backends.redis.keys import RedisKeys
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError, BusUnavailable
-from core.mailbox.base import Claim, ClaimState
+from core.mailbox.base import BEHIND_LIMIT, Claim, ClaimState, is_plain
 from core.outages import Patience
 from core.tasks import cancel_and_wait
 
@@ -165,6 +165,24 @@ class _RedisClaim(ClaimState):
                 continue
             self._heads[envelope.id] = raw
             return envelope
+
+    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
+        if self._released:
+            return []
+        read = await _call(self._boxes.client.zrange(self._boxes.keys.mailbox(self._key), 1, limit))
+        found: list[Inbound] = []
+        for raw in read:
+            try:
+                envelope = decode(raw)
+            except BusError as exc:
+                log.warning("an unreadable mailbox entry of %s stops a join: %s", self._key, exc)
+                break
+            if not isinstance(envelope, Inbound) or not is_plain(envelope):
+                break
+            # `done` removes the member as it is stored (an encoding made again might differ).
+            self._heads[envelope.id] = raw
+            found.append(envelope)
+        return found
 
     async def done(self, inbound: Inbound) -> None:
         raw = self._heads.pop(inbound.id, None) or encode(inbound)

@@ -19,7 +19,7 @@ from typing import Final
 from core.backends.sql.bus import SqliteQueueFile
 from core.envelopes import Inbound, decode, encode
 from core.errors import BusError
-from core.mailbox.base import Claim, ClaimState, LocalWakes
+from core.mailbox.base import BEHIND_LIMIT, Claim, ClaimState, LocalWakes, is_plain
 
 __all__ = ["SqliteMailboxes"]
 
@@ -72,9 +72,34 @@ class _SqliteClaim(ClaimState):
                 (self._key, inbound.id),
             )
 
+    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
+        async with self._boxes.file.write("read a mailbox") as db:
+            rows = await db.execute_fetchall(
+                "SELECT data FROM mailbox_items WHERE session_key = ?"
+                " ORDER BY seq LIMIT ? OFFSET 1",
+                (self._key, limit),
+            )
+        return _plain_run(self._key, [bytes(row[0]) for row in rows])
+
     async def release(self) -> bool:
         self._boxes.held.discard(self._key)
         return await self._boxes.has_work(self._key)
+
+
+def _plain_run(session_key: str, items: list[bytes]) -> list[Inbound]:
+    """The plain messages among encoded `items` up to the first that is not one (one that
+    cannot be read stops the run too: the head's reading drops it in its turn)."""
+    found: list[Inbound] = []
+    for raw in items:
+        try:
+            envelope = decode(raw)
+        except BusError as exc:
+            log.warning("an unreadable mailbox entry of %s stops a join: %s", session_key, exc)
+            break
+        if not isinstance(envelope, Inbound) or not is_plain(envelope):
+            break
+        found.append(envelope)
+    return found
 
 
 class SqliteMailboxes:
