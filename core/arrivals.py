@@ -5,7 +5,7 @@ message it is given is stored in the turn's history and marked processed in one 
 announced (`Joined`), and only then handed back (`joined`) to be taken out of the session's
 mailbox. A crash between the two leaves the message in the mailbox with its processed mark,
 so its redelivery is skipped: nothing lost, nothing answered twice
-(docs/decisions/0010-messages-while-busy.md). `core/turns/steering.py` implements it on the
+(docs/decisions/0012-messages-while-busy.md). `core/turns/steering.py` implements it on the
 session's claim.
 """
 

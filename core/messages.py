@@ -139,7 +139,7 @@ class Message(Derives, BaseModel):
     created_at: datetime | None = None
     usage: Usage | None = None
     # For a user message: the inbound message whose turn stored it (its dedupe key; a message
-    # that joined a running turn carries that turn's, docs/decisions/0010), so a turn cut off
+    # that joined a running turn carries that turn's, docs/decisions/0012), so a turn cut off
     # by a crash is resumed, not started over with the user message stored twice.
     source: str | None = None
     # The message's own id, given by its writer before it is first stored: a write tried again
