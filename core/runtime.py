@@ -41,9 +41,12 @@ from core.errors import (
 from core.events import (
     AgentEvent,
     Cancelled,
+    CheckpointSaved,
     Compacted,
     Finished,
     Progress,
+    RetryEnded,
+    RetryStarted,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -692,6 +695,8 @@ class AgentRuntime:
                     calls.append(self._scrubbed_call(event))
                 case Finished():
                     finished = event
+                case RetryStarted() | RetryEnded():
+                    emit(event)
         shown(scrubber.end())
         return "".join(parts), calls, finished
 
@@ -738,6 +743,8 @@ class AgentRuntime:
             ]
             rounds = step if index == len(groups) - 1 else None
             results += await self._persist(session_id, state, made, rounds=rounds)
+            if rounds is not None and state.checkpoint is not None:
+                emit(CheckpointSaved(run_key=state.checkpoint.run_key, tool_rounds=rounds))
         return results
 
     async def _context_for(self, context: ChannelContext, asked: str) -> str:

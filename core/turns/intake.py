@@ -32,7 +32,7 @@ from core.store.base import Fence, Store, TurnClose, TurnStanding
 from core.store.log import new_session_id
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
-from core.turns.turn import Contexts, Turn, TurnRunner
+from core.turns.turn import Contexts, Outcome, Turn, TurnRunner
 
 __all__ = ["REFUSAL_TEXT", "ExternalTurns", "InboundHandler"]
 
@@ -113,6 +113,7 @@ class InboundHandler:
         if standing.processed:
             log.info("skipping %s: already answered", inbound.dedupe_key)
             return
+        ran: tuple[Turn, Outcome] | None = None
         if entry.action == "ignore":
             pass  # a group message for someone else: read, not answered
         elif entry.action == "refuse":
@@ -126,8 +127,10 @@ class InboundHandler:
             if await self._within_rate(inbound, None if entry.admin else tested):
                 await self._command(inbound, entry)
         else:
-            await self._turn(inbound, entry, standing, tested, cancel, fence)
+            ran = await self._turn(inbound, entry, standing, tested, cancel, fence)
         await self._close(inbound, fence)
+        if ran is not None:
+            await self.turns.settled(*ran)
 
     async def _close(self, inbound: Inbound, fence: Fence | None) -> None:
         """The message's last write: its processed mark, its turn's checkpoint (if it has one)
@@ -210,11 +213,12 @@ class InboundHandler:
         tested: Tested | None,
         cancel: asyncio.Event,
         fence: Fence | None,
-    ) -> None:
+    ) -> tuple[Turn, Outcome] | None:
         """Run a turn answering `inbound`, as the message stands (`standing.checkpoint`: a
-        resumed turn's, from before a crash) and once the rate limits let it."""
+        resumed turn's, from before a crash) and once the rate limits let it. The turn and its
+        outcome, if it ran to one."""
         if not inbound.text.strip() and not inbound.images and not inbound.documents:
-            return
+            return None
         limit = self.policy.max_input_chars
         if len(inbound.text) > limit:
             await self.outbox.send(
@@ -223,16 +227,16 @@ class InboundHandler:
                 f"That message is too long ({len(inbound.text):,} characters; the limit is "
                 f"{limit:,}). Please send a shorter one.",
             )
-            return
+            return None
         found = standing.checkpoint
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
-            return  # the user was told to send it again
+            return None  # the user was told to send it again
         # Counted before the turn opens (its checkpoint saved with it): a turn resumed from
         # its checkpoint was counted when it first came. Admins are not limited.
         counted_before = found is not None and found.counted
         if not await self._within_rate(inbound, None if entry.admin or counted_before else tested):
-            return
+            return None
         session = standing.session
         # A conversation's first turn makes its session under this id as the turn opens.
         session_id = new_session_id() if session is None else session.id
@@ -243,7 +247,8 @@ class InboundHandler:
             checkpoint=self._checkpoint(inbound, session_id, found),
             model=None if session is None else session.model,
         )
-        await self.turns.run(turn, cancel=cancel, fence=fence)
+        outcome = await self.turns.run(turn, cancel=cancel, fence=fence)
+        return None if outcome is None else (turn, outcome)
 
     async def _rate_test(self, inbound: Inbound) -> Tested | None:
         """How a person's message stands against the rate limits (None: nothing to test)."""
