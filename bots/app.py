@@ -308,6 +308,7 @@ async def worker_for(
                 tool_timeout=options.tool_timeout,
                 max_tokens=options.max_tokens,
                 max_spend_usd=options.max_spend_usd,
+                stream_buffer_size=options.stream_buffer_size,
             ),
             cost=price,
             prompt=profile.system_prompt(),

@@ -82,6 +82,9 @@ class ProfileSettings(BaseModel):
     fallback: list[str] = Field(default_factory=list)
     # Spending limit per conversation in USD; unset: no limit.
     max_spend_usd: float | None = Field(default=None, ge=0)
+    # Events of a turn its reader (a chat, the web page) may leave unread before the model's
+    # stream waits for it (core/event_buffer.py).
+    stream_buffer_size: int = Field(default=256, ge=1, le=65_536)
     # Attempts per model call and the time they may take in all, for retryable failures.
     retry_attempts: int = Field(default=4, ge=1, le=20)
     retry_seconds: float = Field(default=60.0, gt=0)

@@ -38,6 +38,7 @@ from core.errors import (
     StoreError,
     Unavailable,
 )
+from core.event_buffer import EventBuffer
 from core.events import (
     AgentEvent,
     Cancelled,
@@ -209,11 +210,13 @@ class AgentRuntime:
             state.provider, state.model = self.models.pick(model)
         else:
             state.provider, state.model = self.provider, self.model
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        # Bounded: a consumer that falls behind makes the model stream wait for it.
+        queue = EventBuffer(self.limits.stream_buffer_size)
+        state.room = queue.room
         flag = _Cancel()
         with log_context(run=run_id):  # the turn's task, and its log lines, carry the run id
             turn = asyncio.create_task(
-                self._turn(run_id, session_id, user_input, context, queue.put_nowait, flag, state),
+                self._turn(run_id, session_id, user_input, context, queue.put, flag, state),
                 name=f"turn:{session_id}",
             )
         watcher = asyncio.create_task(self._watch(cancel, turn, flag)) if cancel else None
@@ -510,7 +513,7 @@ class AgentRuntime:
             try:
                 await self.hooks.before_model(request)
                 text, calls, finished = await self._call_model(
-                    request, emit, state.streamed, provider=state.provider
+                    request, emit, state.streamed, provider=state.provider, room=state.room
                 )
             except ProviderError as exc:
                 if exc.kind == "context_overflow" and overflowed is None:
@@ -669,6 +672,7 @@ class AgentRuntime:
         streamed: list[str] | None = None,
         *,
         provider: Provider | None = None,
+        room: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[str, list[ToolCall], Finished]:
         parts: list[str] = []
         calls: list[ToolCall] = []
@@ -697,6 +701,8 @@ class AgentRuntime:
                     finished = event
                 case RetryStarted() | RetryEnded():
                     emit(event)
+            if room is not None:
+                await room()  # the next piece is read once the consumer has caught up
         shown(scrubber.end())
         return "".join(parts), calls, finished
 
