@@ -76,6 +76,7 @@ from core.tools.base import Tool, ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
+from core.tools.tool_output import read_tool_output_tool
 from core.turns import (
     Contexts,
     InboundHandler,
@@ -295,6 +296,7 @@ async def worker_for(
                     *schedule_tools(book),
                     *memory_tools(found.store, profile.name, redactor),
                     read_skill_tool(profile.skills),
+                    read_tool_output_tool(found.store),
                     web_fetch_tool(),
                     *_web_search(settings),
                     *workspace_tools(workspace),
@@ -328,6 +330,7 @@ async def worker_for(
             hooks=ModelMetering(found.metrics, provider=provider.name, cost=price),
             models=choices,
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
+            tool_outputs=found.store,
         )
         if mcp is not None:
             mcp.keep_current(runtime.tools, modes)  # a server's later tools are offered too

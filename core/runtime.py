@@ -74,6 +74,7 @@ from core.redact import Redactor
 from core.safety import LOOP_STOPPED
 from core.store.ledger import CostEntry, CostLedger
 from core.store.log import ConversationLog
+from core.store.tool_outputs import ToolOutputs
 from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
@@ -143,6 +144,7 @@ class AgentRuntime:
         patience: Patience | None = None,
         models: ModelChoices | None = None,
         tool_hooks: ToolHooks | None = None,
+        tool_outputs: ToolOutputs | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
         without a `compactor` old turns are only left out of requests, never summarized.
@@ -152,7 +154,8 @@ class AgentRuntime:
         `patience` waits out outages of the store (one for the whole worker: the turn path
         shares it, `bots/app.py`). `models`: what a session's chosen model (`run(model=)`)
         maps to; without it every turn uses `provider` and `model`. `tool_hooks`: the
-        operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py)."""
+        operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
+        keeps cut tool results whole for `read_tool_output`."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -180,6 +183,7 @@ class AgentRuntime:
             confirm=confirm,
             timeout=self.limits.tool_timeout,
             tool_hooks=tool_hooks,
+            outputs=tool_outputs,
         )
 
     async def run(
