@@ -60,6 +60,7 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.rules import ScheduleLimits
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
+from core.session_reset import SessionReset
 from core.store.base import Store
 from core.store.facts import FactStore
 from core.store.replies import ReplyRecords
@@ -368,6 +369,7 @@ async def worker_for(
             sweep_interval=2.0 if found.distributed else 1.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
             rate_limits=limiter,
+            session_reset=options.sessions if options.sessions.enabled else None,
         )
         yield Components(
             settings,
@@ -438,6 +440,7 @@ def assemble_worker(
     redactor: Redactor,
     rate_limits: RateLimits | None = None,
     metrics: Metrics | None = None,
+    session_reset: SessionReset | None = None,
     **options: Any,
 ) -> Worker:
     """A worker and the turn path it runs, from their parts: the one place they are put
@@ -466,6 +469,7 @@ def assemble_worker(
             modes=modes,
         ),
         external=external,
+        session_reset=session_reset,
     )
     return Worker(
         bus=bus,

@@ -24,6 +24,7 @@ from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.ratelimit import RateLimitSettings
 from core.redact import Redactor
+from core.session_reset import SessionReset
 from core.skills import Skill
 from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
 from core.voice import VoiceSettings
@@ -134,6 +135,8 @@ class ProfileSettings(BaseModel):
     max_schedules_per_chat: int = Field(default=50, ge=0)
     # The HTTP hooks listener's targets and rate limit.
     hooks: HooksOptions = Field(default_factory=HooksOptions)
+    # Conversations that start afresh by themselves: `[sessions] reset_idle`, `reset_at`.
+    sessions: SessionReset = Field(default_factory=SessionReset)
     # Documents people send (PDF, DOCX, text, Markdown, CSV, JSON): `[documents] max_chars`
     # of each one's text for the model, `max_bytes` downloaded at most, `max_per_message`.
     documents: DocumentSettings = Field(default_factory=DocumentSettings)

@@ -27,8 +27,9 @@ from core.envelopes import Inbound
 from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
+from core.session_reset import SessionReset
 from core.stopping import NOT_YOURS, STOPPED
-from core.store.base import Fence, Store, TurnClose, TurnStanding
+from core.store.base import Fence, SessionRecord, Store, TurnClose, TurnStanding
 from core.store.log import new_session_id
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
@@ -69,9 +70,12 @@ class InboundHandler:
         rate_limits: RateLimits | None = None,
         external: ExternalTurns | None = None,
         patience: Patience | None = None,
+        session_reset: SessionReset | None = None,
     ) -> None:
         """`patience`: how the handler's own writes (the processed mark) wait out an outage of
-        the store (the turn runner's, unless given)."""
+        the store (the turn runner's, unless given). `session_reset`: when a person's
+        conversation starts afresh by itself (`[sessions]`); None: only on `/new`."""
+        self.session_reset = session_reset
         self.patience = patience or turns.patience
         self.store = store
         self.policy = policy
@@ -238,6 +242,11 @@ class InboundHandler:
         if not await self._within_rate(inbound, None if entry.admin or counted_before else tested):
             return None
         session = standing.session
+        if session is not None and found is None and self._reset_due(session):
+            # As `/new` does: a new current session, the old one kept.
+            key = inbound.session_key
+            session = await self.patience(lambda: self.store.create_session(key))
+            log.info("%s was idle past its reset: a new session %s", key, session.id)
         # A conversation's first turn makes its session under this id as the turn opens.
         session_id = new_session_id() if session is None else session.id
         turn = Turn(
@@ -249,6 +258,11 @@ class InboundHandler:
         )
         outcome = await self.turns.run(turn, cancel=cancel, fence=fence)
         return None if outcome is None else (turn, outcome)
+
+    def _reset_due(self, session: SessionRecord) -> bool:
+        """Whether `session` is over by `[sessions] reset_idle` / `reset_at`."""
+        reset = self.session_reset
+        return reset is not None and reset.due(session.updated_at, self._clock())
 
     async def _rate_test(self, inbound: Inbound) -> Tested | None:
         """How a person's message stands against the rate limits (None: nothing to test)."""

@@ -128,6 +128,8 @@ def test_windows_line_endings_and_a_bom_are_normalised(folder: Path) -> None:
     [
         ("max_steps = 0\n", "max_steps"),
         ("stream_buffer_size = 0\n", "stream_buffer_size"),
+        ('[sessions]\nreset_idle = "soon"\n', "sessions.reset_idle"),
+        ('[sessions]\nreset_at = "25:00"\n', "sessions.reset_at"),
         ("temprature = 0.5\n", "temprature"),
         ('[allow.telegram]\nuser = ["1"]\n', "allow.telegram.user"),
         ('group_replies = "sometimes"\n', "group_replies"),
