@@ -63,6 +63,7 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.rules import ScheduleLimits
 from core.scheduling.scheduler import Scheduler
 from core.scheduling.tools import schedule_tools
+from core.session_reset import SessionReset
 from core.store.base import Store
 from core.store.facts import FactStore
 from core.store.replies import ReplyRecords
@@ -79,6 +80,7 @@ from core.tools.base import Tool, ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
+from core.tools.tool_output import read_tool_output_tool
 from core.turns import (
     Contexts,
     InboundHandler,
@@ -306,6 +308,7 @@ async def worker_for(
                     *schedule_tools(book),
                     *memory_tools(facts, profile.name, redactor),
                     read_skill_tool(profile.skills),
+                    read_tool_output_tool(found.store),
                     web_fetch_tool(),
                     *_web_search(settings),
                     *workspace_tools(workspace),
@@ -319,6 +322,7 @@ async def worker_for(
                 tool_timeout=options.tool_timeout,
                 max_tokens=options.max_tokens,
                 max_spend_usd=options.max_spend_usd,
+                stream_buffer_size=options.stream_buffer_size,
             ),
             cost=price,
             prompt=profile.system_prompt(),
@@ -338,6 +342,7 @@ async def worker_for(
             hooks=ModelMetering(found.metrics, provider=provider.name, cost=price),
             models=choices,
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
+            tool_outputs=found.store,
         )
         if mcp is not None:
             mcp.keep_current(runtime.tools, modes)  # a server's later tools are offered too
@@ -377,6 +382,7 @@ async def worker_for(
             sweep_interval=2.0 if found.distributed else 1.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
             rate_limits=limiter,
+            session_reset=options.sessions if options.sessions.enabled else None,
         )
         yield Components(
             settings,
@@ -452,6 +458,7 @@ def assemble_worker(
     busy: BusyMode = "queue",
     busy_window: float = 1.5,
     pause: Pause = asyncio.sleep,
+    session_reset: SessionReset | None = None,
     **options: Any,
 ) -> Worker:
     """A worker and the turn path it runs, from their parts: the one place they are put
@@ -484,6 +491,7 @@ def assemble_worker(
         busy=busy,
         busy_window=busy_window,
         pause=pause,
+        session_reset=session_reset,
     )
     return Worker(
         bus=bus,

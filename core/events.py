@@ -18,6 +18,7 @@ __all__ = [
     "AgentEvent",
     "AgentEventAdapter",
     "Cancelled",
+    "CheckpointSaved",
     "Compacted",
     "ConfirmationDecided",
     "ConfirmationRequested",
@@ -26,6 +27,8 @@ __all__ = [
     "Joined",
     "ModelEvent",
     "Progress",
+    "RetryEnded",
+    "RetryStarted",
     "RunCompleted",
     "RunFailed",
     "RunStarted",
@@ -33,6 +36,7 @@ __all__ = [
     "TextDelta",
     "ToolFinished",
     "ToolRequested",
+    "TurnSettled",
 ]
 
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "content_filter", "other"]
@@ -60,7 +64,30 @@ class Finished(_Event):
     model: str = ""
 
 
-ModelEvent = Annotated[TextDelta | ToolCall | Finished, Field(discriminator="kind")]
+class RetryStarted(_Event):
+    """A model call failed before its first event and is tried again after `wait_s`."""
+
+    kind: Literal["retry_started"] = "retry_started"
+    provider: str
+    # The attempt about to start after the wait (2 for the first retry).
+    attempt: int
+    wait_s: float
+    error_kind: str
+    message: str
+
+
+class RetryEnded(_Event):
+    """The retries of a model call ended: an attempt answered, or the last one failed."""
+
+    kind: Literal["retry_ended"] = "retry_ended"
+    provider: str
+    attempts: int
+    outcome: Literal["succeeded", "failed"]
+
+
+ModelEvent = Annotated[
+    TextDelta | ToolCall | Finished | RetryStarted | RetryEnded, Field(discriminator="kind")
+]
 
 
 class RunStarted(_Event):
@@ -105,6 +132,23 @@ class ToolFinished(_Event):
     patched_by: list[str] = Field(default_factory=list)
     # What the tool ran with when a hook patched its arguments (scrubbed); None: unpatched.
     arguments: dict[str, Any] | None = None
+
+
+class CheckpointSaved(_Event):
+    """A step's results and the turn's checkpoint, moved on to `tool_rounds`, were written."""
+
+    kind: Literal["checkpoint_saved"] = "checkpoint_saved"
+    run_key: str
+    tool_rounds: int
+
+
+class TurnSettled(_Event):
+    """A person's turn is done for good: its message marked processed, its final reply (if
+    any) handed to the outbox; nothing of it runs again after a crash."""
+
+    kind: Literal["turn_settled"] = "turn_settled"
+    run_id: str
+    outcome: Literal["completed", "failed", "cancelled"]
 
 
 class Compacted(_Event):
@@ -202,7 +246,11 @@ AgentEvent = Annotated[
     | Joined
     | RunCompleted
     | RunFailed
-    | Cancelled,
+    | Cancelled
+    | RetryStarted
+    | RetryEnded
+    | CheckpointSaved
+    | TurnSettled,
     Field(discriminator="kind"),
 ]
 
@@ -220,4 +268,8 @@ LIFECYCLE_NAMES: dict[type[_Event], str] = {
     Joined: "agent.run.joined",
     ConfirmationRequested: "confirm.request",
     ConfirmationDecided: "confirm.decision",
+    RetryStarted: "retry.start",
+    RetryEnded: "retry.end",
+    CheckpointSaved: "checkpoint.saved",
+    TurnSettled: "turn.settled",
 }

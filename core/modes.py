@@ -28,12 +28,14 @@ __all__ = [
 
 # Tools whose effects stay within the asking user's own data: schedules made by a tool always
 # deliver to the chat they were asked in; `read_skill` reads the profile's own instructions;
-# memory tools read and write only the asking person's facts with this bot.
+# memory tools read and write only the asking person's facts with this bot; `read_tool_output`
+# reads only the cut results of this conversation's own tool calls.
 SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
     {
         "current_time",
         "calculator",
         READ_SKILL,
+        "read_tool_output",
         "schedule_create",
         "schedule_list",
         "schedule_cancel",

@@ -26,6 +26,7 @@ from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
 from core.ratelimit import RateLimitSettings
 from core.redact import Redactor
+from core.session_reset import SessionReset
 from core.skills import Skill
 from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
 from core.voice import VoiceSettings
@@ -84,6 +85,9 @@ class ProfileSettings(BaseModel):
     fallback: list[str] = Field(default_factory=list)
     # Spending limit per conversation in USD; unset: no limit.
     max_spend_usd: float | None = Field(default=None, ge=0)
+    # Events of a turn its reader (a chat, the web page) may leave unread before the model's
+    # stream waits for it (core/event_buffer.py).
+    stream_buffer_size: int = Field(default=256, ge=1, le=65_536)
     # Attempts per model call and the time they may take in all, for retryable failures.
     retry_attempts: int = Field(default=4, ge=1, le=20)
     retry_seconds: float = Field(default=60.0, gt=0)
@@ -138,6 +142,8 @@ class ProfileSettings(BaseModel):
     max_schedules_per_chat: int = Field(default=50, ge=0)
     # The HTTP hooks listener's targets and rate limit.
     hooks: HooksOptions = Field(default_factory=HooksOptions)
+    # Conversations that start afresh by themselves: `[sessions] reset_idle`, `reset_at`.
+    sessions: SessionReset = Field(default_factory=SessionReset)
     # Documents people send (PDF, DOCX, text, Markdown, CSV, JSON): `[documents] max_chars`
     # of each one's text for the model, `max_bytes` downloaded at most, `max_per_message`.
     documents: DocumentSettings = Field(default_factory=DocumentSettings)

@@ -40,13 +40,17 @@ from core.errors import (
     StoreError,
     Unavailable,
 )
+from core.event_buffer import EventBuffer
 from core.events import (
     AgentEvent,
     Cancelled,
+    CheckpointSaved,
     Compacted,
     Finished,
     Joined,
     Progress,
+    RetryEnded,
+    RetryStarted,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -73,6 +77,7 @@ from core.redact import Redactor
 from core.safety import LOOP_STOPPED
 from core.store.ledger import CostEntry, CostLedger
 from core.store.log import ConversationLog
+from core.store.tool_outputs import ToolOutputs
 from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
@@ -142,6 +147,7 @@ class AgentRuntime:
         patience: Patience | None = None,
         models: ModelChoices | None = None,
         tool_hooks: ToolHooks | None = None,
+        tool_outputs: ToolOutputs | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
         without a `compactor` old turns are only left out of requests, never summarized.
@@ -151,7 +157,8 @@ class AgentRuntime:
         `patience` waits out outages of the store (one for the whole worker: the turn path
         shares it, `bots/app.py`). `models`: what a session's chosen model (`run(model=)`)
         maps to; without it every turn uses `provider` and `model`. `tool_hooks`: the
-        operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py)."""
+        operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
+        keeps cut tool results whole for `read_tool_output`."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -179,6 +186,7 @@ class AgentRuntime:
             confirm=confirm,
             timeout=self.limits.tool_timeout,
             tool_hooks=tool_hooks,
+            outputs=tool_outputs,
         )
 
     async def run(
@@ -212,11 +220,13 @@ class AgentRuntime:
             state.provider, state.model = self.models.pick(model)
         else:
             state.provider, state.model = self.provider, self.model
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        # Bounded: a consumer that falls behind makes the model stream wait for it.
+        queue = EventBuffer(self.limits.stream_buffer_size)
+        state.room = queue.room
         flag = _Cancel()
         with log_context(run=run_id):  # the turn's task, and its log lines, carry the run id
             turn = asyncio.create_task(
-                self._turn(run_id, session_id, user_input, context, queue.put_nowait, flag, state),
+                self._turn(run_id, session_id, user_input, context, queue.put, flag, state),
                 name=f"turn:{session_id}",
             )
         watcher = asyncio.create_task(self._watch(cancel, turn, flag)) if cancel else None
@@ -514,7 +524,7 @@ class AgentRuntime:
             try:
                 await self.hooks.before_model(request)
                 text, calls, finished = await self._call_model(
-                    request, emit, state.streamed, provider=state.provider
+                    request, emit, state.streamed, provider=state.provider, room=state.room
                 )
             except ProviderError as exc:
                 if exc.kind == "context_overflow" and overflowed is None:
@@ -699,6 +709,7 @@ class AgentRuntime:
         streamed: list[str] | None = None,
         *,
         provider: Provider | None = None,
+        room: Callable[[], Awaitable[None]] | None = None,
     ) -> tuple[str, list[ToolCall], Finished]:
         parts: list[str] = []
         calls: list[ToolCall] = []
@@ -725,6 +736,10 @@ class AgentRuntime:
                     calls.append(self._scrubbed_call(event))
                 case Finished():
                     finished = event
+                case RetryStarted() | RetryEnded():
+                    emit(event)
+            if room is not None:
+                await room()  # the next piece is read once the consumer has caught up
         shown(scrubber.end())
         return "".join(parts), calls, finished
 
@@ -771,6 +786,8 @@ class AgentRuntime:
             ]
             rounds = step if index == len(groups) - 1 else None
             results += await self._persist(session_id, state, made, rounds=rounds)
+            if rounds is not None and state.checkpoint is not None:
+                emit(CheckpointSaved(run_key=state.checkpoint.run_key, tool_rounds=rounds))
         return results
 
     async def _context_for(self, context: ChannelContext, asked: str) -> str:

@@ -3,8 +3,9 @@
 Each call is checked against the chat's capability mode (a privileged one confirmed where the
 mode asks for it), guarded by the loop monitor, the runtime's hooks and the operator's tool
 hooks (`[hooks] before_tool` / `after_tool`, core/tool_hooks.py), run under the tool timeout,
-and its output redacted, cut to `MAX_TOOL_OUTPUT` characters and fenced when it looks like
-an injection. A failing tool is an error result the model reads, never a failed turn.
+and its output redacted, cut to `MAX_TOOL_OUTPUT` characters (the whole text kept in the store
+and the model told how to read on with `read_tool_output`) and fenced when it looks like an
+injection. A failing tool is an error result the model reads, never a failed turn.
 The runtime (`core/runtime.py`) stores the results; this module only runs the calls.
 """
 
@@ -17,13 +18,14 @@ from collections.abc import Callable
 from typing import Any
 
 from core.confirm import Confirm
-from core.errors import ToolError, ToolNotAllowed
+from core.errors import StoreError, ToolError, ToolNotAllowed
 from core.events import AgentEvent, ToolFinished, ToolRequested
 from core.hooks import HookChain
 from core.messages import ToolCall
 from core.modes import CapabilityMode
 from core.redact import Redactor
 from core.safety import ToolCallMonitor, fence_tool_output, scan_tool_output
+from core.store.tool_outputs import ToolOutputs
 from core.tool_hooks import ToolCallEvent, ToolHooks, ToolResultEvent
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 
@@ -47,10 +49,13 @@ class ToolCalls:
         confirm: Confirm | None,
         timeout: float,
         tool_hooks: ToolHooks | None = None,
+        outputs: ToolOutputs | None = None,
     ) -> None:
         """`confirm` asks the person before a privileged tool runs where the mode wants it;
         without it such calls are refused. `timeout`: the seconds one call may take.
-        `tool_hooks`: the operator's hooks from the profile's `[hooks]`."""
+        `tool_hooks`: the operator's hooks from the profile's `[hooks]`. `outputs` keeps the
+        whole text of a cut output (for `read_tool_output`); without it the rest is lost."""
+        self.outputs = outputs
         self.tools = tools
         self.hooks = hooks
         self.tool_hooks = tool_hooks or ToolHooks()
@@ -114,7 +119,7 @@ class ToolCalls:
         if self.tool_hooks.after:
             output, is_error = await self._after(call, mode, tool_context, output, is_error, hooked)
         if len(output) > MAX_TOOL_OUTPUT:
-            output = output[:MAX_TOOL_OUTPUT] + f"\n[output cut at {MAX_TOOL_OUTPUT} characters]"
+            output = await self._cut(call, output, tool_context)
         if flags := scan_tool_output(output):
             output = fence_tool_output(output, flags)
         hint = monitor.record_result(call.name, is_error=is_error)
@@ -135,6 +140,22 @@ class ToolCalls:
             )
         )
         return output, is_error
+
+    async def _cut(self, call: ToolCall, output: str, tool_context: ToolContext) -> str:
+        """`output` cut for the model; its whole (already scrubbed) text kept, when there is
+        a store for it, and the model told how to read on."""
+        shown = output[:MAX_TOOL_OUTPUT]
+        if self.outputs is not None:
+            try:
+                await self.outputs.keep_tool_output(tool_context.session_id, call.id, output)
+            except StoreError as exc:
+                log.warning("could not keep the whole output of %s: %s", call.name, exc)
+            else:
+                return (
+                    f"{shown}\n[output cut at {MAX_TOOL_OUTPUT} of {len(output)} characters; "
+                    f'read_tool_output(call_id="{call.id}", offset={MAX_TOOL_OUTPUT}) reads on]'
+                )
+        return f"{shown}\n[output cut at {MAX_TOOL_OUTPUT} characters]"
 
     async def _before(
         self, call: ToolCall, mode: CapabilityMode, tool_context: ToolContext, hooked: _Hooked

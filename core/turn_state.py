@@ -7,12 +7,15 @@ what `AgentRuntime` (`core/runtime.py`) keeps while the turn runs.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.arrivals import Arrivals
 from core.checkpoints import Checkpoint
 from core.context import Sanitizer
 from core.envelopes import Address
+from core.event_buffer import DEFAULT_STREAM_BUFFER_SIZE
 from core.fencing import Fence
 from core.messages import Message, Usage
 from core.modes import CapabilityMode
@@ -34,6 +37,8 @@ class RuntimeLimits(BaseModel):
     max_tokens: int = Field(default=4096, ge=1)
     # Spending limit per session in USD, checked before every model call; None: no limit.
     max_spend_usd: float | None = Field(default=None, ge=0)
+    # Events of a turn its consumer may leave unread before the model stream waits for it.
+    stream_buffer_size: int = Field(default=DEFAULT_STREAM_BUFFER_SIZE, ge=1, le=65_536)
 
 
 class ChannelContext(BaseModel):
@@ -97,3 +102,5 @@ class TurnState:
         # The provider and model this turn calls (the session's `/model` choice, or the default).
         self.provider: Provider
         self.model: str
+        # Waits while the turn's consumer has `stream_buffer_size` events unread (None: never).
+        self.room: Callable[[], Awaitable[None]] | None = None

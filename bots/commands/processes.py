@@ -504,8 +504,9 @@ def events(ctx: click.Context, as_json: bool, topic: str) -> None:
     """Print lifecycle events from the Redis bus as they happen (Ctrl-C stops).
 
     agent.run.start, agent.run.complete (with duration, usage and cost), agent.run.error,
-    tool.request, tool.result and agent.run.joined, from every worker. With `--topic
-    notifications`: each scheduled answer, failure alert and external notification,
+    tool.request, tool.result, agent.run.joined, retry.start / retry.end (a model call
+    retried), checkpoint.saved (after each tool round) and turn.settled, from every worker.
+    With `--topic notifications`: each scheduled answer, failure alert and external notification,
     delivered or not.
     """
     settings = settings_from(ctx)
@@ -531,6 +532,21 @@ async def _set(event: asyncio.Event) -> None:
     event.set()
 
 
+# What a lifecycle event's line shows of its data (`--json` shows all of it).
+_SHOWN_KEYS = (
+    "platform",
+    "name",
+    "duration_ms",
+    "cost_usd",
+    "attempt",
+    "wait_s",
+    "error_kind",
+    "attempts",
+    "outcome",
+    "tool_rounds",
+)
+
+
 async def _print_events(subscription: Subscription, as_json: bool) -> None:
     async for envelope in subscription:
         if isinstance(envelope, NotificationSent | NotificationFailed):
@@ -542,9 +558,7 @@ async def _print_events(subscription: Subscription, as_json: bool) -> None:
             click.echo(envelope.model_dump_json())
             continue
         data = envelope.data
-        details = " ".join(
-            f"{k}={data[k]}" for k in ("platform", "name", "duration_ms", "cost_usd") if k in data
-        )
+        details = " ".join(f"{k}={data[k]}" for k in _SHOWN_KEYS if k in data)
         click.echo(
             f"{envelope.at:%H:%M:%S} {envelope.name:<20} {envelope.session_key} {details}".rstrip()
         )

@@ -10,7 +10,7 @@ model per event.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import anthropic
@@ -101,6 +101,11 @@ class AnthropicProvider:
             # is encoded once and reused by later steps and turns.
             body = encode_body(self._params(request), self._messages_json(request.messages))
             # Events as decoded JSON: a typed model per event is work nobody reads.
+            if not request.stream:
+                answer = await self._client.post("/v1/messages", cast_to=object, content=body)
+                for event in self._whole_events(answer, request.model):
+                    yield event
+                return
             response = await self._client.post(
                 "/v1/messages",
                 cast_to=object,
@@ -135,7 +140,7 @@ class AnthropicProvider:
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "stream": True,
+            "stream": request.stream,
         }
         if request.system:
             params["system"] = [
@@ -196,6 +201,22 @@ class AnthropicProvider:
             raise ProviderError(
                 "server", "anthropic's answer was cut off before its end", provider=self.name
             )
+        yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
+
+    def _whole_events(self, answer: object, model: str) -> Iterator[ModelEvent]:
+        """The events of a non-streamed message: its text, its tool calls, `Finished`."""
+        if not isinstance(answer, dict) or answer.get("type") != "message":
+            raise ProviderError("server", "anthropic sent no message", provider=self.name)
+        for block in answer.get("content") or ():
+            if block.get("type") == "text" and block.get("text"):
+                yield TextDelta(text=str(block["text"]))
+            elif block.get("type") == "tool_use":
+                arguments = block.get("input")
+                yield tool_call_from_json(
+                    str(block.get("id", "")), str(block.get("name", "")), dumps(arguments or {})
+                )
+        stop = _STOP_REASONS.get(str(answer.get("stop_reason") or ""), "other")
+        usage = _usage(answer.get("usage") or {})
         yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
 
 

@@ -41,6 +41,9 @@ class ModelRequest(BaseModel):
     tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int = 4096
     temperature: float | None = None
+    # False asks for the whole answer in one response: the one call `ReliableProvider` makes
+    # when a stream failed before its first event. Providers without such a call stream.
+    stream: bool = True
 
 
 class Completion(BaseModel):

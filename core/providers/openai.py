@@ -12,7 +12,7 @@ client-side cost.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 from urllib.parse import urlparse
 
@@ -104,6 +104,11 @@ class OpenAIProvider:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one Chat Completions call as model events."""
         try:
+            if not request.stream:
+                answer = await self._post_whole(self._body(request))
+                for event in self._whole_events(answer, request.model):
+                    yield event
+                return
             response = await self._post(self._body(request))
             async with response:
                 async for event in self._events(response, request.model):
@@ -135,6 +140,21 @@ class OpenAIProvider:
             url = f"{self._client.base_url}chat/completions"
             raise openai.APIConnectionError(request=httpx2.Request("POST", url)) from exc
 
+    async def _post_whole(self, body: bytes) -> object:
+        """The whole (non-streamed) answer to `body` as decoded JSON, through the same `post`."""
+        try:
+            return await self._client.post(
+                "/chat/completions",
+                cast_to=object,
+                content=body,
+                options={"security": {"bearer_auth": True}},
+            )
+        except openai.APIError:
+            raise
+        except Exception as exc:
+            url = f"{self._client.base_url}chat/completions"
+            raise openai.APIConnectionError(request=httpx2.Request("POST", url)) from exc
+
     def _body(self, request: ModelRequest) -> bytes:
         """The request as JSON; each message is translated and encoded once, later steps and
         turns reuse it."""
@@ -149,10 +169,11 @@ class OpenAIProvider:
                 messages.append(encoded)
         fields: dict[str, Any] = {
             "model": request.model,
-            "stream": True,
-            "stream_options": {"include_usage": True},
+            "stream": request.stream,
             self._max_tokens_field: request.max_tokens,
         }
+        if request.stream:
+            fields["stream_options"] = {"include_usage": True}
         if request.temperature is not None:
             fields["temperature"] = request.temperature
         tools = (
@@ -199,6 +220,32 @@ class OpenAIProvider:
             yield tool_call_from_json(call_id, "".join(names), "".join(arguments))
         if calls and stop == "end_turn":
             stop = "tool_use"
+        yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
+
+    def _whole_events(self, answer: object, model: str) -> Iterator[ModelEvent]:
+        """The events of a non-streamed answer: its text, its tool calls, `Finished`."""
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if not choices or not isinstance(choices[0], dict):
+            raise ProviderError(
+                "server", "openai sent an answer without a choice", provider=self.name
+            )
+        choice = choices[0]
+        message = choice.get("message") or {}
+        if message.get("content"):
+            yield TextDelta(text=str(message["content"]))
+        calls = message.get("tool_calls") or ()
+        for index, call in enumerate(calls):
+            function = call.get("function") or {}
+            yield tool_call_from_json(
+                str(call.get("id") or f"call_{index}"),
+                str(function.get("name") or ""),
+                str(function.get("arguments") or ""),
+            )
+        stop = _STOP_REASONS.get(str(choice.get("finish_reason") or ""), "other")
+        if calls and stop == "end_turn":
+            stop = "tool_use"
+        reported = answer.get("usage") if isinstance(answer, dict) else None
+        usage = _usage(reported) if isinstance(reported, dict) else Usage()
         yield Finished(stop_reason=stop, usage=usage, provider=self.name, model=model)
 
 

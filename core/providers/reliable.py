@@ -2,7 +2,9 @@
 
 `ReliableProvider` retries failures that may pass (rate limits, overload, server errors,
 timeouts) with tenacity, honouring the API's `retry-after`, within a total time bound, and only
-before the first event streamed: once text reached the user a retry would repeat it. Each
+before the first event streamed: once text reached the user a retry would repeat it. A stream
+that still failed before its first event with a server fault (a cut stream included) is
+followed by one non-streamed call of the same request, unless the breaker opened. Each
 attempt has a deadline for the whole call (`call_timeout`), streaming included; the waits
 between attempts count toward the retry bound (`max_seconds`), never toward that deadline, so
 a failure is reported for what it was (overloaded, rate limited), not as slowness. Each
@@ -29,7 +31,7 @@ from tenacity import (
 )
 
 from core.errors import ProviderError
-from core.events import ModelEvent
+from core.events import ModelEvent, RetryEnded, RetryStarted
 from core.providers.base import ModelRequest, Provider
 
 __all__ = [
@@ -44,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # Failures that say nothing about the provider's health: the request itself was the problem.
 _REQUEST_FAULTS = frozenset({"bad_request", "content_blocked", "context_overflow"})
+# Failures of a stream that the same request unstreamed may get past: a broken stream or a
+# server fault. Not a rate limit or a rejected key (they refuse every way of asking), nor a
+# timeout (a whole answer takes at least as long as its first piece).
+_STREAM_FAULTS = frozenset({"server"})
 
 
 class RetryPolicy(BaseModel):
@@ -150,7 +156,11 @@ class ReliableProvider:
         await self.inner.aclose()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """The inner stream, retried until its first event; `ProviderError` on failure."""
+        """The inner stream, retried until its first event; `ProviderError` on failure.
+
+        Each wait before a retry is announced (`RetryStarted`) and the retries' end too
+        (`RetryEnded`), so the turn's lifecycle shows a model call that is being retried.
+        """
         if not self.breaker.allow():
             raise ProviderError(
                 "unavailable",
@@ -159,19 +169,53 @@ class ReliableProvider:
             )
         events: AsyncGenerator[ModelEvent, None] | None = None
         first: ModelEvent | None = None
+        # Tenacity decides whether and how long to wait; the wait itself is made here, after
+        # the event announcing it is out (a generator cannot yield from tenacity's sleep).
+        waits: list[tuple[ProviderError, float]] = []
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.policy.max_attempts)
             | stop_before_delay(self.policy.max_seconds),
             wait=self._wait,
             retry=retry_if_exception(self._should_retry),
-            before_sleep=self._log_retry,
+            before_sleep=lambda state: self._note_retry(state, waits),
             reraise=True,
-            sleep=self._sleep,
+            sleep=_no_wait,
         )
-        async for attempt in retrying:
-            with attempt:
-                events = self._attempt(request)
-                first = await anext(events)
+        attempts = 0
+        try:
+            async for attempt in retrying:
+                if waits:
+                    error, wait = waits.pop()
+                    yield RetryStarted(
+                        provider=self.name,
+                        attempt=attempts + 1,
+                        wait_s=round(wait, 3),
+                        error_kind=error.kind,
+                        message=str(error),
+                    )
+                    await self._sleep(wait)
+                attempts += 1
+                with attempt:
+                    events = self._attempt(request)
+                    first = await anext(events)
+        except ProviderError as exc:
+            if attempts > 1:
+                yield RetryEnded(provider=self.name, attempts=attempts, outcome="failed")
+            unstreamed = self.breaker.state is BreakerState.CLOSED and exc.kind in _STREAM_FAULTS
+            if not request.stream or not unstreamed:
+                raise
+            # The stream never gave a first event: some proxies and servers break streams
+            # that a whole answer gets through, so the same request is asked once unstreamed.
+            log.warning(
+                "%s stream failed before its first event (%s); asking once without streaming",
+                self.name,
+                exc,
+            )
+            events = self._attempt(request.model_copy(update={"stream": False}))
+            first = await anext(events)
+        else:
+            if attempts > 1:
+                yield RetryEnded(provider=self.name, attempts=attempts, outcome="succeeded")
         assert events is not None and first is not None
         try:
             yield first
@@ -233,9 +277,11 @@ class ReliableProvider:
             return exc.retry_after
         return float(self._backoff(state))
 
-    def _log_retry(self, state: RetryCallState) -> None:
+    def _note_retry(self, state: RetryCallState, waits: list[tuple[ProviderError, float]]) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         wait = state.upcoming_sleep
+        if isinstance(exc, ProviderError):
+            waits.append((exc, wait))
         log.warning(
             "%s call failed (attempt %d): %s; retrying in %.1fs",
             self.name,
@@ -243,6 +289,10 @@ class ReliableProvider:
             exc,
             wait,
         )
+
+
+async def _no_wait(_seconds: float) -> None:
+    """Tenacity's sleep: none (the stream waits itself, see `ReliableProvider.stream`)."""
 
 
 class FallbackProvider:
@@ -270,7 +320,8 @@ class FallbackProvider:
             started = False
             try:
                 async for event in provider.stream(attempt):
-                    started = True
+                    # A retry's notice is not an answer begun: the next provider may still try.
+                    started = started or not isinstance(event, RetryStarted | RetryEnded)
                     yield event
                 return
             except ProviderError as exc:

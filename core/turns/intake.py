@@ -29,13 +29,14 @@ from core.mailbox.base import Claim
 from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
+from core.session_reset import SessionReset
 from core.stopping import NOT_YOURS, STOPPED
-from core.store.base import Fence, Store, TurnClose, TurnStanding
+from core.store.base import Fence, SessionRecord, Store, TurnClose, TurnStanding
 from core.store.log import new_session_id
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
 from core.turns.steering import Pause, Steering
-from core.turns.turn import Contexts, Turn, TurnRunner
+from core.turns.turn import Contexts, Outcome, Turn, TurnRunner
 
 __all__ = ["REFUSAL_TEXT", "ExternalTurns", "InboundHandler"]
 
@@ -75,14 +76,18 @@ class InboundHandler:
         busy: BusyMode = "queue",
         busy_window: float = 1.5,
         pause: Pause = asyncio.sleep,
+        session_reset: SessionReset | None = None,
     ) -> None:
         """`patience`: how the handler's own writes (the processed mark) wait out an outage of
         the store (the turn runner's, unless given). `busy`: what the person's messages that
         come while their turn runs do (`core/turns/steering.py`; `busy_window`: seconds
-        "collect" waits from the first message's arrival, through `pause`)."""
+        "collect" waits from the first message's arrival, through `pause`). `session_reset`:
+        when a person's conversation starts afresh by itself (`[sessions]`); None: only on
+        `/new`."""
         self.busy = busy
         self.busy_window = busy_window
         self._pause = pause
+        self.session_reset = session_reset
         self.patience = patience or turns.patience
         self.store = store
         self.policy = policy
@@ -131,6 +136,7 @@ class InboundHandler:
         if standing.processed:
             log.info("skipping %s: already answered", inbound.dedupe_key)
             return
+        ran: tuple[Turn, Outcome] | None = None
         if entry.action == "ignore":
             pass  # a group message for someone else: read, not answered
         elif entry.action == "refuse":
@@ -144,8 +150,10 @@ class InboundHandler:
             if await self._within_rate(inbound, None if entry.admin else tested):
                 await self._command(inbound, entry)
         else:
-            await self._turn(inbound, entry, standing, tested, cancel, fence, claim)
+            ran = await self._turn(inbound, entry, standing, tested, cancel, fence, claim)
         await self._close(inbound, fence)
+        if ran is not None:
+            await self.turns.settled(*ran)
 
     async def _close(self, inbound: Inbound, fence: Fence | None) -> None:
         """The message's last write: its processed mark, its turn's checkpoint (if it has one)
@@ -229,11 +237,12 @@ class InboundHandler:
         cancel: asyncio.Event,
         fence: Fence | None,
         claim: Claim | None = None,
-    ) -> None:
+    ) -> tuple[Turn, Outcome] | None:
         """Run a turn answering `inbound`, as the message stands (`standing.checkpoint`: a
-        resumed turn's, from before a crash) and once the rate limits let it."""
+        resumed turn's, from before a crash) and once the rate limits let it. The turn and its
+        outcome, if it ran to one."""
         if not inbound.text.strip() and not inbound.images and not inbound.documents:
-            return
+            return None
         limit = self.policy.max_input_chars
         if len(inbound.text) > limit:
             await self.outbox.send(
@@ -242,17 +251,22 @@ class InboundHandler:
                 f"That message is too long ({len(inbound.text):,} characters; the limit is "
                 f"{limit:,}). Please send a shorter one.",
             )
-            return
+            return None
         found = standing.checkpoint
         if found is not None and found.status == "abandoned":
             log.info("skipping %s: abandoned after a restart", inbound.dedupe_key)
-            return  # the user was told to send it again
+            return None  # the user was told to send it again
         # Counted before the turn opens (its checkpoint saved with it): a turn resumed from
         # its checkpoint was counted when it first came. Admins are not limited.
         counted_before = found is not None and found.counted
         if not await self._within_rate(inbound, None if entry.admin or counted_before else tested):
-            return
+            return None
         session = standing.session
+        if session is not None and found is None and self._reset_due(session):
+            # As `/new` does: a new current session, the old one kept.
+            key = inbound.session_key
+            session = await self.patience(lambda: self.store.create_session(key))
+            log.info("%s was idle past its reset: a new session %s", key, session.id)
         # A conversation's first turn makes its session under this id as the turn opens.
         session_id = new_session_id() if session is None else session.id
         turn = Turn(
@@ -263,7 +277,13 @@ class InboundHandler:
             model=None if session is None else session.model,
             arrivals=self._steering(inbound, claim),
         )
-        await self.turns.run(turn, cancel=cancel, fence=fence)
+        outcome = await self.turns.run(turn, cancel=cancel, fence=fence)
+        return None if outcome is None else (turn, outcome)
+
+    def _reset_due(self, session: SessionRecord) -> bool:
+        """Whether `session` is over by `[sessions] reset_idle` / `reset_at`."""
+        reset = self.session_reset
+        return reset is not None and reset.due(session.updated_at, self._clock())
 
     def _steering(self, inbound: Inbound, claim: Claim | None) -> Steering | None:
         """Where the messages joining `inbound`'s turn come from (None: they wait their turn)."""

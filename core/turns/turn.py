@@ -27,6 +27,7 @@ from core.events import (
     RunStarted,
     TextDelta,
     ToolRequested,
+    TurnSettled,
 )
 from core.messages import Message
 from core.modes import ModeCatalog
@@ -170,6 +171,18 @@ class TurnRunner:
         finally:
             await stream.close()
         return outcome
+
+    async def settled(self, turn: Turn, outcome: Outcome) -> None:
+        """Publish `turn.settled`: the turn's message is marked processed and its final reply
+        handed to the outbox (call it after both)."""
+        match outcome:
+            case RunCompleted():
+                event = TurnSettled(run_id=outcome.run_id, outcome="completed")
+            case RunFailed():
+                event = TurnSettled(run_id=outcome.run_id, outcome="failed")
+            case Cancelled():
+                event = TurnSettled(run_id=outcome.run_id, outcome="cancelled")
+        await self.lifecycle.publish(event, turn.session_id, outcome.run_id, turn.context)
 
     async def _show(
         self, inbound: Inbound, event: AgentEvent, policy: StreamPolicy, stream: ReplyStream

@@ -15,7 +15,7 @@ from core.providers.anthropic import AnthropicProvider
 from core.providers.base import Provider, complete
 from core.providers.openai import OpenAIProvider
 from core.providers.reliable import ReliableProvider, RetryPolicy
-from tests.fakes import Cut, FakeAnthropic, FakeOpenAI, Text
+from tests.fakes import Cut, Error, FakeAnthropic, FakeOpenAI, Text, ToolUse
 from tests.integration.helpers import GPT, SONNET, RecordingSleep, request
 
 Vendor = tuple[FakeAnthropic | FakeOpenAI, Provider, str]
@@ -77,3 +77,61 @@ async def test_a_stream_cut_after_text_is_not_retried(vendor: Vendor) -> None:
     assert "cut off" in str(caught.value)
     assert len(fake.requests) == 1
     assert fake.pending == 1
+
+
+async def test_a_stream_cut_before_any_text_falls_back_to_one_whole_answer(
+    vendor: Vendor,
+) -> None:
+    """Retries spent on a stream that never gave a first event: the same request, unstreamed."""
+    fake, provider, model = vendor
+    fake.script(Cut(), Text("The whole answer, in one response."))
+    reliable = ReliableProvider(provider, policy=RetryPolicy(max_attempts=1))
+
+    completion = await complete(reliable, request(model))
+
+    assert completion.text == "The whole answer, in one response."
+    assert completion.stop_reason == "end_turn"
+    assert [r.json.get("stream") for r in fake.requests] == [True, False]
+    assert fake.requests[0].json["messages"] == fake.requests[1].json["messages"]
+
+
+async def test_the_whole_answer_after_a_cut_stream_carries_its_tool_calls(vendor: Vendor) -> None:
+    fake, provider, model = vendor
+    fake.script(Cut(), ToolUse([("call_1", "calculator", {"expression": "6*7"})], text="Let me."))
+    reliable = ReliableProvider(provider, policy=RetryPolicy(max_attempts=1))
+
+    completion = await complete(reliable, request(model))
+
+    assert completion.text == "Let me."
+    assert [(c.id, c.name, c.arguments) for c in completion.tool_calls] == [
+        ("call_1", "calculator", {"expression": "6*7"})
+    ]
+    assert completion.stop_reason == "tool_use"
+    assert completion.usage.output_tokens == 5
+
+
+async def test_only_one_unstreamed_call_follows_a_failed_stream(vendor: Vendor) -> None:
+    fake, provider, model = vendor
+    fake.script(Cut(), Cut(), Text("never asked for"))
+    reliable = ReliableProvider(provider, policy=RetryPolicy(max_attempts=1))
+
+    with pytest.raises(ProviderError) as caught:
+        await complete(reliable, request(model))
+
+    assert caught.value.kind == "server"
+    assert [r.json.get("stream") for r in fake.requests] == [True, False]
+    assert fake.pending == 1
+
+
+async def test_a_rate_limited_stream_is_not_asked_again_unstreamed(vendor: Vendor) -> None:
+    """A rate limit refuses every way of asking: no extra call on top of the retries."""
+    fake, provider, model = vendor
+    limited = "rate_limit_error" if isinstance(fake, FakeAnthropic) else "rate_limit_exceeded"
+    fake.script(Error(429, limited), Text("never asked for"))
+    reliable = ReliableProvider(provider, policy=RetryPolicy(max_attempts=1))
+
+    with pytest.raises(ProviderError) as caught:
+        await complete(reliable, request(model))
+
+    assert caught.value.kind == "rate_limit"
+    assert len(fake.requests) == 1

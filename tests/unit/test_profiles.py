@@ -43,7 +43,10 @@ def folder(tmp_path: Path) -> Path:
 
 
 def test_every_file_kind_is_read(folder: Path) -> None:
-    write(folder / "profile.toml", 'model = "m1"\nmax_steps = 3\n[modes]\ntelegram = "full"\n')
+    write(
+        folder / "profile.toml",
+        'model = "m1"\nmax_steps = 3\nstream_buffer_size = 32\n[modes]\ntelegram = "full"\n',
+    )
     write(folder / "SOUL.md", "\nI am Soul.\n\n")
     write(folder / "MEMORY.md", "The office moved to Lyon.\n")
     write(folder / "USER.md", "Ana prefers short answers.\n")
@@ -55,6 +58,7 @@ def test_every_file_kind_is_read(folder: Path) -> None:
     assert profile.name == "bot"
     assert profile.settings.model == "m1"
     assert profile.settings.max_steps == 3
+    assert profile.settings.stream_buffer_size == 32
     assert profile.settings.modes == {"telegram": "full"}
     assert profile.identity == "I am Soul."
     assert profile.system is None
@@ -123,6 +127,9 @@ def test_windows_line_endings_and_a_bom_are_normalised(folder: Path) -> None:
     ("toml", "key"),
     [
         ("max_steps = 0\n", "max_steps"),
+        ("stream_buffer_size = 0\n", "stream_buffer_size"),
+        ('[sessions]\nreset_idle = "soon"\n', "sessions.reset_idle"),
+        ('[sessions]\nreset_at = "25:00"\n', "sessions.reset_at"),
         ("temprature = 0.5\n", "temprature"),
         ('[allow.telegram]\nuser = ["1"]\n', "allow.telegram.user"),
         ('group_replies = "sometimes"\n', "group_replies"),

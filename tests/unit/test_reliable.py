@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from core.errors import ProviderError
-from core.events import Finished, ModelEvent, TextDelta
+from core.events import Finished, ModelEvent, RetryEnded, RetryStarted, TextDelta
 from core.messages import Message
 from core.providers import ModelRequest, Provider, ScriptedProvider, text_reply
 from core.providers.reliable import (
@@ -112,7 +112,8 @@ async def test_attempts_are_bounded() -> None:
     with pytest.raises(ProviderError):
         await collect(provider)
 
-    assert len(inner.requests) == 3
+    # Three streamed attempts, then the one unstreamed call a failed stream gets.
+    assert [r.stream for r in inner.requests] == [True, True, True, False]
 
 
 async def test_a_wait_past_the_total_bound_is_not_started() -> None:
@@ -327,3 +328,100 @@ async def test_finished_is_passed_through_with_usage() -> None:
     events = await collect(provider)
 
     assert events[-1] == Finished(provider="p", model="m")
+
+
+class Announced:
+    """Collects a stream's events, noting the waits already made when each one came."""
+
+    def __init__(self, sleeps: Sleeps) -> None:
+        self.sleeps = sleeps
+        self.events: list[tuple[ModelEvent, int]] = []
+
+    async def collect(self, provider: Provider) -> None:
+        async for event in provider.stream(REQUEST):
+            self.events.append((event, len(self.sleeps.waits)))
+
+
+async def test_each_retry_is_announced_before_its_wait_and_the_retries_end_is_too() -> None:
+    provider, inner, sleeps = reliable(
+        [
+            error("overloaded", retry_after=2.0),
+            error("rate_limit", retry_after=3.0),
+            text_reply("finally"),
+        ]
+    )
+    seen = Announced(sleeps)
+
+    await seen.collect(provider)
+
+    assert seen.events[:3] == [
+        (
+            RetryStarted(
+                provider="scripted",
+                attempt=2,
+                wait_s=2.0,
+                error_kind="overloaded",
+                message="overloaded happened",
+            ),
+            0,
+        ),
+        (
+            RetryStarted(
+                provider="scripted",
+                attempt=3,
+                wait_s=3.0,
+                error_kind="rate_limit",
+                message="rate_limit happened",
+            ),
+            1,
+        ),
+        (RetryEnded(provider="scripted", attempts=3, outcome="succeeded"), 2),
+    ]
+    assert seen.events[3][0] == TextDelta(text="finally")
+    assert sleeps.waits == [2.0, 3.0]
+    assert len(inner.requests) == 3
+
+
+async def test_retries_that_all_fail_end_with_a_failed_retry_end_before_the_error() -> None:
+    provider, _, _ = reliable([error("overloaded")] * 3, attempts=2)
+    seen: list[ModelEvent] = []
+
+    with pytest.raises(ProviderError) as raised:
+        async for event in provider.stream(REQUEST):
+            seen.append(event)
+
+    assert raised.value.kind == "overloaded"
+    assert [type(e) for e in seen] == [RetryStarted, RetryEnded]
+    assert seen[1] == RetryEnded(provider="scripted", attempts=2, outcome="failed")
+
+
+async def test_a_call_answered_at_once_announces_no_retry() -> None:
+    provider, _, _ = reliable([text_reply("at once")])
+
+    events = await collect(provider)
+
+    assert not [e for e in events if isinstance(e, RetryStarted | RetryEnded)]
+
+
+async def test_a_server_failure_before_the_first_event_is_asked_once_unstreamed() -> None:
+    provider, inner, _ = reliable(
+        [error("server"), error("server"), text_reply("whole")], attempts=2
+    )
+
+    events = await collect(provider)
+
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta(text="whole")]
+    assert [r.stream for r in inner.requests] == [True, True, False]
+    assert inner.requests[2].messages == REQUEST.messages
+
+
+async def test_a_retried_provider_that_gives_up_still_hands_over_to_the_next_of_the_chain() -> None:
+    """The retry notices are not an answer begun: the chain moves on as before."""
+    primary, _, _ = reliable([error("overloaded")] * 2, attempts=2)
+    secondary = ScriptedProvider([text_reply("from the second")], name="second")
+    chain = FallbackProvider([(primary, "primary-model"), (secondary, "second-model")])
+
+    events = await collect(chain)
+
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta(text="from the second")]
+    assert secondary.requests[0].model == "second-model"

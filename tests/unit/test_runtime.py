@@ -23,6 +23,8 @@ from core.events import (
     Finished,
     ModelEvent,
     Progress,
+    RetryEnded,
+    RetryStarted,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -512,6 +514,33 @@ async def test_an_overloaded_model_is_reported_as_unavailable_not_as_slow(
     assert isinstance(failed, RunFailed)
     assert failed.failure == "provider"
     assert failed.message == MODEL_UNAVAILABLE
+
+
+async def test_a_retried_model_call_shows_its_retries_among_the_turn_events(
+    store: SqlStore, session_id: str
+) -> None:
+    async def no_wait(_seconds: float) -> None:
+        """The retry's wait, made at once."""
+
+    overloaded = ProviderError("overloaded", "529", provider="scripted", retry_after=4.0)
+    runtime = AgentRuntime(
+        provider=ReliableProvider(
+            ScriptedProvider([overloaded, text_reply("there you are")]), sleep=no_wait
+        ),
+        model="m",
+        tools=ToolRegistry(),
+        store=store,
+    )
+
+    events = await run_turn(runtime, session_id, "hello?")
+
+    [started] = of_type(events, RetryStarted)
+    [ended] = of_type(events, RetryEnded)
+    assert (started.attempt, started.wait_s, started.error_kind) == (2, 4.0, "overloaded")
+    assert (ended.attempts, ended.outcome) == (2, "succeeded")
+    assert events.index(started) < events.index(ended) < events.index(of_type(events, TextDelta)[0])
+    assert isinstance(events[-1], RunCompleted)
+    assert events[-1].text == "there you are"
 
 
 async def test_a_tool_that_does_not_finish_in_time_becomes_an_error_and_the_loop_continues(

@@ -597,9 +597,9 @@ async def test_the_capability_mode_comes_from_the_channel_policy(
 
 
 async def lifecycle_of_one_turn(
-    bus: MemoryBus, worker: Worker, inbound: Inbound
+    bus: MemoryBus, worker: Worker, inbound: Inbound, *, until: str = "agent.run.complete"
 ) -> list[EventEnvelope]:
-    """The events topic's envelopes while the worker answers `inbound`, up to its end."""
+    """The events topic's envelopes while the worker answers `inbound`, up to `until`."""
     outbox = Outbox(bus)
     subscription = await bus.subscribe(EVENTS)
     events = aiter(subscription)
@@ -608,7 +608,7 @@ async def lifecycle_of_one_turn(
         async with running(worker):
             await hand_in(worker, inbound)
             await outbox.turn_of(inbound)
-            while not seen or seen[-1].name != "agent.run.complete":
+            while not seen or seen[-1].name != until:
                 envelope = await asyncio.wait_for(anext(events), PATIENCE)
                 assert isinstance(envelope, EventEnvelope)
                 seen.append(envelope)
@@ -625,14 +625,20 @@ async def test_lifecycle_events_are_published_on_the_events_topic(
         text_reply("4"),
     ]
     worker, _ = make_worker(bus, store, script, tools=builtin_tools())
-    seen = await lifecycle_of_one_turn(bus, worker, message("2+2?"))
+    inbound = message("2+2?")
+    seen = await lifecycle_of_one_turn(bus, worker, inbound, until="turn.settled")
 
     assert [e.name for e in seen] == [
         "agent.run.start",
         "tool.request",
         "tool.result",
+        "checkpoint.saved",
         "agent.run.complete",
+        "turn.settled",
     ]
+    assert seen[3].data["tool_rounds"] == 1
+    assert seen[3].data["run_key"] == inbound.dedupe_key
+    assert seen[5].data["outcome"] == "completed"
     session = await store.current_session(TERMINAL.session_key)
     run_id = seen[0].data["run_id"]
     assert run_id
@@ -641,7 +647,7 @@ async def test_lifecycle_events_are_published_on_the_events_topic(
     }
     assert seen[1].data["arguments"] == {"expression": "2+2"}
     assert seen[2].data["output"] == "2+2 = 4"
-    assert seen[3].data["text"] == "4"
+    assert seen[4].data["text"] == "4"
 
 
 async def test_a_provider_failure_is_answered_with_an_apology_marked_failed(
@@ -1051,3 +1057,34 @@ async def test_a_turn_whose_count_meets_a_redis_outage_waits_for_it_and_is_answe
 
     assert [(o.text, o.failed) for o in sent if o.ends_turn] == [("Hello Alice!", False)]
     assert len(provider.requests) == 1
+
+
+async def test_turn_settled_is_published_once_the_message_is_marked_and_answered(
+    bus: MemoryBus, store: SqlStore
+) -> None:
+    worker, _ = make_worker(bus, store, [text_reply("hello there")])
+    outbox = Outbox(bus)
+    inbound = message("hi")
+    subscription = await bus.subscribe(EVENTS)
+    events = aiter(subscription)
+    try:
+        async with running(worker):
+            await hand_in(worker, inbound)
+            seen: list[EventEnvelope] = []
+            while not seen or seen[-1].name != "turn.settled":
+                envelope = await asyncio.wait_for(anext(events), PATIENCE)
+                assert isinstance(envelope, EventEnvelope)
+                seen.append(envelope)
+            marked_when_settled = await store.is_processed(inbound.dedupe_key)
+            sent = await outbox.turn_of(inbound)
+    finally:
+        await subscription.aclose()
+
+    assert [e.name for e in seen] == ["agent.run.start", "agent.run.complete", "turn.settled"]
+    assert marked_when_settled
+    assert (sent[-1].kind, sent[-1].text) == ("reply", "hello there")
+    assert seen[-1].data == {
+        "run_id": seen[0].data["run_id"],
+        "outcome": "completed",
+        "platform": "terminal",
+    }

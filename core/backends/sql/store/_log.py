@@ -12,7 +12,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store._base import SqlBase
 from core.backends.sql.store._dialect import lock_for_transaction, upsert
-from core.backends.sql.store._tables import fences, messages, reopened, sessions, summaries
+from core.backends.sql.store._tables import (
+    fences,
+    messages,
+    reopened,
+    sessions,
+    summaries,
+    tool_outputs,
+)
 from core.errors import StoreError
 from core.fencing import Fence, FenceOvertaken
 from core.messages import Message
@@ -153,9 +160,10 @@ class SqlLog(SqlBase):
             return await summary_of(db, session_id)
 
     async def delete_session(self, session_id: str) -> bool:
-        """Delete the session's record, messages, summaries and reopen mark; keep its costs."""
+        """Delete the session's record, messages, summaries, reopen mark and kept tool outputs;
+        keep its costs."""
         async with self._begin(f"delete session {session_id!r}") as db:
-            for table in (messages, summaries, reopened):
+            for table in (messages, summaries, reopened, tool_outputs):
                 await db.execute(delete(table).where(table.c.session_id == session_id))
             deleted = await db.execute(delete(_s).where(_s.c.id == session_id))
             return deleted.rowcount == 1

@@ -37,6 +37,7 @@ __all__ = [
     "seen",
     "sessions",
     "summaries",
+    "tool_outputs",
 ]
 
 metadata = MetaData()
@@ -210,4 +211,14 @@ reply_records = Table(
     Column("key", Text, primary_key=True),
     Column("body", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+# The whole output of a tool call the model was shown cut (`core/store/tool_outputs.py`).
+tool_outputs = Table(
+    "tool_outputs",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("call_id", Text, primary_key=True),
+    Column("text", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
 )
