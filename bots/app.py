@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from bots.images import image_generator
-from bots.limits import budget_guard, open_rate_limits
+from bots.limits import admin_dms, budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
@@ -63,6 +63,7 @@ from core.scheduling.tools import schedule_tools
 from core.store.base import Store
 from core.store.facts import FactStore
 from core.store.replies import ReplyRecords
+from core.takeover import Takeovers
 from core.tools import (
     FileDrop,
     WorkspaceSettings,
@@ -363,6 +364,7 @@ async def worker_for(
             sweep_interval=2.0 if found.distributed else 1.0,
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
             rate_limits=limiter,
+            takeovers=Takeovers(found.store, bus=found.bus, admin_dms=admin_dms(options.admins)),
         )
         yield Components(
             settings,

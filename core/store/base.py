@@ -14,6 +14,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `AccessRecords` | `core/store/access.py` | 7: pairing requests and approvals |
 | `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
 | `TurnRecords` | `core/store/turns.py` | 3: a turn's look-up, opening and closes (one each) |
+| `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -56,6 +57,7 @@ from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
+from core.store.takeovers import Takeover, TakeoverRecords
 from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStanding, TurnStart
 
 __all__ = [
@@ -78,6 +80,8 @@ __all__ = [
     "SeenMarks",
     "SessionRecord",
     "Store",
+    "Takeover",
+    "TakeoverRecords",
     "TurnClose",
     "TurnOpening",
     "TurnRecords",
@@ -96,6 +100,7 @@ class Store(
     SeenMarks,
     AccessRecords,
     TurnRecords,
+    TakeoverRecords,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

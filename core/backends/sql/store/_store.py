@@ -18,6 +18,7 @@ from core.backends.sql.store._log import SqlLog
 from core.backends.sql.store._marks import SqlProcessed, SqlSeen
 from core.backends.sql.store._schedules import SqlSchedules
 from core.backends.sql.store._schema import upgrade
+from core.backends.sql.store._takeovers import SqlTakeovers
 from core.backends.sql.store._turns import SqlTurns
 from core.clock import utc_now
 from core.errors import StoreError, StoreUnavailable
@@ -35,6 +36,7 @@ class SqlStore(
     SqlProcessed,
     SqlSeen,
     SqlAccess,
+    SqlTakeovers,
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 

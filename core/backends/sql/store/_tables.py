@@ -36,6 +36,7 @@ __all__ = [
     "seen",
     "sessions",
     "summaries",
+    "takeovers",
 ]
 
 metadata = MetaData()
@@ -205,4 +206,14 @@ reply_records = Table(
     Column("key", Text, primary_key=True),
     Column("body", Text, nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+takeovers = Table(
+    "takeovers",
+    metadata,
+    Column("chat", Text, primary_key=True),
+    Column("by", Text, nullable=False),
+    Column("since", Text, nullable=False),
+    Column("until", Text, nullable=False),
+    Column("ended_at", Text, nullable=True),
 )
