@@ -57,9 +57,7 @@ async def test_expiry_ends_each_takeover_once(store: Store) -> None:
     assert await store.end_expired(START + timedelta(minutes=59)) == []
 
     ended = await store.end_expired(START + timedelta(hours=2))
-    assert [(found.chat, found.ended_at) for found in ended] == [
-        (CHAT, START + timedelta(hours=1))
-    ]
+    assert [(found.chat, found.ended_at) for found in ended] == [(CHAT, START + timedelta(hours=1))]
     assert await store.end_expired(START + timedelta(hours=2)) == []
     assert [found.chat for found in await store.running_takeovers(START)] == ["slack:C1"]
 
