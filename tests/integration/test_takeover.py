@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bots.platforms import command_registry
 from core.backends import Backends
 from core.backends.redis import open_distributed
 from core.backends.redis.keys import RedisKeys
@@ -26,6 +27,7 @@ from core.clock import utc_now
 from core.envelopes import Address, Inbound, Outbound
 from core.events import Finished, ModelEvent, TextDelta
 from core.mailbox.intake import accept_inbound
+from core.policy import ChannelPolicy
 from core.providers.base import ModelRequest
 from core.runtime import AgentRuntime
 from core.store.base import Store
@@ -177,3 +179,64 @@ async def test_a_taken_over_chat_is_stored_not_answered_until_handed_back(
             await asyncio.wait_for(running, PATIENCE)
     replies = [o for o in outbox.seen if isinstance(o, Outbound) and o.kind == "reply"]
     assert [o.text for o in replies] == ["Answer 1", "Answer 2"]
+
+
+def command(text: str, *, chat: str, user: str, direct: bool = True) -> Inbound:
+    word = text.split()[0].lstrip("/")
+    return Inbound(
+        kind="command",
+        command=word,
+        address=Address(platform="telegram", bot="777", chat=chat),
+        user_id=user,
+        text=text,
+        is_direct=direct,
+    )
+
+
+async def test_an_admin_takes_over_and_hands_back_from_their_own_dm(
+    deployment: tuple[str, str, str], tmp_path: Path
+) -> None:
+    provider = CountingProvider()
+    async with opened(deployment, tmp_path) as found:
+        store, bus = found.store, found.bus
+        runtime = AgentRuntime(
+            provider=provider, model="test-model", tools=ToolRegistry([]), store=store
+        )
+        worker = build_worker(
+            bus=bus,
+            store=store,
+            runtime=runtime,
+            mailboxes=found.mailboxes,
+            policy=ChannelPolicy(admins=frozenset({"telegram:1"})),
+            commands=command_registry(),
+        )
+        running = asyncio.create_task(worker.run())
+        outbox = Outbox(bus, "telegram")
+        try:
+            for refused, wanted in (
+                (command("/takeover telegram:42", chat="-5", user="1", direct=False), "direct"),
+                (command("/takeover telegram:42", chat="2", user="2"), "Only an admin"),
+                (command("/takeover telegram:42 soon", chat="1", user="1"), "not a duration"),
+            ):
+                await accept_inbound(refused, mailboxes=found.mailboxes, bus=bus)
+                await outbox.until(wanted, kind="notice")
+            assert await Takeovers(store).running() == []
+
+            took = command("/takeover telegram:42 30m", chat="1", user="1")
+            await accept_inbound(took, mailboxes=found.mailboxes, bus=bus)
+            await outbox.until("You have telegram:42 until", kind="notice")
+            [running_now] = await Takeovers(store).running()
+            assert running_now.by == "telegram:1"
+            kept = said("hello?", 1)
+            await accept_inbound(kept, mailboxes=found.mailboxes, bus=bus)
+            await processed(store, kept)
+            assert provider.requests == []
+
+            back = command("/handback telegram:42", chat="1", user="1")
+            await accept_inbound(back, mailboxes=found.mailboxes, bus=bus)
+            await outbox.until("I answer in telegram:42 again", kind="notice")
+            await accept_inbound(said("and now?", 2), mailboxes=found.mailboxes, bus=bus)
+            await outbox.until("Answer 1", kind="reply")
+        finally:
+            await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+            await asyncio.wait_for(running, PATIENCE)
