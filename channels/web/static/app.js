@@ -413,7 +413,7 @@ function takeoverPanel(id, control) {
       el("button", { id: "take-over", type: "button", onclick: () => act("/takeover") }, "Take over"), error);
   }
   status.textContent = "You answer in " + control.chat + " until " + when(control.takeover.until) + " UTC; the bot stays quiet.";
-  const input = el("textarea", { id: "takeover-text", rows: "2", placeholder: "Write as the operator (sent through the bot's account)" });
+  const input = el("textarea", { id: "takeover-text", rows: "2", "aria-label": "Your answer, as the operator", placeholder: "Write as the operator (sent through the bot's account)" });
   const form = el("form", { id: "takeover-form", class: "row" }, input, el("button", { type: "submit", id: "takeover-send" }, "Send"));
   form.addEventListener("submit", (event) => {
     event.preventDefault();
