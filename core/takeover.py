@@ -142,9 +142,8 @@ class Takeovers:
         return ended
 
     async def _note(self, address: Address, ended: Takeover) -> None:
-        await self.store.keep_operator_message(
-            address, handback_note(ended), session_id=new_session_id()
-        )
+        # A chat nobody wrote in meanwhile has no conversation to note it in.
+        await self.store.keep_operator_message(address, handback_note(ended), session_id=None)
 
     async def _tell_admins(self, takeover: Takeover) -> None:
         if self.bus is None:

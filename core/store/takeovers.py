@@ -86,8 +86,9 @@ class TakeoverRecords(Protocol):
         ...
 
     async def keep_operator_message(
-        self, address: Address, message: Message, *, session_id: str
-    ) -> Message:
+        self, address: Address, message: Message, *, session_id: str | None
+    ) -> Message | None:
         """Store `message` in the current session of the chat `address` names (of whichever
-        bot's key; one made under `address.session_key` and `session_id` when it has none)."""
+        bot's key); when the chat has none, one is made under `address.session_key` and
+        `session_id`, or with `session_id` None nothing is stored (None)."""
         ...

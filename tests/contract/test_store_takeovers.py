@@ -84,13 +84,25 @@ async def test_the_operators_words_go_to_the_chats_session_whatever_its_bots_key
     address = Address(platform="telegram", chat="42")
     kept = await store.keep_operator_message(address, said, session_id="unused")
     await store.keep_operator_message(address, said, session_id="unused")  # tried again
-    assert kept.seq == 2
+    assert kept is not None and kept.seq == 2
     stored = await store.list_messages("s1")
     assert [(m.role, m.author, m.text) for m in stored] == [
         ("user", None, "hi"),
         ("assistant", "operator", "A person here."),
     ]
     assert [m.text for m in await store.list_messages("s2")] == ["x"]
+
+
+async def test_the_operators_words_make_a_session_only_when_asked_to(store: Store) -> None:
+    address = Address(platform="discord", chat="C9")
+    note = operator_message("(a note)")
+    assert await store.keep_operator_message(address, note, session_id=None) is None
+    assert await store.list_sessions() == []
+    said = operator_message("Hello from the team.")
+    kept = await store.keep_operator_message(address, said, session_id="made")
+    assert kept is not None and kept.seq == 1
+    session = await store.get_session("made")
+    assert session is not None and session.key == address.session_key
 
 
 async def test_takeovers_survive_a_restart(open_store: OpenStore) -> None:

@@ -108,13 +108,16 @@ class SqlTakeovers(SqlBase):
             return await _log.append(db, session.id, message, now)
 
     async def keep_operator_message(
-        self, address: Address, message: Message, *, session_id: str
-    ) -> Message:
+        self, address: Address, message: Message, *, session_id: str | None
+    ) -> Message | None:
         """Store the operator's message in the chat's current session."""
         now = self._now()
         async with self._begin(f"keep the operator's message in {address}") as db:
             key = await _key_of_chat(db, address)
-            session = await _current_or_made(db, self._dialect, key, session_id, now)
+            if session_id is None and await _log.current_of(db, key) is None:
+                return None
+            made = session_id or ""
+            session = await _current_or_made(db, self._dialect, key, made, now)
             return await _log.append(db, session.id, message, now)
 
 
