@@ -137,7 +137,12 @@ class Takeovers:
         ended = await self.store.end_expired(self._clock())
         for takeover in ended:
             log.info("the takeover of %s ran out", takeover.chat)
-            await self._note(Address.parse(takeover.chat), takeover)
+            try:
+                address = Address.parse(takeover.chat)
+            except ValueError:
+                log.warning("no note for the takeover of %r: not a chat address", takeover.chat)
+            else:
+                await self._note(address, takeover)
             await self._tell_admins(takeover)
         return ended
 

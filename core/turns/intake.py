@@ -120,9 +120,8 @@ class InboundHandler:
             log.info("skipping %s: already answered", inbound.dedupe_key)
             return
         if standing.takeover is not None and not (inbound.kind == "command" and entry.admin):
-            await self._keep(
-                inbound, standing, fence
-            )  # an operator answers: no model call, no answer
+            # An operator answers here: no model call, no answer.
+            await self._keep(inbound, standing, fence)
             return
         if entry.action == "ignore":
             pass  # a group message for someone else: read, not answered
