@@ -10,7 +10,7 @@ import click
 
 from bots.app import open_store
 from bots.commands.common import AS_JSON, echo_json, listing, settings_from, stdout, whole
-from bots.commands.where import require_data
+from bots.commands.where import STORE_EPILOG, require_data
 from bots.platforms import REGISTERED
 from bots.settings import Settings
 from core.envelopes import Address
@@ -30,7 +30,7 @@ def parse_chat(text: str) -> Address:
     return address
 
 
-@click.command()
+@click.command(epilog=STORE_EPILOG)
 @click.argument("address", required=False)
 @click.option(
     "--for",
@@ -68,7 +68,7 @@ def takeover(
     asyncio.run(_take_over(settings, target, length))
 
 
-@click.command()
+@click.command(epilog=STORE_EPILOG)
 @click.argument("address")
 @click.option("--quiet", is_flag=True, help="Leave no note in the history for the model.")
 @click.pass_context
