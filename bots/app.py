@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from bots.embeddings import fact_embedder
 from bots.images import image_generator
-from bots.limits import budget_guard, open_rate_limits
+from bots.limits import admin_dms, budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
@@ -67,6 +67,7 @@ from core.session_reset import SessionReset
 from core.store.base import Store
 from core.store.facts import FactStore
 from core.store.replies import ReplyRecords
+from core.takeover import Takeovers
 from core.tools import (
     FileDrop,
     WorkspaceSettings,
@@ -383,6 +384,7 @@ async def worker_for(
             crash_age=_crash_age(settings, options.provider_timeout, options.tool_timeout),
             rate_limits=limiter,
             session_reset=options.sessions if options.sessions.enabled else None,
+            takeovers=Takeovers(found.store, bus=found.bus, admin_dms=admin_dms(options.admins)),
         )
         yield Components(
             settings,

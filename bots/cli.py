@@ -75,6 +75,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "health",
         "Check that the store (and with REDIS_URL, Redis) answers; exit 0 when healthy.",
     ),
+    "handback": LazyCommand(
+        "bots.commands.takeover",
+        "handback",
+        "Give the chat ADDRESS back to the bot.",
+    ),
     "hooks": LazyCommand(
         "bots.commands.notify",
         "hooks",
@@ -125,6 +130,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "bots.commands.status",
         "status",
         "List the running processes (role, host, pid, version, last heartbeat) and the queues.",
+    ),
+    "takeover": LazyCommand(
+        "bots.commands.takeover",
+        "takeover",
+        "Take the chat ADDRESS over: the bot stores what people write there and answers nothing.",
     ),
     "web": LazyCommand(
         "bots.commands.web",

@@ -27,6 +27,7 @@ from core.errors import ConfigError
 from core.profile import Profile
 from core.redact import Redactor
 from core.store.seen import SeenMarks
+from core.takeover_commands import takeover_commands
 from core.turns import StreamPolicy
 from core.voice import VoiceSettings
 
@@ -37,7 +38,7 @@ PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, W
 
 def command_registry() -> CommandRegistry:
     """The chat commands of this bot: the worker runs them, every platform lists them."""
-    return CommandRegistry([*builtin_commands(), *access_commands()])
+    return CommandRegistry([*builtin_commands(), *access_commands(), *takeover_commands()])
 
 
 class Platforms:

@@ -146,6 +146,10 @@ class Message(Derives, BaseModel):
     # (its first try's answer lost with the connection) finds the stored message by it instead
     # of storing it twice. None for a message whose writer gave none.
     id: str | None = None
+    # Who wrote an assistant message the model did not: "operator" for a person answering in
+    # a chat they took over (`core/takeover.py`), "switchboard" for its note at the handback.
+    # Providers send it as any assistant message; the web page shows it.
+    author: Literal["operator", "switchboard"] | None = None
 
     @classmethod
     def user(

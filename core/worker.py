@@ -42,6 +42,7 @@ from core.mailbox.base import Claim, Mailboxes
 from core.readiness import Readiness, keep_trying
 from core.stopping import is_stop
 from core.store.base import Store
+from core.takeover import Takeovers
 from core.tasks import cancel_and_wait
 from core.turns.intake import InboundHandler
 
@@ -77,6 +78,7 @@ class Worker:
         sweep_interval: float = 5.0,
         attempts: int = 3,
         crash_age: timedelta = timedelta(0),
+        takeovers: Takeovers | None = None,
     ) -> None:
         """`handler` answers each item; `mailboxes` order each session's work.
 
@@ -84,8 +86,10 @@ class Worker:
         its answers are heard on the `control` topic (their mailbox copies are then skipped).
         `on_crash` (None: leave them be) is what `run` does with turns a crash cut off whose
         checkpoint has not moved for `crash_age` (zero when no other process runs turns).
-        `readiness` is the process's: the worker's loops report to it.
+        `readiness` is the process's: the worker's loops report to it. `takeovers`: the
+        sweep also ends takeovers past their time (`core/takeover.py`).
         """
+        self.takeovers = takeovers
         self.readiness = readiness
         self.on_crash = on_crash
         self._crash_age = crash_age
@@ -465,6 +469,8 @@ class Worker:
                 self.readiness, "worker sweep", self.mailboxes.pending
             ):
                 self._wake(session_key)
+            if self.takeovers is not None:
+                await keep_trying(self.readiness, "takeover expiry", self.takeovers.expire)
             await asyncio.sleep(self._sweep_interval)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

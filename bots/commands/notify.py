@@ -23,6 +23,7 @@ from core.errors import ConfigError
 from core.mailbox.base import Mailboxes
 from core.notifications.external import Notifier, check_reachable
 from core.profile import Profile
+from core.takeover import Takeovers
 
 __all__ = ["hooks", "hooks_listener", "notify"]
 
@@ -101,7 +102,11 @@ async def _notify(
         ident = await notifier.notify(
             target, text, source=NotificationSource(kind="cli", name="notify"), key=key
         )
+        # In a chat taken over, what the operator sends is part of the conversation.
+        kept = await Takeovers(found.store).operator_said(target, text, ident=ident)
         click.echo(f"Queued the notification for {target} (id {ident}).")
+        if kept is not None:
+            click.echo("Kept it in the conversation as the operator's (taken over).")
 
 
 @click.command()

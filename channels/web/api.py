@@ -292,4 +292,6 @@ def _message(message: Message) -> dict[str, Any]:
         shown |= {"name": message.name, "is_error": message.is_error}
     if message.images:
         shown["images"] = len(message.images)
+    if message.author is not None:
+        shown["author"] = message.author  # the operator's words, or the handback's note
     return shown

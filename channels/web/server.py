@@ -3,7 +3,8 @@
 Routes (docs/web.md has their bodies): `/login` (sign in), `/` and `/static/*` (the page),
 `POST /api/chat` (a turn, answered as server-sent events), `POST /api/stop`,
 `POST /api/answer` (a confirmation's yes or no), `GET /api/events` (the bus topics live), and
-the read and schedule routes of `channels/web/api.py`. Nothing changes state on GET.
+the read and schedule routes of `channels/web/api.py`, the takeover routes of
+`channels/web/takeover.py`. Nothing changes state on GET.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from channels.web.api import ReadApi, bad_request, json_body
 from channels.web.auth import WebAuth
 from channels.web.render import to_html
 from channels.web.sse import EventStream
+from channels.web.takeover import TakeoverApi
 from core.bus.base import Bus
 from core.envelopes import (
     EventEnvelope,
@@ -115,6 +117,7 @@ class WebServer:
         app.router.add_post("/api/answer", self._answer)
         app.router.add_get("/api/events", self._events)
         self.api.add_routes(app.router)
+        TakeoverApi(store=self.api.store, bus=self.bus).add_routes(app.router)
         app.on_shutdown.append(self._end_streams)
         return app
 

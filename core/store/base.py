@@ -15,6 +15,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
 | `TurnRecords` | `core/store/turns.py` | 3: a turn's look-up, opening and closes (one each) |
 | `ToolOutputs` | `core/store/tool_outputs.py` | 2: the whole text of tool results shown cut |
+| `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -57,6 +58,7 @@ from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
+from core.store.takeovers import Takeover, TakeoverRecords
 from core.store.tool_outputs import ToolOutputs
 from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStanding, TurnStart
 
@@ -80,6 +82,8 @@ __all__ = [
     "SeenMarks",
     "SessionRecord",
     "Store",
+    "Takeover",
+    "TakeoverRecords",
     "ToolOutputs",
     "TurnClose",
     "TurnOpening",
@@ -100,6 +104,7 @@ class Store(
     AccessRecords,
     TurnRecords,
     ToolOutputs,
+    TakeoverRecords,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

@@ -20,6 +20,7 @@ from core.fencing import Fence
 from core.messages import Message
 from core.store.ledger import CostEntry
 from core.store.log import CompactionSummary, SessionRecord
+from core.store.takeovers import Takeover
 
 __all__ = ["TurnClose", "TurnOpening", "TurnRecords", "TurnStanding", "TurnStart"]
 
@@ -34,6 +35,8 @@ class TurnStanding(BaseModel):
     checkpoint: Checkpoint | None = None
     # Its session key's current session, if it has one yet.
     session: SessionRecord | None = None
+    # The chat's takeover, if one runs (`core/store/takeovers.py`): the bot answers nothing.
+    takeover: Takeover | None = None
 
 
 class TurnOpening(BaseModel):
@@ -92,9 +95,12 @@ class TurnClose(BaseModel):
 class TurnRecords(Protocol):
     """A turn's reads and writes, one transaction per call."""
 
-    async def turn_standing(self, run_key: str, session_key: str) -> TurnStanding:
-        """The processed mark and checkpoint of `run_key` and the current session of
-        `session_key` (nothing is created), read together."""
+    async def turn_standing(
+        self, run_key: str, session_key: str, *, chat: str | None = None
+    ) -> TurnStanding:
+        """The processed mark and checkpoint of `run_key`, the current session of
+        `session_key` (nothing is created) and the running takeover of `chat` (if given),
+        read together."""
         ...
 
     async def open_turn(self, opening: TurnOpening, *, fence: Fence | None = None) -> TurnStart:

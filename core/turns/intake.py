@@ -8,7 +8,9 @@ policy does not admit gets one polite refusal per chat; a command is answered fr
 registry (`core/commands.py`) once it is within the rate limits; a message too long is
 refused; a message over a rate limit (`core/ratelimit.py`) gets one notice per window, then
 silence; anything else is a turn (`core/turns/turn.py`) under a mode fitted to its person,
-checkpointed so a crash mid-turn can be recovered.
+checkpointed so a crash mid-turn can be recovered. In a chat an operator took over
+(`core/store/takeovers.py`) a person's message is only stored, an admin's command still
+answered.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from core.clock import utc_now
 from core.commands import CommandContext, CommandRegistry
 from core.envelopes import Inbound
 from core.mailbox.base import Claim
+from core.messages import Message
 from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
@@ -33,6 +36,7 @@ from core.session_reset import SessionReset
 from core.stopping import NOT_YOURS, STOPPED
 from core.store.base import Fence, SessionRecord, Store, TurnClose, TurnStanding
 from core.store.log import new_session_id
+from core.store.takeovers import chat_of
 from core.turns.outbox import Outbox
 from core.turns.scheduled import ScheduledRuns
 from core.turns.steering import Pause, Steering
@@ -129,12 +133,18 @@ class InboundHandler:
         # A person's message: its processed mark, checkpoint and session (one read), its
         # person's access and how it stands against the rate limits, asked for at once.
         standing, entry, tested = await asyncio.gather(
-            self.store.turn_standing(inbound.dedupe_key, inbound.session_key),
+            self.store.turn_standing(
+                inbound.dedupe_key, inbound.session_key, chat=chat_of(inbound.address)
+            ),
             self.gate.entry(inbound),
             self._rate_test(inbound),
         )
         if standing.processed:
             log.info("skipping %s: already answered", inbound.dedupe_key)
+            return
+        if standing.takeover is not None and not (inbound.kind == "command" and entry.admin):
+            # An operator answers here: no model call, no answer.
+            await self._keep(inbound, standing, fence)
             return
         ran: tuple[Turn, Outcome] | None = None
         if entry.action == "ignore":
@@ -160,6 +170,18 @@ class InboundHandler:
         marked completed."""
         closing = TurnClose(finished=inbound.dedupe_key)
         await self.patience(lambda: self.store.close_turn(closing, fence=fence))
+
+    async def _keep(self, inbound: Inbound, standing: TurnStanding, fence: Fence | None) -> None:
+        """A message in a taken-over chat: stored in its conversation and marked processed,
+        together (`TakeoverRecords.keep_message`)."""
+        session_id = new_session_id() if standing.session is None else standing.session.id
+        message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
+        log.info("kept %s: %s is taken over", inbound.dedupe_key, chat_of(inbound.address))
+        await self.patience(
+            lambda: self.store.keep_message(
+                inbound.session_key, session_id, message, finished=inbound.dedupe_key, fence=fence
+            )
+        )
 
     async def stop(self, turn: Inbound, request: Inbound, cancel: asyncio.Event) -> None:
         """Stop the running turn answering `turn` (`cancel` is its event), as `request` asks,

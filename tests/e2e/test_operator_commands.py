@@ -158,6 +158,8 @@ def test_sessions_delete_with_yes_does_not_ask(in_process: CliRunner, tmp_path: 
         ["memory", "list"],
         ["recover"],
         ["status"],
+        ["takeover"],
+        ["handback"],
     ],
 )
 def test_commands_that_read_the_store_say_which_in_their_help(command: list[str]) -> None:

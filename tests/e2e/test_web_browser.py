@@ -22,14 +22,16 @@ from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS
 from core.envelopes import Address, Attachment, EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
-from core.messages import ToolCall, Usage
+from core.messages import Message, ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
 from core.store.ledger import CostEntry
+from core.takeover import Takeovers
 from core.tools import FileDrop
 from core.tools.base import SafetyTier, Tool, ToolContext
 from tests.backends.memory_bus import MemoryBus
 from tests.integration.web_support import PATIENCE, running_page
+from tests.workers import Outbox
 
 CHROMIUM = Path("/usr/bin/chromium")
 HAVE_CHROMIUM = CHROMIUM.exists()
@@ -495,3 +497,42 @@ async def test_a_file_the_bot_sends_is_offered_as_a_download(
         assert saved.read_bytes() == b"milk, eggs"
         await expect(page.locator(".message.assistant.done")).to_contain_text("Here it is.")
         await page.screenshot(path=tmp_path / "file.png")
+
+
+async def test_a_chat_is_taken_over_answered_and_handed_back_from_the_session_view(
+    browser: Browser, store: SqlStore
+) -> None:
+    key = "telegram:777:42"
+    await store.keep_message(key, "s42", Message.user("help?", source="t1"), finished="t1")
+    async with running_page(store, HeldModel()) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.click("button[data-tab=sessions]")
+        await page.locator("#sessions tbody tr", has_text=key).click()
+        await expect(page.locator("#takeover-status")).to_contain_text(
+            "The bot answers in telegram:42"
+        )
+        await page.click("#take-over")
+        await expect(page.locator("#takeover-status")).to_contain_text("You answer in telegram:42")
+        assert [found.by for found in await Takeovers(store).running()] == ["web"]
+
+        # A person's message kept meanwhile shows without anything clicked.
+        await store.keep_message(
+            key, "s42", Message.user("is anyone there?", source="t2"), finished="t2"
+        )
+        await expect(page.locator("#session-detail .message.user").last).to_contain_text(
+            "is anyone there?"
+        )
+        await page.fill("#takeover-text", "Bob from support here.")
+        await page.click("#takeover-send")
+        await expect(page.locator("#session-detail .message.operator")).to_contain_text(
+            "Bob from support here."
+        )
+        sent = await Outbox(running.bus, "telegram").until("Bob from support here.")
+        assert sent.kind == "notification" and sent.address.chat == "42"
+
+        await page.click("#hand-back")
+        await expect(page.locator("#takeover-status")).to_contain_text("The bot answers")
+        await expect(page.locator("#session-detail .message.switchboard")).to_contain_text(
+            "answered in this chat"
+        )
+    assert await Takeovers(store).running() == []

@@ -392,8 +392,10 @@ class _RacedStore(SqlStore):
 
     made_meanwhile: str | None = None
 
-    async def turn_standing(self, run_key: str, session_key: str) -> TurnStanding:
-        found = await super().turn_standing(run_key, session_key)
+    async def turn_standing(
+        self, run_key: str, session_key: str, *, chat: str | None = None
+    ) -> TurnStanding:
+        found = await super().turn_standing(run_key, session_key, chat=chat)
         if found.session is None and self.made_meanwhile is None:
             self.made_meanwhile = (await self.create_session(session_key)).id
         return found

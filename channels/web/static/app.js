@@ -3,7 +3,7 @@
 // exception is `html`, which the server renders from Markdown with raw HTML disabled.
 "use strict";
 
-const state = { conversation: null, running: null, events: null };
+const state = { conversation: null, running: null, events: null, sessionRefresh: null };
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -362,17 +362,70 @@ async function loadSessions() {
 }
 
 async function showSession(id) {
-  const { session, messages, cost: spent } = await api("/api/sessions/" + encodeURIComponent(id));
+  const path = "/api/sessions/" + encodeURIComponent(id);
+  const { session, messages, cost: spent } = await api(path);
+  const control = await api(path + "/takeover").catch(() => null);  // null: not a chat
   const box = document.getElementById("session-detail");
   const model = session.model ? "model " + session.model : "default model";  // chosen with /model
+  // What the operator is writing survives the view being drawn again.
+  const writing = document.getElementById("takeover-text");
+  const draft = writing ? writing.value : "";
+  const focused = writing !== null && writing === document.activeElement;
   box.replaceChildren(el("h2", {}, session.key + " · " + model + " · " + messages.length + " messages · " + cost(spent)),
+    ...(control ? [takeoverPanel(id, control)] : []),
     ...messages.map((m) => {
       const body = el("div", { class: "body" });
       if (m.html) setHtml(body, m.html); else body.textContent = m.text;
       const calls = m.tool_calls.map((c) => el("code", { class: "tool-call" }, "→ " + c.name + " " + JSON.stringify(c.arguments)));
-      const title = m.role === "tool" ? "tool " + m.name + (m.is_error ? " (error)" : "") : m.role;
-      return el("div", { class: "message " + m.role }, el("div", { class: "muted" }, "[" + m.seq + "] " + title), body, ...calls);
+      const title = m.role === "tool" ? "tool " + m.name + (m.is_error ? " (error)" : "") :
+        m.author === "operator" ? "operator" : m.author === "switchboard" ? "note" : m.role;
+      return el("div", { class: "message " + m.role + (m.author ? " " + m.author : "") },
+        el("div", { class: "muted" }, "[" + m.seq + "] " + title), body, ...calls);
     }));
+  const input = document.getElementById("takeover-text");
+  if (input && draft) input.value = draft;
+  if (input && focused) input.focus();
+  // While taken over, people's messages show as they come: the view reads the session again.
+  clearTimeout(state.sessionRefresh);
+  if (control && control.takeover) {
+    state.sessionRefresh = setTimeout(() => {
+      if (!document.getElementById("tab-sessions").hidden) showSession(id).catch(showFailure);
+    }, 2000);
+  }
+}
+
+// Taking a chat over: the bot answers nothing there; what is written here goes out as the bot.
+function takeoverPanel(id, control) {
+  const path = "/api/sessions/" + encodeURIComponent(id);
+  const status = el("span", { id: "takeover-status", class: "muted" });
+  const error = el("span", { id: "takeover-error", class: "error" });
+  const act = async (route, body) => {
+    try {
+      await api(path + route, { method: "POST", body: JSON.stringify(body || {}) });
+      await showSession(id);
+    } catch (failure) {
+      error.textContent = failure.message;
+    }
+  };
+  if (!control.takeover) {
+    status.textContent = "The bot answers in " + control.chat + ".";
+    return el("div", { id: "takeover", class: "row" }, status,
+      el("button", { id: "take-over", type: "button", onclick: () => act("/takeover") }, "Take over"), error);
+  }
+  status.textContent = "You answer in " + control.chat + " until " + when(control.takeover.until) + " UTC; the bot stays quiet.";
+  const input = el("textarea", { id: "takeover-text", rows: "2", "aria-label": "Your answer, as the operator", placeholder: "Write as the operator (sent through the bot's account)" });
+  const form = el("form", { id: "takeover-form", class: "row" }, input, el("button", { type: "submit", id: "takeover-send" }, "Send"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (!input.value.trim()) return;
+    const text = input.value;
+    input.value = "";
+    act("/say", { text });
+  });
+  return el("div", { id: "takeover" },
+    el("div", { class: "row" }, status,
+      el("button", { id: "hand-back", type: "button", onclick: () => act("/handback") }, "Hand back"), error),
+    form);
 }
 
 // Costs

@@ -18,6 +18,7 @@ from core.backends.sql.store._log import SqlLog
 from core.backends.sql.store._marks import SqlProcessed, SqlSeen
 from core.backends.sql.store._schedules import SqlSchedules
 from core.backends.sql.store._schema import upgrade
+from core.backends.sql.store._takeovers import SqlTakeovers
 from core.backends.sql.store._tool_outputs import SqlToolOutputs
 from core.backends.sql.store._turns import SqlTurns
 from core.clock import utc_now
@@ -37,6 +38,7 @@ class SqlStore(
     SqlSeen,
     SqlAccess,
     SqlToolOutputs,
+    SqlTakeovers,
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 

@@ -37,6 +37,7 @@ __all__ = [
     "seen",
     "sessions",
     "summaries",
+    "takeovers",
     "tool_outputs",
 ]
 
@@ -221,4 +222,15 @@ tool_outputs = Table(
     Column("call_id", Text, primary_key=True),
     Column("text", Text, nullable=False),
     Column("created_at", Text, nullable=False),
+)
+
+# Chats an operator has taken over (`core/store/takeovers.py`).
+takeovers = Table(
+    "takeovers",
+    metadata,
+    Column("chat", Text, primary_key=True),
+    Column("by", Text, nullable=False),
+    Column("since", Text, nullable=False),
+    Column("until", Text, nullable=False),
+    Column("ended_at", Text, nullable=True),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from core.backends.sql.store import _checkpoints, _ledger, _log, _marks
+from core.backends.sql.store import _checkpoints, _ledger, _log, _marks, _takeovers
 from core.backends.sql.store._checkpoints import SqlCheckpoints
 from core.backends.sql.store._dialect import lock_for_transaction
 from core.errors import StoreError
@@ -20,13 +20,18 @@ __all__ = ["SqlTurns"]
 class SqlTurns(SqlCheckpoints):
     """The `TurnRecords` of `SqlStore`."""
 
-    async def turn_standing(self, run_key: str, session_key: str) -> TurnStanding:
-        """The processed mark and checkpoint of `run_key`, the current session of the key."""
+    async def turn_standing(
+        self, run_key: str, session_key: str, *, chat: str | None = None
+    ) -> TurnStanding:
+        """The processed mark and checkpoint of `run_key`, the current session of the key,
+        the chat's running takeover."""
+        now = self._now()
         async with self._read(f"look up {run_key!r}") as db:
             return TurnStanding(
                 processed=await _marks.marked(db, run_key),
                 checkpoint=await _checkpoints.read(db, run_key),
                 session=await _log.current_of(db, session_key),
+                takeover=None if chat is None else await _takeovers.running_of(db, chat, now),
             )
 
     async def open_turn(self, opening: TurnOpening, *, fence: Fence | None = None) -> TurnStart:
