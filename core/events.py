@@ -21,6 +21,7 @@ __all__ = [
     "Compacted",
     "ConfirmationDecided",
     "ConfirmationRequested",
+    "Degraded",
     "FailureKind",
     "Finished",
     "ModelEvent",
@@ -98,6 +99,16 @@ class ToolFinished(_Event):
     output: str
     is_error: bool = False
     duration_ms: float = 0.0
+
+
+class Degraded(_Event):
+    """The turn runs on the cheaper model from here on: a daily budget scope is past
+    `degrade_at` of its limit (`core/budgets.py`). Not shown to the person."""
+
+    kind: Literal["degraded"] = "degraded"
+    model: str
+    budget: str
+    scope: str
 
 
 class Compacted(_Event):
@@ -183,6 +194,7 @@ AgentEvent = Annotated[
     | ToolRequested
     | ToolFinished
     | Compacted
+    | Degraded
     | RunCompleted
     | RunFailed
     | Cancelled,

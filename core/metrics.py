@@ -50,6 +50,12 @@ class Metrics:
             ["platform", "mode", "outcome"],
             registry=r,
         )
+        self.turns_degraded = Counter(
+            "switchboard_turns_degraded",
+            "Turns run on the cheaper model (`[budgets] degrade_model`), by platform.",
+            ["platform"],
+            registry=r,
+        )
         self.turn_seconds = Histogram(
             "switchboard_turn_seconds",
             "How long a turn took, from start to its last event.",
@@ -129,7 +135,6 @@ class Metrics:
             ["provider"],
             registry=r,
         )
-
         self._probes: list[Probe] = []
 
     def add_probe(self, probe: Probe) -> None:

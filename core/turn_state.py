@@ -94,3 +94,7 @@ class TurnState:
         # The provider and model this turn calls (the session's `/model` choice, or the default).
         self.provider: Provider
         self.model: str
+        # Set once the budgets sent the turn to the cheaper model (`[budgets] degrade_model`);
+        # its ledger entries say so. `max_steps`: the turn's step limit, fewer once degraded.
+        self.degraded = False
+        self.max_steps = 0

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Float,
     Integer,
     MetaData,
     Table,
     Text,
+    false,
 )
 
 __all__ = [
@@ -111,6 +113,8 @@ costs = Table(
     Column("chat_key", Text, nullable=True),
     # `CostEntry.id`, unique when given.
     Column("entry_id", Text, nullable=True),
+    # `CostEntry.degraded`: the call ran on `[budgets] degrade_model`.
+    Column("degraded", Boolean, nullable=False, server_default=false()),
 )
 
 schedules = Table(
