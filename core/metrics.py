@@ -135,6 +135,38 @@ class Metrics:
             ["provider"],
             registry=r,
         )
+        # The watchdog's view of each platform (`core/watchdog.py`), read at scrape time.
+        self.platform_since_update = Gauge(
+            "switchboard_platform_seconds_since_update",
+            "Seconds since the platform's last update reached the gateway (NaN: none yet).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_since_delivery = Gauge(
+            "switchboard_platform_seconds_since_delivery",
+            "Seconds since the last delivery the platform accepted (NaN: none yet).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_poll_lag = Gauge(
+            "switchboard_platform_poll_lag_seconds",
+            "Seconds since the platform's last successful poll (NaN: not polled).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_failure_rate = Gauge(
+            "switchboard_platform_delivery_failure_ratio",
+            "Failed share of the platform's last 20 deliveries (NaN: none yet).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_incident = Gauge(
+            "switchboard_platform_incident",
+            "1 while the watchdog holds the platform silent or failing, else 0.",
+            ["platform"],
+            registry=r,
+        )
+
         self._probes: list[Probe] = []
 
     def add_probe(self, probe: Probe) -> None:
