@@ -80,12 +80,24 @@ class Budgets(BaseModel):
             raise ValueError("budgets: degrade_at and degrade_model go together; set both")
         if self.degrade_steps is not None and self.degrade_model is None:
             raise ValueError("budgets: degrade_steps needs degrade_at and degrade_model")
+        daily = (self.per_user_daily, self.per_chat_daily, self.global_daily)
+        if self.degrade_at is not None and all(limit is None for limit in daily):
+            raise ValueError(
+                "budgets: degrade_at needs a daily limit (per_user_daily, per_chat_daily or "
+                "global_daily) to be a share of"
+            )
         return self
 
     def any_set(self) -> bool:
         """Whether at least one limit applies."""
-        limits = self.model_dump(exclude={"degrade_at", "degrade_model", "degrade_steps"})
-        return any(value is not None for value in limits.values())
+        limits = (
+            self.global_daily,
+            self.per_user_daily,
+            self.per_chat_daily,
+            self.per_session,
+            self.per_schedule_run,
+        )
+        return any(value is not None for value in limits)
 
 
 class Spender(BaseModel):

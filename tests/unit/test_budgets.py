@@ -276,16 +276,16 @@ def test_degrade_settings_go_together_and_share_is_below_one() -> None:
         Budgets(per_user_daily=1.0, degrade_steps=2)
     for share in (0, 1, 1.5):
         with pytest.raises(ValueError, match="degrade_at"):
-            Budgets(degrade_at=share, degrade_model="m")
+            Budgets(global_daily=5, degrade_at=share, degrade_model="m")
+    with pytest.raises(ValueError, match="degrade_at needs a daily limit"):
+        Budgets(per_session=1.0, degrade_at=0.5, degrade_model="m")
     with pytest.raises(ConfigError, match=r"budgets.degrade_at"):
         Profile.parse(
             "p",
-            {"budgets": {"degrade_at": 2, "degrade_model": "m"}},
+            {"budgets": {"global_daily": 5, "degrade_at": 2, "degrade_model": "m"}},
             source="profile.toml",
             identity=None,
         )
-    # The degrade settings alone set no limit.
-    assert not Budgets(degrade_at=0.5, degrade_model="m").any_set()
 
 
 async def test_a_degraded_turn_calls_the_cheaper_model_within_degrade_steps(
