@@ -137,16 +137,17 @@ class Gateway:
         meanwhile (for an adapter that can deliver before its `run()`), and starts receiving
         once it is True; False (stopped first) ends the run without receiving.
         """
-        if self.watchdog is not None:
+        if self.watchdog is not None and isinstance(self.adapter, ReportsPolls):
             watchdog, platform = self.watchdog, self.adapter.platform
-            watchdog.watch(platform)
-            if isinstance(self.adapter, ReportsPolls):
-                self.adapter.on_poll(lambda: watchdog.polled(platform))
+            self.adapter.on_poll(lambda: watchdog.polled(platform))
         # Both loops (and the tasks the adapter starts) name the platform in their log lines.
         with log_context(platform=self.adapter.platform):
             deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
             try:
                 if receive_after is None or await receive_after:
+                    if self.watchdog is not None:
+                        # Silence counts from here: a gateway standing by hears nothing.
+                        self.watchdog.watch(self.adapter.platform)
                     await self.adapter.run(self.publish)
             finally:
                 await cancel_and_wait(deliveries)

@@ -155,6 +155,8 @@ class _Watch:
     last_poll: datetime | None = None
     polls: bool = False
     failing: int = 0
+    # Since when this process receives the platform's updates (None: it only delivers, as a
+    # gateway standing by for the reader lease does): silence counts only from then.
     started: datetime | None = None
     incident: Incident | None = None
 
@@ -185,18 +187,21 @@ class Watchdog:
 
     # --- what the gateway reports ----------------------------------------------------------
 
-    def watch(self, platform: str, *, polls: bool = False) -> None:
-        """Start watching `platform` (its silence counts from now)."""
+    def watch(self, platform: str) -> None:
+        """This process receives `platform`'s updates from now on: its silence counts."""
         found = self._watch(platform)
-        found.polls = found.polls or polls
+        if found.started is None:
+            found.started = self._clock()
 
     def received(self, platform: str) -> None:
-        """An update of `platform` reached the gateway."""
+        """An update of `platform` reached the gateway (so this process receives it)."""
+        self.watch(platform)
         self._watch(platform).updates.append(self._clock())
         self._changed()
 
     def polled(self, platform: str) -> None:
         """A poll of `platform` succeeded (with or without updates)."""
+        self.watch(platform)
         found = self._watch(platform)
         found.polls = True
         found.last_poll = self._clock()
@@ -234,6 +239,8 @@ class Watchdog:
         found = self._watch(platform)
         if found.failing >= self.settings.failures:
             return "failing", f"its last {found.failing} deliveries failed"
+        if found.started is None:
+            return None  # not receiving here: nothing to hear
         threshold = self.threshold(platform)
         if found.polls:
             # A poll that answers, with updates or without, is a platform that hears.
@@ -255,7 +262,8 @@ class Watchdog:
         Returns the incidents opened or closed (a closed one for a recovery)."""
         now = now or self._clock()
         changes: list[Incident] = []
-        for platform, found in self._watches.items():
+        # A copy: telling awaits, and a gateway may start a new watch meanwhile.
+        for platform, found in list(self._watches.items()):
             problem = self.problem(platform, now)
             if problem is not None and found.incident is None:
                 kind, reason = problem
@@ -318,7 +326,7 @@ class Watchdog:
     def _watch(self, platform: str) -> _Watch:
         found = self._watches.get(platform)
         if found is None:
-            found = self._watches[platform] = _Watch(started=self._clock())
+            found = self._watches[platform] = _Watch()
         return found
 
     def _changed(self) -> None:

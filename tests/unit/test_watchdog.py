@@ -273,3 +273,24 @@ async def test_each_heartbeat_carries_the_watchdog_s_view(tmp_path: Path) -> Non
         beating.stop()
         await running
         await board.aclose()
+
+
+async def test_a_platform_this_process_only_delivers_to_is_never_silent() -> None:
+    # A gateway standing by for Telegram's reader lease delivers but does not receive.
+    clock, told = Clock(), Told()
+    dog = Watchdog(WatchdogSettings(silent_after=60, failures=2), tell=told, clock=clock)
+    dog.delivered("telegram", ok=True)
+    clock.move(hours=3)
+    assert await dog.check() == []
+    dog.delivered("telegram", ok=False)
+    dog.delivered("telegram", ok=False)
+    [opened] = await dog.check()
+    assert opened.kind == "failing"
+    # Once it receives, its silence counts from then.
+    dog.delivered("telegram", ok=True)
+    await dog.check()
+    dog.watch("telegram")
+    clock.move(seconds=59)
+    assert await dog.check() == []
+    clock.move(seconds=2)
+    assert [i.kind for i in await dog.check()] == ["silent"]
