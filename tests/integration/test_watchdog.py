@@ -3,26 +3,38 @@ gateway works leads to exactly one alert to the admin on Slack within the thresh
 recovery notice once polling resumes; `/readyz`'s readiness names the deaf platform meanwhile.
 
 Both gateways run in-process around the real adapters (python-telegram-bot against
-`FakeTelegram`, slack-bolt against `FakeSlack`) on one `MemoryBus`, as `switchboard serve`
-runs them, with the watchdog `bots.limits.watching` builds; its clock is moved by hand and
-`check()` is called directly instead of waiting for its loop.
+`FakeTelegram`, slack-bolt against `FakeSlack`), in both deployments: embedded, one SQLite bus
+and one watchdog, as `switchboard serve` runs them; distributed, each gateway on its own Redis
+connection with its own watchdog, as two `switchboard gateway` processes (the alert crosses
+Redis to the Slack gateway). The watchdogs' clock is moved by hand and `check()` is called
+directly instead of waiting for their loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import pytest
 from pydantic import SecretStr
 
 from bots.limits import admin_dms
 from channels.gateway import Gateway
 from channels.slack.adapter import SlackAdapter, SlackSettings
 from channels.telegram.adapter import TelegramAdapter, TelegramSettings
+from core.backends.redis.bus import RedisBus
+from core.backends.redis.client import connect_redis
+from core.backends.redis.keys import RedisKeys
+from core.backends.redis.mailboxes import RedisMailboxes
+from core.backends.sql.bus import SqliteBus
+from core.bus.base import Bus
+from core.mailbox.base import Mailboxes
 from core.readiness import Readiness
 from core.watchdog import AdminAlerts, Watchdog, WatchdogSettings
-from tests.backends.memory_bus import MemoryBus
 from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.fakes.slack_api import FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
@@ -40,6 +52,58 @@ class Clock:
         return self.now
 
 
+class Process:
+    """One serving process's parts: its bus, mailboxes, readiness and watchdog."""
+
+    def __init__(self, bus: Bus, mailboxes: Mailboxes, clock: Clock) -> None:
+        self.clock = clock
+        self.bus = bus
+        self.mailboxes = mailboxes
+        self.readiness = Readiness()
+        self.watchdog = Watchdog(
+            # Slack has no threshold of its own and no usual rate yet: never called silent.
+            WatchdogSettings(silent_after={"telegram": "30m"}),
+            readiness=self.readiness,
+            tell=AdminAlerts(bus, admin_dms([f"slack:{ADMIN}", "telegram:7"])),
+            clock=clock,
+        )
+
+
+@pytest.fixture(params=["embedded", "distributed"])
+def deployment(request: pytest.FixtureRequest) -> tuple[str, str | None]:
+    """The deployment, with the test Redis's URL for the distributed one (a sync fixture: it
+    starts Redis only when asked, which an async fixture cannot do by name)."""
+    if request.param == "distributed":
+        return request.param, request.getfixturevalue("redis_server").url
+    return request.param, None
+
+
+@pytest.fixture
+async def processes(
+    deployment: tuple[str, str | None], tmp_path: Path
+) -> AsyncIterator[tuple[Process, Process]]:
+    """The processes serving Telegram and Slack: one (embedded) or one each (distributed)."""
+    clock = Clock()
+    _, url = deployment
+    async with AsyncExitStack() as stack:
+        if url is None:
+            bus = await SqliteBus.open(tmp_path / "queues.db")
+            stack.push_async_callback(bus.close)
+            serve = Process(bus, MemoryMailboxes(), clock)
+            yield serve, serve
+            return
+        # A bot of its own on the shared test Redis: nothing left by other tests is seen.
+        keys = RedisKeys(f"watch{uuid.uuid4().hex[:8]}")
+        made: list[Process] = []
+        for _ in range(2):
+            redis_bus = await RedisBus.connect(url, keys=keys)
+            stack.push_async_callback(redis_bus.close)
+            client = connect_redis(url)
+            stack.push_async_callback(client.aclose)
+            made.append(Process(redis_bus, RedisMailboxes(client, keys=keys), clock))
+        yield made[0], made[1]
+
+
 async def seen(watchdog: Watchdog, ready: Callable[[], bool], what: str) -> None:
     """Wait until `ready()` holds, re-checked whenever a gateway reports to the watchdog."""
     try:
@@ -51,16 +115,11 @@ async def seen(watchdog: Watchdog, ready: Callable[[], bool], what: str) -> None
 
 
 async def test_a_telegram_gateway_whose_polling_is_cut_is_told_once_on_slack(
-    fake_telegram: FakeTelegram, fake_slack: FakeSlack
+    processes: tuple[Process, Process], fake_telegram: FakeTelegram, fake_slack: FakeSlack
 ) -> None:
-    clock, readiness, bus, mailboxes = Clock(), Readiness(), MemoryBus(), MemoryMailboxes()
-    watchdog = Watchdog(
-        # Slack has no threshold of its own and no usual rate yet: it is never called silent.
-        WatchdogSettings(silent_after={"telegram": "30m"}),
-        readiness=readiness,
-        tell=AdminAlerts(bus, admin_dms([f"slack:{ADMIN}", "telegram:7"])),
-        clock=clock,
-    )
+    serving_telegram, serving_slack = processes
+    clock, watchdog = serving_telegram.clock, serving_telegram.watchdog
+    readiness = serving_telegram.readiness
     telegram = TelegramAdapter(
         TelegramSettings(
             token=SecretStr(fake_telegram.token), api_url=fake_telegram.url, poll_timeout=1
@@ -80,8 +139,14 @@ async def test_a_telegram_gateway_whose_polling_is_cut_is_told_once_on_slack(
         replies=local_replies(),
     )
     gateways = [
-        Gateway(adapter, bus, mailboxes=mailboxes, readiness=readiness, watchdog=watchdog)
-        for adapter in (telegram, slack)
+        Gateway(
+            adapter,
+            process.bus,
+            mailboxes=process.mailboxes,
+            readiness=process.readiness,
+            watchdog=process.watchdog,
+        )
+        for adapter, process in ((telegram, serving_telegram), (slack, serving_slack))
     ]
     tasks = [asyncio.create_task(g.run()) for g in gateways]
     try:
@@ -130,4 +195,3 @@ async def test_a_telegram_gateway_whose_polling_is_cut_is_told_once_on_slack(
             await gateway.stop()
         async with asyncio.timeout(PATIENCE * 3):
             await asyncio.gather(*tasks)
-        await bus.close()
