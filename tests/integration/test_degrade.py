@@ -1,18 +1,20 @@
 """Cheaper before refused, through the worker: past `[budgets] degrade_at` of a person's daily
 budget the next turn's request to the (fake) OpenAI API names `degrade_model`; the person is
 told nothing until they ask `/cost`; at 100 % the refusal stays; the ledger and `/metrics`
-count the degraded turn. Providers and choices are built as `bots/app.py` builds them."""
+count the degraded turn. Providers and choices are built as `bots/app.py` builds them; the
+records are in SQLite (embedded) or PostgreSQL (distributed)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
-from core.backends.sql.store import SqlStore
+from core.backends.sql.store import SqlStore, sqlite_url
 from core.budgets import BudgetGuard, Budgets
 from core.envelopes import Address, Inbound
 from core.errors import ConfigError
@@ -51,10 +53,29 @@ def profile_with(budgets: Budgets, allowed: list[ModelOption]) -> Profile:
     )
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def records_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The records of either deployment (a sync fixture: it starts PostgreSQL only when
+    asked, which an async fixture cannot do by name)."""
+    if request.param == "postgresql":
+        return str(request.getfixturevalue("postgres_url"))
+    return sqlite_url(tmp_path / "switchboard.db")
+
+
+@pytest.fixture
+async def records(records_url: str) -> AsyncIterator[SqlStore]:
+    opened = await SqlStore.open(records_url)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
 @pytest.fixture
 async def bot(
-    fake_openai: FakeOpenAI, store: SqlStore
+    fake_openai: FakeOpenAI, records: SqlStore
 ) -> AsyncIterator[tuple[Worker, Outbox, Metrics]]:
+    store = records
     settings = settings_for(fake_openai)
     profile = profile_with(BUDGETS, [ModelOption(provider="openai", model=CHEAP)])
     provider, resolved = build_provider(settings, profile)
@@ -95,8 +116,9 @@ async def say(worker: Worker, outbox: Outbox, text: str) -> str:
 
 
 async def test_past_degrade_at_the_cheaper_model_answers_until_the_budget_refuses(
-    bot: tuple[Worker, Outbox, Metrics], fake_openai: FakeOpenAI, store: SqlStore
+    bot: tuple[Worker, Outbox, Metrics], fake_openai: FakeOpenAI, records: SqlStore
 ) -> None:
+    store = records
     worker, outbox, metrics = bot
     fake_openai.script(Text("one"), Text("two"), Text("three"), Text("four"))
 
