@@ -1,5 +1,5 @@
 """Wiring of the rate limits and budgets of issue 17: where the counters live, and the
-`per_session` budget's older name.
+`per_session` budget's older name; and the watchdog's (issue 35), which tells the same admins.
 
 The counters are coordination: in Redis when `REDIS_URL` is set (every worker shares them),
 else this process's memory (the embedded deployment is one process).
@@ -7,7 +7,9 @@ else this process's memory (the embedded deployment is one process).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from bots.platforms import REGISTERED, Platforms
@@ -15,16 +17,19 @@ from bots.settings import Settings
 from core.budgets import BudgetAlerts, BudgetGuard, Budgets
 from core.bus.base import Bus
 from core.envelopes import Address
+from core.metrics import Metrics
 from core.profile import ProfileSettings
 from core.ratelimit import RateLimits
+from core.readiness import Readiness
 from core.store.base import Store
+from core.watchdog import AdminAlerts, Watchdog
 
 if TYPE_CHECKING:
     from limits.aio.storage import RedisStorage, Storage
 
     from core.backends.redis.client import AnyRedis
 
-__all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits"]
+__all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits", "watching"]
 
 
 def open_rate_limits(
@@ -140,3 +145,32 @@ def admin_dms(admins: Sequence[str], platforms: Platforms = REGISTERED) -> list[
         if spec is not None and user_id and (address := spec.admin_dm(user_id)) is not None:
             found.append(address)
     return found
+
+
+@contextlib.asynccontextmanager
+async def watching(
+    options: ProfileSettings,
+    bus: Bus,
+    readiness: Readiness,
+    metrics: Metrics | None,
+    platforms: Platforms = REGISTERED,
+) -> AsyncIterator[Watchdog | None]:
+    """The process's watchdog over the platforms it serves (None with `[watchdog] enabled =
+    false`): checking in the background, its gauges on `/metrics`, incidents told to the
+    admins on another platform and on the `events` topic."""
+    if not options.watchdog.enabled:
+        yield None
+        return
+    watchdog = Watchdog(
+        options.watchdog,
+        readiness=readiness,
+        tell=AdminAlerts(bus, admin_dms(options.admins, platforms)),
+    )
+    if metrics is not None:
+        metrics.add_probe(watchdog.probe)
+    task = asyncio.create_task(watchdog.run(), name="watchdog")
+    try:
+        yield watchdog
+    finally:
+        watchdog.stop()
+        await task

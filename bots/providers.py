@@ -134,10 +134,30 @@ def build_model_choices(
             unavailable[name] = str(exc)
             continue
         providers[name] = ReliableProvider(registry.resolve(name).provider, policy=policy)
-    return ModelChoices(
+    choices = ModelChoices(
         default_provider=provider,
         default_model=resolved.model,
         allowed=tuple(options.models.allowed),
         providers=providers,
         unavailable=unavailable,
+    )
+    _check_degrade_model(profile, choices)
+    return choices
+
+
+def _check_degrade_model(profile: Profile, choices: ModelChoices) -> None:
+    """`[budgets] degrade_model` must be one the profile can reach: its default model, or an
+    entry of `[models] allowed` whose provider has its key (a turn cannot ask then)."""
+    name = profile.settings.budgets.degrade_model
+    if name is None or choices.reach(name) is not None:
+        return
+    option = choices.find(name)
+    if option is None:
+        raise ConfigError(
+            f"profile {profile.name}: budgets.degrade_model {name!r} is neither the default "
+            f"model ({choices.default_model}) nor in [models] allowed"
+        )
+    raise ConfigError(
+        f"profile {profile.name}: budgets.degrade_model {name!r}: "
+        f"{choices.unavailable.get(option.provider, 'its provider is not available')}"
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
 
@@ -37,11 +37,22 @@ __all__ = [
     "Inbound",
     "InboundSink",
     "Outbound",
+    "ReportsPolls",
     "settings_from_env",
 ]
 
 InboundSink = Callable[[Inbound], Awaitable[None]]
 _Model = TypeVar("_Model", bound=BaseModel)
+
+
+@runtime_checkable
+class ReportsPolls(Protocol):
+    """An adapter that polls its platform (Telegram without a webhook) and says when a poll
+    succeeded, with or without updates: the watchdog's poll lag (`core/watchdog.py`)."""
+
+    def on_poll(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every successful poll."""
+        ...
 
 
 class ChannelAdapter(Protocol):

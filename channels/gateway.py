@@ -35,7 +35,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable
 
-from channels.base import ChannelAdapter
+from channels.base import ChannelAdapter, ReportsPolls
 from core.bus.base import Bus, Delivery
 from core.bus.names import RECEIPTS, outbound_queue
 from core.envelopes import Inbound, Outbound, Receipt, ReceiptStatus, new_id
@@ -47,12 +47,15 @@ from core.metrics import Metrics
 from core.readiness import Readiness, keep_trying
 from core.store.replies import ReplyRecords
 from core.tasks import cancel_and_wait
+from core.watchdog import Watchdog
 
 __all__ = ["Gateway"]
 
 log = logging.getLogger(__name__)
 
 _EPHEMERAL = frozenset({"typing", "progress", "delta"})
+# The delivery outcomes the watchdog hears of (a refused delivery tried again tells it too).
+_WATCHED = frozenset({"delivered", "failed", "dropped"})
 _MAX_RETRY_AFTER = 300.0
 # How long one receive waits for a delivery; the delivery loop is marked up again only when
 # one returns, so this bounds how late readiness notices the bus is back.
@@ -79,6 +82,7 @@ class Gateway:
         max_deliveries: int = 5,
         metrics: Metrics | None = None,
         concurrency: int = _CONCURRENCY,
+        watchdog: Watchdog | None = None,
     ) -> None:
         """`mailboxes` take the adapter's inbound work; `readiness` is the process's: the
         intake and delivery loops report to it.
@@ -87,11 +91,13 @@ class Gateway:
         notification's platform message id to its receipt; `max_deliveries` is the bus's, so
         the gateway knows which failed attempt sends an entry to the dead letters; `metrics`
         counts deliveries by outcome; `concurrency` bounds the deliveries held at once (across
-        chats; one chat's are shown one at a time).
+        chats; one chat's are shown one at a time); `watchdog` hears of every update, poll
+        and delivery (`core/watchdog.py`).
         """
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         self.metrics = metrics
+        self.watchdog = watchdog
         self.adapter = adapter
         self.bus = bus
         self.mailboxes = mailboxes
@@ -115,6 +121,8 @@ class Gateway:
         platform's update instead of dropping it; once `stop()` was asked it gives up
         (`BusError`) at the next failure.
         """
+        if self.watchdog is not None:
+            self.watchdog.received(self.adapter.platform)
         await keep_trying(
             self.readiness,
             self._intake,
@@ -129,11 +137,17 @@ class Gateway:
         meanwhile (for an adapter that can deliver before its `run()`), and starts receiving
         once it is True; False (stopped first) ends the run without receiving.
         """
+        if self.watchdog is not None and isinstance(self.adapter, ReportsPolls):
+            watchdog, platform = self.watchdog, self.adapter.platform
+            self.adapter.on_poll(lambda: watchdog.polled(platform))
         # Both loops (and the tasks the adapter starts) name the platform in their log lines.
         with log_context(platform=self.adapter.platform):
             deliveries = asyncio.create_task(self._deliver_forever(), name=self.consumer)
             try:
                 if receive_after is None or await receive_after:
+                    if self.watchdog is not None:
+                        # Silence counts from here: a gateway standing by hears nothing.
+                        self.watchdog.watch(self.adapter.platform)
                     await self.adapter.run(self.publish)
             finally:
                 await cancel_and_wait(deliveries)
@@ -233,6 +247,9 @@ class Gateway:
     def _count(self, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.delivered(self.adapter.platform, outcome)
+        # A rate limit waited out or a chat that refuses for good says nothing of the platform.
+        if self.watchdog is not None and outcome in _WATCHED:
+            self.watchdog.delivered(self.adapter.platform, ok=outcome == "delivered")
 
     async def _deliver(self, delivery: Delivery) -> None:
         """Show one delivery and settle it."""
@@ -296,6 +313,8 @@ class Gateway:
             await self._settle(delivery, done=True)
             return
         self._count("retried")
+        if self.watchdog is not None:
+            self.watchdog.delivered(self.adapter.platform, ok=False)
         log.warning(
             "delivery to %s failed (attempt %d): %s",
             outbound.address.session_key,

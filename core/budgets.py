@@ -13,6 +13,10 @@ Five limits, each optional (`[budgets]` in profile.toml):
 `BudgetGuard.check` names the first limit reached (in the order of `_ORDER`); the runtime turns
 it into one sentence for the person, and `BudgetAlerts` tells the admins once per limit, scope
 and day with a `budget.reached` event on the `events` topic.
+
+Cheaper before refused: with `degrade_at` and `degrade_model`, `BudgetGuard.assess` also says
+when a daily scope (person, chat or bot) has spent that share of its limit; the runtime then
+runs the turn on `degrade_model` (and at most `degrade_steps` steps). At 100 % the refusal stays.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime, time, timedelta
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.bus.base import Bus
 from core.bus.names import EVENTS, outbound_queue
@@ -38,7 +42,9 @@ __all__ = [
     "BudgetHit",
     "BudgetName",
     "Budgets",
+    "Degrade",
     "Spender",
+    "Verdict",
     "spender_keys",
 ]
 
@@ -62,10 +68,36 @@ class Budgets(BaseModel):
     per_chat_daily: float | None = Field(default=None, ge=0)
     per_session: float | None = Field(default=None, ge=0)
     per_schedule_run: float | None = Field(default=None, ge=0)
+    # Cheaper before refused: past this share of a daily limit, turns run on `degrade_model`
+    # (which `bots/providers.py` checks the profile can reach) and at most `degrade_steps`.
+    degrade_at: float | None = Field(default=None, gt=0, lt=1)
+    degrade_model: str | None = Field(default=None, min_length=1)
+    degrade_steps: int | None = Field(default=None, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _degrade_is_whole(self) -> Budgets:
+        if (self.degrade_at is None) != (self.degrade_model is None):
+            raise ValueError("budgets: degrade_at and degrade_model go together; set both")
+        if self.degrade_steps is not None and self.degrade_model is None:
+            raise ValueError("budgets: degrade_steps needs degrade_at and degrade_model")
+        daily = (self.per_user_daily, self.per_chat_daily, self.global_daily)
+        if self.degrade_at is not None and all(limit is None for limit in daily):
+            raise ValueError(
+                "budgets: degrade_at needs a daily limit (per_user_daily, per_chat_daily or "
+                "global_daily) to be a share of"
+            )
+        return self
 
     def any_set(self) -> bool:
         """Whether at least one limit applies."""
-        return any(value is not None for value in self.model_dump().values())
+        limits = (
+            self.global_daily,
+            self.per_user_daily,
+            self.per_chat_daily,
+            self.per_session,
+            self.per_schedule_run,
+        )
+        return any(value is not None for value in limits)
 
 
 class Spender(BaseModel):
@@ -115,6 +147,41 @@ class BudgetHit(BaseModel):
                 return f"This bot has reached its daily spending limit of {amount}; {when}."
 
 
+class Degrade(BaseModel):
+    """A daily scope past `degrade_at` of its limit: the turn runs on the cheaper model."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # The scope closest to its limit (the largest share spent).
+    name: BudgetName
+    limit_usd: float
+    spent_usd: float
+    scope: str
+    model: str
+    steps: int | None = None
+
+    def sentence(self) -> str:
+        """What `/cost` says of it."""
+        share = self.spent_usd / self.limit_usd if self.limit_usd else 1.0
+        whose = {"per_user_daily": "your", "per_chat_daily": "this chat's"}.get(
+            self.name, "this bot's"
+        )
+        return (
+            f"Past {share:.0%} of {whose} daily spending limit of {dollars(self.limit_usd)}, "
+            f"turns run on the cheaper model {self.model} until midnight UTC."
+        )
+
+
+class Verdict(BaseModel):
+    """What the budgets say of one model call: refused (`hit`), cheaper (`degrade`), or
+    neither."""
+
+    model_config = ConfigDict(frozen=True)
+
+    hit: BudgetHit | None = None
+    degrade: Degrade | None = None
+
+
 # Called once for every hit (BudgetAlerts keeps it to once per limit, scope and day).
 BudgetAlert = Callable[[BudgetHit], Awaitable[None]]
 
@@ -140,24 +207,31 @@ class BudgetGuard:
 
         `run_spent` is what the turn under way spent so far (the per-run limit reads it).
         """
-        hit = await self._first_hit(spender, run_spent)
+        return (await self.assess(spender, run_spent)).hit
+
+    async def assess(self, spender: Spender, run_spent: float = 0.0) -> Verdict:
+        """`check`, and whether the call should run on the cheaper model, in one ledger read."""
+        verdict = await self._verdict(spender, run_spent)
+        hit = verdict.hit
         if hit is not None and self._on_hit is not None:
             try:
                 await self._on_hit(hit)
             except Exception:
                 # Telling the admins is best effort; the person's refusal must still go out.
                 log.warning("could not report the %s budget", hit.name, exc_info=True)
-        return hit
+        return verdict
 
-    async def _first_hit(self, spender: Spender, run_spent: float) -> BudgetHit | None:
+    async def _verdict(self, spender: Spender, run_spent: float) -> Verdict:
         limits = self.budgets
         if spender.scheduled and limits.per_schedule_run is not None:
             if run_spent >= limits.per_schedule_run:
-                return BudgetHit(
-                    name="per_schedule_run",
-                    limit_usd=limits.per_schedule_run,
-                    spent_usd=run_spent,
-                    scope=spender.session_id,
+                return Verdict(
+                    hit=BudgetHit(
+                        name="per_schedule_run",
+                        limit_usd=limits.per_schedule_run,
+                        spent_usd=run_spent,
+                        scope=spender.session_id,
+                    )
                 )
         now = self._clock().astimezone(UTC)
         midnight = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=UTC)
@@ -169,17 +243,19 @@ class BudgetGuard:
             daily.append(("per_chat_daily", limits.per_chat_daily, spender.chat))
         daily.append(("global_daily", limits.global_daily, "all"))
         if limits.per_session is None and all(limit is None for _, limit, _ in daily):
-            return None
+            return Verdict()
         # Every scope in one read of the ledger, before each call.
         spending = await self.ledger.spending(
             now.date(), session_id=spender.session_id, user=spender.user, chat=spender.chat
         )
         if limits.per_session is not None and spending.session >= limits.per_session:
-            return BudgetHit(
-                name="per_session",
-                limit_usd=limits.per_session,
-                spent_usd=spending.session,
-                scope=spender.session_id,
+            return Verdict(
+                hit=BudgetHit(
+                    name="per_session",
+                    limit_usd=limits.per_session,
+                    spent_usd=spending.session,
+                    scope=spender.session_id,
+                )
             )
         spent_by = {
             "per_user_daily": spending.user_daily,
@@ -188,14 +264,43 @@ class BudgetGuard:
         }
         for name, limit, scope in daily:
             if limit is not None and spent_by[name] >= limit:
-                return BudgetHit(
+                return Verdict(
+                    hit=BudgetHit(
+                        name=name,
+                        limit_usd=limit,
+                        spent_usd=spent_by[name],
+                        scope=scope or "all",
+                        resets_at=midnight,
+                    )
+                )
+        return Verdict(degrade=self._degrade(daily, spent_by))
+
+    def _degrade(
+        self,
+        daily: Sequence[tuple[BudgetName, float | None, str | None]],
+        spent_by: dict[str, float],
+    ) -> Degrade | None:
+        """The daily scope closest to its limit, if past `degrade_at` of it."""
+        limits = self.budgets
+        if limits.degrade_at is None or limits.degrade_model is None:
+            return None
+        closest: Degrade | None = None
+        best = -1.0
+        for name, limit, scope in daily:
+            if not limit:
+                continue
+            share = spent_by[name] / limit
+            if share >= limits.degrade_at and share > best:
+                best = share
+                closest = Degrade(
                     name=name,
                     limit_usd=limit,
                     spent_usd=spent_by[name],
                     scope=scope or "all",
-                    resets_at=midnight,
+                    model=limits.degrade_model,
+                    steps=limits.degrade_steps,
                 )
-        return None
+        return closest
 
 
 class BudgetAlerts:

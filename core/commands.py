@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.budgets import BudgetGuard, Spender, spender_keys
 from core.envelopes import Inbound
 from core.model_choice import ModelChoices
 from core.pricing import format_usd
@@ -64,6 +65,8 @@ class CommandContext:
     registry: CommandRegistry
     # The models this bot's chats may switch to (`/model`); None: the worker has no choice.
     models: ModelChoices | None = None
+    # The spending limits (`/cost` says when turns run on the cheaper model); None: none.
+    budgets: BudgetGuard | None = None
 
 
 CommandHandler = Callable[[CommandContext], Awaitable[str]]
@@ -139,6 +142,15 @@ async def _cost(context: CommandContext) -> str:
     )
     if context.models is not None:
         text += f" Model: {context.models.current(session.model)}."
+    if context.budgets is not None:
+        inbound = context.inbound
+        user, chat = spender_keys(
+            inbound.address.platform, inbound.user_id, inbound.address, scheduled=False
+        )
+        spender = Spender(session_id=session.id, user=user, chat=chat)
+        degrade = (await context.budgets.assess(spender)).degrade
+        if degrade is not None:
+            text += " " + degrade.sentence()
     return text
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "Compacted",
     "ConfirmationDecided",
     "ConfirmationRequested",
+    "Degraded",
     "FailureKind",
     "Finished",
     "Joined",
@@ -151,6 +152,16 @@ class TurnSettled(_Event):
     outcome: Literal["completed", "failed", "cancelled"]
 
 
+class Degraded(_Event):
+    """The turn runs on the cheaper model from here on: a daily budget scope is past
+    `degrade_at` of its limit (`core/budgets.py`). Not shown to the person."""
+
+    kind: Literal["degraded"] = "degraded"
+    model: str
+    budget: str
+    scope: str
+
+
 class Compacted(_Event):
     """Older turns were summarized to fit the context window."""
 
@@ -244,6 +255,7 @@ AgentEvent = Annotated[
     | ToolFinished
     | Compacted
     | Joined
+    | Degraded
     | RunCompleted
     | RunFailed
     | Cancelled

@@ -16,9 +16,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.clock import utc_now
+from core.watchdog import PlatformHealth
 
 if TYPE_CHECKING:
     import aiosqlite
@@ -60,6 +61,8 @@ class ProcessInfo(BaseModel):
     seen_at: datetime
     # What it serves, where that says more than the role ("telegram", "telegram, slack").
     detail: str = ""
+    # The watchdog's view of each platform it serves (`core/watchdog.py`), as of `seen_at`.
+    platforms: list[PlatformHealth] = Field(default_factory=list)
 
     def missing(self, now: datetime) -> bool:
         """Whether it has stopped beating as of `now`."""
@@ -206,9 +209,12 @@ class Beating:
         *,
         interval: float = BEAT_SECONDS,
         clock: Callable[[], datetime] = utc_now,
+        platforms: Callable[[], list[PlatformHealth]] | None = None,
     ) -> None:
+        """`platforms`: the watchdog's view, sent with each beat (`switchboard status`)."""
         self.board = board
         self.info = info
+        self._platforms = platforms
         self._interval = interval
         self._clock = clock
         self._stopped = asyncio.Event()
@@ -217,7 +223,10 @@ class Beating:
         """Beat until `stop()`; then take the process off the board (best effort)."""
         while not self._stopped.is_set():
             try:
-                await self.board.beat(self.info.model_copy(update={"seen_at": self._clock()}))
+                update: dict[str, object] = {"seen_at": self._clock()}
+                if self._platforms is not None:
+                    update["platforms"] = self._platforms()
+                await self.board.beat(self.info.model_copy(update=update))
             except Exception as exc:
                 log.debug("heartbeat not written: %s", exc)
             with contextlib.suppress(TimeoutError):

@@ -50,6 +50,12 @@ class Metrics:
             ["platform", "mode", "outcome"],
             registry=r,
         )
+        self.turns_degraded = Counter(
+            "switchboard_turns_degraded",
+            "Turns run on the cheaper model (`[budgets] degrade_model`), by platform.",
+            ["platform"],
+            registry=r,
+        )
         self.turn_seconds = Histogram(
             "switchboard_turn_seconds",
             "How long a turn took, from start to its last event.",
@@ -127,6 +133,37 @@ class Metrics:
             "switchboard_provider_breaker_open",
             "1 while a provider's circuit breaker refuses calls, else 0.",
             ["provider"],
+            registry=r,
+        )
+        # The watchdog's view of each platform (`core/watchdog.py`), read at scrape time.
+        self.platform_since_update = Gauge(
+            "switchboard_platform_seconds_since_update",
+            "Seconds since the platform's last update reached the gateway (NaN: none yet).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_since_delivery = Gauge(
+            "switchboard_platform_seconds_since_delivery",
+            "Seconds since the last delivery the platform accepted (NaN: none yet).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_poll_lag = Gauge(
+            "switchboard_platform_poll_lag_seconds",
+            "Seconds since the platform's last successful poll (NaN: not polled).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_failure_rate = Gauge(
+            "switchboard_platform_delivery_failure_ratio",
+            "Failed share of the platform's last 20 deliveries (NaN: none yet).",
+            ["platform"],
+            registry=r,
+        )
+        self.platform_incident = Gauge(
+            "switchboard_platform_incident",
+            "1 while the watchdog holds the platform silent or failing, else 0.",
+            ["platform"],
             registry=r,
         )
 

@@ -69,6 +69,16 @@ class ModelChoices:
             return self.default_provider, self.default_model
         return self.providers[option.provider], option.model
 
+    def reach(self, name: str) -> tuple[Provider, str] | None:
+        """The provider and model for `name` (the default or an allowed model whose provider
+        is built), or None: the cheaper model of `[budgets] degrade_model` goes through it."""
+        if name == self.default_model:
+            return self.default_provider, self.default_model
+        option = self.find(name)
+        if option is None or option.provider not in self.providers:
+            return None
+        return self.providers[option.provider], option.model
+
     def current(self, stored: str | None) -> str:
         """The name of the model a session with this stored choice uses."""
         return self.pick(stored)[1]

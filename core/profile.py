@@ -30,6 +30,7 @@ from core.session_reset import SessionReset
 from core.skills import Skill
 from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
 from core.voice import VoiceSettings
+from core.watchdog import WatchdogSettings
 
 __all__ = ["HooksOptions", "Profile", "ProfileSettings", "Skill"]
 
@@ -159,6 +160,9 @@ class ProfileSettings(BaseModel):
     # Models a chat may switch to with `/model`: `[models] allowed = [{provider = "openai",
     # model = "gpt-4o-mini"}]`. Empty: switching is off, every chat uses `model`.
     models: ModelsSettings = Field(default_factory=ModelsSettings)
+    # The watchdog for a deaf platform: `[watchdog] silent_after = "30m"` (or per platform),
+    # `failures`, `check_every`... (docs/operators.md, "Watchdog").
+    watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:

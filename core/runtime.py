@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 from core.arrivals import Arrivals
-from core.budgets import BudgetGuard, Spender, dollars, spender_keys
+from core.budgets import BudgetGuard, Degrade, Spender, dollars, spender_keys
 from core.checkpoints import Checkpoint
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
@@ -46,6 +46,7 @@ from core.events import (
     Cancelled,
     CheckpointSaved,
     Compacted,
+    Degraded,
     Finished,
     Joined,
     Progress,
@@ -220,6 +221,7 @@ class AgentRuntime:
             state.provider, state.model = self.models.pick(model)
         else:
             state.provider, state.model = self.provider, self.model
+        state.max_steps = self.limits.max_steps
         # Bounded: a consumer that falls behind makes the model stream wait for it.
         queue = EventBuffer(self.limits.stream_buffer_size)
         state.room = queue.room
@@ -397,9 +399,12 @@ class AgentRuntime:
             run_id, session_id, history, context, state
         )
         for step in range(1, self.limits.max_steps + 1):
+            if step > state.max_steps:
+                break
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
-            if (refusal := await self._over_budget(run_id, session_id, context, state)) is not None:
+            refusal = await self._over_budget(run_id, session_id, context, state, emit)
+            if refusal is not None:
                 return refusal
             history += await self._join(session_id, state, emit, step)
             if compacted := await state.view.compact(history):
@@ -437,10 +442,10 @@ class AgentRuntime:
             run_id=run_id,
             failure="budget",
             message=(
-                f"I could not finish this within {self.limits.max_steps} steps, so I stopped. "
+                f"I could not finish this within {state.max_steps} steps, so I stopped. "
                 "Try asking for less at once."
             ),
-            detail=f"max_steps={self.limits.max_steps} reached",
+            detail=f"max_steps={state.max_steps} reached",
         )
 
     async def _prepare(
@@ -579,7 +584,12 @@ class AgentRuntime:
         await self.hooks.on_compaction(event)
 
     async def _over_budget(
-        self, run_id: str, session_id: str, context: ChannelContext, state: TurnState
+        self,
+        run_id: str,
+        session_id: str,
+        context: ChannelContext,
+        state: TurnState,
+        emit: Callable[[AgentEvent | None], None],
     ) -> RunFailed | None:
         if self.budgets is not None:
             spender = Spender(
@@ -589,8 +599,11 @@ class AgentRuntime:
                 scheduled=context.scheduled,
             )
             budgets = self.budgets
-            hit = await self.patience(lambda: budgets.check(spender, state.cost), read=True)
+            verdict = await self.patience(lambda: budgets.assess(spender, state.cost), read=True)
+            hit = verdict.hit
             if hit is None:
+                if verdict.degrade is not None:
+                    self._degrade(verdict.degrade, state, emit)
                 return None
             return RunFailed(
                 run_id=run_id,
@@ -615,6 +628,31 @@ class AgentRuntime:
             detail=f"spent ${spent:.4f} of max_spend_usd={limit}",
         )
 
+    def _degrade(
+        self, degrade: Degrade, state: TurnState, emit: Callable[[AgentEvent | None], None]
+    ) -> None:
+        """Run the rest of the turn on the cheaper model (and within its steps), silently."""
+        if state.degraded:
+            return
+        reached = self.models.reach(degrade.model) if self.models is not None else None
+        if reached is None:
+            # The start checks the profile can reach it; one gone since is no reason to refuse.
+            log.warning(
+                "degrade_model %s cannot be reached; the turn keeps its model", degrade.model
+            )
+            return
+        state.provider, state.model = reached
+        state.degraded = True
+        if degrade.steps is not None:
+            state.max_steps = min(state.max_steps, degrade.steps)
+        log.info(
+            "%s of %s past degrade_at: this turn runs on %s",
+            degrade.name,
+            degrade.scope,
+            degrade.model,
+        )
+        emit(Degraded(model=degrade.model, budget=degrade.name, scope=degrade.scope))
+
     def _cost(
         self, session_id: str, run_id: str, finished: Finished, state: TurnState
     ) -> CostEntry:
@@ -636,6 +674,7 @@ class AgentRuntime:
             at=self._clock(),
             user=state.user,
             chat=state.chat,
+            degraded=state.degraded,
             # One id for every attempt: a write that landed though its answer was lost is not
             # charged twice.
             id=new_id(),

@@ -104,3 +104,7 @@ class TurnState:
         self.model: str
         # Waits while the turn's consumer has `stream_buffer_size` events unread (None: never).
         self.room: Callable[[], Awaitable[None]] | None = None
+        # Set once the budgets sent the turn to the cheaper model (`[budgets] degrade_model`);
+        # its ledger entries say so. `max_steps`: the turn's step limit, fewer once degraded.
+        self.degraded = False
+        self.max_steps = 0

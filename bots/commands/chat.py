@@ -24,7 +24,7 @@ from bots.commands.common import (
     whole,
     wrapped,
 )
-from bots.commands.costs import GROUPINGS, cost_by, cost_document, session_costs
+from bots.commands.costs import GROUPINGS, cost_by, cost_document, degraded_line, session_costs
 from bots.commands.processes import run_with_gateways
 from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.loop import stop_on_sigterm
@@ -272,6 +272,8 @@ async def _cost(settings: Settings, session_id: str | None, limit: int, as_json:
         )
         return
     console.print(session_costs(rows, total, keys, width=console.width))
+    if total.degraded_turns:
+        console.print(degraded_line(total.degraded_turns), markup=False)
     if total.unpriced_calls:
         console.print(
             f"{total.unpriced_calls} call(s) used a model without a known price; "

@@ -16,7 +16,7 @@ from core.pricing import format_usd
 from core.store.ledger import CostGroup, CostGrouping, CostSummary
 from core.store.log import SessionRecord
 
-__all__ = ["GROUPINGS", "cost_by", "cost_document", "money", "session_costs"]
+__all__ = ["GROUPINGS", "cost_by", "cost_document", "degraded_line", "money", "session_costs"]
 
 GROUPINGS: Final[tuple[CostGrouping, ...]] = ("user", "chat", "day", "model")
 
@@ -55,6 +55,8 @@ async def cost_by(
         console.print("Nothing spent yet: no model calls are recorded.", markup=False)
         return
     console.print(_grouped(by, rows, total))
+    if total.degraded_turns:
+        console.print(degraded_line(total.degraded_turns), markup=False)
     if by in ("user", "chat"):
         console.print(
             f"(none): calls no {'person' if by == 'user' else 'chat'} is known for "
@@ -128,6 +130,14 @@ def cost_document(
         entry["key"] = record.key if record else None
         sessions.append(entry)
     return {"sessions": sessions, "total": total.model_dump(mode="json", exclude={"session_id"})}
+
+
+def degraded_line(turns: int) -> str:
+    """How many turns ran on the cheaper model (`[budgets] degrade_model`)."""
+    return (
+        f"{turns} turn{'' if turns == 1 else 's'} ran on the cheaper model "
+        "([budgets] degrade_model), past degrade_at of a daily budget."
+    )
 
 
 def money(amount: float, unpriced: int) -> str:

@@ -111,6 +111,7 @@ async def _serve_platforms(settings: Settings) -> None:
     # Imported here, not at the top: `switchboard chat` imports this module too, and aiohttp's
     # servers, the web page's renderer and prometheus are a fifth of a second of its start.
     from bots.commands.notify import check_hooks, hooks_listener
+    from bots.limits import watching
     from bots.web import web_settings
 
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
@@ -130,7 +131,13 @@ async def _serve_platforms(settings: Settings) -> None:
         embedded(settings, profile) as parts,
         operations(settings, parts.readiness, parts.metrics, parts.bus, parts.mailboxes),
         hooks_listener(settings, profile, parts.bus, parts.mailboxes),
-        announce(settings, "serve", ", ".join(served)),
+        watching(profile.settings, parts.bus, parts.readiness, parts.metrics) as watchdog,
+        announce(
+            settings,
+            "serve",
+            ", ".join(served),
+            platforms=watchdog.health if watchdog is not None else None,
+        ),
     ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
@@ -165,6 +172,7 @@ async def _serve_platforms(settings: Settings) -> None:
                     readiness=parts.readiness,
                     replies=parts.replies,
                     metrics=parts.metrics,
+                    watchdog=watchdog,
                 )
 
             return build
@@ -228,11 +236,19 @@ def gateway(ctx: click.Context, platform: str) -> None:
 
 
 async def _gateway(settings: Settings, platform: str) -> None:
+    from bots.limits import watching
+
     profile = await asyncio.to_thread(load_profile, settings.profiles_dir, settings.profile)
     async with (
         backends(settings) as found,
         operations(settings, found.readiness, found.metrics, found.bus, found.mailboxes),
-        announce(settings, "gateway", platform),
+        watching(profile.settings, found.bus, found.readiness, found.metrics) as watchdog,
+        announce(
+            settings,
+            "gateway",
+            platform,
+            platforms=watchdog.health if watchdog is not None else None,
+        ),
     ):
         replies = ReplyStreams(found.replies, IncrementalRender())
         menu = command_registry().menu()
@@ -252,6 +268,7 @@ async def _gateway(settings: Settings, platform: str) -> None:
             readiness=found.readiness,
             replies=found.replies,
             metrics=found.metrics,
+            watchdog=watchdog,
         )
         log_startup(settings, "gateway", [platform])
         role = REGISTERED.leader_role(adapter, settings.environ)

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 
@@ -27,6 +27,7 @@ from core.clock import utc_now
 from core.envelopes import new_id
 from core.errors import BusError, StoreError
 from core.heartbeat import Beating, HeartbeatBoard, ProcessInfo
+from core.watchdog import PlatformHealth
 
 __all__ = ["announce", "open_board", "status"]
 
@@ -51,8 +52,15 @@ async def open_board(settings: Settings) -> HeartbeatBoard:
 
 
 @contextlib.asynccontextmanager
-async def announce(settings: Settings, role: str, detail: str = "") -> AsyncIterator[None]:
-    """Beat on the board while the block runs, so `switchboard status` lists this process."""
+async def announce(
+    settings: Settings,
+    role: str,
+    detail: str = "",
+    *,
+    platforms: Callable[[], list[PlatformHealth]] | None = None,
+) -> AsyncIterator[None]:
+    """Beat on the board while the block runs, so `switchboard status` lists this process
+    (with `platforms`, the watchdog's view of the platforms it serves)."""
     now = utc_now()
     info = ProcessInfo(
         id=f"{role}-{new_id()[:12]}",
@@ -65,7 +73,7 @@ async def announce(settings: Settings, role: str, detail: str = "") -> AsyncIter
         detail=detail,
     )
     board = await open_board(settings)
-    beating = Beating(board, info)
+    beating = Beating(board, info, platforms=platforms)
     task = asyncio.create_task(beating.run(), name="heartbeat")
     try:
         yield
@@ -127,6 +135,8 @@ async def _status(settings: Settings, as_json: bool) -> None:
         out.print(f"Processes using {where}:")
         for process in processes:
             out.print("  " + _process_line(process, now), markup=False)
+            for health in process.platforms:
+                out.print("    " + _platform_line(health), markup=False)
     out.print("Queues:")
     out.print(f"  {'mailboxes':<20} {waiting} waiting (inbound work of every session)")
     for name, stats in queues.items():
@@ -193,6 +203,26 @@ def _process_line(process: ProcessInfo, now: datetime) -> str:
         f"{role:<24} {state:<8} {process.host}:{process.pid:<8} v{process.version:<8} "
         f"last heartbeat {_ago(process.seen_at, now)}, up since {started}"
     )
+
+
+def _platform_line(health: PlatformHealth) -> str:
+    """One platform as the watchdog saw it at the process's last beat."""
+
+    def seconds(value: float | None) -> str:
+        return "never" if value is None else f"{value:.0f}s ago"
+
+    parts = [
+        f"{health.platform:<10}",
+        "SILENT" if health.incident is not None else "ok",
+        f"update {seconds(health.since_update)}",
+        f"delivery {seconds(health.since_delivery)}",
+    ]
+    if health.poll_lag is not None:
+        parts.append(f"poll {seconds(health.poll_lag)}")
+    if health.failure_rate is not None:
+        parts.append(f"failing {health.failure_rate:.0%}")
+    line = ", ".join([" ".join(parts[:2]), *parts[2:]])
+    return f"{line} ({health.incident})" if health.incident is not None else line
 
 
 def _queue_line(name: str, stats: QueueStats) -> str:

@@ -19,7 +19,7 @@ import json
 import logging
 import re
 import warnings
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from html import escape
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -164,6 +164,7 @@ class TelegramAdapter:
         self._typing: dict[str, asyncio.Task[None]] = {}
         self._webhook_runner: web.AppRunner | None = None
         self._poller: asyncio.Task[None] | None = None
+        self._on_poll: Callable[[], None] | None = None
         self._bad_requests = BadRequestLog(log)
         self._late = LateMessages(CatchUp(settings.catch_up_hours, settings.catch_up_messages))
         self.webhook_port: int | None = None
@@ -217,6 +218,10 @@ class TelegramAdapter:
         finally:
             await self._shutdown()
 
+    def on_poll(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every `getUpdates` that answered (the watchdog's poll lag)."""
+        self._on_poll = listener
+
     async def stop(self) -> None:
         """Stop receiving; `run()` returns once PTB has shut down (without a `run()`, as on a
         gateway that stood by and delivered, PTB is shut down here)."""
@@ -265,6 +270,8 @@ class TelegramAdapter:
                     timeout=self.settings.poll_timeout,
                     allowed_updates=_UPDATES,
                 )
+                if self._on_poll is not None:
+                    self._on_poll()
                 for update in updates:
                     await self._take(update)
                     offset = update.update_id + 1

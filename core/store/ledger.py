@@ -37,6 +37,8 @@ class CostEntry(BaseModel):
     # The entry's own id, given by its writer: a write tried again records it once. None for
     # entries without one (older, or written by callers that never try again).
     id: str | None = None
+    # The call ran on `[budgets] degrade_model` because a daily budget was nearly spent.
+    degraded: bool = False
 
 
 class CostSummary(BaseModel):
@@ -51,6 +53,8 @@ class CostSummary(BaseModel):
     cost_usd: float = 0.0
     # Calls whose cost is unknown (no price for the model); the true total is higher.
     unpriced_calls: int = 0
+    # Turns that ran (some of their calls) on the cheaper model (`[budgets] degrade_model`).
+    degraded_turns: int = 0
 
 
 class CostGroup(BaseModel):
@@ -67,6 +71,7 @@ class CostGroup(BaseModel):
     usage: Usage = Usage()
     cost_usd: float = 0.0
     unpriced_calls: int = 0
+    degraded_turns: int = 0
 
 
 class Spending(BaseModel):

@@ -246,6 +246,7 @@ class InboundHandler:
                 store=self.store,
                 registry=self.commands,
                 models=self.turns.runtime.models,
+                budgets=self.turns.runtime.budgets,
             )
             text = await command.handler(context)
         await self.outbox.send(inbound, "notice", text)

@@ -17,6 +17,7 @@ from core.events import (
     LIFECYCLE_NAMES,
     AgentEvent,
     Cancelled,
+    Degraded,
     RunCompleted,
     RunFailed,
     RunStarted,
@@ -129,6 +130,11 @@ class Lifecycle:
                     metrics.first_token_seconds.labels(platform=context.platform).observe(
                         now - began
                     )
+            case Degraded(model=model):
+                if metrics is not None:
+                    metrics.turns_degraded.labels(platform=context.platform).inc()
+                with log_context(run=run_id):
+                    log.info("the turn runs on the cheaper model %s", model)
             case ToolFinished(name=tool, is_error=failed, duration_ms=ms):
                 if metrics is not None:
                     outcome = "error" if failed else "ok"

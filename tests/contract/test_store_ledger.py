@@ -335,3 +335,29 @@ async def test_a_cost_recorded_again_under_its_id_is_counted_once(store: Store) 
     assert summary.calls == 3
     assert summary.cost_usd == pytest.approx(1.0)
     assert [e.id for e in await store.cost_entries(session.id)] == ["c-1", None, None]
+
+
+async def test_degraded_calls_are_kept_and_counted_once_per_turn(store: Store) -> None:
+    session = await store.current_session("terminal")
+    cheap = "gpt-4o-mini"
+    for run_id, degraded, model in (
+        ("run-1", False, "claude-sonnet-4-5"),
+        ("run-2", True, cheap),
+        ("run-2", True, cheap),  # a turn's second call counts to the same turn
+        ("run-3", True, cheap),
+    ):
+        entry = _cost(session.id, 0.1, model=model)
+        await store.record_cost(entry.model_copy(update={"run_id": run_id, "degraded": degraded}))
+
+    assert [e.degraded for e in await store.cost_entries(session.id)] == [
+        False,
+        True,
+        True,
+        True,
+    ]
+    assert (await store.cost_summary()).degraded_turns == 2
+    assert (await store.cost_summary(session.id)).degraded_turns == 2
+    by_model = {group.key: group.degraded_turns for group in await store.costs_by("model")}
+    assert by_model == {cheap: 2, "claude-sonnet-4-5": 0}
+    [day] = await store.costs_by("day")
+    assert (day.calls, day.degraded_turns) == (4, 2)

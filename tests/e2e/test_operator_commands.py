@@ -147,6 +147,60 @@ def test_sessions_delete_with_yes_does_not_ask(in_process: CliRunner, tmp_path: 
     )
 
 
+async def _a_gateway_with_a_deaf_platform(url: str, bot: str) -> None:
+    from core.backends.redis.keys import RedisKeys
+    from core.clock import utc_now
+    from core.heartbeat import ProcessInfo, RedisHeartbeats
+    from core.watchdog import PlatformHealth
+
+    board = RedisHeartbeats.from_url(url, RedisKeys(bot))
+    now = utc_now()
+    deaf = PlatformHealth(
+        platform="telegram",
+        since_update=1900,
+        since_delivery=1850,
+        poll_lag=1900,
+        failure_rate=0.25,
+        threshold=1800,
+        incident="no poll has succeeded for 31 min",
+    )
+    info = ProcessInfo(
+        id="gateway-1",
+        role="gateway",
+        host="box-3",
+        pid=901,
+        version="0.1.0",
+        started_at=now,
+        seen_at=now,
+        detail="telegram",
+        platforms=[deaf],
+    )
+    await board.beat(info)
+    await board.aclose()
+
+
+def test_status_shows_what_the_watchdog_sees_of_each_platform(
+    in_process: CliRunner, redis_server: RedisServer
+) -> None:
+    bot = f"watch{uuid.uuid4().hex[:8]}"
+    asyncio.run(_a_gateway_with_a_deaf_platform(redis_server.url, bot))
+    in_process.env = {**(in_process.env or {}), "REDIS_URL": redis_server.url}
+    in_process.env["SWITCHBOARD_BOT_ID"] = bot
+
+    shown = invoke(in_process, ["status"])
+    as_json = invoke(in_process, ["status", "--json"])
+
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "    telegram   SILENT, update 1900s ago, delivery 1850s ago, poll 1900s ago, "
+        "failing 25% (no poll has succeeded for 31 min)"
+    ) in shown.output.splitlines(), shown.output
+    [process] = json.loads(as_json.output)["processes"]
+    [platform] = process["platforms"]
+    assert (platform["platform"], platform["poll_lag"]) == ("telegram", 1900)
+    assert platform["incident"] == "no poll has succeeded for 31 min"
+
+
 @pytest.mark.parametrize(
     "command",
     [

@@ -12,16 +12,17 @@ import pytest
 
 from bots.limits import admin_dms, effective_budgets
 from core.backends.sql.store import SqlStore
-from core.budgets import BUDGET_REACHED, BudgetAlerts, BudgetGuard, Budgets, Spender
+from core.budgets import BUDGET_REACHED, BudgetAlerts, BudgetGuard, Budgets, Spender, Verdict
 from core.bus import EVENTS, outbound_queue
 from core.envelopes import Address, EventEnvelope, Outbound
 from core.errors import ConfigError
-from core.events import RunCompleted, RunFailed
-from core.messages import Message, Usage
+from core.events import Degraded, RunCompleted, RunFailed
+from core.messages import Message, ToolCall, Usage
+from core.model_choice import ModelChoices, ModelOption
 from core.modes import ModeCatalog
 from core.profile import Profile
 from core.providers import ScriptedProvider
-from core.providers.scripted import text_reply
+from core.providers.scripted import text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.store.ledger import CostEntry
 from core.tools import ToolRegistry
@@ -228,3 +229,105 @@ def test_profile_budgets_and_limits_tables_and_max_spend_as_per_session() -> Non
         Profile.parse(
             "p", {"budgets": {"per_chat_daily": -1}}, source="profile.toml", identity=None
         )
+
+
+async def test_past_degrade_at_the_scope_closest_to_its_limit_is_named(store: SqlStore) -> None:
+    guard = BudgetGuard(
+        Budgets(
+            per_user_daily=1.0,
+            per_chat_daily=2.0,
+            global_daily=10.0,
+            degrade_at=0.8,
+            degrade_model="cheap",
+            degrade_steps=2,
+        ),
+        store,
+        clock=Clock(),
+    )
+    session = await store.create_session(CHAT.session_key)
+    spender = Spender(session_id=session.id, user="telegram:7", chat="telegram:b:42")
+    await spend(store, session.id, 0.7)
+    assert await guard.assess(spender) == Verdict()
+
+    # Another person in the chat: the chat is at 85 %, the person at 70 %.
+    await spend(store, session.id, 1.0, user="telegram:8")
+    verdict = await guard.assess(spender)
+    assert verdict.hit is None and verdict.degrade is not None
+    assert (verdict.degrade.name, verdict.degrade.scope) == ("per_chat_daily", "telegram:b:42")
+    assert (verdict.degrade.model, verdict.degrade.steps) == ("cheap", 2)
+    assert verdict.degrade.sentence() == (
+        "Past 85% of this chat's daily spending limit of $2.00, turns run on the cheaper "
+        "model cheap until midnight UTC."
+    )
+    # The person at 90 % now is closer to their limit than the chat (at 90 % too, not more).
+    await spend(store, session.id, 0.2, chat="telegram:b:9")
+    assert (await guard.assess(spender)).degrade.name == "per_user_daily"  # type: ignore[union-attr]
+    # At 100 % the refusal stays, and nothing is cheaper.
+    await spend(store, session.id, 0.2)
+    verdict = await guard.assess(spender)
+    assert verdict.hit is not None and verdict.hit.name == "per_user_daily"
+    assert verdict.degrade is None
+
+
+def test_degrade_settings_go_together_and_share_is_below_one() -> None:
+    with pytest.raises(ValueError, match="degrade_at and degrade_model go together"):
+        Budgets(per_user_daily=1.0, degrade_at=0.8)
+    with pytest.raises(ValueError, match="degrade_steps needs"):
+        Budgets(per_user_daily=1.0, degrade_steps=2)
+    for share in (0, 1, 1.5):
+        with pytest.raises(ValueError, match="degrade_at"):
+            Budgets(global_daily=5, degrade_at=share, degrade_model="m")
+    with pytest.raises(ValueError, match="degrade_at needs a daily limit"):
+        Budgets(per_session=1.0, degrade_at=0.5, degrade_model="m")
+    with pytest.raises(ConfigError, match=r"budgets.degrade_at"):
+        Profile.parse(
+            "p",
+            {"budgets": {"global_daily": 5, "degrade_at": 2, "degrade_model": "m"}},
+            source="profile.toml",
+            identity=None,
+        )
+
+
+async def test_a_degraded_turn_calls_the_cheaper_model_within_degrade_steps(
+    store: SqlStore,
+) -> None:
+    default = ScriptedProvider([text_reply("unused")], name="default")
+    cheap = ScriptedProvider(
+        [tool_reply(ToolCall(id="c1", name="none", arguments={})), text_reply("never")],
+        name="cheap",
+    )
+    runtime = AgentRuntime(
+        provider=default,
+        model="big",
+        tools=ToolRegistry([]),
+        store=store,
+        cost=lambda model, usage: 0.0,
+        clock=Clock(),
+        budgets=BudgetGuard(
+            Budgets(per_user_daily=1.0, degrade_at=0.5, degrade_model="small", degrade_steps=1),
+            store,
+            clock=Clock(),
+        ),
+        models=ModelChoices(
+            default_provider=default,
+            default_model="big",
+            allowed=(ModelOption(provider="cheap", model="small"),),
+            providers={"cheap": cheap},
+        ),
+    )
+    context = ChannelContext(
+        platform="telegram",
+        mode=ModeCatalog().get("no-tools"),
+        session_key=CHAT.session_key,
+        user_id="7",
+        address=CHAT,
+    )
+    session = await store.create_session(CHAT.session_key)
+    await spend(store, session.id, 0.6)
+    events = [e async for e in runtime.run(session.id, Message.user("hi"), context)]
+
+    assert [e.model for e in events if isinstance(e, Degraded)] == ["small"]
+    end = events[-1]
+    assert isinstance(end, RunFailed) and end.detail == "max_steps=1 reached"
+    assert (len(default.requests), len(cheap.requests)) == (0, 1)
+    assert [e.degraded for e in await store.cost_entries(session.id)] == [False, True]

@@ -32,6 +32,7 @@ _AGGREGATES: tuple[ColumnElement[Any], ...] = (
     func.coalesce(func.sum(c.cache_write_tokens), 0),
     func.coalesce(func.sum(c.cost_usd), cast(0.0, Float)),
     func.coalesce(func.sum(case((c.cost_usd.is_(None), 1), else_=0)), 0),
+    func.count(func.distinct(case((c.degraded, c.run_id)))),
 )
 
 # `at` is fixed-width UTC text, so its first ten characters are the UTC day.
@@ -162,13 +163,14 @@ class SqlLedger(SqlBase):
                     user=row.user_key,
                     chat=row.chat_key,
                     id=row.entry_id,
+                    degraded=row.degraded,
                 )
                 for row in rows
             ]
 
 
 def _summary(session_id: str | None, row: tuple[Any, ...]) -> CostSummary:
-    calls, input_tokens, output_tokens, cache_read, cache_write, cost_usd, unpriced = row
+    calls, input_tokens, output_tokens, cache_read, cache_write, cost_usd, unpriced, degraded = row
     return CostSummary(
         session_id=session_id,
         calls=calls,
@@ -180,6 +182,7 @@ def _summary(session_id: str | None, row: tuple[Any, ...]) -> CostSummary:
         ),
         cost_usd=float(cost_usd),
         unpriced_calls=int(unpriced),
+        degraded_turns=int(degraded),
     )
 
 
@@ -192,6 +195,7 @@ def _group(by: CostGrouping, row: tuple[Any, ...]) -> CostGroup:
         usage=summary.usage,
         cost_usd=summary.cost_usd,
         unpriced_calls=summary.unpriced_calls,
+        degraded_turns=summary.degraded_turns,
     )
 
 
@@ -220,6 +224,7 @@ async def record(db: AsyncConnection, dialect: str, entry: CostEntry) -> None:
         "user_key": entry.user,
         "chat_key": entry.chat,
         "entry_id": entry.id,
+        "degraded": entry.degraded,
     }
     # An entry whose id is recorded already (a write tried again) is left as it is.
     await db.execute(insert_ignoring(dialect, costs, values))

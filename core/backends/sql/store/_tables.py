@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Column,
     Float,
     Integer,
@@ -18,6 +19,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    false,
 )
 
 __all__ = [
@@ -114,6 +116,8 @@ costs = Table(
     Column("chat_key", Text, nullable=True),
     # `CostEntry.id`, unique when given.
     Column("entry_id", Text, nullable=True),
+    # `CostEntry.degraded`: the call ran on `[budgets] degrade_model`.
+    Column("degraded", Boolean, nullable=False, server_default=false()),
 )
 
 schedules = Table(
