@@ -88,6 +88,9 @@ _DIGEST_LENGTHS = frozenset({32, 40, 56, 64, 96, 128})
 _ENTROPY_CEILING = 4.2
 # A segment of a path: a word, lower case after its first letter (`v10`, `messages`, `Users`).
 _PATH_WORD = re.compile(r"[A-Za-z][a-z0-9_.\-]*")
+# A slug's separators and its words (`_is_words`).
+_WORD_SEPARATORS = re.compile(r"[-_/]")
+_LOWER_WORD = re.compile(r"[a-z]{2,}")
 _ENTROPY_SHARE = 0.85
 # Every built-in shape above needs one of these somewhere in the text (a secret's name, a
 # header, a known prefix, `://` or a run of 24 key characters): text without any is left as
@@ -109,7 +112,7 @@ def looks_like_secret(token: str) -> bool:
     """Whether a single token (no spaces) looks like a random key rather than a name, a path
     or a hash."""
     body = token.rstrip("=")
-    if len(body) < 24 or _UUID.fullmatch(body) or _is_path(body):
+    if len(body) < 24 or _UUID.fullmatch(body) or _is_path(body) or _is_words(body):
         return False
     if _HEX.fullmatch(body) and len(body) in _DIGEST_LENGTHS:
         return False
@@ -124,6 +127,14 @@ def _is_path(body: str) -> bool:
     numbers or words, not the random letters of a base64 key that happens to hold a `/`."""
     parts = body.split("/")
     return len(parts) >= 3 and all(not p or p.isdigit() or _PATH_WORD.fullmatch(p) for p in parts)
+
+
+def _is_words(body: str) -> bool:
+    """Lower-case words and numbers joined by `-`, `_` or `/`
+    (`decisions/0013-stream-fallback-and-backpressure`): a slug, a file name or a setting,
+    never the mixed letters of a key."""
+    parts = _WORD_SEPARATORS.split(body)
+    return len(parts) >= 3 and all(p.isdigit() or _LOWER_WORD.fullmatch(p) for p in parts)
 
 
 def _keep_lead(match: re.Match[str]) -> str:

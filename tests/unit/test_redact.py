@@ -126,6 +126,9 @@ def test_credentials_are_redacted_keeping_what_names_them(text: str, expected: s
         pytest.param("the author: Bob; Tokenizer: fast", id="prose-names"),
         pytest.param("anthropic auth: invalid x-api-key", id="error-kind"),
         pytest.param("task-runner-configuration-defaults", id="sk-inside-word"),
+        pytest.param(
+            "see [0013](decisions/0013-stream-fallback-and-backpressure.md)", id="numbered-slug"
+        ),
         pytest.param("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA1", id="low-entropy"),
         pytest.param("2024-05-01T12:00:00+00:00 took 1234567890123456789012345ms", id="numbers"),
         pytest.param("send an `Authorization: Bearer` header", id="scheme-named-in-prose"),
