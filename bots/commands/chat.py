@@ -109,6 +109,9 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
             before_leaving=before_leaving,
             files_dir=settings.data_dir / "files",
         )
+        # Typing, progress and stream pieces go straight to the terminal; the final answer,
+        # notices and files still go through the queue file (decision 0010).
+        parts.worker.handler.outbox.show_here(_TERMINAL, adapter)
         if interactive:
             err.print(
                 f"Switchboard · {parts.resolved.provider.name} ({parts.resolved.model}) · "

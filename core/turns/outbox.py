@@ -1,8 +1,15 @@
-"""`Outbox`: what a worker sends about one `Inbound` to its platform's outbound queue."""
+"""`Outbox`: what a worker sends about one `Inbound` to its platform's outbound queue.
+
+A platform this process shows itself (the terminal of `switchboard chat`) takes what is
+ephemeral (typing, progress, stream pieces) straight from the outbox, not through the queue:
+decision 0010.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from typing import Final, Protocol
 
 from core.bus.base import Bus
 from core.bus.names import outbound_queue
@@ -11,7 +18,20 @@ from core.errors import ConfigError
 from core.outages import Patience
 from core.turns.stream import StreamPolicy
 
-__all__ = ["Outbox"]
+__all__ = ["EPHEMERAL_KINDS", "Display", "Outbox"]
+
+log = logging.getLogger(__name__)
+
+EPHEMERAL_KINDS: Final[frozenset[OutboundKind]] = frozenset({"typing", "progress", "delta"})
+"""What a chat may miss: the final text, or the next piece, shows the answer anyway."""
+
+
+class Display(Protocol):
+    """A platform shown by this very process (the terminal chat's adapter)."""
+
+    async def deliver(self, outbound: Outbound) -> None:
+        """Show `outbound` in its chat."""
+        ...
 
 
 class Outbox:
@@ -29,6 +49,13 @@ class Outbox:
         self.bus = bus
         self._streaming = dict(streaming)
         self.patience = patience or Patience()
+        self._shown_here: dict[str, Display] = {}
+
+    def show_here(self, platform: str, display: Display) -> None:
+        """Show `platform`'s ephemeral deliveries (`EPHEMERAL_KINDS`) with `display`, in this
+        process, instead of putting them on the platform's queue; what must outlive a crash
+        (final answers, notices, questions, files) still goes through the queue."""
+        self._shown_here[platform] = display
 
     def policy(self, platform: str) -> StreamPolicy:
         """How `platform` shows a running turn; `ConfigError` for a platform not configured."""
@@ -68,6 +95,14 @@ class Outbox:
             seq=seq,
             failed=failed,
         )
+        display = self._shown_here.get(inbound.address.platform)
+        if display is not None and kind in EPHEMERAL_KINDS:
+            try:
+                await display.deliver(outbound)
+            except Exception as exc:
+                # Expendable, as the gateway treats it: the next piece or the final text shows.
+                log.info("could not show a %s: %s", kind, exc)
+            return
         await self.patience(
             lambda: self.bus.enqueue(
                 outbound_queue(inbound.address.platform),

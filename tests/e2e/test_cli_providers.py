@@ -6,7 +6,9 @@ The command runs as a subprocess with the real SDKs; the fake runs in the test's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -124,6 +126,35 @@ async def test_openai_server_error_then_tool_call_then_text(
     # gpt-4.1-mini: $0.40 in, $1.60 out per million; the fake reported 2 x 10 in, 5 + 9 out.
     assert "$0.00003" in total  # $0.0000304
     assert " 2 " in total
+
+
+def _entries_ever_queued(path: Path) -> int:
+    """How many entries were ever put on the bus of the queue file at `path`: its table's
+    AUTOINCREMENT counter, which acks and takes leave alone."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        row = db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'bus_entries'").fetchone()
+    return int(row[0]) if row else 0
+
+
+async def test_a_piped_chat_turn_puts_only_its_answer_on_the_chats_queue_file(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.script(ToolUse([CALC]), Text(FINAL))
+    env = clean_env(
+        tmp_path,
+        SWITCHBOARD_PROVIDER="openai",
+        OPENAI_API_KEY=KEY,
+        OPENAI_BASE_URL=fake_openai.url,
+    )
+
+    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+
+    assert code == 0, err
+    assert out.strip() == FINAL
+    # Typing, the calculator's progress line and the streamed pieces were shown straight
+    # (decision 0010); only the final answer went through `chat-queues.db`.
+    queued = await asyncio.to_thread(_entries_ever_queued, tmp_path / "data" / "chat-queues.db")
+    assert queued == 1
 
 
 async def test_a_rejected_key_is_one_clear_sentence_naming_the_variable(

@@ -89,3 +89,27 @@ async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
     code, again, err = await _run(["recover"], env, tmp_path)
     assert code == 0, err
     assert "No unfinished turns." in again
+
+    # Nothing doubled: the answer was printed once and is stored once beside one question,
+    # and the conversation, taken up again, answers only what is asked now.
+    assert resumed.count("It is 391.") == 1
+    fake_openai.script(Text("You are welcome."))
+    chat = await asyncio.create_subprocess_exec(
+        str(SWITCHBOARD),
+        "chat",
+        "--session",
+        "killed",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    out, err_bytes = await communicate(chat, b"thanks\n", timeout=45)
+    assert chat.returncode == 0, err_bytes.decode()
+    assert out.decode().strip() == "You are welcome."
+    code, shown, err = await _run(["sessions", "show", "killed"], env, tmp_path)
+    assert code == 0, err
+    assert shown.count("what is 17*23?") == 1
+    assert shown.count("It is 391.") == 1
+    assert shown.count("You are welcome.") == 1

@@ -25,8 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from core.backends.sql.store import SqlStore, sqlite_url
 from core.bus import EVENTS
 from core.commands import CommandRegistry, builtin_commands
-from core.envelopes import Address, EventEnvelope, Inbound
-from core.errors import BusError, ProviderError, StoreError
+from core.envelopes import Address, EventEnvelope, Inbound, Outbound
+from core.errors import BusError, ChannelError, ProviderError, StoreError
 from core.events import Finished, ModelEvent, TextDelta
 from core.fencing import Fence
 from core.mailbox.base import Claim
@@ -239,6 +239,65 @@ async def test_streamed_pieces_carry_the_whole_text_so_far_in_order(
     pieces = [(o.text, o.seq) for o in sent if o.kind == "delta"]
     assert pieces == [("Hello ", 1), ("Hello there, ", 2), ("Hello there, Alice.", 3)]
     assert (sent[-1].kind, sent[-1].text, sent[-1].seq) == ("reply", "Hello there, Alice.", 4)
+
+
+class _Screen:
+    """A platform shown by the test's own process: keeps what it was given, in order."""
+
+    def __init__(self, *, broken: bool = False) -> None:
+        self.shown: list[Outbound] = []
+        self.broken = broken
+
+    async def deliver(self, outbound: Outbound) -> None:
+        if self.broken:
+            raise ChannelError("the screen is gone")
+        self.shown.append(outbound)
+
+
+async def test_a_platform_shown_here_takes_the_pieces_straight_and_only_the_answer_is_queued(
+    bus: MemoryBus, store: SqlStore
+) -> None:
+    script: list[ScriptStep] = [
+        tool_reply(ToolCall(id="c1", name="calculator", arguments={"expression": "6*7"})),
+        [*(TextDelta(text=t) for t in ("4", "2")), Finished()],
+    ]
+    streaming = {"terminal": StreamPolicy(interval=0.0, shows_progress=True)}
+    worker, _ = make_worker(bus, store, script, tools=builtin_tools(), streaming=streaming)
+    screen = _Screen()
+    worker.handler.outbox.show_here("terminal", screen)
+    outbox = Outbox(bus)
+    inbound = message("6*7?")
+
+    async with running(worker):
+        await hand_in(worker, inbound)
+        queued = await outbox.turn_of(inbound)
+
+    # Shown before the answer was queued (the turn sent them first), in the order sent.
+    assert [(o.kind, o.text, o.seq) for o in screen.shown] == [
+        ("typing", "", 0),
+        ("progress", "calculator(expression='6*7')", 0),
+        ("delta", "4", 1),
+        ("delta", "42", 2),
+    ]
+    assert [(o.kind, o.text, o.seq) for o in queued] == [("reply", "42", 3)]
+    assert await outbox.rest() == []
+
+
+async def test_a_piece_a_platform_shown_here_cannot_show_is_dropped_and_the_answer_queued(
+    bus: MemoryBus, store: SqlStore
+) -> None:
+    streaming = {"terminal": StreamPolicy(interval=0.0, shows_progress=True)}
+    worker, _ = make_worker(bus, store, [text_reply("Hello Alice!")], streaming=streaming)
+    worker.handler.outbox.show_here("terminal", _Screen(broken=True))
+    outbox = Outbox(bus)
+    inbound = message("hi")
+
+    async with running(worker):
+        await hand_in(worker, inbound)
+        queued = await outbox.turn_of(inbound)
+
+    assert [(o.kind, o.text) for o in queued] == [("reply", "Hello Alice!")]
+    assert await store.is_processed(inbound.dedupe_key)
 
 
 # --- ordering within and across sessions ---------------------------------------------------
