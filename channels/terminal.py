@@ -1,6 +1,6 @@
 """The terminal channel: a local chat in the shell, through the same mailboxes and queues as
 every platform, except what is ephemeral (typing, progress, stream pieces): `switchboard chat`
-shows that here, straight from the worker's `Outbox` (decision 0010).
+shows that here, straight from the worker's `Outbox` (decision 0016).
 
 On a TTY it is interactive (prompt_toolkit for input, rich for output): the answer streams as
 it is written, tool activity shows as dim lines, Ctrl-C cancels the running turn. With stdin

@@ -110,7 +110,7 @@ async def _chat(settings: Settings, session_name: str | None, interactive: bool)
             files_dir=settings.data_dir / "files",
         )
         # Typing, progress and stream pieces go straight to the terminal; the final answer,
-        # notices and files still go through the queue file (decision 0010).
+        # notices and files still go through the queue file (decision 0016).
         parts.worker.handler.outbox.show_here(_TERMINAL, adapter)
         if interactive:
             err.print(

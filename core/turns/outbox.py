@@ -2,7 +2,7 @@
 
 A platform this process shows itself (the terminal of `switchboard chat`) takes what is
 ephemeral (typing, progress, stream pieces) straight from the outbox, not through the queue:
-decision 0010.
+decision 0016.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ async def test_a_piped_chat_turn_puts_only_its_answer_on_the_chats_queue_file(
     assert code == 0, err
     assert out.strip() == FINAL
     # Typing, the calculator's progress line and the streamed pieces were shown straight
-    # (decision 0010); only the final answer went through `chat-queues.db`.
+    # (decision 0016); only the final answer went through `chat-queues.db`.
     queued = await asyncio.to_thread(_entries_ever_queued, tmp_path / "data" / "chat-queues.db")
     assert queued == 1
 
