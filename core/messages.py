@@ -145,6 +145,9 @@ class Message(Derives, BaseModel):
     # (its first try's answer lost with the connection) finds the stored message by it instead
     # of storing it twice. None for a message whose writer gave none.
     id: str | None = None
+    # For a person's message: who wrote it, `<platform>:<user id>`, so what one person wrote in
+    # a group can be found again (`switchboard people`). None for the others and older ones.
+    author: str | None = None
 
     @classmethod
     def user(

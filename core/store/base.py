@@ -14,6 +14,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `AccessRecords` | `core/store/access.py` | 7: pairing requests and approvals |
 | `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
 | `TurnRecords` | `core/store/turns.py` | 3: a turn's look-up, opening and closes (one each) |
+| `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -53,6 +54,7 @@ from core.store.checkpoints import CheckpointStore
 from core.store.facts import FactStore
 from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
+from core.store.people import PersonalRecords
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
@@ -73,6 +75,7 @@ __all__ = [
     "LastSeen",
     "PairingAnswer",
     "PairingRequest",
+    "PersonalRecords",
     "ProcessedMarks",
     "ScheduleStore",
     "SeenMarks",
@@ -96,6 +99,7 @@ class Store(
     SeenMarks,
     AccessRecords,
     TurnRecords,
+    PersonalRecords,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

@@ -16,6 +16,7 @@ from core.backends.sql.store._facts import SqlFacts
 from core.backends.sql.store._ledger import SqlLedger
 from core.backends.sql.store._log import SqlLog
 from core.backends.sql.store._marks import SqlProcessed, SqlSeen
+from core.backends.sql.store._people import SqlPeople
 from core.backends.sql.store._schedules import SqlSchedules
 from core.backends.sql.store._schema import upgrade
 from core.backends.sql.store._turns import SqlTurns
@@ -35,6 +36,7 @@ class SqlStore(
     SqlProcessed,
     SqlSeen,
     SqlAccess,
+    SqlPeople,
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 
