@@ -8,7 +8,8 @@ messages of their turns' checkpoints), their remembered facts (scope
 pairing requests and approval, their turns' checkpoints, and the ledger entries of their calls.
 
 Erasing deletes all of it but two things: a group's history keeps a tombstone in place of each
-of their messages (a person's message never carries tool calls, so the history stays
+message of their turns (their message and the answers to it, which may repeat their words; the
+tool calls keep their ids and names, so calls and results still pair up and the history stays
 well-formed), and the ledger keeps their entries with the person (and the chat, in their direct
 conversations) taken off, so every total still adds up. Then the database gives the freed
 bytes back (`secure_delete` and `VACUUM` on SQLite, the full-text index merged first; `VACUUM`
@@ -37,8 +38,9 @@ __all__ = [
     "PersonalRecords",
 ]
 
-# What stands in a group's history for a message of a person who was forgotten.
-TOMBSTONE = "[message removed at the request of the person who wrote it]"
+# What stands in a group's history for a message of a forgotten person's turn (theirs, and
+# the answers to it, which may repeat their words).
+TOMBSTONE = "[removed at the request of the person this turn was with]"
 
 _PART = re.compile(r"[^:\s]+")
 
@@ -91,7 +93,7 @@ class PersonalData(BaseModel):
 
     person: str
     direct_conversations: list[Conversation] = Field(default_factory=list)
-    # Group conversations, with only the person's own messages in each.
+    # Group conversations, with only the person's turns in each (their messages, the answers).
     group_messages: list[Conversation] = Field(default_factory=list)
     facts: list[MemoryFact] = Field(default_factory=list)
     schedules: list[Schedule] = Field(default_factory=list)
@@ -114,6 +116,7 @@ class Erasure(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     sessions_deleted: int = 0
+    # Messages of their turns in groups: theirs and the answers to them.
     messages_tombstoned: int = 0
     facts_deleted: int = 0
     schedules_deleted: int = 0

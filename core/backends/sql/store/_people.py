@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sqlalchemy import and_, delete, distinct, or_, select, text, update
+from sqlalchemy import and_, delete, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store import _log
@@ -38,7 +38,7 @@ from core.backends.sql.store._tables import (
     summaries,
 )
 from core.facts import MemoryFact
-from core.messages import Message, TextPart
+from core.messages import Message, TextPart, ToolCall
 from core.scheduling.models import Schedule, ScheduleRun
 from core.store._shared import from_utc_text
 from core.store.access import Approval, PairingRequest
@@ -195,32 +195,38 @@ async def _find(db: AsyncConnection, person: Person) -> _Found:
     found.turns = await _turns_of(db, person)
     asked = set(found.turns)
     # Their messages elsewhere: written with their name, or the message of one of their turns
-    # (messages from before `author` was kept).
+    # (messages from before `author` was kept); and what answered them (a person's message
+    # begins a turn, whose answers run to the next person's message).
     turn_sessions = {turn["session_id"] for turn in found.turns.values()}
-    query = (
-        select(m.session_id, s.key, m.seq, m.body, m.created_at)
-        .join(sessions, s.id == m.session_id)
-        .where(
-            or_(
-                m.author == who,
-                and_(m.role == "user", m.session_id.in_(turn_sessions)),
-            ),
-            m.session_id.not_in(list(found.own)),
-        )
-        .order_by(m.session_id, m.seq)
+    authored = select(m.session_id).where(m.author == who).distinct()
+    groups = await db.execute(
+        select(s.id, s.key)
+        .where(or_(s.id.in_(authored), s.id.in_(turn_sessions)), s.id.not_in(list(found.own)))
+        .order_by(s.number)
     )
-    for sid, key, seq, body, created_at in await db.execute(query):
-        message = Message.model_validate_json(body).model_copy(
-            update={"seq": seq, "created_at": from_utc_text(created_at)}
-        )
-        if message.author == who or message.source in asked:
-            found.written.append((sid, key, message))
+    for sid, key in groups.all():
+        turns = await _turns_in(db, sid, who, asked)
+        found.written.extend((sid, key, message) for message in turns)
     found.scopes = [
         scope
-        for scope in await db.scalars(select(distinct(memory_facts.c.scope)))
+        for scope in await db.scalars(select(memory_facts.c.scope).distinct())
         if person.owns_scope(scope)
     ]
     return found
+
+
+async def _turns_in(
+    db: AsyncConnection, session_id: str, who: str, asked: set[str]
+) -> list[Message]:
+    """The messages of `who`'s turns in a group's session: theirs and the answers to them."""
+    theirs: list[Message] = []
+    mine = False
+    for message in await _log.messages_after(db, session_id, 0, None):
+        if message.role == "user":
+            mine = message.author == who or (message.source is not None and message.source in asked)
+        if mine:
+            theirs.append(message)
+    return theirs
 
 
 async def _turns_of(db: AsyncConnection, person: Person) -> dict[str, dict[str, Any]]:
@@ -302,13 +308,13 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
         await db.execute(delete(reply_records).where(reply_records.c.key.startswith(prefix)))
     touched: set[str] = set()
     for sid, _key, message in found.written:
-        stone = Message(
-            role="user", content=[TextPart(text=TOMBSTONE)], source=message.source, id=message.id
-        )
         await db.execute(
             update(messages)
             .where(messages.c.session_id == sid, messages.c.seq == message.seq)
-            .values(body=stone.model_dump_json(exclude={"seq", "created_at"}), author=None)
+            .values(
+                body=_tombstone(message).model_dump_json(exclude={"seq", "created_at"}),
+                author=None,
+            )
         )
         touched.add(sid)
     # A summary of a group's history may repeat their words; the history is read in full
@@ -325,7 +331,9 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
     for table in (pairing_requests, approvals):
         access += (await db.execute(delete(table).where(_access_of(table, person)))).rowcount
     turns = list(found.turns)
-    await db.execute(delete(reply_records).where(reply_records.c.key.in_(turns)))
+    # What the platform was shown of the answers to them (keyed by the message answered).
+    answered = {m.source for _sid, _key, m in found.written if m.source} | set(turns)
+    await db.execute(delete(reply_records).where(reply_records.c.key.in_(answered)))
     deleted_turns = await db.execute(delete(checkpoints).where(checkpoints.c.run_key.in_(turns)))
     return Erasure(
         sessions_deleted=deleted_sessions.rowcount,
@@ -335,4 +343,21 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
         access_records_deleted=access,
         checkpoints_deleted=deleted_turns.rowcount,
         costs_anonymised=anonymised.rowcount + anonymised_too.rowcount,
+    )
+
+
+def _tombstone(message: Message) -> Message:
+    """What stands in for `message` of a forgotten person's turn: the same role, ids and
+    tool calls (so calls and results still pair up), none of the words."""
+    said = [TextPart(text=TOMBSTONE)] if message.content or message.role != "assistant" else []
+    return Message(
+        role=message.role,
+        content=said,
+        tool_calls=[ToolCall(id=call.id, name=call.name) for call in message.tool_calls],
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+        is_error=message.is_error,
+        usage=message.usage,
+        source=message.source,
+        id=message.id,
     )
