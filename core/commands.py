@@ -22,6 +22,8 @@ from core.scheduling.commands import cancel_schedule, list_chat_schedules
 from core.stopping import NOTHING_TO_STOP, STOP_COMMAND
 
 if TYPE_CHECKING:
+    from core.confirm import Confirm
+    from core.ratelimit import RateLimits
     from core.store.base import Store
 
 __all__ = [
@@ -64,6 +66,11 @@ class CommandContext:
     registry: CommandRegistry
     # The models this bot's chats may switch to (`/model`); None: the worker has no choice.
     models: ModelChoices | None = None
+    # How the chat is asked for a yes (`core/confirm.py`), for a command that needs one
+    # (`/forgetme`); None: the worker cannot ask.
+    confirm: Confirm | None = None
+    # The worker's rate limits, whose counters of a forgotten person go too.
+    rate_limits: RateLimits | None = None
 
 
 CommandHandler = Callable[[CommandContext], Awaitable[str]]

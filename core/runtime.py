@@ -174,6 +174,11 @@ class AgentRuntime:
             timeout=self.limits.tool_timeout,
         )
 
+    @property
+    def confirm(self) -> Confirm | None:
+        """How the chat is asked for a yes (privileged tools, `/forgetme`); None: never."""
+        return self._confirm
+
     async def run(
         self,
         session_id: str,

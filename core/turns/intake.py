@@ -198,6 +198,8 @@ class InboundHandler:
                 store=self.store,
                 registry=self.commands,
                 models=self.turns.runtime.models,
+                confirm=self.turns.runtime.confirm,
+                rate_limits=self.rate_limits,
             )
             text = await command.handler(context)
         await self.outbox.send(inbound, "notice", text)

@@ -11,11 +11,13 @@ PostgreSQL the touched tables are vacuumed.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from sqlalchemy import and_, delete, or_, select, text, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store import _log
@@ -45,6 +47,8 @@ from core.store.access import Approval, PairingRequest
 from core.store.people import TOMBSTONE, Conversation, Erasure, Person, PersonalData
 
 __all__ = ["SqlPeople"]
+
+log = logging.getLogger(__name__)
 
 # Every table erasing may touch, vacuumed on PostgreSQL afterwards.
 _TOUCHED: Final = (
@@ -154,7 +158,15 @@ class SqlPeople(SqlBase):
         return counts.model_copy(update={"compacted": compacted})
 
     async def _compact(self) -> bool:
-        """Give the freed bytes back; whether it all went through."""
+        """Give the freed bytes back; whether it all went through (the erasure itself is
+        committed either way: a busy database is told, not raised)."""
+        try:
+            return await self._compacted()
+        except (DBAPIError, OSError):
+            log.warning("could not compact the database after an erasure", exc_info=True)
+            return False
+
+    async def _compacted(self) -> bool:
         async with self._engine.connect() as connection:
             db = await connection.execution_options(isolation_level="AUTOCOMMIT")
             if self._dialect == "postgresql":
