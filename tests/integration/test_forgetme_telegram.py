@@ -22,6 +22,7 @@ from tests.integration.serving import COMMANDS, PATIENCE, local_replies, running
 from tests.integration.telegram_helpers import reply_containing, until
 
 ANN = 555
+OTHER_DM = 9555
 BOB = 7
 GROUP = -100777
 
@@ -64,6 +65,10 @@ async def test_forgetme_asks_once_in_a_dm_and_erases_only_when_allowed(
     async with bot(fake, store):
         fake.private_text(ANN, "my zanzibarflamingo")
         await reply_containing(fake, ANN, "zanzibarflamingo")
+        # A DM whose chat is not the person's id (as on Slack and Discord): found by whom the
+        # conversation is with, not by its key.
+        fake.private_text(OTHER_DM, "the jacarandaharbour", user_id=ANN)
+        await reply_containing(fake, OTHER_DM, "jacarandaharbour")
         fake.group_text(GROUP, "hello bot", user_id=BOB, mention=True)
         await reply_containing(fake, GROUP, "hello bot")
         fake.group_text(GROUP, "what of the quixoticpelican", user_id=ANN, mention=True)
@@ -76,7 +81,10 @@ async def test_forgetme_asks_once_in_a_dm_and_erases_only_when_allowed(
         fake.press_button(ANN, question.message_id, button(question, "Refuse"))
         await reply_containing(fake, ANN, "Nothing was erased.")
         kept = await store.personal_data(ann)
-        assert kept.direct_conversations and kept.group_messages
+        assert len(kept.direct_conversations) == 2
+        [in_group] = kept.group_messages
+        authors = [m.author for m in in_group.messages if m.role == "user"]
+        assert authors == [f"telegram:{ANN}"]
 
         fake.private_text(ANN, "/forgetme")
         await until(fake, lambda: len(questions(fake)) == 2, "a second question")
