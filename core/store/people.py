@@ -12,8 +12,8 @@ message of their turns (their message and the answers to it, which may repeat th
 tool calls keep their ids and names, so calls and results still pair up and the history stays
 well-formed), and the ledger keeps their entries with the person (and the chat, in their direct
 conversations) taken off, so every total still adds up. Then the database gives the freed
-bytes back (`secure_delete` and `VACUUM` on SQLite, the full-text index merged first; `VACUUM`
-of the touched tables on PostgreSQL).
+bytes back (`secure_delete` and `VACUUM` on SQLite, the full-text index merged first; `VACUUM
+FULL` of the touched tables on PostgreSQL).
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ Erasing is one transaction (with SQLite's `secure_delete` on, so freed pages are
 the database is compacted outside any transaction: on SQLite the full-text index is merged
 (FTS5 keeps deleted terms in its segments until then), the file is vacuumed and its
 write-ahead log checkpointed and truncated (the log holds earlier copies of the pages); on
-PostgreSQL the touched tables are vacuumed.
+PostgreSQL the touched tables get a `VACUUM FULL`, which rewrites each table and its indexes
+(a plain `VACUUM` only marks dead rows' space reusable, their bytes stay in the pages) and
+holds each table's exclusive lock while it does (docs/decisions/0010-erasing-a-person.md).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ __all__ = ["SqlPeople"]
 
 log = logging.getLogger(__name__)
 
-# Every table erasing may touch, vacuumed on PostgreSQL afterwards.
+# Every table erasing may touch, rewritten (`VACUUM FULL`) on PostgreSQL afterwards.
 _TOUCHED: Final = (
     sessions,
     messages,
@@ -171,7 +173,7 @@ class SqlPeople(SqlBase):
             db = await connection.execution_options(isolation_level="AUTOCOMMIT")
             if self._dialect == "postgresql":
                 for table in _TOUCHED:
-                    await db.exec_driver_sql(f"VACUUM {table.name}")
+                    await db.exec_driver_sql(f"VACUUM FULL {table.name}")
                 return True
             # FTS5 keeps a deleted fact's terms in its segments until they are merged.
             await db.execute(text("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"))
