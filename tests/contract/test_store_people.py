@@ -113,6 +113,7 @@ async def _ann_and_bob(store: Store) -> tuple[str, str]:
     )
     ran = await store.current_session("scheduled:s-ann")
     await store.append_message(ran.id, Message.user("remind me of the jacarandaharbour"))
+    await store.record_cost(_cost(ran.id, "c4", str(ANN), GROUP.session_key, 1.0))
     request = PairingRequest(
         platform="telegram",
         user_id="42",
@@ -151,7 +152,7 @@ async def test_an_export_holds_everything_of_the_person_and_nothing_of_others(
     assert [s.id for s in data.schedules] == ["s-ann"]
     assert [r.id for r in data.schedule_runs] == ["run1"]
     assert [(a.platform, a.user_id) for a in data.approvals] == [("telegram", "42")]
-    assert sorted(e.id or "" for e in data.costs) == ["c1", "c2"]
+    assert sorted(e.id or "" for e in data.costs) == ["c1", "c2", "c4"]
     assert [t["inbound"]["text"] for t in data.turn_records] == ["legacy quixoticpelican words"]
     assert (await store.personal_data(Person(platform="telegram", user_id="999"))).empty
 
@@ -159,6 +160,7 @@ async def test_an_export_holds_everything_of_the_person_and_nothing_of_others(
 async def test_erasing_leaves_nothing_of_the_person_and_the_rest_whole(store: Store) -> None:
     dm, group = await _ann_and_bob(store)
     days_before = await store.costs_by("day")
+    chats_before = {g.key: g for g in await store.costs_by("chat")}
     before = [m for m in await store.list_messages(group)]
 
     erased = await store.erase_person(ANN)
@@ -169,7 +171,7 @@ async def test_erasing_leaves_nothing_of_the_person_and_the_rest_whole(store: St
     assert erased.schedules_deleted == 1
     assert erased.access_records_deleted == 1
     assert erased.checkpoints_deleted == 1
-    assert erased.costs_anonymised == 2
+    assert erased.costs_anonymised == 3
     assert (await store.personal_data(ANN)).empty
     assert await store.get_session(dm) is None
     after = await store.list_messages(group)
@@ -189,6 +191,11 @@ async def test_erasing_leaves_nothing_of_the_person_and_the_rest_whole(store: St
     assert after[2].tool_calls[0].arguments == {}
     assert all(m.author != str(ANN) for m in after)
     assert await store.costs_by("day") == days_before
+    chats_after = {g.key: g for g in await store.costs_by("chat")}
+    # The group's spending stays the group's; the DM's now counts under no chat.
+    assert chats_after[GROUP.session_key] == chats_before[GROUP.session_key]
+    assert DM.session_key not in chats_after
+    assert chats_after[""].cost_usd == chats_before[DM.session_key].cost_usd
     assert "telegram:42" not in {g.key for g in await store.costs_by("user")}
     assert await store.search_facts("bot:telegram:42", "xylophonewombat") == []
     assert [f.text for f in await store.list_facts("bot:" + BOB)] == ["bob"]

@@ -304,8 +304,10 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
     """Delete, tombstone and anonymise what `found` says, in the transaction of `db`."""
     who = str(person)
     own = list(found.own)
+    # A DM's chat is the person too; a schedule's runs answered in a chat that stays.
+    direct = [sid for sid, key in found.own.items() if not key.startswith("scheduled:")]
     anonymised = await db.execute(
-        update(costs).where(costs.c.session_id.in_(own)).values(user_key=None, chat_key=None)
+        update(costs).where(costs.c.session_id.in_(direct)).values(user_key=None, chat_key=None)
     )
     anonymised_too = await db.execute(
         update(costs).where(costs.c.user_key == who).values(user_key=None)
