@@ -8,14 +8,20 @@ holds their words, and `cost --by day` prints what it printed before.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from core.backends.sql.store import SqlStore, sqlite_url
+from core.facts import MemoryFact
 from tests.e2e.processes import open_profiles
 from tests.e2e.served import serve
 from tests.fakes import FakeOpenAI, Text
@@ -32,6 +38,7 @@ GROUP = -100123
 START_PATIENCE = 20.0
 STOP_PATIENCE = 5.0
 # Words only Ann wrote (or the bot repeated to her): none may be left after she is forgotten.
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 WORDS = ("zanzibarflamingo", "xylophonewombat", "quixoticpelican")
 
 
@@ -140,3 +147,62 @@ def _files_holding(folder: Path) -> list[str]:
         for path in folder.rglob("*")
         if path.is_file() and any(word.encode() in path.read_bytes() for word in WORDS)
     )
+
+
+def test_forget_at_a_terminal_asks_and_a_no_erases_nothing(tmp_path: Path) -> None:
+    """At a terminal (a pseudo-terminal here) `people forget` without --yes asks; "n" keeps
+    everything."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")}
+    env["SWITCHBOARD_DATA_DIR"] = str(tmp_path / "data")
+    asyncio.run(_a_fact_of_ann(tmp_path / "data" / "switchboard.db"))
+    controller, terminal = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [str(SWITCHBOARD), "people", "forget", f"telegram:{ANN}"],
+            stdin=terminal,
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+        )
+        os.write(controller, b"n\n")
+        try:
+            _, stderr = process.communicate(timeout=40)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        shown = _read_all(controller)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert process.returncode == 0, stderr
+    # The question goes where the interpreter's line reading puts a prompt (stderr, with
+    # readline); the answer's echo and the outcome to the terminal.
+    assert f"Erase everything kept about telegram:{ANN}?" in shown + stderr.decode(), stderr
+    assert "Nothing erased." in shown
+    exported = run(["people", "export", f"telegram:{ANN}"], env, tmp_path)
+    assert [f["text"] for f in json.loads(exported.stdout)["facts"]] == ["Keeps a xylophonewombat"]
+
+
+async def _a_fact_of_ann(path: Path) -> None:
+    store = await SqlStore.open(sqlite_url(path))
+    try:
+        fact = MemoryFact.new(f"default:telegram:{ANN}", "Keeps a xylophonewombat", now=T0)
+        await store.remember_fact(fact)
+    finally:
+        await store.close()
+
+
+def _read_all(fd: int) -> str:
+    """What the process wrote to the terminal (it has exited: nothing more will come)."""
+    chunks = []
+    while select.select([fd], [], [], 0)[0]:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")
