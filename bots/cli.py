@@ -100,6 +100,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "pairing",
         "Let people in who asked with a pairing code, or keep them out.",
     ),
+    "people": LazyCommand(
+        "bots.commands.people",
+        "people",
+        "Export or erase everything kept about one person (a data request).",
+    ),
     "prompt": LazyCommand(
         "bots.commands.prompt",
         "prompt",

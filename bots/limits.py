@@ -22,6 +22,7 @@ from core.profile import ProfileSettings
 from core.ratelimit import RateLimits
 from core.readiness import Readiness
 from core.store.base import Store
+from core.store.people import Person
 from core.watchdog import AdminAlerts, Watchdog
 
 if TYPE_CHECKING:
@@ -29,7 +30,14 @@ if TYPE_CHECKING:
 
     from core.backends.redis.client import AnyRedis
 
-__all__ = ["admin_dms", "budget_guard", "effective_budgets", "open_rate_limits", "watching"]
+__all__ = [
+    "admin_dms",
+    "budget_guard",
+    "effective_budgets",
+    "forget_rate_counters",
+    "open_rate_limits",
+    "watching",
+]
 
 
 def open_rate_limits(
@@ -85,6 +93,19 @@ def open_rate_limits(
         return RateLimits(options.limits, storage), pool.aclose
     _send_through(storage, client)
     return RateLimits(options.limits, storage), _nothing
+
+
+async def forget_rate_counters(settings: Settings, person: Person) -> None:
+    """Drop `person`'s rate counters in Redis (`switchboard people forget`), as the settings'
+    profile names its limits."""
+    from bots.profiles import load_profile
+
+    options = load_profile(settings.profiles_dir, settings.profile).settings
+    limits, close = open_rate_limits(settings, options)
+    try:
+        await limits.forget(person.platform, person.user_id)
+    finally:
+        await close()
 
 
 def _send_through(storage: RedisStorage, client: AnyRedis) -> None:

@@ -23,6 +23,7 @@ from channels.web.spec import SPEC as WEB
 from core.access import access_commands
 from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
+from core.erasure import erasure_commands
 from core.errors import ConfigError
 from core.profile import Profile
 from core.redact import Redactor
@@ -38,7 +39,9 @@ PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, W
 
 def command_registry() -> CommandRegistry:
     """The chat commands of this bot: the worker runs them, every platform lists them."""
-    return CommandRegistry([*builtin_commands(), *access_commands(), *takeover_commands()])
+    return CommandRegistry(
+        [*builtin_commands(), *access_commands(), *takeover_commands(), *erasure_commands()]
+    )
 
 
 class Platforms:

@@ -23,6 +23,8 @@ from core.scheduling.commands import cancel_schedule, list_chat_schedules
 from core.stopping import NOTHING_TO_STOP, STOP_COMMAND
 
 if TYPE_CHECKING:
+    from core.confirm import Confirm
+    from core.ratelimit import RateLimits
     from core.store.base import Store
 
 __all__ = [
@@ -67,6 +69,11 @@ class CommandContext:
     models: ModelChoices | None = None
     # The spending limits (`/cost` says when turns run on the cheaper model); None: none.
     budgets: BudgetGuard | None = None
+    # How the chat is asked for a yes (`core/confirm.py`), for a command that needs one
+    # (`/forgetme`); None: the worker cannot ask.
+    confirm: Confirm | None = None
+    # The worker's rate limits, whose counters of a forgotten person go too.
+    rate_limits: RateLimits | None = None
 
 
 CommandHandler = Callable[[CommandContext], Awaitable[str]]

@@ -146,10 +146,13 @@ class Message(Derives, BaseModel):
     # (its first try's answer lost with the connection) finds the stored message by it instead
     # of storing it twice. None for a message whose writer gave none.
     id: str | None = None
-    # Who wrote an assistant message the model did not: "operator" for a person answering in
-    # a chat they took over (`core/takeover.py`), "switchboard" for its note at the handback.
-    # Providers send it as any assistant message; the web page shows it.
-    author: Literal["operator", "switchboard"] | None = None
+    # For a person's message: who wrote it, `<platform>:<user id>`, so what one person wrote in
+    # a group can be found again (`switchboard people`). None for the others and older ones.
+    author: str | None = None
+    # Who spoke for the bot in an assistant message the model did not write: "operator" for a
+    # person answering in a chat they took over (`core/takeover.py`), "switchboard" for its note
+    # at the handback. Providers send it as any assistant message; the web page shows it.
+    speaker: Literal["operator", "switchboard"] | None = None
 
     @classmethod
     def user(

@@ -189,6 +189,20 @@ class RateLimits:
                 return False, await self._notice(limit, keys)
         return True, None
 
+    async def forget(self, platform: str, user_id: str) -> None:
+        """Drop one person's counters (their rate, their daily turns and the notices of both),
+        as when they asked to be forgotten; the chats' counters are nobody's and stay."""
+        parts = self._ready()
+        person = (platform, user_id)
+        for limit in (parts.person, parts.daily):
+            if limit is None:
+                continue
+            from limits import RateLimitItemPerSecond
+
+            once = RateLimitItemPerSecond(1, limit.item.get_expiry())
+            await parts.limiter.clear(limit.item, limit.name, *person)
+            await parts.limiter.clear(once, "notice", limit.name, *person)
+
     async def _notice(self, limit: _Limit, keys: tuple[str, ...]) -> str | None:
         """The limit's notice the first time it is hit in its window; None after that."""
         log.info("rate limit %s reached by %s", limit.name, ":".join(keys))

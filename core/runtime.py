@@ -190,6 +190,11 @@ class AgentRuntime:
             outputs=tool_outputs,
         )
 
+    @property
+    def confirm(self) -> Confirm | None:
+        """How the chat is asked for a yes (privileged tools, `/forgetme`); None: never."""
+        return self._confirm
+
     async def run(
         self,
         session_id: str,
@@ -357,6 +362,11 @@ class AgentRuntime:
             message=user_input,
             checkpoint=state.checkpoint,
             after_seq=self._histories.known(session_id),
+            direct_with=(
+                f"{context.platform}:{context.user_id}"
+                if context.is_direct and context.user_id and not context.scheduled
+                else None
+            ),
         )
         start = await self.patience(lambda: self.store.open_turn(opening, fence=state.fence))
         state.checkpoint, state.summary = start.checkpoint, start.summary

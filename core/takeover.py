@@ -6,9 +6,9 @@ words), over the store's `TakeoverRecords` (`core/store/takeovers.py`); the work
 asks the store itself, in the read it makes anyway (`TurnStanding.takeover`).
 
 The history stays well-formed for the model: a person's messages meanwhile are `user`
-messages as always; the operator's words are `assistant` messages with `author="operator"`;
+messages as always; the operator's words are `assistant` messages with `speaker="operator"`;
 the handback (by hand or at expiry) appends one more `assistant` message, written by
-Switchboard (`author="switchboard"`), saying who answered when
+Switchboard (`speaker="switchboard"`), saying who answered when
 (docs/decisions/0014-human-takeover.md).
 """
 
@@ -52,7 +52,7 @@ def operator_message(text: str, *, ident: str | None = None) -> Message:
     return Message(
         role="assistant",
         content=[TextPart(text=text)],
-        author="operator",
+        speaker="operator",
         id=ident or f"operator:{new_id()}",
     )
 
@@ -68,7 +68,7 @@ def handback_note(takeover: Takeover) -> Message:
     return Message(
         role="assistant",
         content=[TextPart(text=text)],
-        author="switchboard",
+        speaker="switchboard",
         # One note per handback, however often its write is tried.
         id=f"handback:{takeover.chat}:{ended.isoformat()}",
     )

@@ -54,6 +54,8 @@ class ChannelContext(BaseModel):
     user_name: str = ""
     # The chat the turn answers in (tools that deliver there later need it).
     address: Address | None = None
+    # A direct conversation with the person (a DM), not a group.
+    is_direct: bool = False
     # Whether the person is one of the profile's admins.
     is_admin: bool = False
     # A run of a schedule rather than a person's message.

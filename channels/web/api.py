@@ -292,6 +292,6 @@ def _message(message: Message) -> dict[str, Any]:
         shown |= {"name": message.name, "is_error": message.is_error}
     if message.images:
         shown["images"] = len(message.images)
-    if message.author is not None:
-        shown["author"] = message.author  # the operator's words, or the handback's note
+    if message.speaker is not None:
+        shown["speaker"] = message.speaker  # the operator's words, or the handback's note
     return shown

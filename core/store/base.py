@@ -16,6 +16,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `TurnRecords` | `core/store/turns.py` | 3: a turn's look-up, opening and closes (one each) |
 | `ToolOutputs` | `core/store/tool_outputs.py` | 2: the whole text of tool results shown cut |
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
+| `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -55,6 +56,7 @@ from core.store.checkpoints import CheckpointStore
 from core.store.facts import FactStore
 from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
+from core.store.people import PersonalRecords
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
@@ -77,6 +79,7 @@ __all__ = [
     "LastSeen",
     "PairingAnswer",
     "PairingRequest",
+    "PersonalRecords",
     "ProcessedMarks",
     "ScheduleStore",
     "SeenMarks",
@@ -105,6 +108,7 @@ class Store(
     TurnRecords,
     ToolOutputs,
     TakeoverRecords,
+    PersonalRecords,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

@@ -55,6 +55,9 @@ class TurnOpening(BaseModel):
     checkpoint: Checkpoint | None = None
     # The caller holds the session's messages up to this seq: only newer ones are read.
     after_seq: int = 0
+    # `<platform>:<user id>` of the person a direct conversation is with, kept with a session
+    # made now (`switchboard people`); None for a group or a schedule's session.
+    direct_with: str | None = None
 
 
 class TurnStart(BaseModel):

@@ -247,6 +247,8 @@ class InboundHandler:
                 registry=self.commands,
                 models=self.turns.runtime.models,
                 budgets=self.turns.runtime.budgets,
+                confirm=self.turns.runtime.confirm,
+                rate_limits=self.rate_limits,
             )
             text = await command.handler(context)
         await self.outbox.send(inbound, "notice", text)

@@ -68,6 +68,7 @@ class Contexts:
             user_id=inbound.user_id,
             user_name=inbound.user_name,
             address=inbound.address,
+            is_direct=inbound.is_direct,
             is_admin=self.policy.is_admin(platform, inbound.user_id),
         )
 
@@ -139,6 +140,10 @@ class TurnRunner:
         its answer into the chat and ends with its final text."""
         inbound, context = turn.inbound, turn.context
         message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
+        if inbound.origin == "user" and inbound.user_id:
+            message = message.model_copy(
+                update={"author": f"{inbound.address.platform}:{inbound.user_id}"}
+            )
         policy = self.outbox.policy(inbound.address.platform) if turn.shown else None
 
         async def piece(text: str, seq: int) -> None:

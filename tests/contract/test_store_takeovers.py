@@ -86,7 +86,7 @@ async def test_the_operators_words_go_to_the_chats_session_whatever_its_bots_key
     await store.keep_operator_message(address, said, session_id="unused")  # tried again
     assert kept is not None and kept.seq == 2
     stored = await store.list_messages("s1")
-    assert [(m.role, m.author, m.text) for m in stored] == [
+    assert [(m.role, m.speaker, m.text) for m in stored] == [
         ("user", None, "hi"),
         ("assistant", "operator", "A person here."),
     ]

@@ -106,6 +106,7 @@ async def test_serve_answers_on_discord(
             "help",
             "schedules",
             "unschedule",
+            "forgetme",
         ]
 
         # A DM: answered in the DM channel, through the calculator tool.

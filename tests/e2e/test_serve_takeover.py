@@ -77,7 +77,7 @@ async def test_a_taken_over_dm_gets_no_model_call_until_handed_back(
         code, out, _ = await switchboard(env, tmp_path, "sessions", "export", session_key)
         if code != 0:
             return []  # no conversation yet
-        return [(m["role"], m.get("author"), m["text"]) for m in json.loads(out)["messages"]]
+        return [(m["role"], m.get("speaker"), m["text"]) for m in json.loads(out)["messages"]]
 
     async def holds(wanted: tuple[str, str | None, str]) -> bool:
         return wanted in await stored()

@@ -3,14 +3,20 @@ two worker processes build them (`bots/limits.py`), over a real redis-server."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import redis.asyncio as aioredis
 
-from bots.limits import open_rate_limits
+from bots.limits import forget_rate_counters, open_rate_limits
+from bots.profiles import load_profile
 from bots.settings import Settings
 from core.envelopes import Address, Inbound
 from core.profile import ProfileSettings
 from core.ratelimit import RateLimitSettings
+from core.store.people import Person
+
+REPO = Path(__file__).resolve().parents[2]
 
 DM = Address(platform="slack", bot="B1", chat="D7")
 
@@ -51,3 +57,38 @@ async def test_two_workers_share_the_counters_and_the_one_notice(
         await client.aclose()
     # Every counter lives in this bot's namespace.
     assert keys and all(key.startswith("sb:shop:limits") for key in keys), keys
+
+
+async def test_a_forgotten_persons_counters_go_and_others_stay(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`switchboard people forget` drops the person's counters (rate, daily turns, notices)
+    as the settings' profile names its limits; another person's and the chat's stay."""
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("SWITCHBOARD_BOT_ID", "shop")
+    monkeypatch.setenv("SWITCHBOARD_PROFILES_DIR", str(REPO / "profiles"))
+    settings = Settings()
+    options = load_profile(settings.profiles_dir, settings.profile).settings
+    limits, close = open_rate_limits(settings, options)
+    try:
+        for user in ("U7", "U8"):
+            assert await limits.admit(said(user), is_admin=False) == (True, None)
+        before = await _keys(redis_url)
+
+        await forget_rate_counters(settings, Person(platform="slack", user_id="U7"))
+
+        after = await _keys(redis_url)
+    finally:
+        await close()
+    gone = before - after
+    assert gone and all("U7" in key for key in gone), gone
+    assert not any("U7" in key for key in after), after
+    assert any("U8" in key for key in after) and any("D7" in key for key in after), after
+
+
+async def _keys(redis_url: str) -> set[str]:
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        return {key.decode() for key in await client.keys("*") if isinstance(key, bytes)}
+    finally:
+        await client.aclose()

@@ -48,7 +48,7 @@ async def test_the_page_takes_a_chat_over_writes_in_it_and_hands_it_back(page: P
     assert delivery.kind == "notification" and delivery.address.chat == "42"
     async with page.http.get(route, headers=headers) as shown:
         messages = (await shown.json())["messages"]
-    assert [(m["role"], m.get("author"), m["text"]) for m in messages] == [
+    assert [(m["role"], m.get("speaker"), m["text"]) for m in messages] == [
         ("user", None, "help?"),
         ("assistant", "operator", "Bob from the page here."),
     ]
@@ -57,7 +57,7 @@ async def test_the_page_takes_a_chat_over_writes_in_it_and_hands_it_back(page: P
         assert back.status == 200
         assert (await back.json())["ended"]["chat"] == "telegram:42"
     stored = await page.store.list_messages("s42")
-    assert stored[-1].author == "switchboard"
+    assert stored[-1].speaker == "switchboard"
     assert "answered in this chat" in stored[-1].text
     async with page.http.get(f"{route}/takeover", headers=headers) as after:
         assert (await after.json())["takeover"] is None

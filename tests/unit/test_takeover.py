@@ -38,7 +38,7 @@ async def test_the_operators_words_are_kept_only_while_taken_over(store: SqlStor
     kept = await takeovers.operator_said(CHAT, "Ann from support.", ident="n1")
     again = await takeovers.operator_said(CHAT, "Ann from support.", ident="n1")
     assert kept is not None and again is not None and kept.seq == again.seq == 2
-    assert [(m.author, m.text) for m in await store.list_messages("s1")] == [
+    assert [(m.speaker, m.text) for m in await store.list_messages("s1")] == [
         (None, "hi"),
         ("operator", "Ann from support."),
     ]
@@ -55,7 +55,7 @@ async def test_a_quiet_handback_leaves_no_note_a_loud_one_does(store: SqlStore) 
     await takeovers.take_over(CHAT, by="cli")
     await takeovers.hand_back(CHAT)
     note = (await store.list_messages("s1"))[-1]
-    assert (note.role, note.author) == ("assistant", "switchboard")
+    assert (note.role, note.speaker) == ("assistant", "switchboard")
     assert "a person from the team answered in this chat" in note.text
 
 

@@ -378,8 +378,8 @@ async function showSession(id) {
       if (m.html) setHtml(body, m.html); else body.textContent = m.text;
       const calls = m.tool_calls.map((c) => el("code", { class: "tool-call" }, "→ " + c.name + " " + JSON.stringify(c.arguments)));
       const title = m.role === "tool" ? "tool " + m.name + (m.is_error ? " (error)" : "") :
-        m.author === "operator" ? "operator" : m.author === "switchboard" ? "note" : m.role;
-      return el("div", { class: "message " + m.role + (m.author ? " " + m.author : "") },
+        m.speaker === "operator" ? "operator" : m.speaker === "switchboard" ? "note" : m.role;
+      return el("div", { class: "message " + m.role + (m.speaker ? " " + m.speaker : "") },
         el("div", { class: "muted" }, "[" + m.seq + "] " + title), body, ...calls);
     }));
   const input = document.getElementById("takeover-text");

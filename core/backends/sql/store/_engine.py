@@ -107,5 +107,8 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 
 
 def _on_sqlite_begin(connection: Connection) -> None:
-    reads = connection.get_execution_options().get(READS, False)
+    options = connection.get_execution_options()
+    if options.get("isolation_level") == "AUTOCOMMIT":
+        return  # each statement its own transaction (`VACUUM` runs in none)
+    reads = options.get(READS, False)
     connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")

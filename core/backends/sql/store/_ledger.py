@@ -18,7 +18,7 @@ from core.messages import Usage
 from core.store._shared import check_limit, from_utc_text, utc_text
 from core.store.ledger import CostEntry, CostGroup, CostGrouping, CostSummary, Spending
 
-__all__ = ["SqlLedger", "record"]
+__all__ = ["SqlLedger", "entry_of", "record"]
 
 c = costs.c
 
@@ -146,27 +146,29 @@ class SqlLedger(SqlBase):
             rows = await db.execute(
                 select(costs).where(c.session_id == session_id).order_by(c.number)
             )
-            return [
-                CostEntry(
-                    session_id=row.session_id,
-                    run_id=row.run_id,
-                    provider=row.provider,
-                    model=row.model,
-                    usage=Usage(
-                        input_tokens=row.input_tokens,
-                        output_tokens=row.output_tokens,
-                        cache_read_tokens=row.cache_read_tokens,
-                        cache_write_tokens=row.cache_write_tokens,
-                    ),
-                    cost_usd=row.cost_usd,
-                    at=from_utc_text(row.at),
-                    user=row.user_key,
-                    chat=row.chat_key,
-                    id=row.entry_id,
-                    degraded=row.degraded,
-                )
-                for row in rows
-            ]
+            return [entry_of(row) for row in rows]
+
+
+def entry_of(row: Any) -> CostEntry:
+    """The `CostEntry` of a row of `costs` (every column selected)."""
+    return CostEntry(
+        session_id=row.session_id,
+        run_id=row.run_id,
+        provider=row.provider,
+        model=row.model,
+        usage=Usage(
+            input_tokens=row.input_tokens,
+            output_tokens=row.output_tokens,
+            cache_read_tokens=row.cache_read_tokens,
+            cache_write_tokens=row.cache_write_tokens,
+        ),
+        cost_usd=row.cost_usd,
+        at=from_utc_text(row.at),
+        user=row.user_key,
+        chat=row.chat_key,
+        id=row.entry_id,
+        degraded=row.degraded,
+    )
 
 
 def _summary(session_id: str | None, row: tuple[Any, ...]) -> CostSummary:

@@ -170,12 +170,21 @@ class SqlLog(SqlBase):
 
 
 async def insert_session(
-    db: AsyncConnection, key: str, session_id: str, now: datetime
+    db: AsyncConnection,
+    key: str,
+    session_id: str,
+    now: datetime,
+    *,
+    direct_with: str | None = None,
 ) -> SessionRecord:
-    """A new session of `key` under `session_id`."""
+    """A new session of `key` under `session_id` (`direct_with`: the person of a DM)."""
     record = SessionRecord(id=session_id, key=key, created_at=now, updated_at=now)
     at = utc_text(now)
-    await db.execute(insert(_s).values(id=record.id, key=key, created_at=at, updated_at=at))
+    await db.execute(
+        insert(_s).values(
+            id=record.id, key=key, created_at=at, updated_at=at, direct_with=direct_with
+        )
+    )
     return record
 
 
@@ -306,12 +315,10 @@ async def append(db: AsyncConnection, session_id: str, message: Message, now: da
         literal(message.model_dump_json(exclude={"seq", "created_at"})),
         literal(at),
         literal(message.id),
+        literal(message.author),
     ).where(m.session_id == session_id)
-    stored = await db.execute(
-        insert(messages)
-        .from_select(["session_id", "seq", "role", "body", "created_at", "message_id"], next_seq)
-        .returning(m.seq)
-    )
+    columns = ["session_id", "seq", "role", "body", "created_at", "message_id", "author"]
+    stored = await db.execute(insert(messages).from_select(columns, next_seq).returning(m.seq))
     seq = stored.scalar_one()
     return message.model_copy(update={"seq": int(seq), "created_at": now})
 

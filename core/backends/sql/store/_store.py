@@ -16,6 +16,7 @@ from core.backends.sql.store._facts import SqlFacts
 from core.backends.sql.store._ledger import SqlLedger
 from core.backends.sql.store._log import SqlLog
 from core.backends.sql.store._marks import SqlProcessed, SqlSeen
+from core.backends.sql.store._people import SqlPeople
 from core.backends.sql.store._schedules import SqlSchedules
 from core.backends.sql.store._schema import upgrade
 from core.backends.sql.store._takeovers import SqlTakeovers
@@ -39,6 +40,7 @@ class SqlStore(
     SqlAccess,
     SqlToolOutputs,
     SqlTakeovers,
+    SqlPeople,
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 

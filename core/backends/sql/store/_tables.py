@@ -58,6 +58,9 @@ sessions = Table(
     Column("updated_at", Text, nullable=False),
     # The model `/model` chose for this session; NULL: the profile's default.
     Column("model", Text, nullable=True),
+    # `<platform>:<user id>` of the person a direct conversation is with; NULL: a group, a
+    # schedule's session, or a session made before this column.
+    Column("direct_with", Text, nullable=True),
 )
 
 messages = Table(
@@ -70,6 +73,8 @@ messages = Table(
     Column("created_at", Text, nullable=False),
     # `Message.id`, unique within the session when given.
     Column("message_id", Text, nullable=True),
+    # `Message.author`: who wrote a person's message, `<platform>:<user id>`.
+    Column("author", Text, nullable=True),
 )
 
 summaries = Table(

@@ -98,4 +98,6 @@ class SqlTurns(SqlCheckpoints):
         found = await _log.current_of(db, key)
         if found is not None:
             return found
-        return await _log.insert_session(db, key, opening.session_id, self._now())
+        return await _log.insert_session(
+            db, key, opening.session_id, self._now(), direct_with=opening.direct_with
+        )
