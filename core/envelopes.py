@@ -157,6 +157,13 @@ class Inbound(BaseModel):
         return "\n\n".join(part for part in (self.text, *self.documents) if part.strip())
 
     @property
+    def author(self) -> str | None:
+        """Who wrote it, `<platform>:<user id>`, for a person's message (`Message.author`)."""
+        if self.origin != "user" or not self.user_id:
+            return None
+        return f"{self.address.platform}:{self.user_id}"
+
+    @property
     def session_key(self) -> str:
         """The conversation this belongs to; a schedule's runs share `scheduled:<id>`."""
         if self.origin == "scheduled" and self.schedule_id:

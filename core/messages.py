@@ -156,12 +156,17 @@ class Message(Derives, BaseModel):
 
     @classmethod
     def user(
-        cls, text: str, images: list[ImagePart] | None = None, *, source: str | None = None
+        cls,
+        text: str,
+        images: list[ImagePart] | None = None,
+        *,
+        source: str | None = None,
+        author: str | None = None,
     ) -> Message:
         """A user message with text and optional images."""
         parts: list[TextPart | ImagePart] = [TextPart(text=text)] if text else []
         parts.extend(images or [])
-        return cls(role="user", content=parts, source=source)
+        return cls(role="user", content=parts, source=source, author=author)
 
     @classmethod
     def assistant(

@@ -85,7 +85,12 @@ class Steering:
                 await self._take_out(inbound)  # or joined before a crash: a copy left over
                 continue
             here.add(key)
-            message = Message.user(inbound.model_text, inbound.images, source=self.head.dedupe_key)
+            message = Message.user(
+                inbound.model_text,
+                inbound.images,
+                source=self.head.dedupe_key,
+                author=inbound.author,
+            )
             found.append(Arrival(inbound, message.model_copy(update={"id": new_id()})))
         return found
 

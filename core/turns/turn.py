@@ -139,11 +139,9 @@ class TurnRunner:
         """Run `turn`; its outcome (None if the runtime stopped short). A shown turn streams
         its answer into the chat and ends with its final text."""
         inbound, context = turn.inbound, turn.context
-        message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
-        if inbound.origin == "user" and inbound.user_id:
-            message = message.model_copy(
-                update={"author": f"{inbound.address.platform}:{inbound.user_id}"}
-            )
+        message = Message.user(
+            inbound.model_text, inbound.images, source=inbound.dedupe_key, author=inbound.author
+        )
         policy = self.outbox.policy(inbound.address.platform) if turn.shown else None
 
         async def piece(text: str, seq: int) -> None:

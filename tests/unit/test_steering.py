@@ -98,6 +98,8 @@ async def test_steer_joins_before_every_call_without_waiting(store: SqlStore) ->
     # crash finds it the newest person's message of its own turn.
     assert arrival.message.source == head.dedupe_key
     assert arrival.message.id is not None
+    # Kept as the person's words, so `switchboard people` finds them in a group too.
+    assert arrival.message.author == "telegram:u1"
     await steer.joined(arrival)
     assert await steer.joining(2) == []
     await boxes.put(said("c"))
