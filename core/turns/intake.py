@@ -175,7 +175,9 @@ class InboundHandler:
         """A message in a taken-over chat: stored in its conversation and marked processed,
         together (`TakeoverRecords.keep_message`)."""
         session_id = new_session_id() if standing.session is None else standing.session.id
-        message = Message.user(inbound.model_text, inbound.images, source=inbound.dedupe_key)
+        message = Message.user(
+            inbound.model_text, inbound.images, source=inbound.dedupe_key, author=inbound.author
+        )
         log.info("kept %s: %s is taken over", inbound.dedupe_key, chat_of(inbound.address))
         await self.patience(
             lambda: self.store.keep_message(

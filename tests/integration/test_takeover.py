@@ -145,6 +145,10 @@ async def test_a_taken_over_chat_is_stored_not_answered_until_handed_back(
             await accept_inbound(first, mailboxes=found.mailboxes, bus=bus)
             await processed(store, first)
             assert provider.requests == []
+            # Kept as the person's own words (`switchboard people` finds them by their writer).
+            session = await store.current_session(first.session_key)
+            (kept_message,) = await store.list_messages(session.id)
+            assert kept_message.author == "telegram:7"
             assert await outbox.is_empty()
             kept = await takeovers.operator_said(TYPED, "Yes, Bob from support here.")
             assert kept is not None
