@@ -163,8 +163,16 @@ async def test_erasing_leaves_nothing_of_the_person_and_the_rest_whole(store: St
     chats_before = {g.key: g for g in await store.costs_by("chat")}
     before = [m for m in await store.list_messages(group)]
 
+    # Whole tool results shown cut: of Ann's DM, of her group turn's call, and of another's.
+    await store.keep_tool_output(dm, "call-dm", "ann's page in full")
+    await store.keep_tool_output(group, "call-1", "the clock read for ann in full")
+    await store.keep_tool_output(group, "call-bob", "bob's page in full")
+
     erased = await store.erase_person(ANN)
 
+    assert await store.tool_output(dm, "call-dm") is None
+    assert await store.tool_output(group, "call-1") is None
+    assert await store.tool_output(group, "call-bob") == "bob's page in full"
     assert erased.sessions_deleted == 2  # the DM and the schedule's session
     assert erased.messages_tombstoned == 5
     assert erased.facts_deleted == 1

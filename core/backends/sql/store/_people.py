@@ -40,6 +40,7 @@ from core.backends.sql.store._tables import (
     seen,
     sessions,
     summaries,
+    tool_outputs,
 )
 from core.facts import MemoryFact
 from core.messages import Message, TextPart, ToolCall
@@ -312,7 +313,7 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
     anonymised_too = await db.execute(
         update(costs).where(costs.c.user_key == who).values(user_key=None)
     )
-    for table in (messages, summaries, reopened):
+    for table in (messages, summaries, reopened, tool_outputs):
         await db.execute(delete(table).where(table.c.session_id.in_(own)))
     deleted_sessions = await db.execute(delete(sessions).where(sessions.c.id.in_(own)))
     await db.execute(delete(fences).where(fences.c.session_key.in_(list(found.own.values()))))
@@ -333,6 +334,15 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
             )
         )
         touched.add(sid)
+        # The whole text of a tool result of their turn that the model was shown cut.
+        calls = [call.id for call in message.tool_calls]
+        calls += [message.tool_call_id] if message.tool_call_id else []
+        if calls:
+            await db.execute(
+                delete(tool_outputs).where(
+                    tool_outputs.c.session_id == sid, tool_outputs.c.call_id.in_(calls)
+                )
+            )
     # A summary of a group's history may repeat their words; the history is read in full
     # again (and summarised anew) instead.
     await db.execute(delete(summaries).where(summaries.c.session_id.in_(touched)))
