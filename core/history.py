@@ -3,9 +3,10 @@
 Without it every turn reads and validates a session's whole history from the store, a cost
 that grows with the conversation. The store stays the truth: a session's messages form an
 append-only log numbered 1, 2, 3... (`seq`), so a cached run of messages is reused only while
-it is exactly the log's beginning (after the summary marker), and each turn still reads what
-was stored after it (`known`: opening the turn reads after that seq), by this process or any
-other.
+it is exactly the log's beginning (after the summary marker) and of the session's revision
+(raised when its messages are rewritten in place, as erasing a person does), and each turn
+still reads what was stored after it (`known`: opening the turn reads after that seq), by this
+process or any other.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ DEFAULT_MAX_MESSAGES = 2_000
 class _Entry:
     after_seq: int
     messages: tuple[Message, ...]
+    revision: int
     # The previous turn's well-formed view of these messages, to go on from.
     ready: Sanitizer | None
 
@@ -51,18 +53,27 @@ class HistoryCache:
         return entry.messages[-1].seq if entry.messages else entry.after_seq
 
     def join(
-        self, session_id: str, marker: int, newer: list[Message], *, read_after: int
+        self,
+        session_id: str,
+        marker: int,
+        newer: list[Message],
+        *,
+        read_after: int,
+        revision: int = 0,
     ) -> tuple[list[Message], Sanitizer | None] | None:
         """The session's messages after the summary `marker`, oldest first (a new list): those
         held, then `newer` (what the store had after `read_after`), with the sanitizer kept
         with them, if any. None when what was read does not follow what is held (another
-        session's entry, or a summary older than the held messages' marker): the caller reads
-        the messages after `marker` again. What was held is taken out either way.
+        session's entry, a summary older than the held messages' marker, or messages rewritten
+        since: another `revision`): the caller reads the messages after `marker` again. What
+        was held is taken out either way.
         """
         entry = self._take(session_id)
         if entry is None:
             return (list(newer), None) if read_after == marker else None
         last = entry.messages[-1].seq if entry.messages else entry.after_seq
+        if entry.revision != revision:
+            return None
         if marker < entry.after_seq or read_after != max(last, marker):
             return None
         if marker == entry.after_seq:
@@ -77,6 +88,7 @@ class HistoryCache:
         *,
         after_seq: int,
         ready: Sanitizer | None = None,
+        revision: int = 0,
     ) -> None:
         """Remember a session's messages after `after_seq`, as a turn ended with them.
 
@@ -93,7 +105,7 @@ class HistoryCache:
             if any(m.seq != after_seq + i for i, m in enumerate(ordered, start=1)):
                 return
             ready = None  # made from another order
-        self._entries[session_id] = _Entry(after_seq, tuple(ordered), ready)
+        self._entries[session_id] = _Entry(after_seq, tuple(ordered), revision, ready)
         self._held += len(ordered)
         while self._held > self._max:
             _, evicted = self._entries.popitem(last=False)

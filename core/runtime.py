@@ -307,7 +307,11 @@ class AgentRuntime:
         finally:
             # Kept only if it is exactly what the store holds (see HistoryCache.keep).
             self._histories.keep(
-                state.session_id, state.history, after_seq=state.after, ready=state.ready
+                state.session_id,
+                state.history,
+                after_seq=state.after,
+                ready=state.ready,
+                revision=state.revision,
             )
             if final is not None:
                 await self.hooks.on_agent_end(final)
@@ -371,8 +375,13 @@ class AgentRuntime:
         start = await self.patience(lambda: self.store.open_turn(opening, fence=state.fence))
         state.checkpoint, state.summary = start.checkpoint, start.summary
         state.after = start.summary.up_to_seq if start.summary else 0
+        state.revision = start.session.revision
         joined = self._histories.join(
-            start.session.id, state.after, start.messages, read_after=start.read_after
+            start.session.id,
+            state.after,
+            start.messages,
+            read_after=start.read_after,
+            revision=state.revision,
         )
         if joined is None:  # what this process held is of no use with this summary
             state.history = await self.patience(

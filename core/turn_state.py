@@ -87,6 +87,8 @@ class TurnState:
         # the window.
         self.summary: CompactionSummary | None = None
         self.after = 0
+        # The session's revision when the turn began (`HistoryCache` keeps it with the history).
+        self.revision = 0
         self.view: TurnWindow
         # The well-formed view of the history a previous turn left (see HistoryCache), and
         # this turn's once its window exists.

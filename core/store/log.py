@@ -33,6 +33,8 @@ class SessionRecord(BaseModel):
     # The model `/model` chose for this session (an entry of `[models] allowed`); None: the
     # profile's default.
     model: str | None = None
+    # Raised when its stored messages are rewritten in place (`switchboard people forget`).
+    revision: int = 0
 
 
 class CompactionSummary(BaseModel):

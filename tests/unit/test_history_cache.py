@@ -5,7 +5,12 @@ from __future__ import annotations
 from core.context import Sanitizer
 from core.history import HistoryCache
 from core.messages import Message, ToolCall
+from core.providers.scripted import ScriptedProvider, text_reply
+from core.runtime import AgentRuntime
 from core.store import Store
+from core.store.people import TOMBSTONE, Person
+from core.tools import ToolRegistry
+from tests.integration.helpers import completed, run_turn
 
 
 class CountingStore:
@@ -156,3 +161,35 @@ async def test_what_was_read_after_another_seq_than_the_held_messages_is_not_joi
     # Nothing held for a session: what was read after its marker is the history.
     assert cache.known(session) == 0
     assert cache.join(session, 0, stored, read_after=0) == (stored, None)
+
+
+async def test_a_history_rewritten_in_place_is_read_again_by_a_process_holding_it(
+    store: Store,
+) -> None:
+    """Erasing a person rewrites a group's messages in place (tombstones): a runtime that
+    held the group's history sends the model the tombstones on its next turn, not the words."""
+    provider = ScriptedProvider([text_reply("hi all"), text_reply("sure")])
+    runtime = AgentRuntime(provider=provider, model="m", tools=ToolRegistry([]), store=store)
+    group = "g1"
+    ann = Message.user("my secret plan is xylophonewombat", author="telegram:42")
+    completed(await run_turn(runtime, group, ann))
+
+    erased = await store.erase_person(Person(platform="telegram", user_id="42"))
+    assert erased.messages_tombstoned == 2  # Ann's message and the answer to it
+    session = await store.get_session(group)
+    assert session is not None and session.revision == 1
+
+    completed(await run_turn(runtime, group, Message.user("bob here", author="telegram:7")))
+    sent = [m.text for m in provider.requests[1].messages]
+    assert not any("xylophonewombat" in text for text in sent), sent
+    assert TOMBSTONE in sent
+
+
+async def test_a_held_history_of_another_revision_is_not_joined(store: Store) -> None:
+    session = (await store.create_session("s")).id
+    cache = HistoryCache()
+    held = await _append(store, session, "one")
+    cache.keep(session, held, after_seq=0, revision=0)
+    assert cache.join(session, 0, [], read_after=1, revision=1) is None
+    cache.keep(session, held, after_seq=0, revision=1)
+    assert cache.join(session, 0, [], read_after=1, revision=1) == (held, None)

@@ -46,7 +46,9 @@ _COUNT = (
     .where(messages.c.session_id == _s.c.id)
     .scalar_subquery()
 )
-_SESSION = select(_s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT, _s.c.model)
+_SESSION = select(
+    _s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT, _s.c.model, _s.c.revision
+)
 
 
 class SqlLog(SqlBase):
@@ -240,7 +242,7 @@ async def summary_of(db: AsyncConnection, session_id: str) -> CompactionSummary 
 
 
 def _session(row: Sequence[Any]) -> SessionRecord:
-    session_id, key, created_at, updated_at, message_count, model = row
+    session_id, key, created_at, updated_at, message_count, model, revision = row
     return SessionRecord(
         id=session_id,
         key=key,
@@ -248,6 +250,7 @@ def _session(row: Sequence[Any]) -> SessionRecord:
         updated_at=from_utc_text(updated_at),
         message_count=message_count,
         model=model,
+        revision=revision,
     )
 
 

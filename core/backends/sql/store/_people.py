@@ -344,8 +344,11 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
                 )
             )
     # A summary of a group's history may repeat their words; the history is read in full
-    # again (and summarised anew) instead.
+    # again (and summarised anew) instead, also by a process that holds it (`revision`).
     await db.execute(delete(summaries).where(summaries.c.session_id.in_(touched)))
+    await db.execute(
+        update(sessions).where(sessions.c.id.in_(touched)).values(revision=sessions.c.revision + 1)
+    )
     facts = await db.execute(delete(memory_facts).where(memory_facts.c.scope.in_(found.scopes)))
     await db.execute(
         delete(schedule_runs).where(schedule_runs.c.schedule_id.in_(found.schedule_ids))

@@ -61,6 +61,9 @@ sessions = Table(
     # `<platform>:<user id>` of the person a direct conversation is with; NULL: a group, a
     # schedule's session, or a session made before this column.
     Column("direct_with", Text, nullable=True),
+    # Raised when the session's stored messages are rewritten in place (a person erased):
+    # a process holding its history reads it again (`core/history.py`).
+    Column("revision", Integer, nullable=False, server_default="0"),
 )
 
 messages = Table(
