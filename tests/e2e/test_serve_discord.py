@@ -7,6 +7,7 @@ what it is asked. Both fakes run in the test's event loop.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -14,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from core.stopping import STOP_BUTTON, STOPPED
 from tests.e2e.processes import START_PATIENCE, Deployment, clean_env, until
-from tests.fakes import FakeDiscord, FakeOpenAI, Text, ToolUse
+from tests.fakes import FakeDiscord, FakeOpenAI, Hold, Text, ToolUse
 from tests.fakes.discord_api import SentMessage
 from tests.fakes.discord_events import CHANNEL, GUILD
 
@@ -45,13 +47,16 @@ def _asked(body: dict[str, Any]) -> str:
     return str(content)
 
 
-def answer(body: dict[str, Any]) -> Text | ToolUse:
-    """The model: the calculator for 6*7, a long answer, a shout, else an echo."""
+def answer(body: dict[str, Any]) -> Text | ToolUse | Hold:
+    """The model: the calculator for 6*7, a long answer, a story that never ends (until the
+    turn is stopped), a shout, else an echo."""
     if body["messages"][-1]["role"] == "tool":
         return Text("The calculator says 6*7 = 42.")
     asked = _asked(body)
     if "6*7" in asked:
         return ToolUse([("call_1", "calculator", {"expression": "6*7"})])
+    if "story" in asked:
+        return Hold("Once upon a time")
     if "long" in asked:
         return Text(LONG, chunk=500)
     if "shout" in asked:
@@ -169,6 +174,55 @@ async def test_serve_answers_on_discord(
         assert "DEBUG discord" in log  # discord.py's own debug lines were written
         assert fake.token not in log
         assert json.dumps(fake.token)[1:-1] not in log
+
+
+def _stop_ids(message: SentMessage) -> list[str]:
+    """The custom ids of the buttons `message` carries now."""
+    return [button["custom_id"] for row in message.components or [] for button in row["components"]]
+
+
+async def test_serve_stops_a_discord_answer_with_stop(
+    fake_discord: FakeDiscord, fake_openai: FakeOpenAI, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`/stop` (the slash command) during a long answer: the model call is dropped, the answer
+    keeps its text with a line saying it was stopped (its Stop button gone), and the next
+    message is answered."""
+    fake = fake_discord
+    async with Deployment(env, tmp_path) as deployment:
+        served = await deployment.start("serve")
+        await deployment.ready(fake.wait_ready(START_PATIENCE))
+        fake.dm(ALICE, "tell me a long story")
+        dm = fake.dm_channel_id(ALICE)
+        answer = await _reply(fake, dm, "Once upon a time")
+        await fake.until(
+            lambda: _stop_ids(answer) == [STOP_BUTTON], "the Stop button", START_PATIENCE
+        )
+
+        stop = fake.slash("stop", user_id=ALICE)
+
+        await fake.until(lambda: "— stopped" in answer.content, "the stopped line", START_PATIENCE)
+        said_stopped = await _reply(fake, dm, STOPPED)
+        await asyncio.wait_for(fake_openai.dropped.wait(), START_PATIENCE)
+        edits = answer.edits
+        fake.dm(ALICE, "and the short version?")
+        await _reply(fake, dm, "You said: and the short version?")
+        assert await served.stop() == 0
+
+    assert answer.content.startswith("Once upon a time")
+    assert answer.components is None  # the Stop button is gone
+    assert answer.edits == edits  # nothing more was streamed into the stopped answer
+    [last_edit] = [
+        request
+        for request in fake.requests_named("edit_message", dm)
+        if request.path.endswith(f"/{answer.id}") and "— stopped" in request.body["content"]
+    ]
+    assert last_edit.body["components"] == []
+    assert said_stopped.interaction_id == int(stop["id"])
+    assert fake.sent_texts(dm) == [answer.content, STOPPED, "You said: and the short version?"]
+    assert len(fake_openai.requests) == 2
+    log = served.log
+    assert "Traceback" not in log, log
+    assert fake.token not in log
 
 
 @pytest.mark.timeout(90)

@@ -8,6 +8,7 @@ at the Anthropic fake.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import time
@@ -16,11 +17,12 @@ from pathlib import Path
 import pytest
 
 from channels.slack.format import SLACK_LIMIT
+from core.stopping import STOP_BUTTON, STOPPED
 from tests.e2e.processes import Deployment, clean_env, open_profiles
 from tests.e2e.served import serve
-from tests.fakes import FakeAnthropic, Text
+from tests.fakes import FakeAnthropic, Hold, Text
 from tests.fakes.fixtures import TEST_API_KEY
-from tests.fakes.slack_api import FakeSlack
+from tests.fakes.slack_api import FakeSlack, SentMessage
 from tests.fakes.slack_events import DM_CHANNEL, GENERAL
 from tests.integration.slack_helpers import code_blocks, reply_containing, unescape
 from tests.redis_server import free_port
@@ -163,6 +165,69 @@ async def test_serve_answers_over_socket_mode_and_splits_a_long_answer(
     assert fake.bot_token not in log
     assert fake.app_token not in log
     assert TEST_API_KEY not in log
+
+
+def _stop_values(message: SentMessage) -> list[str]:
+    """The values of the buttons `message` carries now."""
+    return [
+        element["value"]
+        for block in message.blocks or []
+        if block["type"] == "actions"
+        for element in block["elements"]
+    ]
+
+
+async def test_serve_stops_a_slack_answer_with_stop(
+    fake_slack: FakeSlack, fake_anthropic: FakeAnthropic, env: dict[str, str], tmp_path: Path
+) -> None:
+    """`/stop` (the slash command, over Socket Mode) during a long answer: the model call is
+    dropped, the answer keeps its text with a line saying it was stopped (its Stop button
+    gone), and the next message is answered."""
+    fake = fake_slack
+    fake_anthropic.script(Hold("Once upon a time"), Text("Here is the short version."))
+    env.update(
+        SLACK_APP_TOKEN=fake.app_token,
+        SWITCHBOARD_PROVIDER="anthropic",
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+    )
+    async with serve(env, tmp_path) as served:
+        await served.until_ready(fake.wait_socket_connected(timeout=START_PATIENCE))
+        await fake.wait_for_ack(await fake.send_socket_event(fake.dm("tell me a long story")))
+        answer = await reply_containing(fake, DM_CHANNEL, "Once upon a time", REPLY_PATIENCE)
+        await fake.until(
+            lambda: _stop_values(answer) == [STOP_BUTTON], "the Stop button", REPLY_PATIENCE
+        )
+
+        await fake.wait_for_ack(await fake.send_socket_command(fake.slash_command("/stop")))
+
+        await fake.until(lambda: "— stopped" in answer.text, "the stopped answer", REPLY_PATIENCE)
+        await reply_containing(fake, DM_CHANNEL, STOPPED, REPLY_PATIENCE)
+        await asyncio.wait_for(fake_anthropic.dropped.wait(), REPLY_PATIENCE)
+        edits = answer.edits
+        await fake.wait_for_ack(await fake.send_socket_event(fake.dm("and the short version?")))
+        await reply_containing(fake, DM_CHANNEL, "Here is the short version.", REPLY_PATIENCE)
+        assert await served.terminate(STOP_PATIENCE) == 0
+
+    assert answer.text.startswith("Once upon a time")
+    assert answer.blocks is None  # the Stop button is gone
+    assert answer.edits == edits  # nothing more was streamed into the stopped answer
+    [last_edit] = [
+        call
+        for call in fake.calls_to("chat.update")
+        if call.params.get("ts") == answer.ts and "— stopped" in call.params.get("text", "")
+    ]
+    assert last_edit.params["blocks"] == []  # the Stop button taken away
+    assert fake.sent_texts(DM_CHANNEL) == [
+        answer.text,
+        STOPPED,
+        "Here is the short version.",
+    ]
+    assert len(fake_anthropic.requests) == 2
+    log = served.log
+    assert "Traceback" not in log, log
+    assert fake.bot_token not in log
+    assert fake.app_token not in log
 
 
 async def test_gateway_slack_runs_alone_on_the_bus_with_a_worker(
