@@ -5,7 +5,8 @@ who asks reads the request's first message, which is the child's task)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import contextlib
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 import pytest
@@ -453,3 +454,42 @@ async def test_the_lifecycle_publishes_a_childs_events_with_its_parent() -> None
     assert all(e.session_key == "terminal:default:it" for e in got)
     await events.aclose()
     await bus.close()
+
+
+async def test_a_child_cut_off_by_a_crash_is_abandoned_and_the_resumed_parent_told(
+    store: SqlStore, session_id: str
+) -> None:
+    child_asked, never_set = asyncio.Event(), asyncio.Event()
+
+    async def thinks(_request: ModelRequest) -> list[ModelEvent]:
+        child_asked.set()
+        await never_set.wait()
+        return []
+
+    source = "terminal:it:7"
+    crashed, _ = make(store, [tool_reply(delegate("d1", "slow task")), thinks])
+    stream = crashed.run(session_id, Message.user("go", source=source), channel())
+    assert isinstance(stream, AsyncGenerator)
+    async with contextlib.aclosing(stream) as crashing:
+        async for _event in crashing:
+            if child_asked.is_set():
+                break  # the worker dies while the child thinks
+
+    resumed, provider = make(store, [text_reply("That was cut off; shall I try again?")])
+    events = await events_of_message(resumed, session_id, Message.user("go", source=source))
+
+    assert isinstance(events[-1], RunCompleted)
+    # The parent's model reads that the call was interrupted; the child is not run again.
+    assert len(provider.requests) == 1
+    result = provider.requests[0].messages[-1]
+    assert result.role == "tool" and result.is_error and "interrupted" in result.text
+    assert children(events) == []
+    child = await store.list_messages(f"{session_id}/sub/d1")
+    assert [m.role for m in child] == ["user"]
+
+
+async def events_of_message(
+    runtime: AgentRuntime, session_id: str, message: Message
+) -> list[AgentEvent]:
+    async with asyncio.timeout(PATIENCE):
+        return [e async for e in runtime.run(session_id, message, channel())]
