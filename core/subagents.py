@@ -143,6 +143,9 @@ class Subagents:
             session_key=session_id,
             user_id=context.user_id,
             address=context.address,
+            # Its session is wholly the person's it works for (`direct_with`, as a DM's), so
+            # erasing that person erases it too (core/store/people.py), even from a group.
+            is_direct=True,
             is_admin=context.is_admin,
             scheduled=context.scheduled,
         )

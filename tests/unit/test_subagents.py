@@ -33,6 +33,7 @@ from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext
+from core.store.people import Person
 from core.subagents import DELEGATE, SubagentOptions, Subagents
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.turns.lifecycle import Lifecycle
@@ -493,3 +494,22 @@ async def events_of_message(
 ) -> list[AgentEvent]:
     async with asyncio.timeout(PATIENCE):
         return [e async for e in runtime.run(session_id, message, channel())]
+
+
+async def test_erasing_the_person_erases_their_childs_session(
+    store: SqlStore, session_id: str
+) -> None:
+    script = [
+        tool_reply(delegate("d1", "my private errand")),
+        text_reply("errand done"),
+        text_reply("done"),
+    ]
+    runtime, _ = make(store, script)
+    await events_of(runtime, session_id, "go")
+    child_session = f"{session_id}/sub/d1"
+    assert await store.list_messages(child_session)
+
+    erased = await store.erase_person(Person(platform="terminal", user_id="alice"))
+
+    assert erased.sessions_deleted >= 1
+    assert await store.list_messages(child_session) == []
