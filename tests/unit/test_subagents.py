@@ -32,7 +32,7 @@ from core.modes import DISCORD, FULL, NO_TOOLS, SAFE_CHAT, CapabilityMode
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.redact import Redactor
-from core.runtime import AgentRuntime, ChannelContext
+from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.store.people import Person
 from core.subagents import DELEGATE, SubagentOptions, Subagents
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
@@ -513,3 +513,37 @@ async def test_erasing_the_person_erases_their_childs_session(
 
     assert erased.sessions_deleted >= 1
     assert await store.list_messages(child_session) == []
+
+
+async def test_a_child_past_its_time_is_stopped_and_the_parent_told(
+    store: SqlStore, session_id: str
+) -> None:
+    # A real wait, kept short: the child's own limit (0.05 s) ends it, not the runtime's
+    # tool_timeout (0.01 s, shorter), which `delegate` is not held to.
+    never_set = asyncio.Event()
+
+    async def thinks(_request: ModelRequest) -> list[ModelEvent]:
+        await never_set.wait()
+        return []
+
+    script: list[ScriptStep] = [
+        tool_reply(delegate("d1", "slow task")),
+        thinks,
+        text_reply("the parent goes on"),
+    ]
+    runtime, _ = make(
+        store,
+        script,
+        SubagentOptions(timeout_seconds=0.05),
+        limits=RuntimeLimits(tool_timeout=0.01),
+        cost=lambda _model, _usage: 0.01,
+    )
+
+    events = await events_of(runtime, session_id, "go")
+
+    result = result_of(events, "d1")
+    assert result.is_error
+    assert result.output == "The sub-agent ran out of time (0.05s) and was stopped."
+    assert isinstance(events[-1], RunCompleted)
+    assert isinstance(children(events)[-1].event, Cancelled)
+    assert len(await store.cost_entries(f"{session_id}/sub/d1")) == 1
