@@ -67,6 +67,7 @@ from core.session_reset import SessionReset
 from core.store.base import Store
 from core.store.facts import FactStore
 from core.store.replies import ReplyRecords
+from core.subagents import Subagents
 from core.takeover import Takeovers
 from core.tools import (
     FileDrop,
@@ -345,6 +346,7 @@ async def worker_for(
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
             tool_outputs=found.store,
         )
+        runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:
             mcp.keep_current(runtime.tools, modes)  # a server's later tools are offered too
         policy = ChannelPolicy(

@@ -19,6 +19,7 @@ __all__ = [
     "AgentEventAdapter",
     "Cancelled",
     "CheckpointSaved",
+    "ChildEvent",
     "Compacted",
     "ConfirmationDecided",
     "ConfirmationRequested",
@@ -247,6 +248,21 @@ class ConfirmationDecided(_Event):
     via: Literal["button", "text", ""] = ""
 
 
+class ChildEvent(_Event):
+    """An event of a sub-agent's turn (`delegate`, core/subagents.py), nested in its parent's
+    stream: its run and session, the parent's run and the call that started it, and its depth
+    (1: a child of a person's turn). Lifecycle readers see the inner event under its own name
+    with `parent_run_id` and `depth` added; a chat shows none of it."""
+
+    kind: Literal["child_event"] = "child_event"
+    parent_run_id: str
+    call_id: str
+    run_id: str
+    session_id: str
+    depth: int = Field(default=1, ge=1)
+    event: AgentEvent
+
+
 AgentEvent = Annotated[
     RunStarted
     | Progress
@@ -262,9 +278,12 @@ AgentEvent = Annotated[
     | RetryStarted
     | RetryEnded
     | CheckpointSaved
-    | TurnSettled,
+    | TurnSettled
+    | ChildEvent,
     Field(discriminator="kind"),
 ]
+
+ChildEvent.model_rebuild()
 
 AgentEventAdapter: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
 

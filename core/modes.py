@@ -109,6 +109,27 @@ class CapabilityMode(BaseModel):
         """The registered tools this mode offers, in name order."""
         return sorted((t for t in registry if self.allows(t)), key=lambda t: t.name)
 
+    def within(self, other: CapabilityMode) -> bool:
+        """Whether this mode is no wider than `other` (a sub-agent's never is than its
+        parent's): `other` offers every tool (confirming privileged ones if this mode does not
+        ask), or this mode's named tools are all among `other`'s. So `no-tools` < `safe-chat`
+        = `discord` < `full`, and a profile's modes by the tools they name."""
+        if other.confirm_privileged and not self.confirm_privileged:
+            return False
+        if other.tools is None:
+            return True
+        if self.tools is None:
+            return False
+        return self.tools | self.admitted <= other.tools | other.admitted
+
+    def narrowed_to(self, parent: CapabilityMode) -> CapabilityMode:
+        """This mode if it is within `parent`, else `parent`; either way keeping the tiers
+        `parent` withholds from its person (they apply to whatever runs on their behalf)."""
+        chosen = self if self.within(parent) else parent
+        for tier, reason in parent.withheld.items():
+            chosen = chosen.withholding([tier], reason)
+        return chosen
+
 
 FULL = CapabilityMode(
     name="full",

@@ -28,6 +28,7 @@ from core.ratelimit import RateLimitSettings
 from core.redact import Redactor
 from core.session_reset import SessionReset
 from core.skills import Skill
+from core.subagents import SubagentOptions
 from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
 from core.voice import VoiceSettings
 from core.watchdog import WatchdogSettings
@@ -160,6 +161,9 @@ class ProfileSettings(BaseModel):
     # Models a chat may switch to with `/model`: `[models] allowed = [{provider = "openai",
     # model = "gpt-4o-mini"}]`. Empty: switching is off, every chat uses `model`.
     models: ModelsSettings = Field(default_factory=ModelsSettings)
+    # Sub-agents (`delegate`, core/subagents.py): one child turn's `[subagents] max_steps`,
+    # `timeout_seconds`, `max_cost_usd`, and `max_parallel` children at once (docs/tools.md).
+    subagents: SubagentOptions = Field(default_factory=SubagentOptions)
     # The watchdog for a deaf platform: `[watchdog] silent_after = "30m"` (or per platform),
     # `failures`, `check_every`... (docs/operators.md, "Watchdog").
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)

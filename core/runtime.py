@@ -190,6 +190,31 @@ class AgentRuntime:
             outputs=tool_outputs,
         )
 
+    def child(self, *, tools: ToolRegistry, limits: RuntimeLimits) -> AgentRuntime:
+        """A runtime for a sub-agent's turns (core/subagents.py): this one's provider, store,
+        prompt, pricing, budgets, hooks and confirmations, with `tools` and `limits`; no memory
+        context and no compactor (its turns are short and start afresh)."""
+        return AgentRuntime(
+            provider=self.provider,
+            model=self.model,
+            tools=tools,
+            store=self.store,
+            limits=limits,
+            prompt=self.prompt,
+            temperature=self.temperature,
+            cost=self._cost_of,
+            redactor=self._redact,
+            clock=self._clock,
+            context_window=self.context_window,
+            hooks=self.hooks,
+            confirm=self._confirm,
+            budgets=self.budgets,
+            patience=self.patience,
+            models=self.models,
+            tool_hooks=self._calls.tool_hooks,
+            tool_outputs=self._calls.outputs,
+        )
+
     @property
     def confirm(self) -> Confirm | None:
         """How the chat is asked for a yes (privileged tools, `/forgetme`); None: never."""
@@ -610,6 +635,14 @@ class AgentRuntime:
         state: TurnState,
         emit: Callable[[AgentEvent | None], None],
     ) -> RunFailed | None:
+        cap = self.limits.max_turn_cost_usd
+        if cap is not None and state.cost >= cap:
+            return RunFailed(
+                run_id=run_id,
+                failure="budget",
+                message=f"This task reached its spending limit of {dollars(cap)}, so I stopped.",
+                detail=f"spent ${state.cost:.4f} of max_turn_cost_usd={cap}",
+            )
         if self.budgets is not None:
             spender = Spender(
                 session_id=session_id,

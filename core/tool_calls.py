@@ -103,11 +103,11 @@ class ToolCalls:
                 raise ToolError(blocked)
             if self.tool_hooks.before and call.raw_arguments is None:
                 call = await self._before(call, mode, tool_context, hooked)
-            output, is_error = await self._invoke(call, mode, tool_context), False
+            output, is_error = await self._invoke(call, mode, tool_context, emit), False
         except ToolError as exc:
             output, is_error = str(exc), True
         except TimeoutError:
-            output = f"Tool {call.name!r} timed out after {self.timeout:g}s."
+            output = f"Tool {call.name!r} timed out after {self._timeout_of(call):g}s."
             is_error = True
         except Exception as exc:
             log.exception("tool %s raised", call.name)
@@ -221,7 +221,19 @@ class ToolCalls:
             log.info("result of tool %s patched by %s", call.name, ", ".join(outcome.patched_by))
         return self._redact(outcome.result), outcome.is_error
 
-    async def _invoke(self, call: ToolCall, mode: CapabilityMode, tool_context: ToolContext) -> str:
+    def _timeout_of(self, call: ToolCall) -> float:
+        """The seconds `call` may take: its tool's own bound, else the runtime's."""
+        if call.name in self.tools and (own := self.tools.get(call.name).timeout) is not None:
+            return own
+        return self.timeout
+
+    async def _invoke(
+        self,
+        call: ToolCall,
+        mode: CapabilityMode,
+        tool_context: ToolContext,
+        emit: Callable[[AgentEvent | None], None],
+    ) -> str:
         if call.raw_arguments is not None:
             raise ToolError(
                 f"Arguments for {call.name} must be a JSON object; "
@@ -239,8 +251,9 @@ class ToolCalls:
             shown = call.model_copy(update={"arguments": self._redact.data(call.arguments)})
             if not await self._confirm(shown, tool_context):
                 raise ToolNotAllowed(f"The user refused. Tool {call.name!r} did not run.")
-        async with asyncio.timeout(self.timeout):
-            return await tool(call.arguments, tool_context)
+        per_call = tool_context.model_copy(update={"call_id": call.id, "mode": mode, "emit": emit})
+        async with asyncio.timeout(self._timeout_of(call)):
+            return await tool(call.arguments, per_call)
 
 
 class _Hooked:

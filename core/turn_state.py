@@ -37,6 +37,9 @@ class RuntimeLimits(BaseModel):
     max_tokens: int = Field(default=4096, ge=1)
     # Spending limit per session in USD, checked before every model call; None: no limit.
     max_spend_usd: float | None = Field(default=None, ge=0)
+    # What one turn's own model calls may cost in USD (a sub-agent's `max_cost_usd`), checked
+    # before each call besides the budgets; None: no such limit.
+    max_turn_cost_usd: float | None = Field(default=None, ge=0)
     # Events of a turn its consumer may leave unread before the model stream waits for it.
     stream_buffer_size: int = Field(default=DEFAULT_STREAM_BUFFER_SIZE, ge=1, le=65_536)
 

@@ -522,7 +522,8 @@ def events(ctx: click.Context, as_json: bool, topic: str) -> None:
 
     agent.run.start, agent.run.complete (with duration, usage and cost), agent.run.error,
     tool.request, tool.result, agent.run.joined, retry.start / retry.end (a model call
-    retried), checkpoint.saved (after each tool round) and turn.settled, from every worker.
+    retried), checkpoint.saved (after each tool round) and turn.settled, from every worker;
+    a sub-agent's (`delegate`) with depth= and parent_run_id= of the turn that started it.
     With `--topic notifications`: each scheduled answer, failure alert and external notification,
     delivered or not.
     """
@@ -561,6 +562,9 @@ _SHOWN_KEYS = (
     "attempts",
     "outcome",
     "tool_rounds",
+    # A sub-agent's event: the turn that delegated it, and how deep it runs.
+    "depth",
+    "parent_run_id",
 )
 
 

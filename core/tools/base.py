@@ -48,6 +48,13 @@ class ToolContext(BaseModel):
     clock: Clock = Field(default=utc_now)
     # The turn's run id ("" outside a run), for events about the call (confirmations).
     run_id: str = ""
+    # Set per call by `core/tool_calls.py` for tools that start a turn of their own
+    # (`delegate`, core/subagents.py): the call's id, the turn's capability mode (a
+    # `core.modes.CapabilityMode`; typed loosely because core/modes.py imports this module)
+    # and where the turn's events go.
+    call_id: str = ""
+    mode: Any = None
+    emit: Callable[[Any], None] | None = None
 
 
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -68,8 +75,12 @@ class Tool(Generic[ArgsT]):
         args: type[ArgsT],
         tier: SafetyTier,
         run: Callable[[ArgsT, ToolContext], Awaitable[str]],
+        timeout: float | None = None,
     ) -> None:
+        """`timeout`: the seconds one call may take, for a tool that bounds itself (a
+        sub-agent); None: the runtime's `tool_timeout`."""
         self.name = name
+        self.timeout = timeout
         self.description = description
         self.args = args
         self.tier = tier

@@ -17,6 +17,7 @@ from core.events import (
     LIFECYCLE_NAMES,
     AgentEvent,
     Cancelled,
+    ChildEvent,
     Degraded,
     RunCompleted,
     RunFailed,
@@ -69,13 +70,23 @@ class Lifecycle:
         self, event: AgentEvent, session_id: str, run_id: str, context: ChannelContext
     ) -> None:
         """Fan `event` out if it is a lifecycle event, after the ones before it; a failure is
-        logged, never raised. Returns once it is queued (see `sent`)."""
-        self._observe(event, run_id, context)
+        logged, never raised. Returns once it is queued (see `sent`).
+
+        A sub-agent's event (`ChildEvent`) goes out under its inner event's name, with the
+        child's run and session, and `parent_run_id` and `depth` in its data; it counts to no
+        turn metric (the parent's turn does)."""
+        nesting: dict[str, object] = {}
+        if isinstance(event, ChildEvent):
+            nesting = {"parent_run_id": event.parent_run_id, "depth": event.depth}
+            session_id, run_id, event = event.session_id, event.run_id, event.event
+        else:
+            self._observe(event, run_id, context)
         name = LIFECYCLE_NAMES.get(type(event))
         if name is None:
             return
         data = self._redact.data(event.model_dump(mode="json", exclude={"kind"}))
         data["platform"] = context.platform
+        data.update(nesting)
         now = time.monotonic()
         if isinstance(event, RunStarted):
             self._started[run_id] = now

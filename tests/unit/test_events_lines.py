@@ -57,3 +57,20 @@ async def test_retry_checkpoint_and_settled_lines_show_their_details(
         ["checkpoint.saved", "telegram:bot:42", "platform=telegram", "tool_rounds=1"],
         ["turn.settled", "telegram:bot:42", "platform=telegram", "outcome=completed"],
     ]
+
+
+async def test_a_sub_agents_lines_name_the_turn_that_delegated_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    played = Played(
+        event("agent.run.start", platform="telegram", depth=1, parent_run_id="p1"),
+        event("agent.run.start", platform="telegram"),
+    )
+
+    await _print_events(played, as_json=False)
+
+    lines = [line.split(" ", 1)[1] for line in capsys.readouterr().out.splitlines()]
+    assert [line.split() for line in lines] == [
+        ["agent.run.start", "telegram:bot:42", "platform=telegram", "depth=1", "parent_run_id=p1"],
+        ["agent.run.start", "telegram:bot:42", "platform=telegram"],
+    ]

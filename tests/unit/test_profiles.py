@@ -135,6 +135,9 @@ def test_windows_line_endings_and_a_bom_are_normalised(folder: Path) -> None:
         ('group_replies = "sometimes"\n', "group_replies"),
         ('busy = "wait"\n', "busy"),
         ("busy_window = -1\n", "busy_window"),
+        ("[subagents]\nmax_steps = 0\n", "subagents.max_steps"),
+        ("[subagents]\nmax_parallel = 0\n", "subagents.max_parallel"),
+        ("[subagents]\nmax_depth = 2\n", "subagents.max_depth"),
     ],
 )
 def test_bad_settings_name_the_file_and_the_key(folder: Path, toml: str, key: str) -> None:
@@ -151,6 +154,23 @@ def test_busy_defaults_to_steer_and_is_read(folder: Path) -> None:
     write(folder / "profile.toml", 'busy = "collect"\nbusy_window = 2.5\n')
     settings = load_profile(folder.parent, "bot").settings
     assert (settings.busy, settings.busy_window) == ("collect", 2.5)
+
+
+def test_subagents_limits_default_and_are_read(folder: Path) -> None:
+    folder.mkdir()
+    defaults = load_profile(folder.parent, "bot").settings.subagents
+    assert (defaults.max_steps, defaults.max_parallel, defaults.max_cost_usd) == (4, 2, 0.10)
+    write(
+        folder / "profile.toml",
+        "[subagents]\nmax_steps = 6\ntimeout_seconds = 30\nmax_cost_usd = 0.5\nmax_parallel = 3\n",
+    )
+    read = load_profile(folder.parent, "bot").settings.subagents
+    assert (read.max_steps, read.timeout_seconds, read.max_cost_usd, read.max_parallel) == (
+        6,
+        30.0,
+        0.5,
+        3,
+    )
 
 
 def test_bad_toml_names_the_file(folder: Path) -> None:

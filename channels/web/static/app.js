@@ -255,7 +255,8 @@ function connectEvents() {
 
 function details(item) {
   const data = item.data || {};
-  const keys = ["name", "text", "duration_ms", "cost_usd", "message", "model"];
+  // depth and parent_run_id: a sub-agent's event, under the turn that delegated it.
+  const keys = ["depth", "parent_run_id", "name", "text", "duration_ms", "cost_usd", "message", "model"];
   return keys.filter((k) => data[k] !== undefined && data[k] !== null && data[k] !== "")
     .map((k) => k + "=" + shownValue(data[k])).join(" ").slice(0, 300);
 }
@@ -268,7 +269,8 @@ function shownValue(value) {
 
 function addEvent(item) {
   const row = el("tr", { "data-platform": item.platform || "", "data-chat": item.chat || "", "data-kind": item.kind || "" },
-    el("td", {}, when(item.at).slice(11)), el("td", {}, item.topic), el("td", {}, item.kind),
+    el("td", {}, when(item.at).slice(11)), el("td", {}, item.topic),
+    el("td", {}, ((item.data || {}).depth ? "↳ " : "") + item.kind),
     el("td", {}, item.platform), el("td", {}, item.chat), el("td", {}, details(item)));
   const body = document.querySelector("#events tbody");
   body.prepend(row);
