@@ -309,6 +309,7 @@ async def worker_for(
             ledger=found.store,
             redactor=redactor,
             cost=price,
+            budgets=budget_guard(options, found.store, found.bus),
             max_tokens=options.memory.consolidate_max_tokens,
             timeout=options.provider_timeout,
         )

@@ -26,6 +26,7 @@ from typing import Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from core.budgets import BudgetGuard, Spender
 from core.clock import utc_now
 from core.envelopes import new_id
 from core.facts import MAX_FACT_CHARS, MemoryFact, keep_fact, memory_scope
@@ -163,12 +164,14 @@ class Consolidator:
         ledger: CostLedger,
         redactor: Redactor,
         cost: Callable[[str, Usage], float | None] | None = None,
+        budgets: BudgetGuard | None = None,
         max_tokens: int = 512,
         timeout: float = 60.0,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         """For the bot of `profile`: one call on `provider` with `model`, at most
-        `max_tokens` long and `timeout` seconds; `cost` prices its usage for the `ledger`."""
+        `max_tokens` long and `timeout` seconds; `cost` prices its usage for the `ledger`.
+        With `budgets`, no call is made for a person, chat or session past a budget."""
         if max_tokens < 1 or timeout <= 0:
             raise ValueError("max_tokens and timeout must be positive")
         self.profile = profile
@@ -179,6 +182,7 @@ class Consolidator:
         self.redactor = redactor
         self.max_tokens = max_tokens
         self.timeout = timeout
+        self.budgets = budgets
         self._cost = cost
         self._clock = clock
 
@@ -200,6 +204,12 @@ class Consolidator:
         transcript = self.redactor(_transcript(messages))
         if not transcript:
             return result
+        user = f"{platform}:{user_id}"
+        if self.budgets is not None:
+            spender = Spender(session_id=session_id, user=user, chat=chat)
+            if (hit := await self.budgets.check(spender)) is not None:
+                log.info("memory consolidation of %s skipped: %s is spent", session_id, hit.name)
+                return result
         known = await self.facts.list_facts(scope, limit=_KNOWN_SHOWN)
         request = ModelRequest.model_construct(
             model=self.model,
@@ -219,7 +229,7 @@ class Consolidator:
             )
             return result
         result.usage = completion.usage
-        await self._charge(session_id, completion.usage, user=f"{platform}:{user_id}", chat=chat)
+        await self._charge(session_id, completion.usage, user=user, chat=chat)
         answer = parse_answer(completion.text)
         if answer is None:
             log.warning("memory consolidation of %s: the answer was not the schema", session_id)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from core.backends.sql.store import SqlStore, sqlite_url
+from core.budgets import BudgetGuard, Budgets
 from core.compaction import Compactor
 from core.consolidation import (
     Consolidator,
@@ -258,6 +259,23 @@ async def test_an_answer_that_is_not_the_schema_changes_nothing_but_is_charged(
 
     assert not done.answered
     assert await store.list_facts(SCOPE) == []
+    assert (await store.cost_summary(session_id)).calls == 1
+
+
+async def test_a_person_past_their_budget_is_not_consolidated(
+    store: SqlStore, session_id: str
+) -> None:
+    provider = ScriptedProvider([text_reply(answer(["Has a dog"]), usage=CONSOLIDATION_USAGE)])
+    spending = consolidator(store, provider)
+    spending.budgets = BudgetGuard(Budgets(per_user_daily=0.4), store, clock=lambda: NOW)
+    said = [Message.user("My dog is Rex")]
+
+    # The first call is within the budget and spends 0.5 of it; the second is refused.
+    await spending.consolidate(session_id, said, platform="terminal", user_id="local")
+    skipped = await spending.consolidate(session_id, said, platform="terminal", user_id="local")
+
+    assert len(provider.requests) == 1
+    assert not skipped.answered
     assert (await store.cost_summary(session_id)).calls == 1
 
 
