@@ -20,6 +20,7 @@ from core.consolidation import (
     latest_stretch,
     parse_answer,
 )
+from core.errors import ProviderError
 from core.events import Compacted, ModelEvent, RunCompleted
 from core.facts import MemoryFact
 from core.messages import Message, Usage
@@ -49,7 +50,7 @@ class Responder:
     """A provider telling the three kinds of request apart by their system prompt: the
     summary, the consolidation (answered by `consolidate`) and the turn's own."""
 
-    def __init__(self, consolidate: Callable[[ModelRequest], str]) -> None:
+    def __init__(self, consolidate: Callable[[ModelRequest], str | BaseException]) -> None:
         self._consolidate = consolidate
         self.turns: list[ModelRequest] = []
         self.summaries: list[ModelRequest] = []
@@ -68,7 +69,10 @@ class Responder:
             events = text_reply("SUMMARY")
         elif request.system.startswith("You maintain a long-term memory"):
             self.consolidations.append(request)
-            events = text_reply(self._consolidate(request), usage=CONSOLIDATION_USAGE)
+            reply = self._consolidate(request)
+            if isinstance(reply, BaseException):
+                raise reply
+            events = text_reply(reply, usage=CONSOLIDATION_USAGE)
         else:
             self.turns.append(request)
             events = text_reply("answer " + WORDS)
@@ -163,6 +167,19 @@ async def test_a_compaction_makes_one_consolidation_call_whose_facts_keep_their_
     # Each call is charged to the person in the ledger (their budgets read it).
     spent = await store.daily_spend(NOW.date(), user="terminal:local")
     assert spent == pytest.approx(0.5 * len(compacted))
+
+
+async def test_a_failed_consolidation_call_leaves_the_turn_alone(
+    store: SqlStore, session_id: str
+) -> None:
+    provider = Responder(lambda _r: ProviderError("server", "upstream broke"))
+    compacted = await talk(runtime(store, provider, consolidate=True), session_id, 10)
+
+    # Every turn completed (`talk` checks), the summary was still used, nothing was kept.
+    assert compacted and len(provider.consolidations) == len(compacted)
+    assert await store.latest_summary(session_id) is not None
+    assert await store.list_facts(SCOPE) == []
+    assert await store.daily_spend(NOW.date(), user="terminal:local") == 0
 
 
 async def test_disabled_consolidation_makes_no_call(store: SqlStore, session_id: str) -> None:
