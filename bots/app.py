@@ -41,6 +41,7 @@ from core.checkpoints import CrashPolicy
 from core.commands import CommandRegistry
 from core.compaction import Compactor
 from core.confirm import Confirmations
+from core.consolidation import Consolidator, QuietConsolidation
 from core.errors import ConfigError
 from core.facts import memory_block, memory_scope
 from core.hybrid_facts import HybridFacts
@@ -300,6 +301,22 @@ async def worker_for(
     gate = Confirmations(bus=found.bus, timeout=60.0, marks=found.store, redactor=redactor)
     limiter, close_limiter = open_rate_limits(settings, options, found.redis)
     workspace = _workspace(settings, profile)
+    consolidator = (
+        Consolidator(
+            profile=profile.name,
+            provider=provider,
+            model=resolved.model,
+            facts=facts,
+            ledger=found.store,
+            redactor=redactor,
+            cost=price,
+            budgets=budget_guard(options, found.store, found.bus),
+            max_tokens=options.memory.consolidate_max_tokens,
+            timeout=options.provider_timeout,
+        )
+        if options.memory.consolidate
+        else None
+    )
     try:
         runtime = AgentRuntime(
             provider=provider,
@@ -345,6 +362,7 @@ async def worker_for(
             models=choices,
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
             tool_outputs=found.store,
+            consolidator=consolidator,
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:
@@ -387,6 +405,7 @@ async def worker_for(
             rate_limits=limiter,
             session_reset=options.sessions if options.sessions.enabled else None,
             takeovers=Takeovers(found.store, bus=found.bus, admin_dms=admin_dms(options.admins)),
+            quiet=_quiet_pass(consolidator, options.memory.quiet_pass, found.store),
         )
         yield Components(
             settings,
@@ -414,6 +433,15 @@ async def worker_for(
             await mcp.aclose()
         if mcp_log is not None:
             await asyncio.to_thread(mcp_log.close)
+
+
+def _quiet_pass(
+    consolidator: Consolidator | None, after: timedelta | None, store: Store
+) -> QuietConsolidation | None:
+    """The quiet-period consolidation the worker's sweep runs (`[memory] consolidate_after`)."""
+    if consolidator is None or after is None:
+        return None
+    return QuietConsolidation(store=store, consolidator=consolidator, after=after)
 
 
 async def _mcp_servers(

@@ -11,25 +11,36 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal
 from uuid import uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
+    from core.redact import Redactor
     from core.store.facts import FactStore
 
 __all__ = [
+    "MAX_FACTS_PER_SCOPE",
     "MAX_FACT_CHARS",
     "MEMORY_HEADING",
+    "FactSource",
+    "Kept",
     "MemoryFact",
     "MemoryQuery",
+    "keep_fact",
     "memory_block",
     "memory_scope",
     "search_terms",
 ]
 
 MAX_FACT_CHARS: Final = 1000
+# How many facts one person may keep with one bot.
+MAX_FACTS_PER_SCOPE: Final = 200
+
+# Who made a fact: the model calling `remember` ("tool"), or the consolidation pass reading a
+# conversation ("consolidated", `core/consolidation.py`).
+FactSource = Literal["tool", "consolidated"]
 MEMORY_HEADING: Final = "## Relevant context from memory"
 
 # Terms shorter than this, and these common words, say nothing about which fact is meant.
@@ -71,10 +82,17 @@ class MemoryFact(BaseModel):
     created_at: datetime
     # The session in which the fact was remembered, for tracing it back; None if unknown.
     source_session: str | None = None
+    source: FactSource = "tool"
 
     @classmethod
     def new(
-        cls, scope: str, text: str, *, now: datetime, source_session: str | None = None
+        cls,
+        scope: str,
+        text: str,
+        *,
+        now: datetime,
+        source_session: str | None = None,
+        source: FactSource = "tool",
     ) -> MemoryFact:
         """A fact with a fresh id, remembered at `now` (kept in UTC)."""
         return cls(
@@ -83,7 +101,38 @@ class MemoryFact(BaseModel):
             text=text,
             created_at=now.astimezone(UTC),
             source_session=source_session,
+            source=source,
         )
+
+
+# What `keep_fact` did with a text: stored it, found it stored already, refused it as a
+# credential, or refused it because the scope holds `MAX_FACTS_PER_SCOPE` facts.
+Kept = Literal["kept", "duplicate", "credential", "full"]
+
+
+async def keep_fact(
+    store: FactStore,
+    scope: str,
+    text: str,
+    *,
+    redactor: Redactor,
+    now: datetime,
+    source: FactSource,
+    source_session: str | None = None,
+) -> tuple[Kept, MemoryFact | None]:
+    """Remember `text` in `scope` unless it is a credential (what `redactor` would scrub: a
+    fact goes back into every later turn's context), already stored (the same text among the
+    best search matches), or the scope is full. The stored (or found) fact comes back."""
+    if redactor(text) != text:
+        return "credential", None
+    for fact in await store.search_facts(scope, text, limit=5):
+        if fact.text == text:
+            return "duplicate", fact
+    if len(await store.list_facts(scope, limit=MAX_FACTS_PER_SCOPE)) >= MAX_FACTS_PER_SCOPE:
+        return "full", None
+    fact = MemoryFact.new(scope, text, now=now, source_session=source_session, source=source)
+    await store.remember_fact(fact)
+    return "kept", fact
 
 
 def memory_scope(profile: str, platform: str, user_id: str, *, scheduled: bool = False) -> str:

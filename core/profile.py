@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core.arrivals import BusyMode
 from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
+from core.consolidation import MemorySettings
 from core.documents import DocumentSettings
 from core.embeddings import EmbeddingSettings
 from core.errors import ConfigError
@@ -158,6 +159,9 @@ class ProfileSettings(BaseModel):
     # Hybrid memory search: `[embeddings]` names the endpoint that embeds remembered facts;
     # off unless `enabled` (each fact and each turn's memory search then costs a request).
     embeddings: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    # Memory that consolidates itself: `[memory] consolidate` (before compaction, default on),
+    # `consolidate_after = "30m"` (after a quiet period, default off), docs/memory.md.
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     # Models a chat may switch to with `/model`: `[models] allowed = [{provider = "openai",
     # model = "gpt-4o-mini"}]`. Empty: switching is off, every chat uses `model`.
     models: ModelsSettings = Field(default_factory=ModelsSettings)

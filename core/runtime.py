@@ -22,7 +22,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from core.arrivals import Arrivals
@@ -31,6 +31,7 @@ from core.checkpoints import Checkpoint
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
 from core.confirm import Confirm
+from core.consolidation import Consolidator
 from core.context import context_window as window_of
 from core.context import estimate_text, estimate_tokens, estimate_tools
 from core.envelopes import new_id
@@ -45,7 +46,6 @@ from core.events import (
     AgentEvent,
     Cancelled,
     CheckpointSaved,
-    Compacted,
     Degraded,
     Finished,
     Joined,
@@ -149,6 +149,7 @@ class AgentRuntime:
         models: ModelChoices | None = None,
         tool_hooks: ToolHooks | None = None,
         tool_outputs: ToolOutputs | None = None,
+        consolidator: Consolidator | None = None,
     ) -> None:
         """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
         without a `compactor` old turns are only left out of requests, never summarized.
@@ -159,7 +160,9 @@ class AgentRuntime:
         shares it, `bots/app.py`). `models`: what a session's chosen model (`run(model=)`)
         maps to; without it every turn uses `provider` and `model`. `tool_hooks`: the
         operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
-        keeps cut tool results whole for `read_tool_output`."""
+        keeps cut tool results whole for `read_tool_output`. `consolidator`: asked which
+        durable facts the messages a compaction summarizes established (core/consolidation.py);
+        without it compaction only summarizes."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -172,6 +175,7 @@ class AgentRuntime:
         self._clock = clock
         self._turn_context = turn_context
         self.compactor = compactor
+        self.consolidator = consolidator
         self.context_window = context_window or window_of(model)
         # A chain even for one hook: it keeps a hook that raises from breaking the turn.
         self.hooks = HookChain([hooks] if hooks is not None else [])
@@ -451,9 +455,8 @@ class AgentRuntime:
             if refusal is not None:
                 return refusal
             history += await self._join(session_id, state, emit, step)
-            if compacted := await state.view.compact(history):
-                await self._compacted(compacted, emit)
-            outcome = await self._ask(run_id, system, offered, history, state, emit)
+            await self._compact(session_id, history, context, state, emit)
+            outcome = await self._ask(run_id, system, offered, history, state, emit, context)
             if isinstance(outcome, RunFailed):
                 await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
                 return outcome
@@ -548,6 +551,7 @@ class AgentRuntime:
         history: list[Message],
         state: TurnState,
         emit: Callable[[AgentEvent | None], None],
+        context: ChannelContext,
     ) -> tuple[str, list[ToolCall], Finished] | RunFailed:
         """One model call; a context overflow compacts (or sends less) and tries once more."""
         overflowed: ProviderError | None = None
@@ -579,8 +583,9 @@ class AgentRuntime:
                 if exc.kind == "context_overflow" and overflowed is None:
                     overflowed = exc
                     log.warning("context overflow; compacting and retrying once")
-                    if compacted := await state.view.compact(history, force=True):
-                        await self._compacted(compacted, emit)
+                    if await self._compact(
+                        state.session_id, history, context, state, emit, force=True
+                    ):
                         continue
                     if state.view.shrink():
                         continue
@@ -623,9 +628,52 @@ class AgentRuntime:
             await arrivals.joined(arrival)
         return stored
 
-    async def _compacted(self, event: Compacted, emit: Callable[[AgentEvent | None], None]) -> None:
-        emit(event)
-        await self.hooks.on_compaction(event)
+    async def _compact(
+        self,
+        session_id: str,
+        history: Sequence[Message],
+        context: ChannelContext,
+        state: TurnState,
+        emit: Callable[[AgentEvent | None], None],
+        *,
+        force: bool = False,
+    ) -> bool:
+        """Compact when due (always with `force`); whether it did. The messages the summary
+        now stands in for are consolidated into memory before the next request is made."""
+        start = state.view.start
+        compacted = await state.view.compact(history, force=force)
+        if compacted is None:
+            return False
+        summarized = history[start : start + compacted.summarized_messages]
+        await self._consolidate(session_id, summarized, context, state)
+        emit(compacted)
+        await self.hooks.on_compaction(compacted)
+        return True
+
+    async def _consolidate(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        context: ChannelContext,
+        state: TurnState,
+    ) -> None:
+        """Ask the consolidator about `messages` of a direct conversation with a person
+        (a group's or a schedule's have no one person whose facts they are)."""
+        if self.consolidator is None or context.scheduled or not context.is_direct:
+            return
+        if not context.user_id:
+            return
+        try:
+            await self.consolidator.consolidate(
+                session_id,
+                messages,
+                platform=context.platform,
+                user_id=context.user_id,
+                chat=state.chat,
+            )
+        except Exception as exc:
+            # Memory is a side benefit of compaction: the turn goes on without it.
+            log.warning("memory consolidation failed: %s", self._redact(str(exc)))
 
     async def _over_budget(
         self,

@@ -34,6 +34,7 @@ from core.bus.names import CONTROL
 from core.checkpoints import Checkpoint, CrashPolicy
 from core.clock import utc_now
 from core.confirm import Confirmations
+from core.consolidation import QuietConsolidation
 from core.envelopes import Inbound, new_id
 from core.errors import BusError, StoreError, Unavailable
 from core.fencing import FenceOvertaken
@@ -58,6 +59,9 @@ _LONGEST_OUTAGE_WAIT = 10.0
 # after a Redis restart, waits of 5 s were seen to go unanswered again and again (redis-py 5,
 # Redis 7.0), waits of 4 s and less not.
 _WAKE_WAIT = 2.0
+# How often the quiet-period memory pass looks for conversations gone quiet: its periods are
+# minutes long (`[memory] consolidate_after`).
+_QUIET_EVERY = 60.0
 
 
 class Worker:
@@ -79,6 +83,7 @@ class Worker:
         attempts: int = 3,
         crash_age: timedelta = timedelta(0),
         takeovers: Takeovers | None = None,
+        quiet: QuietConsolidation | None = None,
     ) -> None:
         """`handler` answers each item; `mailboxes` order each session's work.
 
@@ -87,9 +92,11 @@ class Worker:
         `on_crash` (None: leave them be) is what `run` does with turns a crash cut off whose
         checkpoint has not moved for `crash_age` (zero when no other process runs turns).
         `readiness` is the process's: the worker's loops report to it. `takeovers`: the
-        sweep also ends takeovers past their time (`core/takeover.py`).
+        sweep also ends takeovers past their time (`core/takeover.py`). `quiet`: the sweep
+        also consolidates the memory of conversations gone quiet (`core/consolidation.py`).
         """
         self.takeovers = takeovers
+        self.quiet = quiet
         self.readiness = readiness
         self.on_crash = on_crash
         self._crash_age = crash_age
@@ -131,6 +138,12 @@ class Worker:
             asyncio.create_task(self._listen(control), name=f"{self.name}-control"),
             asyncio.create_task(self._sweep_forever(), name=f"{self.name}-sweep"),
         ]
+        if self.quiet is not None:
+            helpers.append(
+                asyncio.create_task(
+                    self._consolidate_forever(self.quiet), name=f"{self.name}-memory"
+                )
+            )
         try:
             await self._take_wakes()
         finally:
@@ -472,6 +485,13 @@ class Worker:
             if self.takeovers is not None:
                 await keep_trying(self.readiness, "takeover expiry", self.takeovers.expire)
             await asyncio.sleep(self._sweep_interval)
+
+    async def _consolidate_forever(self, quiet: QuietConsolidation) -> None:
+        """The sweep's memory part, in a loop of its own: a model call must not hold up the
+        sweep of mailboxes nobody drains."""
+        while True:
+            await keep_trying(self.readiness, "memory consolidation", quiet.tick_once)
+            await asyncio.sleep(_QUIET_EVERY)
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)

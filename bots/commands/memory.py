@@ -11,7 +11,7 @@ from bots.commands.common import AS_JSON, echo_json, listing, settings_from, std
 from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.settings import Settings
 from core.errors import ConfigError
-from core.facts import memory_scope
+from core.facts import MemoryFact, memory_scope
 
 __all__ = ["memory"]
 
@@ -77,9 +77,9 @@ async def _list(settings: Settings, scope: str, limit: int, as_json: bool) -> No
     if not facts:
         console.print(f"Nothing remembered for {scope} (store: {_where(settings)}).", markup=False)
         return
-    table = listing(whole("id"), whole("remembered (UTC)"), wrapped("fact"))
+    table = listing(whole("id"), whole("remembered (UTC)"), whole("from"), wrapped("fact"))
     for fact in facts:
-        table.add_row(fact.id, f"{fact.created_at:%Y-%m-%d %H:%M}", fact.text)
+        table.add_row(fact.id, f"{fact.created_at:%Y-%m-%d %H:%M}", _origin(fact), fact.text)
     console.print(table)
 
 
@@ -89,6 +89,13 @@ async def _forget(settings: Settings, scope: str, fact_id: str) -> None:
     if not forgotten:
         raise ConfigError(f"no fact {fact_id!r} for {scope} (see `switchboard memory list`)")
     click.echo(f"Forgot {fact_id}.")
+
+
+def _origin(fact: MemoryFact) -> str:
+    """Where a fact came from: `remember` ("tool"), or consolidation of which session."""
+    if fact.source == "consolidated":
+        return f"consolidated ({fact.source_session})" if fact.source_session else fact.source
+    return fact.source
 
 
 def _where(settings: Settings) -> str:

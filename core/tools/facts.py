@@ -7,20 +7,17 @@ may recall but not change memory, since nobody is there to have asked for it.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from core.errors import ToolError
-from core.facts import MAX_FACT_CHARS, MemoryFact, memory_scope
+from core.facts import MAX_FACT_CHARS, MAX_FACTS_PER_SCOPE, keep_fact, memory_scope
 from core.redact import Redactor
 from core.store.facts import FactStore
 from core.tools.base import SafetyTier, Tool, ToolContext
 
 __all__ = ["MAX_FACTS_PER_SCOPE", "memory_tools"]
-
-# How many facts one person may keep with one bot.
-MAX_FACTS_PER_SCOPE: Final = 200
 
 
 class RememberArgs(BaseModel):
@@ -107,23 +104,26 @@ class _Memory:
         text = args.text.strip()
         if not text:
             raise ToolError("Give the fact to remember as text.")
-        if self.redactor(text) != text:
+        kept, fact = await keep_fact(
+            self.store,
+            scope,
+            text,
+            redactor=self.redactor,
+            now=context.clock(),
+            source="tool",
+            source_session=context.session_id or None,
+        )
+        if kept == "credential":
             raise ToolError(
                 "That looks like a password, key or token, and credentials are never kept in "
                 "memory. Do not store it; suggest a password manager instead."
             )
-        for fact in await self.store.search_facts(scope, text, limit=5):
-            if fact.text == text:
-                return f"Already remembered as {fact.id}: {text}"
-        known = await self.store.list_facts(scope, limit=MAX_FACTS_PER_SCOPE)
-        if len(known) >= MAX_FACTS_PER_SCOPE:
+        if kept == "full" or fact is None:
             raise ToolError(
                 f"Memory is full ({MAX_FACTS_PER_SCOPE} facts); forget some before adding more."
             )
-        fact = MemoryFact.new(
-            scope, text, now=context.clock(), source_session=context.session_id or None
-        )
-        await self.store.remember_fact(fact)
+        if kept == "duplicate":
+            return f"Already remembered as {fact.id}: {text}"
         return f"Remembered {fact.id}: {text}"
 
     async def recall(self, args: RecallArgs, context: ToolContext) -> str:

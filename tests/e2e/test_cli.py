@@ -303,6 +303,9 @@ def test_memory_list_and_forget(env: dict[str, str], tmp_path: Path) -> None:
     [row] = [line for line in listed.stdout.splitlines()[1:] if line.strip()]
     fact_id = row.split()[0]
     assert row.endswith("my favourite colour is green")
+    # Where it came from: the model's `remember` call (not consolidation).
+    assert "from" in listed.stdout.splitlines()[0]
+    assert row.split()[3] == "tool"
 
     forgotten = run(["memory", "forget", "terminal:local", fact_id], env, tmp_path)
     assert (forgotten.returncode, forgotten.stdout.strip()) == (0, f"Forgot {fact_id}.")

@@ -81,7 +81,7 @@ def fact_search(name: str, scope: str, query: MemoryQuery, limit: int) -> Select
     """The facts of `scope` matching any of `query`'s terms (its prefix as a prefix), best
     match first, then newest first; `query` must not be empty."""
     f = memory_facts
-    columns = (f.c.id, f.c.scope, f.c.text, f.c.created_at, f.c.source_session)
+    columns = (f.c.id, f.c.scope, f.c.text, f.c.created_at, f.c.source_session, f.c.source)
     newest = (f.c.created_at.desc(), f.c.id.desc())
     if name == "postgresql":
         # Each term a query of its own (never parsed as query syntax), joined with OR.

@@ -19,17 +19,18 @@ from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 __all__ = ["SqlFacts"]
 
 f = memory_facts.c
-_COLUMNS = (f.id, f.scope, f.text, f.created_at, f.source_session)
+_COLUMNS = (f.id, f.scope, f.text, f.created_at, f.source_session, f.source)
 
 
 def _fact(row: Sequence[Any]) -> MemoryFact:
-    fact_id, scope, text, created_at, source_session = row
+    fact_id, scope, text, created_at, source_session, source = row
     return MemoryFact(
         id=fact_id,
         scope=scope,
         text=text,
         created_at=from_utc_text(created_at),
         source_session=source_session,
+        source=source,
     )
 
 
@@ -60,6 +61,7 @@ class SqlFacts(SqlBase):
             "terms": indexed_terms(fact.text),
             "created_at": row[1],
             "source_session": fact.source_session,
+            "source": fact.source,
             "embedding": None if embedding is None else pack_vector(embedding.vector),
             "embedding_model": None if embedding is None else embedding.model,
         }

@@ -267,7 +267,7 @@ async def _turns_of(db: AsyncConnection, person: Person) -> dict[str, dict[str, 
 async def _facts(db: AsyncConnection, scopes: list[str]) -> list[MemoryFact]:
     f = memory_facts.c
     rows = await db.execute(
-        select(f.id, f.scope, f.text, f.created_at, f.source_session)
+        select(f.id, f.scope, f.text, f.created_at, f.source_session, f.source)
         .where(f.scope.in_(scopes))
         .order_by(f.created_at, f.id)
     )
@@ -278,8 +278,9 @@ async def _facts(db: AsyncConnection, scopes: list[str]) -> list[MemoryFact]:
             text=fact_text,
             created_at=from_utc_text(created_at),
             source_session=source_session,
+            source=source,
         )
-        for fact_id, scope, fact_text, created_at, source_session in rows
+        for fact_id, scope, fact_text, created_at, source_session, source in rows
     ]
 
 

@@ -167,6 +167,8 @@ memory_facts = Table(
     # fact is found by keyword only (no endpoint configured, or it failed).
     Column("embedding", LargeBinary, nullable=True),
     Column("embedding_model", Text, nullable=True),
+    # Who made the fact: "tool" (`remember`) or "consolidated" (core/consolidation.py).
+    Column("source", Text, nullable=False, server_default="tool"),
 )
 
 checkpoints = Table(
