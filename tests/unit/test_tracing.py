@@ -16,7 +16,7 @@ from core.events import Finished
 from core.messages import Message, ToolCall, Usage
 from core.modes import FULL
 from core.providers import ScriptedProvider
-from core.providers.scripted import text_reply
+from core.providers.scripted import ScriptStep, text_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.tracing import (
@@ -51,7 +51,7 @@ def _runtime(store: SqlStore) -> AgentRuntime:
         ToolCall(id="c1", name="lookup", arguments={"what": ASKED}),
         ToolCall(id="c2", name="no_such_tool", arguments={}),
     ]
-    script = [
+    script: list[ScriptStep] = [
         [*calls, Finished(stop_reason="tool_use", usage=Usage(input_tokens=120, output_tokens=7))],
         text_reply("All done.", usage=Usage(input_tokens=180, output_tokens=4)),
     ]
