@@ -68,7 +68,13 @@ def run_process(
     (`bots/tracing.py`)."""
     from core.errors import SwitchboardError
 
-    with traced(role), asyncio.Runner(loop_factory=loop_factory(settings)) as runner:
+    with contextlib.ExitStack() as process:
+        try:
+            process.enter_context(traced(role))
+        except SwitchboardError:
+            main.close()  # never started: no "coroutine was never awaited" at exit
+            raise
+        runner = process.enter_context(asyncio.Runner(loop_factory=loop_factory(settings)))
         try:
             return runner.run(stop_on_sigterm(main))
         except (SwitchboardError, click.ClickException):

@@ -12,8 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+from urllib.parse import urlsplit
 
 from opentelemetry import trace
+
+from core.errors import ConfigError
 
 __all__ = ["service_name", "traced", "tracing_wanted"]
 
@@ -22,10 +25,21 @@ _ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 
 
 def tracing_wanted(environ: Mapping[str, str]) -> bool:
-    """Whether spans are exported: an OTLP endpoint is set and the SDK not disabled."""
+    """Whether spans are exported: an OTLP endpoint is set and the SDK not disabled.
+
+    `ConfigError` for an endpoint that is not an http(s) URL (the exporter would only say so
+    in a log line at each export)."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
-    return any(environ.get(name, "").strip() for name in _ENDPOINTS)
+    wanted = False
+    for name in _ENDPOINTS:
+        if not (value := environ.get(name, "").strip()):
+            continue
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ConfigError(f"{name} must be an http:// or https:// URL, not {value!r}")
+        wanted = True
+    return wanted
 
 
 def service_name(role: str, environ: Mapping[str, str]) -> str:

@@ -3,15 +3,20 @@ trace context an envelope carries, and tracing off at no cost without an OTLP en
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
 import sys
 
+import pytest
 from pydantic import BaseModel
 
+from bots.loop import run_process
+from bots.settings import Settings
 from bots.tracing import service_name, tracing_wanted
 from core.backends.sql.store import SqlStore
+from core.errors import ConfigError
 from core.events import Finished
 from core.messages import Message, ToolCall, Usage
 from core.modes import FULL
@@ -139,6 +144,12 @@ def test_exporting_is_on_only_with_an_otlp_endpoint() -> None:
     assert not tracing_wanted(disabled)
 
 
+def test_an_endpoint_that_is_not_an_http_url_is_a_config_error() -> None:
+    for value in ("collector:4318", "garbage", "ftp://collector"):
+        with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_ENDPOINT must be an http"):
+            tracing_wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": value})
+
+
 def test_the_service_is_named_after_the_process_role_unless_the_operator_names_it() -> None:
     assert service_name("serve", {}) == "switchboard-serve"
     assert service_name("gateway telegram", {}) == "switchboard-gateway-telegram"
@@ -210,3 +221,18 @@ def test_with_an_endpoint_the_sdk_records_under_the_process_role() -> None:
         "traceparent": True,
         "sdk_loaded": True,
     }
+
+
+async def _never_run() -> None:
+    raise AssertionError("the process must not start")
+
+
+def test_a_process_with_a_bad_endpoint_stops_with_one_line_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318")
+    main = _never_run()
+    with pytest.raises(ConfigError, match="must be an http:// or https:// URL"):
+        run_process(Settings(_env_file=None), main, role="worker")
+    # Closed, not left for the garbage collector to warn about.
+    assert inspect.getcoroutinestate(main) == inspect.CORO_CLOSED
