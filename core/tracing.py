@@ -48,7 +48,9 @@ TOOL_NAME: Final = "gen_ai.tool.name"
 TOOL_IS_ERROR: Final = "switchboard.tool.is_error"
 TOOL_DURATION_MS: Final = "switchboard.tool.duration_ms"
 
-_TRACER_NAME: Final = "switchboard"
+# The API's proxy: it turns to the provider the process installs (bots/tracing.py) once there
+# is one, and stays the no-op tracer while there is none.
+_TRACER: Final = trace.get_tracer("switchboard")
 _PROPAGATOR: Final = TraceContextTextMapPropagator()
 
 
@@ -62,9 +64,7 @@ def span(
 ) -> Iterator[Span]:
     """A span named `name`, current while the block runs (a child of the current one, or of
     `parent`); an exception leaving the block is recorded on it."""
-    # Looked up at each use, not at import: the process installs its provider (or none) later.
-    tracer = trace.get_tracer(_TRACER_NAME)
-    with tracer.start_as_current_span(
+    with _TRACER.start_as_current_span(
         name, context=parent, kind=kind, attributes=attributes
     ) as current:
         yield current
