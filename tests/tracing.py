@@ -26,7 +26,9 @@ class _Endings(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         for matches, future in list(self.waiting):
-            if not future.done() and matches(span):
+            if future.done() or future.get_loop().is_closed():
+                self.waiting.remove((matches, future))  # a test that ended without it
+            elif matches(span):
                 future.get_loop().call_soon_threadsafe(_resolve, future, span)
                 self.waiting.remove((matches, future))
 
