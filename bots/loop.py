@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import click
 
 from bots.settings import Settings
+from bots.tracing import traced
 
 __all__ = ["loop_factory", "run_process", "stop_on_sigterm"]
 
@@ -55,15 +56,25 @@ def loop_factory(settings: Settings) -> Callable[[], asyncio.AbstractEventLoop] 
     return uvloop.new_event_loop
 
 
-def run_process(settings: Settings, main: Coroutine[Any, Any, T]) -> T | None:
+def run_process(
+    settings: Settings, main: Coroutine[Any, Any, T], *, role: str = "process"
+) -> T | None:
     """`asyncio.run(stop_on_sigterm(main))`, on the loop the settings ask for.
 
     A process stopped by an error nobody expected logs its traceback at ERROR before the CLI
     prints its one line: the log is all an operator has of a worker that stopped at night.
-    Errors that say what is wrong (`SwitchboardError`, a usage error) stay one line."""
+    Errors that say what is wrong (`SwitchboardError`, a usage error) stay one line.
+    `role` (`serve`, `gateway telegram`, ...) names the process in its traces
+    (`bots/tracing.py`)."""
     from core.errors import SwitchboardError
 
-    with asyncio.Runner(loop_factory=loop_factory(settings)) as runner:
+    with contextlib.ExitStack() as process:
+        try:
+            process.enter_context(traced(role))
+        except SwitchboardError:
+            main.close()  # never started: no "coroutine was never awaited" at exit
+            raise
+        runner = process.enter_context(asyncio.Runner(loop_factory=loop_factory(settings)))
         try:
             return runner.run(stop_on_sigterm(main))
         except (SwitchboardError, click.ClickException):

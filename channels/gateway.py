@@ -35,6 +35,8 @@ import logging
 from collections import deque
 from collections.abc import Awaitable
 
+from opentelemetry.trace import SpanKind
+
 from channels.base import ChannelAdapter, ReportsPolls
 from core.bus.base import Bus, Delivery
 from core.bus.names import RECEIPTS, outbound_queue
@@ -47,6 +49,7 @@ from core.metrics import Metrics
 from core.readiness import Readiness, keep_trying
 from core.store.replies import ReplyRecords
 from core.tasks import cancel_and_wait
+from core.tracing import handed_over, span
 from core.watchdog import Watchdog
 
 __all__ = ["Gateway"]
@@ -252,12 +255,29 @@ class Gateway:
             self.watchdog.delivered(self.adapter.platform, ok=outcome == "delivered")
 
     async def _deliver(self, delivery: Delivery) -> None:
-        """Show one delivery and settle it."""
+        """Show one delivery and settle it; one that carries a trace context, under a
+        `deliver` span of that trace (`core/tracing.py`)."""
         outbound = delivery.envelope
         if not isinstance(outbound, Outbound):
             log.error("dropping a %s found on %s", type(outbound).__name__, self._queue)
             await self._settle(delivery, done=True)
             return
+        if outbound.traceparent is None:
+            await self._show(delivery, outbound)
+            return
+        with span(
+            "deliver",
+            kind=SpanKind.CONSUMER,
+            parent=handed_over(outbound.traceparent),
+            attributes={
+                "switchboard.platform": outbound.address.platform,
+                "switchboard.kind": outbound.kind,
+                "switchboard.attempt": delivery.attempt,
+            },
+        ):
+            await self._show(delivery, outbound)
+
+    async def _show(self, delivery: Delivery, outbound: Outbound) -> None:
         waits = 0
         while True:
             try:

@@ -134,6 +134,9 @@ class Inbound(BaseModel):
     question: str | None = None
     # For origin == "external": the session's name (`ci` runs in `notify:ci`).
     external_session: str | None = None
+    # The W3C trace context of its hand-over to a mailbox, so the worker's spans continue the
+    # producer's trace (`core/tracing.py`); None while tracing is off.
+    traceparent: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -278,6 +281,9 @@ class Outbound(BaseModel):
     source: NotificationSource | None = None
     # For kind "file": the files, together at most MAX_ATTACHMENT_BYTES.
     attachments: list[Attachment] = Field(default_factory=list)
+    # The W3C trace context of its enqueueing, so the gateway's delivery joins the trace of
+    # the message it answers (`core/tracing.py`); None while tracing is off.
+    traceparent: str | None = None
 
     @model_validator(mode="after")
     def _attachments_fit(self) -> Outbound:

@@ -25,6 +25,8 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from opentelemetry.trace import SpanKind
+
 from core.arrivals import Arrivals
 from core.budgets import BudgetGuard, Degrade, Spender, dollars, spender_keys
 from core.checkpoints import Checkpoint
@@ -83,6 +85,14 @@ from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
 from core.tools.base import Tool, ToolContext, ToolRegistry
+from core.tracing import (
+    MODEL_INPUT_TOKENS,
+    MODEL_NAME,
+    MODEL_OUTPUT_TOKENS,
+    MODEL_PROVIDER,
+    MODEL_RESPONSE,
+    span,
+)
 from core.turn_state import ChannelContext, RuntimeLimits, TurnState
 from core.window import TurnWindow
 
@@ -285,6 +295,24 @@ class AgentRuntime:
             turn.cancel()
 
     async def _turn(
+        self,
+        run_id: str,
+        session_id: str,
+        user_input: Message,
+        context: ChannelContext,
+        emit: Callable[[AgentEvent | None], None],
+        flag: _Cancel,
+        state: TurnState,
+    ) -> None:
+        attributes: dict[str, str | int | float | bool] = {
+            "switchboard.run_id": run_id,
+            "switchboard.platform": context.platform,
+            "switchboard.mode": context.mode.name,
+        }
+        with span("turn", attributes=attributes):
+            await self._traced_turn(run_id, session_id, user_input, context, emit, flag, state)
+
+    async def _traced_turn(
         self,
         run_id: str,
         session_id: str,
@@ -575,10 +603,24 @@ class AgentRuntime:
             )
             state.in_flight, state.streamed = request, []
             try:
-                await self.hooks.before_model(request)
-                text, calls, finished = await self._call_model(
-                    request, emit, state.streamed, provider=state.provider, room=state.room
-                )
+                with span(
+                    "model call",
+                    kind=SpanKind.CLIENT,
+                    attributes={MODEL_PROVIDER: state.provider.name, MODEL_NAME: request.model},
+                ) as call:
+                    await self.hooks.before_model(request)
+                    text, calls, finished = await self._call_model(
+                        request, emit, state.streamed, provider=state.provider, room=state.room
+                    )
+                    # Who answered (a fallback provider's, the one it fell back to) and what.
+                    call.set_attributes(
+                        {
+                            MODEL_PROVIDER: finished.provider or state.provider.name,
+                            MODEL_RESPONSE: finished.model or request.model,
+                            MODEL_INPUT_TOKENS: finished.usage.input_tokens,
+                            MODEL_OUTPUT_TOKENS: finished.usage.output_tokens,
+                        }
+                    )
             except ProviderError as exc:
                 if exc.kind == "context_overflow" and overflowed is None:
                     overflowed = exc

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from opentelemetry.trace import StatusCode
+
 from core.confirm import Confirm
 from core.errors import StoreError, ToolError, ToolNotAllowed
 from core.events import AgentEvent, ToolFinished, ToolRequested
@@ -28,6 +30,7 @@ from core.safety import ToolCallMonitor, fence_tool_output, scan_tool_output
 from core.store.tool_outputs import ToolOutputs
 from core.tool_hooks import ToolCallEvent, ToolHooks, ToolResultEvent
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.tracing import TOOL_DURATION_MS, TOOL_IS_ERROR, TOOL_NAME, span
 
 __all__ = ["MAX_TOOL_OUTPUT", "ToolCalls"]
 
@@ -82,6 +85,26 @@ class ToolCalls:
         return self.tools.get(call.name).tier is SafetyTier.READ_ONLY
 
     async def run(
+        self,
+        call: ToolCall,
+        mode: CapabilityMode,
+        tool_context: ToolContext,
+        emit: Callable[[AgentEvent | None], None],
+        monitor: ToolCallMonitor,
+    ) -> tuple[str, bool]:
+        """Run one call under its `tool call` span; its output as the model reads it, and
+        whether it is an error."""
+        # Its name and outcome only: arguments and output may hold what people wrote.
+        with span("tool call", attributes={TOOL_NAME: call.name}) as current:
+            started = time.perf_counter()
+            output, is_error = await self._run(call, mode, tool_context, emit, monitor)
+            current.set_attribute(TOOL_IS_ERROR, is_error)
+            current.set_attribute(TOOL_DURATION_MS, (time.perf_counter() - started) * 1000)
+            if is_error:
+                current.set_status(StatusCode.ERROR)
+            return output, is_error
+
+    async def _run(
         self,
         call: ToolCall,
         mode: CapabilityMode,

@@ -29,6 +29,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from opentelemetry.trace import SpanKind, StatusCode
+
 from core.bus.base import Bus, Subscription
 from core.bus.names import CONTROL
 from core.checkpoints import Checkpoint, CrashPolicy
@@ -45,6 +47,7 @@ from core.stopping import is_stop
 from core.store.base import Store
 from core.takeover import Takeovers
 from core.tasks import cancel_and_wait
+from core.tracing import handed_over, span
 from core.turns.intake import InboundHandler
 
 __all__ = ["Worker"]
@@ -334,7 +337,16 @@ class Worker:
             inbound = await self._patiently("worker drain", claim.head)
             if inbound is None:
                 return
-            error = await self._handle(inbound, claim)
+            # The trace its producer began goes on here (`core/tracing.py`).
+            with span(
+                "mailbox claim",
+                kind=SpanKind.CONSUMER,
+                parent=handed_over(inbound.traceparent),
+                attributes={"switchboard.platform": inbound.address.platform},
+            ) as handling:
+                error = await self._handle(inbound, claim)
+                if error is not None:
+                    handling.set_status(StatusCode.ERROR, type(error).__name__)
             if error is None:
                 failures = outages = 0
             elif isinstance(error, Unavailable):

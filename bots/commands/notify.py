@@ -17,6 +17,7 @@ from bots.hooks import HooksServer, HooksSettings
 from bots.platforms import REGISTERED
 from bots.profiles import load_profile
 from bots.settings import Settings
+from bots.tracing import traced
 from core.bus.base import Bus
 from core.envelopes import Address, NotificationSource
 from core.errors import ConfigError
@@ -122,7 +123,8 @@ def hooks(ctx: click.Context, profile: str | None) -> None:
     settings = settings_from(ctx, profile=profile)
     if settings.hooks_port is None:
         raise ConfigError("`switchboard hooks` needs SWITCHBOARD_HOOKS_PORT (and a token)")
-    asyncio.run(_hooks(settings))
+    with traced("hooks"):
+        asyncio.run(_hooks(settings))
 
 
 async def _hooks(settings: Settings) -> None:

@@ -104,7 +104,7 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     lets running answers finish.
     """
     settings = settings_from(ctx, profile=profile)
-    run_process(settings, _serve_platforms(settings))
+    run_process(settings, _serve_platforms(settings), role="serve")
 
 
 async def _serve_platforms(settings: Settings) -> None:
@@ -232,7 +232,7 @@ def gateway(ctx: click.Context, platform: str) -> None:
     """
     settings = settings_from(ctx)
     require_redis(settings, "gateway")
-    run_process(settings, _gateway(settings, platform))
+    run_process(settings, _gateway(settings, platform), role=f"gateway {platform}")
 
 
 async def _gateway(settings: Settings, platform: str) -> None:
@@ -356,7 +356,7 @@ def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> 
     """
     settings = settings_from(ctx, profile=profile)
     require_redis(settings, "worker")
-    run_process(settings, _worker(settings, concurrency))
+    run_process(settings, _worker(settings, concurrency), role="worker")
 
 
 async def _worker(settings: Settings, concurrency: int | None) -> None:
@@ -392,7 +392,7 @@ def scheduler(ctx: click.Context) -> None:
     """
     settings = settings_from(ctx)
     require_redis(settings, "scheduler")
-    run_process(settings, _scheduler(settings))
+    run_process(settings, _scheduler(settings), role="scheduler")
 
 
 async def _scheduler(settings: Settings) -> None:

@@ -13,6 +13,7 @@ from bots.commands.status import announce
 from bots.loop import stop_on_sigterm
 from bots.profiles import load_profile
 from bots.settings import Settings
+from bots.tracing import traced
 from bots.web import web_page, web_settings
 from channels.web.spec import ENV
 from core.errors import ConfigError
@@ -32,7 +33,8 @@ def web(ctx: click.Context, profile: str | None) -> None:
     page's chats go to the Redis bus and `switchboard worker` processes answer them.
     """
     settings = settings_from(ctx, profile=profile)
-    asyncio.run(stop_on_sigterm(_web(settings)))
+    with traced("web"):
+        asyncio.run(stop_on_sigterm(_web(settings)))
 
 
 async def _web(settings: Settings) -> None:

@@ -11,11 +11,14 @@ import logging
 from collections.abc import Mapping
 from typing import Final, Protocol
 
+from opentelemetry.trace import SpanKind
+
 from core.bus.base import Bus
 from core.bus.names import outbound_queue
 from core.envelopes import Inbound, Outbound, OutboundKind
 from core.errors import ConfigError
 from core.outages import Patience
+from core.tracing import span, traceparent
 from core.turns.stream import StreamPolicy
 
 __all__ = ["EPHEMERAL_KINDS", "Display", "Outbox"]
@@ -103,10 +106,25 @@ class Outbox:
                 # Expendable, as the gateway treats it: the next piece or the final text shows.
                 log.info("could not show a %s: %s", kind, exc)
             return
+        if kind in EPHEMERAL_KINDS:
+            await self._enqueue(outbound, final=final, dedupe_key=inbound.dedupe_key)
+            return
+        # What stays in the chat is traced to its delivery (`core/tracing.py`); the stream's
+        # pieces and typing would only crowd the trace.
+        with span(
+            "outbound enqueue",
+            kind=SpanKind.PRODUCER,
+            attributes={"switchboard.platform": inbound.address.platform, "switchboard.kind": kind},
+        ):
+            if (context := traceparent()) is not None:
+                outbound = outbound.model_copy(update={"traceparent": context})
+            await self._enqueue(outbound, final=final, dedupe_key=inbound.dedupe_key)
+
+    async def _enqueue(self, outbound: Outbound, *, final: bool, dedupe_key: str) -> None:
         await self.patience(
             lambda: self.bus.enqueue(
-                outbound_queue(inbound.address.platform),
+                outbound_queue(outbound.address.platform),
                 outbound,
-                dedupe_id=f"{inbound.dedupe_key}:final" if final else None,
+                dedupe_id=f"{dedupe_key}:final" if final else None,
             )
         )
