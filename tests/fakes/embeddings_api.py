@@ -17,12 +17,12 @@ import math
 import struct
 from collections import deque
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
 from aiohttp import web
 
 from core.facts import search_terms
+from tests.fakes.local_server import LocalServer
 
 __all__ = ["CONCEPTS", "EmbeddingRequest", "FakeEmbeddings", "fake_vector"]
 
@@ -82,7 +82,7 @@ class EmbeddingRequest:
     api_key: str | None
 
 
-class FakeEmbeddings:
+class FakeEmbeddings(LocalServer):
     """`POST /v1/embeddings` on 127.0.0.1; `url` is the SDK's `base_url` (ends in `/v1`)."""
 
     def __init__(self, *, api_key: str | None = "test-key", dims: int = 256) -> None:
@@ -90,47 +90,22 @@ class FakeEmbeddings:
         self.api_key = api_key
         self.dims = dims
         self.requests: list[EmbeddingRequest] = []
+        super().__init__()
         self._failures: deque[int] = deque()
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
 
     @property
     def url(self) -> str:
         """The value to pass to the SDK as `base_url`."""
-        if self._port is None:
-            raise RuntimeError("FakeEmbeddings is not started")
-        return f"http://127.0.0.1:{self._port}/v1"
+        return f"{self.origin}/v1"
 
     def fail(self, *statuses: int) -> None:
         """The next requests answer with these HTTP statuses, one each, in order."""
         self._failures.extend(statuses)
 
-    async def start(self) -> None:
-        """Bind a free port on 127.0.0.1 and start serving."""
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self._port = self._runner.addresses[0][1]
-
-    async def close(self) -> None:
-        """Stop serving."""
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        return app
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if request.method != "POST" or request.path != EMBEDDINGS:

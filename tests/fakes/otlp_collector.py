@@ -13,8 +13,6 @@ import asyncio
 import gzip
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Self
 
 from aiohttp import web
 from google.protobuf.message import DecodeError
@@ -23,6 +21,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from tests.fakes.local_server import LocalServer
 
 __all__ = ["FakeCollector", "ReceivedSpan"]
 
@@ -46,21 +46,18 @@ def _value(value: AnyValue) -> object:
     return None if kind is None else getattr(value, kind)
 
 
-class FakeCollector:
+class FakeCollector(LocalServer):
     """An OTLP/HTTP traces endpoint on 127.0.0.1."""
 
     def __init__(self) -> None:
         self.spans: list[ReceivedSpan] = []
         self._changed = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self._port: int | None = None
+        super().__init__()
 
     @property
     def url(self) -> str:
         """`http://127.0.0.1:<port>`: the exporter adds `/v1/traces`."""
-        if self._port is None:
-            raise RuntimeError("FakeCollector is not started")
-        return f"http://127.0.0.1:{self._port}"
+        return self.origin
 
     async def until(
         self,
@@ -71,32 +68,10 @@ class FakeCollector:
         async with asyncio.timeout(timeout), self._changed:
             await self._changed.wait_for(lambda: ready(self.spans))
 
-    async def start(self) -> None:
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/traces", self._traces)
-        self._runner = web.AppRunner(
-            app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None
-        )
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self._port = self._runner.addresses[0][1]
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
+        return app
 
     async def _traces(self, request: web.Request) -> web.Response:
         if request.content_type != _PROTOBUF:
