@@ -22,6 +22,7 @@ from tenacity import (
     wait_exponential,
 )
 
+from core.endpoints import endpoint_failure
 from core.errors import SwitchboardError
 
 if TYPE_CHECKING:
@@ -202,18 +203,8 @@ class OpenAIEmbedder:
                         encoding_format="float",
                         dimensions=dimensions,
                     )
-        except openai.APITimeoutError:
-            raise EmbeddingFailed("the embeddings endpoint timed out") from None
-        except openai.APIStatusError as exc:
-            raise EmbeddingFailed(
-                f"the embeddings endpoint answered HTTP {exc.status_code}"
-            ) from None
-        except openai.APIConnectionError:
-            raise EmbeddingFailed("could not reach the embeddings endpoint") from None
         except openai.APIError as exc:
-            raise EmbeddingFailed(
-                f"the embeddings endpoint failed ({type(exc).__name__})"
-            ) from None
+            raise EmbeddingFailed(endpoint_failure(exc, "embeddings")) from None
         vectors = sorted(answer.data, key=lambda item: item.index)
         if len(vectors) != len(texts):
             raise EmbeddingFailed(

@@ -25,3 +25,17 @@ class EndpointSettings(BaseModel):
         if url is not None and not url.startswith(("http://", "https://")):
             raise ValueError("base_url must be an http:// or https:// URL")
         return url or None
+
+
+def endpoint_failure(exc: BaseException, endpoint: str) -> str:
+    """One line saying how a call to the `endpoint` ("transcription", "image", ...) failed, from
+    the OpenAI SDK's error: the status or the kind of failure, never the key nor the body."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):  # before its base, APIConnectionError
+        return f"the {endpoint} endpoint timed out"
+    if isinstance(exc, openai.APIStatusError):
+        return f"the {endpoint} endpoint answered HTTP {exc.status_code}"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"could not reach the {endpoint} endpoint"
+    return f"the {endpoint} endpoint failed ({type(exc).__name__})"

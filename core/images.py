@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field, SecretStr
 
-from core.endpoints import EndpointSettings
+from core.endpoints import EndpointSettings, endpoint_failure
 from core.errors import SwitchboardError
 
 if TYPE_CHECKING:
@@ -146,14 +146,8 @@ class OpenAIImages:
                     size=self._size,
                     response_format=openai.omit if base64_only else "b64_json",
                 )
-        except openai.APITimeoutError:
-            raise ImageFailed("the image endpoint timed out") from None
-        except openai.APIStatusError as exc:
-            raise ImageFailed(f"the image endpoint answered HTTP {exc.status_code}") from None
-        except openai.APIConnectionError:
-            raise ImageFailed("could not reach the image endpoint") from None
         except openai.APIError as exc:
-            raise ImageFailed(f"the image endpoint failed ({type(exc).__name__})") from None
+            raise ImageFailed(endpoint_failure(exc, "image")) from None
         encoded = answer.data[0].b64_json if answer.data else None
         if not encoded:
             raise ImageFailed("the image endpoint answered without an image")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import Field, SecretStr
 
-from core.endpoints import EndpointSettings
+from core.endpoints import EndpointSettings, endpoint_failure
 from core.errors import SwitchboardError
 
 if TYPE_CHECKING:
@@ -141,16 +141,6 @@ class OpenAITranscriber:
                 transcription = await client.audio.transcriptions.create(
                     model=self.model, file=(upload_name(name, media_type), data, media_type)
                 )
-        except openai.APITimeoutError:
-            raise TranscriptionFailed("the transcription endpoint timed out") from None
-        except openai.APIStatusError as exc:
-            raise TranscriptionFailed(
-                f"the transcription endpoint answered HTTP {exc.status_code}"
-            ) from None
-        except openai.APIConnectionError:
-            raise TranscriptionFailed("could not reach the transcription endpoint") from None
         except openai.APIError as exc:
-            raise TranscriptionFailed(
-                f"the transcription endpoint failed ({type(exc).__name__})"
-            ) from None
+            raise TranscriptionFailed(endpoint_failure(exc, "transcription")) from None
         return transcription.text
