@@ -374,7 +374,7 @@ async def _beat_a_gateway(board: SqliteHeartbeats) -> None:
 
 
 async def test_the_platforms_view_shows_each_platform_s_figures_and_incident(
-    browser: Browser, store: SqlStore
+    browser: Browser, store: SqlStore, tmp_path: Path
 ) -> None:
     async with running_page(store, HeldModel()) as running:
         await _beat_a_gateway(running.board)
@@ -397,6 +397,7 @@ async def test_the_platforms_view_shows_each_platform_s_figures_and_incident(
         await expect(slack.nth(2)).to_have_text("FAILING: its last 5 deliveries failed")
         await expect(slack.nth(3)).to_have_text("never")
         await expect(slack.nth(6)).to_have_text("100 %")
+        await page.screenshot(path=tmp_path / "screenshots" / "platforms.png")
 
 
 # axe-core rules the page once broke: text contrast, the chart's text alternative, the main

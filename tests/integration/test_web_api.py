@@ -504,3 +504,10 @@ async def test_platforms_shows_each_process_s_watchdog_view_from_the_heartbeats(
     assert (telegram["incident"], telegram["problem"]) == (None, None)
     slack = shown["slack"]
     assert (slack["problem"], slack["incident"]) == ("failing", "its last 5 deliveries failed")
+
+
+async def test_platforms_is_503_when_the_heartbeat_board_does_not_answer(page: Page) -> None:
+    await page.board.aclose()
+    async with page.http.get(page.base + "/api/platforms", headers=page.bearer()) as response:
+        assert response.status == 503
+        assert "not answering" in (await response.json())["error"]
