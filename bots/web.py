@@ -20,6 +20,7 @@ import click
 
 from bots.limits import effective_budgets
 from bots.platforms import REGISTERED, command_registry
+from bots.settings import Settings
 from channels.base import settings_from_env
 from channels.gateway import Gateway
 from channels.web import SPEC, WebAdapter, WebAuth, WebServer, WebSettings
@@ -77,14 +78,16 @@ async def web_page(
     readiness: Readiness,
     profile: Profile,
     data_dir: Path,
+    coordination: Settings,
     optional: bool = False,
     metrics: Metrics | None = None,
 ) -> AsyncIterator[Gateway | None]:
     """The page, listening, and the gateway of its channel (to be run by the caller).
 
-    `data_dir` keeps the generated token when none is configured. `ConfigError` when the port
-    is taken; with `optional` (other channels are served) a taken default port is a warning
-    and yields None instead.
+    `data_dir` keeps the generated token when none is configured; `coordination` says where
+    the heartbeat board is (its Platforms view reads it as `switchboard status` does).
+    `ConfigError` when the port is taken; with `optional` (other channels are served) a taken
+    default port is a warning and yields None instead.
     """
     if not settings.loopback:
         log.warning(
@@ -101,6 +104,10 @@ async def web_page(
         auth = WebAuth(settings.token.get_secret_value())
     else:
         auth = WebAuth(await asyncio.to_thread(kept_token, data_dir / TOKEN_FILE), generated=True)
+    # Imported here: the status command's module brings click's command machinery.
+    from bots.commands.status import open_board
+
+    board = await open_board(coordination)
     server = WebServer(
         host=settings.host,
         port=settings.port,
@@ -114,10 +121,12 @@ async def web_page(
             addresses=REGISTERED.addresses(),
             budgets=profile_budgets(profile),
         ),
+        board=board,
     )
     try:
         await server.start()
     except OSError as exc:
+        await board.aclose()
         where = f"{settings.host}:{settings.port}"
         if optional and settings.port == WebSettings().port:
             log.warning("the web page cannot listen on %s (%s); serving without it", where, exc)
@@ -143,6 +152,7 @@ async def web_page(
         )
     finally:
         await server.close()
+        await board.aclose()
 
 
 def profile_budgets(profile: Profile) -> dict[str, float]:

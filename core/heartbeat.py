@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,6 +36,7 @@ __all__ = [
     "ProcessInfo",
     "RedisHeartbeats",
     "SqliteHeartbeats",
+    "process_document",
 ]
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,12 @@ class ProcessInfo(BaseModel):
     def missing(self, now: datetime) -> bool:
         """Whether it has stopped beating as of `now`."""
         return now - self.seen_at > MISSING_AFTER
+
+
+def process_document(process: ProcessInfo, now: datetime) -> dict[str, Any]:
+    """One process as `switchboard status --json` and the web page's `GET /api/platforms` show
+    it: its beat (with the watchdog's view of its platforms) and whether it is missing at `now`."""
+    return process.model_dump(mode="json") | {"missing": process.missing(now)}
 
 
 class HeartbeatBoard(Protocol):

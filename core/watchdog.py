@@ -133,6 +133,8 @@ class PlatformHealth(BaseModel):
     threshold: float | None = None
     # The open incident's sentence, or None.
     incident: str | None = None
+    # The open incident's kind (silent, not_polling, failing), or None.
+    problem: ProblemKind | None = None
 
 
 @dataclass(frozen=True)
@@ -358,6 +360,7 @@ class Watchdog:
             failing_in_a_row=found.failing,
             threshold=self.threshold(platform),
             incident=None if found.incident is None else found.incident.reason,
+            problem=None if found.incident is None else found.incident.kind,
         )
 
 

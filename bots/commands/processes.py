@@ -213,6 +213,7 @@ async def _web_page(
         readiness=parts.readiness,
         profile=parts.profile,
         data_dir=settings.data_dir,
+        coordination=settings,
         optional=optional,
         metrics=parts.metrics,
     ) as gateway:

@@ -26,7 +26,7 @@ from core.bus.stats import QueueStats, QueueStatsReader
 from core.clock import utc_now
 from core.envelopes import new_id
 from core.errors import BusError, StoreError
-from core.heartbeat import Beating, HeartbeatBoard, ProcessInfo
+from core.heartbeat import Beating, HeartbeatBoard, ProcessInfo, process_document
 from core.watchdog import PlatformHealth
 
 __all__ = ["announce", "open_board", "status"]
@@ -120,9 +120,7 @@ async def _status(settings: Settings, as_json: bool) -> None:
         echo_json(
             {
                 "store": where,
-                "processes": [
-                    p.model_dump(mode="json") | {"missing": p.missing(now)} for p in processes
-                ],
+                "processes": [process_document(p, now) for p in processes],
                 "queues": {name: dataclasses.asdict(stats) for name, stats in queues.items()},
                 "mailboxes": {"waiting": waiting},
             }

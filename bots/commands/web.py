@@ -55,6 +55,7 @@ async def _web(settings: Settings) -> None:
                 readiness=parts.readiness,
                 profile=profile,
                 data_dir=settings.data_dir,
+                coordination=settings,
                 metrics=parts.metrics,
             ) as gateway,
         ):
@@ -74,6 +75,7 @@ async def _web(settings: Settings) -> None:
             readiness=found.readiness,
             profile=profile,
             data_dir=settings.data_dir,
+            coordination=settings,
             metrics=found.metrics,
         ) as gateway,
     ):

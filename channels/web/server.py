@@ -4,7 +4,8 @@ Routes (docs/web.md has their bodies): `/login` (sign in), `/` and `/static/*` (
 `POST /api/chat` (a turn, answered as server-sent events), `POST /api/stop`,
 `POST /api/answer` (a confirmation's yes or no), `GET /api/events` (the bus topics live), and
 the read and schedule routes of `channels/web/api.py`, the takeover routes of
-`channels/web/takeover.py`. Nothing changes state on GET.
+`channels/web/takeover.py`, `GET /api/platforms` (`channels/web/platforms.py`). Nothing
+changes state on GET.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pydantic import BaseModel
 from channels.web.adapter import WebAdapter
 from channels.web.api import ReadApi, bad_request, json_body
 from channels.web.auth import WebAuth
+from channels.web.platforms import PlatformsApi
 from channels.web.render import to_html
 from channels.web.sse import EventStream
 from channels.web.takeover import TakeoverApi
@@ -38,6 +40,7 @@ from core.envelopes import (
     new_id,
 )
 from core.errors import BusError, ChannelError, StoreError
+from core.heartbeat import HeartbeatBoard
 from core.throttle import TokenThrottle
 from core.tools.outgoing import size_text
 
@@ -79,10 +82,12 @@ class WebServer:
         bus: Bus,
         topics: Sequence[str],
         api: ReadApi,
+        board: HeartbeatBoard,
         throttle: TokenThrottle | None = None,
     ) -> None:
         """`topics` are the bus topics `GET /api/events` streams (lifecycle, notifications);
-        `throttle` bounds wrong tokens per client address (`TokenThrottle()` when None)."""
+        `board` the deployment's heartbeats (`GET /api/platforms`); `throttle` bounds wrong
+        tokens per client address (`TokenThrottle()` when None)."""
         self.host = host
         self.port = port
         self.auth = auth
@@ -90,6 +95,7 @@ class WebServer:
         self.bus = bus
         self.topics = tuple(topics)
         self.api = api
+        self.board = board
         self.throttle = throttle or TokenThrottle()
         self._runner: web.AppRunner | None = None
         self._streams: set[asyncio.Task[Any]] = set()
@@ -118,6 +124,7 @@ class WebServer:
         app.router.add_get("/api/events", self._events)
         self.api.add_routes(app.router)
         TakeoverApi(store=self.api.store, bus=self.bus).add_routes(app.router)
+        PlatformsApi(self.board).add_routes(app.router)
         app.on_shutdown.append(self._end_streams)
         return app
 

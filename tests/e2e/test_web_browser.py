@@ -22,6 +22,7 @@ from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS
 from core.envelopes import Address, Attachment, EventEnvelope
 from core.events import Finished, ModelEvent, TextDelta
+from core.heartbeat import ProcessInfo, SqliteHeartbeats
 from core.messages import Message, ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
@@ -29,6 +30,7 @@ from core.store.ledger import CostEntry
 from core.takeover import Takeovers
 from core.tools import FileDrop
 from core.tools.base import SafetyTier, Tool, ToolContext
+from core.watchdog import Watchdog, WatchdogSettings
 from tests.backends.memory_bus import MemoryBus
 from tests.integration.web_support import PATIENCE, running_page
 from tests.workers import Outbox
@@ -341,6 +343,63 @@ async def test_finished_schedules_offer_no_pause(browser: Browser, store: SqlSto
         await expect(buttons("missed-once")).to_have_text(["Runs", "Delete"])
 
 
+async def _beat_a_gateway(board: SqliteHeartbeats) -> None:
+    """A gateway's beat through the real board: its watchdog heard telegram 2 minutes ago, saw
+    one of its four deliveries fail 30 s ago, and has slack failing (5 deliveries in a row)."""
+    now = datetime.now(UTC)
+    moments = iter((now - timedelta(seconds=120), now - timedelta(seconds=30), now))
+    current = next(moments)
+    dog = Watchdog(WatchdogSettings(silent_after=3600, failures=5), clock=lambda: current)
+    dog.received("telegram")
+    current = next(moments)
+    for ok in (True, False, True, True):
+        dog.delivered("telegram", ok=ok)
+    for _ in range(5):
+        dog.delivered("slack", ok=False)
+    current = next(moments)
+    await dog.check()
+    await board.beat(
+        ProcessInfo(
+            id="gateway-1",
+            role="gateway",
+            host="box",
+            pid=42,
+            version="1.0",
+            started_at=now - timedelta(hours=1),
+            seen_at=now,
+            detail="telegram, slack",
+            platforms=dog.health(now),
+        )
+    )
+
+
+async def test_the_platforms_view_shows_each_platform_s_figures_and_incident(
+    browser: Browser, store: SqlStore, tmp_path: Path
+) -> None:
+    async with running_page(store, HeldModel()) as running:
+        await _beat_a_gateway(running.board)
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.click("button[data-tab=platforms]")
+        telegram = page.locator("#platforms tbody tr[data-platform=telegram] td")
+        # Ages are counted on to now from the beat: a second may pass before the page shows.
+        await expect(telegram).to_have_text(
+            [
+                "gateway telegram, slack (box:42)",
+                "telegram",
+                "ok",
+                "2 min ago",
+                re.compile(r"^[3-9]\d s ago$"),
+                "not polled",
+                "25 %",
+            ]
+        )
+        slack = page.locator("#platforms tbody tr[data-platform=slack] td")
+        await expect(slack.nth(2)).to_have_text("FAILING: its last 5 deliveries failed")
+        await expect(slack.nth(3)).to_have_text("never")
+        await expect(slack.nth(6)).to_have_text("100 %")
+        await page.screenshot(path=tmp_path / "screenshots" / "platforms.png")
+
+
 # axe-core rules the page once broke: text contrast, the chart's text alternative, the main
 # landmark and the level-one heading, an empty table header.
 A11Y_RULES = (
@@ -376,6 +435,7 @@ async def test_every_view_passes_axe_core(browser: Browser, store: SqlStore) -> 
     )
     await store.record_cost(entry)
     async with running_page(store, HeldModel()) as running:
+        await _beat_a_gateway(running.board)
         login = await browser.new_page()
         await login.goto(f"{running.base}/login")
         await _axe(login, "sign-in")
@@ -391,6 +451,7 @@ async def test_every_view_passes_axe_core(browser: Browser, store: SqlStore) -> 
             ("schedules", "#schedules thead th"),
             ("sessions", "#sessions tbody tr"),
             ("costs", "#cost-chart svg"),
+            ("platforms", "#platforms td.incident"),
         ):
             await page.click(f"button[data-tab={tab}]")
             await page.locator(ready).first.wait_for()

@@ -23,12 +23,14 @@ from channels.web.costs import cost_report
 from core.backends.sql.store import SqlStore
 from core.bus.names import NOTIFICATIONS
 from core.envelopes import Address, NotificationSent, NotificationSource
+from core.heartbeat import ProcessInfo
 from core.messages import ToolCall, Usage
 from core.providers.base import ModelRequest
 from core.providers.scripted import Reply, ScriptedProvider, ScriptStep, text_reply, tool_reply
 from core.scheduling.book import ScheduleBook
 from core.scheduling.models import OnceCadence, Schedule, ScheduleRun
 from core.store.ledger import CostEntry
+from core.watchdog import Watchdog, WatchdogSettings
 from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
 
 
@@ -54,7 +56,8 @@ async def page(store: SqlStore, script: list[ScriptStep]) -> AsyncIterator[Page]
 
 
 async def test_without_the_token_every_route_is_401_and_shows_no_data(page: Page) -> None:
-    for path in ("/api/sessions", "/api/costs", "/api/schedules", "/api/events", "/"):
+    paths = ("/api/sessions", "/api/costs", "/api/schedules", "/api/events", "/api/platforms", "/")
+    for path in paths:
         async with page.http.get(page.base + path) as response:
             assert response.status == 401, path
             body = await response.text()
@@ -437,3 +440,74 @@ async def test_a_notification_shows_in_the_live_feed_with_its_chat(page: Page) -
     assert (item["platform"], item["chat"]) == ("telegram", "4242")
     assert item["data"]["text"] == "deploy finished"
     assert item["data"]["source"] == {"kind": "hook", "name": "ci", "run_id": None}
+
+
+class _Clock:
+    """The watchdog's clock, moved by the test."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+async def test_platforms_shows_each_process_s_watchdog_view_from_the_heartbeats(
+    page: Page,
+) -> None:
+    async with page.http.get(page.base + "/api/platforms") as response:
+        assert response.status == 401
+    async with page.http.get(page.base + "/api/platforms", headers=page.bearer()) as response:
+        assert response.status == 200
+        assert (await response.json())["processes"] == []
+    # A gateway's watchdog: telegram heard 2 minutes ago and delivered 30 s ago, one delivery of
+    # four failed; slack with its last 5 deliveries failed.
+    now = datetime.now(UTC)
+    clock = _Clock(now - timedelta(seconds=120))
+    dog = Watchdog(WatchdogSettings(silent_after=3600, failures=5), clock=clock)
+    dog.received("telegram")
+    dog.received("slack")
+    clock.now = now - timedelta(seconds=30)
+    for ok in (True, False, True, True):
+        dog.delivered("telegram", ok=ok)
+    for _ in range(5):
+        dog.delivered("slack", ok=False)
+    clock.now = now
+    await dog.check()
+    beat = ProcessInfo(
+        id="gateway-1",
+        role="gateway",
+        host="box",
+        pid=42,
+        version="1.0",
+        started_at=now - timedelta(hours=1),
+        seen_at=now,
+        detail="telegram, slack",
+        platforms=dog.health(now),
+    )
+    await page.board.beat(beat)
+    async with page.http.get(page.base + "/api/platforms", headers=page.bearer()) as response:
+        assert response.status == 200
+        body = await response.json()
+    [process] = body["processes"]
+    assert (process["id"], process["role"], process["detail"]) == (
+        "gateway-1",
+        "gateway",
+        "telegram, slack",
+    )
+    assert process["missing"] is False
+    shown = {p["platform"]: p for p in process["platforms"]}
+    assert set(shown) == {"telegram", "slack"}
+    telegram = shown["telegram"]
+    assert (telegram["since_update"], telegram["since_delivery"]) == (120, 30)
+    assert telegram["failure_rate"] == 0.25
+    assert (telegram["incident"], telegram["problem"]) == (None, None)
+    slack = shown["slack"]
+    assert (slack["problem"], slack["incident"]) == ("failing", "its last 5 deliveries failed")
+
+
+async def test_platforms_is_503_when_the_heartbeat_board_does_not_answer(page: Page) -> None:
+    await page.board.aclose()
+    async with page.http.get(page.base + "/api/platforms", headers=page.bearer()) as response:
+        assert response.status == 503
+        assert "not answering" in (await response.json())["error"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -23,6 +25,7 @@ from channels.web.api import ReadApi
 from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS, NOTIFICATIONS
 from core.confirm import Confirmations
+from core.heartbeat import SqliteHeartbeats
 from core.policy import ChannelPolicy
 from core.providers.base import Provider
 from core.readiness import Readiness
@@ -48,6 +51,8 @@ class Page:
     http: aiohttp.ClientSession
     store: SqlStore
     bus: MemoryBus
+    # The heartbeat board the page's Platforms view reads (a test beats on it).
+    board: SqliteHeartbeats
 
     @property
     def base(self) -> str:
@@ -91,7 +96,24 @@ async def running_page(
     throttle: TokenThrottle | None = None,
 ) -> AsyncIterator[Page]:
     """The page over `store` answering with `provider`, priced at $1 per million tokens
-    (`throttle`: the server's bound on wrong tokens, its default when None)."""
+    (`throttle`: the server's bound on wrong tokens, its default when None), its heartbeat
+    board a SQLite file of its own."""
+    async with AsyncExitStack() as stack:
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        board = await SqliteHeartbeats.open(folder / "heartbeats.db")
+        stack.push_async_callback(board.aclose)
+        async with _running_page(store, provider, board, extra_tools, throttle) as page:
+            yield page
+
+
+@asynccontextmanager
+async def _running_page(
+    store: SqlStore,
+    provider: Provider,
+    board: SqliteHeartbeats,
+    extra_tools: tuple[Tool[Any], ...],
+    throttle: TokenThrottle | None,
+) -> AsyncIterator[Page]:
     bus = MemoryBus()
     gate = Confirmations(bus=bus, timeout=PATIENCE)
     runtime = AgentRuntime(
@@ -121,6 +143,7 @@ async def running_page(
         bus=bus,
         topics=(EVENTS, NOTIFICATIONS),
         api=ReadApi(store=store, book=ScheduleBook(store), addresses=REGISTERED.addresses()),
+        board=board,
         throttle=throttle,
     )
     await server.start()
@@ -131,7 +154,7 @@ async def running_page(
         timeout=aiohttp.ClientTimeout(total=PATIENCE), cookie_jar=aiohttp.CookieJar(unsafe=True)
     )
     try:
-        yield Page(server, http, store, bus)
+        yield Page(server, http, store, bus, board)
     finally:
         await http.close()
         await server.close()

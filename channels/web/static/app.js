@@ -59,7 +59,7 @@ function showTab(name) {
   for (const panel of document.querySelectorAll(".panel")) {
     panel.hidden = panel.id !== "tab-" + name;
   }
-  const loaders = { chat: loadConversations, schedules: loadSchedules, sessions: loadSessions, costs: loadCosts };
+  const loaders = { chat: loadConversations, schedules: loadSchedules, sessions: loadSessions, costs: loadCosts, platforms: loadPlatforms };
   if (loaders[name]) loaders[name]().catch(showFailure);
 }
 
@@ -449,6 +449,45 @@ async function loadCosts() {
         el("td", {}, el("meter", { min: "0", max: String(b.limit_usd), value: String(Math.min(b.spent_usd, b.limit_usd)) }), " " + usd(b.spent_usd)),
       el("td", {}, b.left_usd === null ? "" : usd(b.left_usd)))) :
     [el("tr", {}, el("td", { colspan: "4", class: "muted" }, "No budgets are set."))]));
+}
+
+// Platforms: the watchdog's view of each platform, from the heartbeats (`switchboard status`).
+
+// Seconds (as of the process's last beat, `seen`) counted on to `now`; "never" when none.
+function age(seconds, seen, now) {
+  if (seconds === null || seconds === undefined) return "never";
+  const total = Math.max(0, Math.round(seconds + (Date.parse(now) - Date.parse(seen)) / 1000));
+  if (total < 120) return total + " s ago";
+  if (total < 7200) return Math.floor(total / 60) + " min ago";
+  return Math.floor(total / 3600) + " h ago";
+}
+
+// The state in words (never colour alone): an open incident names its kind and its sentence.
+function platformState(process, health) {
+  if (health.problem || health.incident) {
+    const kind = (health.problem || "incident").replace("_", " ").toUpperCase();
+    return el("td", { class: "incident" }, el("strong", {}, kind), ": " + (health.incident || ""));
+  }
+  if (process.missing) return el("td", { class: "incident" }, el("strong", {}, "PROCESS MISSING"));
+  return el("td", {}, "ok");
+}
+
+async function loadPlatforms() {
+  const { now, processes } = await api("/api/platforms");
+  const rows = [];
+  for (const p of processes) {
+    const name = (p.role + " " + p.detail).trim() + " (" + p.host + ":" + p.pid + ")";
+    for (const h of p.platforms) {
+      rows.push(el("tr", { "data-platform": h.platform },
+        el("td", {}, name), el("td", {}, h.platform), platformState(p, h),
+        el("td", {}, age(h.since_update, p.seen_at, now)),
+        el("td", {}, age(h.since_delivery, p.seen_at, now)),
+        el("td", {}, h.poll_lag === null ? "not polled" : age(h.poll_lag, p.seen_at, now)),
+        el("td", {}, h.failure_rate === null ? "none yet" : Math.round(h.failure_rate * 100) + " %")));
+    }
+  }
+  document.querySelector("#platforms tbody").replaceChildren(...(rows.length ? rows :
+    [el("tr", {}, el("td", { colspan: "7", class: "muted" }, "No process reports a platform."))]));
 }
 
 function drawChart(box, days) {
