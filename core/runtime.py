@@ -14,6 +14,11 @@ The turn's reads and writes wait out an outage of the store (Redis restarting, t
 through the runtime's `Patience` (`core/outages.py`), so a model call already paid for is
 not made again; an outage longer than its budget ends the turn with the `Unavailable` error
 (no apology: the worker keeps the message and tries it again once the store is back).
+
+Its parts, each in a module of its own: the budgets and the cost of each call
+(`core/turn_spending.py`), compaction and consolidation (`core/turn_compaction.py`), the
+joining of messages that came meanwhile (`core/turn_joins.py`), the turn's writes
+(`core/turn_writes.py`) and one model call streamed (`core/model_stream.py`).
 """
 
 from __future__ import annotations
