@@ -211,15 +211,7 @@ class Consolidator:
                 log.info("memory consolidation of %s skipped: %s is spent", session_id, hit.name)
                 return result
         known = await self.facts.list_facts(scope, limit=_KNOWN_SHOWN)
-        request = ModelRequest.model_construct(
-            model=self.model,
-            system=_SYSTEM,
-            turn_context="",
-            messages=[Message.user(_prompt(known, transcript))],
-            tools=[],
-            max_tokens=self.max_tokens,
-            temperature=None,
-        )
+        request = self._request(known, transcript)
         try:
             async with asyncio.timeout(self.timeout):
                 completion = await complete(self.provider, request)
@@ -235,6 +227,37 @@ class Consolidator:
             log.warning("memory consolidation of %s: the answer was not the schema", session_id)
             return result
         result.answered = True
+        await self._apply(answer, known, scope, session_id, result)
+        log.info(
+            "memory consolidation of %s: %d remembered, %d replaced, %d refused",
+            session_id,
+            len(result.remembered),
+            len(result.replaced),
+            len(result.refused),
+        )
+        return result
+
+    def _request(self, known: Sequence[MemoryFact], transcript: str) -> ModelRequest:
+        """The one call asking which facts `transcript` established, `known` shown."""
+        return ModelRequest.model_construct(
+            model=self.model,
+            system=_SYSTEM,
+            turn_context="",
+            messages=[Message.user(_prompt(known, transcript))],
+            tools=[],
+            max_tokens=self.max_tokens,
+            temperature=None,
+        )
+
+    async def _apply(
+        self,
+        answer: ConsolidationAnswer,
+        known: Sequence[MemoryFact],
+        scope: str,
+        session_id: str,
+        result: ConsolidationResult,
+    ) -> None:
+        """Replace the `known` facts the answer contradicts, then remember its new ones."""
         ids = {fact.id for fact in known}
         for replacement in answer.replace:
             if replacement.id not in ids:
@@ -245,14 +268,6 @@ class Consolidator:
                 result.replaced.append(replacement.id)
         for text in answer.remember:
             await self._keep(scope, session_id, text, result)
-        log.info(
-            "memory consolidation of %s: %d remembered, %d replaced, %d refused",
-            session_id,
-            len(result.remembered),
-            len(result.replaced),
-            len(result.refused),
-        )
-        return result
 
     async def _keep(
         self, scope: str, session_id: str, text: str, result: ConsolidationResult

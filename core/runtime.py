@@ -14,21 +14,23 @@ The turn's reads and writes wait out an outage of the store (Redis restarting, t
 through the runtime's `Patience` (`core/outages.py`), so a model call already paid for is
 not made again; an outage longer than its budget ends the turn with the `Unavailable` error
 (no apology: the worker keeps the message and tries it again once the store is back).
+
+Its parts, each in a module of its own: the budgets and the cost of each call
+(`core/turn_spending.py`), compaction and consolidation (`core/turn_compaction.py`), the
+joining of messages that came meanwhile (`core/turn_joins.py`), the turn's writes
+(`core/turn_writes.py`) and one model call streamed (`core/model_stream.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
-from opentelemetry.trace import SpanKind
-
 from core.arrivals import Arrivals
-from core.budgets import BudgetGuard, Degrade, Spender, dollars, spender_keys
+from core.budgets import BudgetGuard, spender_keys
 from core.checkpoints import Checkpoint
 from core.clock import Clock, utc_now
 from core.compaction import Compactor
@@ -48,16 +50,11 @@ from core.events import (
     AgentEvent,
     Cancelled,
     CheckpointSaved,
-    Degraded,
     Finished,
-    Joined,
     Progress,
-    RetryEnded,
-    RetryStarted,
     RunCompleted,
     RunFailed,
     RunStarted,
-    TextDelta,
 )
 from core.failures import (
     ANSWER_CUT_OFF,
@@ -73,27 +70,27 @@ from core.hooks import HookChain, Hooks, ModelCompletion
 from core.logcontext import log_context
 from core.messages import Message, ToolCall, Usage
 from core.model_choice import ModelChoices
+from core.model_stream import ModelStream
 from core.outages import Patience
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
 from core.safety import LOOP_STOPPED
-from core.store.ledger import CostEntry, CostLedger
+from core.store.ledger import CostLedger
 from core.store.log import ConversationLog
 from core.store.tool_outputs import ToolOutputs
-from core.store.turns import TurnClose, TurnOpening, TurnRecords, TurnStart
+from core.store.turns import TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
 from core.tools.base import Tool, ToolContext, ToolRegistry
 from core.tracing import (
-    MODEL_INPUT_TOKENS,
-    MODEL_NAME,
-    MODEL_OUTPUT_TOKENS,
-    MODEL_PROVIDER,
-    MODEL_RESPONSE,
     span,
 )
+from core.turn_compaction import TurnCompaction
+from core.turn_joins import join_arrivals
+from core.turn_spending import CostFunction, TurnSpending
 from core.turn_state import ChannelContext, RuntimeLimits, TurnState
+from core.turn_writes import TurnWrites
 from core.window import TurnWindow
 
 __all__ = [
@@ -114,10 +111,6 @@ log = logging.getLogger(__name__)
 _CUT_OFF_NOTE = "\n\n[This answer was cut off here: the model's stream broke.]"
 _CANCELLED_NOTE = "\n\n[This answer was cancelled here by the person.]"
 
-# The price of one call's usage for a model; None when the model has no known price.
-CostFunction = Callable[[str, Usage], float | None]
-
-
 # Extra context for one turn (memory snippets) from the channel context and the user's text.
 TurnContext = Callable[[ChannelContext, str], Awaitable[str]]
 
@@ -134,7 +127,21 @@ class TurnStore(ConversationLog, CostLedger, TurnRecords, Protocol):
 
 
 class AgentRuntime:
-    """Runs turns of a conversation against one provider with one tool registry."""
+    """Runs turns of a conversation against one provider with one tool registry.
+
+    `context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
+    without a `compactor` old turns are only left out of requests, never summarized.
+    `confirm` asks the user before a privileged tool runs where the mode wants it;
+    without it such calls are refused. `budgets` checks the layered spending limits before
+    each model call; without it only `limits.max_spend_usd` (per session) applies.
+    `patience` waits out outages of the store (one for the whole worker: the turn path
+    shares it, `bots/app.py`). `models`: what a session's chosen model (`run(model=)`)
+    maps to; without it every turn uses `provider` and `model`. `tool_hooks`: the
+    operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
+    keeps cut tool results whole for `read_tool_output`. `consolidator`: asked which
+    durable facts the messages a compaction summarizes established (core/consolidation.py);
+    without it compaction only summarizes.
+    """
 
     def __init__(
         self,
@@ -161,18 +168,7 @@ class AgentRuntime:
         tool_outputs: ToolOutputs | None = None,
         consolidator: Consolidator | None = None,
     ) -> None:
-        """`context_window` overrides the model's window from `core.context.CONTEXT_WINDOWS`;
-        without a `compactor` old turns are only left out of requests, never summarized.
-        `confirm` asks the user before a privileged tool runs where the mode wants it;
-        without it such calls are refused. `budgets` checks the layered spending limits before
-        each model call; without it only `limits.max_spend_usd` (per session) applies.
-        `patience` waits out outages of the store (one for the whole worker: the turn path
-        shares it, `bots/app.py`). `models`: what a session's chosen model (`run(model=)`)
-        maps to; without it every turn uses `provider` and `model`. `tool_hooks`: the
-        operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
-        keeps cut tool results whole for `read_tool_output`. `consolidator`: asked which
-        durable facts the messages a compaction summarizes established (core/consolidation.py);
-        without it compaction only summarizes."""
+        """The arguments are described on the class."""
         self.provider = provider
         self.model = model
         self.tools = tools
@@ -180,7 +176,6 @@ class AgentRuntime:
         self.limits = limits or RuntimeLimits()
         self.prompt = prompt or SystemPrompt()
         self.temperature = temperature
-        self._cost_of = cost
         self._redact = redactor or Redactor()
         self._clock = clock
         self._turn_context = turn_context
@@ -194,11 +189,34 @@ class AgentRuntime:
         self.budgets = budgets
         self.patience = patience or Patience()
         self.models = models
-        self._calls = ToolCalls(
-            tools=tools,
+        self._writes = TurnWrites(self.store, self.patience, clock)
+        self._spending = self._spending_of(cost)
+        self._compaction = TurnCompaction(self.hooks, self._redact, consolidator)
+        self._stream = ModelStream(self._redact, self.hooks)
+        self._calls = self._tool_calls(tool_hooks, tool_outputs)
+
+    def _spending_of(self, cost: CostFunction | None) -> TurnSpending:
+        """The checks of the turn's budgets and the pricing of its model calls."""
+        return TurnSpending(
+            limits=self.limits,
+            ledger=self.store,
+            patience=self.patience,
+            clock=self._clock,
+            cost=cost,
+            budgets=self.budgets,
+            models=self.models,
+        )
+
+    def _tool_calls(
+        self, tool_hooks: ToolHooks | None, tool_outputs: ToolOutputs | None
+    ) -> ToolCalls:
+        """What runs a step's tool calls: this runtime's tools, hooks, redaction, confirmations
+        and tool timeout, with the operator's `tool_hooks` and the `tool_outputs` store."""
+        return ToolCalls(
+            tools=self.tools,
             hooks=self.hooks,
             redactor=self._redact,
-            confirm=confirm,
+            confirm=self._confirm,
             timeout=self.limits.tool_timeout,
             tool_hooks=tool_hooks,
             outputs=tool_outputs,
@@ -216,7 +234,7 @@ class AgentRuntime:
             limits=limits,
             prompt=self.prompt,
             temperature=self.temperature,
-            cost=self._cost_of,
+            cost=self._spending.cost_of,
             redactor=self._redact,
             clock=self._clock,
             context_window=self.context_window,
@@ -330,12 +348,7 @@ class AgentRuntime:
         except asyncio.CancelledError:
             if not flag.requested:
                 raise
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()
-            await self._keep_cut_call(state.session_id, run_id, state, _CANCELLED_NOTE)
-            await self._close_pending(state.session_id, state, "The user cancelled this call.")
-            final = Cancelled(run_id=run_id)
+            final = await self._cancelled(run_id, state)
             emit(final)
         except FenceOvertaken:
             # Another worker holds the session now: it answers, this turn says nothing.
@@ -351,15 +364,7 @@ class AgentRuntime:
             raise
         except Exception as exc:
             log.exception("turn %s of session %s failed", run_id, state.session_id)
-            await self._close_pending(
-                state.session_id, state, "The turn failed before this call ran."
-            )
-            final = RunFailed(
-                run_id=run_id,
-                failure="internal",
-                message=INTERNAL_ERROR,
-                detail=self._redact(f"{type(exc).__name__}: {exc}"),
-            )
+            final = await self._crashed(run_id, state, exc)
             emit(final)
         finally:
             # Kept only if it is exactly what the store holds (see HistoryCache.keep).
@@ -373,6 +378,28 @@ class AgentRuntime:
             if final is not None:
                 await self.hooks.on_agent_end(final)
             emit(None)
+
+    async def _cancelled(self, run_id: str, state: TurnState) -> Cancelled:
+        """The person cancelled the turn: what its call in flight streamed is kept, marked
+        as cancelled, and its calls left without a result are closed."""
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()
+        await self._keep_cut_call(state.session_id, run_id, state, _CANCELLED_NOTE)
+        await self._writes.close_pending(state.session_id, state, "The user cancelled this call.")
+        return Cancelled(run_id=run_id)
+
+    async def _crashed(self, run_id: str, state: TurnState, exc: Exception) -> RunFailed:
+        """The turn failed on a bug: its calls left without a result are closed."""
+        await self._writes.close_pending(
+            state.session_id, state, "The turn failed before this call ran."
+        )
+        return RunFailed(
+            run_id=run_id,
+            failure="internal",
+            message=INTERNAL_ERROR,
+            detail=self._redact(f"{type(exc).__name__}: {exc}"),
+        )
 
     async def _steps(
         self,
@@ -451,7 +478,7 @@ class AgentRuntime:
 
     async def _resumed(self, session_id: str, state: TurnState) -> list[Message]:
         """A resumed turn's history: its calls left without a result closed first."""
-        await self._close_pending(
+        await self._writes.close_pending(
             session_id, state, "This call was interrupted before it finished."
         )
         state.ready = None
@@ -479,11 +506,11 @@ class AgentRuntime:
                 break
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
-            refusal = await self._over_budget(run_id, session_id, context, state, emit)
+            refusal = await self._spending.over_budget(run_id, session_id, context, state, emit)
             if refusal is not None:
                 return refusal
-            history += await self._join(session_id, state, emit, step)
-            await self._compact(session_id, history, context, state, emit)
+            history += await join_arrivals(self.store, self.patience, session_id, state, emit, step)
+            await self._compaction.compact(session_id, history, context, state, emit)
             outcome = await self._ask(run_id, system, offered, history, state, emit, context)
             if isinstance(outcome, RunFailed):
                 await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
@@ -492,17 +519,14 @@ class AgentRuntime:
             if text:
                 state.texts.append(text)
             answer = Message.assistant(text, calls, usage=finished.usage)
-            history += await self._persist(
-                session_id, state, [answer], self._cost(session_id, run_id, finished, state)
+            history += await self._writes.persist(
+                session_id,
+                state,
+                [answer],
+                self._spending.cost(session_id, run_id, finished, state),
             )
             if not calls:
-                return RunCompleted(
-                    run_id=run_id,
-                    text=text or "\n\n".join(state.texts),
-                    usage=state.usage,
-                    cost_usd=None if state.unpriced else state.cost,
-                    steps=step,
-                )
+                return self._completed(run_id, text, state, step)
             history += await self._dispatch(
                 session_id, calls, context, tool_context, emit, state, step
             )
@@ -513,6 +537,22 @@ class AgentRuntime:
                     message=LOOP_STOPPED,
                     detail=f"the same tool calls kept repeating (step {step})",
                 )
+        return self._out_of_steps(run_id, state)
+
+    @staticmethod
+    def _completed(run_id: str, text: str, state: TurnState, step: int) -> RunCompleted:
+        """The turn answered without tools at `step`: its answer, usage and cost."""
+        return RunCompleted(
+            run_id=run_id,
+            text=text or "\n\n".join(state.texts),
+            usage=state.usage,
+            cost_usd=None if state.unpriced else state.cost,
+            steps=step,
+        )
+
+    @staticmethod
+    def _out_of_steps(run_id: str, state: TurnState) -> RunFailed:
+        """The turn used all its steps (`max_steps`, fewer once degraded) without an answer."""
         return RunFailed(
             run_id=run_id,
             failure="budget",
@@ -590,42 +630,17 @@ class AgentRuntime:
                 if overflowed is not None:
                     return self._failure(run_id, overflowed)
                 return too_long(run_id, exc)
-            # model_construct: the history is made of validated messages already; validating
-            # it again on every step would cost time growing with the conversation.
-            request = ModelRequest.model_construct(
-                model=state.model,
-                system=system,
-                turn_context=state.turn_context,
-                messages=messages,
-                tools=[t.spec for t in offered],
-                max_tokens=self.limits.max_tokens,
-                temperature=self.temperature,
-            )
+            request = self._request(system, offered, messages, state)
             state.in_flight, state.streamed = request, []
             try:
-                with span(
-                    "model call",
-                    kind=SpanKind.CLIENT,
-                    attributes={MODEL_PROVIDER: state.provider.name, MODEL_NAME: request.model},
-                ) as call:
-                    await self.hooks.before_model(request)
-                    text, calls, finished = await self._call_model(
-                        request, emit, state.streamed, provider=state.provider, room=state.room
-                    )
-                    # Who answered (a fallback provider's, the one it fell back to) and what.
-                    call.set_attributes(
-                        {
-                            MODEL_PROVIDER: finished.provider or state.provider.name,
-                            MODEL_RESPONSE: finished.model or request.model,
-                            MODEL_INPUT_TOKENS: finished.usage.input_tokens,
-                            MODEL_OUTPUT_TOKENS: finished.usage.output_tokens,
-                        }
-                    )
+                text, calls, finished = await self._stream.traced_call(
+                    request, emit, state.streamed, provider=state.provider, room=state.room
+                )
             except ProviderError as exc:
                 if exc.kind == "context_overflow" and overflowed is None:
                     overflowed = exc
                     log.warning("context overflow; compacting and retrying once")
-                    if await self._compact(
+                    if await self._compaction.compact(
                         state.session_id, history, context, state, emit, force=True
                     ):
                         continue
@@ -644,214 +659,21 @@ class AgentRuntime:
             )
             return text, calls, finished
 
-    async def _join(
-        self,
-        session_id: str,
-        state: TurnState,
-        emit: Callable[[AgentEvent | None], None],
-        step: int,
-    ) -> list[Message]:
-        """The messages that came meanwhile, joined to the turn before its model call `step`:
-        each stored and marked processed in one write, then taken out of its mailbox."""
-        arrivals = state.arrivals
-        if arrivals is None:
-            return []
-        stored: list[Message] = []
-        for arrival in await arrivals.joining(step):
-            closing = TurnClose(
-                session_id=session_id,
-                messages=[arrival.message],
-                finished=arrival.inbound.dedupe_key,
-            )
-            stored += await self.patience(
-                functools.partial(self.store.close_turn, closing, fence=state.fence)
-            )
-            emit(Joined(inbound_id=arrival.inbound.id, text=arrival.message.text))
-            await arrivals.joined(arrival)
-        return stored
-
-    async def _compact(
-        self,
-        session_id: str,
-        history: Sequence[Message],
-        context: ChannelContext,
-        state: TurnState,
-        emit: Callable[[AgentEvent | None], None],
-        *,
-        force: bool = False,
-    ) -> bool:
-        """Compact when due (always with `force`); whether it did. The messages the summary
-        now stands in for are consolidated into memory before the next request is made."""
-        start = state.view.start
-        compacted = await state.view.compact(history, force=force)
-        if compacted is None:
-            return False
-        summarized = history[start : start + compacted.summarized_messages]
-        await self._consolidate(session_id, summarized, context, state)
-        emit(compacted)
-        await self.hooks.on_compaction(compacted)
-        return True
-
-    async def _consolidate(
-        self,
-        session_id: str,
-        messages: Sequence[Message],
-        context: ChannelContext,
-        state: TurnState,
-    ) -> None:
-        """Ask the consolidator about `messages` of a direct conversation with a person
-        (a group's or a schedule's have no one person whose facts they are)."""
-        if self.consolidator is None or context.scheduled or not context.is_direct:
-            return
-        if not context.user_id:
-            return
-        try:
-            await self.consolidator.consolidate(
-                session_id,
-                messages,
-                platform=context.platform,
-                user_id=context.user_id,
-                chat=state.chat,
-            )
-        except Exception as exc:
-            # Memory is a side benefit of compaction: the turn goes on without it.
-            log.warning("memory consolidation failed: %s", self._redact(str(exc)))
-
-    async def _over_budget(
-        self,
-        run_id: str,
-        session_id: str,
-        context: ChannelContext,
-        state: TurnState,
-        emit: Callable[[AgentEvent | None], None],
-    ) -> RunFailed | None:
-        cap = self.limits.max_turn_cost_usd
-        if cap is not None and state.cost >= cap:
-            return RunFailed(
-                run_id=run_id,
-                failure="budget",
-                message=f"This task reached its spending limit of {dollars(cap)}, so I stopped.",
-                detail=f"spent ${state.cost:.4f} of max_turn_cost_usd={cap}",
-            )
-        if self.budgets is not None:
-            spender = Spender(
-                session_id=session_id,
-                user=state.user,
-                chat=state.chat,
-                scheduled=context.scheduled,
-            )
-            budgets = self.budgets
-            verdict = await self.patience(lambda: budgets.assess(spender, state.cost), read=True)
-            hit = verdict.hit
-            if hit is None:
-                if verdict.degrade is not None:
-                    self._degrade(verdict.degrade, state, emit)
-                return None
-            return RunFailed(
-                run_id=run_id,
-                failure="budget",
-                message=hit.sentence(self._clock()),
-                detail=f"spent ${hit.spent_usd:.4f} of {hit.name}={hit.limit_usd}",
-            )
-        limit = self.limits.max_spend_usd
-        if limit is None:
-            return None
-        summary = await self.patience(lambda: self.store.cost_summary(session_id), read=True)
-        spent = summary.cost_usd
-        if spent < limit:
-            return None
-        return RunFailed(
-            run_id=run_id,
-            failure="budget",
-            message=(
-                f"This conversation has reached its spending limit of {dollars(limit)}. "
-                "Send /new to start a fresh one."
-            ),
-            detail=f"spent ${spent:.4f} of max_spend_usd={limit}",
+    def _request(
+        self, system: str, offered: list[Tool[Any]], messages: list[Message], state: TurnState
+    ) -> ModelRequest:
+        """The request of one model call of the turn, `messages` what fits its window."""
+        # model_construct: the history is made of validated messages already; validating
+        # it again on every step would cost time growing with the conversation.
+        return ModelRequest.model_construct(
+            model=state.model,
+            system=system,
+            turn_context=state.turn_context,
+            messages=messages,
+            tools=[t.spec for t in offered],
+            max_tokens=self.limits.max_tokens,
+            temperature=self.temperature,
         )
-
-    def _degrade(
-        self, degrade: Degrade, state: TurnState, emit: Callable[[AgentEvent | None], None]
-    ) -> None:
-        """Run the rest of the turn on the cheaper model (and within its steps), silently."""
-        if state.degraded:
-            return
-        reached = self.models.reach(degrade.model) if self.models is not None else None
-        if reached is None:
-            # The start checks the profile can reach it; one gone since is no reason to refuse.
-            log.warning(
-                "degrade_model %s cannot be reached; the turn keeps its model", degrade.model
-            )
-            return
-        state.provider, state.model = reached
-        state.degraded = True
-        if degrade.steps is not None:
-            state.max_steps = min(state.max_steps, degrade.steps)
-        log.info(
-            "%s of %s past degrade_at: this turn runs on %s",
-            degrade.name,
-            degrade.scope,
-            degrade.model,
-        )
-        emit(Degraded(model=degrade.model, budget=degrade.name, scope=degrade.scope))
-
-    def _cost(
-        self, session_id: str, run_id: str, finished: Finished, state: TurnState
-    ) -> CostEntry:
-        """The ledger entry of one model call, its usage and cost added to the turn's."""
-        model = finished.model or state.model
-        cost = self._cost_of(model, finished.usage) if self._cost_of else None
-        state.usage += finished.usage
-        if cost is None:
-            state.unpriced = True
-        else:
-            state.cost += cost
-        return CostEntry(
-            session_id=session_id,
-            run_id=run_id,
-            provider=finished.provider or state.provider.name,
-            model=model,
-            usage=finished.usage,
-            cost_usd=cost,
-            at=self._clock(),
-            user=state.user,
-            chat=state.chat,
-            degraded=state.degraded,
-            # One id for every attempt: a write that landed though its answer was lost is not
-            # charged twice.
-            id=new_id(),
-        )
-
-    async def _persist(
-        self,
-        session_id: str,
-        state: TurnState,
-        messages: list[Message],
-        cost: CostEntry | None = None,
-        rounds: int | None = None,
-    ) -> list[Message]:
-        """Store a step's `messages` with the `cost` of its model call, and the checkpoint
-        moved on to `rounds` tool rounds done: one write. The messages as stored."""
-        checkpoint = state.checkpoint
-        if checkpoint is not None and rounds is not None:
-            checkpoint = checkpoint.model_copy(
-                update={
-                    "tool_rounds": max(rounds, checkpoint.tool_rounds),
-                    "updated_at": self._clock(),
-                }
-            )
-        closing = TurnClose(
-            session_id=session_id,
-            # One id for every attempt: a write that landed though its answer was lost is not
-            # made twice.
-            messages=[m if m.id else m.model_copy(update={"id": new_id()}) for m in messages],
-            costs=[] if cost is None else [cost],
-            checkpoint=checkpoint if rounds is not None else None,
-        )
-        stored = await self.patience(lambda: self.store.close_turn(closing, fence=state.fence))
-        if rounds is not None:
-            state.checkpoint = checkpoint
-        return stored
 
     async def _keep_cut_call(
         self, session_id: str, run_id: str, state: TurnState, note: str
@@ -874,65 +696,14 @@ class AgentRuntime:
         )
         kept = [Message.assistant(text + note)] if text.strip() else []
         try:
-            await self._persist(
+            await self._writes.persist(
                 session_id,
                 state,
                 kept,
-                self._cost(session_id, run_id, Finished(usage=spent), state),
+                self._spending.cost(session_id, run_id, Finished(usage=spent), state),
             )
         except StoreError as exc:
             log.warning("could not keep the call cut short in %s: %s", session_id, exc)
-
-    async def _call_model(
-        self,
-        request: ModelRequest,
-        emit: Callable[[AgentEvent | None], None],
-        streamed: list[str] | None = None,
-        *,
-        provider: Provider | None = None,
-        room: Callable[[], Awaitable[None]] | None = None,
-    ) -> tuple[str, list[ToolCall], Finished]:
-        parts: list[str] = []
-        calls: list[ToolCall] = []
-        finished = Finished()
-        # The bot's own secrets never leave in an answer: each piece is scrubbed before it is
-        # shown or kept, a secret split across two pieces too (held back until it is whole).
-        scrubber = self._redact.answer()
-
-        def shown(chunk: str) -> None:
-            if not chunk:
-                return
-            parts.append(chunk)
-            if streamed is not None:
-                streamed.append(chunk)
-            emit(TextDelta(text=chunk))
-
-        # Deadlines are the provider's (ReliableProvider gives each attempt one): only it can
-        # tell the time spent waiting between retries from a model that is slow to answer.
-        async for event in (provider or self.provider).stream(request):
-            match event:
-                case TextDelta(text=chunk):
-                    shown(scrubber.add(chunk))
-                case ToolCall():
-                    calls.append(self._scrubbed_call(event))
-                case Finished():
-                    finished = event
-                case RetryStarted() | RetryEnded():
-                    emit(event)
-            if room is not None:
-                await room()  # the next piece is read once the consumer has caught up
-        shown(scrubber.end())
-        return "".join(parts), calls, finished
-
-    def _scrubbed_call(self, call: ToolCall) -> ToolCall:
-        """`call` with the bot's secrets out of its arguments: as it is stored, shown and run
-        (a tool is never the way a configured secret leaves the bot)."""
-        arguments = self._redact.known_data(call.arguments)
-        raw = call.raw_arguments
-        scrubbed_raw = raw if raw is None else self._redact.known(raw)
-        if arguments == call.arguments and scrubbed_raw == raw:
-            return call
-        return call.model_copy(update={"arguments": arguments, "raw_arguments": scrubbed_raw})
 
     def _failure(self, run_id: str, exc: ProviderError, *, cut_off: bool = False) -> RunFailed:
         """What the person is told when the model fails (`core/failures.py`)."""
@@ -966,7 +737,7 @@ class AgentRuntime:
                 for call, (output, is_error) in zip(group, outcomes, strict=True)
             ]
             rounds = step if index == len(groups) - 1 else None
-            results += await self._persist(session_id, state, made, rounds=rounds)
+            results += await self._writes.persist(session_id, state, made, rounds=rounds)
             if rounds is not None and state.checkpoint is not None:
                 emit(CheckpointSaved(run_key=state.checkpoint.run_key, tool_rounds=rounds))
         return results
@@ -985,30 +756,3 @@ class AgentRuntime:
             # Memory is a help, not a requirement: the turn goes on without it.
             log.warning("could not gather the turn's context", exc_info=True)
             return ""
-
-    async def _close_pending(self, session_id: str, state: TurnState, reason: str) -> None:
-        """Give every tool call of this turn left without a result one.
-
-        Reads back what the store holds rather than trusting in-memory bookkeeping: a write
-        cancelled mid-flight may or may not have committed.
-        """
-        if state.first_seq == 0:
-            return
-        try:
-            written = await self.patience(
-                lambda: self.store.list_messages(session_id, after_seq=state.first_seq - 1),
-                read=True,
-            )
-            answered = {m.tool_call_id for m in written if m.role == "tool"}
-            closed = [
-                Message.tool_result(call, reason, is_error=True)
-                for message in written
-                for call in message.tool_calls
-                if call.id not in answered
-            ]
-            if closed:
-                await self._persist(session_id, state, closed)
-        except (Unavailable, FenceOvertaken) as exc:
-            log.warning("could not close the tool calls of an interrupted turn: %s", exc)
-        except Exception:
-            log.exception("could not close the tool calls of an interrupted turn")

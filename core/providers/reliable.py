@@ -161,26 +161,13 @@ class ReliableProvider:
         Each wait before a retry is announced (`RetryStarted`) and the retries' end too
         (`RetryEnded`), so the turn's lifecycle shows a model call that is being retried.
         """
-        if not self.breaker.allow():
-            raise ProviderError(
-                "unavailable",
-                f"{self.name} is failing; its circuit breaker is open",
-                provider=self.name,
-            )
+        self._check_breaker()
         events: AsyncGenerator[ModelEvent, None] | None = None
         first: ModelEvent | None = None
         # Tenacity decides whether and how long to wait; the wait itself is made here, after
         # the event announcing it is out (a generator cannot yield from tenacity's sleep).
         waits: list[tuple[ProviderError, float]] = []
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.policy.max_attempts)
-            | stop_before_delay(self.policy.max_seconds),
-            wait=self._wait,
-            retry=retry_if_exception(self._should_retry),
-            before_sleep=lambda state: self._note_retry(state, waits),
-            reraise=True,
-            sleep=_no_wait,
-        )
+        retrying = self._retrying(waits)
         attempts = 0
         try:
             async for attempt in retrying:
@@ -227,6 +214,28 @@ class ReliableProvider:
         finally:
             await events.aclose()
         self.breaker.record_success()
+
+    def _check_breaker(self) -> None:
+        """`ProviderError` (unavailable) while the circuit breaker refuses calls."""
+        if not self.breaker.allow():
+            raise ProviderError(
+                "unavailable",
+                f"{self.name} is failing; its circuit breaker is open",
+                provider=self.name,
+            )
+
+    def _retrying(self, waits: list[tuple[ProviderError, float]]) -> AsyncRetrying:
+        """Tenacity's retries of one stream's start under the policy; each wait it decides
+        on is put in `waits` for the stream to announce and make."""
+        return AsyncRetrying(
+            stop=stop_after_attempt(self.policy.max_attempts)
+            | stop_before_delay(self.policy.max_seconds),
+            wait=self._wait,
+            retry=retry_if_exception(self._should_retry),
+            before_sleep=lambda state: self._note_retry(state, waits),
+            reraise=True,
+            sleep=_no_wait,
+        )
 
     async def _attempt(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         started = False

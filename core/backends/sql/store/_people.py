@@ -318,32 +318,8 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
         await db.execute(delete(table).where(table.c.session_id.in_(own)))
     deleted_sessions = await db.execute(delete(sessions).where(sessions.c.id.in_(own)))
     await db.execute(delete(fences).where(fences.c.session_key.in_(list(found.own.values()))))
-    for platform, bot, chat in _chats(found.own.values()):
-        await db.execute(
-            delete(seen).where(seen.c.platform == platform, seen.c.bot == bot, seen.c.chat == chat)
-        )
-        prefix = f"{platform}:{bot}:{chat}:"
-        await db.execute(delete(reply_records).where(reply_records.c.key.startswith(prefix)))
-    touched: set[str] = set()
-    for sid, _key, message in found.written:
-        await db.execute(
-            update(messages)
-            .where(messages.c.session_id == sid, messages.c.seq == message.seq)
-            .values(
-                body=_tombstone(message).model_dump_json(exclude={"seq", "created_at"}),
-                author=None,
-            )
-        )
-        touched.add(sid)
-        # The whole text of a tool result of their turn that the model was shown cut.
-        calls = [call.id for call in message.tool_calls]
-        calls += [message.tool_call_id] if message.tool_call_id else []
-        if calls:
-            await db.execute(
-                delete(tool_outputs).where(
-                    tool_outputs.c.session_id == sid, tool_outputs.c.call_id.in_(calls)
-                )
-            )
+    await _forget_chats(db, found)
+    touched = await _tombstone_written(db, found)
     # A summary of a group's history may repeat their words; the history is read in full
     # again (and summarised anew) instead, also by a process that holds it (`revision`).
     await db.execute(delete(summaries).where(summaries.c.session_id.in_(touched)))
@@ -374,6 +350,43 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
         checkpoints_deleted=deleted_turns.rowcount,
         costs_anonymised=anonymised.rowcount + anonymised_too.rowcount,
     )
+
+
+async def _forget_chats(db: AsyncConnection, found: _Found) -> None:
+    """Forget the chats of the person's own sessions: what was seen there and the records
+    of the replies sent there."""
+    for platform, bot, chat in _chats(found.own.values()):
+        await db.execute(
+            delete(seen).where(seen.c.platform == platform, seen.c.bot == bot, seen.c.chat == chat)
+        )
+        prefix = f"{platform}:{bot}:{chat}:"
+        await db.execute(delete(reply_records).where(reply_records.c.key.startswith(prefix)))
+
+
+async def _tombstone_written(db: AsyncConnection, found: _Found) -> set[str]:
+    """Tombstone what the person wrote in sessions that stay, and drop the whole text of
+    their turns' tool results; the sessions touched."""
+    touched: set[str] = set()
+    for sid, _key, message in found.written:
+        await db.execute(
+            update(messages)
+            .where(messages.c.session_id == sid, messages.c.seq == message.seq)
+            .values(
+                body=_tombstone(message).model_dump_json(exclude={"seq", "created_at"}),
+                author=None,
+            )
+        )
+        touched.add(sid)
+        # The whole text of a tool result of their turn that the model was shown cut.
+        calls = [call.id for call in message.tool_calls]
+        calls += [message.tool_call_id] if message.tool_call_id else []
+        if calls:
+            await db.execute(
+                delete(tool_outputs).where(
+                    tool_outputs.c.session_id == sid, tool_outputs.c.call_id.in_(calls)
+                )
+            )
+    return touched
 
 
 def _tombstone(message: Message) -> Message:
