@@ -72,7 +72,10 @@ def span(
 
 def traceparent() -> str | None:
     """The W3C `traceparent` of the current span, for an envelope to carry; None when no span
-    records (tracing off) or none is current."""
+    records (tracing off, or a span the sampler left out: the next hop then decides for itself)
+    or none is current."""
+    if not trace.get_current_span().is_recording():
+        return None
     carrier: dict[str, str] = {}
     _PROPAGATOR.inject(carrier)
     return carrier.get("traceparent")

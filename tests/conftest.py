@@ -26,6 +26,7 @@ from tests.fakes.fixtures import (
 )
 from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisClusterServers, RedisSentinelServer, RedisServer
+from tests.tracing import stop_recording
 
 __all__ = [
     "fake_anthropic",
@@ -44,6 +45,13 @@ __all__ = [
     "session_id",
     "store",
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_spans_recorded_after() -> Iterator[None]:
+    """A test that recorded spans (tests/tracing.py) leaves the next ones untraced."""
+    yield
+    stop_recording()
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,10 @@
 """Spans recorded in memory: the test process's one OpenTelemetry SDK provider.
 
 The API lets a process set its provider once, so the first test that asks for the exporter
-installs it for the rest of the run; each ask starts from an empty exporter. A process that
-never asks (or a fresh interpreter) keeps the API's non-recording spans.
+installs it for the rest of the run; each ask starts from an empty exporter and turns sampling
+on until the test ends (`stop_recording`, called after every test by tests/conftest.py): the
+other tests of the run see spans that do not record, as with tracing off, and envelopes without
+a `traceparent`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind, TraceState
+from opentelemetry.util.types import Attributes
 
-__all__ = ["named", "recorded_spans", "span_ending", "trace_ids"]
+__all__ = ["named", "recorded_spans", "span_ending", "stop_recording", "trace_ids"]
 
 
 class _Endings(SpanProcessor):
@@ -38,8 +44,34 @@ def _resolve(future: asyncio.Future[ReadableSpan], span: ReadableSpan) -> None:
         future.set_result(span)
 
 
+class _Switch(Sampler):
+    """Samples every span while a test records, none otherwise."""
+
+    def __init__(self) -> None:
+        self.on = False
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        chosen = ALWAYS_ON if self.on else ALWAYS_OFF
+        return chosen.should_sample(
+            parent_context, trace_id, name, kind, attributes, links, trace_state
+        )
+
+    def get_description(self) -> str:
+        return "tests: on while a test records"
+
+
 _EXPORTER: InMemorySpanExporter | None = None
 _ENDINGS = _Endings()
+_SWITCH = _Switch()
 
 
 def recorded_spans() -> InMemorySpanExporter:
@@ -47,12 +79,18 @@ def recorded_spans() -> InMemorySpanExporter:
     global _EXPORTER
     if _EXPORTER is None:
         _EXPORTER = InMemorySpanExporter()
-        provider = TracerProvider()
+        provider = TracerProvider(sampler=_SWITCH)
         provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
         provider.add_span_processor(_ENDINGS)
         trace.set_tracer_provider(provider)
     _EXPORTER.clear()
+    _SWITCH.on = True
     return _EXPORTER
+
+
+def stop_recording() -> None:
+    """Spans stop recording (and envelopes carry no `traceparent`) until the next ask."""
+    _SWITCH.on = False
 
 
 def span_ending(matches: Callable[[ReadableSpan], bool]) -> asyncio.Future[ReadableSpan]:

@@ -36,7 +36,7 @@ from core.tracing import (
     span,
     traceparent,
 )
-from tests.tracing import named, recorded_spans, trace_ids
+from tests.tracing import named, recorded_spans, stop_recording, trace_ids
 
 # What the person wrote, and what the tool answered: neither may reach a span.
 ASKED = "my card number is 4111 1111 1111 1111, look it up"
@@ -236,3 +236,14 @@ def test_a_process_with_a_bad_endpoint_stops_with_one_line_before_it_starts(
         run_process(Settings(_env_file=None), main, role="worker")
     # Closed, not left for the garbage collector to warn about.
     assert inspect.getcoroutinestate(main) == inspect.CORO_CLOSED
+
+
+def test_a_span_the_sampler_leaves_out_hands_no_traceparent_on() -> None:
+    """With an SDK installed but the span not sampled, an envelope carries nothing: the next
+    hop decides for itself (and a process's tests do not see each other's traces)."""
+    recorded_spans()
+    with span("mailbox put"):
+        assert traceparent() is not None
+    stop_recording()
+    with span("mailbox put"):
+        assert traceparent() is None
