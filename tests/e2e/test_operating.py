@@ -126,7 +126,13 @@ async def test_counters_and_histograms_move_by_what_the_turns_did(
         while served.log.count(" turn completed: ") < 2:
             served.grew.clear()
             await served.grew.wait()
+        # The line comes before the message's last writes (its processed mark, then its
+        # removal from the mailbox): the mailbox empties a moment later.
         after = await scrape(port)
+        async with asyncio.timeout(10):
+            while value(after, "switchboard_mailbox_waiting") != 0:
+                await asyncio.sleep(0.05)  # waiting on another process, bounded
+                after = await scrape(port)
         code, shown = await status(env, tmp_path)
         assert code == 0, shown
         assert "Processes using" in shown and "switchboard.db" in shown, shown
