@@ -51,6 +51,7 @@ from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
 from channels.reactions import Emoji, StatusReactions
 from channels.streaming import ReplyStreams, ReplyTarget
+from channels.typing import TypingRenewal
 from channels.uploads import UploadLimits, upload_each
 from core.commands import CommandInfo
 from core.envelopes import Address, Attachment, Inbound, Outbound
@@ -200,7 +201,7 @@ class DiscordAdapter:
         self._intake = asyncio.Lock()
         self._asks: OrderedDict[str, _Ask] = OrderedDict()
         self._replies = replies
-        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._typing: dict[str, TypingRenewal] = {}
         self._reactions = StatusReactions(
             "discord", _REACTIONS, enabled=settings.reactions, log=log
         )
@@ -283,10 +284,10 @@ class DiscordAdapter:
             # the last one arrived) rather than leave its task running past close().
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(client.wait_until_ready(), self.settings.ready_timeout + 1)
-        # Awaited, not just cancelled: a renewal may be inside a query of the reply records,
-        # whose database is closed once the adapters have stopped.
-        for task in list(self._typing.values()):
-            await cancel_and_wait(task)
+        # Awaited: a renewal may be inside a query of the reply records, whose database is
+        # closed once the adapters have stopped (channels/typing.py).
+        for renewal in list(self._typing.values()):
+            await renewal.stopped()
         self._typing.clear()
         if self._catching_up is not None:
             await cancel_and_wait(self._catching_up)
@@ -801,25 +802,18 @@ class DiscordAdapter:
         channel = self._client.get_partial_messageable(int(address.thread or address.chat))
         # The first indicator before anything else is delivered; renewals in the background.
         await self._typing_once(channel)
-        self._typing[key] = asyncio.create_task(self._keep_typing(channel, reply))
+        self._typing[key] = TypingRenewal(
+            lambda: self._typing_once(channel),
+            lambda: self._replies.finished(reply),
+            interval=self.settings.typing_interval,
+            limit=_MAX_TYPING_SECONDS,
+            wait_first=True,
+        )
 
     def _stop_typing(self, address: Address) -> None:
-        task = self._typing.pop(address.session_key, None)
-        if task is not None:
-            task.cancel()
-
-    async def _keep_typing(self, channel: discord.PartialMessageable, reply: str) -> None:
-        """Discord shows "typing…" for about 10 s per call; renew it while the turn runs.
-
-        The reply may be shown by another gateway: its record says so, and renewing stops.
-        """
-        loop = asyncio.get_running_loop()
-        until = loop.time() + _MAX_TYPING_SECONDS
-        while loop.time() < until:
-            await asyncio.sleep(self.settings.typing_interval)
-            if await self._replies.finished(reply):
-                return
-            await self._typing_once(channel)
+        renewal = self._typing.pop(address.session_key, None)
+        if renewal is not None:
+            renewal.stop()
 
     async def _typing_once(self, channel: discord.PartialMessageable) -> None:
         with contextlib.suppress(discord.HTTPException, aiohttp.ClientError, OSError):

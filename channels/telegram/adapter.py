@@ -60,6 +60,7 @@ from channels.streaming import ReplyStreams, ReplyTarget
 from channels.telegram.buttons import press_inbound, question_keyboard, stop_keyboard
 from channels.telegram.checks import DEFAULT_API_URL, DEFAULT_WEBHOOK_PORT
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
+from channels.typing import TypingRenewal
 from channels.uploads import UploadLimits, upload_each
 from core.commands import CommandInfo
 from core.envelopes import Address, Attachment, Inbound, Outbound
@@ -161,7 +162,7 @@ class TelegramAdapter:
         )
         self._documents = documents or DocumentReader()
         self._uploads = uploads or UploadLimits()
-        self._typing: dict[str, asyncio.Task[None]] = {}
+        self._typing: dict[str, TypingRenewal] = {}
         self._webhook_runner: web.AppRunner | None = None
         self._poller: asyncio.Task[None] | None = None
         self._on_poll: Callable[[], None] | None = None
@@ -242,10 +243,10 @@ class TelegramAdapter:
                 raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
 
     async def _shutdown(self) -> None:
-        # Awaited, not just cancelled: a renewal may be inside a query of the reply records,
-        # whose database is closed once the adapters have stopped.
-        for task in list(self._typing.values()):
-            await cancel_and_wait(task)
+        # Awaited: a renewal may be inside a query of the reply records, whose database is
+        # closed once the adapters have stopped (channels/typing.py).
+        for renewal in list(self._typing.values()):
+            await renewal.stopped()
         self._typing.clear()
         if self._poller is not None:
             await cancel_and_wait(self._poller)
@@ -689,27 +690,25 @@ class TelegramAdapter:
         key = address.session_key
         if key in self._typing and not self._typing[key].done():
             return
-        self._typing[key] = asyncio.create_task(self._keep_typing(address, reply))
-
-    def _stop_typing(self, address: Address) -> None:
-        task = self._typing.pop(address.session_key, None)
-        if task is not None:
-            task.cancel()
-
-    async def _keep_typing(self, address: Address, reply: str) -> None:
-        """Telegram shows "typing…" for about 5 s per call; renew it while the turn runs.
-
-        The reply may be shown by another gateway: its record says so, and renewing stops.
-        """
         thread = int(address.thread) if address.thread else None
-        loop = asyncio.get_running_loop()
-        until = loop.time() + _MAX_TYPING_SECONDS
-        while loop.time() < until and not await self._replies.finished(reply):
+
+        async def show() -> None:
             with contextlib.suppress(TelegramError):
                 await self._app.bot.send_chat_action(
                     int(address.chat), ChatAction.TYPING, message_thread_id=thread
                 )
-            await asyncio.sleep(self.settings.typing_interval)
+
+        self._typing[key] = TypingRenewal(
+            show,
+            lambda: self._replies.finished(reply),
+            interval=self.settings.typing_interval,
+            limit=_MAX_TYPING_SECONDS,
+        )
+
+    def _stop_typing(self, address: Address) -> None:
+        renewal = self._typing.pop(address.session_key, None)
+        if renewal is not None:
+            renewal.stop()
 
 
 class _MarkupRejected(Exception):

@@ -327,7 +327,7 @@ async def test_two_telegram_webhook_gateways_show_every_streamed_reply_whole_and
 async def _until_typing_stops(adapters: Sequence[ChannelAdapter]) -> None:
     """Return once no adapter renews a typing indicator; fail if one keeps on."""
     tasks: list[asyncio.Task[None]] = [
-        task for adapter in adapters for task in getattr(adapter, "_typing", {}).values()
+        renewal.task for adapter in adapters for renewal in getattr(adapter, "_typing", {}).values()
     ]
     if not tasks:
         return  # each reply's typing was stopped by the gateway that showed it
