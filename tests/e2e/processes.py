@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Self
+from typing import Any, BinaryIO, NamedTuple, Self
 
 from tests.fakes import FakeOpenAI, FakeTelegram
 
@@ -282,9 +282,8 @@ async def until(
         await asyncio.sleep(_POLL)
 
 
-@dataclass
-class Finished:
-    """The outcome of a one-shot command."""
+class Finished(NamedTuple):
+    """The outcome of a one-shot command (unpacks as `code, out, err`)."""
 
     returncode: int
     stdout: str
@@ -295,19 +294,23 @@ async def run_once(
     args: Iterable[str],
     env: dict[str, str],
     cwd: Path,
-    timeout: float = 30.0,  # noqa: ASYNC109
+    stdin: str | None = None,
+    *,
+    timeout: float = 45.0,  # noqa: ASYNC109
 ) -> Finished:
-    """Run a command that exits by itself; its exit code and output."""
+    """Run `switchboard ARGS` (lines piped in as `stdin`), which exits by itself; its exit code
+    and output."""
     process = await asyncio.create_subprocess_exec(
         str(SWITCHBOARD),
         *args,
         env=env,
         cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    stdout, stderr = await communicate(process, timeout=timeout)
+    piped = None if stdin is None else stdin.encode()
+    stdout, stderr = await communicate(process, piped, timeout=timeout)
     assert process.returncode is not None
     return Finished(process.returncode, stdout.decode(), stderr.decode())
 

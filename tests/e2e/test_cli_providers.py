@@ -20,7 +20,6 @@ from tests.fakes import Error, FakeAnthropic, FakeOpenAI, Text, ToolUse
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-SWITCHBOARD = Path(sys.executable).with_name("switchboard")
 KEY = "test-key"
 
 
@@ -30,22 +29,6 @@ def clean_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = processes.clean_env(tmp_path, redis_url=None)
     env.update(extra)
     return env
-
-
-async def switchboard(
-    args: list[str], env: dict[str, str], cwd: Path, stdin: str = ""
-) -> tuple[int | None, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-    )
-    out, err = await processes.communicate(process, stdin.encode(), timeout=45)
-    return process.returncode, out.decode(), err.decode()
 
 
 CALC = ("call_calc_1", "calculator", {"expression": "17*23"})
@@ -67,7 +50,7 @@ async def test_anthropic_overloaded_then_tool_use_then_text(
         ANTHROPIC_BASE_URL=fake_anthropic.url,
     )
 
-    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "what is 17*23?\n")
 
     assert code == 0, err
     assert out.strip() == FINAL
@@ -84,7 +67,7 @@ async def test_anthropic_overloaded_then_tool_use_then_text(
     assert [r["tool_use_id"] for r in results] == ["call_calc_1"]
     assert "391" in results[0]["content"]
 
-    code, out, err = await switchboard(["cost"], env, tmp_path)
+    code, out, err = await processes.run_once(["cost"], env, tmp_path)
     assert code == 0, err
     total = next(line for line in out.splitlines() if line.startswith("total"))
     # claude-sonnet-4-6 (the default): $3 in, $15 out, $0.30 cache read, $3.75 write per million.
@@ -109,7 +92,7 @@ async def test_openai_server_error_then_tool_call_then_text(
         OPENAI_BASE_URL=fake_openai.url,
     )
 
-    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "what is 17*23?\n")
 
     assert code == 0, err
     assert out.strip() == FINAL
@@ -119,7 +102,7 @@ async def test_openai_server_error_then_tool_call_then_text(
     assert [m["tool_call_id"] for m in tool_messages] == ["call_calc_1"]
     assert "391" in tool_messages[0]["content"]
 
-    code, out, err = await switchboard(["cost"], env, tmp_path)
+    code, out, err = await processes.run_once(["cost"], env, tmp_path)
     assert code == 0, err
     assert "terminal:local:" in out
     total = next(line for line in out.splitlines() if line.startswith("total"))
@@ -147,7 +130,7 @@ async def test_a_piped_chat_turn_puts_only_its_answer_on_the_chats_queue_file(
         OPENAI_BASE_URL=fake_openai.url,
     )
 
-    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "what is 17*23?\n")
 
     assert code == 0, err
     assert out.strip() == FINAL
@@ -168,7 +151,7 @@ async def test_a_rejected_key_is_one_clear_sentence_naming_the_variable(
         ANTHROPIC_BASE_URL=fake_anthropic.url,
     )
 
-    code, out, err = await switchboard(["chat"], env, tmp_path, "hello\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "hello\n")
 
     # The apology goes to stderr and the exit code says the turn failed: a script can tell.
     assert code == 1
@@ -207,7 +190,7 @@ async def test_a_profiles_mcp_server_is_offered_and_called(
         SWITCHBOARD_PROFILE="withmcp",
     )
 
-    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 2 plus 3?\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "what is 2 plus 3?\n")
 
     assert code == 0, err
     assert out.strip() == "Five."
@@ -240,9 +223,9 @@ async def test_a_profiles_prices_price_a_model_the_table_lacks(
         SWITCHBOARD_PROFILE="priced",
     )
 
-    code, out, err = await switchboard(["chat"], env, tmp_path, "hello\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "hello\n")
     assert code == 0, err
-    code, out, err = await switchboard(["cost"], env, tmp_path)
+    code, out, err = await processes.run_once(["cost"], env, tmp_path)
 
     assert code == 0, err
     total = next(line for line in out.splitlines() if line.startswith("total"))
@@ -273,7 +256,7 @@ async def test_a_profiles_tool_hook_blocks_a_call_and_a_bad_one_stops_the_start(
         PYTHONPATH=str(REPO),
     )
 
-    code, out, err = await switchboard(["chat"], env, tmp_path, "what is 17*23?\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "what is 17*23?\n")
 
     assert code == 0, err
     assert out.strip() == "I cannot calculate right now."
@@ -281,7 +264,7 @@ async def test_a_profiles_tool_hook_blocks_a_call_and_a_bad_one_stops_the_start(
     assert result["content"] == "The calculator is off; work it out in your head."
 
     toml.write_text('[hooks]\nbefore_tool = "tests.hook_modules.nope:check"\n', encoding="utf-8")
-    code, out, err = await switchboard(["chat"], env, tmp_path, "hi\n")
+    code, out, err = await processes.run_once(["chat"], env, tmp_path, "hi\n")
 
     assert code != 0
     assert "Traceback" not in err

@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.messages import Usage
 from core.pricing import PriceBook
-from tests.e2e.processes import communicate, open_profiles
-from tests.e2e.served import SWITCHBOARD, serve
+from tests.e2e.processes import open_profiles, run_once
+from tests.e2e.served import serve
 from tests.fakes.llm_script import Text, ToolUse
 from tests.fakes.openai_api import FakeOpenAI
 from tests.fakes.telegram_api import FakeTelegram
@@ -63,16 +63,8 @@ async def scrape(port: int) -> Samples:
 
 async def status(env: Mapping[str, str], cwd: Path) -> tuple[int, str]:
     """Exit code and output of `switchboard status`."""
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        "status",
-        env=dict(env),
-        cwd=cwd,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-    )
-    out, _ = await communicate(process)
-    return process.returncode or 0, out.decode()
+    done = await run_once(["status"], dict(env), cwd)
+    return done.returncode, done.stdout + done.stderr
 
 
 def _env(fake: FakeTelegram, llm: FakeOpenAI, tmp_path: Path, port: int) -> Mapping[str, str]:

@@ -11,29 +11,15 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.e2e.processes import clean_env, communicate
+from tests.e2e.processes import clean_env, communicate, run_once
 from tests.fakes import FakeOpenAI, Stall, Text, ToolUse
 
 pytestmark = pytest.mark.e2e
 
 SWITCHBOARD = Path(sys.executable).with_name("switchboard")
-
-
-async def _run(args: list[str], env: dict[str, str], cwd: Path) -> Any:
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-    )
-    out, err = await communicate(process, timeout=45)
-    return process.returncode, out.decode(), err.decode()
 
 
 async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
@@ -69,7 +55,7 @@ async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
         chat.send_signal(signal.SIGKILL)
         await communicate(chat)  # reaped, its pipes read to the end
 
-    code, listed, err = await _run(["recover"], env, tmp_path)
+    code, listed, err = await run_once(["recover"], env, tmp_path)
     assert code == 0, err
     assert "terminal:local:killed" in listed
     assert "what is 17*23?" in listed
@@ -78,7 +64,7 @@ async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
     )
 
     fake_openai.script(Text("It is 391."))
-    code, resumed, err = await _run(["recover", "--resume", run_key], env, tmp_path)
+    code, resumed, err = await run_once(["recover", "--resume", run_key], env, tmp_path)
     assert code == 0, err
     assert "It is 391." in resumed
     # The resumed call carried the stored tool round, not a second copy of the question.
@@ -86,7 +72,7 @@ async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
     assert [m["content"] for m in last if m["role"] == "user"] == ["what is 17*23?"]
     assert any(m["role"] == "tool" and "391" in m["content"] for m in last)
 
-    code, again, err = await _run(["recover"], env, tmp_path)
+    code, again, err = await run_once(["recover"], env, tmp_path)
     assert code == 0, err
     assert "No unfinished turns." in again
 
@@ -108,7 +94,7 @@ async def test_a_chat_killed_mid_turn_is_listed_and_resumed(
     out, err_bytes = await communicate(chat, b"thanks\n", timeout=45)
     assert chat.returncode == 0, err_bytes.decode()
     assert out.decode().strip() == "You are welcome."
-    code, shown, err = await _run(["sessions", "show", "killed"], env, tmp_path)
+    code, shown, err = await run_once(["sessions", "show", "killed"], env, tmp_path)
     assert code == 0, err
     assert shown.count("what is 17*23?") == 1
     assert shown.count("It is 391.") == 1

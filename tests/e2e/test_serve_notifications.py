@@ -7,17 +7,15 @@ gateway's receipt came back (`switchboard schedule runs`). The demo provider ans
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from tests.e2e.processes import communicate, until
+from tests.e2e.processes import run_once, until
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import FakeTelegram
 from tests.integration.telegram_helpers import reply_containing
@@ -26,7 +24,6 @@ from tests.redis_server import free_port
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-SWITCHBOARD = Path(sys.executable).with_name("switchboard")
 DM = 555
 START_PATIENCE = 20.0
 HOOKS_TOKEN = "e2e-hooks-token-0123456789abcdef"
@@ -56,37 +53,25 @@ def env(fake_telegram: FakeTelegram, tmp_path: Path) -> dict[str, str]:
     return keep
 
 
-async def _switchboard(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        *args,
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await communicate(process)
-    return process.returncode or 0, out.decode(), err.decode()
-
-
 async def test_serve_delivers_hooks_and_records_scheduled_receipts(
     fake_telegram: FakeTelegram, env: dict[str, str], tmp_path: Path
 ) -> None:
     fake = fake_telegram
-    code, out, err = await _switchboard(
+    code, out, err = await run_once(
+        [
+            "schedule",
+            "add",
+            "--in",
+            "2s",
+            "--misfire",
+            "run_once",
+            "--prompt",
+            "what is 6*7?",
+            "--deliver-to",
+            f"telegram:{DM}",
+        ],
         env,
         tmp_path,
-        "schedule",
-        "add",
-        "--in",
-        "2s",
-        "--misfire",
-        "run_once",
-        "--prompt",
-        "what is 6*7?",
-        "--deliver-to",
-        f"telegram:{DM}",
     )
     assert code == 0, err
     found = re.search(r"Added schedule (\w+)", out)
@@ -113,7 +98,7 @@ async def test_serve_delivers_hooks_and_records_scheduled_receipts(
 
         # The receipt is recorded moments after the message was sent: look until it shows.
         async def receipt_listed() -> bool:
-            code, out, err = await _switchboard(env, tmp_path, "schedule", "runs", schedule_id)
+            code, out, err = await run_once(["schedule", "runs", schedule_id], env, tmp_path)
             assert code == 0, err
             return f"yes ({scheduled.message_id})" in out
 

@@ -8,15 +8,12 @@ the whole history, the handback note included.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.processes import communicate, open_profiles, until
+from tests.e2e.processes import clean_env, run_once, until
 from tests.e2e.served import serve
 from tests.fakes import FakeOpenAI, Text
 from tests.fakes.telegram_api import FakeTelegram
@@ -24,7 +21,6 @@ from tests.integration.telegram_helpers import reply_containing
 
 pytestmark = pytest.mark.e2e
 
-SWITCHBOARD = Path(sys.executable).with_name("switchboard")
 DM = 555
 START_PATIENCE = 20.0
 STOP_PATIENCE = 5.0
@@ -33,37 +29,13 @@ STOP_PATIENCE = 5.0
 @pytest.fixture
 def env(fake_telegram: FakeTelegram, fake_openai: FakeOpenAI, tmp_path: Path) -> dict[str, str]:
     """A clean environment: own data dir, open profiles, the fakes' URLs."""
-    keep = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.endswith(("_API_KEY", "_TOKEN", "_BASE_URL"))
-        and not k.startswith(("SWITCHBOARD_", "TELEGRAM_", "REDIS_", "DATABASE_"))
-    }
-    keep.update(
-        SWITCHBOARD_DATA_DIR=str(tmp_path / "data"),
-        SWITCHBOARD_PROFILES_DIR=str(open_profiles(tmp_path)),
-        TELEGRAM_BOT_TOKEN=fake_telegram.token,
-        TELEGRAM_API_URL=fake_telegram.url,
-        SWITCHBOARD_PROVIDER="openai",
+    return clean_env(
+        tmp_path,
+        redis_url=None,
+        telegram=fake_telegram,
+        openai=fake_openai,
         SWITCHBOARD_MODEL="gpt-4o-mini",
-        OPENAI_API_KEY=fake_openai.api_key,
-        OPENAI_BASE_URL=fake_openai.url,
     )
-    return keep
-
-
-async def switchboard(env: dict[str, str], cwd: Path, *args: str) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        str(SWITCHBOARD),
-        *args,
-        env=env,
-        cwd=cwd,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await communicate(process)
-    return process.returncode or 0, out.decode(), err.decode()
 
 
 async def test_a_taken_over_dm_gets_no_model_call_until_handed_back(
@@ -74,7 +46,7 @@ async def test_a_taken_over_dm_gets_no_model_call_until_handed_back(
     fake_openai.script(Text("Welcome back, the bot here."))
 
     async def stored() -> list[tuple[str, str | None, str]]:
-        code, out, _ = await switchboard(env, tmp_path, "sessions", "export", session_key)
+        code, out, _ = await run_once(["sessions", "export", session_key], env, tmp_path)
         if code != 0:
             return []  # no conversation yet
         return [(m["role"], m.get("speaker"), m["text"]) for m in json.loads(out)["messages"]]
@@ -84,12 +56,12 @@ async def test_a_taken_over_dm_gets_no_model_call_until_handed_back(
 
     async with serve(env, tmp_path) as served:
         await served.until_ready(fake.wait_idle_poll(timeout=START_PATIENCE))
-        code, out, err = await switchboard(
-            env, tmp_path, "takeover", f"telegram:{DM}", "--for", "2h"
+        code, out, err = await run_once(
+            ["takeover", f"telegram:{DM}", "--for", "2h"], env, tmp_path
         )
         assert code == 0, err
         assert f"Took over telegram:{DM}" in out
-        code, out, err = await switchboard(env, tmp_path, "takeover", "--list")
+        code, out, err = await run_once(["takeover", "--list"], env, tmp_path)
         assert code == 0 and f"telegram:{DM}" in out, err
 
         fake.private_text(DM, "I need a human, please")
@@ -99,7 +71,7 @@ async def test_a_taken_over_dm_gets_no_model_call_until_handed_back(
             "the person's message stored",
             lambda: served.log,
         )
-        code, out, err = await switchboard(env, tmp_path, "notify", f"telegram:{DM}", "Bob here.")
+        code, out, err = await run_once(["notify", f"telegram:{DM}", "Bob here."], env, tmp_path)
         assert code == 0, err
         await reply_containing(fake, DM, "Bob here.")
         await until(
@@ -110,7 +82,7 @@ async def test_a_taken_over_dm_gets_no_model_call_until_handed_back(
         assert fake_openai.requests == []
         assert fake.sent_texts(DM) == ["Bob here."]
 
-        code, out, err = await switchboard(env, tmp_path, "handback", f"telegram:{DM}")
+        code, out, err = await run_once(["handback", f"telegram:{DM}"], env, tmp_path)
         assert code == 0, err
         assert "Handed telegram:555 back" in out
         fake.private_text(DM, "thanks!")
@@ -133,7 +105,7 @@ async def test_bad_addresses_and_durations_are_one_line_and_exit_2(
         ("takeover", f"telegram:{DM}", "--for", "soon-ish"),
         ("handback", "telegram"),
     ):
-        code, out, err = await switchboard(env, tmp_path, *args)
+        code, out, err = await run_once([*args], env, tmp_path)
         assert code == 2, (args, out, err)
         assert len(err.strip().splitlines()) == 1, err
         assert "Traceback" not in err
