@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 from bots.app import embedded
 from bots.profiles import load_profile
 from bots.settings import load_settings
+from tests.profile_env import profile_env
 
 
 @pytest.mark.parametrize(
@@ -30,16 +30,12 @@ async def test_the_memory_table_decides_which_passes_run(
     quiet_after: timedelta | None,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(table, encoding="utf-8")
-    for name in list(os.environ):
-        if name.startswith(("OPENAI_", "ANTHROPIC_", "SWITCHBOARD_", "REDIS_URL", "DATABASE_URL")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILES_DIR", str(tmp_path / "profiles"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILE", "bot")
-    monkeypatch.setenv("SWITCHBOARD_PROVIDER", "demo")
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        table,
+        SWITCHBOARD_PROVIDER="demo",
+    )
     settings = load_settings()
     profile = load_profile(settings.profiles_dir, settings.profile)
 

@@ -4,7 +4,6 @@ failed generation is one sentence for the model with nothing charged or sent."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from tests.backends.memory_bus import MemoryBus
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Error
 from tests.fakes.openai_api import FakeOpenAI, tiny_png
+from tests.profile_env import profile_env
 
 CHAT = Address(platform="discord", bot="b", chat="700")
 
@@ -161,16 +161,12 @@ async def test_the_wiring_offers_generate_image_only_with_an_image_endpoint(
     offered: bool,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(table, encoding="utf-8")
-    for name in list(os.environ):
-        if name.startswith(("OPENAI_", "ANTHROPIC_", "SWITCHBOARD_", "REDIS_URL", "DATABASE_URL")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILES_DIR", str(tmp_path / "profiles"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILE", "bot")
-    monkeypatch.setenv("SWITCHBOARD_PROVIDER", "demo")
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        table,
+        SWITCHBOARD_PROVIDER="demo",
+    )
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = load_settings()

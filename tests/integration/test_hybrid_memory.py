@@ -5,7 +5,6 @@ shared words and a small table of synonyms, `tests/fakes/embeddings_api.py`)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -32,6 +31,7 @@ from tests.fakes.embeddings_api import FakeEmbeddings, fake_vector
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
 from tests.fakes.openai_api import FakeOpenAI
+from tests.profile_env import profile_env
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 ALICE = ToolContext(
@@ -186,23 +186,16 @@ async def test_the_wiring_ranks_the_turns_memory_by_meaning_only_when_enabled(
     fake_embeddings: FakeEmbeddings,
     enabled: bool,
 ) -> None:
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(
+    profile_env(
+        monkeypatch,
+        tmp_path,
         f'[embeddings]\nenabled = {str(enabled).lower()}\nbase_url = "{fake_embeddings.url}"\n'
         'api_key_env = "EMBEDDINGS_KEY"\ndimensions = 64\n',
-        encoding="utf-8",
+        SWITCHBOARD_PROVIDER="openai",
+        OPENAI_API_KEY=TEST_API_KEY,
+        OPENAI_BASE_URL=fake_openai.url,
+        EMBEDDINGS_KEY=TEST_API_KEY,
     )
-    for name in list(os.environ):
-        if name.startswith(("OPENAI_", "ANTHROPIC_", "SWITCHBOARD_", "REDIS_URL", "DATABASE_URL")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILES_DIR", str(tmp_path / "profiles"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILE", "bot")
-    monkeypatch.setenv("SWITCHBOARD_PROVIDER", "openai")
-    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
-    monkeypatch.setenv("OPENAI_BASE_URL", fake_openai.url)
-    monkeypatch.setenv("EMBEDDINGS_KEY", TEST_API_KEY)
     fake_openai.script(Text("Your dog is Rex."))
     settings = load_settings()
     profile = load_profile(settings.profiles_dir, settings.profile)

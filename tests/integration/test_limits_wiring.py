@@ -4,7 +4,6 @@ Anthropic SDK against the fake, the SQLite store and bus of `serve`, one worker.
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from core.envelopes import Address, Inbound, Outbound
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
+from tests.profile_env import profile_env
 from tests.workers import hand_in
 
 PROFILE = """
@@ -35,21 +35,14 @@ async def test_serve_wiring_refuses_over_budget_and_over_rate(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(PROFILE, encoding="utf-8")
-    for name in list(os.environ):
-        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "OPENAI_", "REDIS_URL")):
-            monkeypatch.delenv(name)
-    for name, value in {
-        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
-        "SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles"),
-        "SWITCHBOARD_PROFILE": "bot",
-        "ANTHROPIC_API_KEY": TEST_API_KEY,
-        "ANTHROPIC_BASE_URL": fake_anthropic.url,
-        "SWITCHBOARD_MODEL": "claude-haiku-4-5",
-    }.items():
-        monkeypatch.setenv(name, value)
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        PROFILE,
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+        SWITCHBOARD_MODEL="claude-haiku-4-5",
+    )
     fake_anthropic.script(Text("first answer"))
     settings = load_settings()
     profile = load_profile(settings.profiles_dir, settings.profile)

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from core.envelopes import Address, Inbound, Outbound
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text, ToolUse
+from tests.profile_env import profile_env
 from tests.workers import hand_in
 
 PROFILE = """
@@ -35,21 +35,14 @@ async def test_serve_wiring_runs_a_delegated_task_within_the_profiles_limits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(PROFILE, encoding="utf-8")
-    for name in list(os.environ):
-        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "OPENAI_", "REDIS_URL")):
-            monkeypatch.delenv(name)
-    for name, value in {
-        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
-        "SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles"),
-        "SWITCHBOARD_PROFILE": "bot",
-        "ANTHROPIC_API_KEY": TEST_API_KEY,
-        "ANTHROPIC_BASE_URL": fake_anthropic.url,
-        "SWITCHBOARD_MODEL": "claude-haiku-4-5",
-    }.items():
-        monkeypatch.setenv(name, value)
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        PROFILE,
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+        SWITCHBOARD_MODEL="claude-haiku-4-5",
+    )
     fake_anthropic.script(
         ToolUse([("d1", "delegate", {"task": "Count to three."})]),
         # The child's one step (max_steps = 1) asks for a tool: it stops there.
