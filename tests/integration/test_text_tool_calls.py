@@ -6,24 +6,37 @@ the turn does not offer, the text stays as written and nothing runs."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
+from bots.app import embedded
+from bots.profiles import load_profile
+from bots.settings import load_settings
 from core.backends.sql.store import SqlStore
+from core.bus import Bus, outbound_queue
+from core.envelopes import Address, Inbound, Outbound
 from core.events import AgentEvent, RunCompleted, TextDelta, ToolFinished
 from core.messages import Message
 from core.modes import FULL, NO_TOOLS, CapabilityMode
 from core.providers.openai import OpenAIProvider
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
-from tests.fakes import FakeOpenAI, Text
+from tests.fakes import FakeAnthropic, FakeOpenAI, Text
+from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.helpers import GPT
+from tests.workers import hand_in
 
 WRITTEN = (
     'Let me check.\n<tool_call>\n{"name": "weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
 )
 KEY = "telegram:b:42"
+DM = Address(platform="telegram", bot="b", chat="42")
+PATIENCE = 10.0
 
 
 class City(BaseModel):
@@ -113,3 +126,65 @@ async def test_a_written_call_of_a_tool_not_offered_is_only_text(
     assert isinstance(events[-1], RunCompleted)
     assert events[-1].text == WRITTEN
     assert len(fake_openai.requests) == 1
+
+
+async def test_the_profile_setting_reaches_the_turns_of_serve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic
+) -> None:
+    """`text_tool_calls = true` in profile.toml, through the wiring of `bots/app.py`."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "profiles" / "bot"
+    folder.mkdir(parents=True)
+    (folder / "profile.toml").write_text(
+        'text_tool_calls = true\n[access.telegram]\ndm_policy = "open"\n', encoding="utf-8"
+    )
+    for name in list(os.environ):
+        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "OPENAI_", "REDIS_URL")):
+            monkeypatch.delenv(name)
+    for name, value in {
+        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
+        "SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles"),
+        "SWITCHBOARD_PROFILE": "bot",
+        "ANTHROPIC_API_KEY": TEST_API_KEY,
+        "ANTHROPIC_BASE_URL": fake_anthropic.url,
+        "SWITCHBOARD_MODEL": "claude-haiku-4-5",
+    }.items():
+        monkeypatch.setenv(name, value)
+    fake_anthropic.script(
+        Text('<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'),
+        Text("It is 42."),
+    )
+    settings = load_settings()
+    inbound = Inbound(address=DM, user_id="A", text="6*7?", is_direct=True)
+
+    async with embedded(settings, load_profile(settings.profiles_dir, settings.profile)) as parts:
+        task = asyncio.create_task(parts.worker.run())
+        try:
+            await hand_in(parts.worker, inbound)
+            final = await _final(parts.bus, inbound)
+        finally:
+            await asyncio.wait_for(parts.worker.stop(grace=PATIENCE), PATIENCE)
+            await asyncio.wait_for(task, PATIENCE)
+
+    assert final.text == "It is 42."
+    second: list[dict[str, Any]] = fake_anthropic.requests[1].json["messages"]
+    results = [
+        block
+        for message in second
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block["type"] == "tool_result"
+    ]
+    assert [str(r["content"]) for r in results] == ["6*7 = 42"]
+
+
+async def _final(bus: Bus, inbound: Inbound) -> Outbound:
+    """The answer to `inbound` delivered on the telegram queue."""
+    while True:
+        delivery = await bus.receive(outbound_queue("telegram"), consumer="t", timeout=PATIENCE)
+        assert delivery is not None, "no answer"
+        await delivery.ack()
+        out = delivery.envelope
+        assert isinstance(out, Outbound)
+        if out.kind == "reply" and out.reply_to == inbound.id:
+            return out
