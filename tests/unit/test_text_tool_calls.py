@@ -1,10 +1,20 @@
-"""Tool calls written out as text: the shapes picked up, and what is left as written."""
+"""Tool calls written out as text: the shapes picked up, what is left as written, and a
+written call of a privileged tool asking for the confirmation a native one does."""
 
 from __future__ import annotations
 
 import pytest
+from pydantic import BaseModel
 
+from core.backends.sql.store import SqlStore
+from core.events import RunCompleted, ToolFinished
+from core.messages import Message, ToolCall
+from core.modes import FULL
+from core.providers import ScriptedProvider
+from core.providers.scripted import text_reply
+from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.text_tool_calls import TextToolCalls, pick_up
+from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 
 OFFERED = ("get_weather", "echo")
 
@@ -112,3 +122,45 @@ def test_streamed_text_outside_blocks_is_shown_as_it_comes() -> None:
     assert reader.add("box> is a tag") == "<toolbox> is a tag"
     assert reader.end() == ""
     assert reader.calls == []
+
+
+class Target(BaseModel):
+    """The wipe tool's arguments."""
+
+    path: str
+
+
+async def test_a_written_privileged_call_is_confirmed_like_a_native_one(store: SqlStore) -> None:
+    ran: list[str] = []
+    asked: list[ToolCall] = []
+
+    async def wipe(args: Target, _ctx: ToolContext) -> str:
+        ran.append(args.path)
+        return "wiped"
+
+    async def refuse(call: ToolCall, _ctx: ToolContext) -> bool:
+        asked.append(call)
+        return False
+
+    written = '<tool_call>{"name": "wipe", "arguments": {"path": "/tmp/x"}}</tool_call>'
+    provider = ScriptedProvider([text_reply(written), text_reply("Not wiped.")])
+    tool = Tool(name="wipe", description="Wipe.", args=Target, tier=SafetyTier.PRIVILEGED, run=wipe)
+    runtime = AgentRuntime(
+        provider=provider,
+        model="m",
+        tools=ToolRegistry([tool]),
+        store=store,
+        confirm=refuse,
+        limits=RuntimeLimits(text_tool_calls=True),
+    )
+    session = await store.current_session("terminal:default:it")
+    context = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
+    events = [e async for e in runtime.run(session.id, Message.user("wipe it"), context)]
+
+    assert [(c.name, c.arguments) for c in asked] == [("wipe", {"path": "/tmp/x"})]
+    assert ran == []
+    [finished] = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished.is_error
+    assert finished.output == "The user refused. Tool 'wipe' did not run."
+    assert isinstance(events[-1], RunCompleted)
+    assert events[-1].text == "Not wiped."
