@@ -342,6 +342,7 @@ async def worker_for(
                 max_tokens=options.max_tokens,
                 max_spend_usd=options.max_spend_usd,
                 stream_buffer_size=options.stream_buffer_size,
+                text_tool_calls=options.text_tool_calls,
             ),
             cost=price,
             prompt=profile.system_prompt(),

@@ -1,5 +1,6 @@
 """`ModelStream`: one model call streamed, its text and tool calls scrubbed of the bot's
-secrets as they arrive (`core/redact.py`), traced as a client span (`core/tracing.py`)."""
+secrets as they arrive (`core/redact.py`), traced as a client span (`core/tracing.py`); with
+`text_calls`, tool calls the model wrote out as text are picked up (`core/text_tool_calls.py`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from core.hooks import HookChain
 from core.messages import ToolCall
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
+from core.text_tool_calls import TextToolCalls
 from core.tracing import (
     MODEL_INPUT_TOKENS,
     MODEL_NAME,
@@ -25,11 +27,16 @@ __all__ = ["ModelStream"]
 
 
 class ModelStream:
-    """Streams model calls, showing each scrubbed piece of text as it comes."""
+    """Streams model calls, showing each scrubbed piece of text as it comes.
 
-    def __init__(self, redactor: Redactor, hooks: HookChain) -> None:
+    `text_calls`: an answer without native tool calls whose text writes one out for a tool
+    the request offers is read as that call, its text held back and kept out of the answer.
+    """
+
+    def __init__(self, redactor: Redactor, hooks: HookChain, *, text_calls: bool = False) -> None:
         self.redact = redactor
         self.hooks = hooks
+        self.text_calls = text_calls
 
     async def traced_call(
         self,
@@ -79,6 +86,7 @@ class ModelStream:
         # The bot's own secrets never leave in an answer: each piece is scrubbed before it is
         # shown or kept, a secret split across two pieces too (held back until it is whole).
         scrubber = self.redact.answer()
+        written = TextToolCalls([t.name for t in request.tools]) if self.text_calls else None
 
         def shown(chunk: str) -> None:
             if not chunk:
@@ -93,7 +101,8 @@ class ModelStream:
         async for event in provider.stream(request):
             match event:
                 case TextDelta(text=chunk):
-                    shown(scrubber.add(chunk))
+                    piece = scrubber.add(chunk)
+                    shown(written.add(piece) if written else piece)
                 case ToolCall():
                     calls.append(self.scrubbed(event))
                 case Finished():
@@ -102,8 +111,14 @@ class ModelStream:
                     emit(event)
             if room is not None:
                 await room()  # the next piece is read once the consumer has caught up
-        shown(scrubber.end())
-        return "".join(parts), calls, finished
+        if written is None:
+            shown(scrubber.end())
+            return "".join(parts), calls, finished
+        shown(written.add(scrubber.end()) + written.end())
+        if calls:  # native calls win; the text is kept as the model wrote it
+            return written.raw, calls, finished
+        text = "".join(parts)
+        return (text.strip(), written.calls, finished) if written.calls else (text, [], finished)
 
     def scrubbed(self, call: ToolCall) -> ToolCall:
         """`call` with the bot's secrets out of its arguments: as it is stored, shown and run

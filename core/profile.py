@@ -94,6 +94,9 @@ class ProfileSettings(BaseModel):
     # Attempts per model call and the time they may take in all, for retryable failures.
     retry_attempts: int = Field(default=4, ge=1, le=20)
     retry_seconds: float = Field(default=60.0, gt=0)
+    # Tool calls an open model writes out as text instead of calling natively
+    # (`<tool_call>{...}</tool_call>`, a ```json block) run as real ones (docs/tools.md).
+    text_tool_calls: bool = False
     # Capability mode per platform, e.g. {<platform> = "safe-chat"}. The profile loader in
     # `bots/` fills in each platform's default mode when the file has no [modes] table.
     modes: dict[str, str] = Field(default_factory=dict)

@@ -192,7 +192,7 @@ class AgentRuntime:
         self._writes = TurnWrites(self.store, self.patience, clock)
         self._spending = self._spending_of(cost)
         self._compaction = TurnCompaction(self.hooks, self._redact, consolidator)
-        self._stream = ModelStream(self._redact, self.hooks)
+        self._stream = ModelStream(self._redact, self.hooks, text_calls=self.limits.text_tool_calls)
         self._calls = self._tool_calls(tool_hooks, tool_outputs)
 
     def _spending_of(self, cost: CostFunction | None) -> TurnSpending:

@@ -158,6 +158,7 @@ class Subagents:
                 max_tokens=limits.max_tokens,
                 max_turn_cost_usd=self.options.max_cost_usd,
                 stream_buffer_size=limits.stream_buffer_size,
+                text_tool_calls=limits.text_tool_calls,
             ),
         )
         async with self._slots:

@@ -28,7 +28,7 @@ __all__ = ["ChannelContext", "RuntimeLimits", "TurnState"]
 
 
 class RuntimeLimits(BaseModel):
-    """Budgets of one turn."""
+    """Budgets of one turn, and how its model's answers are read."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -42,6 +42,9 @@ class RuntimeLimits(BaseModel):
     max_turn_cost_usd: float | None = Field(default=None, ge=0)
     # Events of a turn its consumer may leave unread before the model stream waits for it.
     stream_buffer_size: int = Field(default=DEFAULT_STREAM_BUFFER_SIZE, ge=1, le=65_536)
+    # Tool calls the model writes out as text (`<tool_call>{...}</tool_call>`, a ```json
+    # block) run as real calls when it made none natively (core/text_tool_calls.py).
+    text_tool_calls: bool = False
 
 
 class ChannelContext(BaseModel):

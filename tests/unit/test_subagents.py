@@ -547,3 +547,23 @@ async def test_a_child_past_its_time_is_stopped_and_the_parent_told(
     assert isinstance(events[-1], RunCompleted)
     assert isinstance(children(events)[-1].event, Cancelled)
     assert len(await store.cost_entries(f"{session_id}/sub/d1")) == 1
+
+
+async def test_a_child_reads_calls_written_as_text_when_its_parent_does(
+    store: SqlStore, session_id: str
+) -> None:
+    written = '<tool_call>{"name": "lookup", "arguments": {"key": "a"}}</tool_call>'
+    script = [
+        tool_reply(delegate("d1", "look a up")),
+        text_reply(written),
+        text_reply("a is found"),
+        text_reply("the parent goes on"),
+    ]
+    runtime, provider = make(store, script, limits=RuntimeLimits(text_tool_calls=True))
+
+    events = await events_of(runtime, session_id, "go")
+
+    assert result_of(events, "d1").output.endswith("a is found")
+    [result] = [m for m in provider.requests[2].messages if m.role == "tool"]
+    assert (result.name, result.text) == ("lookup", "value of a")
+    assert isinstance(events[-1], RunCompleted)
