@@ -93,7 +93,7 @@ class Playbook:
     async def learn(self, turn: Sequence[Message]) -> bool:
         """Record the turn (its messages, the person's first) if it called tools without an
         error; whether it was recorded. A store failure is logged, not raised: the turn's
-        answer stands either way."""
+        answer stands either way, and so does it for any other failure (logged)."""
         tools = sequence_of(turn)
         asked = next((m.text for m in turn if m.role == "user"), "")
         words = keywords(asked)
@@ -103,6 +103,10 @@ class Playbook:
             await self.store.record_sequence(self.bot, tools, [digest(w) for w in words])
         except StoreError as exc:
             log.warning("could not record a tool sequence in the playbook: %s", exc)
+            return False
+        except Exception:
+            # Called as the turn ends: a bug here must not keep the turn from ending.
+            log.exception("recording a tool sequence in the playbook failed")
             return False
         return True
 

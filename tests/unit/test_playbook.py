@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from core.errors import StoreError
 from core.messages import Message, ToolCall
 from core.modes import FULL
 from core.playbook import PLAYBOOK_HEADING, Playbook, PlaybookSettings, digest, sequence_of
@@ -123,3 +124,23 @@ async def test_the_hints_stay_within_their_budget() -> None:
 
     assert 0 < len(hints) <= 200
     assert hints.count("\n- ") < 6
+
+
+class Broken(Records):
+    """Records whose writes fail: the store down, then a bug."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    async def record_sequence(
+        self, bot: str, tools: Sequence[str], keywords: Sequence[str]
+    ) -> None:
+        raise self.error
+
+
+async def test_a_failed_record_is_logged_not_raised() -> None:
+    for error in (StoreError("the disk is full"), RuntimeError("a bug")):
+        playbook = Playbook(Broken(error), "bot")
+
+        assert not await playbook.learn(_turn("weather in Paris", ("weather", False)))
