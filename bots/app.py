@@ -52,6 +52,7 @@ from core.metrics import Metrics
 from core.modes import ModeCatalog
 from core.notifications.external import ExternalRuns
 from core.notifications.receipts import ReceiptDesk
+from core.playbook import Playbook
 from core.policy import ChannelPolicy, PlatformAccess
 from core.pricing import PriceBook
 from core.profile import Profile
@@ -364,6 +365,8 @@ async def worker_for(
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
             tool_outputs=found.store,
             consolidator=consolidator,
+            playbook=_playbook(found.store, profile),
+            attention=options.attention if options.attention.enabled else None,
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:
@@ -548,6 +551,12 @@ def _crash_age(settings: Settings, provider_timeout: float, tool_timeout: float)
     if settings.redis_url is None:
         return timedelta(0)
     return timedelta(seconds=2 * (provider_timeout + tool_timeout))
+
+
+def _playbook(store: Store, profile: Profile) -> Playbook | None:
+    """The profile's playbook, kept under its name; None when `[playbook] enabled = false`."""
+    options = profile.settings.playbook
+    return Playbook(store, profile.name, options) if options.enabled else None
 
 
 def _memory_context(store: FactStore, profile: str) -> TurnContext:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.arrivals import BusyMode
+from core.attention import AttentionSettings
 from core.budgets import Budgets
 from core.checkpoints import CrashPolicy
 from core.consolidation import MemorySettings
@@ -22,6 +23,7 @@ from core.errors import ConfigError
 from core.images import ImageSettings
 from core.mcp import McpSettings
 from core.model_choice import ModelsSettings
+from core.playbook import PlaybookSettings
 from core.policy import AllowList, PlatformAccess
 from core.pricing import Price
 from core.prompt import DEFAULT_IDENTITY, SystemPrompt
@@ -165,6 +167,10 @@ class ProfileSettings(BaseModel):
     # Memory that consolidates itself: `[memory] consolidate` (before compaction, default on),
     # `consolidate_after = "30m"` (after a quiet period, default off), docs/memory.md.
     memory: MemorySettings = Field(default_factory=MemorySettings)
+    # Tool sequences that worked, offered as hints for similar requests (`[playbook]`), and
+    # the attention layer of each person's turn (`[attention]`); both on by default.
+    playbook: PlaybookSettings = Field(default_factory=PlaybookSettings)
+    attention: AttentionSettings = Field(default_factory=AttentionSettings)
     # Models a chat may switch to with `/model`: `[models] allowed = [{provider = "openai",
     # model = "gpt-4o-mini"}]`. Empty: switching is off, every chat uses `model`.
     models: ModelsSettings = Field(default_factory=ModelsSettings)

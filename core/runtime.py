@@ -30,6 +30,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 from core.arrivals import Arrivals
+from core.attention import AttentionSettings, attend
 from core.budgets import BudgetGuard, spender_keys
 from core.checkpoints import Checkpoint
 from core.clock import Clock, utc_now
@@ -72,6 +73,7 @@ from core.messages import Message, ToolCall, Usage
 from core.model_choice import ModelChoices
 from core.model_stream import ModelStream
 from core.outages import Patience
+from core.playbook import Playbook
 from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
@@ -140,7 +142,9 @@ class AgentRuntime:
     operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
     keeps cut tool results whole for `read_tool_output`. `consolidator`: asked which
     durable facts the messages a compaction summarizes established (core/consolidation.py);
-    without it compaction only summarizes.
+    without it compaction only summarizes. `playbook`: records the tool sequences of turns
+    that ended well and offers them as hints (core/playbook.py); `attention`: the attention
+    layer of a person's turns (core/attention.py); None: neither.
     """
 
     def __init__(
@@ -167,6 +171,8 @@ class AgentRuntime:
         tool_hooks: ToolHooks | None = None,
         tool_outputs: ToolOutputs | None = None,
         consolidator: Consolidator | None = None,
+        playbook: Playbook | None = None,
+        attention: AttentionSettings | None = None,
     ) -> None:
         """The arguments are described on the class."""
         self.provider = provider
@@ -178,7 +184,9 @@ class AgentRuntime:
         self.temperature = temperature
         self._redact = redactor or Redactor()
         self._clock = clock
-        self._turn_context = turn_context
+        self.playbook, self.attention = playbook, attention
+        hints = None if playbook is None else playbook.hints
+        self._gatherers = [g for g in (turn_context, hints) if g is not None]
         self.compactor = compactor
         self.consolidator = consolidator
         self.context_window = context_window or window_of(model)
@@ -375,6 +383,8 @@ class AgentRuntime:
                 ready=state.ready,
                 revision=state.revision,
             )
+            if self.playbook is not None and isinstance(final, RunCompleted) and final.steps:
+                await self.playbook.learn([m for m in state.history if m.seq >= state.first_seq])
             if final is not None:
                 await self.hooks.on_agent_end(final)
             emit(None)
@@ -584,8 +594,7 @@ class AgentRuntime:
         state.user, state.chat = spender_keys(
             context.platform, context.user_id, context.address, scheduled=context.scheduled
         )
-        asked = next((m.text for m in reversed(history) if m.role == "user"), "")
-        state.turn_context = await self._context_for(context, asked)
+        state.turn_context = await self._context_for(context, history)
         state.view = TurnWindow(
             store=self.store,
             session_id=session_id,
@@ -742,11 +751,18 @@ class AgentRuntime:
                 emit(CheckpointSaved(run_key=state.checkpoint.run_key, tool_rounds=rounds))
         return results
 
-    async def _context_for(self, context: ChannelContext, asked: str) -> str:
-        """The turn's extra context (memory) for the newest user text; "" when it fails."""
-        if self._turn_context is None:
-            return ""
-        gather = self._turn_context
+    async def _context_for(self, context: ChannelContext, history: list[Message]) -> str:
+        """The turn's extra context: the attention layer of a person's turn, then memory and
+        the playbook's hints for the newest user text; a part that fails is left out."""
+        asked = next((m.text for m in reversed(history) if m.role == "user"), "")
+        heeded = self.attention is not None and self.attention.enabled and not context.scheduled
+        parts = [attend(history, self.attention).layer() if heeded else ""]
+        for gather in self._gatherers:
+            parts.append(await self._gathered(gather, context, asked))
+        return "\n\n".join(part for part in parts if part)
+
+    async def _gathered(self, gather: TurnContext, context: ChannelContext, asked: str) -> str:
+        """One part of the turn's extra context; "" when it fails."""
         try:
             return await self.patience(lambda: gather(context, asked), read=True)
         except Unavailable as exc:

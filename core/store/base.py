@@ -17,6 +17,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `ToolOutputs` | `core/store/tool_outputs.py` | 2: the whole text of tool results shown cut |
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 | `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
+| `PlaybookRecords` | `core/store/playbook.py` | 2: tool sequences that worked, per bot |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -57,6 +58,7 @@ from core.store.facts import FactStore
 from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.people import PersonalRecords
+from core.store.playbook import PlaybookEntry, PlaybookRecords
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
@@ -80,6 +82,8 @@ __all__ = [
     "PairingAnswer",
     "PairingRequest",
     "PersonalRecords",
+    "PlaybookEntry",
+    "PlaybookRecords",
     "ProcessedMarks",
     "ScheduleStore",
     "SeenMarks",
@@ -109,6 +113,7 @@ class Store(
     ToolOutputs,
     TakeoverRecords,
     PersonalRecords,
+    PlaybookRecords,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

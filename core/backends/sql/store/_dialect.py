@@ -34,6 +34,7 @@ __all__ = [
     "insert_ignoring",
     "lock_for_transaction",
     "upsert",
+    "upsert_counting",
 ]
 
 # The proposed row of an upsert (`excluded.<column>` in both dialects).
@@ -69,6 +70,20 @@ def upsert(
         set_=changes,
         where=None if where is None else where(proposed),
     )
+
+
+def upsert_counting(
+    name: str, target: Table, values: Mapping[str, Any], *, keys: Sequence[str], count: str
+) -> Insert:
+    """INSERT `values`, or add the proposed `count` to the row with the same `keys` and set
+    its other columns to the proposed ones (one statement: concurrent writers both count)."""
+    statement = _insert(name, target).values(**values)
+    proposed = statement.excluded
+    changes: dict[str, Any] = {
+        column: proposed[column] for column in values if column not in keys and column != count
+    }
+    changes[count] = target.c[count] + proposed[count]
+    return statement.on_conflict_do_update(index_elements=list(keys), set_=changes)
 
 
 def indexed_terms(fact_text: str) -> str:

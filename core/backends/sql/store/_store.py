@@ -17,6 +17,7 @@ from core.backends.sql.store._ledger import SqlLedger
 from core.backends.sql.store._log import SqlLog
 from core.backends.sql.store._marks import SqlProcessed, SqlSeen
 from core.backends.sql.store._people import SqlPeople
+from core.backends.sql.store._playbook import SqlPlaybook
 from core.backends.sql.store._schedules import SqlSchedules
 from core.backends.sql.store._schema import upgrade
 from core.backends.sql.store._takeovers import SqlTakeovers
@@ -41,6 +42,7 @@ class SqlStore(
     SqlToolOutputs,
     SqlTakeovers,
     SqlPeople,
+    SqlPlaybook,
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 

@@ -31,6 +31,7 @@ __all__ = [
     "messages",
     "metadata",
     "pairing_requests",
+    "playbook",
     "processed",
     "reopened",
     "reply_records",
@@ -247,4 +248,16 @@ takeovers = Table(
     Column("since", Text, nullable=False),
     Column("until", Text, nullable=False),
     Column("ended_at", Text, nullable=True),
+)
+
+# Tool sequences that ended a turn well, per bot and keyword digest (`core/store/playbook.py`).
+# `tools`: the names in call order, joined by spaces (a tool's name has none).
+playbook = Table(
+    "playbook",
+    metadata,
+    Column("bot", Text, primary_key=True),
+    Column("tools", Text, primary_key=True),
+    Column("keyword", Text, primary_key=True),
+    Column("successes", Integer, nullable=False),
+    Column("updated_at", Text, nullable=False),
 )

@@ -1,0 +1,45 @@
+"""The playbook: sequences of tool calls that ended a turn well, per bot (core/playbook.py).
+
+A record is one (bot, tool sequence, keyword) with how many successful turns it was seen in.
+Keywords are kept as digests (`core.playbook.digest`), never as words, so the records hold no
+person's text (decision 0026).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["PlaybookEntry", "PlaybookRecords"]
+
+
+class PlaybookEntry(BaseModel):
+    """A tool sequence that worked, as found for a request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    # The tools' names in the order they were called.
+    tools: tuple[str, ...]
+    # How many of the request's keywords it was recorded with.
+    matched: int
+    # The most successful turns it was seen in with one of those keywords.
+    successes: int
+
+
+class PlaybookRecords(Protocol):
+    """The playbook's records; one transaction per call."""
+
+    async def record_sequence(
+        self, bot: str, tools: Sequence[str], keywords: Sequence[str]
+    ) -> None:
+        """Count one more successful turn of `tools` for each of `keywords` (digests)."""
+        ...
+
+    async def find_sequences(
+        self, bot: str, keywords: Sequence[str], *, limit: int
+    ) -> list[PlaybookEntry]:
+        """The bot's sequences recorded with any of `keywords`, those sharing the most first,
+        then the most successful, then the most recently recorded; at most `limit`."""
+        ...
