@@ -70,6 +70,7 @@ from core.store.facts import FactStore
 from core.store.replies import ReplyRecords
 from core.subagents import Subagents
 from core.takeover import Takeovers
+from core.tool_rounds import verification
 from core.tools import (
     FileDrop,
     WorkspaceSettings,
@@ -363,6 +364,7 @@ async def worker_for(
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
             tool_outputs=found.store,
             consolidator=consolidator,
+            verify=verification(options.verify_criteria) if options.verify_after_tools else None,
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:
