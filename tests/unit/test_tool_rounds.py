@@ -22,9 +22,10 @@ from core.profile import Profile
 from core.providers import ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
-from core.tool_hooks import ToolHooks, load_tool_hooks
+from core.tool_hooks import ToolHooks, ToolResultEvent, load_tool_hooks
 from core.tool_rounds import VERIFY_PROMPT, verification
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry, ToolResult
+from tests.hook_modules import policy
 
 P = "tests.hook_modules.policy"
 CONTEXT = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
@@ -179,6 +180,34 @@ async def test_an_after_hook_ending_without_an_answer_answers_with_the_result(
     assert completed(events).text == "said report.pdf"
     [finished] = [e for e in events if isinstance(e, ToolFinished)]
     assert finished.output == "said report.pdf"
+
+
+async def test_a_later_hook_blocking_the_result_keeps_the_turn_going(
+    store: SqlStore, session_id: str
+) -> None:
+    hooks = load_tool_hooks(after_tool=[f"{P}:end_with_result", f"{P}:withhold_result"])
+    script = [tool_reply(call("c1", "plain")), text_reply("It was withheld.")]
+    events, provider = await turn(store, session_id, script, tool_hooks=hooks)
+
+    assert len(provider.requests) == 2
+    assert completed(events).text == "It was withheld."
+
+
+async def test_after_hooks_see_that_the_tool_ended_the_turn(
+    store: SqlStore, session_id: str
+) -> None:
+    policy.SEEN.clear()
+    hooks = load_tool_hooks(after_tool=f"{P}:record")
+    events, provider = await turn(
+        store, session_id, [tool_reply(call("c1", "finish"))], tool_hooks=hooks
+    )
+
+    assert len(provider.requests) == 1
+    [seen] = policy.SEEN
+    assert isinstance(seen, ToolResultEvent)
+    assert (seen.result, seen.end_turn) == ("sent report.pdf", True)
+    assert completed(events).text == "report.pdf is on its way."
+    policy.SEEN.clear()
 
 
 async def test_an_error_result_never_ends_the_turn(store: SqlStore, session_id: str) -> None:
