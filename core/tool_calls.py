@@ -251,7 +251,7 @@ class ToolCalls:
             )
         )
         hooked.messages += outcome.messages
-        if outcome.ended_by:
+        if outcome.ended_by and not outcome.is_error:  # a later block undoes the end
             log.info("tool %s ends the turn, as hook %s decided", call.name, outcome.ended_by)
             hooked.end_turn = True
             if outcome.answer is not None:
