@@ -71,6 +71,7 @@ from core.store.facts import FactStore
 from core.store.replies import ReplyRecords
 from core.subagents import Subagents
 from core.takeover import Takeovers
+from core.tool_rounds import verification
 from core.tools import (
     FileDrop,
     WorkspaceSettings,
@@ -367,6 +368,7 @@ async def worker_for(
             consolidator=consolidator,
             playbook=_playbook(found.store, profile),
             attention=options.attention if options.attention.enabled else None,
+            verify=verification(options.verify_criteria) if options.verify_after_tools else None,
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:

@@ -80,6 +80,10 @@ class ProfileSettings(BaseModel):
     model: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_steps: int = Field(default=8, ge=1, le=100)
+    # After each tool round the next model call is told to check the results against the task
+    # (core/tool_rounds.py); `verify_criteria`: what "done" means for this bot, added to it.
+    verify_after_tools: bool = False
+    verify_criteria: str = Field(default="", max_length=2_000)
     max_tokens: int = Field(default=4096, ge=1)
     # Seconds one model call may take, streaming included (each retry gets its own).
     provider_timeout: float = Field(default=120.0, gt=0)
@@ -192,6 +196,12 @@ class ProfileSettings(BaseModel):
                     f'access.{platform}: dm_policy = "allowlist" needs an [allow.{platform}]'
                     " table naming users, chats or teams"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _criteria_need_verification(self) -> ProfileSettings:
+        if self.verify_criteria.strip() and not self.verify_after_tools:
+            raise ValueError("verify_criteria is only read with verify_after_tools = true")
         return self
 
 

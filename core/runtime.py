@@ -18,7 +18,9 @@ not made again; an outage longer than its budget ends the turn with the `Unavail
 Its parts, each in a module of its own: the budgets and the cost of each call
 (`core/turn_spending.py`), compaction and consolidation (`core/turn_compaction.py`), the
 joining of messages that came meanwhile (`core/turn_joins.py`), the turn's writes
-(`core/turn_writes.py`) and one model call streamed (`core/model_stream.py`).
+(`core/turn_writes.py`), one model call streamed (`core/model_stream.py`) and one round of
+tool calls, with what follows it (`core/tool_rounds.py`: an answer that ends the turn, or the
+verification prompt of the next request).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ from core.event_buffer import EventBuffer
 from core.events import (
     AgentEvent,
     Cancelled,
-    CheckpointSaved,
     Finished,
     Progress,
     RunCompleted,
@@ -84,6 +85,7 @@ from core.store.tool_outputs import ToolOutputs
 from core.store.turns import TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
+from core.tool_rounds import ToolRounds
 from core.tools.base import Tool, ToolContext, ToolRegistry
 from core.tracing import (
     span,
@@ -144,7 +146,9 @@ class AgentRuntime:
     durable facts the messages a compaction summarizes established (core/consolidation.py);
     without it compaction only summarizes. `playbook`: records the tool sequences of turns
     that ended well and offers them as hints (core/playbook.py); `attention`: the attention
-    layer of a person's turns (core/attention.py); None: neither.
+    layer of a person's turns (core/attention.py); None: neither. `verify`: the
+    instruction added to the request after each tool round (`core/tool_rounds.py`); None:
+    none.
     """
 
     def __init__(
@@ -173,6 +177,7 @@ class AgentRuntime:
         consolidator: Consolidator | None = None,
         playbook: Playbook | None = None,
         attention: AttentionSettings | None = None,
+        verify: str | None = None,
     ) -> None:
         """The arguments are described on the class."""
         self.provider = provider
@@ -202,6 +207,7 @@ class AgentRuntime:
         self._compaction = TurnCompaction(self.hooks, self._redact, consolidator)
         self._stream = ModelStream(self._redact, self.hooks, text_calls=self.limits.text_tool_calls)
         self._calls = self._tool_calls(tool_hooks, tool_outputs)
+        self._rounds = ToolRounds(self._calls, self._writes, verify)
 
     def _spending_of(self, cost: CostFunction | None) -> TurnSpending:
         """The checks of the turn's budgets and the pricing of its model calls."""
@@ -537,9 +543,12 @@ class AgentRuntime:
             )
             if not calls:
                 return self._completed(run_id, text, state, step)
-            history += await self._dispatch(
+            done = await self._rounds.run(
                 session_id, calls, context, tool_context, emit, state, step
             )
+            history += done.messages
+            if done.answer is not None:  # every call ended the turn: no other model call
+                return self._completed(run_id, done.answer, state, step)
             if state.monitor.stopped:
                 return RunFailed(
                     run_id=run_id,
@@ -602,6 +611,7 @@ class AgentRuntime:
             max_tokens=self.limits.max_tokens,
             fixed_tokens=estimate_text(system)
             + estimate_text(state.turn_context)
+            + estimate_text(self._rounds.verify or "")
             + estimate_tools([t.spec for t in offered]),
             summary=state.summary,
             compactor=self.compactor,
@@ -639,7 +649,7 @@ class AgentRuntime:
                 if overflowed is not None:
                     return self._failure(run_id, overflowed)
                 return too_long(run_id, exc)
-            request = self._request(system, offered, messages, state)
+            request = self._request(system, offered, self._rounds.checked(messages), state)
             state.in_flight, state.streamed = request, []
             try:
                 text, calls, finished = await self._stream.traced_call(
@@ -718,38 +728,6 @@ class AgentRuntime:
         """What the person is told when the model fails (`core/failures.py`)."""
         name = exc.provider or self.provider.name
         return provider_failure(run_id, exc, provider=name, redact=self._redact, cut_off=cut_off)
-
-    async def _dispatch(
-        self,
-        session_id: str,
-        calls: list[ToolCall],
-        context: ChannelContext,
-        tool_context: ToolContext,
-        emit: Callable[[AgentEvent | None], None],
-        state: TurnState,
-        step: int,
-    ) -> list[Message]:
-        """Run the calls: contiguous read-only ones together, the others alone and in order,
-        each group's results stored before the next group runs (the last group's with the
-        checkpoint moved on to `step` tool rounds). The results as stored."""
-        results: list[Message] = []
-        groups = self._calls.groups(calls)
-        for index, group in enumerate(groups):
-            outcomes = await asyncio.gather(
-                *(
-                    self._calls.run(c, context.mode, tool_context, emit, state.monitor)
-                    for c in group
-                )
-            )
-            made = [
-                Message.tool_result(call, output, is_error=is_error)
-                for call, (output, is_error) in zip(group, outcomes, strict=True)
-            ]
-            rounds = step if index == len(groups) - 1 else None
-            results += await self._writes.persist(session_id, state, made, rounds=rounds)
-            if rounds is not None and state.checkpoint is not None:
-                emit(CheckpointSaved(run_key=state.checkpoint.run_key, tool_rounds=rounds))
-        return results
 
     async def _context_for(self, context: ChannelContext, history: list[Message]) -> str:
         """The turn's extra context: the attention layer of a person's turn, then memory and

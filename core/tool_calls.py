@@ -5,7 +5,9 @@ mode asks for it), guarded by the loop monitor, the runtime's hooks and the oper
 hooks (`[hooks] before_tool` / `after_tool`, core/tool_hooks.py), run under the tool timeout,
 and its output redacted, cut to `MAX_TOOL_OUTPUT` characters (the whole text kept in the store
 and the model told how to read on with `read_tool_output`) and fenced when it looks like an
-injection. A failing tool is an error result the model reads, never a failed turn.
+injection. A failing tool is an error result the model reads, never a failed turn. A result
+the tool (`ToolResult.end_turn`) or an `after_tool` hook (`HookDecision.end`) marks as ending
+the turn carries the answer the person gets (`ToolOutcome.answer`).
 The runtime (`core/runtime.py`) stores the results; this module only runs the calls.
 """
 
@@ -15,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.trace import StatusCode
@@ -29,15 +32,25 @@ from core.redact import Redactor
 from core.safety import ToolCallMonitor, fence_tool_output, scan_tool_output
 from core.store.tool_outputs import ToolOutputs
 from core.tool_hooks import ToolCallEvent, ToolHooks, ToolResultEvent
-from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry, ToolResult
 from core.tracing import TOOL_DURATION_MS, TOOL_IS_ERROR, TOOL_NAME, span
 
-__all__ = ["MAX_TOOL_OUTPUT", "ToolCalls"]
+__all__ = ["MAX_TOOL_OUTPUT", "ToolCalls", "ToolOutcome"]
 
 log = logging.getLogger(__name__)
 
 # A tool's output longer than this is cut (with a note saying so) before the model reads it.
 MAX_TOOL_OUTPUT = 16_000
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """One call's result as the model reads it, whether it is an error, and, when it ends
+    the turn, the answer the person gets (None: it does not end the turn)."""
+
+    output: str
+    is_error: bool = False
+    answer: str | None = None
 
 
 class ToolCalls:
@@ -91,18 +104,18 @@ class ToolCalls:
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
         monitor: ToolCallMonitor,
-    ) -> tuple[str, bool]:
-        """Run one call under its `tool call` span; its output as the model reads it, and
-        whether it is an error."""
+    ) -> ToolOutcome:
+        """Run one call under its `tool call` span: its output as the model reads it, whether
+        it is an error, and whether it ends the turn."""
         # Its name and outcome only: arguments and output may hold what people wrote.
         with span("tool call", attributes={TOOL_NAME: call.name}) as current:
             started = time.perf_counter()
-            output, is_error = await self._run(call, mode, tool_context, emit, monitor)
-            current.set_attribute(TOOL_IS_ERROR, is_error)
+            outcome = await self._run(call, mode, tool_context, emit, monitor)
+            current.set_attribute(TOOL_IS_ERROR, outcome.is_error)
             current.set_attribute(TOOL_DURATION_MS, (time.perf_counter() - started) * 1000)
-            if is_error:
+            if outcome.is_error:
                 current.set_status(StatusCode.ERROR)
-            return output, is_error
+            return outcome
 
     async def _run(
         self,
@@ -111,7 +124,7 @@ class ToolCalls:
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
         monitor: ToolCallMonitor,
-    ) -> tuple[str, bool]:
+    ) -> ToolOutcome:
         arguments = self._redact.data(call.arguments)
         emit(ToolRequested(call_id=call.id, name=call.name, arguments=arguments))
         started = time.perf_counter()
@@ -126,7 +139,7 @@ class ToolCalls:
                 raise ToolError(blocked)
             if self.tool_hooks.before and call.raw_arguments is None:
                 call = await self._before(call, mode, tool_context, hooked)
-            output, is_error = await self._invoke(call, mode, tool_context, emit), False
+            output, is_error = await self._invoke(call, mode, tool_context, emit, hooked), False
         except ToolError as exc:
             output, is_error = str(exc), True
         except TimeoutError:
@@ -145,6 +158,7 @@ class ToolCalls:
             output = await self._cut(call, output, tool_context)
         if flags := scan_tool_output(output):
             output = fence_tool_output(output, flags)
+        answer = hooked.answer(output, is_error)  # without the notes, which are for the model
         hint = monitor.record_result(call.name, is_error=is_error)
         notes = [n for n in (verdict.note if verdict.action == "run" else "", hint) if n]
         notes += [f"Note: {self._redact(m)}" for m in hooked.messages]
@@ -162,7 +176,7 @@ class ToolCalls:
                 arguments=hooked.arguments,
             )
         )
-        return output, is_error
+        return ToolOutcome(output, is_error, answer)
 
     async def _cut(self, call: ToolCall, output: str, tool_context: ToolContext) -> str:
         """`output` cut for the model; its whole (already scrubbed) text kept, when there is
@@ -232,10 +246,16 @@ class ToolCalls:
                 call_id=call.id,
                 result=output,
                 is_error=is_error,
+                end_turn=hooked.end_turn,
                 **_about(mode, tool_context),
             )
         )
         hooked.messages += outcome.messages
+        if outcome.ended_by and not outcome.is_error:  # a later block undoes the end
+            log.info("tool %s ends the turn, as hook %s decided", call.name, outcome.ended_by)
+            hooked.end_turn = True
+            if outcome.answer is not None:
+                hooked.final = self._redact(outcome.answer)
         hooked.patched_by += outcome.patched_by
         if outcome.blocked_by:
             hooked.blocked_by = outcome.blocked_by
@@ -256,6 +276,7 @@ class ToolCalls:
         mode: CapabilityMode,
         tool_context: ToolContext,
         emit: Callable[[AgentEvent | None], None],
+        hooked: _Hooked,
     ) -> str:
         if call.raw_arguments is not None:
             raise ToolError(
@@ -276,17 +297,31 @@ class ToolCalls:
                 raise ToolNotAllowed(f"The user refused. Tool {call.name!r} did not run.")
         per_call = tool_context.model_copy(update={"call_id": call.id, "mode": mode, "emit": emit})
         async with asyncio.timeout(self._timeout_of(call)):
-            return await tool(call.arguments, per_call)
+            result: ToolResult = await tool.result(call.arguments, per_call)
+        if result.end_turn:
+            hooked.end_turn = True
+            hooked.final = None if result.answer is None else self._redact(result.answer)
+        return result.text
 
 
 class _Hooked:
-    """What the operator's tool hooks did to one call, for its `ToolFinished` event."""
+    """What the operator's tool hooks did to one call, for its `ToolFinished` event, and
+    whether the call (the tool or a hook) ends the turn, with which answer."""
 
     def __init__(self) -> None:
         self.blocked_by = ""
         self.patched_by: list[str] = []
         self.arguments: dict[str, Any] | None = None
         self.messages: list[str] = []
+        self.end_turn = False
+        # The answer the tool or a hook gave for the person; None: the result's text.
+        self.final: str | None = None
+
+    def answer(self, output: str, is_error: bool) -> str | None:
+        """What the person gets when the call ends the turn (an error never does), else None."""
+        if not self.end_turn or is_error:
+            return None
+        return output if self.final is None else self.final
 
 
 def _about(mode: CapabilityMode, context: ToolContext) -> dict[str, Any]:

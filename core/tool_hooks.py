@@ -6,7 +6,8 @@ once at start-up by `load_tool_hooks`; a path that does not import, is not calla
 take one argument is a `ConfigError` naming it. Each callable, sync or async, gets a typed event
 (`ToolCallEvent`, or `ToolResultEvent` after the call) and returns a `HookDecision` or None
 (allow): block with a reason the model reads as the tool's result, patch the arguments (before)
-or the result (after), or add a note the model reads with the result.
+or the result (after), add a note the model reads with the result, or (after) end the turn with
+the result, without another model call (`core/tool_rounds.py`).
 
 A hook that raises, times out or answers something else is logged (scrubbed) and treated as
 its `fail` setting says: "closed" (the default) blocks the call, "open" lets it go on as if the
@@ -88,6 +89,8 @@ class ToolResultEvent(ToolCallEvent):
 
     result: str
     is_error: bool = False
+    # Whether the tool itself asked that the turn end with this result (`ToolResult`).
+    end_turn: bool = False
 
 
 class HookDecision(BaseModel):
@@ -97,6 +100,9 @@ class HookDecision(BaseModel):
     run (after it ran: the result is replaced). `arguments` (before_tool only): the arguments
     to run with instead, checked against the tool's schema again. `result` (after_tool only):
     the text the model reads instead. `message`: a note added after the result for the model.
+    `end_turn` (after_tool only): the turn ends with this result, the model not called again
+    (when every call of the round ends it), the person answered with `answer` (None: the
+    result's text).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -105,6 +111,8 @@ class HookDecision(BaseModel):
     arguments: dict[str, Any] | None = None
     result: str | None = None
     message: str | None = Field(default=None, min_length=1)
+    end_turn: bool = False
+    answer: str | None = Field(default=None, min_length=1)
 
     @classmethod
     def allow(cls) -> HookDecision:
@@ -130,6 +138,12 @@ class HookDecision(BaseModel):
     def note(cls, message: str) -> HookDecision:
         """Add a note the model reads with the tool's result."""
         return cls(message=message)
+
+    @classmethod
+    def end(cls, answer: str | None = None) -> HookDecision:
+        """End the turn with this result (after_tool); the person gets `answer`, or the
+        result's text when it is None."""
+        return cls(end_turn=True, answer=answer)
 
 
 HookFunction = Callable[[Any], "HookDecision | Awaitable[HookDecision | None] | None"]
@@ -166,6 +180,10 @@ class AfterOutcome:
     blocked_by: str = ""
     patched_by: list[str] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    # The hook that ended the turn with the result (the last one, if several did), and the
+    # answer it gave (None: the result's text).
+    ended_by: str = ""
+    answer: str | None = None
 
 
 class _HookFailed(Exception):
@@ -238,6 +256,9 @@ class ToolHooks:
             if decision.result is not None:
                 outcome.result = decision.result
                 outcome.patched_by.append(hook.path)
+            if decision.end_turn:
+                outcome.ended_by = hook.path
+                outcome.answer = decision.answer if decision.answer is not None else outcome.answer
         return outcome
 
     async def _ask(self, hook: LoadedHook, event: ToolCallEvent, point: str) -> HookDecision:
@@ -267,8 +288,10 @@ class ToolHooks:
                 type(answer).__name__,
             )
             raise _HookFailed(_failed(hook, event, "answered something that is not a decision"))
-        if point == "before_tool" and answer.result is not None:
-            log.warning("hook %s patched a result before the tool ran; ignored", hook.path)
+        if point == "before_tool" and (answer.result is not None or answer.end_turn):
+            log.warning(
+                "hook %s patched a result or ended the turn before the tool ran; ignored", hook.path
+            )
         if point == "after_tool" and answer.arguments is not None:
             log.warning("hook %s patched arguments after the tool ran; ignored", hook.path)
         return answer

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.errors import ToolError
 from core.providers.base import ToolSpec
-from core.tools.base import SafetyTier, Tool, ToolContext
+from core.tools.base import SafetyTier, Tool, ToolContext, ToolResult
 
 __all__ = ["McpTool", "render_result", "tool_name"]
 
@@ -83,6 +83,10 @@ class McpTool(Tool[_AnyArguments]):
     async def __call__(self, arguments: dict[str, Any], context: ToolContext) -> str:
         self.check(arguments)
         return await self._call(self.remote_name, arguments)
+
+    async def result(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        """The server's text as the result (checked against its schema, not parsed again)."""
+        return ToolResult(text=await self(arguments, context))
 
     def check(self, arguments: dict[str, Any]) -> None:
         """Raise `ToolError` naming the failing fields when `arguments` break the schema."""

@@ -6,6 +6,7 @@ from core.tools.base import (
     Tool,
     ToolContext,
     ToolRegistry,
+    ToolResult,
     describe_validation_error,
     utc_now,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolRegistry",
+    "ToolResult",
     "WebFetchSettings",
     "WebSearchSettings",
     "WorkspaceSettings",

@@ -19,6 +19,7 @@ __all__ = [
     "Tool",
     "ToolContext",
     "ToolRegistry",
+    "ToolResult",
     "describe_validation_error",
     "utc_now",
 ]
@@ -57,14 +58,30 @@ class ToolContext(BaseModel):
     emit: Callable[[Any], None] | None = None
 
 
+class ToolResult(BaseModel):
+    """A tool's result with more than its text: `end_turn` asks that the turn end with it.
+
+    When every call of a tool round ends the turn, the runtime stores the results and answers
+    the person without calling the model again (`core/tool_rounds.py`): with `answer`, or
+    `text` when it is None. A plain `str` result is `ToolResult(text=...)`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    end_turn: bool = False
+    answer: str | None = None
+
+
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
 
 class Tool(Generic[ArgsT]):
     """A callable the model can use: name, description, argument model, tier and function.
 
-    The function receives validated arguments and returns the text the model will read. It
-    raises `ToolError` for failures the model should see and correct.
+    The function receives validated arguments and returns the text the model will read (or a
+    `ToolResult`, to end the turn with it). It raises `ToolError` for failures the model
+    should see and correct.
     """
 
     def __init__(
@@ -74,7 +91,7 @@ class Tool(Generic[ArgsT]):
         description: str,
         args: type[ArgsT],
         tier: SafetyTier,
-        run: Callable[[ArgsT, ToolContext], Awaitable[str]],
+        run: Callable[[ArgsT, ToolContext], Awaitable[str | ToolResult]],
         timeout: float | None = None,
     ) -> None:
         """`timeout`: the seconds one call may take, for a tool that bounds itself (a
@@ -97,7 +114,12 @@ class Tool(Generic[ArgsT]):
             ) from exc
 
     async def __call__(self, arguments: dict[str, Any], context: ToolContext) -> str:
-        return await self._run(self.parse(arguments), context)
+        return (await self.result(arguments, context)).text
+
+    async def result(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+        """Run with raw model arguments: the result, with whether it ends the turn."""
+        produced = await self._run(self.parse(arguments), context)
+        return produced if isinstance(produced, ToolResult) else ToolResult(text=produced)
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r}, tier={self.tier.value})"

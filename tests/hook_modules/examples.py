@@ -1,5 +1,5 @@
-"""The two example hooks of docs/hooks.md, as an operator would write them (kept in step
-with the page; tests/unit/test_tool_hooks.py runs them)."""
+"""The example hooks of docs/hooks.md, as an operator would write them (kept in step with the
+page; tests/unit/test_tool_hooks.py and tests/unit/test_tool_rounds.py run them)."""
 
 from __future__ import annotations
 
@@ -33,3 +33,11 @@ async def hide_emails(event: ToolResultEvent) -> HookDecision | None:
         result=hidden,
         message=f"{count} email address(es) were hidden by policy; do not ask for them.",
     )
+
+
+def end_after_ticket(event: ToolResultEvent) -> HookDecision | None:
+    """after_tool: once `file_ticket` worked, the person gets its result and the turn ends
+    (no model call to say "I filed your ticket")."""
+    if event.tool != "file_ticket" or event.is_error:
+        return None
+    return HookDecision.end(f"Filed: {event.result}. We will get back to you here.")

@@ -107,3 +107,21 @@ def deny_calculator(event: ToolCallEvent) -> HookDecision | None:
     if event.tool == "calculator":
         return HookDecision.deny("The calculator is off; work it out in your head.")
     return None
+
+
+def end_with_answer(event: ToolResultEvent) -> HookDecision | None:
+    """After: ends the turn when `finish` ran, with an answer of its own (carrying a secret,
+    which the person must not see)."""
+    if event.tool == "finish":
+        return HookDecision.end(f"All done: {event.result}. key sk-proj-abcdefghijklmnopqrstu012")
+    return None
+
+
+def end_with_result(event: ToolResultEvent) -> HookDecision:
+    """After: ends the turn with the result as the answer."""
+    return HookDecision.end()
+
+
+def end_before(event: ToolCallEvent) -> HookDecision:
+    """Before: asks to end the turn before the tool ran (ignored)."""
+    return HookDecision.end("too early")
