@@ -17,6 +17,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `ToolOutputs` | `core/store/tool_outputs.py` | 2: the whole text of tool results shown cut |
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 | `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
+| `SessionForks` | `core/store/forks.py` | 2: a session forked, the sessions of one chat |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -54,6 +55,7 @@ from core.fencing import Fence
 from core.store.access import AccessRecords, Approval, PairingAnswer, PairingRequest
 from core.store.checkpoints import CheckpointStore
 from core.store.facts import FactStore
+from core.store.forks import SessionForks
 from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.people import PersonalRecords
@@ -83,6 +85,7 @@ __all__ = [
     "ProcessedMarks",
     "ScheduleStore",
     "SeenMarks",
+    "SessionForks",
     "SessionRecord",
     "Store",
     "Takeover",
@@ -109,6 +112,7 @@ class Store(
     ToolOutputs,
     TakeoverRecords,
     PersonalRecords,
+    SessionForks,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

@@ -13,6 +13,7 @@ from core.backends.sql.store._access import SqlAccess
 from core.backends.sql.store._checkpoints import SqlCheckpoints
 from core.backends.sql.store._engine import open_engine
 from core.backends.sql.store._facts import SqlFacts
+from core.backends.sql.store._forks import SqlForks
 from core.backends.sql.store._ledger import SqlLedger
 from core.backends.sql.store._log import SqlLog
 from core.backends.sql.store._marks import SqlProcessed, SqlSeen
@@ -41,6 +42,7 @@ class SqlStore(
     SqlToolOutputs,
     SqlTakeovers,
     SqlPeople,
+    SqlForks,
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 
