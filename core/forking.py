@@ -96,7 +96,7 @@ async def _fork(context: CommandContext) -> str:
         s.name == name for s in await store.sessions_of(key, limit=_SEARCHED)
     ):
         return f'This chat has a conversation named "{name}" already; /sessions lists them.'
-    fork = await store.fork_session(current.id, name=name)
+    fork = await store.fork_session(current.id, name=name, fence=context.fence)
     return (
         f"Forked this conversation ({current.message_count} messages) into {describe(fork)}; "
         f"you are in the fork now. /switch {current.name or current.id} goes back."
@@ -135,7 +135,7 @@ async def _switch(context: CommandContext) -> str:
     current = await store.find_current_session(key)
     if current is not None and current.id == chosen.id:
         return f"You are in {describe(chosen)} already."
-    switched = await store.switch_session(key, chosen.id)
+    switched = await store.switch_session(key, chosen.id, fence=context.fence)
     if switched is None:
         return f"This chat has no conversation {wanted!r}; /sessions lists them."
     return (

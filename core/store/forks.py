@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from core.fencing import Fence
 from core.store.log import SessionRecord
 
 __all__ = ["SessionForks"]
@@ -24,15 +25,21 @@ __all__ = ["SessionForks"]
 class SessionForks(Protocol):
     """Forking a session, switching to another of its key, listing the key's sessions."""
 
-    async def fork_session(self, session_id: str, *, name: str | None = None) -> SessionRecord:
+    async def fork_session(
+        self, session_id: str, *, name: str | None = None, fence: Fence | None = None
+    ) -> SessionRecord:
         """A new session of the same key whose history begins as a copy of `session_id`'s;
         it becomes the key's current session, the original is kept as it is. Raises
-        `StoreError` for an unknown session, or a `name` another session of the key has."""
+        `StoreError` for an unknown session, or a `name` another session of the key has,
+        `FenceOvertaken` for a fence older than one its key was written with."""
         ...
 
-    async def switch_session(self, key: str, session_id: str) -> SessionRecord | None:
+    async def switch_session(
+        self, key: str, session_id: str, *, fence: Fence | None = None
+    ) -> SessionRecord | None:
         """Make `session_id` the current session of `key`, its `updated_at` now; None (and
-        nothing changed) if `key` has no session with that id, another key's included."""
+        nothing changed) if `key` has no session with that id, another key's included.
+        Raises `FenceOvertaken` as `fork_session` does."""
         ...
 
     async def sessions_of(self, key: str, *, limit: int = 50) -> list[SessionRecord]:

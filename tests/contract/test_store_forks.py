@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from core.errors import StoreError
+from core.fencing import Fence, FenceOvertaken
 from core.messages import Message, Usage
 from core.store import CompactionSummary, CostEntry, Store, TurnOpening
 from tests.contract.store_support import START, OpenStore, TickingClock
@@ -160,3 +161,17 @@ async def test_a_fork_is_kept_across_a_restart(open_store: OpenStore) -> None:
 
     assert await again.get_session(fork.id) == fork
     assert (await again.current_session(KEY)).id == fork.id
+
+
+async def test_a_fork_or_a_switch_of_an_overtaken_claim_changes_nothing(store: Store) -> None:
+    original = await _conversation(store)
+    fork = await store.fork_session(original, fence=Fence(session_key=KEY, epoch=5))
+    assert await store.switch_session(KEY, original, fence=Fence(session_key=KEY, epoch=6))
+
+    with pytest.raises(FenceOvertaken):
+        await store.fork_session(original, name="late", fence=Fence(session_key=KEY, epoch=5))
+    with pytest.raises(FenceOvertaken):
+        await store.switch_session(KEY, fork.id, fence=Fence(session_key=KEY, epoch=5))
+
+    assert [s.id for s in await store.sessions_of(KEY)] == [fork.id, original]
+    assert (await store.current_session(KEY)).id == original

@@ -11,6 +11,7 @@ from core.backends.sql.store._base import SqlBase
 from core.backends.sql.store._dialect import lock_for_transaction, upsert
 from core.backends.sql.store._tables import messages, reopened, sessions, summaries, tool_outputs
 from core.errors import StoreError
+from core.fencing import Fence
 from core.store._shared import check_limit, utc_text
 from core.store.log import SessionRecord, new_session_id
 
@@ -32,10 +33,14 @@ _FORK_COLUMNS = [
 class SqlForks(SqlBase):
     """The `SessionForks` of `SqlStore`."""
 
-    async def fork_session(self, session_id: str, *, name: str | None = None) -> SessionRecord:
+    async def fork_session(
+        self, session_id: str, *, name: str | None = None, fence: Fence | None = None
+    ) -> SessionRecord:
         """A new current session of the key, its history a copy of `session_id`'s."""
         now = utc_text(self._now())
         async with self._begin(f"fork session {session_id!r}") as db:
+            if fence is not None:
+                await _log.check_fence(db, self._dialect, fence)
             source = await _log.session_of(db, session_id)
             if source is None:
                 raise StoreError(f"cannot fork: no session has id {session_id!r}")
@@ -68,10 +73,14 @@ class SqlForks(SqlBase):
             raise StoreError(f"cannot fork session {session_id!r}: the copy vanished")
         return forked
 
-    async def switch_session(self, key: str, session_id: str) -> SessionRecord | None:
+    async def switch_session(
+        self, key: str, session_id: str, *, fence: Fence | None = None
+    ) -> SessionRecord | None:
         """Make the key's session `session_id` current; None if the key has no such session."""
         now = utc_text(self._now())
         async with self._begin(f"switch {key!r} to session {session_id!r}") as db:
+            if fence is not None:
+                await _log.check_fence(db, self._dialect, fence)
             touched = await db.execute(
                 update(sessions)
                 .where(sessions.c.id == session_id, sessions.c.key == key)
