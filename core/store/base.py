@@ -17,7 +17,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `ToolOutputs` | `core/store/tool_outputs.py` | 2: the whole text of tool results shown cut |
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 | `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
-| `SessionForks` | `core/store/forks.py` | 2: a session forked, the sessions of one chat |
+| `SessionForks` | `core/store/forks.py` | 3: a session forked, switched to; the sessions of one chat |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything

@@ -138,3 +138,13 @@ def test_a_wrong_session_is_one_line_and_a_non_zero_exit(
     assert done.stderr.strip().splitlines() == [
         f"switchboard: error: {CHAT} has no conversation 'nosuch' (see `sessions list --chat`)"
     ]
+
+
+@pytest.mark.parametrize("command", [["sessions", "fork"], ["sessions", "switch"]])
+def test_fork_and_switch_say_which_store_they_change_in_their_help(command: list[str]) -> None:
+    shown = CliRunner().invoke(cli, [*command, "--help"])
+
+    assert shown.exit_code == 0, shown.output
+    assert "Reads the store at DATABASE_URL, else $SWITCHBOARD_DATA_DIR/switchboard.db" in (
+        " ".join(shown.output.split())
+    )
