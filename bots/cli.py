@@ -130,7 +130,9 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "serve",
         "Run every chat platform that has a token, with a worker, in one process.",
     ),
-    "sessions": LazyCommand("bots.commands.chat", "sessions", "Look at stored conversations."),
+    "sessions": LazyCommand(
+        "bots.commands.chat", "sessions", "Look at stored conversations, fork one, switch a chat."
+    ),
     "status": LazyCommand(
         "bots.commands.status",
         "status",

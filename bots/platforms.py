@@ -25,6 +25,7 @@ from core.addresses import AddressBook
 from core.commands import CommandInfo, CommandRegistry, builtin_commands
 from core.erasure import erasure_commands
 from core.errors import ConfigError
+from core.forking import session_commands
 from core.profile import Profile
 from core.redact import Redactor
 from core.store.seen import SeenMarks
@@ -40,7 +41,13 @@ PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, W
 def command_registry() -> CommandRegistry:
     """The chat commands of this bot: the worker runs them, every platform lists them."""
     return CommandRegistry(
-        [*builtin_commands(), *access_commands(), *takeover_commands(), *erasure_commands()]
+        [
+            *builtin_commands(),
+            *session_commands(),
+            *access_commands(),
+            *takeover_commands(),
+            *erasure_commands(),
+        ]
     )
 
 

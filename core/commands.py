@@ -24,6 +24,7 @@ from core.stopping import NOTHING_TO_STOP, STOP_COMMAND
 
 if TYPE_CHECKING:
     from core.confirm import Confirm
+    from core.fencing import Fence
     from core.ratelimit import RateLimits
     from core.store.base import Store
 
@@ -74,6 +75,9 @@ class CommandContext:
     confirm: Confirm | None = None
     # The worker's rate limits, whose counters of a forgotten person go too.
     rate_limits: RateLimits | None = None
+    # The worker's claim on the chat's session key, for a command's fenced writes (`/fork`,
+    # `/switch`): a worker whose claim was overtaken writes nothing. None: unfenced.
+    fence: Fence | None = None
 
 
 CommandHandler = Callable[[CommandContext], Awaitable[str]]

@@ -26,6 +26,13 @@ from bots.commands.common import (
 )
 from bots.commands.costs import GROUPINGS, cost_by, cost_document, degraded_line, session_costs
 from bots.commands.processes import run_with_gateways
+from bots.commands.session_forks import (
+    CHAT_HELP,
+    chat_key,
+    chat_sessions_list,
+    sessions_fork,
+    sessions_switch,
+)
 from bots.commands.where import STORE_EPILOG, describe_store, require_data
 from bots.loop import stop_on_sigterm
 from bots.platforms import command_registry
@@ -288,17 +295,21 @@ async def _cost(settings: Settings, session_id: str | None, limit: int, as_json:
 
 @click.group()
 def sessions() -> None:
-    """Look at stored conversations."""
+    """Look at stored conversations, fork one, switch a chat."""
 
 
 @sessions.command("list", epilog=STORE_EPILOG)
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--chat", metavar="CHAT", help=f"Only this chat's conversations. {CHAT_HELP}")
 @AS_JSON
 @click.pass_context
-def sessions_list(ctx: click.Context, limit: int, as_json: bool) -> None:
-    """List conversations, most recent first."""
+def sessions_list(ctx: click.Context, limit: int, chat: str | None, as_json: bool) -> None:
+    """List conversations, most recent first (with --chat: one chat's, its current marked)."""
     settings = settings_from(ctx)
     require_data(settings)
+    if chat is not None:
+        asyncio.run(chat_sessions_list(settings, chat_key(chat), limit, as_json))
+        return
     asyncio.run(_sessions_list(settings, limit, as_json))
 
 
@@ -325,6 +336,10 @@ async def _sessions_list(settings: Settings, limit: int, as_json: bool) -> None:
             f"{record.updated_at:%Y-%m-%d %H:%M:%S}",
         )
     console.print(table)
+
+
+sessions.add_command(sessions_fork)
+sessions.add_command(sessions_switch)
 
 
 @sessions.command("show", epilog=STORE_EPILOG)

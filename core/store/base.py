@@ -18,6 +18,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 | `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
 | `PlaybookRecords` | `core/store/playbook.py` | 2: tool sequences that worked, per bot |
+| `SessionForks` | `core/store/forks.py` | 3: a session forked, switched to; the sessions of one chat |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
@@ -55,6 +56,7 @@ from core.fencing import Fence
 from core.store.access import AccessRecords, Approval, PairingAnswer, PairingRequest
 from core.store.checkpoints import CheckpointStore
 from core.store.facts import FactStore
+from core.store.forks import SessionForks
 from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.people import PersonalRecords
@@ -87,6 +89,7 @@ __all__ = [
     "ProcessedMarks",
     "ScheduleStore",
     "SeenMarks",
+    "SessionForks",
     "SessionRecord",
     "Store",
     "Takeover",
@@ -114,6 +117,7 @@ class Store(
     TakeoverRecords,
     PersonalRecords,
     PlaybookRecords,
+    SessionForks,
     Protocol,
 ):
     """Durable state, every concern together. Every write is durable when the awaited call

@@ -35,6 +35,10 @@ class SessionRecord(BaseModel):
     model: str | None = None
     # Raised when its stored messages are rewritten in place (`switchboard people forget`).
     revision: int = 0
+    # What `/fork NAME` called it; None: unnamed.
+    name: str | None = None
+    # The session whose history this one began as a copy of (`/fork`); None: not a fork.
+    forked_from: str | None = None
 
 
 class CompactionSummary(BaseModel):

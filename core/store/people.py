@@ -3,7 +3,8 @@
 A person is `<platform>:<user id>` (`Person`). What is theirs: their direct conversations
 (sessions whose `direct_with` is them, or, for sessions from before that was kept, whose key's
 chat is their id), their own messages in group conversations (`Message.author`, or the
-messages of their turns' checkpoints), their remembered facts (scope
+messages of their turns' checkpoints, and the copies of those in sessions forked from them,
+`core/store/forks.py`), their remembered facts (scope
 `<profile>:<platform>:<user id>`), the schedules they own with their runs and sessions, their
 pairing requests and approval, their turns' checkpoints, and the ledger entries of their calls.
 

@@ -158,7 +158,7 @@ class InboundHandler:
         elif inbound.kind == "command":
             # Commands count against the person's and the chat's rates like messages do.
             if await self._within_rate(inbound, None if entry.admin else tested):
-                await self._command(inbound, entry)
+                await self._command(inbound, entry, fence)
         else:
             ran = await self._turn(inbound, entry, standing, tested, cancel, fence, claim)
         await self._close(inbound, fence)
@@ -232,7 +232,7 @@ class InboundHandler:
         if reply.text is not None:  # None: their request was denied
             await self.outbox.send(inbound, "notice", reply.text)
 
-    async def _command(self, inbound: Inbound, entry: Entry) -> None:
+    async def _command(self, inbound: Inbound, entry: Entry, fence: Fence | None) -> None:
         word = (inbound.command or "").lower()
         is_admin = entry.admin
         command = self.commands.find(word)
@@ -251,6 +251,7 @@ class InboundHandler:
                 budgets=self.turns.runtime.budgets,
                 confirm=self.turns.runtime.confirm,
                 rate_limits=self.rate_limits,
+                fence=fence,
             )
             text = await command.handler(context)
         await self.outbox.send(inbound, "notice", text)

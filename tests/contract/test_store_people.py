@@ -244,3 +244,70 @@ async def test_a_dm_from_before_direct_with_was_kept_is_found_by_its_key(store: 
 def test_a_person_is_platform_and_user_id(text: str) -> None:
     with pytest.raises(ValueError, match="PLATFORM:USER_ID"):
         Person.parse(text)
+
+
+async def _legacy_group(store: Store) -> str:
+    """A group where Ann's only message is from before authors were kept: found through her
+    turn's checkpoint, which names this session (and no fork of it)."""
+    address = Address(platform="telegram", bot="b", chat="-300")
+    legacy = Inbound(
+        address=address,
+        user_id=ANN.user_id,
+        text="old marmalade words",
+        platform_message_id="9",
+        received_at=START,
+    )
+    opened = await store.open_turn(
+        TurnOpening(
+            session_id="g3", session_key=address.session_key, message=_said("bob here", BOB, 8)
+        )
+    )
+    await store.close_turn(
+        TurnClose(
+            session_id="g3",
+            messages=[
+                Message.user("old marmalade words", source=legacy.dedupe_key),
+                Message.assistant("marmalade noted"),
+            ],
+            checkpoint=Checkpoint(
+                run_key=legacy.dedupe_key,
+                session_id="g3",
+                inbound=legacy,
+                started_at=START,
+                updated_at=START,
+            ),
+        )
+    )
+    return opened.session.id
+
+
+async def test_erasing_reaches_the_copies_of_their_words_in_forks(store: Store) -> None:
+    dm, group = await _ann_and_bob(store)
+    dm_fork = await store.fork_session(dm, name="dm-copy")
+    group_fork = await store.fork_session(group)
+    legacy = await _legacy_group(store)
+    # A fork of a fork: the legacy message (no author) is two copies away from its checkpoint.
+    legacy_fork = await store.fork_session(legacy)
+    deeper = await store.fork_session(legacy_fork.id)
+    await store.append_message(deeper.id, Message.user("bob goes on", author=BOB))
+
+    data = await store.personal_data(ANN)
+
+    assert dm_fork.id in {c.session_id for c in data.direct_conversations}
+    in_groups = {c.session_id: [m.text for m in c.messages] for c in data.group_messages}
+    assert set(in_groups) == {group, group_fork.id, legacy, legacy_fork.id, deeper.id}
+    assert in_groups[deeper.id] == ["old marmalade words", "marmalade noted"]
+
+    erased = await store.erase_person(ANN)
+
+    assert erased.sessions_deleted == 3  # the DM, its fork and the schedule's session
+    assert await store.get_session(dm_fork.id) is None
+    for session_id in (group, group_fork.id):
+        texts = [m.text for m in await store.list_messages(session_id)]
+        assert texts[0] == "bob says hello"
+        assert not any("quixoticpelican" in text for text in texts)
+    for session_id in (legacy, legacy_fork.id, deeper.id):
+        texts = [m.text for m in await store.list_messages(session_id)]
+        assert texts[:3] == ["bob here", TOMBSTONE, TOMBSTONE]
+    assert [m.text for m in await store.list_messages(deeper.id)][-1] == "bob goes on"
+    assert (await store.personal_data(ANN)).empty

@@ -111,6 +111,9 @@ async def test_serve_answers_on_discord(
             "help",
             "schedules",
             "unschedule",
+            "fork",
+            "sessions",
+            "switch",
             "forgetme",
         ]
 

@@ -78,6 +78,9 @@ async def test_serve_answers_telegram_by_long_polling(
             "help",
             "schedules",
             "unschedule",
+            "fork",
+            "sessions",
+            "switch",
             "forgetme",
         ]
 

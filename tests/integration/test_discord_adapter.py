@@ -353,6 +353,9 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
             "help",
             "schedules",
             "unschedule",
+            "fork",
+            "sessions",
+            "switch",
             "forgetme",
         ]
         ask = fake.slash("ask", channel_id=CHANNEL, user_id=ALICE, options={"question": "why?"})

@@ -35,6 +35,7 @@ __all__ = [
     "messages_after",
     "newest_asked",
     "session_of",
+    "sessions_of_key",
     "summary_of",
 ]
 
@@ -47,7 +48,15 @@ _COUNT = (
     .scalar_subquery()
 )
 _SESSION = select(
-    _s.c.id, _s.c.key, _s.c.created_at, _s.c.updated_at, _COUNT, _s.c.model, _s.c.revision
+    _s.c.id,
+    _s.c.key,
+    _s.c.created_at,
+    _s.c.updated_at,
+    _COUNT,
+    _s.c.model,
+    _s.c.revision,
+    _s.c.name,
+    _s.c.forked_from,
 )
 
 
@@ -195,6 +204,16 @@ async def session_of(db: AsyncConnection, session_id: str) -> SessionRecord | No
     return _first(await db.execute(_SESSION.where(_s.c.id == session_id)))
 
 
+async def sessions_of_key(db: AsyncConnection, key: str, limit: int) -> list[SessionRecord]:
+    """The key's sessions, the most recently started first."""
+    rows = await db.execute(
+        _SESSION.where(_s.c.key == key)
+        .order_by(_s.c.created_at.desc(), _s.c.number.desc())
+        .limit(limit)
+    )
+    return [_session(row) for row in rows]
+
+
 async def current_of(db: AsyncConnection, key: str) -> SessionRecord | None:
     """The key's reopened session, else its newest."""
     newest = (
@@ -242,7 +261,7 @@ async def summary_of(db: AsyncConnection, session_id: str) -> CompactionSummary 
 
 
 def _session(row: Sequence[Any]) -> SessionRecord:
-    session_id, key, created_at, updated_at, message_count, model, revision = row
+    session_id, key, created_at, updated_at, message_count, model, revision, name, forked = row
     return SessionRecord(
         id=session_id,
         key=key,
@@ -251,6 +270,8 @@ def _session(row: Sequence[Any]) -> SessionRecord:
         message_count=message_count,
         model=model,
         revision=revision,
+        name=name,
+        forked_from=forked,
     )
 
 

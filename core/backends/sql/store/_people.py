@@ -212,7 +212,10 @@ async def _find(db: AsyncConnection, person: Person) -> _Found:
     # Their messages elsewhere: written with their name, or the message of one of their turns
     # (messages from before `author` was kept); and what answered them (a person's message
     # begins a turn, whose answers run to the next person's message).
-    turn_sessions = {turn["session_id"] for turn in found.turns.values()}
+    # A fork's copies of their turns are theirs too: its sessions forked from those, at any depth.
+    turn_sessions = await _with_forks(
+        db, {turn["session_id"] for turn in found.turns.values() if turn["session_id"]}
+    )
     authored = select(m.session_id).where(m.author == who).distinct()
     groups = await db.execute(
         select(s.id, s.key)
@@ -227,6 +230,17 @@ async def _find(db: AsyncConnection, person: Person) -> _Found:
         for scope in await db.scalars(select(memory_facts.c.scope).distinct())
         if person.owns_scope(scope)
     ]
+    return found
+
+
+async def _with_forks(db: AsyncConnection, session_ids: set[str]) -> set[str]:
+    """`session_ids` and every session forked from one of them, however many forks down."""
+    found = set(session_ids)
+    frontier = set(session_ids)
+    while frontier:
+        forks = await db.scalars(select(sessions.c.id).where(sessions.c.forked_from.in_(frontier)))
+        frontier = set(forks) - found
+        found |= frontier
     return found
 
 

@@ -13,6 +13,7 @@ from core.backends.sql.store._access import SqlAccess
 from core.backends.sql.store._checkpoints import SqlCheckpoints
 from core.backends.sql.store._engine import open_engine
 from core.backends.sql.store._facts import SqlFacts
+from core.backends.sql.store._forks import SqlForks
 from core.backends.sql.store._ledger import SqlLedger
 from core.backends.sql.store._log import SqlLog
 from core.backends.sql.store._marks import SqlProcessed, SqlSeen
@@ -43,6 +44,7 @@ class SqlStore(
     SqlTakeovers,
     SqlPeople,
     SqlPlaybook,
+    SqlForks,
 ):
     """The `Store` on a SQL database, opened with `await SqlStore.open(url)`.
 

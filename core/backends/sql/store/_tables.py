@@ -65,6 +65,10 @@ sessions = Table(
     # Raised when the session's stored messages are rewritten in place (a person erased):
     # a process holding its history reads it again (`core/history.py`).
     Column("revision", Integer, nullable=False, server_default="0"),
+    # What `/fork NAME` called the session (unique within its key); NULL: unnamed.
+    Column("name", Text, nullable=True),
+    # The session whose history this one's began as a copy of (`/fork`); NULL: not a fork.
+    Column("forked_from", Text, nullable=True),
 )
 
 messages = Table(

@@ -1,7 +1,7 @@
 """The playbook: tool sequences that ended a turn well, per bot and keyword digest.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-27
 
 One row per (bot, tool sequence, keyword digest): how many successful turns it was seen in and
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0012"
-down_revision = "0010"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
