@@ -18,7 +18,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 | `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
 | `PlaybookRecords` | `core/store/playbook.py` | 2: tool sequences that worked, per bot |
-| `SessionForks` | `core/store/forks.py` | 3: a session forked, switched to; the sessions of one chat |
+| `SessionForks` | `core/store/forks.py` | 3: a session forked, switched to; a chat's sessions |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
 tools a `FactStore`); only the wiring in `bots/` and the parts that genuinely touch everything
