@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -28,6 +29,7 @@ from bots.embeddings import fact_embedder
 from bots.images import image_generator
 from bots.limits import admin_dms, budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
+from bots.profiles import load_profile
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
 from core.access import Gate, Pairing
@@ -59,6 +61,7 @@ from core.providers.registry import Resolved
 from core.ratelimit import RateLimits
 from core.readiness import Readiness
 from core.redact import Redactor
+from core.reload import ProfileReloader
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.rules import ScheduleLimits
@@ -144,6 +147,8 @@ class Components:
     readiness: Readiness
     mailboxes: Mailboxes
     metrics: Metrics | None = None
+    # Reads the profile again into the runtime (SIGHUP, `switchboard reload`; decision 0025).
+    reloader: ProfileReloader | None = None
 
     def scheduler(self, platforms: Collection[str] | None = None) -> Scheduler:
         """A scheduler over this process's store and bus, firing the schedules of `platforms`
@@ -344,7 +349,7 @@ async def worker_for(
                 stream_buffer_size=options.stream_buffer_size,
             ),
             cost=price,
-            prompt=profile.system_prompt(),
+            prompt=profile.system_prompt(redactor),
             temperature=options.temperature,
             redactor=redactor,
             turn_context=_memory_context(facts, profile.name),
@@ -420,6 +425,12 @@ async def worker_for(
             found.readiness,
             found.mailboxes,
             found.metrics,
+            ProfileReloader(
+                profile,
+                partial(load_profile, settings.profiles_dir, profile.name),
+                runtime,
+                redactor,
+            ),
         )
     finally:
         await provider.aclose()
