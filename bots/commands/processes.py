@@ -133,13 +133,15 @@ async def _serve_platforms(settings: Settings) -> None:
         operations(settings, parts.readiness, parts.metrics, parts.bus, parts.mailboxes),
         hooks_listener(settings, profile, parts.bus, parts.mailboxes),
         watching(profile.settings, parts.bus, parts.readiness, parts.metrics) as watchdog,
+        # Before `announce`: `switchboard reload` signals what the board lists, and SIGHUP
+        # would end a process that has no handler for it yet.
+        reload_on_hangup(parts.reloader),
         announce(
             settings,
             "serve",
             ", ".join(served),
             platforms=watchdog.health if watchdog is not None else None,
         ),
-        reload_on_hangup(parts.reloader),
     ):
         replies = ReplyStreams(parts.replies, IncrementalRender())
         menu = command_registry().menu()
@@ -367,11 +369,11 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
     async with (
         backends(settings) as found,
         operations(settings, found.readiness, found.metrics, found.bus, found.mailboxes),
-        announce(settings, "worker"),
     ):
         async with (
             worker_for(settings, profile, found, concurrency=concurrency) as parts,
-            reload_on_hangup(parts.reloader),
+            reload_on_hangup(parts.reloader),  # before `announce`, as in `serve`
+            announce(settings, "worker"),
         ):
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)

@@ -47,8 +47,8 @@ async def _web(settings: Settings) -> None:
         async with (
             embedded(settings, profile) as parts,
             operations(settings, parts.readiness, parts.metrics, parts.bus, parts.mailboxes),
+            reload_on_hangup(parts.reloader),  # before `announce`, as in `serve`
             announce(settings, "web"),
-            reload_on_hangup(parts.reloader),
             web_page(
                 page,
                 store=parts.store,
