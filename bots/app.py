@@ -384,6 +384,9 @@ async def worker_for(
             default_access=PlatformAccess(),
             local_platforms=REGISTERED.local_platforms(),
         )
+        reloader = ProfileReloader(
+            profile, partial(load_profile, settings.profiles_dir, profile.name), runtime, redactor
+        )
         worker = assemble_worker(
             bus=found.bus,
             store=found.store,
@@ -394,7 +397,7 @@ async def worker_for(
             prompt_hints=PROMPT_HINTS,
             streaming=STREAM_POLICIES,
             book=book,
-            commands=command_registry(),
+            commands=command_registry(reloader.reload),
             confirmations=gate,
             redactor=redactor,
             on_crash=options.on_crash if recover else None,
@@ -425,12 +428,7 @@ async def worker_for(
             found.readiness,
             found.mailboxes,
             found.metrics,
-            ProfileReloader(
-                profile,
-                partial(load_profile, settings.profiles_dir, profile.name),
-                runtime,
-                redactor,
-            ),
+            reloader,
         )
     finally:
         await provider.aclose()

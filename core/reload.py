@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.commands import ChatCommand, CommandContext, CommandInfo
 from core.profile import Profile, ProfileSettings
 from core.redact import Redactor
 from core.runtime import AgentRuntime
 from core.skills import READ_SKILL
 from core.tools.skills import read_skill_tool
 
-__all__ = ["LIVE_SETTINGS", "ProfileReloader", "ReloadResult"]
+__all__ = ["LIVE_SETTINGS", "ProfileReloader", "ReloadResult", "reload_command"]
 
 log = logging.getLogger(__name__)
 
@@ -104,3 +105,32 @@ def _restart_needed(started: ProfileSettings, fresh: ProfileSettings) -> list[st
         for key in ProfileSettings.model_fields
         if key not in LIVE_SETTINGS and getattr(started, key) != getattr(fresh, key)
     )
+
+
+def reload_command(reload: Callable[[], Awaitable[ReloadResult]] | None) -> ChatCommand:
+    """`/reload` (admins only): this process reads its profile again and says what it did.
+    Without `reload` (a gateway lists the command but never runs it) it says it cannot."""
+
+    async def handle(_context: CommandContext) -> str:
+        if reload is None:
+            return "This process cannot reload its profile; use `switchboard reload`."
+        return describe(await reload())
+
+    info = CommandInfo(
+        name="reload", description="Read the bot's profile files again", admin_only=True
+    )
+    return ChatCommand(info, handle)
+
+
+def describe(result: ReloadResult) -> str:
+    """What a reload did, in a sentence or two for a chat or a terminal."""
+    if not result.ok:
+        return f"The profile was not reloaded; the running one stays. {result.error}"
+    text = (
+        f"Profile reloaded: {', '.join(result.applied)} (from the next turn on)."
+        if result.applied
+        else "Profile reloaded: nothing changed."
+    )
+    if result.restart_needed:
+        text += f" Changed but applied only by a restart: {', '.join(result.restart_needed)}."
+    return text
