@@ -70,7 +70,11 @@ def _read_profile(folder: Path, name: str, platforms: Platforms) -> Profile:
             raise ConfigError(f"{toml_path}: {exc}") from None
     knowledge_dir = data.get("knowledge_dir", "knowledge")
     knowledge = (
-        _read_knowledge(folder / knowledge_dir) if isinstance(knowledge_dir, str) else []
+        _read_knowledge(
+            folder / knowledge_dir, named=toml_path if "knowledge_dir" in data else None
+        )
+        if isinstance(knowledge_dir, str)
+        else []
     )  # a knowledge_dir that is not a string is reported by the validation below
     profile = Profile.parse(
         name,
@@ -167,11 +171,15 @@ def _read_skills(skills_dir: Path) -> list[Skill]:
     return skills
 
 
-def _read_knowledge(knowledge_dir: Path) -> list[KnowledgeFile]:
+def _read_knowledge(knowledge_dir: Path, *, named: Path | None) -> list[KnowledgeFile]:
     """The text and Markdown files under `knowledge_dir` (sub-folders too, hidden ones
-    skipped), named by their path within it; none when the folder is absent."""
+    skipped), named by their path within it; none when the default folder is absent, a
+    `ConfigError` when the one `knowledge_dir` of the file `named` names is (a typo must not
+    pass silently)."""
     _check_link(knowledge_dir)
     if not knowledge_dir.exists():
+        if named is not None:
+            raise ConfigError(f"{named}: knowledge_dir: {knowledge_dir} does not exist")
         return []
     if not knowledge_dir.is_dir():
         raise ConfigError(f"{knowledge_dir}: not a folder (the knowledge folder holds text files)")

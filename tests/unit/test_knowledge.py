@@ -6,7 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from bots.profiles import load_profile
+from core.errors import ConfigError
 from core.knowledge import KnowledgeFile, knowledge_text
 from core.modes import SAFE_CHAT
 from core.profile import Profile
@@ -108,3 +111,12 @@ def test_knowledge_dir_names_another_folder(tmp_path: Path) -> None:
     (folder / "profile.toml").write_text('knowledge_dir = "docs"\n', encoding="utf-8")
 
     assert [k.name for k in load_profile(tmp_path, "bot").knowledge] == ["faq.md"]
+
+
+def test_a_knowledge_dir_that_does_not_exist_is_an_error(tmp_path: Path) -> None:
+    folder = tmp_path / "bot"
+    folder.mkdir()
+    (folder / "profile.toml").write_text('knowledge_dir = "dcos"\n', encoding="utf-8")
+
+    with pytest.raises(ConfigError, match=r"profile\.toml: knowledge_dir: .*dcos does not exist$"):
+        load_profile(tmp_path, "bot")
