@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Collection, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -28,6 +29,7 @@ from bots.embeddings import fact_embedder
 from bots.images import image_generator
 from bots.limits import admin_dms, budget_guard, open_rate_limits
 from bots.platforms import REGISTERED, command_registry
+from bots.profiles import load_profile
 from bots.providers import build_model_choices, build_provider
 from bots.settings import Settings
 from core.access import Gate, Pairing
@@ -60,6 +62,7 @@ from core.providers.registry import Resolved
 from core.ratelimit import RateLimits
 from core.readiness import Readiness
 from core.redact import Redactor
+from core.reload import ProfileReloader
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits, TurnContext
 from core.scheduling.book import ScheduleBook
 from core.scheduling.rules import ScheduleLimits
@@ -146,6 +149,8 @@ class Components:
     readiness: Readiness
     mailboxes: Mailboxes
     metrics: Metrics | None = None
+    # Reads the profile again into the runtime (SIGHUP, `switchboard reload`; decision 0025).
+    reloader: ProfileReloader | None = None
 
     def scheduler(self, platforms: Collection[str] | None = None) -> Scheduler:
         """A scheduler over this process's store and bus, firing the schedules of `platforms`
@@ -347,7 +352,7 @@ async def worker_for(
                 text_tool_calls=options.text_tool_calls,
             ),
             cost=price,
-            prompt=profile.system_prompt(),
+            prompt=profile.system_prompt(redactor),
             temperature=options.temperature,
             redactor=redactor,
             turn_context=_memory_context(facts, profile.name),
@@ -385,6 +390,9 @@ async def worker_for(
             default_access=PlatformAccess(),
             local_platforms=REGISTERED.local_platforms(),
         )
+        reloader = ProfileReloader(
+            profile, partial(load_profile, settings.profiles_dir, profile.name), runtime, redactor
+        )
         worker = assemble_worker(
             bus=found.bus,
             store=found.store,
@@ -395,7 +403,7 @@ async def worker_for(
             prompt_hints=PROMPT_HINTS,
             streaming=STREAM_POLICIES,
             book=book,
-            commands=command_registry(),
+            commands=command_registry(reloader.reload),
             confirmations=gate,
             redactor=redactor,
             on_crash=options.on_crash if recover else None,
@@ -426,6 +434,7 @@ async def worker_for(
             found.readiness,
             found.mailboxes,
             found.metrics,
+            reloader,
         )
     finally:
         await provider.aclose()

@@ -125,6 +125,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "scheduler",
         "Fire due schedules into their sessions' mailboxes in Redis (distributed deployment).",
     ),
+    "reload": LazyCommand(
+        "bots.commands.reload",
+        "reload",
+        "Make the running processes read their profile again (SOUL.md, skills, knowledge...).",
+    ),
     "serve": LazyCommand(
         "bots.commands.processes",
         "serve",

@@ -9,7 +9,7 @@ Adding a platform is a package under `channels/` and one line in `PLATFORMS`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from bots.voice import voice_notes
 from channels import terminal
@@ -28,6 +28,7 @@ from core.errors import ConfigError
 from core.forking import session_commands
 from core.profile import Profile
 from core.redact import Redactor
+from core.reload import ReloadResult, reload_command
 from core.store.seen import SeenMarks
 from core.takeover_commands import takeover_commands
 from core.turns import StreamPolicy
@@ -38,8 +39,11 @@ __all__ = ["PLATFORMS", "REGISTERED", "Platforms", "command_registry"]
 PLATFORMS: tuple[ChannelSpec, ...] = (TELEGRAM, SLACK, DISCORD, terminal.SPEC, WEB)
 
 
-def command_registry() -> CommandRegistry:
-    """The chat commands of this bot: the worker runs them, every platform lists them."""
+def command_registry(
+    reload: Callable[[], Awaitable[ReloadResult]] | None = None,
+) -> CommandRegistry:
+    """The chat commands of this bot: the worker runs them, every platform lists them.
+    `reload`: what `/reload` runs (the worker's profile reloader)."""
     return CommandRegistry(
         [
             *builtin_commands(),
@@ -47,6 +51,7 @@ def command_registry() -> CommandRegistry:
             *access_commands(),
             *takeover_commands(),
             *erasure_commands(),
+            reload_command(reload),
         ]
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from bots.platforms import REGISTERED, Platforms
 from bots.providers import PROVIDER_NAMES
 from core.errors import ConfigError
+from core.knowledge import KNOWLEDGE_SUFFIXES, KnowledgeFile
 from core.modes import ModeCatalog
 from core.profile import Profile
 from core.skills import Skill
@@ -22,8 +23,9 @@ __all__ = ["load_profile"]
 
 def load_profile(profiles_dir: Path, name: str, platforms: Platforms = REGISTERED) -> Profile:
     """Read `profiles/<name>/`: `profile.toml`, `SOUL.md`, `SYSTEM.md`, `MEMORY.md`,
-    `USER.md` and `skills/*/SKILL.md`. `default` without a folder there is the copy that ships
-    inside the package (so the bot keeps its persona and skills when run from any folder).
+    `USER.md`, `skills/*/SKILL.md` and the text files of `knowledge/` (`knowledge_dir`).
+    `default` without a folder there is the copy that ships inside the package (so the bot
+    keeps its persona and skills when run from any folder).
 
     What the file leaves out of `[modes]` and `admins` comes from the platforms (each one's
     default mode, the operators of local channels); `[channels.<platform>]` tables are checked
@@ -66,6 +68,14 @@ def _read_profile(folder: Path, name: str, platforms: Platforms) -> Profile:
             data = tomllib.loads(toml_text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{toml_path}: {exc}") from None
+    knowledge_dir = data.get("knowledge_dir", "knowledge")
+    knowledge = (
+        _read_knowledge(
+            folder / knowledge_dir, named=toml_path if "knowledge_dir" in data else None
+        )
+        if isinstance(knowledge_dir, str)
+        else []
+    )  # a knowledge_dir that is not a string is reported by the validation below
     profile = Profile.parse(
         name,
         _with_platform_defaults(data, platforms),
@@ -75,6 +85,7 @@ def _read_profile(folder: Path, name: str, platforms: Platforms) -> Profile:
         memory=_read_optional(folder / "MEMORY.md") or "",
         user=_read_optional(folder / "USER.md") or "",
         skills=_read_skills(folder / "skills"),
+        knowledge=knowledge,
     )
     for platform, table in profile.settings.channels.items():
         try:
@@ -158,6 +169,35 @@ def _read_skills(skills_dir: Path) -> list[Skill]:
         found[skill.name] = path
         skills.append(skill)
     return skills
+
+
+def _read_knowledge(knowledge_dir: Path, *, named: Path | None) -> list[KnowledgeFile]:
+    """The text and Markdown files under `knowledge_dir` (sub-folders too, hidden ones
+    skipped), named by their path within it; none when the default folder is absent, a
+    `ConfigError` when the one `knowledge_dir` of the file `named` names is (a typo must not
+    pass silently)."""
+    _check_link(knowledge_dir)
+    if not knowledge_dir.exists():
+        if named is not None:
+            raise ConfigError(f"{named}: knowledge_dir: {knowledge_dir} does not exist")
+        return []
+    if not knowledge_dir.is_dir():
+        raise ConfigError(f"{knowledge_dir}: not a folder (the knowledge folder holds text files)")
+    try:
+        paths = sorted(knowledge_dir.rglob("*"))
+    except OSError as exc:
+        raise ConfigError(f"{knowledge_dir}: cannot read: {exc.strerror}") from None
+    files: list[KnowledgeFile] = []
+    for path in paths:
+        relative = path.relative_to(knowledge_dir)
+        if any(part.startswith(".") for part in relative.parts):
+            continue
+        if path.suffix.lower() not in KNOWLEDGE_SUFFIXES or path.is_dir():
+            continue
+        text = _read_optional(path)
+        if text is not None:
+            files.append(KnowledgeFile(name=relative.as_posix(), text=text))
+    return files
 
 
 def _check_link(path: Path) -> None:

@@ -1,8 +1,8 @@
 """`Profile`: one bot persona, from the files of a `profiles/<name>/` folder.
 
 `profile.toml` (settings), `SOUL.md` (identity), `SYSTEM.md` (replaces the identity),
-`MEMORY.md`, `USER.md` and `skills/*/SKILL.md`. Core only validates; reading the files happens
-in `bots/`.
+`MEMORY.md`, `USER.md`, `skills/*/SKILL.md` and the text files of `knowledge/`. Core only
+validates; reading the files happens in `bots/`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from core.documents import DocumentSettings
 from core.embeddings import EmbeddingSettings
 from core.errors import ConfigError
 from core.images import ImageSettings
+from core.knowledge import KnowledgeFile
 from core.mcp import McpSettings
 from core.model_choice import ModelsSettings
 from core.playbook import PlaybookSettings
@@ -184,6 +185,10 @@ class ProfileSettings(BaseModel):
     # The watchdog for a deaf platform: `[watchdog] silent_after = "30m"` (or per platform),
     # `failures`, `check_every`... (docs/operators.md, "Watchdog").
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
+    # The knowledge folder (text and Markdown files the system prompt carries): a path
+    # relative to the profile folder, or absolute; and the characters of it the prompt holds.
+    knowledge_dir: str = Field(default="knowledge", min_length=1)
+    knowledge_max_chars: int = Field(default=20_000, ge=0, le=1_000_000)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:
@@ -220,6 +225,8 @@ class Profile(BaseModel):
     user: str = ""
     # Sorted by name; the loader refuses two skills with one name.
     skills: list[Skill] = Field(default_factory=list)
+    # The knowledge folder's text files, by name.
+    knowledge: list[KnowledgeFile] = Field(default_factory=list)
 
     @classmethod
     def parse(
@@ -233,6 +240,7 @@ class Profile(BaseModel):
         memory: str = "",
         user: str = "",
         skills: Sequence[Skill] = (),
+        knowledge: Sequence[KnowledgeFile] = (),
     ) -> Profile:
         """Validate `profile.toml` data; errors name the file and the key."""
         try:
@@ -249,14 +257,20 @@ class Profile(BaseModel):
             memory=memory,
             user=user,
             skills=sorted(skills, key=lambda s: s.name),
+            knowledge=sorted(knowledge, key=lambda k: k.name),
         )
 
-    def system_prompt(self) -> SystemPrompt:
-        """The system prompt builder for this profile's turns."""
+    def system_prompt(self, redactor: Redactor | None = None) -> SystemPrompt:
+        """The system prompt builder for this profile's turns; with `redactor`, the knowledge
+        files are scrubbed of secrets (they are documents dropped in a folder, not prose
+        written for the prompt)."""
+        scrub = redactor or (lambda text: text)
         return SystemPrompt(
             identity=self.identity,
             system=self.system,
             memory=self.memory,
             user=self.user,
             skills=tuple(self.skills),
+            knowledge=tuple(KnowledgeFile(name=k.name, text=scrub(k.text)) for k in self.knowledge),
+            knowledge_max_chars=self.settings.knowledge_max_chars,
         )

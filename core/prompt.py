@@ -7,10 +7,12 @@ The prompt is built from the profile's parts in a fixed order:
 3. `## Formatting`: the platform's hint;
 4. `## Memory`: `MEMORY.md`;
 5. `## About the user`: `USER.md`;
-6. `## Skills`: one line per skill (only when the mode offers the `read_skill` tool);
-7. `## Scheduled run`: what a schedule's run is and when its answer is delivered (only for
+6. `## Knowledge`: the files of the profile's knowledge folder, within a budget
+   (`core/knowledge.py`);
+7. `## Skills`: one line per skill (only when the mode offers the `read_skill` tool);
+8. `## Scheduled run`: what a schedule's run is and when its answer is delivered (only for
    scheduled runs, `core/scheduling/brief.py`);
-8. a footer with the date (UTC) and the session id.
+9. a footer with the date (UTC) and the session id.
 
 Sections without content are left out. Nothing in it depends on dict order, the locale or the
 time of day, so it is byte-identical across the turns of a session on the same day and provider
@@ -24,6 +26,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict
 
 from core.clock import english_date
+from core.knowledge import KnowledgeFile, knowledge_text
 from core.modes import CapabilityMode
 from core.skills import READ_SKILL, Skill
 
@@ -48,6 +51,9 @@ class SystemPrompt(BaseModel):
     memory: str = ""
     user: str = ""
     skills: tuple[Skill, ...] = ()
+    # The knowledge folder's files, and the characters of their texts the prompt carries.
+    knowledge: tuple[KnowledgeFile, ...] = ()
+    knowledge_max_chars: int = 20_000
 
     def build(
         self,
@@ -68,6 +74,7 @@ class SystemPrompt(BaseModel):
             _section("Formatting", platform_hint),
             _section("Memory", self.memory),
             _section("About the user", self.user),
+            _section("Knowledge", knowledge_text(self.knowledge, self.knowledge_max_chars)),
         ]
         if mode.tools is None or READ_SKILL in mode.tools:
             parts.append(_section("Skills", self._skills_index()))

@@ -11,6 +11,7 @@ import click
 
 from bots.app import Components, backends, embedded, worker_for
 from bots.commands.common import LOG, on_signals, require_redis, settings_from
+from bots.commands.reload import reload_on_hangup
 from bots.commands.status import announce
 from bots.commands.where import describe_store, log_startup, require_data
 from bots.loop import run_process
@@ -101,7 +102,7 @@ def serve(ctx: click.Context, profile: str | None) -> None:
     `switchboard web --help`; SWITCHBOARD_WEB_PORT=off turns it off), alone when no platform
     has a token. With REDIS_URL the work goes through Redis, so more
     `switchboard worker` processes can share it. SIGINT or SIGTERM stops taking messages and
-    lets running answers finish.
+    lets running answers finish; SIGHUP (or `switchboard reload`) reads the profile again.
     """
     settings = settings_from(ctx, profile=profile)
     run_process(settings, _serve_platforms(settings), role="serve")
@@ -132,6 +133,9 @@ async def _serve_platforms(settings: Settings) -> None:
         operations(settings, parts.readiness, parts.metrics, parts.bus, parts.mailboxes),
         hooks_listener(settings, profile, parts.bus, parts.mailboxes),
         watching(profile.settings, parts.bus, parts.readiness, parts.metrics) as watchdog,
+        # Before `announce`: `switchboard reload` signals what the board lists, and SIGHUP
+        # would end a process that has no handler for it yet.
+        reload_on_hangup(parts.reloader),
         announce(
             settings,
             "serve",
@@ -353,7 +357,7 @@ def worker(ctx: click.Context, concurrency: int | None, profile: str | None) -> 
     """Answer messages from the Redis bus (distributed deployment); run as many as needed.
 
     SIGTERM stops taking work and lets running turns finish (up to 30 s); work not finished
-    goes to another worker.
+    goes to another worker. SIGHUP (or `switchboard reload`) reads the profile again.
     """
     settings = settings_from(ctx, profile=profile)
     require_redis(settings, "worker")
@@ -365,9 +369,12 @@ async def _worker(settings: Settings, concurrency: int | None) -> None:
     async with (
         backends(settings) as found,
         operations(settings, found.readiness, found.metrics, found.bus, found.mailboxes),
-        announce(settings, "worker"),
     ):
-        async with worker_for(settings, profile, found, concurrency=concurrency) as parts:
+        async with (
+            worker_for(settings, profile, found, concurrency=concurrency) as parts,
+            reload_on_hangup(parts.reloader),  # before `announce`, as in `serve`
+            announce(settings, "worker"),
+        ):
             on_signals(lambda: [parts.worker.stop(grace=30.0)])
             LOG.info("worker %s taking work", parts.worker.name)
             log_startup(settings, "worker")

@@ -53,7 +53,7 @@ def prompt(
     settings = settings_from(ctx, profile=profile)
     loaded = load_profile(settings.profiles_dir, settings.profile)
     mode = ModeCatalog().get(_mode_name(loaded, channel, chat))
-    text = loaded.system_prompt().build(
+    text = loaded.system_prompt(settings.redactor()).build(
         mode=mode,
         platform_hint=PROMPT_HINTS[channel],
         session_id=session_id,

@@ -9,6 +9,7 @@ import click
 from bots.app import backends, embedded
 from bots.commands.common import LOG, on_signals, settings_from
 from bots.commands.processes import operations, run_with_gateways
+from bots.commands.reload import reload_on_hangup
 from bots.commands.status import announce
 from bots.loop import stop_on_sigterm
 from bots.profiles import load_profile
@@ -46,6 +47,7 @@ async def _web(settings: Settings) -> None:
         async with (
             embedded(settings, profile) as parts,
             operations(settings, parts.readiness, parts.metrics, parts.bus, parts.mailboxes),
+            reload_on_hangup(parts.reloader),  # before `announce`, as in `serve`
             announce(settings, "web"),
             web_page(
                 page,
