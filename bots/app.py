@@ -363,6 +363,7 @@ async def worker_for(
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
             tool_outputs=found.store,
             consolidator=consolidator,
+            extensions=options.hooks.extensions(redactor=redactor),
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:

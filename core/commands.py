@@ -25,6 +25,7 @@ from core.stopping import NOTHING_TO_STOP, STOP_COMMAND
 if TYPE_CHECKING:
     from core.confirm import Confirm
     from core.ratelimit import RateLimits
+    from core.session_compaction import SessionCompaction
     from core.store.base import Store
 
 __all__ = [
@@ -74,6 +75,8 @@ class CommandContext:
     confirm: Confirm | None = None
     # The worker's rate limits, whose counters of a forgotten person go too.
     rate_limits: RateLimits | None = None
+    # Compaction on request (`/compact`, core/session_compaction.py); None: no compactor.
+    compaction: SessionCompaction | None = None
 
 
 CommandHandler = Callable[[CommandContext], Awaitable[str]]
@@ -197,6 +200,14 @@ async def _stop(context: CommandContext) -> str:
     return NOTHING_TO_STOP
 
 
+async def _compact(context: CommandContext) -> str:
+    """`/compact`: summarize the older messages of this chat's conversation now."""
+    if context.compaction is None:
+        return "Compacting is not set up for this bot."
+    report = await context.compaction.compact(context.inbound)
+    return report.sentence()
+
+
 async def _help(context: CommandContext) -> str:
     return context.registry.help_text(admin=context.is_admin)
 
@@ -268,5 +279,9 @@ def builtin_commands() -> Sequence[ChatCommand]:
                 argument_help="The schedule's id, as /schedules lists it",
             ),
             _unschedule,
+        ),
+        ChatCommand(
+            CommandInfo(name="compact", description="Summarize the older part of this chat now"),
+            _compact,
         ),
     )

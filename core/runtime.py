@@ -56,6 +56,7 @@ from core.events import (
     RunFailed,
     RunStarted,
 )
+from core.extensions import Extensions, ExtensionStop
 from core.failures import (
     ANSWER_CUT_OFF,
     INTERNAL_ERROR,
@@ -140,7 +141,8 @@ class AgentRuntime:
     operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
     keeps cut tool results whole for `read_tool_output`. `consolidator`: asked which
     durable facts the messages a compaction summarizes established (core/consolidation.py);
-    without it compaction only summarizes.
+    without it compaction only summarizes. `extensions`: the operator's `[hooks] input`,
+    `before_agent_start` and `context` (core/extensions.py).
     """
 
     def __init__(
@@ -167,6 +169,7 @@ class AgentRuntime:
         tool_hooks: ToolHooks | None = None,
         tool_outputs: ToolOutputs | None = None,
         consolidator: Consolidator | None = None,
+        extensions: Extensions | None = None,
     ) -> None:
         """The arguments are described on the class."""
         self.provider = provider
@@ -194,6 +197,7 @@ class AgentRuntime:
         self._compaction = TurnCompaction(self.hooks, self._redact, consolidator)
         self._stream = ModelStream(self._redact, self.hooks)
         self._calls = self._tool_calls(tool_hooks, tool_outputs)
+        self.extensions = extensions or Extensions()
 
     def _spending_of(self, cost: CostFunction | None) -> TurnSpending:
         """The checks of the turn's budgets and the pricing of its model calls."""
@@ -350,6 +354,9 @@ class AgentRuntime:
                 raise
             final = await self._cancelled(run_id, state)
             emit(final)
+        except ExtensionStop as stop:
+            final = stop.final(run_id)
+            emit(final)
         except FenceOvertaken:
             # Another worker holds the session now: it answers, this turn says nothing.
             log.warning(
@@ -412,6 +419,7 @@ class AgentRuntime:
     ) -> RunCompleted | RunFailed:
         """Open the turn and run its steps; a turn a crash cut off goes on from what it
         stored."""
+        user_input = await self.extensions.on_input(user_input, run_id, context, state)
         start = await self._open(session_id, user_input, context, state)
         session_id = state.session_id = start.session.id
         state.first_seq = start.message.seq
@@ -428,6 +436,11 @@ class AgentRuntime:
                 model=state.model,
             )
         )
+        if (reply := state.requests.reply) is not None:  # an extension answered: no model call
+            state.history += await self._writes.persist(
+                session_id, state, [Message.assistant(reply)]
+            )
+            return RunCompleted(run_id=run_id, text=reply, steps=0)
         last = state.history[-1] if start.resumed and state.history else None
         if last is not None and last.role == "assistant" and not last.tool_calls:
             # The cut-off turn had already answered; only its delivery may be missing.
@@ -510,7 +523,8 @@ class AgentRuntime:
             if refusal is not None:
                 return refusal
             history += await join_arrivals(self.store, self.patience, session_id, state, emit, step)
-            await self._compaction.compact(session_id, history, context, state, emit)
+            force = state.requests.take_compaction()  # an extension asked for it
+            await self._compaction.compact(session_id, history, context, state, emit, force=force)
             outcome = await self._ask(run_id, system, offered, history, state, emit, context)
             if isinstance(outcome, RunFailed):
                 await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
@@ -526,6 +540,10 @@ class AgentRuntime:
                 self._spending.cost(session_id, run_id, finished, state),
             )
             if not calls:
+                if state.requests.take_compaction():
+                    await self._compaction.compact(
+                        session_id, history, context, state, emit, force=True
+                    )
                 return self._completed(run_id, text, state, step)
             history += await self._dispatch(
                 session_id, calls, context, tool_context, emit, state, step
@@ -581,6 +599,7 @@ class AgentRuntime:
             now=self._clock(),
             scheduled=context.schedule_brief,
         )
+        system = await self.extensions.on_agent_start(system, run_id, context, state)
         state.user, state.chat = spender_keys(
             context.platform, context.user_id, context.address, scheduled=context.scheduled
         )
@@ -630,6 +649,7 @@ class AgentRuntime:
                 if overflowed is not None:
                     return self._failure(run_id, overflowed)
                 return too_long(run_id, exc)
+            messages = await self.extensions.on_context(messages, run_id, context, state)
             request = self._request(system, offered, messages, state)
             state.in_flight, state.streamed = request, []
             try:

@@ -353,6 +353,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "forgetme",
         ]
         ask = fake.slash("ask", channel_id=CHANNEL, user_id=ALICE, options={"question": "why?"})

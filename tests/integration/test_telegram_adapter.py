@@ -69,6 +69,7 @@ async def test_private_question_is_answered_in_html_after_typing(
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "forgetme",
         ]
         fake.private_text(DM, "what is 6*7?")
