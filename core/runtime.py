@@ -436,15 +436,15 @@ class AgentRuntime:
                 model=state.model,
             )
         )
+        last = state.history[-1] if start.resumed and state.history else None
+        if last is not None and last.role == "assistant" and not last.tool_calls:
+            # The cut-off turn had already answered; only its delivery may be missing.
+            return RunCompleted(run_id=run_id, text=last.text, steps=0)
         if (reply := state.requests.reply) is not None:  # an extension answered: no model call
             state.history += await self._writes.persist(
                 session_id, state, [Message.assistant(reply)]
             )
             return RunCompleted(run_id=run_id, text=reply, steps=0)
-        last = state.history[-1] if start.resumed and state.history else None
-        if last is not None and last.role == "assistant" and not last.tool_calls:
-            # The cut-off turn had already answered; only its delivery may be missing.
-            return RunCompleted(run_id=run_id, text=last.text, steps=0)
         return await self._loop(run_id, session_id, state.history, context, emit, state)
 
     async def _open(

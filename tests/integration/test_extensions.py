@@ -7,14 +7,20 @@ compacts the session, before the next call or after the turn."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bots.profiles import load_profile
+from bots.providers import build_provider
+from bots.settings import Settings
 from core.backends.sql.store import SqlStore
 from core.compaction import Compactor
-from core.envelopes import Address
+from core.envelopes import Address, Inbound
+from core.errors import ConfigError
 from core.events import (
     AgentEvent,
     Cancelled,
@@ -30,15 +36,21 @@ from core.modes import FULL
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.tools import ToolRegistry
+from tests.backends.memory_bus import MemoryBus
 from tests.extension_modules import extensions as ext
+from tests.fakes import FakeOpenAI, Text
+from tests.fakes.fixtures import TEST_API_KEY
+from tests.workers import Outbox, build_worker, hand_in
 
 E = "tests.extension_modules.extensions"
+PATIENCE = 5.0
+DM = Address(platform="telegram", bot="b", chat="42")
 CONTEXT = ChannelContext(
     platform="telegram",
     mode=FULL,
     session_key="telegram:b:42",
     user_id="u7",
-    address=Address(platform="telegram", bot="b", chat="42"),
+    address=DM,
     is_direct=True,
 )
 
@@ -203,3 +215,75 @@ async def test_a_compaction_requested_on_the_last_call_compacts_after_the_turn(
     assert kinds.index(Compacted) < kinds.index(RunCompleted)
     summary = await store.latest_summary(session_id)
     assert summary is not None and summary.text == "Three questions."
+
+
+# From a profile on disk, through the worker and the (fake) OpenAI API
+
+PROFILE = f"""
+provider = "openai"
+model = "gpt-4o-mini"
+
+[hooks]
+input = ["{E}:answer_ping", "{E}:shout"]
+before_agent_start = [{{ call = "{E}:sign_off", fail = "open" }}]
+"""
+
+
+async def test_a_profile_s_extensions_shape_what_the_model_api_receives(
+    fake_openai: FakeOpenAI, store: SqlStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "profiles" / "extended"
+    folder.mkdir(parents=True)
+    (folder / "profile.toml").write_text(PROFILE, encoding="utf-8")
+    profile = load_profile(tmp_path / "profiles", "extended")
+    settings = Settings.model_validate(
+        {"OPENAI_API_KEY": TEST_API_KEY, "OPENAI_BASE_URL": fake_openai.url}
+    )
+    provider, resolved = build_provider(settings, profile)
+    runtime = AgentRuntime(
+        provider=provider,
+        model=resolved.model,
+        tools=ToolRegistry([]),
+        store=store,
+        extensions=profile.settings.hooks.extensions(),
+    )
+    bus = MemoryBus()
+    worker = build_worker(bus=bus, store=store, runtime=runtime)
+    task = asyncio.create_task(worker.run())
+    outbox = Outbox(bus, "telegram")
+    fake_openai.script(Text("Loud and clear."))
+    try:
+        ping = Inbound(address=DM, user_id="u1", text="ping", is_direct=True)
+        await hand_in(worker, ping)
+        assert (await outbox.turn_of(ping))[-1].text == "pong (from an extension)"
+        hello = Inbound(address=DM, user_id="u1", text="hello", is_direct=True)
+        await hand_in(worker, hello)
+        assert (await outbox.turn_of(hello))[-1].text == "Loud and clear."
+    finally:
+        await asyncio.wait_for(worker.stop(grace=PATIENCE), PATIENCE)
+        await asyncio.wait_for(task, PATIENCE)
+        await provider.aclose()
+        await bus.close()
+
+    [request] = fake_openai.requests  # "ping" was answered without a call
+    sent: list[dict[str, Any]] = request.json["messages"]
+    assert sent[0]["role"] == "system"
+    assert sent[0]["content"].endswith("Sign every answer with -- the bot.")
+    assert [m["content"] for m in sent[1:]] == [
+        "ping",
+        "pong (from an extension)",
+        "HELLO",
+    ]
+
+
+def test_a_profile_naming_an_extension_that_does_not_fit_stops_the_load(tmp_path: Path) -> None:
+    folder = tmp_path / "profiles" / "bad"
+    folder.mkdir(parents=True)
+    (folder / "profile.toml").write_text(
+        f'[hooks]\ncontext = "{E}:one_argument"\n', encoding="utf-8"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_profile(tmp_path / "profiles", "bad")
+    message = str(caught.value)
+    assert message.startswith(f"{folder / 'profile.toml'}: [hooks] context: ")
+    assert "must take 2 arguments (the event, the context)" in message
