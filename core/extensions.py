@@ -28,10 +28,12 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.arrivals import Arrival, Arrivals
 from core.events import Cancelled, RunFailed
 from core.messages import Message, TextPart, Usage
 from core.redact import Redactor
@@ -211,6 +213,15 @@ class Extensions:
                 break
         return message
 
+    def joining(
+        self, arrivals: Arrivals | None, run_id: str, context: ChannelContext, state: TurnState
+    ) -> Arrivals | None:
+        """`arrivals` whose messages (those that join the running turn, `busy`) pass through
+        the `input` extensions too; as they are when there are none."""
+        if arrivals is None or not self.input:
+            return arrivals
+        return _JoinedInput(self, arrivals, run_id, context, state)
+
     async def on_agent_start(
         self, system: str, run_id: str, context: ChannelContext, state: TurnState
     ) -> str:
@@ -291,6 +302,40 @@ class Extensions:
                 await done
         except Exception as exc:
             log.warning("reload asked by an extension failed: %s", self._redact(str(exc)))
+
+
+class _JoinedInput:
+    """The `Arrivals` of a turn, each message rewritten by the `input` extensions. An answer
+    they give cannot end a turn already running: it is logged and the message joins as they
+    left it."""
+
+    def __init__(
+        self,
+        extensions: Extensions,
+        arrivals: Arrivals,
+        run_id: str,
+        context: ChannelContext,
+        state: TurnState,
+    ) -> None:
+        self._extensions = extensions
+        self._arrivals = arrivals
+        self._turn = (run_id, context, state)
+
+    async def joining(self, step: int) -> list[Arrival]:
+        """The messages joining before model call `step`, as the extensions leave them."""
+        run_id, context, state = self._turn
+        rewritten = []
+        for arrival in await self._arrivals.joining(step):
+            message = await self._extensions.on_input(arrival.message, run_id, context, state)
+            if state.requests.reply is not None:
+                log.info("an input extension answered a message that joined a turn; ignored")
+                state.requests.reply = None
+            rewritten.append(replace(arrival, message=message))
+        return rewritten
+
+    async def joined(self, arrival: Arrival) -> None:
+        """Taken out of where it waited, as the arrivals do."""
+        await self._arrivals.joined(arrival)
 
 
 class _Failure:

@@ -282,7 +282,7 @@ class AgentRuntime:
         """
         run_id = new_id()
         state = TurnState(fence, checkpoint)
-        state.arrivals = arrivals
+        state.arrivals = self.extensions.joining(arrivals, run_id, context, state)
         if self.models is not None:
             state.provider, state.model = self.models.pick(model)
         else:

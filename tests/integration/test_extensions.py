@@ -17,6 +17,7 @@ import pytest
 from bots.profiles import load_profile
 from bots.providers import build_provider
 from bots.settings import Settings
+from core.arrivals import Arrival
 from core.backends.sql.store import SqlStore
 from core.compaction import Compactor
 from core.envelopes import Address, Inbound
@@ -287,3 +288,52 @@ def test_a_profile_naming_an_extension_that_does_not_fit_stops_the_load(tmp_path
     message = str(caught.value)
     assert message.startswith(f"{folder / 'profile.toml'}: [hooks] context: ")
     assert "must take 2 arguments (the event, the context)" in message
+
+
+class Arriving:
+    """`Arrivals` that hand their messages to the turn before its first model call."""
+
+    def __init__(self, *texts: str) -> None:
+        self.waiting = [
+            Arrival(
+                Inbound(address=DM, user_id="u7", text=text, is_direct=True),
+                Message.user(text).model_copy(update={"id": text}),
+            )
+            for text in texts
+        ]
+        self.taken_out: list[str] = []
+
+    async def joining(self, step: int) -> list[Arrival]:
+        found, self.waiting = self.waiting, []
+        return found
+
+    async def joined(self, arrival: Arrival) -> None:
+        self.taken_out.append(arrival.inbound.text)
+
+
+async def test_a_message_that_joins_the_turn_passes_through_input_too(
+    store: SqlStore, session_id: str
+) -> None:
+    provider = ScriptedProvider([text_reply("Both heard.")])
+    runtime = AgentRuntime(
+        provider=provider,
+        model="test-model",
+        tools=ToolRegistry([]),
+        store=store,
+        extensions=load_extensions(input=[f"{E}:answer_ping", f"{E}:shout"]),
+    )
+    arrivals = Arriving("ping", "and more")
+    events = [
+        e async for e in runtime.run(session_id, Message.user("first"), CONTEXT, arrivals=arrivals)
+    ]
+
+    assert isinstance(events[-1], RunCompleted) and events[-1].text == "Both heard."
+    # An answer cannot end a turn already running: "ping" joins as it is.
+    assert [m.text for m in provider.requests[0].messages] == ["FIRST", "ping", "AND MORE"]
+    assert arrivals.taken_out == ["ping", "and more"]
+    assert await stored(store, session_id) == [
+        ("user", "FIRST"),
+        ("user", "ping"),
+        ("user", "AND MORE"),
+        ("assistant", "Both heard."),
+    ]
