@@ -287,9 +287,8 @@ class Extensions:
             requests.reload = False
             await self._reload()
         if requests.abort is not None:
-            log.info(
-                "turn of session %s aborted by an extension: %s", state.session_id, requests.abort
-            )
+            reason = self._redact(requests.abort)
+            log.info("turn of session %s aborted by an extension: %s", state.session_id, reason)
             raise ExtensionStop(requests.abort, failed=False)
 
     async def _reload(self) -> None:
