@@ -374,6 +374,7 @@ async def worker_for(
             playbook=_playbook(found.store, profile),
             attention=options.attention if options.attention.enabled else None,
             verify=verification(options.verify_criteria) if options.verify_after_tools else None,
+            extensions=options.hooks.extensions(redactor=redactor),
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:
@@ -393,6 +394,7 @@ async def worker_for(
         reloader = ProfileReloader(
             profile, partial(load_profile, settings.profiles_dir, profile.name), runtime, redactor
         )
+        runtime.extensions.reload = reloader.reload  # an extension's `ctx.reload()`
         worker = assemble_worker(
             bus=found.bus,
             store=found.store,

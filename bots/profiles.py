@@ -97,6 +97,7 @@ def _read_profile(folder: Path, name: str, platforms: Platforms) -> Profile:
         raise ConfigError(f"{toml_path}: {problem}")
     # The tool hooks are imported here once, so a bad path stops every command (and doctor).
     profile.settings.hooks.tool_hooks(source=f"{toml_path}: [hooks]")
+    profile.settings.hooks.extensions(source=f"{toml_path}: [hooks]")
     return profile
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from core.confirm import Confirm
     from core.fencing import Fence
     from core.ratelimit import RateLimits
+    from core.session_compaction import SessionCompaction
     from core.store.base import Store
 
 __all__ = [
@@ -78,6 +79,8 @@ class CommandContext:
     # The worker's claim on the chat's session key, for a command's fenced writes (`/fork`,
     # `/switch`): a worker whose claim was overtaken writes nothing. None: unfenced.
     fence: Fence | None = None
+    # Compaction on request (`/compact`, core/session_compaction.py); None: no compactor.
+    compaction: SessionCompaction | None = None
 
 
 CommandHandler = Callable[[CommandContext], Awaitable[str]]
@@ -201,6 +204,14 @@ async def _stop(context: CommandContext) -> str:
     return NOTHING_TO_STOP
 
 
+async def _compact(context: CommandContext) -> str:
+    """`/compact`: summarize the older messages of this chat's conversation now."""
+    if context.compaction is None:
+        return "Compacting is not set up for this bot."
+    report = await context.compaction.compact(context.inbound)
+    return report.sentence()
+
+
 async def _help(context: CommandContext) -> str:
     return context.registry.help_text(admin=context.is_admin)
 
@@ -272,5 +283,9 @@ def builtin_commands() -> Sequence[ChatCommand]:
                 argument_help="The schedule's id, as /schedules lists it",
             ),
             _unschedule,
+        ),
+        ChatCommand(
+            CommandInfo(name="compact", description="Summarize the older part of this chat now"),
+            _compact,
         ),
     )

@@ -20,6 +20,7 @@ from core.consolidation import MemorySettings
 from core.documents import DocumentSettings
 from core.embeddings import EmbeddingSettings
 from core.errors import ConfigError
+from core.extensions import Extensions, Reloader, load_extensions
 from core.images import ImageSettings
 from core.knowledge import KnowledgeFile
 from core.mcp import McpSettings
@@ -55,9 +56,15 @@ class HooksOptions(BaseModel):
     # `{call = "...", fail = "open", timeout = 2}`, called before / after each tool call.
     before_tool: HookSpec = Field(default_factory=list)
     after_tool: HookSpec = Field(default_factory=list)
-    # A tool hook that raises or times out: "closed" blocks the call, "open" lets it run.
+    # Extensions (core/extensions.py, docs/extensions.md), in the same forms: called with the
+    # person's text, the built system prompt, and the messages of each model call.
+    input: HookSpec = Field(default_factory=list)
+    before_agent_start: HookSpec = Field(default_factory=list)
+    context: HookSpec = Field(default_factory=list)
+    # A hook that raises or times out: "closed" blocks the call (ends the turn, for an
+    # extension), "open" goes on as if it had not been there.
     fail: FailMode = "closed"
-    # Seconds one tool hook may take.
+    # Seconds one hook may take.
     timeout: float = Field(default=5.0, gt=0, le=60)
 
     def tool_hooks(self, *, redactor: Redactor | None = None, source: str = "[hooks]") -> ToolHooks:
@@ -68,6 +75,25 @@ class HooksOptions(BaseModel):
             fail=self.fail,
             timeout=self.timeout,
             redactor=redactor,
+            source=source,
+        )
+
+    def extensions(
+        self,
+        *,
+        redactor: Redactor | None = None,
+        reload: Reloader | None = None,
+        source: str = "[hooks]",
+    ) -> Extensions:
+        """The extensions named here, imported; a bad one is a `ConfigError` naming it."""
+        return load_extensions(
+            input=self.input,
+            before_agent_start=self.before_agent_start,
+            context=self.context,
+            fail=self.fail,
+            timeout=self.timeout,
+            redactor=redactor,
+            reload=reload,
             source=source,
         )
 

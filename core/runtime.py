@@ -58,6 +58,7 @@ from core.events import (
     RunFailed,
     RunStarted,
 )
+from core.extensions import Extensions, ExtensionStop
 from core.failures import (
     ANSWER_CUT_OFF,
     INTERNAL_ERROR,
@@ -148,7 +149,8 @@ class AgentRuntime:
     that ended well and offers them as hints (core/playbook.py); `attention`: the attention
     layer of a person's turns (core/attention.py); None: neither. `verify`: the
     instruction added to the request after each tool round (`core/tool_rounds.py`); None:
-    none.
+    none. `extensions`: the operator's `[hooks] input`, `before_agent_start` and
+    `context` (core/extensions.py).
     """
 
     def __init__(
@@ -178,6 +180,7 @@ class AgentRuntime:
         playbook: Playbook | None = None,
         attention: AttentionSettings | None = None,
         verify: str | None = None,
+        extensions: Extensions | None = None,
     ) -> None:
         """The arguments are described on the class."""
         self.provider = provider
@@ -208,6 +211,7 @@ class AgentRuntime:
         self._stream = ModelStream(self._redact, self.hooks, text_calls=self.limits.text_tool_calls)
         self._calls = self._tool_calls(tool_hooks, tool_outputs)
         self._rounds = ToolRounds(self._calls, self._writes, verify)
+        self.extensions = extensions or Extensions()
 
     def _spending_of(self, cost: CostFunction | None) -> TurnSpending:
         """The checks of the turn's budgets and the pricing of its model calls."""
@@ -292,7 +296,7 @@ class AgentRuntime:
         """
         run_id = new_id()
         state = TurnState(fence, checkpoint)
-        state.arrivals = arrivals
+        state.arrivals = self.extensions.joining(arrivals, run_id, context, state)
         if self.models is not None:
             state.provider, state.model = self.models.pick(model)
         else:
@@ -364,6 +368,9 @@ class AgentRuntime:
                 raise
             final = await self._cancelled(run_id, state)
             emit(final)
+        except ExtensionStop as stop:
+            final = stop.final(run_id)
+            emit(final)
         except FenceOvertaken:
             # Another worker holds the session now: it answers, this turn says nothing.
             log.warning(
@@ -428,6 +435,7 @@ class AgentRuntime:
     ) -> RunCompleted | RunFailed:
         """Open the turn and run its steps; a turn a crash cut off goes on from what it
         stored."""
+        user_input = await self.extensions.on_input(user_input, run_id, context, state)
         start = await self._open(session_id, user_input, context, state)
         session_id = state.session_id = start.session.id
         state.first_seq = start.message.seq
@@ -448,6 +456,11 @@ class AgentRuntime:
         if last is not None and last.role == "assistant" and not last.tool_calls:
             # The cut-off turn had already answered; only its delivery may be missing.
             return RunCompleted(run_id=run_id, text=last.text, steps=0)
+        if (reply := state.requests.reply) is not None:  # an extension answered: no model call
+            state.history += await self._writes.persist(
+                session_id, state, [Message.assistant(reply)]
+            )
+            return RunCompleted(run_id=run_id, text=reply, steps=0)
         return await self._loop(run_id, session_id, state.history, context, emit, state)
 
     async def _open(
@@ -526,7 +539,8 @@ class AgentRuntime:
             if refusal is not None:
                 return refusal
             history += await join_arrivals(self.store, self.patience, session_id, state, emit, step)
-            await self._compaction.compact(session_id, history, context, state, emit)
+            force = state.requests.take_compaction()  # an extension asked for it
+            await self._compaction.compact(session_id, history, context, state, emit, force=force)
             outcome = await self._ask(run_id, system, offered, history, state, emit, context)
             if isinstance(outcome, RunFailed):
                 await self._keep_cut_call(session_id, run_id, state, _CUT_OFF_NOTE)
@@ -542,6 +556,10 @@ class AgentRuntime:
                 self._spending.cost(session_id, run_id, finished, state),
             )
             if not calls:
+                if state.requests.take_compaction():
+                    await self._compaction.compact(
+                        session_id, history, context, state, emit, force=True
+                    )
                 return self._completed(run_id, text, state, step)
             done = await self._rounds.run(
                 session_id, calls, context, tool_context, emit, state, step
@@ -600,6 +618,7 @@ class AgentRuntime:
             now=self._clock(),
             scheduled=context.schedule_brief,
         )
+        system = await self.extensions.on_agent_start(system, run_id, context, state)
         state.user, state.chat = spender_keys(
             context.platform, context.user_id, context.address, scheduled=context.scheduled
         )
@@ -649,6 +668,7 @@ class AgentRuntime:
                 if overflowed is not None:
                     return self._failure(run_id, overflowed)
                 return too_long(run_id, exc)
+            messages = await self.extensions.on_context(messages, run_id, context, state)
             request = self._request(system, offered, self._rounds.checked(messages), state)
             state.in_flight, state.streamed = request, []
             try:

@@ -20,7 +20,7 @@ import asyncio
 import importlib
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,11 +35,14 @@ __all__ = [
     "FailMode",
     "HookDecision",
     "HookEntry",
+    "HookFailed",
     "HookSpec",
     "LoadedHook",
     "ToolCallEvent",
     "ToolHooks",
     "ToolResultEvent",
+    "call_hook",
+    "load_point",
     "load_tool_hooks",
 ]
 
@@ -146,7 +149,8 @@ class HookDecision(BaseModel):
         return cls(end_turn=True, answer=answer)
 
 
-HookFunction = Callable[[Any], "HookDecision | Awaitable[HookDecision | None] | None"]
+# A hook: a tool hook takes the event, an extension (core/extensions.py) the event and a context.
+HookFunction = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -263,21 +267,9 @@ class ToolHooks:
 
     async def _ask(self, hook: LoadedHook, event: ToolCallEvent, point: str) -> HookDecision:
         try:
-            async with asyncio.timeout(hook.timeout):
-                answer = await _call(hook.function, event)
-        except TimeoutError:
-            log.warning("hook %s (%s) timed out after %gs", hook.path, point, hook.timeout)
-            raise _HookFailed(_failed(hook, event, f"timed out after {hook.timeout:g}s")) from None
-        except Exception as exc:
-            # The operator's code: its message may quote the arguments, so it is scrubbed.
-            log.warning(
-                "hook %s (%s) raised %s: %s",
-                hook.path,
-                point,
-                type(exc).__name__,
-                self._redact(str(exc)),
-            )
-            raise _HookFailed(_failed(hook, event, "failed")) from None
+            answer = await call_hook(hook, point, (event,), self._redact)
+        except HookFailed as failed:
+            raise _HookFailed(_failed(hook, event, failed.what)) from None
         if answer is None:
             return HookDecision()
         if not isinstance(answer, HookDecision):
@@ -297,12 +289,44 @@ class ToolHooks:
         return answer
 
 
-async def _call(function: HookFunction, event: ToolCallEvent) -> object:
+class HookFailed(Exception):
+    """A hook raised or timed out (logged, scrubbed, by `call_hook`); `what` says which."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(what)
+        self.what = what
+
+
+async def call_hook(
+    hook: LoadedHook, point: str, arguments: tuple[object, ...], redactor: Redactor
+) -> object:
+    """Call `hook` with `arguments` within its timeout and return its answer; a hook that
+    raises or times out is logged (its message scrubbed) and raises `HookFailed`. Shared by
+    the tool hooks and the extensions (core/extensions.py)."""
+    try:
+        async with asyncio.timeout(hook.timeout):
+            return await _call(hook.function, arguments)
+    except TimeoutError:
+        log.warning("hook %s (%s) timed out after %gs", hook.path, point, hook.timeout)
+        raise HookFailed(f"timed out after {hook.timeout:g}s") from None
+    except Exception as exc:
+        # The operator's code: its message may quote the arguments, so it is scrubbed.
+        log.warning(
+            "hook %s (%s) raised %s: %s",
+            hook.path,
+            point,
+            type(exc).__name__,
+            redactor(str(exc)),
+        )
+        raise HookFailed("failed") from None
+
+
+async def _call(function: HookFunction, arguments: tuple[object, ...]) -> object:
     if _is_async(function):
-        return await function(event)  # type: ignore[misc]
+        return await function(*arguments)
     # A sync hook runs in a thread, so a slow one cannot stall the turns of other chats and
     # its timeout holds (the thread itself finishes in its own time).
-    answer = await asyncio.to_thread(function, event)
+    answer = await asyncio.to_thread(function, *arguments)
     if inspect.isawaitable(answer):
         return await answer
     return answer
@@ -329,15 +353,21 @@ def load_tool_hooks(
 ) -> ToolHooks:
     """Import every hook the profile names; a bad one is a `ConfigError` naming it."""
     return ToolHooks(
-        _load_point(before_tool, fail, timeout, f"{source} before_tool"),
-        _load_point(after_tool, fail, timeout, f"{source} after_tool"),
+        load_point(before_tool, fail, timeout, f"{source} before_tool"),
+        load_point(after_tool, fail, timeout, f"{source} after_tool"),
         redactor=redactor,
     )
 
 
-def _load_point(
-    spec: str | Sequence[str | HookEntry], fail: FailMode, timeout: float, where: str
+def load_point(
+    spec: str | Sequence[str | HookEntry],
+    fail: FailMode,
+    timeout: float,
+    where: str,
+    *,
+    takes: tuple[str, ...] = ("the event",),
 ) -> list[LoadedHook]:
+    """Import the hooks of one point; each must take the arguments `takes` names."""
     entries = [spec] if isinstance(spec, str) else list(spec)
     loaded = []
     for entry in entries:
@@ -346,7 +376,7 @@ def _load_point(
         loaded.append(
             LoadedHook(
                 path=entry.call,
-                function=_import(entry.call, where),
+                function=_import(entry.call, where, takes),
                 fail=entry.fail or fail,
                 timeout=entry.timeout or timeout,
             )
@@ -354,7 +384,7 @@ def _load_point(
     return loaded
 
 
-def _import(path: str, where: str) -> HookFunction:
+def _import(path: str, where: str, takes: tuple[str, ...]) -> HookFunction:
     module_name, colon, attribute = path.partition(":")
     if not colon or not module_name or not attribute:
         raise ConfigError(f'{where}: {path!r} is not an import path like "package.module:function"')
@@ -376,9 +406,10 @@ def _import(path: str, where: str) -> HookFunction:
     except (TypeError, ValueError):
         return target  # type: ignore[no-any-return]
     try:
-        signature.bind(object())
+        signature.bind(*(object() for _ in takes))
     except TypeError:
+        count = "one argument" if len(takes) == 1 else f"{len(takes)} arguments"
         raise ConfigError(
-            f"{where}: {path!r} must take one argument (the event); it takes {signature}"
+            f"{where}: {path!r} must take {count} ({', '.join(takes)}); it takes {signature}"
         ) from None
     return target  # type: ignore[no-any-return]

@@ -8,6 +8,7 @@ what `AgentRuntime` (`core/runtime.py`) keeps while the turn runs.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,7 +25,7 @@ from core.safety import ToolCallMonitor
 from core.store.log import CompactionSummary
 from core.window import TurnWindow
 
-__all__ = ["ChannelContext", "RuntimeLimits", "TurnState"]
+__all__ = ["ChannelContext", "RuntimeLimits", "TurnRequests", "TurnState"]
 
 
 class RuntimeLimits(BaseModel):
@@ -69,6 +70,22 @@ class ChannelContext(BaseModel):
     # For a scheduled run: the system-prompt section saying what the run is and when its
     # answer is delivered (`core/scheduling/brief.py`).
     schedule_brief: str = ""
+
+
+@dataclass
+class TurnRequests:
+    """What extensions asked of the turn (`core/extensions.py`): to end it (`abort`, the
+    reason), to compact the session, to reload; and an answer given without a model call."""
+
+    abort: str | None = None
+    compact: bool = False
+    reload: bool = False
+    reply: str | None = None
+
+    def take_compaction(self) -> bool:
+        """Whether a compaction was asked for since the last time this said so."""
+        asked, self.compact = self.compact, False
+        return asked
 
 
 class TurnState:
@@ -118,3 +135,4 @@ class TurnState:
         # its ledger entries say so. `max_steps`: the turn's step limit, fewer once degraded.
         self.degraded = False
         self.max_steps = 0
+        self.requests = TurnRequests()

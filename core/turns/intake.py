@@ -32,6 +32,8 @@ from core.messages import Message
 from core.outages import Patience, redis_outage
 from core.policy import ChannelPolicy
 from core.ratelimit import RateLimits, Tested
+from core.runtime import AgentRuntime
+from core.session_compaction import SessionCompaction
 from core.session_reset import SessionReset
 from core.stopping import NOT_YOURS, STOPPED
 from core.store.base import Fence, SessionRecord, Store, TurnClose, TurnStanding
@@ -252,6 +254,7 @@ class InboundHandler:
                 confirm=self.turns.runtime.confirm,
                 rate_limits=self.rate_limits,
                 fence=fence,
+                compaction=_compaction(self.turns.runtime),
             )
             text = await command.handler(context)
         await self.outbox.send(inbound, "notice", text)
@@ -365,6 +368,18 @@ class InboundHandler:
                 updated_at=now,
             )
         return found.model_copy(update={"status": "running", "updated_at": now})
+
+
+def _compaction(runtime: AgentRuntime) -> SessionCompaction | None:
+    """`/compact` through the runtime's compactor; None when it has none."""
+    if runtime.compactor is None:
+        return None
+    return SessionCompaction(
+        runtime.store,
+        runtime.compactor,
+        window_tokens=runtime.context_window,
+        consolidator=runtime.consolidator,
+    )
 
 
 def _arguments(text: str) -> str:

@@ -111,6 +111,7 @@ async def test_serve_answers_on_discord(
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "fork",
             "sessions",
             "switch",

@@ -78,6 +78,7 @@ async def test_serve_answers_telegram_by_long_polling(
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "fork",
             "sessions",
             "switch",

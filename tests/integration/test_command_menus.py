@@ -61,6 +61,7 @@ async def test_telegram_lists_a_new_command_and_runs_it(
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "ping",
         ]
         assert fake.commands[-1]["description"] == "Check the bot answers"
@@ -82,6 +83,7 @@ async def test_discord_registers_a_new_command_and_runs_it(
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "ping",
         ]
         assert len(fake.requests_named("put_commands")) == 1

@@ -353,6 +353,7 @@ async def test_slash_commands_are_deferred_then_answered_by_editing_the_response
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "fork",
             "sessions",
             "switch",

@@ -69,6 +69,7 @@ async def test_private_question_is_answered_in_html_after_typing(
             "help",
             "schedules",
             "unschedule",
+            "compact",
             "fork",
             "sessions",
             "switch",

@@ -1,0 +1,1 @@
+"""Extensions the tests name by import path, as a profile's `[hooks]` names them."""
