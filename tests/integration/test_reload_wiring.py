@@ -19,6 +19,7 @@ from core.envelopes import Address, Inbound, Outbound
 from tests.fakes.anthropic_api import FakeAnthropic
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.fakes.llm_script import Text
+from tests.profile_env import profile_env
 from tests.workers import hand_in
 
 PROFILE = """
@@ -110,3 +111,38 @@ def _system(body: dict[str, object]) -> str:
         return system
     assert isinstance(system, list)
     return "".join(str(block["text"]) for block in system)
+
+
+async def test_an_extensions_reload_reaches_the_workers_profile_reloader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        PROFILE + '\n[hooks]\ninput = "tests.extension_modules.extensions:reload_profile"\n',
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+        SWITCHBOARD_MODEL="claude-haiku-4-5",
+    )
+    folder = tmp_path / "profiles" / "bot"
+    (folder / "SOUL.md").write_text("You are Alpha.", encoding="utf-8")
+    fake_anthropic.script(Text("one"), Text("two"), Text("three"))
+    settings = load_settings()
+    profile = load_profile(settings.profiles_dir, settings.profile)
+
+    async with embedded(settings, profile) as parts:
+        task = asyncio.create_task(parts.worker.run())
+        try:
+            assert (await answer(parts, said("hi"))).text == "one"
+            (folder / "SOUL.md").write_text("You are Beta.", encoding="utf-8")
+            # This turn's extension asks for the reload; the next turn runs on what it read.
+            assert (await answer(parts, said("hi again", user="B"))).text == "two"
+            assert (await answer(parts, said("and again", user="B"))).text == "three"
+        finally:
+            await asyncio.wait_for(parts.worker.stop(grace=PATIENCE), PATIENCE)
+            await asyncio.wait_for(task, PATIENCE)
+
+    first, _, last = (_system(r.json) for r in fake_anthropic.requests)
+    assert "You are Alpha." in first
+    assert "You are Beta." in last
