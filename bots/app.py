@@ -71,8 +71,10 @@ from core.store.replies import ReplyRecords
 from core.subagents import Subagents
 from core.takeover import Takeovers
 from core.tools import (
+    Browsing,
     FileDrop,
     WorkspaceSettings,
+    browser_tool,
     generate_image_tool,
     send_file_tool,
     web_fetch_tool,
@@ -80,6 +82,7 @@ from core.tools import (
     workspace_tools,
 )
 from core.tools.base import Tool, ToolRegistry
+from core.tools.browser import unavailable
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
@@ -245,6 +248,19 @@ def _web_search(settings: Settings) -> list[Tool[Any]]:
     return [web_search_tool(search)] if search is not None else []
 
 
+def _browsing(profile: Profile, redactor: Redactor) -> Browsing | None:
+    """The browser behind the `browser` tool when `[browser] enabled` and it can run here;
+    otherwise None (and one WARNING saying why; `switchboard doctor` says so too)."""
+    options = profile.settings.browser
+    if not options.enabled:
+        return None
+    why = unavailable(options)
+    if why is not None:
+        log.warning("[browser] is enabled but the browser tool is not offered: %s", why)
+        return None
+    return Browsing(options, redactor=redactor)
+
+
 def _file_tools(
     settings: Settings, profile: Profile, found: Backends, workspace: WorkspaceSettings
 ) -> list[Tool[Any]]:
@@ -317,6 +333,7 @@ async def worker_for(
         if options.memory.consolidate
         else None
     )
+    browsing = _browsing(profile, redactor)
     try:
         runtime = AgentRuntime(
             provider=provider,
@@ -333,6 +350,7 @@ async def worker_for(
                     *workspace_tools(workspace),
                     *_file_tools(settings, profile, found, workspace),
                     *(mcp.tools() if mcp else []),
+                    *([browser_tool(browsing)] if browsing else []),
                 ]
             ),
             store=found.store,
@@ -363,6 +381,7 @@ async def worker_for(
             tool_hooks=options.hooks.tool_hooks(redactor=redactor),
             tool_outputs=found.store,
             consolidator=consolidator,
+            step_state=browsing,
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:
@@ -433,6 +452,8 @@ async def worker_for(
             await mcp.aclose()
         if mcp_log is not None:
             await asyncio.to_thread(mcp_log.close)
+        if browsing is not None:
+            await browsing.aclose()  # no chromium outlives the worker
 
 
 def _quiet_pass(

@@ -31,6 +31,7 @@ from core.session_reset import SessionReset
 from core.skills import Skill
 from core.subagents import SubagentOptions
 from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
+from core.tools.browser import BrowserSettings
 from core.voice import VoiceSettings
 from core.watchdog import WatchdogSettings
 
@@ -171,6 +172,9 @@ class ProfileSettings(BaseModel):
     # The watchdog for a deaf platform: `[watchdog] silent_after = "30m"` (or per platform),
     # `failures`, `check_every`... (docs/operators.md, "Watchdog").
     watchdog: WatchdogSettings = Field(default_factory=WatchdogSettings)
+    # The `browser` tool (core/tools/browser.py, `full` mode only): off unless `[browser]
+    # enabled = true`; `executable_path` (Debian's chromium), `idle_seconds`, `timeout`...
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:

@@ -76,6 +76,7 @@ from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
 from core.safety import LOOP_STOPPED
+from core.step_state import StepState, turn_ended, with_state
 from core.store.ledger import CostLedger
 from core.store.log import ConversationLog
 from core.store.tool_outputs import ToolOutputs
@@ -167,6 +168,7 @@ class AgentRuntime:
         tool_hooks: ToolHooks | None = None,
         tool_outputs: ToolOutputs | None = None,
         consolidator: Consolidator | None = None,
+        step_state: StepState | None = None,
     ) -> None:
         """The arguments are described on the class."""
         self.provider = provider
@@ -181,6 +183,7 @@ class AgentRuntime:
         self._turn_context = turn_context
         self.compactor = compactor
         self.consolidator = consolidator
+        self.step_state = step_state  # shown before each model call (core/step_state.py)
         self.context_window = context_window or window_of(model)
         # A chain even for one hook: it keeps a hook that raises from breaking the turn.
         self.hooks = HookChain([hooks] if hooks is not None else [])
@@ -245,6 +248,7 @@ class AgentRuntime:
             models=self.models,
             tool_hooks=self._calls.tool_hooks,
             tool_outputs=self._calls.outputs,
+            step_state=self.step_state,
         )
 
     @property
@@ -377,6 +381,7 @@ class AgentRuntime:
             )
             if final is not None:
                 await self.hooks.on_agent_end(final)
+            await turn_ended(self.step_state, state.session_id)
             emit(None)
 
     async def _cancelled(self, run_id: str, state: TurnState) -> Cancelled:
@@ -668,7 +673,7 @@ class AgentRuntime:
         return ModelRequest.model_construct(
             model=state.model,
             system=system,
-            turn_context=state.turn_context,
+            turn_context=with_state(state.turn_context, self.step_state, state.session_id),
             messages=messages,
             tools=[t.spec for t in offered],
             max_tokens=self.limits.max_tokens,
