@@ -264,32 +264,49 @@ class Browsing:
         )
 
     async def _tab(self, session_id: str) -> _Tab:
+        """The session's tab, made (and chromium started) if it has none; `ToolError` when
+        chromium cannot start or make one."""
+        from playwright.async_api import Error as PageError
+
         async with self._lock:
             tab = self._tabs.get(session_id)
             if tab is not None:
                 return tab
-            from core.tools.browser_proxy import CheckedProxy
-
-            browser = await self._start()
-            proxy = CheckedProxy(self._address, timeout=self.settings.timeout)
-            server = await proxy.start()
             try:
-                # Everything goes through the proxy, loopback too (chromium skips the proxy
-                # for loopback addresses unless told `<-loopback>`).
-                context = await browser.new_context(
-                    proxy={"server": server, "bypass": "<-loopback>"},
-                    service_workers="block",
-                    accept_downloads=False,
-                )
-            except BaseException:
-                await proxy.close()
-                raise
+                tab = await self._new_tab()
+            except PageError as exc:
+                if not self._tabs:
+                    await self._stop()
+                raise ToolError(f"The browser could not start: {_first_line(exc)}") from None
+            self._tabs[session_id] = tab
+            return tab
+
+    async def _new_tab(self) -> _Tab:
+        """A new context behind a proxy of its own, with one page (under the lock)."""
+        from core.tools.browser_proxy import CheckedProxy
+
+        browser = await self._start()
+        proxy = CheckedProxy(self._address, timeout=self.settings.timeout)
+        server = await proxy.start()
+        context: BrowserContext | None = None
+        try:
+            # Everything goes through the proxy, loopback too (chromium skips a proxy for
+            # loopback addresses unless told `<-loopback>`).
+            context = await browser.new_context(
+                proxy={"server": server, "bypass": "<-loopback>"},
+                service_workers="block",
+                accept_downloads=False,
+            )
             context.set_default_timeout(self.settings.timeout * 1000)
             context.set_default_navigation_timeout(self.settings.timeout * 1000)
             page = await context.new_page()
-            tab = _Tab(context=context, page=page, proxy=proxy, used=self._clock())
-            self._tabs[session_id] = tab
-            return tab
+        except BaseException:
+            if context is not None:
+                with contextlib.suppress(Exception):
+                    await context.close()
+            await proxy.close()
+            raise
+        return _Tab(context=context, page=page, proxy=proxy, used=self._clock())
 
     async def _look(self, tab: _Tab) -> None:
         """Note the page's URL, title and visible text, as the model will be shown them."""

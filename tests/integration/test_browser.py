@@ -277,3 +277,13 @@ async def test_the_page_state_is_in_the_next_model_call_only_and_closed_after_th
     # Chromium ran while the model was asked again, and nothing of it is left after the turn.
     assert during and during[0]
     assert not still_running and not left
+
+
+async def test_a_browser_that_cannot_start_is_one_sentence_for_the_model(site: Site) -> None:
+    broken = Browsing(TESTING.model_copy(update={"executable_path": "/bin/false"}))
+    try:
+        with pytest.raises(ToolError, match=r"^The browser could not start: "):
+            await act(broken, "open", url=f"{site.origin}/")
+        assert not broken.running and not broken.is_open("s1")
+    finally:
+        await broken.aclose()
