@@ -40,7 +40,7 @@ class CheckedProxy:
         self._server: asyncio.Server | None = None
         self._handlers: set[asyncio.Task[None]] = set()
         # Why each refused connection was refused, by what it asked for (the URL of a plain
-        # HTTP request, `https://host:port` of a tunnel); the tool clears it before each action.
+        # HTTP request, `https://host[:port]` of a tunnel); the tool clears it before each action.
         self.refused: dict[str, str] = {}
 
     async def start(self) -> str:

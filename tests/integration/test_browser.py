@@ -19,7 +19,7 @@ from aiohttp import web
 from core.backends.sql.store import SqlStore
 from core.errors import ToolError
 from core.messages import Message
-from core.modes import FULL
+from core.modes import FULL, SAFE_CHAT
 from core.providers.openai import OpenAIProvider
 from core.runtime import AgentRuntime, ChannelContext
 from core.tools import ToolRegistry
@@ -287,3 +287,35 @@ async def test_a_browser_that_cannot_start_is_one_sentence_for_the_model(site: S
         assert not broken.running and not broken.is_open("s1")
     finally:
         await broken.aclose()
+
+
+async def test_safe_chat_neither_offers_nor_runs_the_browser(
+    site: Site, fake_openai: FakeOpenAI, store: SqlStore, session_id: str
+) -> None:
+    browsing = Browsing(TESTING)
+    provider = OpenAIProvider(api_key=TEST_API_KEY, base_url=fake_openai.url, timeout=30.0)
+    runtime = AgentRuntime(
+        provider=provider,
+        model="gpt-4o-mini",
+        tools=ToolRegistry([browser_tool(browsing)]),
+        store=store,
+        step_state=browsing,
+    )
+    fake_openai.script(
+        ToolUse([("call_1", BROWSER, {"action": "open", "url": f"{site.origin}/"})]),
+        Text("I cannot browse here."),
+    )
+    shared = CONTEXT.model_copy(update={"mode": SAFE_CHAT, "platform": "telegram"})
+    try:
+        events = [e async for e in runtime.run(session_id, Message.user("open it"), shared)]
+        ran = browsing.running or browsing.is_open(session_id)
+    finally:
+        await browsing.aclose()
+        await provider.aclose()
+
+    assert type(events[-1]).__name__ == "RunCompleted"
+    first, second = (r.json for r in fake_openai.requests)
+    assert "tools" not in first or all(t["function"]["name"] != BROWSER for t in first["tools"])
+    [result] = [m for m in second["messages"] if m["role"] == "tool"]
+    assert "not available in this chat (capability mode 'safe-chat')" in result["content"]
+    assert not ran
