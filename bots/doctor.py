@@ -276,17 +276,29 @@ def _spending(profile: Profile) -> list[Finding]:
 def _browser(profile: Profile) -> list[Finding]:
     """`[browser] enabled` where it cannot run: the tool is not offered, and this says why."""
     options = profile.settings.browser
-    why = unavailable(options) if options.enabled else None
-    if why is None:
+    if not options.enabled:
         return []
-    return [
-        Finding(
-            "warning",
-            "browser",
-            f"[browser] is enabled but the browser tool is not offered: {why}",
-            "install what is missing, or set [browser] enabled = false",
+    found: list[Finding] = []
+    why = unavailable(options)
+    if why is not None:
+        found.append(
+            Finding(
+                "warning",
+                "browser",
+                f"[browser] is enabled but the browser tool is not offered: {why}",
+                "install what is missing, or set [browser] enabled = false",
+            )
         )
-    ]
+    if options.allow_loopback:
+        found.append(
+            Finding(
+                "warning",
+                "browser",
+                "[browser] allow_loopback = true: pages reach this machine's own services",
+                "it is meant for tests; remove it",
+            )
+        )
+    return found
 
 
 def _secrets_in(folder: Path, redact: Redactor) -> list[Finding]:

@@ -468,17 +468,18 @@ def test_an_enabled_browser_that_cannot_run_is_named_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     browser = '\n[browser]\nenabled = true\nexecutable_path = "/nowhere/chromium"\n'
-    _setup(tmp_path, monkeypatch, SAFE_PROFILE + browser, {})
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE + browser + "allow_loopback = true\n", {})
     settings = load_settings()
 
-    [found] = [
+    found = [
         f
         for f in posture(settings, load_profile(settings.profiles_dir, "bot"), None)
         if f.area == "browser"
     ]
 
-    assert found.severity == "warning"
-    assert found.text == (
+    assert [f.severity for f in found] == ["warning", "warning"]
+    assert [f.text for f in found] == [
         "[browser] is enabled but the browser tool is not offered: "
-        "no chromium at /nowhere/chromium (apt-get install chromium)"
-    )
+        "no chromium at /nowhere/chromium (apt-get install chromium)",
+        "[browser] allow_loopback = true: pages reach this machine's own services",
+    ]
