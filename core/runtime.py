@@ -141,7 +141,8 @@ class AgentRuntime:
     operator's hooks around each tool call (`[hooks]`, core/tool_hooks.py). `tool_outputs`
     keeps cut tool results whole for `read_tool_output`. `consolidator`: asked which
     durable facts the messages a compaction summarizes established (core/consolidation.py);
-    without it compaction only summarizes.
+    without it compaction only summarizes. `step_state`: live state (a browser page) added to
+    each request, never stored, and told when a turn ends (core/step_state.py).
     """
 
     def __init__(
@@ -183,7 +184,7 @@ class AgentRuntime:
         self._turn_context = turn_context
         self.compactor = compactor
         self.consolidator = consolidator
-        self.step_state = step_state  # shown before each model call (core/step_state.py)
+        self.step_state = step_state
         self.context_window = context_window or window_of(model)
         # A chain even for one hook: it keeps a hook that raises from breaking the turn.
         self.hooks = HookChain([hooks] if hooks is not None else [])
