@@ -76,8 +76,10 @@ from core.subagents import Subagents
 from core.takeover import Takeovers
 from core.tool_rounds import verification
 from core.tools import (
+    Browsing,
     FileDrop,
     WorkspaceSettings,
+    browser_tool,
     generate_image_tool,
     send_file_tool,
     web_fetch_tool,
@@ -85,6 +87,7 @@ from core.tools import (
     workspace_tools,
 )
 from core.tools.base import Tool, ToolRegistry
+from core.tools.browser import unavailable
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
 from core.tools.skills import read_skill_tool
@@ -252,6 +255,19 @@ def _web_search(settings: Settings) -> list[Tool[Any]]:
     return [web_search_tool(search)] if search is not None else []
 
 
+def _browsing(profile: Profile, redactor: Redactor) -> Browsing | None:
+    """The browser behind the `browser` tool when `[browser] enabled` and it can run here;
+    otherwise None (and one WARNING saying why; `switchboard doctor` says so too)."""
+    options = profile.settings.browser
+    if not options.enabled:
+        return None
+    why = unavailable(options)
+    if why is not None:
+        log.warning("[browser] is enabled but the browser tool is not offered: %s", why)
+        return None
+    return Browsing(options, redactor=redactor)
+
+
 def _file_tools(
     settings: Settings, profile: Profile, found: Backends, workspace: WorkspaceSettings
 ) -> list[Tool[Any]]:
@@ -324,6 +340,7 @@ async def worker_for(
         if options.memory.consolidate
         else None
     )
+    browsing = _browsing(profile, redactor)
     try:
         runtime = AgentRuntime(
             provider=provider,
@@ -340,6 +357,7 @@ async def worker_for(
                     *workspace_tools(workspace),
                     *_file_tools(settings, profile, found, workspace),
                     *(mcp.tools() if mcp else []),
+                    *([browser_tool(browsing)] if browsing else []),
                 ]
             ),
             store=found.store,
@@ -375,6 +393,7 @@ async def worker_for(
             attention=options.attention if options.attention.enabled else None,
             verify=verification(options.verify_criteria) if options.verify_after_tools else None,
             extensions=options.hooks.extensions(redactor=redactor),
+            step_state=browsing,
         )
         runtime.tools.add(Subagents(runtime, options.subagents, modes).tool())
         if mcp is not None:
@@ -450,6 +469,8 @@ async def worker_for(
             await mcp.aclose()
         if mcp_log is not None:
             await asyncio.to_thread(mcp_log.close)
+        if browsing is not None:
+            await browsing.aclose()  # no chromium outlives the worker
 
 
 def _quiet_pass(

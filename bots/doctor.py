@@ -42,6 +42,7 @@ from core.messages import Message
 from core.profile import Profile
 from core.providers.base import ModelRequest, complete
 from core.redact import Redactor
+from core.tools.browser import unavailable
 
 if TYPE_CHECKING:
     from core.tools.web_search import WebSearchSettings
@@ -99,6 +100,7 @@ def posture(
         found.extend(spec.checks.listeners(settings.environ))
     found.extend(_admins(profile, platforms))
     found.extend(_spending(profile))
+    found.extend(_browser(profile))
     if profile_folder is not None:
         found.extend(_secrets_in(profile_folder, settings.redactor()))
     found.extend(_data_folder(settings.data_dir))
@@ -266,6 +268,34 @@ def _spending(profile: Profile) -> list[Finding]:
                 "limits",
                 "every rate limit is off",
                 'set [limits] rate_limit = "20/minute" in profile.toml',
+            )
+        )
+    return found
+
+
+def _browser(profile: Profile) -> list[Finding]:
+    """`[browser] enabled` where it cannot run: the tool is not offered, and this says why."""
+    options = profile.settings.browser
+    if not options.enabled:
+        return []
+    found: list[Finding] = []
+    why = unavailable(options)
+    if why is not None:
+        found.append(
+            Finding(
+                "warning",
+                "browser",
+                f"[browser] is enabled but the browser tool is not offered: {why}",
+                "install what is missing, or set [browser] enabled = false",
+            )
+        )
+    if options.allow_loopback:
+        found.append(
+            Finding(
+                "warning",
+                "browser",
+                "[browser] allow_loopback = true: pages reach this machine's own services",
+                "it is meant for tests; remove it",
             )
         )
     return found

@@ -35,6 +35,7 @@ from core.session_reset import SessionReset
 from core.skills import Skill
 from core.subagents import SubagentOptions
 from core.tool_hooks import FailMode, HookSpec, ToolHooks, load_tool_hooks
+from core.tools.browser import BrowserSettings
 from core.voice import VoiceSettings
 from core.watchdog import WatchdogSettings
 
@@ -215,6 +216,9 @@ class ProfileSettings(BaseModel):
     # relative to the profile folder, or absolute; and the characters of it the prompt holds.
     knowledge_dir: str = Field(default="knowledge", min_length=1)
     knowledge_max_chars: int = Field(default=20_000, ge=0, le=1_000_000)
+    # The `browser` tool (core/tools/browser.py, `full` mode only): off unless `[browser]
+    # enabled = true`; `executable_path` (Debian's chromium), `idle_seconds`, `timeout`...
+    browser: BrowserSettings = Field(default_factory=BrowserSettings)
 
     @model_validator(mode="after")
     def _allowlist_policies_have_a_list(self) -> ProfileSettings:

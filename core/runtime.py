@@ -80,6 +80,7 @@ from core.prompt import SystemPrompt
 from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
 from core.safety import LOOP_STOPPED
+from core.step_state import StepState, turn_ended, with_state
 from core.store.ledger import CostLedger
 from core.store.log import ConversationLog
 from core.store.tool_outputs import ToolOutputs
@@ -150,7 +151,8 @@ class AgentRuntime:
     layer of a person's turns (core/attention.py); None: neither. `verify`: the
     instruction added to the request after each tool round (`core/tool_rounds.py`); None:
     none. `extensions`: the operator's `[hooks] input`, `before_agent_start` and
-    `context` (core/extensions.py).
+    `context` (core/extensions.py). `step_state`: live state (a browser page) added to
+    each request, never stored, and told when a turn ends (core/step_state.py).
     """
 
     def __init__(
@@ -181,6 +183,7 @@ class AgentRuntime:
         attention: AttentionSettings | None = None,
         verify: str | None = None,
         extensions: Extensions | None = None,
+        step_state: StepState | None = None,
     ) -> None:
         """The arguments are described on the class."""
         self.provider = provider
@@ -197,6 +200,7 @@ class AgentRuntime:
         self._gatherers = [g for g in (turn_context, hints) if g is not None]
         self.compactor = compactor
         self.consolidator = consolidator
+        self.step_state = step_state
         self.context_window = context_window or window_of(model)
         # A chain even for one hook: it keeps a hook that raises from breaking the turn.
         self.hooks = HookChain([hooks] if hooks is not None else [])
@@ -263,6 +267,7 @@ class AgentRuntime:
             models=self.models,
             tool_hooks=self._calls.tool_hooks,
             tool_outputs=self._calls.outputs,
+            step_state=self.step_state,
         )
 
     @property
@@ -400,6 +405,7 @@ class AgentRuntime:
                 await self.playbook.learn([m for m in state.history if m.seq >= state.first_seq])
             if final is not None:
                 await self.hooks.on_agent_end(final)
+            await turn_ended(self.step_state, state.session_id)
             emit(None)
 
     async def _cancelled(self, run_id: str, state: TurnState) -> Cancelled:
@@ -707,7 +713,7 @@ class AgentRuntime:
         return ModelRequest.model_construct(
             model=state.model,
             system=system,
-            turn_context=state.turn_context,
+            turn_context=with_state(state.turn_context, self.step_state, state.session_id),
             messages=messages,
             tools=[t.spec for t in offered],
             max_tokens=self.limits.max_tokens,

@@ -10,6 +10,7 @@ from core.tools.base import (
     describe_validation_error,
     utc_now,
 )
+from core.tools.browser import BROWSER, BrowserSettings, Browsing, browser_tool
 from core.tools.builtin import builtin_tools
 from core.tools.calculator import calculator_tool
 from core.tools.clock import current_time_tool
@@ -22,10 +23,13 @@ from core.tools.web_search import WEB_SEARCH, WebSearchSettings, web_search_tool
 from core.tools.workspace import WorkspaceSettings, files_tool, shell_tool, workspace_tools
 
 __all__ = [
+    "BROWSER",
     "GENERATE_IMAGE",
     "SEND_FILE",
     "WEB_FETCH",
     "WEB_SEARCH",
+    "BrowserSettings",
+    "Browsing",
     "Clock",
     "FileDrop",
     "SafetyTier",
@@ -36,6 +40,7 @@ __all__ = [
     "WebFetchSettings",
     "WebSearchSettings",
     "WorkspaceSettings",
+    "browser_tool",
     "builtin_tools",
     "calculator_tool",
     "current_time_tool",

@@ -47,6 +47,8 @@ __all__ = [
     "Resolve",
     "WebFetchSettings",
     "address_refusal",
+    "checked_url",
+    "public_address",
     "system_resolve",
     "web_fetch_tool",
 ]
@@ -205,25 +207,9 @@ class _Fetcher:
         raise ToolError(f"Too many redirects (more than {self.settings.max_redirects}).")
 
     async def _checked_address(self, url: URL) -> str:
-        host = url.raw_host or ""
-        try:
-            ipaddress.ip_address(host)
-            addresses = [host]
-        except ValueError:
-            try:
-                addresses = await self.resolve(host, url.port or 0)
-            except OSError as exc:
-                raise ToolError(f"Could not find the address of {host}: {exc}.") from exc
-        if not addresses:
-            raise ToolError(f"Could not find the address of {host}.")
-        for address in addresses:
-            why = address_refusal(address, allow_loopback=self.settings.allow_loopback)
-            if why is not None:
-                raise ToolError(
-                    f"Refused: {host} resolves to {address}, {why}. "
-                    "web_fetch reads public web pages only."
-                )
-        return addresses[0]
+        return await public_address(
+            url, self.resolve, allow_loopback=self.settings.allow_loopback, who=WEB_FETCH
+        )
 
     async def _get(self, url: URL, address: str) -> _Page | URL:
         import aiohttp
@@ -260,6 +246,38 @@ class _Fetcher:
                 return bytes(body), True  # stop reading: the rest is never downloaded
             body += chunk
         return bytes(body), False
+
+
+async def public_address(
+    url: URL, resolve: Resolve, *, allow_loopback: bool = False, who: str = WEB_FETCH
+) -> str:
+    """The address to connect to for `url`'s host: every address the host resolves to must be
+    public (`address_refusal`), else `ToolError` saying which one is not; `who` names the tool
+    in the message (`browser` checks every request of its pages with this too)."""
+    host = url.raw_host or ""
+    try:
+        ipaddress.ip_address(host)
+        addresses = [host]
+    except ValueError:
+        try:
+            addresses = await resolve(host, url.port or 0)
+        except OSError as exc:
+            raise ToolError(f"Could not find the address of {host}: {exc}.") from exc
+    if not addresses:
+        raise ToolError(f"Could not find the address of {host}.")
+    for address in addresses:
+        why = address_refusal(address, allow_loopback=allow_loopback)
+        if why is not None:
+            raise ToolError(
+                f"Refused: {host} resolves to {address}, {why}. {who} reads public web pages only."
+            )
+    return addresses[0]
+
+
+def checked_url(raw: str) -> URL:
+    """`raw` as a URL `web_fetch` (and `browser`) may ask for: http or https, a host, no user
+    name or password; `ToolError` saying what is wrong otherwise."""
+    return _checked_url(raw)
 
 
 def _checked_url(raw: str) -> URL:

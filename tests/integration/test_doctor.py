@@ -462,3 +462,24 @@ def test_a_tool_hook_that_does_not_load_is_critical(
     assert first.startswith("critical  settings: ")
     assert "[hooks] before_tool: 'tests.hook_modules.policy:two_arguments' must take one" in first
     assert "Traceback" not in out
+
+
+def test_an_enabled_browser_that_cannot_run_is_named_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    browser = '\n[browser]\nenabled = true\nexecutable_path = "/nowhere/chromium"\n'
+    _setup(tmp_path, monkeypatch, SAFE_PROFILE + browser + "allow_loopback = true\n", {})
+    settings = load_settings()
+
+    found = [
+        f
+        for f in posture(settings, load_profile(settings.profiles_dir, "bot"), None)
+        if f.area == "browser"
+    ]
+
+    assert [f.severity for f in found] == ["warning", "warning"]
+    assert [f.text for f in found] == [
+        "[browser] is enabled but the browser tool is not offered: "
+        "no chromium at /nowhere/chromium (apt-get install chromium)",
+        "[browser] allow_loopback = true: pages reach this machine's own services",
+    ]
