@@ -120,7 +120,10 @@ async def test_a_failing_extension_fails_closed_by_default(
     bad: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     extensions = load(input=[f"{E}:{bad}"], timeout=0.05)
-    with caplog.at_level(logging.WARNING), pytest.raises(ExtensionStop) as stopped:
+    with (
+        caplog.at_level(logging.WARNING, logger="core.extensions"),
+        pytest.raises(ExtensionStop) as stopped,
+    ):
         await on_input(extensions, "hello")
     final = stopped.value.final("r1")
     assert isinstance(final, RunFailed)
@@ -147,7 +150,10 @@ async def test_a_failing_extension_set_to_fail_open_changes_nothing() -> None:
 
 async def test_abort_ends_the_turn_as_a_stop_does(caplog: pytest.LogCaptureFixture) -> None:
     extensions = load(before_agent_start=f"{E}:abort_turn")
-    with caplog.at_level(logging.INFO), pytest.raises(ExtensionStop) as stopped:
+    with (
+        caplog.at_level(logging.INFO, logger="core.extensions"),
+        pytest.raises(ExtensionStop) as stopped,
+    ):
         await extensions.on_agent_start("system", "r1", CONTEXT, state())
     assert isinstance(stopped.value.final("r1"), Cancelled)
     assert "the operator's extension said no" in caplog.text
@@ -172,7 +178,7 @@ async def test_reload_calls_the_reloader_or_says_it_is_not_available(
     await on_input(Extensions(loaded.input, reload=reloader), "hello")
     assert reloads == ["reloaded"]
 
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="core.extensions"):
         await on_input(loaded, "hello")
     assert "reload is not available here" in caplog.text
     assert reloads == ["reloaded"]
