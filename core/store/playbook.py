@@ -32,14 +32,19 @@ class PlaybookRecords(Protocol):
     """The playbook's records; one transaction per call."""
 
     async def record_sequence(
-        self, bot: str, tools: Sequence[str], keywords: Sequence[str]
+        self, bot: str, tools: Sequence[str], keywords: Sequence[str], *, keep: int | None = None
     ) -> None:
-        """Count one more successful turn of `tools` for each of `keywords` (digests)."""
+        """Count one more successful turn of `tools` for each of `keywords` (digests).
+
+        With `keep`, in the same transaction, the bot's rows beyond `keep` go: the fewest
+        successes first, of those the least recently recorded; never the rows this call wrote.
+        """
         ...
 
     async def find_sequences(
-        self, bot: str, keywords: Sequence[str], *, limit: int
+        self, bot: str, keywords: Sequence[str], *, limit: int, proven: int | None = None
     ) -> list[PlaybookEntry]:
-        """The bot's sequences recorded with any of `keywords`, those sharing the most first,
-        then the most successful, then the most recently recorded; at most `limit`."""
+        """The bot's sequences recorded with any of `keywords`: with `proven`, those that
+        worked at least that many times first; then those sharing the most keywords, then the
+        most successful, then the most recently recorded; at most `limit`."""
         ...
