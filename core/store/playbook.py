@@ -8,11 +8,12 @@ person's text (decision 0026).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["PlaybookEntry", "PlaybookRecords"]
+__all__ = ["PlaybookEntry", "PlaybookRecords", "PlaybookSequence"]
 
 
 class PlaybookEntry(BaseModel):
@@ -26,6 +27,20 @@ class PlaybookEntry(BaseModel):
     matched: int
     # The most successful turns it was seen in with one of those keywords.
     successes: int
+
+
+class PlaybookSequence(BaseModel):
+    """A tool sequence of a bot's playbook as an operator lists it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tools: tuple[str, ...]
+    # How many keyword digests it is recorded with.
+    keywords: int
+    # The most successful turns it was seen in with one keyword.
+    successes: int
+    # When a turn last recorded it.
+    updated_at: datetime
 
 
 class PlaybookRecords(Protocol):
@@ -47,4 +62,13 @@ class PlaybookRecords(Protocol):
         """The bot's sequences recorded with any of `keywords`: with `proven`, those that
         worked at least that many times first; then those sharing the most keywords, then the
         most successful, then the most recently recorded; at most `limit`."""
+        ...
+
+    async def list_sequences(self, bot: str, *, limit: int) -> list[PlaybookSequence]:
+        """The bot's sequences, the most successful first, then the most recently recorded;
+        at most `limit`."""
+        ...
+
+    async def clear_playbook(self, bot: str) -> int:
+        """Delete every record of the bot's playbook; how many rows went."""
         ...

@@ -7,6 +7,7 @@ Run against every implementation by the `store` fixture of `tests/contract/conft
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from core.store import PlaybookEntry, PlaybookRecords
 
@@ -115,3 +116,23 @@ async def test_the_rows_being_written_are_never_pruned(store: PlaybookRecords) -
 
     found = await store.find_sequences("bot", ["k1", "k2", "k3", "k4"], limit=10)
     assert [(e.tools, e.matched) for e in found] == [(("fresh",), 2)]
+
+
+async def test_an_operator_lists_and_clears_one_bots_playbook(store: PlaybookRecords) -> None:
+    for _ in range(2):
+        await store.record_sequence("bot", ["search", "fetch"], ["k1", "k2"])
+    await store.record_sequence("bot", ["weather"], ["k3"])
+    await store.record_sequence("other", ["ledger"], ["k1"])
+
+    listed = await store.list_sequences("bot", limit=10)
+
+    assert [(s.tools, s.keywords, s.successes) for s in listed] == [
+        (("search", "fetch"), 2, 2),
+        (("weather",), 1, 1),
+    ]
+    assert all(s.updated_at.utcoffset() == timedelta(0) for s in listed)
+    assert [s.tools for s in await store.list_sequences("bot", limit=1)] == [("search", "fetch")]
+    assert await store.clear_playbook("bot") == 3
+    assert await store.list_sequences("bot", limit=10) == []
+    assert await store.clear_playbook("bot") == 0
+    assert [s.tools for s in await store.list_sequences("other", limit=10)] == [("ledger",)]

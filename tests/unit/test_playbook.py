@@ -10,7 +10,7 @@ from core.errors import StoreError
 from core.messages import Message, ToolCall
 from core.modes import FULL
 from core.playbook import PLAYBOOK_HEADING, Playbook, PlaybookSettings, digest, sequence_of
-from core.store.playbook import PlaybookEntry
+from core.store.playbook import PlaybookEntry, PlaybookSequence
 from core.turn_state import ChannelContext
 
 CONTEXT = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
@@ -45,6 +45,12 @@ class Records:
         bar = proven if proven is not None else 10**9
         entries.sort(key=lambda e: (e.successes < bar, -e.matched, -e.successes, e.tools))
         return entries[:limit]
+
+    async def list_sequences(self, bot: str, *, limit: int) -> list[PlaybookSequence]:
+        raise NotImplementedError  # the operator's listing: tests/contract
+
+    async def clear_playbook(self, bot: str) -> int:
+        raise NotImplementedError
 
 
 def _turn(asked: str, *steps: tuple[str, bool]) -> list[Message]:

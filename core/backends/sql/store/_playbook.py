@@ -10,8 +10,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from core.backends.sql.store._base import SqlBase
 from core.backends.sql.store._dialect import upsert_counting
 from core.backends.sql.store._tables import playbook
-from core.store._shared import utc_text
-from core.store.playbook import PlaybookEntry
+from core.store._shared import check_limit, from_utc_text, utc_text
+from core.store.playbook import PlaybookEntry, PlaybookSequence
 
 __all__ = ["SqlPlaybook"]
 
@@ -78,6 +78,35 @@ class SqlPlaybook(SqlBase):
             )
             for row in rows
         ]
+
+    async def list_sequences(self, bot: str, *, limit: int) -> list[PlaybookSequence]:
+        """The bot's sequences, the most successful first, then the newest."""
+        check_limit(limit)
+        successes, newest = func.max(_p.successes), func.max(_p.updated_at)
+        query = (
+            select(_p.tools, func.count().label("keywords"), successes, newest)
+            .where(_p.bot == bot)
+            .group_by(_p.tools)
+            .order_by(successes.desc(), newest.desc(), _p.tools)
+            .limit(limit)
+        )
+        async with self._read(f"list the playbook of {bot!r}") as db:
+            rows = (await db.execute(query)).all()
+        return [
+            PlaybookSequence(
+                tools=tuple(tools.split()),
+                keywords=keywords,
+                successes=most,
+                updated_at=from_utc_text(last),
+            )
+            for tools, keywords, most, last in rows
+        ]
+
+    async def clear_playbook(self, bot: str) -> int:
+        """Delete every record of the bot's playbook; how many rows went."""
+        async with self._begin(f"clear the playbook of {bot!r}") as db:
+            deleted = await db.execute(delete(playbook).where(_p.bot == bot))
+            return int(deleted.rowcount)
 
 
 async def _prune(db: AsyncConnection, bot: str, keep: int, *, spare: tuple[str, list[str]]) -> None:
