@@ -105,6 +105,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "people",
         "Export or erase everything kept about one person (a data request).",
     ),
+    "playbook": LazyCommand(
+        "bots.commands.playbook",
+        "playbook",
+        "List or clear the tool sequences a bot learned worked (its playbook).",
+    ),
     "prompt": LazyCommand(
         "bots.commands.prompt",
         "prompt",

@@ -40,6 +40,7 @@ SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
         "schedule_list",
         "schedule_cancel",
         "schedule_runs",
+        "schedule_run_output",
         "remember",
         "recall",
         "forget",

@@ -4,7 +4,10 @@ When a turn that called tools ends with an answer, no tool result an error and n
 `Playbook.learn` records the names of the tools in call order (a tool called several times in
 a row counts once) with the keywords of the person's message, per bot. Before a turn,
 `Playbook.hints` finds the sequences recorded with the most of the new message's keywords and
-puts the best few, within a small budget, into the turn's context.
+puts the best few, within a small budget, into the turn's context. A sequence that worked
+`proven` times (three by default, as seed 000 flags for promotion) is offered before the others
+and marked proven; the records of a bot are kept to `keep` rows, the least used and oldest
+pruned as a turn is recorded (decision 0031).
 
 Keywords are stored as keyed digests, never as words, and nothing names the person or the
 chat: the records hold no one's text, so erasing a person has nothing to reach here
@@ -51,6 +54,11 @@ class PlaybookSettings(BaseModel):
     hints: int = Field(default=3, ge=1, le=10)
     # The hints' length at most, in characters (heading included).
     max_chars: int = Field(default=600, ge=100, le=4000)
+    # Successes after which a sequence is proven: offered first and marked so.
+    proven: int = Field(default=3, ge=2, le=100)
+    # The bot's records kept at most (one per sequence and keyword); the least used and
+    # oldest go first.
+    keep: int = Field(default=5000, ge=100, le=1_000_000)
 
 
 def digest(word: str) -> str:
@@ -87,7 +95,9 @@ class Playbook:
         wanted = [digest(word) for word in keywords(asked)]
         if not wanted:
             return ""
-        found = await self.store.find_sequences(self.bot, wanted, limit=self.settings.hints)
+        found = await self.store.find_sequences(
+            self.bot, wanted, limit=self.settings.hints, proven=self.settings.proven
+        )
         return self._section(found)
 
     async def learn(self, turn: Sequence[Message]) -> bool:
@@ -100,7 +110,9 @@ class Playbook:
         if not tools or not words:
             return False
         try:
-            await self.store.record_sequence(self.bot, tools, [digest(w) for w in words])
+            await self.store.record_sequence(
+                self.bot, tools, [digest(w) for w in words], keep=self.settings.keep
+            )
         except StoreError as exc:
             log.warning("could not record a tool sequence in the playbook: %s", exc)
             return False
@@ -116,7 +128,8 @@ class Playbook:
         shown = 0
         for entry in found:
             times = "once" if entry.successes == 1 else f"{entry.successes} times"
-            line = f"- {' → '.join(entry.tools)} (worked {times})"
+            proven = "proven: " if entry.successes >= self.settings.proven else ""
+            line = f"- {' → '.join(entry.tools)} ({proven}worked {times})"
             if used + len(line) + 1 > self.settings.max_chars:
                 break
             lines.append(line)

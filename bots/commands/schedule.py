@@ -26,7 +26,7 @@ from core.scheduling.cadence import (
     parse_timezone,
 )
 from core.scheduling.misses import miss_window
-from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule
+from core.scheduling.models import Cadence, IntervalCadence, OnceCadence, Schedule, ScheduleRun
 from core.scheduling.rules import FLOOR_SECONDS, ScheduleRefused, check_gap
 from core.scheduling.tools import describe_cadence
 
@@ -286,17 +286,27 @@ async def _set_status(settings: Settings, schedule_id: str, status: str) -> None
 @schedule.command("runs", epilog=STORE_EPILOG)
 @click.argument("schedule_id")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Print each run's whole output and error as plain text instead of the table "
+    "(with --limit 1, the latest run's).",
+)
 @AS_JSON
 @click.pass_context
-def runs(ctx: click.Context, schedule_id: str, limit: int, as_json: bool) -> None:
+def runs(ctx: click.Context, schedule_id: str, limit: int, full: bool, as_json: bool) -> None:
     """Show the latest runs of a schedule with their output, runs it missed and why, and
     when it runs next (or why it does not)."""
     settings = settings_from(ctx)
     require_data(settings)
-    asyncio.run(_runs(settings, schedule_id, limit, as_json))
+    if full and as_json:
+        raise ConfigError("--full and --json cannot go together (--json has the whole output)")
+    asyncio.run(_runs(settings, schedule_id, limit, as_json=as_json, full=full))
 
 
-async def _runs(settings: Settings, schedule_id: str, limit: int, as_json: bool) -> None:
+async def _runs(
+    settings: Settings, schedule_id: str, limit: int, *, as_json: bool, full: bool
+) -> None:
     async with open_store(settings) as store:
         schedule = await store.get_schedule(schedule_id)
         if schedule is None:
@@ -309,6 +319,10 @@ async def _runs(settings: Settings, schedule_id: str, limit: int, as_json: bool)
     standing = _standing(schedule, utc_now())
     if not found:
         click.echo(f"Schedule {schedule_id} has not run yet. {standing}")
+        return
+    if full:
+        _print_whole(found)
+        click.echo(standing)
         return
     table = listing(
         whole("started (UTC)"),
@@ -329,6 +343,21 @@ async def _runs(settings: Settings, schedule_id: str, limit: int, as_json: bool)
         )
     console.print(table)
     click.echo(standing)  # not wrapped: a reason may be long
+
+
+def _print_whole(found: list[ScheduleRun]) -> None:
+    """Each run as a heading line and its whole output and error, as stored: plain text, no
+    table or markup, nothing cut (`schedule runs --full`)."""
+    for run in found:
+        delivered = f", delivered: {delivery_summary(run)}" if run.status != "missed" else ""
+        click.echo(
+            f"== run {run.id}, {run.started_at:%Y-%m-%d %H:%M:%S} UTC: {run.status}{delivered}"
+        )
+        if run.error:
+            click.echo(f"error: {run.error}")
+        if run.output:
+            click.echo(run.output)
+        click.echo()
 
 
 def _standing(schedule: Schedule, now: datetime) -> str:

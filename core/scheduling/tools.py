@@ -78,12 +78,25 @@ class ScheduleIdArgs(BaseModel):
     schedule_id: str = Field(min_length=1, max_length=64)
 
 
+class ScheduleRunOutputArgs(BaseModel):
+    """The whole output of one run of a schedule: the latest, or the one named."""
+
+    schedule_id: str = Field(min_length=1, max_length=64)
+    run_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="A run's id as schedule_runs shows it; the latest run when left out.",
+    )
+
+
 class ScheduleListArgs(BaseModel):
     """The schedules that deliver to this chat."""
 
 
 def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
-    """`schedule_create`, `schedule_list`, `schedule_cancel` and `schedule_runs` over a book."""
+    """`schedule_create`, `schedule_list`, `schedule_cancel`, `schedule_runs` and
+    `schedule_run_output` over a book."""
     tools = _Schedules(book)
     return [
         Tool(
@@ -125,6 +138,16 @@ def schedule_tools(book: ScheduleBook) -> list[Tool[Any]]:
             args=ScheduleIdArgs,
             tier=SafetyTier.READ_ONLY,
             run=tools.runs,
+        ),
+        Tool(
+            name="schedule_run_output",
+            description=(
+                "Read the whole output of a run of a schedule of this chat (the latest, or "
+                "the run id schedule_runs shows), not only its first lines."
+            ),
+            args=ScheduleRunOutputArgs,
+            tier=SafetyTier.READ_ONLY,
+            run=tools.run_output,
         ),
     ]
 
@@ -186,12 +209,31 @@ class _Schedules:
         if not found:
             return f"Schedule {schedule.id} has not run yet; {_state(schedule)}."
         lines = [
-            f"{_when(r.started_at)}: {r.status}"
+            f"{r.id} {_when(r.started_at)}: {r.status}"
             + (f", delivered: {r.output[:200]}" if r.delivered else "")
             + (f", error: {r.error[:200]}" if r.error else "")
             for r in found
         ]
         return "\n".join([*lines, f"Schedule {schedule.id}: {_state(schedule)}."])
+
+    async def run_output(self, args: ScheduleRunOutputArgs, context: ToolContext) -> str:
+        # Scoped as `schedule_runs`: the schedule must be the asker's in this chat, and the
+        # run one of its runs. A long output is cut by the runtime, read on with
+        # `read_tool_output` (core/tool_calls.py).
+        schedule = await _own(self.book, args.schedule_id, context)
+        if args.run_id is None:
+            latest = await self.book.store.list_runs(schedule.id, limit=1)
+            run = latest[0] if latest else None
+            if run is None:
+                return f"Schedule {schedule.id} has not run yet; {_state(schedule)}."
+        else:
+            run = await self.book.store.get_run(args.run_id)
+            if run is None or run.schedule_id != schedule.id:
+                raise ToolError(f"Schedule {schedule.id} has no run {args.run_id!r}.")
+        head = f"Run {run.id} of schedule {schedule.id}, {_when(run.started_at)}: {run.status}"
+        if run.error:
+            head += f", error: {run.error}"
+        return f"{head}\n{run.output}" if run.output else f"{head}; it has no output."
 
 
 def _cadence(args: ScheduleCreateArgs, now: datetime) -> Cadence:

@@ -6,7 +6,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 |---|---|---|
 | `ConversationLog` | `core/store/log.py` | 12: sessions (reopened, deleted, model), messages |
 | `CostLedger` | `core/store/ledger.py` | 7: entries, totals per session, person, chat, day, model |
-| `ScheduleStore` | `core/store/schedules.py` | 9: schedules, their runs and their deliveries |
+| `ScheduleStore` | `core/store/schedules.py` | 10: schedules, their runs and their deliveries |
 | `FactStore` | `core/store/facts.py` | 4: remembered facts, full-text search |
 | `CheckpointStore` | `core/store/checkpoints.py` | 4 |
 | `ProcessedMarks` | `core/store/processed.py` | 2 |
@@ -17,7 +17,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `ToolOutputs` | `core/store/tool_outputs.py` | 2: the whole text of tool results shown cut |
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 | `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
-| `PlaybookRecords` | `core/store/playbook.py` | 2: tool sequences that worked, per bot |
+| `PlaybookRecords` | `core/store/playbook.py` | 4: tool sequences that worked, per bot |
 | `SessionForks` | `core/store/forks.py` | 3: a session forked, switched to; a chat's sessions |
 
 Code that needs one concern takes that protocol (`ScheduleBook` a `ScheduleStore`, the fact
@@ -60,7 +60,7 @@ from core.store.forks import SessionForks
 from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.people import PersonalRecords
-from core.store.playbook import PlaybookEntry, PlaybookRecords
+from core.store.playbook import PlaybookEntry, PlaybookRecords, PlaybookSequence
 from core.store.processed import ProcessedMarks
 from core.store.schedules import ScheduleStore
 from core.store.seen import LastSeen, SeenMarks
@@ -86,6 +86,7 @@ __all__ = [
     "PersonalRecords",
     "PlaybookEntry",
     "PlaybookRecords",
+    "PlaybookSequence",
     "ProcessedMarks",
     "ScheduleStore",
     "SeenMarks",

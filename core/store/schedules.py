@@ -45,6 +45,10 @@ class ScheduleStore(Protocol):
         """A schedule's runs, newest (by `started_at`) first."""
         ...
 
+    async def get_run(self, run_id: str) -> ScheduleRun | None:
+        """The run with this id, whole (its output uncut), or None."""
+        ...
+
     async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
         """Delete all but the newest `keep` runs of a schedule; returns how many went."""
         ...

@@ -283,6 +283,20 @@ async def test_a_run_is_saved_replaced_and_listed(store: ScheduleStore) -> None:
     assert await store.list_runs("sched-1") == [failed, finished]
 
 
+async def test_a_run_is_read_by_its_id_with_its_whole_output(store: ScheduleStore) -> None:
+    await store.save_schedule(_schedule())
+    long = "line of the report\n" * 2000  # 38,000 characters: kept and read whole
+    finished = _run("run-1").model_copy(update={"status": "succeeded", "output": long})
+    await store.save_run(finished)
+    await store.save_run(_run("run-2", started_at=START + HOUR))
+
+    assert await store.get_run("run-1") == finished
+    assert (await store.get_run("run-2") or finished).id == "run-2"
+    assert await store.get_run("nosuchrun") is None
+    await store.delete_schedule("sched-1")
+    assert await store.get_run("run-1") is None
+
+
 async def test_saving_a_schedule_again_keeps_its_runs(store: ScheduleStore) -> None:
     schedule = _schedule()
     await store.save_schedule(schedule)

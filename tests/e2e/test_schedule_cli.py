@@ -22,8 +22,9 @@ import pytest
 from channels.terminal import NOTIFICATION_LABEL
 from channels.terminal import SPEC as TERMINAL
 from core.backends.sql.store import SqlStore
+from core.envelopes import Address
 from core.scheduling.book import ScheduleBook
-from core.scheduling.models import OnceCadence
+from core.scheduling.models import OnceCadence, ScheduleRun
 from tests.e2e.processes import communicate, open_profiles
 from tests.e2e.served import serve
 from tests.fakes.telegram_api import Call, FakeTelegram
@@ -289,6 +290,62 @@ def test_an_unknown_schedule_id_is_one_line_and_exit_1(
 
     assert result.returncode == 1
     assert_one_line_error(result, "no schedule 'nope'")
+
+
+# Longer than any table cell, with text that looks like markup: printed whole and as it is.
+LONG_OUTPUT = "".join(f"[bold]line {i:04d}[/bold] of the report\n" for i in range(300)) + "END"
+
+
+async def _runs_of_a_schedule(path: Path) -> str:
+    """A schedule with a long succeeded run and a failed one after it; its id."""
+    store = await SqlStore.open(f"sqlite:///{path}")
+    try:
+        made = await ScheduleBook(store).create(
+            cadence=OnceCadence(at=datetime.now(UTC) + timedelta(hours=1)),
+            prompt="the report",
+            deliver_to=Address(platform="telegram", chat=str(TARGET)),
+            owner="cli",
+        )
+        started = datetime(2026, 5, 1, 9, 0, tzinfo=UTC)
+        for run_id, at, update in (
+            ("run-long", started, {"status": "succeeded", "output": LONG_OUTPUT}),
+            ("run-failed", started + timedelta(hours=1), {"status": "failed", "error": "down"}),
+        ):
+            await store.save_run(
+                ScheduleRun(id=run_id, schedule_id=made.id, due_at=at, started_at=at, **update)
+            )
+    finally:
+        await store.close()
+    return made.id
+
+
+def test_schedule_runs_full_prints_each_runs_whole_output(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    schedule_id = asyncio.run(_runs_of_a_schedule(tmp_path / "data" / "switchboard.db"))
+
+    table = run(["schedule", "runs", schedule_id], env, tmp_path)
+    assert table.returncode == 0, table.stderr
+    assert "END" not in table.stdout  # the table shows 80 characters
+
+    full = run(["schedule", "runs", schedule_id, "--full"], env, tmp_path)
+    assert full.returncode == 0, full.stderr
+    failed, long = full.stdout.split("\n\n")[:2]
+    assert failed == (
+        "== run run-failed, 2026-05-01 10:00:00 UTC: failed, delivered: no\nerror: down"
+    )
+    assert (
+        long == f"== run run-long, 2026-05-01 09:00:00 UTC: succeeded, delivered: no\n{LONG_OUTPUT}"
+    )
+
+    latest = run(["schedule", "runs", schedule_id, "--full", "--limit", "1"], env, tmp_path)
+    assert "run-failed" in latest.stdout and "run-long" not in latest.stdout
+
+    both = run(["schedule", "runs", schedule_id, "--full", "--json"], env, tmp_path)
+    assert_one_line_error(both, "--full and --json cannot go together")
+    unknown = run(["schedule", "runs", "nope", "--full"], env, tmp_path)
+    assert unknown.returncode == 1
+    assert_one_line_error(unknown, "no schedule 'nope'")
 
 
 def test_the_scheduler_process_alone_needs_redis(env: dict[str, str], tmp_path: Path) -> None:

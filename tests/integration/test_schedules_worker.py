@@ -201,7 +201,13 @@ async def running(
         await provider.aclose()
 
 
-SCHEDULE_TOOLS = ("schedule_create", "schedule_list", "schedule_cancel", "schedule_runs")
+SCHEDULE_TOOLS = (
+    "schedule_create",
+    "schedule_list",
+    "schedule_cancel",
+    "schedule_runs",
+    "schedule_run_output",
+)
 
 
 def offered(request: ModelRequest) -> set[str]:

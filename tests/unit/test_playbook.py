@@ -10,7 +10,7 @@ from core.errors import StoreError
 from core.messages import Message, ToolCall
 from core.modes import FULL
 from core.playbook import PLAYBOOK_HEADING, Playbook, PlaybookSettings, digest, sequence_of
-from core.store.playbook import PlaybookEntry
+from core.store.playbook import PlaybookEntry, PlaybookSequence
 from core.turn_state import ChannelContext
 
 CONTEXT = ChannelContext(platform="terminal", mode=FULL, session_key="terminal:default:it")
@@ -21,16 +21,18 @@ class Records:
 
     def __init__(self) -> None:
         self.rows: dict[tuple[str, tuple[str, ...], str], int] = {}
+        self.kept: list[int | None] = []
 
     async def record_sequence(
-        self, bot: str, tools: Sequence[str], keywords: Sequence[str]
+        self, bot: str, tools: Sequence[str], keywords: Sequence[str], *, keep: int | None = None
     ) -> None:
+        self.kept.append(keep)  # pruning itself is the store's (tests/contract)
         for keyword in set(keywords):
             key = (bot, tuple(tools), keyword)
             self.rows[key] = self.rows.get(key, 0) + 1
 
     async def find_sequences(
-        self, bot: str, keywords: Sequence[str], *, limit: int
+        self, bot: str, keywords: Sequence[str], *, limit: int, proven: int | None = None
     ) -> list[PlaybookEntry]:
         found: dict[tuple[str, ...], list[int]] = {}
         for (owner, tools, keyword), successes in self.rows.items():
@@ -40,8 +42,15 @@ class Records:
             PlaybookEntry(tools=tools, matched=len(counts), successes=max(counts))
             for tools, counts in found.items()
         ]
-        entries.sort(key=lambda e: (-e.matched, -e.successes, e.tools))
+        bar = proven if proven is not None else 10**9
+        entries.sort(key=lambda e: (e.successes < bar, -e.matched, -e.successes, e.tools))
         return entries[:limit]
+
+    async def list_sequences(self, bot: str, *, limit: int) -> list[PlaybookSequence]:
+        raise NotImplementedError  # the operator's listing: tests/contract
+
+    async def clear_playbook(self, bot: str) -> int:
+        raise NotImplementedError
 
 
 def _turn(asked: str, *steps: tuple[str, bool]) -> list[Message]:
@@ -107,6 +116,19 @@ async def test_the_best_match_comes_first_and_the_count_shows() -> None:
     assert await Playbook(records, "other").hints(CONTEXT, "convert these dollars") == ""
 
 
+async def test_a_sequence_that_worked_three_times_is_proven_and_offered_first() -> None:
+    playbook = Playbook(records := Records(), "bot", PlaybookSettings(keep=100))
+    await playbook.learn(_turn("convert euros to dollars", ("rates", False), ("calc", False)))
+    for _ in range(3):
+        await playbook.learn(_turn("dollars spent", ("ledger", False)))
+
+    lines = (await playbook.hints(CONTEXT, "convert euros to dollars")).splitlines()
+
+    # `rates → calc` shares more keywords, but `ledger` is proven.
+    assert lines[2:] == ["- ledger (proven: worked 3 times)", "- rates → calc (worked once)"]
+    assert records.kept == [100] * 4  # each write asks the store to keep the bot's rows to 100
+
+
 async def test_no_keyword_in_common_no_hints() -> None:
     playbook = Playbook(Records(), "bot")
     await playbook.learn(_turn("weather in Paris", ("weather", False)))
@@ -134,7 +156,7 @@ class Broken(Records):
         self.error = error
 
     async def record_sequence(
-        self, bot: str, tools: Sequence[str], keywords: Sequence[str]
+        self, bot: str, tools: Sequence[str], keywords: Sequence[str], *, keep: int | None = None
     ) -> None:
         raise self.error
 

@@ -128,6 +128,12 @@ class SqlSchedules(SqlBase):
         async with self._read(f"list the runs of schedule {schedule_id!r}") as db:
             return [ScheduleRun.model_validate_json(body) for body in await db.scalars(query)]
 
+    async def get_run(self, run_id: str) -> ScheduleRun | None:
+        """The run with this id, whole (its output uncut), or None."""
+        async with self._read(f"read run {run_id!r}") as db:
+            body = await db.scalar(select(r.body).where(r.id == run_id))
+        return None if body is None else ScheduleRun.model_validate_json(body)
+
     async def prune_runs(self, schedule_id: str, *, keep: int) -> int:
         """Delete all but the newest `keep` runs of a schedule; returns how many went."""
         if keep < 0:
