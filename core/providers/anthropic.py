@@ -21,6 +21,7 @@ from core.messages import ImagePart, Message, TextPart, ToolCall, Usage
 from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest
 from core.providers.defaults import DEFAULT_MODELS
+from core.providers.idle import idle_limited
 
 __all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "classify_anthropic_error"]
 
@@ -70,6 +71,7 @@ class AnthropicProvider:
         base_url: str | None = None,
         key_variable: str = "ANTHROPIC_API_KEY",
         timeout: float = 600.0,
+        stream_idle_timeout: float | None = None,
     ) -> None:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top. The
         # SDK's aiohttp transport, as for OpenAI (core/providers/openai.py).
@@ -81,6 +83,8 @@ class AnthropicProvider:
             http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
+        # After a stream's first chunk, the longest wait for the next (core/providers/idle.py).
+        self._idle_timeout = stream_idle_timeout
         self._conversations: OrderedDict[int, _Conversation] = OrderedDict()
 
     @property
@@ -166,7 +170,7 @@ class AnthropicProvider:
         stop: StopReason = "end_turn"
         ended = False
         tools: dict[int, tuple[str, str, list[str]]] = {}
-        async for event in response:
+        async for event in idle_limited(response, self._idle_timeout, provider=self.name):
             if not isinstance(event, dict):
                 continue
             index = event.get("index")

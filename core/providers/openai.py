@@ -25,6 +25,7 @@ from core.messages import ImagePart, Message, TextPart, Usage
 from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest, ToolSpec
 from core.providers.defaults import DEFAULT_MODELS
+from core.providers.idle import idle_limited
 
 __all__ = ["DEFAULT_OPENAI_MODEL", "OpenAIProvider", "classify_openai_error"]
 
@@ -74,6 +75,7 @@ class OpenAIProvider:
         base_url: str | None = None,
         key_variable: str = "OPENAI_API_KEY",
         timeout: float = 600.0,
+        stream_idle_timeout: float | None = None,
     ) -> None:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
         # The SDK's aiohttp transport: its connection pool costs a fraction of the default
@@ -87,6 +89,8 @@ class OpenAIProvider:
             http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
+        # After a stream's first chunk, the longest wait for the next (core/providers/idle.py).
+        self._idle_timeout = stream_idle_timeout
         host = urlparse(str(self._client.base_url)).hostname or ""
         # OpenAI's newer models refuse `max_tokens`; compatible servers mostly only know it.
         self._max_tokens_field = (
@@ -190,7 +194,7 @@ class OpenAIProvider:
         stop: StopReason = "end_turn"
         ended = False
         calls: dict[int, tuple[list[str], list[str], list[str]]] = {}
-        async for chunk in response:
+        async for chunk in idle_limited(response, self._idle_timeout, provider=self.name):
             if not isinstance(chunk, dict):
                 continue
             reported = chunk.get("usage")
