@@ -156,6 +156,8 @@ class ToolCallMonitor:
 
     def record_call(self, name: str, arguments: dict[str, Any]) -> CallVerdict:
         """Note a call the model asked for, before it runs."""
+        if self.stopped:  # e.g. a result before it in the same round made no progress
+            return CallVerdict("stop", f"Not run: {self.stop_reason}, so the turn was stopped.")
         key = _key(name, arguments)
         self._calls.append(key)
         count = self._counts[key] = self._counts.get(key, 0) + 1

@@ -7,6 +7,7 @@ import pytest
 from core.safety import (
     FENCE_CLOSE,
     FENCE_OPEN,
+    CallVerdict,
     ToolCallMonitor,
     fence_tool_output,
     scan_tool_output,
@@ -136,6 +137,11 @@ def test_the_same_result_whatever_the_arguments_warns_at_three_and_stops_at_five
     assert notes[4] == "search gave this same result 5 times in a row, so the turn was stopped."
     assert monitor.stopped
     assert monitor.stop_reason == "search kept giving the same result"
+    # A call after it (the same round) is not run: the turn is being stopped.
+    after = monitor.record_call("fetch", {"url": "https://example.com"})
+    assert after == CallVerdict(
+        "stop", "Not run: search kept giving the same result, so the turn was stopped."
+    )
 
 
 def test_a_different_result_or_another_tool_in_between_is_progress() -> None:
