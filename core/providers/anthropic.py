@@ -170,7 +170,9 @@ class AnthropicProvider:
         stop: StopReason = "end_turn"
         ended = False
         tools: dict[int, tuple[str, str, list[str]]] = {}
-        async for event in idle_limited(response, self._idle_timeout, provider=self.name):
+        async for event in idle_limited(
+            response, self._idle_timeout, provider=self.name, begins=_answer_begins
+        ):
             if not isinstance(event, dict):
                 continue
             index = event.get("index")
@@ -371,3 +373,10 @@ def _error_details(body: object, fallback: str) -> tuple[str, str]:
         if isinstance(error, dict):
             return str(error.get("type", "")), str(error.get("message", fallback))
     return "", fallback
+
+
+def _answer_begins(event: object) -> bool:
+    """Whether a stream event carries a piece of the answer (text, a tool call's input,
+    thinking): the idle limit counts from there, not from `message_start` or a block's
+    opening (core/providers/idle.py)."""
+    return isinstance(event, dict) and event.get("type") == "content_block_delta"

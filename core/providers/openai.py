@@ -194,7 +194,9 @@ class OpenAIProvider:
         stop: StopReason = "end_turn"
         ended = False
         calls: dict[int, tuple[list[str], list[str], list[str]]] = {}
-        async for chunk in idle_limited(response, self._idle_timeout, provider=self.name):
+        async for chunk in idle_limited(
+            response, self._idle_timeout, provider=self.name, begins=_answer_begins
+        ):
             if not isinstance(chunk, dict):
                 continue
             reported = chunk.get("usage")
@@ -362,3 +364,20 @@ def _tool_json(spec: ToolSpec) -> str:
             },
         }
     )
+
+
+def _answer_begins(chunk: object) -> bool:
+    """Whether a chunk carries the answer (text, a tool call, a compatible server's
+    reasoning): the idle limit counts from there, not from the role chunk that may come
+    before a reasoning model has written anything (core/providers/idle.py)."""
+    if not isinstance(chunk, dict):
+        return False
+    return any(
+        isinstance(choice, dict)
+        and isinstance(delta := choice.get("delta"), dict)
+        and any(delta.get(field) for field in _CONTENT_FIELDS)
+        for choice in chunk.get("choices") or ()
+    )
+
+
+_CONTENT_FIELDS = ("content", "tool_calls", "reasoning_content", "reasoning", "refusal")

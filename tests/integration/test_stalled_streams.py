@@ -2,8 +2,9 @@
 
 The fakes' `Hold` starts a stream (with some text, or none) and then sends nothing while the
 connection stays open: a proxy holding a dead upstream. With the idle limit set, the real SDK
-providers give up on it and close the connection; before any text, the retries and the
-unstreamed call get past it, after text the error is final (a retry would repeat the text).
+providers give up on it once the answer began and close the connection; the error is the one
+a dropped stream gives, final after text (a retry would repeat the text). Before the answer
+begins only the call's deadline applies.
 """
 
 from __future__ import annotations
@@ -71,19 +72,6 @@ async def test_a_stream_stalled_after_some_text_is_cut_after_that_text(vendor: V
     await asyncio.wait_for(fake.dropped.wait(), PATIENCE)
 
 
-async def test_a_stream_stalled_before_any_text_is_retried(vendor: Vendor) -> None:
-    fake, provider, model = vendor
-    fake.script(Hold(), Text("The whole answer."))
-    sleep = RecordingSleep()
-    reliable = ReliableProvider(provider, policy=RetryPolicy(max_attempts=3), sleep=sleep)
-
-    completion = await complete(reliable, request(model))
-
-    assert completion.text == "The whole answer."
-    assert len(fake.requests) == 2
-    assert len(sleep.waits) == 1
-
-
 async def test_a_stream_stalled_after_text_is_not_retried(vendor: Vendor) -> None:
     """Text already went to the person: a retry would show the answer twice."""
     fake, provider, model = vendor
@@ -98,6 +86,22 @@ async def test_a_stream_stalled_after_text_is_not_retried(vendor: Vendor) -> Non
     assert "stalled" in str(caught.value)
     assert len(fake.requests) == 1
     assert fake.pending == 1
+
+
+async def test_before_the_answer_begins_only_the_calls_deadline_applies(vendor: Vendor) -> None:
+    """The vendor's opening event came (`message_start`, the role chunk) but no piece of the
+    answer: a model thinking or a server reading a long prompt, not a stalled stream."""
+    fake, provider, model = vendor
+    fake.script(Hold())
+    deadline = 5 * IDLE
+    reliable = ReliableProvider(provider, policy=RetryPolicy(max_attempts=1, call_timeout=deadline))
+
+    with pytest.raises(ProviderError) as caught:
+        await complete(reliable, request(model))
+
+    assert caught.value.kind == "timeout"
+    assert f"within {deadline:g}s" in str(caught.value)
+    assert len(fake.requests) == 1
 
 
 async def test_the_profiles_idle_limit_reaches_the_provider(
