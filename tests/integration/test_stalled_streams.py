@@ -18,15 +18,26 @@ import pytest
 from bots.profiles import load_profile
 from bots.providers import build_provider
 from bots.settings import Settings
+from core.backends.sql.store import SqlStore
 from core.errors import ProviderError
 from core.events import TextDelta
+from core.failures import ANSWER_CUT_OFF
 from core.providers.anthropic import AnthropicProvider
 from core.providers.base import Provider, complete
 from core.providers.openai import OpenAIProvider
 from core.providers.reliable import ReliableProvider, RetryPolicy
 from tests.fakes import FakeAnthropic, FakeOpenAI, Hold, Text
 from tests.fakes.fixtures import TEST_API_KEY
-from tests.integration.helpers import GPT, SONNET, RecordingSleep, request
+from tests.integration.helpers import (
+    GPT,
+    SONNET,
+    RecordingSleep,
+    failed,
+    make_runtime,
+    request,
+    run_turn,
+    text_of,
+)
 
 # Short, so a stalled stream is given up on soon; the fakes send a whole answer at once.
 IDLE = 0.2
@@ -86,6 +97,25 @@ async def test_a_stream_stalled_after_text_is_not_retried(vendor: Vendor) -> Non
     assert "stalled" in str(caught.value)
     assert len(fake.requests) == 1
     assert fake.pending == 1
+
+
+async def test_a_turn_whose_stream_stalls_says_the_answer_was_cut_off(
+    vendor: Vendor, store: SqlStore, session_id: str
+) -> None:
+    """Through the runtime: the person saw the start, then is told it was cut off."""
+    fake, provider, model = vendor
+    fake.script(Hold("Once upon a time"))
+    reliable = ReliableProvider(
+        provider, policy=RetryPolicy(max_attempts=3), sleep=RecordingSleep()
+    )
+
+    events = await run_turn(make_runtime(reliable, model, store), session_id, "a story")
+
+    assert text_of(events) == "Once upon a time"
+    ended = failed(events)
+    assert (ended.failure, ended.message) == ("provider", ANSWER_CUT_OFF)
+    assert "stalled" in ended.detail
+    assert len(fake.requests) == 1
 
 
 async def test_before_the_answer_begins_only_the_calls_deadline_applies(vendor: Vendor) -> None:
