@@ -6,8 +6,8 @@ is dropped: a flagged web page may still hold the answer.
 
 `ToolCallMonitor` watches one turn's tool calls for loops (the same call again and again, two
 calls in alternation, a tool giving the same result whatever it is asked) and for a tool that
-keeps failing, and says what to tell the model or
-when to give up. Its methods are pure bookkeeping; the runtime decides what to do.
+keeps failing, and says what to tell the model or when to give up. Its methods are pure
+bookkeeping; the runtime decides what to do.
 """
 
 from __future__ import annotations

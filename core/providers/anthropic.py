@@ -83,7 +83,8 @@ class AnthropicProvider:
             http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
-        # After a stream's first chunk, the longest wait for the next (core/providers/idle.py).
+        # Once a stream's answer began, the longest wait for its next event
+        # (core/providers/idle.py); None: no limit.
         self._idle_timeout = stream_idle_timeout
         self._conversations: OrderedDict[int, _Conversation] = OrderedDict()
 

@@ -89,7 +89,8 @@ class OpenAIProvider:
             http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
-        # After a stream's first chunk, the longest wait for the next (core/providers/idle.py).
+        # Once a stream's answer began, the longest wait for its next event
+        # (core/providers/idle.py); None: no limit.
         self._idle_timeout = stream_idle_timeout
         host = urlparse(str(self._client.base_url)).hostname or ""
         # OpenAI's newer models refuse `max_tokens`; compatible servers mostly only know it.

@@ -34,7 +34,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import ToolError
 from core.tools.base import SafetyTier, Tool, ToolContext
 
-__all__ = ["FILES", "SHELL", "WorkspaceSettings", "files_tool", "shell_tool", "workspace_tools"]
+__all__ = [
+    "FILES",
+    "SHELL",
+    "WorkspaceSettings",
+    "files_tool",
+    "shell_tool",
+    "without_host_paths",
+    "workspace_tools",
+]
 
 SHELL = "shell"
 FILES = "files"
