@@ -505,6 +505,7 @@ def _workspace(settings: Settings, profile: Profile) -> WorkspaceSettings:
     return WorkspaceSettings(
         root=settings.data_dir / "workspaces" / profile.name,
         path=settings.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+        home=Path(home) if (home := settings.environ.get("HOME")) else None,
     )
 
 

@@ -23,8 +23,10 @@ PROVIDER_NAMES = ("anthropic", "openai", "demo")
 log = logging.getLogger(__name__)
 
 
-def build_registry(settings: Settings) -> ProviderRegistry:
-    """The providers this build knows, in default order: the first with a key wins, else demo."""
+def build_registry(settings: Settings, *, stream_idle_timeout: float = 0) -> ProviderRegistry:
+    """The providers this build knows, in default order: the first with a key wins, else demo.
+    `stream_idle_timeout`: the profile's, seconds a stream may go silent (0: no limit)."""
+    idle = stream_idle_timeout or None
     anthropic_key = settings.anthropic_api_key
     openai_key = settings.openai_api_key
 
@@ -34,7 +36,9 @@ def build_registry(settings: Settings) -> ProviderRegistry:
 
         assert anthropic_key is not None
         return AnthropicProvider(
-            api_key=anthropic_key.get_secret_value(), base_url=settings.anthropic_base_url
+            api_key=anthropic_key.get_secret_value(),
+            base_url=settings.anthropic_base_url,
+            stream_idle_timeout=idle,
         )
 
     def openai() -> Provider:
@@ -42,7 +46,9 @@ def build_registry(settings: Settings) -> ProviderRegistry:
 
         # Local OpenAI-compatible servers (Ollama, llama.cpp) take any key.
         key = openai_key.get_secret_value() if openai_key else "no-key"
-        return OpenAIProvider(api_key=key, base_url=settings.openai_base_url)
+        return OpenAIProvider(
+            api_key=key, base_url=settings.openai_base_url, stream_idle_timeout=idle
+        )
 
     return ProviderRegistry(
         [
@@ -70,7 +76,7 @@ def build_registry(settings: Settings) -> ProviderRegistry:
 def build_provider(settings: Settings, profile: Profile) -> tuple[Provider, Resolved]:
     """The configured provider with retries and a breaker, then its fallbacks, as one chain."""
     options = profile.settings
-    registry = build_registry(settings)
+    registry = build_registry(settings, stream_idle_timeout=options.stream_idle_timeout)
     for name in options.fallback:
         if name not in registry.names():
             raise ConfigError(
@@ -111,7 +117,7 @@ def build_model_choices(
     unknown provider name stops the start; a provider without its key is only refused when a
     chat asks for one of its models."""
     options = profile.settings
-    registry = build_registry(settings)
+    registry = build_registry(settings, stream_idle_timeout=options.stream_idle_timeout)
     policy = RetryPolicy(
         max_attempts=options.retry_attempts,
         max_seconds=options.retry_seconds,

@@ -115,6 +115,9 @@ class ProfileSettings(BaseModel):
     max_tokens: int = Field(default=4096, ge=1)
     # Seconds one model call may take, streaming included (each retry gets its own).
     provider_timeout: float = Field(default=120.0, gt=0)
+    # Seconds a model stream may go silent once its answer began before it is taken for cut
+    # (core/providers/idle.py); 0: no limit. The wait for the first piece is provider_timeout's.
+    stream_idle_timeout: float = Field(default=60.0, ge=0)
     tool_timeout: float = Field(default=30.0, gt=0)
     max_input_chars: int = Field(default=20_000, ge=1)
     concurrency: int = Field(default=8, ge=1, le=1000)

@@ -578,7 +578,7 @@ class AgentRuntime:
                     run_id=run_id,
                     failure="loop",
                     message=LOOP_STOPPED,
-                    detail=f"the same tool calls kept repeating (step {step})",
+                    detail=f"{state.monitor.stop_reason} (step {step})",
                 )
         return self._out_of_steps(run_id, state)
 

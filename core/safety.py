@@ -5,8 +5,9 @@ runtime then fences the output with `fence_tool_output` so the model reads it as
 is dropped: a flagged web page may still hold the answer.
 
 `ToolCallMonitor` watches one turn's tool calls for loops (the same call again and again, two
-calls in alternation) and for a tool that keeps failing, and says what to tell the model or
-when to give up. Its methods are pure bookkeeping; the runtime decides what to do.
+calls in alternation, a tool giving the same result whatever it is asked) and for a tool that
+keeps failing, and says what to tell the model or when to give up. Its methods are pure
+bookkeeping; the runtime decides what to do.
 """
 
 from __future__ import annotations
@@ -119,8 +120,10 @@ class ToolCallMonitor:
 
     The same call (name and arguments) seen `repeat_warn` times brings a warning, seen
     `repeat_stop` times stops the turn; two calls alternating over the last `alternation_warn`
-    calls bring a warning, over `alternation_stop` calls stop it. A tool failing
-    `failure_hint` times in a row gets a hint to change approach.
+    calls bring a warning, over `alternation_stop` calls stop it. No progress: one tool giving
+    the same successful result `no_progress_warn` times in a row, whatever its arguments,
+    brings a warning, `no_progress_stop` times stops the turn (that call's result still goes
+    to the model). A tool failing `failure_hint` times in a row gets a hint to change approach.
     """
 
     def __init__(
@@ -131,25 +134,37 @@ class ToolCallMonitor:
         alternation_warn: int = 6,
         alternation_stop: int = 8,
         failure_hint: int = 3,
+        no_progress_warn: int = 3,
+        no_progress_stop: int = 5,
     ) -> None:
         self.repeat_warn = repeat_warn
         self.repeat_stop = repeat_stop
         self.alternation_warn = alternation_warn
         self.alternation_stop = alternation_stop
         self.failure_hint = failure_hint
+        self.no_progress_warn = no_progress_warn
+        self.no_progress_stop = no_progress_stop
         self._calls: list[str] = []
         self._counts: dict[str, int] = {}
         self._failures: dict[str, int] = {}
+        # The latest successful result (tool name, hash of its output) and how many in a row.
+        self._last_result: tuple[str, int] | None = None
+        self._same_results = 0
         self.stopped = False
+        # Why the turn was stopped, for the run's failure detail.
+        self.stop_reason = ""
 
     def record_call(self, name: str, arguments: dict[str, Any]) -> CallVerdict:
         """Note a call the model asked for, before it runs."""
+        if self.stopped:  # e.g. a result before it in the same round made no progress
+            return CallVerdict("stop", f"Not run: {self.stop_reason}, so the turn was stopped.")
         key = _key(name, arguments)
         self._calls.append(key)
         count = self._counts[key] = self._counts.get(key, 0) + 1
         alternating = self._alternating_tail()
         if count >= self.repeat_stop or alternating >= self.alternation_stop:
             self.stopped = True
+            self.stop_reason = "the same tool calls kept repeating"
             return CallVerdict(
                 "stop", "Not run: the same calls kept repeating, so the turn was stopped."
             )
@@ -167,11 +182,13 @@ class ToolCallMonitor:
             )
         return CallVerdict("run", "\n".join(notes))
 
-    def record_result(self, name: str, *, is_error: bool) -> str:
-        """Note how a call of `name` ended; returns a hint to add to its result, or ""."""
+    def record_result(self, name: str, *, is_error: bool, output: str = "") -> str:
+        """Note how a call of `name` ended (and its `output`); returns a note to add to its
+        result, or "". A result that makes no progress may stop the turn (`stopped`)."""
         if not is_error:
             self._failures[name] = 0
-            return ""
+            return self._progress(name, output)
+        self._last_result, self._same_results = None, 0
         failures = self._failures[name] = self._failures.get(name, 0) + 1
         if failures < self.failure_hint:
             return ""
@@ -180,6 +197,24 @@ class ToolCallMonitor:
             "arguments against its description, use another tool, or explain the problem "
             "to the user."
         )
+
+    def _progress(self, name: str, output: str) -> str:
+        """Counts `name`'s result against the previous ones: the same again is no progress."""
+        result = (name, hash(output))
+        self._same_results = self._same_results + 1 if result == self._last_result else 1
+        self._last_result = result
+        same = self._same_results
+        if same >= self.no_progress_stop:
+            self.stopped = True
+            self.stop_reason = f"{name} kept giving the same result"
+            return f"{name} gave this same result {same} times in a row, so the turn was stopped."
+        if same >= self.no_progress_warn:
+            return (
+                f"{name} gave this same result {same} times in a row, whatever it was asked; "
+                "calling it again will not help: try something different or answer with "
+                "what you have."
+            )
+        return ""
 
     def _alternating_tail(self) -> int:
         """How many of the latest calls alternate between exactly two different calls."""

@@ -159,7 +159,7 @@ class ToolCalls:
         if flags := scan_tool_output(output):
             output = fence_tool_output(output, flags)
         answer = hooked.answer(output, is_error)  # without the notes, which are for the model
-        hint = monitor.record_result(call.name, is_error=is_error)
+        hint = monitor.record_result(call.name, is_error=is_error, output=output)
         notes = [n for n in (verdict.note if verdict.action == "run" else "", hint) if n]
         notes += [f"Note: {self._redact(m)}" for m in hooked.messages]
         if notes:

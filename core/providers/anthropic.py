@@ -21,6 +21,7 @@ from core.messages import ImagePart, Message, TextPart, ToolCall, Usage
 from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest
 from core.providers.defaults import DEFAULT_MODELS
+from core.providers.idle import idle_limited
 
 __all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "classify_anthropic_error"]
 
@@ -70,6 +71,7 @@ class AnthropicProvider:
         base_url: str | None = None,
         key_variable: str = "ANTHROPIC_API_KEY",
         timeout: float = 600.0,
+        stream_idle_timeout: float | None = None,
     ) -> None:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top. The
         # SDK's aiohttp transport, as for OpenAI (core/providers/openai.py).
@@ -81,6 +83,9 @@ class AnthropicProvider:
             http_client=anthropic.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
+        # Once a stream's answer began, the longest wait for its next event
+        # (core/providers/idle.py); None: no limit.
+        self._idle_timeout = stream_idle_timeout
         self._conversations: OrderedDict[int, _Conversation] = OrderedDict()
 
     @property
@@ -166,7 +171,9 @@ class AnthropicProvider:
         stop: StopReason = "end_turn"
         ended = False
         tools: dict[int, tuple[str, str, list[str]]] = {}
-        async for event in response:
+        async for event in idle_limited(
+            response, self._idle_timeout, provider=self.name, begins=_answer_begins
+        ):
             if not isinstance(event, dict):
                 continue
             index = event.get("index")
@@ -367,3 +374,10 @@ def _error_details(body: object, fallback: str) -> tuple[str, str]:
         if isinstance(error, dict):
             return str(error.get("type", "")), str(error.get("message", fallback))
     return "", fallback
+
+
+def _answer_begins(event: object) -> bool:
+    """Whether a stream event carries a piece of the answer (text, a tool call's input,
+    thinking): the idle limit counts from there, not from `message_start` or a block's
+    opening (core/providers/idle.py)."""
+    return isinstance(event, dict) and event.get("type") == "content_block_delta"

@@ -25,6 +25,7 @@ from core.messages import ImagePart, Message, TextPart, Usage
 from core.providers._http import dumps, encode_body, parse_retry_after, tool_call_from_json
 from core.providers.base import ModelRequest, ToolSpec
 from core.providers.defaults import DEFAULT_MODELS
+from core.providers.idle import idle_limited
 
 __all__ = ["DEFAULT_OPENAI_MODEL", "OpenAIProvider", "classify_openai_error"]
 
@@ -74,6 +75,7 @@ class OpenAIProvider:
         base_url: str | None = None,
         key_variable: str = "OPENAI_API_KEY",
         timeout: float = 600.0,
+        stream_idle_timeout: float | None = None,
     ) -> None:
         # Retries are ours (tenacity, with a total bound); the SDK's would stack on top.
         # The SDK's aiohttp transport: its connection pool costs a fraction of the default
@@ -87,6 +89,9 @@ class OpenAIProvider:
             http_client=openai.DefaultAioHttpClient(timeout=timeout),
         )
         self._key_variable = key_variable
+        # Once a stream's answer began, the longest wait for its next event
+        # (core/providers/idle.py); None: no limit.
+        self._idle_timeout = stream_idle_timeout
         host = urlparse(str(self._client.base_url)).hostname or ""
         # OpenAI's newer models refuse `max_tokens`; compatible servers mostly only know it.
         self._max_tokens_field = (
@@ -190,7 +195,9 @@ class OpenAIProvider:
         stop: StopReason = "end_turn"
         ended = False
         calls: dict[int, tuple[list[str], list[str], list[str]]] = {}
-        async for chunk in response:
+        async for chunk in idle_limited(
+            response, self._idle_timeout, provider=self.name, begins=_answer_begins
+        ):
             if not isinstance(chunk, dict):
                 continue
             reported = chunk.get("usage")
@@ -358,3 +365,20 @@ def _tool_json(spec: ToolSpec) -> str:
             },
         }
     )
+
+
+def _answer_begins(chunk: object) -> bool:
+    """Whether a chunk carries the answer (text, a tool call, a compatible server's
+    reasoning): the idle limit counts from there, not from the role chunk that may come
+    before a reasoning model has written anything (core/providers/idle.py)."""
+    if not isinstance(chunk, dict):
+        return False
+    return any(
+        isinstance(choice, dict)
+        and isinstance(delta := choice.get("delta"), dict)
+        and any(delta.get(field) for field in _CONTENT_FIELDS)
+        for choice in chunk.get("choices") or ()
+    )
+
+
+_CONTENT_FIELDS = ("content", "tool_calls", "reasoning_content", "reasoning", "refusal")

@@ -7,7 +7,9 @@ that still failed before its first event with a server fault (a cut stream inclu
 followed by one non-streamed call of the same request, unless the breaker opened. Each
 attempt has a deadline for the whole call (`call_timeout`), streaming included; the waits
 between attempts count toward the retry bound (`max_seconds`), never toward that deadline, so
-a failure is reported for what it was (overloaded, rate limited), not as slowness. Each
+a failure is reported for what it was (overloaded, rate limited), not as slowness. A stream
+silent too long once its answer began is cut by the SDK provider itself
+(`core/providers/idle.py`) and fails here as any cut stream does. Each
 provider has a `CircuitBreaker`; `FallbackProvider` moves on to the next provider of the chain
 when one is unavailable or its breaker is open.
 """

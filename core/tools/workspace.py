@@ -9,7 +9,10 @@ list: the confirmation shows the person exactly the line that will run, pipes an
 work as they expect, and an argument list would add no safety (`["sh", "-c", ...]` is one
 too). What bounds it: the confirmation, the workspace as working directory, no stdin, an
 environment built from scratch (nothing of the bot's, so no API key or token), its own
-process group killed whole on timeout, and output capped.
+process group killed whole on timeout, and output capped. Host paths stay out of what it
+returns: the workspace's absolute path reads as `.` (`/srv/bot/workspace/notes` as
+`./notes`), and the bot process's home folder as `~`, so the model (and whoever reads the
+chat) sees no host layout or user name.
 
 `files` reads, writes and lists inside the workspace. Absolute paths and `..` are refused,
 and the resolved path (symbolic links followed) must still be inside the workspace, so a
@@ -21,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -30,7 +34,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.errors import ToolError
 from core.tools.base import SafetyTier, Tool, ToolContext
 
-__all__ = ["FILES", "SHELL", "WorkspaceSettings", "files_tool", "shell_tool", "workspace_tools"]
+__all__ = [
+    "FILES",
+    "SHELL",
+    "WorkspaceSettings",
+    "files_tool",
+    "shell_tool",
+    "without_host_paths",
+    "workspace_tools",
+]
 
 SHELL = "shell"
 FILES = "files"
@@ -55,6 +67,8 @@ class WorkspaceSettings(BaseModel):
     # PATH of commands; the only variables a command sees are PATH, HOME, LANG, TERM and `env`.
     path: str = "/usr/local/bin:/usr/bin:/bin"
     env: dict[str, str] = Field(default_factory=dict)
+    # The bot process's home folder, shown as `~` in `shell` output; None: not rewritten.
+    home: Path | None = None
 
 
 def _require_admin(tool: str, context: ToolContext) -> None:
@@ -79,7 +93,8 @@ def shell_tool(settings: WorkspaceSettings) -> Tool[Any]:
     async def run(args: ShellArgs, context: ToolContext) -> str:
         _require_admin(SHELL, context)
         await asyncio.to_thread(settings.root.mkdir, parents=True, exist_ok=True)
-        return await _run_command(args.command, settings)
+        output = await _run_command(args.command, settings)
+        return without_host_paths(output, await asyncio.to_thread(_host_paths, settings))
 
     return Tool(
         name=SHELL,
@@ -149,6 +164,29 @@ async def _run_command(command: str, settings: WorkspaceSettings) -> str:
     else:
         head = f"Exit code {process.returncode}."
     return "\n".join([head, output or "(no output)", *notes])
+
+
+def _host_paths(settings: WorkspaceSettings) -> dict[str, str]:
+    """Each absolute form of the workspace (as given, links resolved) and of the home
+    folder, with what is shown instead."""
+    shown: dict[str, str] = {}
+    for path, placeholder in ((settings.home, "~"), (settings.root, ".")):
+        if path is not None:
+            for form in (path.absolute(), path.resolve()):
+                if form != Path(form.anchor):  # "/" itself is no host detail
+                    shown[str(form)] = placeholder
+    return shown
+
+
+def without_host_paths(text: str, shown: dict[str, str]) -> str:
+    """`text` with each path of `shown` replaced by its placeholder wherever it is a whole
+    path or a path's start (`/srv/ws/a` and `/srv/ws`, never `/srv/ws2`)."""
+    if not shown:
+        return text
+    # Longest first: a workspace inside the home folder reads as `.`, not `~/...`.
+    paths = sorted(shown, key=len, reverse=True)
+    pattern = re.compile(f"(?:{'|'.join(re.escape(p) for p in paths)})" + r"(?![\w.\-])")
+    return pattern.sub(lambda found: shown[found.group(0)], text)
 
 
 # --- files ----------------------------------------------------------------------------------

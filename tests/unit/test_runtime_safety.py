@@ -292,6 +292,39 @@ async def test_the_same_call_repeated_past_the_critical_threshold_ends_the_turn(
     assert calls == {m.tool_call_id for m in stored if m.role == "tool"}
 
 
+async def test_a_tool_giving_the_same_result_whatever_it_is_asked_ends_the_turn(
+    store: SqlStore, session_id: str
+) -> None:
+    """No progress: every call differs, every result is the same."""
+    asked: list[str] = []
+
+    async def search(args: QueryArgs, _ctx: ToolContext) -> str:
+        asked.append(args.query)
+        return "no results"
+
+    script: list[ScriptStep] = [
+        tool_reply(call(f"c{i}", "search", query=f"try {i}")) for i in range(10)
+    ]
+    events, provider = await run_turn(
+        store,
+        session_id,
+        script,
+        [make_tool("search", search, QueryArgs)],
+        limits=RuntimeLimits(max_steps=20),
+    )
+
+    outputs = [e.output for e in of_type(events, ToolFinished)]
+    assert len(outputs) == 5
+    assert asked == [f"try {i}" for i in range(5)]
+    assert "same result 3 times in a row" in outputs[2]
+    assert "same result 5 times in a row, so the turn was stopped" in outputs[4]
+    failed = events[-1]
+    assert isinstance(failed, RunFailed)
+    assert (failed.failure, failed.message) == ("loop", LOOP_STOPPED)
+    assert failed.detail == "search kept giving the same result (step 5)"
+    assert len(provider.requests) == 5
+
+
 async def test_two_calls_in_alternation_warn_then_end_the_turn(
     store: SqlStore, session_id: str
 ) -> None:

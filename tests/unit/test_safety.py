@@ -7,6 +7,7 @@ import pytest
 from core.safety import (
     FENCE_CLOSE,
     FENCE_OPEN,
+    CallVerdict,
     ToolCallMonitor,
     fence_tool_output,
     scan_tool_output,
@@ -121,3 +122,51 @@ def test_failures_are_counted_per_tool() -> None:
     for name in ["a", "b", "a", "b"]:
         assert monitor.record_result(name, is_error=True) == ""
     assert monitor.record_result("a", is_error=True) != ""
+
+
+def test_the_same_result_whatever_the_arguments_warns_at_three_and_stops_at_five() -> None:
+    """No progress: different calls of one tool, each giving back what the last one did."""
+    monitor = ToolCallMonitor()
+    notes = []
+    for page in range(5):
+        assert monitor.record_call("search", {"q": "x", "page": page}).action == "run"
+        notes.append(monitor.record_result("search", is_error=False, output="no results"))
+    assert notes[:2] == ["", ""]
+    assert notes[2].startswith("search gave this same result 3 times in a row")
+    assert "try something different" in notes[3]
+    assert notes[4] == "search gave this same result 5 times in a row, so the turn was stopped."
+    assert monitor.stopped
+    assert monitor.stop_reason == "search kept giving the same result"
+    # A call after it (the same round) is not run: the turn is being stopped.
+    after = monitor.record_call("fetch", {"url": "https://example.com"})
+    assert after == CallVerdict(
+        "stop", "Not run: search kept giving the same result, so the turn was stopped."
+    )
+
+
+def test_a_different_result_or_another_tool_in_between_is_progress() -> None:
+    monitor = ToolCallMonitor()
+    results = [
+        ("search", "no results"),
+        ("search", "no results"),
+        ("search", "one result"),
+        ("search", "no results"),
+        ("fetch", "no results"),
+        ("search", "no results"),
+        ("search", "no results"),
+    ]
+    notes = [monitor.record_result(name, is_error=False, output=out) for name, out in results]
+    assert notes == [""] * len(results)
+    assert not monitor.stopped
+
+
+def test_a_failure_breaks_a_run_of_the_same_result() -> None:
+    """The same error again is the failure hint's business, not no-progress's."""
+    monitor = ToolCallMonitor()
+    for _ in range(2):
+        monitor.record_result("search", is_error=False, output="no results")
+    monitor.record_result("search", is_error=True, output="boom")
+    assert monitor.record_result("search", is_error=False, output="no results") == ""
+    for _ in range(5):
+        monitor.record_result("search", is_error=True, output="boom")
+    assert not monitor.stopped

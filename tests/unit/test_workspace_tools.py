@@ -53,10 +53,42 @@ async def test_shell_runs_in_the_workspace_without_the_bots_secrets(
 
     lines = output.splitlines()
     assert lines[0] == "Exit code 3."
-    assert lines[1] == str(workspace)
+    assert lines[1] == "."  # the workspace's host path is not shown (below)
     assert "oops" in lines
     assert "sk-ant-should-never-be-seen" not in output
-    assert f"HOME={workspace}" in lines
+    assert "HOME=." in lines
+
+
+async def test_shell_output_shows_no_host_paths(workspace: Path, tmp_path: Path) -> None:
+    """The workspace reads as `.`, the bot's home folder as `~`; other paths are left alone."""
+    home = tmp_path  # the workspace is inside it, as data/ often is inside a home folder
+    (workspace / "notes").mkdir()
+    shell = tools(workspace, home=home)["shell"]
+
+    output = await shell(
+        {
+            "command": 'pwd; cd notes && pwd; echo "$HOME/notes/a.md"; '
+            f"echo {tmp_path}/workspace2; echo {tmp_path}; echo /etc/hosts; "
+            "cat missing.txt; cd .. && realpath -m missing.txt"
+        },
+        ADMIN,
+    )
+
+    lines = output.splitlines()
+    assert lines[1:7] == [".", "./notes", "./notes/a.md", "~/workspace2", "~", "/etc/hosts"]
+    assert lines[-1] == "./missing.txt"
+    assert str(tmp_path) not in output
+
+
+async def test_a_workspace_reached_through_a_link_reads_as_dot_either_way(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    shell = tools(tmp_path / "link")["shell"]
+
+    output = await shell({"command": f"pwd; echo {tmp_path}/link/a; echo {real}x"}, ADMIN)
+
+    assert output.splitlines()[1:] == [".", "./a", f"{real}x"]
 
 
 async def test_shell_has_no_stdin(workspace: Path) -> None:
