@@ -56,6 +56,8 @@ class ToolContext(BaseModel):
     call_id: str = ""
     mode: Any = None
     emit: Callable[[Any], None] | None = None
+    # The model the turn calls (set per tool round; "" outside a turn): a sub-agent's runs on it.
+    model: str = ""
 
 
 class ToolResult(BaseModel):
