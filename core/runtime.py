@@ -650,6 +650,7 @@ class AgentRuntime:
             scheduled=context.scheduled,
             clock=self._clock,
             run_id=run_id,
+            charge_session=context.charge_session,
         )
         return system, offered, tool_context
 

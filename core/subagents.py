@@ -151,7 +151,7 @@ class Subagents:
             is_admin=context.is_admin,
             scheduled=context.scheduled,
             # Its calls count to the parent's session: its `per_session` budget and `/cost`.
-            charge_session=context.session_id,
+            charge_session=context.charge_session or context.session_id,
         )
         limits = self.parent.limits
         runtime = self.parent.child(
@@ -161,6 +161,8 @@ class Subagents:
                 tool_timeout=limits.tool_timeout,
                 max_tokens=limits.max_tokens,
                 max_turn_cost_usd=self.options.max_cost_usd,
+                # The parent's conversation limit, read on the parent's session (charged there).
+                max_spend_usd=limits.max_spend_usd,
                 stream_buffer_size=limits.stream_buffer_size,
                 text_tool_calls=limits.text_tool_calls,
             ),

@@ -27,6 +27,7 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
+from core.images import GeneratedImage
 from core.messages import Message, ToolCall, Usage
 from core.model_choice import ModelChoices, ModelOption
 from core.modes import DISCORD, FULL, NO_TOOLS, SAFE_CHAT, CapabilityMode
@@ -36,7 +37,15 @@ from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.store.people import Person
 from core.subagents import DELEGATE, SubagentOptions, Subagents
-from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.tools import (
+    GENERATE_IMAGE,
+    FileDrop,
+    SafetyTier,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    generate_image_tool,
+)
 from core.turns.lifecycle import Lifecycle
 from tests.backends.memory_bus import MemoryBus
 
@@ -628,3 +637,58 @@ async def test_the_childs_cost_counts_to_the_parent_sessions_budget_and_cost(
     assert isinstance(events[-1], RunFailed) and events[-1].failure == "budget"
     assert len(provider.requests) == 3
     assert (await store.cost_summary(session_id)).cost_usd == pytest.approx(0.03)
+
+
+async def test_a_child_stops_when_the_parent_sessions_spending_limit_is_reached(
+    store: SqlStore, session_id: str
+) -> None:
+    script = [
+        tool_reply(delegate("d1", "costly task")),
+        tool_reply(ToolCall(id="l1", name="lookup", arguments={"key": "a"})),
+        text_reply("never asked: the session is spent"),
+    ]
+    runtime, provider = make(
+        store,
+        script,
+        limits=RuntimeLimits(max_spend_usd=0.015),
+        cost=lambda _model, _usage: 0.01,
+    )
+
+    events = await events_of(runtime, session_id, "go")
+
+    result = result_of(events, "d1")
+    assert result.is_error and "spending limit of $0.015" in result.output
+    assert len(provider.requests) == 2  # the parent's, the child's first; then refused
+    assert isinstance(events[-1], RunFailed) and events[-1].failure == "budget"
+
+
+class OneImage:
+    """An image endpoint that always draws the same few bytes."""
+
+    model = "image-model"
+
+    async def generate(self, prompt: str) -> GeneratedImage:
+        return GeneratedImage(data=b"\x89PNG\r\n\x1a\n", media_type="image/png", suffix=".png")
+
+
+async def test_an_image_a_child_makes_is_charged_to_the_parent_session(
+    store: SqlStore, session_id: str
+) -> None:
+    script = [
+        tool_reply(delegate("d1", "draw it")),
+        tool_reply(ToolCall(id="g1", name=GENERATE_IMAGE, arguments={"prompt": "a cat"})),
+        text_reply("drawn"),
+        text_reply("the parent goes on"),
+    ]
+    bus = MemoryBus()
+    try:
+        runtime, _ = make(store, script)
+        runtime.tools.add(generate_image_tool(OneImage(), FileDrop(bus), store, price=0.04))
+        events = await events_of(runtime, session_id, "go")
+    finally:
+        await bus.close()
+
+    assert result_of(events, "d1").output == "drawn"
+    images = [e for e in await store.cost_entries(session_id) if e.provider == "images"]
+    assert [e.cost_usd for e in images] == [0.04]
+    assert await store.cost_entries(f"{session_id}/sub/d1") == []
