@@ -25,6 +25,7 @@ from core.documents import (
     document_kind,
     read_document,
 )
+from core.envelopes import Transcription
 from core.messages import ImagePart
 from core.redact import Redactor
 from core.safety import fence_untrusted
@@ -115,6 +116,23 @@ class VoiceNotes:
     ) -> str:
         """The transcript of one recording of `size` bytes and `duration` seconds (None: not
         announced), marked as a voice note; or the note saying why there is none."""
+        text, _ = await self.listen(
+            name, media_type, size, download, duration=duration, platform_limit=platform_limit
+        )
+        return text
+
+    async def listen(
+        self,
+        name: str,
+        media_type: str,
+        size: int | None,
+        download: Download,
+        *,
+        duration: float | None = None,
+        platform_limit: int | None = None,
+    ) -> tuple[str, Transcription | None]:
+        """As `read`, with what the transcription is charged (None: the endpoint was not
+        asked, or failed)."""
         name = _safe_name(name)
         limits = self.settings
         limit = min(limits.max_bytes, platform_limit or limits.max_bytes)
@@ -122,28 +140,29 @@ class VoiceNotes:
             return _unheard(
                 "Voice notes are not set up for this bot, so I cannot listen to them; "
                 "please type your message."
-            )
+            ), None
         if duration is not None and duration > limits.max_seconds:
             return _unheard(
                 f"{name} is too long for me to listen to (the limit is "
                 f"{_minutes(limits.max_seconds)})."
-            )
+            ), None
         data = await _fetch(name, size, limit, download, "listen to")
         if isinstance(data, str):
-            return _unheard(data)
+            return _unheard(data), None
         try:
             words = await self.transcriber.transcribe(name, media_type, data)
         except TranscriptionFailed as exc:
             log.warning("could not transcribe a voice note: %s", exc)
             return _unheard(
                 f"I could not transcribe {name} just now; please try again or type your message."
-            )
+            ), None
+        heard = limits.transcribed(duration)  # the endpoint answered: it is charged
         words = " ".join(words.split())
         if not words:
-            return _unheard(f"I could not make out any words in {name}.")
+            return _unheard(f"I could not make out any words in {name}."), heard
         if len(words) > _MAX_TRANSCRIPT_CHARS:
             words = words[: _MAX_TRANSCRIPT_CHARS - 1] + "…"
-        return VOICE_NOTE + words
+        return VOICE_NOTE + words, heard
 
 
 def _minutes(seconds: int) -> str:
@@ -266,6 +285,8 @@ class ReceivedDocuments:
 
     reader: DocumentReader
     documents: list[str] = field(default_factory=list)
+    # The recordings transcribed (`Inbound.transcriptions`), to be charged.
+    transcriptions: list[Transcription] = field(default_factory=list)
 
     async def add(
         self,
@@ -284,6 +305,18 @@ class ReceivedDocuments:
             self.documents.append(
                 _refused(f"I read at most {most} files of a message; {_safe_name(name)} was not.")
             )
+            return
+        if _is_audio(name, media_type):
+            text, heard = await self.reader.voice.listen(
+                name,
+                media_type,
+                size,
+                download,
+                duration=duration,
+                platform_limit=platform_limit,
+            )
+            self.documents.append(text)
+            self.transcriptions.extend([heard] if heard is not None else [])
             return
         self.documents.append(
             await self.reader.read(

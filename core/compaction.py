@@ -6,6 +6,11 @@ stores the result as a `CompactionSummary` whose `up_to_seq` marks what it stand
 Later requests send `summary_messages(summary)` and the messages after the marker; the full
 history stays in the store. When the summarizing call fails, the first characters of each
 older message stand in for a summary, so a turn never fails for want of one.
+
+The summarizing call runs on the compactor's model unless the caller names another (`on`: the
+turn's model, a chat's `/model` choice); what it spent comes back in `Compaction.spent` for
+the caller to charge to the session's ledger (`core/turn_compaction.py`,
+`core/session_compaction.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Final
 
 from core.clock import utc_now
 from core.context import estimate_text
+from core.events import Finished
 from core.messages import Message
 from core.providers.base import ModelRequest, Provider, complete
 from core.store.log import CompactionSummary, ConversationLog
@@ -51,6 +57,8 @@ class Compaction:
     summary_tokens: int
     # False when the provider call failed and snippets of the messages stand in.
     by_model: bool
+    # The summarizing call's usage, provider and model, to be charged; None: no call answered.
+    spent: Finished | None = None
 
 
 def summary_messages(summary: CompactionSummary) -> list[Message]:
@@ -112,15 +120,17 @@ class Compactor:
         *,
         previous: CompactionSummary | None,
         window_tokens: int,
+        on: tuple[Provider, str] | None = None,
     ) -> Compaction | None:
         """Summarize the leading part of `messages` (the stored ones after `previous`'s
-        marker) together with `previous`, and store the summary; None if nothing can go."""
+        marker) together with `previous`, with the provider and model `on` (default: the
+        compactor's), and store the summary; None if nothing can go."""
         cut = self.split(messages)
         if cut == 0:
             return None
         older = messages[:cut]
-        text, by_model = await self.summarize(
-            previous.text if previous else "", older, window_tokens=window_tokens
+        text, by_model, spent = await self.summarize(
+            previous.text if previous else "", older, window_tokens=window_tokens, on=on
         )
         summary = CompactionSummary(up_to_seq=older[-1].seq, text=text, created_at=self._clock())
         await store.save_summary(session_id, summary)
@@ -129,16 +139,23 @@ class Compactor:
             summarized_messages=cut,
             summary_tokens=estimate_text(text),
             by_model=by_model,
+            spent=spent,
         )
 
     async def summarize(
-        self, previous: str, older: Sequence[Message], *, window_tokens: int
-    ) -> tuple[str, bool]:
-        """A summary of `previous` and `older`, and whether the model wrote it (else it is
-        made of snippets)."""
+        self,
+        previous: str,
+        older: Sequence[Message],
+        *,
+        window_tokens: int,
+        on: tuple[Provider, str] | None = None,
+    ) -> tuple[str, bool, Finished | None]:
+        """A summary of `previous` and `older`, whether the model wrote it (else it is made
+        of snippets), and what the call spent (None: it did not answer)."""
+        provider, model = on or (self.provider, self.model)
         room = window_tokens - self.summary_max_tokens - window_tokens // 20 - _REQUEST_OVERHEAD
         request = ModelRequest.model_construct(
-            model=self.model,
+            model=model,
             system=_SUMMARY_SYSTEM,
             turn_context="",
             messages=[Message.user(_prompt(previous, older, max(room, 0)))],
@@ -148,14 +165,15 @@ class Compactor:
         )
         try:
             async with asyncio.timeout(self.timeout):
-                completion = await complete(self.provider, request)
+                completion = await complete(provider, request)
         except Exception as exc:
             log.warning("summarizing older turns failed (%s); keeping snippets instead", exc)
-        else:
-            if text := completion.text.strip():
-                return text, True
-            log.warning("the summary came back empty; keeping snippets instead")
-        return self.snippets(previous, older), False
+            return self.snippets(previous, older), False, None
+        spent = Finished(usage=completion.usage, provider=provider.name, model=model)
+        if text := completion.text.strip():
+            return text, True, spent
+        log.warning("the summary came back empty; keeping snippets instead")
+        return self.snippets(previous, older), False, spent
 
     def snippets(self, previous: str, older: Sequence[Message]) -> str:
         """The first characters of each message (and of `previous`), the newest kept when

@@ -41,6 +41,7 @@ __all__ = [
     "OutboundKind",
     "Receipt",
     "ReceiptStatus",
+    "Transcription",
     "decode",
     "encode",
     "new_id",
@@ -91,6 +92,19 @@ class Address(BaseModel):
 InboundKind = Literal["message", "command", "cancel", "answer"]
 
 
+class Transcription(BaseModel):
+    """One recording of a message that the gateway had transcribed (`[voice]`): the worker
+    charges it to the ledger when the message's turn opens (`core/voice.py`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    # The recording's length as the platform announced it; None: not announced.
+    seconds: float | None = None
+    # USD at `[voice] price_per_minute`; None: unknown (no length announced).
+    cost_usd: float | None = None
+
+
 class Inbound(BaseModel):
     """A unit of work for a worker: a user message, a bot command or a cancel request."""
 
@@ -109,6 +123,8 @@ class Inbound(BaseModel):
     # saying why a file was not read. Kept apart from `text`, whose length limit is for what
     # the person wrote.
     documents: list[str] = Field(default_factory=list)
+    # The recordings among them that were transcribed, to be charged to the ledger.
+    transcriptions: list[Transcription] = Field(default_factory=list)
     is_direct: bool = False
     mentions_bot: bool = False
     # The workspace or server (a group of chats on one platform) the chat belongs to, if any.

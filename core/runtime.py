@@ -210,8 +210,10 @@ class AgentRuntime:
         self.patience = patience or Patience()
         self.models = models
         self._writes = TurnWrites(self.store, self.patience, clock)
-        self._spending = self._spending_of(cost)
-        self._compaction = TurnCompaction(self.hooks, self._redact, consolidator)
+        self.spending = self._spending_of(cost)
+        self._compaction = TurnCompaction(
+            self.hooks, self._redact, self.spending, consolidator, model=model
+        )
         self._stream = ModelStream(self._redact, self.hooks, text_calls=self.limits.text_tool_calls)
         self._calls = self._tool_calls(tool_hooks, tool_outputs)
         self._rounds = ToolRounds(self._calls, self._writes, verify)
@@ -256,7 +258,7 @@ class AgentRuntime:
             limits=limits,
             prompt=self.prompt,
             temperature=self.temperature,
-            cost=self._spending.cost_of,
+            cost=self.spending.cost_of,
             redactor=self._redact,
             clock=self._clock,
             context_window=self.context_window,
@@ -301,6 +303,7 @@ class AgentRuntime:
         """
         run_id = new_id()
         state = TurnState(fence, checkpoint)
+        state.run_id = run_id
         state.arrivals = self.extensions.joining(arrivals, run_id, context, state)
         if self.models is not None:
             state.provider, state.model = self.models.pick(model)
@@ -541,7 +544,7 @@ class AgentRuntime:
                 break
             if step > 1:
                 emit(Progress(step=step, message=f"step {step}: asking the model again"))
-            refusal = await self._spending.over_budget(run_id, session_id, context, state, emit)
+            refusal = await self.spending.over_budget(run_id, session_id, context, state, emit)
             if refusal is not None:
                 return refusal
             history += await join_arrivals(self.store, self.patience, session_id, state, emit, step)
@@ -559,7 +562,7 @@ class AgentRuntime:
                 session_id,
                 state,
                 [answer],
-                self._spending.cost(session_id, run_id, finished, state),
+                self.spending.cost(session_id, run_id, finished, state),
             )
             if not calls:
                 if state.requests.take_compaction():
@@ -628,6 +631,7 @@ class AgentRuntime:
         state.user, state.chat = spender_keys(
             context.platform, context.user_id, context.address, scheduled=context.scheduled
         )
+        state.charged = context.charge_session or session_id
         state.turn_context = await self._context_for(context, history)
         state.view = TurnWindow(
             store=self.store,
@@ -652,6 +656,7 @@ class AgentRuntime:
             scheduled=context.scheduled,
             clock=self._clock,
             run_id=run_id,
+            charge_session=context.charge_session,
         )
         return system, offered, tool_context
 
@@ -745,7 +750,7 @@ class AgentRuntime:
                 session_id,
                 state,
                 kept,
-                self._spending.cost(session_id, run_id, Finished(usage=spent), state),
+                self.spending.cost(session_id, run_id, Finished(usage=spent), state),
             )
         except StoreError as exc:
             log.warning("could not keep the call cut short in %s: %s", session_id, exc)

@@ -6,6 +6,10 @@ there (`core/consolidation.py`, a direct chat with a person only). Commands run 
 session's turns (they wait in its mailbox like any message), so no turn's view of the history
 is changed under it. An extension's `request_compaction()` compacts within the turn instead,
 through the turn's own window (`core/turn_compaction.py`, forced).
+
+The summarizing call runs on the chat's `/model` choice when it made one (else on the
+compactor's model) and is charged to the session's ledger under the person who asked and the
+chat, so budgets and `/cost` count it as they count a turn's calls.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from dataclasses import dataclass
 from core.budgets import spender_keys
 from core.compaction import Compactor
 from core.consolidation import Consolidator
-from core.envelopes import Inbound
+from core.envelopes import Inbound, new_id
+from core.events import Finished
 from core.messages import Message
+from core.model_choice import ModelChoices
 from core.redact import Redactor
+from core.store.ledger import CostEntry
 from core.store.log import ConversationLog
+from core.turn_spending import TurnSpending
 
 __all__ = ["CompactionReport", "SessionCompaction"]
 
@@ -60,11 +68,17 @@ class SessionCompaction:
         compactor: Compactor,
         *,
         window_tokens: int,
+        spending: TurnSpending,
+        models: ModelChoices | None = None,
         consolidator: Consolidator | None = None,
         redactor: Redactor | None = None,
     ) -> None:
+        """`spending` prices and charges the summarizing call (the runtime's); `models` finds
+        the chat's chosen model."""
         self.store = store
         self.compactor = compactor
+        self.spending = spending
+        self.models = models
         self.window_tokens = window_tokens
         self.consolidator = consolidator
         self._redact = redactor or Redactor()
@@ -78,15 +92,19 @@ class SessionCompaction:
         # The summary travels as a user/assistant pair (`summary_messages`).
         head = 2 if previous is not None else 0
         before = head + len(messages)
+        models, chosen = self.models, session.model
         done = await self.compactor.compact(
             self.store,
             session.id,
             messages,
             previous=previous,
             window_tokens=self.window_tokens,
+            on=models.pick(chosen) if models is not None and chosen is not None else None,
         )
         if done is None:
             return CompactionReport(before=before, after=before, summarized=0)
+        if done.spent is not None:
+            await self._charge(session.id, inbound, done.spent)
         log.info(
             "compacted %d messages of session %s on request", done.summarized_messages, session.id
         )
@@ -97,6 +115,26 @@ class SessionCompaction:
             summarized=done.summarized_messages,
             by_model=done.by_model,
         )
+
+    async def _charge(self, session_id: str, inbound: Inbound, spent: Finished) -> None:
+        """The summarizing call in the ledger: the session's, the asking person's, the chat's."""
+        spending = self.spending
+        user, chat = spender_keys(
+            inbound.address.platform, inbound.user_id, inbound.address, scheduled=False
+        )
+        entry = CostEntry(
+            session_id=session_id,
+            run_id=f"compact-{new_id()}",
+            provider=spent.provider,
+            model=spent.model,
+            usage=spent.usage,
+            cost_usd=spending.cost_of(spent.model, spent.usage) if spending.cost_of else None,
+            at=spending.clock(),
+            user=user,
+            chat=chat,
+            id=new_id(),
+        )
+        await spending.patience(lambda: spending.ledger.record_cost(entry))
 
     async def _consolidate(
         self, session_id: str, inbound: Inbound, messages: Sequence[Message]

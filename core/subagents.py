@@ -3,8 +3,10 @@
 A child turn gets its own instructions (the call's `task`), a capability mode never wider than
 its parent's (`CapabilityMode.narrowed_to`), its own limits (`[subagents]`: steps, seconds and
 USD) and its own session, `<parent session>/sub/<call id>`, so the parent's history holds only
-the call and its result. Its model calls are charged to the ledger under the parent's person
-and chat (the same channel context), so the parent's daily budgets count them. Its events reach
+the call and its result. It runs on the model the parent's turn calls (the chat's `/model`
+choice, or the cheaper model once the parent degraded). Its model calls are charged to the
+ledger under the parent's session, person and chat, so the parent's `per_session` and daily
+budgets and its `/cost` count them. Its events reach
 the parent's stream wrapped in `ChildEvent` (the lifecycle topic shows them with
 `parent_run_id` and `depth`). A child has no `delegate` tool: depth is at most 1.
 
@@ -148,6 +150,8 @@ class Subagents:
             is_direct=True,
             is_admin=context.is_admin,
             scheduled=context.scheduled,
+            # Its calls count to the parent's session: its `per_session` budget and `/cost`.
+            charge_session=context.charge_session or context.session_id,
         )
         limits = self.parent.limits
         runtime = self.parent.child(
@@ -157,6 +161,8 @@ class Subagents:
                 tool_timeout=limits.tool_timeout,
                 max_tokens=limits.max_tokens,
                 max_turn_cost_usd=self.options.max_cost_usd,
+                # The parent's conversation limit, read on the parent's session (charged there).
+                max_spend_usd=limits.max_spend_usd,
                 stream_buffer_size=limits.stream_buffer_size,
                 text_tool_calls=limits.text_tool_calls,
             ),
@@ -215,7 +221,9 @@ class Subagents:
         assert emit is not None  # checked by `delegate`
         outcome: Outcome | None = None
         run_id = ""
-        events = runtime.run(session_id, Message.user(task), channel, cancel=child.stop)
+        events = runtime.run(
+            session_id, Message.user(task), channel, cancel=child.stop, model=context.model or None
+        )
         async for event in events:
             if isinstance(event, RunStarted):
                 run_id, session_id = event.run_id, event.session_id

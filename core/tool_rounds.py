@@ -81,6 +81,8 @@ class ToolRounds:
         done = Round()
         answers: list[str | None] = []
         groups = self.calls.groups(calls)
+        # The model the turn calls now (degraded, perhaps): a sub-agent's runs on it too.
+        tool_context = tool_context.model_copy(update={"model": state.model})
         for index, group in enumerate(groups):
             outcomes = await asyncio.gather(
                 *(self.calls.run(c, context.mode, tool_context, emit, state.monitor) for c in group)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from core.budgets import spender_keys
 from core.events import AgentEvent, Joined
 from core.messages import Message
 from core.outages import Patience
 from core.store.turns import TurnClose, TurnRecords
 from core.turn_state import TurnState
+from core.voice import transcription_costs
 
 __all__ = ["join_arrivals"]
 
@@ -23,16 +25,24 @@ async def join_arrivals(
     step: int,
 ) -> list[Message]:
     """The messages that came meanwhile, joined to the turn before its model call `step`:
-    each stored and marked processed in one write, then taken out of its mailbox."""
+    each stored, its transcribed recordings charged (to its sender) and marked processed in
+    one write, then taken out of its mailbox."""
     arrivals = state.arrivals
     if arrivals is None:
         return []
     stored: list[Message] = []
     for arrival in await arrivals.joining(step):
+        inbound = arrival.inbound
+        user, chat = spender_keys(
+            inbound.address.platform, inbound.user_id, inbound.address, scheduled=False
+        )
         closing = TurnClose(
             session_id=session_id,
             messages=[arrival.message],
-            finished=arrival.inbound.dedupe_key,
+            costs=transcription_costs(
+                inbound, session_id=session_id, run_id=state.run_id, user=user, chat=chat
+            ),
+            finished=inbound.dedupe_key,
         )
         stored += await patience(functools.partial(store.close_turn, closing, fence=state.fence))
         emit(Joined(inbound_id=arrival.inbound.id, text=arrival.message.text))

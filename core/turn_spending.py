@@ -70,7 +70,7 @@ class TurnSpending:
             )
         if self.budgets is not None:
             return await self._layered(self.budgets, run_id, session_id, context, state, emit)
-        return await self._session(run_id, session_id)
+        return await self._session(run_id, state.charged or session_id)
 
     async def _layered(
         self,
@@ -83,7 +83,7 @@ class TurnSpending:
     ) -> RunFailed | None:
         """The layered budgets' verdict; one past its `degrade_at` degrades the turn."""
         spender = Spender(
-            session_id=session_id,
+            session_id=state.charged or session_id,
             user=state.user,
             chat=state.chat,
             scheduled=context.scheduled,
@@ -155,7 +155,7 @@ class TurnSpending:
         else:
             state.cost += cost
         return CostEntry(
-            session_id=session_id,
+            session_id=state.charged or session_id,
             run_id=run_id,
             provider=finished.provider or state.provider.name,
             model=model,

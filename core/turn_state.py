@@ -70,6 +70,9 @@ class ChannelContext(BaseModel):
     # For a scheduled run: the system-prompt section saying what the run is and when its
     # answer is delivered (`core/scheduling/brief.py`).
     schedule_brief: str = ""
+    # The session whose ledger and `per_session` budget the turn's model calls count to: a
+    # sub-agent's, its parent's (core/subagents.py); "": the turn's own.
+    charge_session: str = ""
 
 
 @dataclass
@@ -93,6 +96,8 @@ class TurnState:
 
     def __init__(self, fence: Fence | None = None, checkpoint: Checkpoint | None = None) -> None:
         self.fence = fence
+        # The turn's run id (its ledger entries carry it).
+        self.run_id = ""
         # A person's turn's checkpoint, as last saved.
         self.checkpoint = checkpoint
         # The session the turn runs in (once opened, the one the store opened it in) and its
@@ -124,6 +129,8 @@ class TurnState:
         # Whose spending the turn's calls count to, in the ledger (`core/budgets.py`).
         self.user: str | None = None
         self.chat: str | None = None
+        # The session charged in the ledger ("" until the turn is prepared: its own).
+        self.charged = ""
         # Where messages that come while the turn runs are found, to join it (None: none do).
         self.arrivals: Arrivals | None = None
         # The provider and model this turn calls (the session's `/model` choice, or the default).

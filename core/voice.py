@@ -5,6 +5,11 @@ Platform-neutral: bytes, a file name and a media type in; the transcript out, or
 `TranscriptionFailed` whose message is fit for a log line (never a key). The channels download
 the recordings, check the limits and tell the model (`channels/attachments.py`); `bots/`
 decides which endpoint, with which key, from the environment and this table.
+
+Each transcription is charged: the gateway notes it on the message (`Transcription`, priced at
+`[voice] price_per_minute` from the length the platform announced, unknown without one) and
+the worker writes it to the ledger when the message's turn opens (`transcription_costs`),
+under the turn's session, person and chat, with provider `voice`.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import Field, SecretStr
 
 from core.endpoints import EndpointSettings, endpoint_failure
+from core.envelopes import Inbound, Transcription
 from core.errors import SwitchboardError
+from core.messages import Usage
+from core.store.ledger import CostEntry
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -27,6 +35,7 @@ __all__ = [
     "Transcriber",
     "TranscriptionFailed",
     "VoiceSettings",
+    "transcription_costs",
     "upload_name",
 ]
 
@@ -71,6 +80,14 @@ class VoiceSettings(EndpointSettings):
     max_seconds: int = Field(default=300, ge=1, le=4 * 3600)
     # How long one request to the endpoint may take (a failed one is tried once more).
     timeout_seconds: float = Field(default=60.0, gt=0, le=600)
+    # USD per minute of recording, written to the cost ledger (OpenAI's list price of
+    # whisper-1); 0 for a local server. A recording whose length is not known is unpriced.
+    price_per_minute: float = Field(default=0.006, ge=0)
+
+    def transcribed(self, seconds: float | None) -> Transcription:
+        """What one transcription of a recording `seconds` long (None: unknown) is charged."""
+        cost = None if seconds is None else seconds / 60 * self.price_per_minute
+        return Transcription(model=self.model, seconds=seconds, cost_usd=cost)
 
 
 class TranscriptionFailed(SwitchboardError):
@@ -144,3 +161,34 @@ class OpenAITranscriber:
         except openai.APIError as exc:
             raise TranscriptionFailed(endpoint_failure(exc, "transcription")) from None
         return transcription.text
+
+
+# The ledger's provider name for transcriptions (a model call's entries name the chat provider).
+_PROVIDER = "voice"
+
+
+def transcription_costs(
+    inbound: Inbound,
+    *,
+    session_id: str,
+    run_id: str,
+    user: str | None,
+    chat: str | None,
+) -> list[CostEntry]:
+    """The ledger entries of `inbound`'s transcriptions, dated when it arrived; their ids come
+    from the message's, so a turn opened again (redelivered, resumed) charges them once."""
+    return [
+        CostEntry(
+            session_id=session_id,
+            run_id=run_id,
+            provider=_PROVIDER,
+            model=heard.model,
+            usage=Usage(),
+            cost_usd=heard.cost_usd,
+            at=inbound.received_at,
+            user=user,
+            chat=chat,
+            id=f"voice:{inbound.dedupe_key}:{number}",
+        )
+        for number, heard in enumerate(inbound.transcriptions)
+    ]

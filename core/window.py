@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from core.compaction import Compactor, summary_messages
+from core.compaction import Compaction, Compactor, summary_messages
 from core.context import Sanitizer, estimate_tokens, fit, strip_old_images
-from core.events import Compacted
 from core.messages import Message
+from core.providers.base import Provider
 from core.store.log import CompactionSummary, ConversationLog
 
 __all__ = ["TurnWindow"]
@@ -103,9 +103,16 @@ class TurnWindow:
         self._cap = self._sent // 2
         return True
 
-    async def compact(self, history: Sequence[Message], *, force: bool = False) -> Compacted | None:
-        """Compact when the next request's estimate passes the trigger (always with `force`);
-        None when there is no compactor or nothing to summarize."""
+    async def compact(
+        self,
+        history: Sequence[Message],
+        *,
+        force: bool = False,
+        on: tuple[Provider, str] | None = None,
+    ) -> Compaction | None:
+        """Compact when the next request's estimate passes the trigger (always with `force`),
+        summarizing with the provider and model `on` (default: the compactor's); None when
+        there is no compactor or nothing to summarize."""
         if self._compactor is None:
             return None
         if not force:
@@ -120,11 +127,10 @@ class TurnWindow:
             tail,
             previous=self.summary,
             window_tokens=self.window_tokens,
+            on=on,
         )
         if done is None:
             return None
         self.summary = done.summary
         self.start += done.summarized_messages
-        return Compacted(
-            summarized_messages=done.summarized_messages, summary_tokens=done.summary_tokens
-        )
+        return done

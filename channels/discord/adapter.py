@@ -42,7 +42,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from channels.attachments import DocumentReader, ReceivedImages
+from channels.attachments import DocumentReader, ReceivedDocuments, ReceivedImages
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
 from channels.discord.buttons import custom_id, press_inbound, question_view, stop_view
@@ -459,7 +459,8 @@ class DiscordAdapter:
             user_name=author.display_name,
             text=received.text_with_note(text),
             images=received.images,
-            documents=documents,
+            documents=documents.documents,
+            transcriptions=documents.transcriptions,
             is_direct=is_direct,
             mentions_bot=addressed,
             team=str(message.guild.id) if message.guild else None,
@@ -578,7 +579,7 @@ class DiscordAdapter:
             received.add(ImagePart(media_type=media_type, data=data))
         return received
 
-    async def _read_documents(self, message: discord.Message) -> list[str]:
+    async def _read_documents(self, message: discord.Message) -> ReceivedDocuments:
         """The attachments that are not images, as the model reads them."""
         received = self._documents.received()
         for attachment in message.attachments:
@@ -601,7 +602,7 @@ class DiscordAdapter:
                 download,
                 duration=attachment.duration,
             )
-        return received.documents
+        return received
 
     async def _open_thread(self, message: discord.Message, text: str) -> int | None:
         """A thread started on `message` for the answer; None if Discord would not."""

@@ -48,7 +48,7 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
-from channels.attachments import DocumentReader, ReceivedImages
+from channels.attachments import DocumentReader, ReceivedDocuments, ReceivedImages
 from channels.bad_requests import BadRequestLog
 from channels.base import InboundSink
 from channels.catchup import CatchUp, SeenLog, with_late_note
@@ -471,7 +471,8 @@ class SlackAdapter:
                 update={
                     "images": received.images,
                     "text": received.text_with_note(inbound.text),
-                    "documents": documents,
+                    "documents": documents.documents,
+                    "transcriptions": documents.transcriptions,
                 }
             )
         if before is not None:  # keep a chat's messages in the order Slack sent them
@@ -699,7 +700,7 @@ class SlackAdapter:
             received.add(None if data is None else ImagePart(media_type=mimetype, data=data))
         return received
 
-    async def _read_documents(self, files: list[dict[str, Any]]) -> list[str]:
+    async def _read_documents(self, files: list[dict[str, Any]]) -> ReceivedDocuments:
         """The files that are not images, as the model reads them."""
         received = self._documents.received()
         limit = self._documents.max_download_bytes
@@ -726,7 +727,7 @@ class SlackAdapter:
                 download,
                 duration=length / 1000 if isinstance(length, int) else None,
             )
-        return received.documents
+        return received
 
     def _trusted(self, url: str) -> bool:
         """Whether `url` is Slack's (or the configured API's): the bot token goes with it."""

@@ -354,6 +354,7 @@ class TelegramAdapter:
             text=received.text_with_note(text),
             images=received.images,
             documents=documents.documents,
+            transcriptions=documents.transcriptions,
             is_direct=message.chat.type == ChatType.PRIVATE,
             mentions_bot=command is not None or self._addressed(message),
             platform_message_id=str(message.message_id),

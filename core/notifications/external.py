@@ -172,7 +172,15 @@ class ExternalRuns:
         """Answer the prompt quietly in its session; deliver what the policy lets through."""
         session = await self.store.current_session(inbound.session_key)
         context = self.context(inbound)
-        turn = Turn(inbound=inbound, context=context, session_id=session.id, shown=False)
+        # On the model the chat it answers in chose (`/model`), as a scheduled run is.
+        chat = await self.store.find_current_session(inbound.address.session_key)
+        turn = Turn(
+            inbound=inbound,
+            context=context,
+            session_id=session.id,
+            model=None if chat is None else chat.model,
+            shown=False,
+        )
         outcome = await self.turns.run(turn, cancel=cancel, fence=fence)
         if not isinstance(outcome, RunCompleted):
             why = outcome.detail or outcome.message if isinstance(outcome, RunFailed) else "none"

@@ -49,6 +49,8 @@ class ToolContext(BaseModel):
     clock: Clock = Field(default=utc_now)
     # The turn's run id ("" outside a run), for events about the call (confirmations).
     run_id: str = ""
+    # The session the turn's spending is charged to (a sub-agent's: its parent's); "": this one.
+    charge_session: str = ""
     # Set per call by `core/tool_calls.py` for tools that start a turn of their own
     # (`delegate`, core/subagents.py): the call's id, the turn's capability mode (a
     # `core.modes.CapabilityMode`; typed loosely because core/modes.py imports this module)
@@ -56,6 +58,8 @@ class ToolContext(BaseModel):
     call_id: str = ""
     mode: Any = None
     emit: Callable[[Any], None] | None = None
+    # The model the turn calls (set per tool round; "" outside a turn): a sub-agent's runs on it.
+    model: str = ""
 
 
 class ToolResult(BaseModel):

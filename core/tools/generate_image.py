@@ -82,7 +82,7 @@ async def _charge(ledger: CostLedger, context: ToolContext, model: str, price: f
         context.platform, context.user_id, context.address, scheduled=context.scheduled
     )
     entry = CostEntry(
-        session_id=context.session_id,
+        session_id=context.charge_session or context.session_id,
         run_id=context.run_id,
         provider=_PROVIDER,
         model=model,

@@ -378,6 +378,8 @@ def _compaction(runtime: AgentRuntime) -> SessionCompaction | None:
         runtime.store,
         runtime.compactor,
         window_tokens=runtime.context_window,
+        spending=runtime.spending,
+        models=runtime.models,
         consolidator=runtime.consolidator,
     )
 

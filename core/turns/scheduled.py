@@ -50,11 +50,14 @@ class ScheduledRuns:
         if inbound.schedule_id is None or inbound.run_id is None:
             log.error("a scheduled run without its schedule or run id; dropped")
             return
-        # The run goes to its session's current session, made with the run's first turn.
+        # The run goes to its session's current session, made with the run's first turn, on
+        # the model the chat it answers in chose (`/model`), as the chat's own turns are.
+        chat = await self.store.find_current_session(inbound.address.session_key)
         turn = Turn(
             inbound=inbound,
             context=await self._context(inbound),
             session_id=new_session_id(),
+            model=None if chat is None else chat.model,
             shown=False,
         )
         started = time.monotonic()

@@ -15,8 +15,10 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from core.arrivals import Arrivals
+from core.budgets import spender_keys
 from core.checkpoints import Checkpoint
 from core.envelopes import Inbound
 from core.events import (
@@ -39,6 +41,7 @@ from core.store.base import Fence, Store
 from core.turns.lifecycle import Lifecycle
 from core.turns.outbox import Outbox
 from core.turns.stream import ReplyStream, StreamPolicy
+from core.voice import transcription_costs
 
 __all__ = ["Contexts", "Outcome", "Turn", "TurnRunner"]
 
@@ -164,6 +167,7 @@ class TurnRunner:
             async for event in events:
                 if isinstance(event, RunStarted):
                     session_id, run_id = event.session_id, event.run_id
+                    await self._charge_voice(inbound, context, session_id, run_id)
                     if policy is not None:
                         await self.outbox.send(inbound, "typing", "")
                 await self.lifecycle.publish(event, session_id, run_id, context)
@@ -186,6 +190,20 @@ class TurnRunner:
             case Cancelled():
                 event = TurnSettled(run_id=outcome.run_id, outcome="cancelled")
         await self.lifecycle.publish(event, turn.session_id, outcome.run_id, turn.context)
+
+    async def _charge_voice(
+        self, inbound: Inbound, context: ChannelContext, session_id: str, run_id: str
+    ) -> None:
+        """The message's transcribed recordings in the ledger, as the turn's session's, its
+        person's and its chat's spending (`core/voice.py`)."""
+        user, chat = spender_keys(
+            context.platform, context.user_id, context.address, scheduled=context.scheduled
+        )
+        costs = transcription_costs(
+            inbound, session_id=session_id, run_id=run_id, user=user, chat=chat
+        )
+        for entry in costs:
+            await self.patience(partial(self.store.record_cost, entry))
 
     async def _show(
         self, inbound: Inbound, event: AgentEvent, policy: StreamPolicy, stream: ReplyStream

@@ -25,7 +25,7 @@ from core.backends.redis.mailboxes import RedisMailboxes
 from core.backends.sql.mailboxes import SqliteMailboxes
 from core.backends.sql.store import SqlStore, sqlite_url
 from core.bus.base import Bus
-from core.envelopes import Address, Inbound, Outbound
+from core.envelopes import Address, Inbound, Outbound, Transcription
 from core.events import Finished, TextDelta
 from core.mailbox.base import Claim, Mailboxes
 from core.mailbox.intake import accept_inbound
@@ -163,7 +163,10 @@ async def test_messages_sent_during_a_turn_join_it_and_get_one_answer(parts: Par
     model = HeldModel()
     outbox = Outbox(parts.bus)
     async with running(worker_of(parts, model, "steer")):
-        first, second, third = said("first"), said("second"), said("third")
+        heard = [Transcription(model="whisper-1", seconds=30, cost_usd=0.003)]
+        first = said("first")
+        second = said("second").model_copy(update={"transcriptions": heard})
+        third = said("third")
         await hand_in_to(parts, first)
         await asyncio.wait_for(model.asked.wait(), PATIENCE)
         await hand_in_to(parts, second, third)
@@ -179,6 +182,11 @@ async def test_messages_sent_during_a_turn_join_it_and_get_one_answer(parts: Par
     for inbound in (first, second, third):
         assert await parts.store.is_processed(inbound.dedupe_key)
     assert [o for o in outbox.seen if o.kind == "reply"] == [reply]
+    # The voice note that joined the turn is charged to the session, as its sender's.
+    session = await parts.store.find_current_session(CHAT.session_key)
+    assert session is not None
+    voice = [e for e in await parts.store.cost_entries(session.id) if e.provider == "voice"]
+    assert [(e.cost_usd, e.user) for e in voice] == [(0.003, "terminal:u1")]
 
 
 async def test_queue_answers_each_message_in_a_turn_of_its_own(parts: Parts) -> None:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from core.backends.sql.store import SqlStore, sqlite_url
 from core.compaction import Compactor
 from core.envelopes import Address, Inbound
-from core.messages import Message
+from core.messages import Message, Usage
+from core.model_choice import ModelChoices, ModelOption
 from core.providers.scripted import ScriptedProvider, text_reply
 from core.runtime import AgentRuntime
 from core.tools import ToolRegistry
@@ -41,10 +43,15 @@ async def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIter
 
 
 async def start(
-    store: SqlStore, model: ScriptedProvider, compactor: Compactor | None
+    store: SqlStore, model: ScriptedProvider, compactor: Compactor | None, **options: Any
 ) -> tuple[Worker, Outbox, MemoryBus, asyncio.Task[None]]:
     runtime = AgentRuntime(
-        provider=model, model="m", tools=ToolRegistry([]), store=store, compactor=compactor
+        provider=model,
+        model="m",
+        tools=ToolRegistry([]),
+        store=store,
+        compactor=compactor,
+        **options,
     )
     bus = MemoryBus()
     worker = build_worker(bus=bus, store=store, runtime=runtime)
@@ -121,3 +128,37 @@ async def test_a_short_chat_has_nothing_to_compact_and_no_compactor_says_so(
         assert await say(worker, outbox, "/compact") == "Compacting is not set up for this bot."
     finally:
         await stop(worker, bus, task)
+
+
+async def test_compact_runs_on_the_chats_model_and_is_charged_to_its_session(
+    any_store: SqlStore,
+) -> None:
+    session = await any_store.current_session(DM.session_key)
+    for n in range(5):
+        await any_store.append_message(session.id, Message.user(f"question {n}"))
+        await any_store.append_message(session.id, Message.assistant(f"answer {n}"))
+    assert await any_store.set_session_model(session.id, "chosen")
+    model = ScriptedProvider([text_reply("Summary.", usage=Usage(input_tokens=100))])
+    choices = ModelChoices(
+        default_provider=model,
+        default_model="m",
+        allowed=(ModelOption(provider="scripted", model="chosen"),),
+        providers={"scripted": model},
+    )
+    worker, outbox, bus, task = await start(
+        any_store,
+        model,
+        Compactor(ScriptedProvider([]), "tiny", keep_last=2),
+        models=choices,
+        cost=lambda name, usage: usage.input_tokens / 1000 if name == "chosen" else None,
+    )
+    try:
+        assert (await say(worker, outbox, "/compact")).startswith("Compacted this conversation")
+    finally:
+        await stop(worker, bus, task)
+
+    assert [r.model for r in model.requests] == ["chosen"]
+    (entry,) = await any_store.cost_entries(session.id)
+    assert (entry.model, entry.cost_usd, entry.usage.input_tokens) == ("chosen", 0.1, 100)
+    assert (entry.user, entry.chat) == ("telegram:u1", "telegram:b:42")
+    assert (await any_store.cost_summary(session.id)).cost_usd == 0.1

@@ -143,3 +143,21 @@ async def test_unknown_models_keyless_providers_and_group_members_are_refused(
     admin = await say(worker, outbox, f"/model {OTHER}", chat=GROUP, user="boss")
     assert admin == f"This chat now uses {OTHER} (openai)."
     assert (await store.current_session(GROUP.session_key)).model == OTHER
+
+
+async def test_a_prompt_from_outside_runs_on_the_model_its_chat_chose(
+    bot: tuple[Worker, Outbox], fake_openai: FakeOpenAI, store: SqlStore
+) -> None:
+    worker, outbox = bot
+    fake_openai.script(Text("default answer"), Text("chosen answer"))
+
+    for text, answer in (("Any news?", "default answer"), ("Any news now?", "chosen answer")):
+        if answer == "chosen answer":
+            assert await say(worker, outbox, f"/model {OTHER}") == (
+                f"This chat now uses {OTHER} (openai)."
+            )
+        prompt = Inbound(address=DM, text=text, origin="external", external_session="ci")
+        await hand_in(worker, prompt)
+        await outbox.until(answer, kind="notification")
+
+    assert [r.json["model"] for r in fake_openai.requests] == [DEFAULT, OTHER]

@@ -26,6 +26,7 @@ from core.envelopes import Address, Inbound, Outbound
 from core.errors import ProviderError
 from core.events import ModelEvent
 from core.messages import ToolCall
+from core.model_choice import ModelChoices, ModelOption
 from core.modes import FULL, SAFE_CHAT, SAFE_CHAT_TOOLS, CapabilityMode
 from core.policy import ChannelPolicy
 from core.providers import DemoProvider, ModelRequest, Provider, ScriptedProvider
@@ -154,7 +155,11 @@ class Stack:
 
 @asynccontextmanager
 async def running(
-    tmp_path: Path, provider: Provider, *, policy: ChannelPolicy | None = None
+    tmp_path: Path,
+    provider: Provider,
+    *,
+    policy: ChannelPolicy | None = None,
+    models: ModelChoices | None = None,
 ) -> AsyncIterator[Stack]:
     """A worker answering with `provider`, the schedule tools registered, until the block ends."""
     clock = HandClock()
@@ -167,6 +172,7 @@ async def running(
         tools=ToolRegistry([*builtin_tools(), *schedule_tools(book), OPEN_FILE]),
         store=store,
         clock=clock,
+        models=models,
     )
     worker = build_worker(
         bus=bus,
@@ -254,6 +260,24 @@ async def test_a_fired_schedule_answer_arrives_as_a_notification_to_its_chat(
         ["Is it raining?"],
         ["Is it raining?", "No rain today.", "Is it raining?"],
     ]
+
+
+async def test_a_scheduled_run_uses_the_model_its_chat_chose(tmp_path: Path) -> None:
+    provider = ScriptedProvider([text_reply("No rain today."), text_reply("Rain at noon.")])
+    choices = ModelChoices(
+        default_provider=provider,
+        default_model="test-model",
+        allowed=(ModelOption(provider="scripted", model="chosen-model"),),
+        providers={"scripted": provider},
+    )
+    async with running(tmp_path, provider, models=choices) as stack:
+        made = await stack.schedule()
+        await stack.fire(made)  # the chat has no session yet: the default
+        chat = await stack.store.current_session(CHAT.session_key)
+        assert await stack.store.set_session_model(chat.id, "chosen-model")
+        await stack.fire(made)
+
+    assert [r.model for r in provider.requests] == ["test-model", "chosen-model"]
 
 
 async def test_conditional_stays_quiet_without_the_marker_and_strips_it_when_present(

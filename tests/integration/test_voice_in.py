@@ -14,6 +14,7 @@ from channels.attachments import VOICE_NOTE, DocumentReader, VoiceNotes
 from core.backends.sql.store import SqlStore
 from core.messages import Message
 from core.providers.scripted import ScriptedProvider, text_reply
+from core.store.ledger import CostEntry
 from core.voice import OpenAITranscriber, TranscriptionFailed, VoiceSettings
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.discord_events import CHANNEL
@@ -65,6 +66,27 @@ def check(text: str, case: Case, fake_openai: FakeOpenAI) -> None:
         assert (sent.model, sent.data, sent.api_key) == ("whisper-1", OGG, TEST_API_KEY)
 
 
+async def voice_charges(store: SqlStore) -> list[CostEntry]:
+    """The ledger's transcription entries, of every session."""
+    found: list[CostEntry] = []
+    for session in await store.list_sessions():
+        found += [e for e in await store.cost_entries(session.id) if e.provider == "voice"]
+    return found
+
+
+async def check_charged(store: SqlStore, case: Case, seconds: float, platform: str) -> None:
+    """A transcription is charged per minute to the person and chat; nothing else is."""
+    charged = await voice_charges(store)
+    if case != "transcribed":
+        assert charged == []  # failed or not asked: nothing to charge
+        return
+    [entry] = charged
+    assert (entry.model, entry.usage.input_tokens) == ("whisper-1", 0)
+    assert entry.cost_usd == pytest.approx(seconds / 60 * 0.006)
+    assert entry.user is not None and entry.user.startswith(f"{platform}:")
+    assert entry.chat is not None and entry.chat.startswith(f"{platform}:")
+
+
 def last_user_text(provider: ScriptedProvider) -> str:
     message: Message = provider.requests[-1].messages[-1]
     return message.text
@@ -82,6 +104,7 @@ async def test_a_telegram_voice_note(
         await telegram_helpers.reply_containing(fake, DM, "Noted.")
 
     check(last_user_text(provider), case, fake_openai)
+    await check_charged(store, case, 4, "telegram")
     if case != "not set up":
         assert fake_openai.transcriptions[0].filename == "voice-note.ogg"
         assert fake.downloads == ["voice/file_1.oga"]
@@ -134,6 +157,7 @@ async def test_a_slack_audio_file(
         await slack_helpers.reply_containing(fake, DM_CHANNEL, "Noted.")
 
     check(last_user_text(provider), case, fake_openai)
+    await check_charged(store, case, 4, "slack")
     expected = [] if case == "not set up" else [("F0AUD", True)]
     assert fake.downloads == expected
 
@@ -151,6 +175,7 @@ async def test_a_discord_voice_message(
         await discord_helpers.reply_containing(fake, CHANNEL, "Noted.")
 
     check(last_user_text(provider), case, fake_openai)
+    await check_charged(store, case, 4.2, "discord")
     downloads = [] if case == "not set up" else [attachment["url"].split("/", 3)[3]]
     assert fake.downloads == downloads
 

@@ -9,9 +9,11 @@ import pytest
 
 from core.backends.sql.store import SqlStore
 from core.compaction import Compactor, summary_messages
+from core.envelopes import Address
 from core.errors import ProviderError
 from core.events import AgentEvent, Compacted, ModelEvent, RunCompleted, RunFailed
 from core.messages import Message
+from core.model_choice import ModelChoices, ModelOption
 from core.modes import FULL
 from core.providers.base import ModelRequest
 from core.providers.scripted import text_reply
@@ -287,3 +289,90 @@ async def test_a_message_too_big_for_the_window_is_a_budget_failure(
     assert failed.failure == "budget"
     assert "context window" in failed.message
     assert provider.requests == []
+
+
+# --- what the summarizing call costs, and on which model it runs ----------------------------
+
+
+def priced_runtime(
+    store: SqlStore, provider: Responder, models: ModelChoices | None = None
+) -> AgentRuntime:
+    """A runtime that compacts soon, its compactor on its own model; each call costs $0.01,
+    a summary $0.50."""
+    return AgentRuntime(
+        provider=provider,
+        model="test-model",
+        tools=ToolRegistry([]),
+        store=store,
+        limits=RuntimeLimits(max_tokens=300),
+        compactor=Compactor(
+            provider, "summary-model", keep_last=4, trigger_ratio=0.6, summary_max_tokens=200
+        ),
+        context_window=2_000,
+        cost=lambda model, _usage: 0.5 if model == "summary-model" else 0.01,
+        models=models,
+    )
+
+
+async def person_turn(
+    runtime: AgentRuntime, session_id: str, text: str, model: str | None = None
+) -> list[AgentEvent]:
+    context = ChannelContext(
+        platform="terminal",
+        mode=FULL,
+        session_key="terminal:default:it",
+        user_id="alice",
+        address=Address(platform="terminal", chat="it"),
+    )
+    return [e async for e in runtime.run(session_id, Message.user(text), context, model=model)]
+
+
+async def test_the_summarizing_call_is_charged_to_the_session_person_and_chat(
+    store: SqlStore, session_id: str
+) -> None:
+    provider = Responder(answer=lambda _r: "answer " + WORDS)
+    runtime = priced_runtime(store, provider)
+
+    outcomes: list[RunCompleted] = []
+    for n in range(12):
+        events = await person_turn(runtime, session_id, f"question {n} {WORDS}")
+        assert isinstance(events[-1], RunCompleted)
+        if compactions(events):
+            outcomes.append(events[-1])
+
+    assert provider.summaries and outcomes
+    assert {r.model for r in provider.summaries} == {"summary-model"}
+    entries = await store.cost_entries(session_id)
+    summaries = [e for e in entries if e.model == "summary-model"]
+    assert len(summaries) == len(provider.summaries)
+    assert len(entries) == len(provider.requests) + len(provider.summaries)
+    assert {(e.user, e.chat, e.cost_usd) for e in summaries} == {
+        ("terminal:alice", "terminal:default:it", 0.5)
+    }
+    # The turn that compacted counts the summary in its cost.
+    assert all(o.cost_usd == pytest.approx(0.51) for o in outcomes)
+    assert {e.run_id for e in summaries} <= {o.run_id for o in outcomes}
+
+
+async def test_a_chat_that_chose_a_model_is_summarized_on_it(
+    store: SqlStore, session_id: str
+) -> None:
+    provider = Responder(answer=lambda _r: "answer " + WORDS)
+    choices = ModelChoices(
+        default_provider=provider,
+        default_model="test-model",
+        allowed=(ModelOption(provider="responder", model="chosen-model"),),
+        providers={"responder": provider},
+    )
+    runtime = priced_runtime(store, provider, choices)
+
+    for n in range(12):
+        text = f"question {n} {WORDS}"
+        events = await person_turn(runtime, session_id, text, model="chosen-model")
+        assert isinstance(events[-1], RunCompleted)
+
+    assert provider.summaries
+    assert {r.model for r in provider.summaries} == {"chosen-model"}
+    entries = await store.cost_entries(session_id)
+    assert {e.model for e in entries} == {"chosen-model"}
+    assert len(entries) == len(provider.requests) + len(provider.summaries)

@@ -27,7 +27,9 @@ from core.events import (
     ToolFinished,
     ToolRequested,
 )
+from core.images import GeneratedImage
 from core.messages import Message, ToolCall, Usage
+from core.model_choice import ModelChoices, ModelOption
 from core.modes import DISCORD, FULL, NO_TOOLS, SAFE_CHAT, CapabilityMode
 from core.providers import ModelRequest, ScriptedProvider
 from core.providers.scripted import ScriptStep, text_reply, tool_reply
@@ -35,7 +37,15 @@ from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.store.people import Person
 from core.subagents import DELEGATE, SubagentOptions, Subagents
-from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.tools import (
+    GENERATE_IMAGE,
+    FileDrop,
+    SafetyTier,
+    Tool,
+    ToolContext,
+    ToolRegistry,
+    generate_image_tool,
+)
 from core.turns.lifecycle import Lifecycle
 from tests.backends.memory_bus import MemoryBus
 
@@ -294,12 +304,12 @@ async def test_the_child_stops_at_its_cost_limit_and_its_calls_are_the_persons(
     assert result.is_error
     assert "spending limit of $0.015" in result.output
     assert len(provider.requests) == 4  # two child calls ($0.02 > $0.015), no third
-    parent = await store.cost_entries(session_id)
-    child = await store.cost_entries(f"{session_id}/sub/d1")
-    assert len(child) == 2
-    assert {(e.user, e.chat) for e in child} == {(e.user, e.chat) for e in parent}
-    assert {(e.user, e.chat) for e in child} == {("terminal:alice", "terminal:default:it")}
-    day = child[0].at.date()
+    # The child's calls are charged to the parent's session, as the parent's person's.
+    assert await store.cost_entries(f"{session_id}/sub/d1") == []
+    entries = await store.cost_entries(session_id)
+    assert len(entries) == 4
+    assert {(e.user, e.chat) for e in entries} == {("terminal:alice", "terminal:default:it")}
+    day = entries[0].at.date()
     # The person's daily spending (what `per_user_daily` reads) counts the child's calls.
     assert await store.daily_spend(day, user="terminal:alice") == pytest.approx(0.04)
 
@@ -389,8 +399,10 @@ async def test_cancelling_the_parent_cancels_the_child(store: SqlStore, session_
     assert child_cancelled.is_set()
     nested = children(events)
     assert isinstance(nested[-1].event, Cancelled)
-    # The child's cut call is charged (estimated), as a cancelled turn's is.
-    assert len(await store.cost_entries(f"{session_id}/sub/d1")) == 1
+    # The child's cut call is charged (estimated), as a cancelled turn's is: to the parent's
+    # session.
+    charged = [e.run_id for e in await store.cost_entries(session_id)]
+    assert charged.count(nested[-1].run_id) == 1
     parent = await store.list_messages(session_id)
     assert parent[-1].role == "tool"
     assert parent[-1].is_error
@@ -545,8 +557,10 @@ async def test_a_child_past_its_time_is_stopped_and_the_parent_told(
     assert result.is_error
     assert result.output == "The sub-agent ran out of time (0.05s) and was stopped."
     assert isinstance(events[-1], RunCompleted)
-    assert isinstance(children(events)[-1].event, Cancelled)
-    assert len(await store.cost_entries(f"{session_id}/sub/d1")) == 1
+    nested = children(events)
+    assert isinstance(nested[-1].event, Cancelled)
+    charged = [e.run_id for e in await store.cost_entries(session_id)]
+    assert charged.count(nested[-1].run_id) == 1  # the cut call, in the parent's session
 
 
 async def test_a_child_reads_calls_written_as_text_when_its_parent_does(
@@ -567,3 +581,114 @@ async def test_a_child_reads_calls_written_as_text_when_its_parent_does(
     [result] = [m for m in provider.requests[2].messages if m.role == "tool"]
     assert (result.name, result.text) == ("lookup", "value of a")
     assert isinstance(events[-1], RunCompleted)
+
+
+async def test_the_child_runs_on_the_parents_chosen_model(store: SqlStore, session_id: str) -> None:
+    script = [
+        tool_reply(delegate("d1", "child task")),
+        text_reply("child answer"),
+        text_reply("parent answer"),
+    ]
+    provider = ScriptedProvider(script)
+    choices = ModelChoices(
+        default_provider=provider,
+        default_model="test-model",
+        allowed=(ModelOption(provider="scripted", model="chosen-model"),),
+        providers={"scripted": provider},
+    )
+    runtime = AgentRuntime(
+        provider=provider, model="test-model", tools=ToolRegistry([]), store=store, models=choices
+    )
+    runtime.tools.add(Subagents(runtime).tool())
+
+    async with asyncio.timeout(PATIENCE):
+        events = [
+            e
+            async for e in runtime.run(
+                session_id, Message.user("go"), channel(), model="chosen-model"
+            )
+        ]
+
+    assert isinstance(events[-1], RunCompleted)
+    assert [asked(r) for r in provider.requests] == ["go", "child task", "go"]
+    assert [r.model for r in provider.requests] == ["chosen-model"] * 3
+
+
+async def test_the_childs_cost_counts_to_the_parent_sessions_budget_and_cost(
+    store: SqlStore, session_id: str
+) -> None:
+    script = [
+        tool_reply(delegate("d1", "costly task")),
+        tool_reply(ToolCall(id="l1", name="lookup", arguments={"key": "a"})),
+        text_reply("child answer"),
+        text_reply("never asked"),
+    ]
+    runtime, provider = make(
+        store,
+        script,
+        limits=RuntimeLimits(max_spend_usd=0.025),
+        cost=lambda _model, _usage: 0.01,
+    )
+
+    events = await events_of(runtime, session_id, "go")
+
+    assert result_of(events, "d1").output == "child answer"
+    # $0.01 of the parent's and $0.02 of the child's: the session's $0.025 is spent.
+    assert isinstance(events[-1], RunFailed) and events[-1].failure == "budget"
+    assert len(provider.requests) == 3
+    assert (await store.cost_summary(session_id)).cost_usd == pytest.approx(0.03)
+
+
+async def test_a_child_stops_when_the_parent_sessions_spending_limit_is_reached(
+    store: SqlStore, session_id: str
+) -> None:
+    script = [
+        tool_reply(delegate("d1", "costly task")),
+        tool_reply(ToolCall(id="l1", name="lookup", arguments={"key": "a"})),
+        text_reply("never asked: the session is spent"),
+    ]
+    runtime, provider = make(
+        store,
+        script,
+        limits=RuntimeLimits(max_spend_usd=0.015),
+        cost=lambda _model, _usage: 0.01,
+    )
+
+    events = await events_of(runtime, session_id, "go")
+
+    result = result_of(events, "d1")
+    assert result.is_error and "spending limit of $0.015" in result.output
+    assert len(provider.requests) == 2  # the parent's, the child's first; then refused
+    assert isinstance(events[-1], RunFailed) and events[-1].failure == "budget"
+
+
+class OneImage:
+    """An image endpoint that always draws the same few bytes."""
+
+    model = "image-model"
+
+    async def generate(self, prompt: str) -> GeneratedImage:
+        return GeneratedImage(data=b"\x89PNG\r\n\x1a\n", media_type="image/png", suffix=".png")
+
+
+async def test_an_image_a_child_makes_is_charged_to_the_parent_session(
+    store: SqlStore, session_id: str
+) -> None:
+    script = [
+        tool_reply(delegate("d1", "draw it")),
+        tool_reply(ToolCall(id="g1", name=GENERATE_IMAGE, arguments={"prompt": "a cat"})),
+        text_reply("drawn"),
+        text_reply("the parent goes on"),
+    ]
+    bus = MemoryBus()
+    try:
+        runtime, _ = make(store, script)
+        runtime.tools.add(generate_image_tool(OneImage(), FileDrop(bus), store, price=0.04))
+        events = await events_of(runtime, session_id, "go")
+    finally:
+        await bus.close()
+
+    assert result_of(events, "d1").output == "drawn"
+    images = [e for e in await store.cost_entries(session_id) if e.provider == "images"]
+    assert [e.cost_usd for e in images] == [0.04]
+    assert await store.cost_entries(f"{session_id}/sub/d1") == []

@@ -13,6 +13,7 @@ from channels.attachments import VOICE_NOTE, DocumentReader, VoiceNotes
 from channels.base import ChannelAdapter, ChannelSetup, ChannelSpec
 from channels.terminal import TerminalAdapter
 from core.addresses import AddressGrammar
+from core.envelopes import Address, Inbound
 from core.errors import ConfigError
 from core.profile import Profile
 from core.voice import (
@@ -20,6 +21,7 @@ from core.voice import (
     OpenAITranscriber,
     TranscriptionFailed,
     VoiceSettings,
+    transcription_costs,
     upload_name,
 )
 from tests.unit.test_platforms import MENU, REPLIES
@@ -258,3 +260,38 @@ def test_the_wiring_gives_adapters_the_profile_s_voice_settings() -> None:
     assert voice.settings.max_seconds == 60
     assert isinstance(voice.transcriber, OpenAITranscriber)
     assert voice.transcriber.base_url == "http://127.0.0.1:9000/v1"
+
+
+# --- what a transcription is charged ---------------------------------------------------------
+
+
+async def test_a_transcription_is_priced_by_the_minute_and_unknown_without_a_length() -> None:
+    reader = DocumentReader(
+        voice=VoiceNotes(VoiceSettings(price_per_minute=0.01), ScriptedTranscriber("hello"))
+    )
+    received = reader.received()
+
+    async def download() -> bytes:
+        return AUDIO
+
+    await received.add("a.ogg", "audio/ogg", len(AUDIO), download, duration=90)
+    await received.add("b.ogg", "audio/ogg", len(AUDIO), download)  # no length announced
+    inbound = Inbound(
+        address=Address(platform="telegram", bot="b", chat="1"),
+        documents=received.documents,
+        transcriptions=received.transcriptions,
+        platform_message_id="7",
+    )
+    costs = transcription_costs(
+        inbound, session_id="s", run_id="r", user="telegram:u", chat="telegram:b:1"
+    )
+
+    assert [(c.provider, c.model, c.cost_usd) for c in costs] == [
+        ("voice", "whisper-1", pytest.approx(0.015)),
+        ("voice", "whisper-1", None),  # unpriced: counted as such, never as free
+    ]
+    # Ids from the message's: a turn opened again charges them once.
+    assert [c.id for c in costs] == [
+        c.id
+        for c in transcription_costs(inbound, session_id="s", run_id="r2", user=None, chat=None)
+    ]
