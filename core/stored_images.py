@@ -69,7 +69,9 @@ def _jpeg_dimensions(data: bytes) -> tuple[int, int] | None:
 def described(part: ImagePart, note: str = "sent earlier") -> str:
     """What stands in for an image the model is not sent: "[image: 640x480 png, sent earlier]"."""
     kind = part.media_type.removeprefix("image/")
-    size = f"{part.width}x{part.height} " if part.width and part.height else ""
+    # An image stored inline (before revision 0013) has its bytes and no size yet.
+    known = (part.width, part.height) if part.width and part.height else dimensions(part.data)
+    size = f"{known[0]}x{known[1]} " if known else ""
     return f"[image: {size}{kind}, {note}]"
 
 

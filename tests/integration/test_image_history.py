@@ -166,4 +166,4 @@ async def test_a_data_file_of_the_previous_schema_still_reads_its_inline_images(
 
     body = json.dumps(fake_openai.requests[0].json)
     assert ENCODED not in body
-    assert "[image: png, sent earlier]" in body
+    assert SENT_EARLIER in body
