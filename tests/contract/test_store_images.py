@@ -128,3 +128,22 @@ async def test_a_persons_images_are_exported_and_erased(store: Store) -> None:
     assert await store.image(dm.session.id, ann_ref) is None
     assert await store.image(group.session.id, ann_ref) is None
     assert await store.image(group.session.id, bob_ref) == GIF
+
+
+async def test_erasing_reaches_the_images_copied_into_a_fork(store: Store) -> None:
+    await store.open_turn(
+        TurnOpening(
+            session_id="g1",
+            session_key=GROUP.session_key,
+            message=_photo(text="ann's").model_copy(update={"author": str(ANN)}),
+        )
+    )
+    fork = await store.fork_session("g1")
+    [copied] = await store.list_messages(fork.id)
+    ref = copied.images[0].ref
+    assert ref is not None and await store.image(fork.id, ref) == PNG
+
+    await store.erase_person(ANN)
+
+    assert await store.image("g1", ref) is None
+    assert await store.image(fork.id, ref) is None
