@@ -17,7 +17,7 @@ from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
 # Run only when named: not workloads of `all`.
-EXTRAS = ("faults", "startup", "records", "transactions", "memory")
+EXTRAS = ("faults", "startup", "records", "transactions", "memory", "images")
 # The workloads that also measure another revision in the same run (`--against`).
 COMPARED = ("w1", "w3")
 
@@ -37,6 +37,10 @@ def _runner(
         from bench.memory import memory
 
         return memory
+    if name == "images":
+        from bench.images import images
+
+        return images
     if name == "startup":
         from bench.startup import startup
 
@@ -113,6 +117,8 @@ def main(
              more message each: on one server and on a cluster (only when named)
     memory  recall at 5 of keyword against hybrid memory search on a labelled set, with
             fake embeddings: it measures the fusion, not a model (only when named)
+    images  request and stored-row sizes of a conversation with one 300 KB photo (only
+            when named)
 
     w1 and w3 also run the product of another revision (--against, default the commit
     before the flow issue's work) from a temporary git worktree, in the same run, and print

@@ -22,6 +22,7 @@ from typing import Final
 from core.errors import BudgetExceeded
 from core.messages import ImagePart, Message, TextPart, ToolCall
 from core.providers.base import ToolSpec
+from core.stored_images import IMAGE_TURNS, described
 
 __all__ = [
     "CONTEXT_WINDOWS",
@@ -67,7 +68,8 @@ _CJK: Final = re.compile(
 _WHITESPACE: Final = re.compile(r"\s+")
 
 MISSING_RESULT: Final = "(no result recorded)"
-_IMAGE_DROPPED: Final = "[an image was here; it is no longer sent]"
+# How an image whose bytes are gone (erased, or never sent again) is described.
+_GONE: Final = "no longer kept"
 
 _KEYS_LONGEST_FIRST: Final = sorted(CONTEXT_WINDOWS, key=len, reverse=True)
 
@@ -186,19 +188,24 @@ def fit(
     return list(history[start:])
 
 
-def strip_old_images(messages: Sequence[Message], keep_last_turns: int = 1) -> list[Message]:
-    """`messages` with the image bytes of all but the last `keep_last_turns` turns replaced by
-    a short note (a turn begins at a user message). Messages without images stay the same
-    objects."""
+def strip_old_images(
+    messages: Sequence[Message], keep_last_turns: int = IMAGE_TURNS
+) -> list[Message]:
+    """`messages` with each image of all but the last `keep_last_turns` turns replaced by a
+    short line saying what it was (a turn begins at a user message), as is an image whose
+    bytes are no longer kept. Messages without images stay the same objects."""
     kept: list[Message] = list(messages)
     if not any(m.derived("has_images", _has_images) for m in kept):
         return kept
     turns = 0
     for index in range(len(kept) - 1, -1, -1):
         message = kept[index]
-        if turns >= keep_last_turns and any(isinstance(p, ImagePart) for p in message.content):
+        old = turns >= keep_last_turns
+        if any(isinstance(p, ImagePart) and (old or not p.data) for p in message.content):
             content = [
-                TextPart(text=_IMAGE_DROPPED) if isinstance(p, ImagePart) else p
+                TextPart(text=described(p) if old else described(p, _GONE))
+                if isinstance(p, ImagePart) and (old or not p.data)
+                else p
                 for p in message.content
             ]
             kept[index] = message.model_copy(update={"content": content})

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from core.context import Sanitizer
 from core.messages import Message
+from core.stored_images import without_bytes
 
 __all__ = ["HistoryCache"]
 
@@ -105,6 +106,10 @@ class HistoryCache:
             if any(m.seq != after_seq + i for i, m in enumerate(ordered, start=1)):
                 return
             ready = None  # made from another order
+        if any(image.ref and image.data for m in ordered for image in m.images):
+            # Only the turn that received an image sends its bytes; the store keeps them.
+            ordered = [without_bytes(m) for m in ordered]
+            ready = None
         self._entries[session_id] = _Entry(after_seq, tuple(ordered), revision, ready)
         self._held += len(ordered)
         while self._held > self._max:

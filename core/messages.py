@@ -42,13 +42,18 @@ class TextPart(BaseModel):
 
 
 class ImagePart(BaseModel):
-    """An image inside a user message, carried inline as bytes (base64 in JSON)."""
+    """An image inside a user message: its bytes (base64 in JSON), or, as the store keeps it,
+    `ref` (the digest it is kept under in the session's images, `core/stored_images.py`) with
+    its size and no bytes. A message stored before images were kept apart has the bytes."""
 
     model_config = ConfigDict(frozen=True, ser_json_bytes="base64", val_json_bytes="base64")
 
     type: Literal["image"] = "image"
     media_type: str = Field(pattern=r"^image/[a-z0-9.+-]+$")
-    data: bytes
+    data: bytes = b""
+    ref: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    width: int | None = Field(default=None, ge=1)
+    height: int | None = Field(default=None, ge=1)
 
     def base64(self) -> str:
         """The image bytes as base64 text, as both vendor APIs want them."""

@@ -81,10 +81,12 @@ from core.providers.base import ModelRequest, Provider
 from core.redact import Redactor
 from core.safety import LOOP_STOPPED
 from core.step_state import StepState, turn_ended, with_state
+from core.store.images import StoredImages
 from core.store.ledger import CostLedger
 from core.store.log import ConversationLog
 from core.store.tool_outputs import ToolOutputs
 from core.store.turns import TurnOpening, TurnRecords, TurnStart
+from core.stored_images import with_recent_images
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
 from core.tool_rounds import ToolRounds
@@ -128,8 +130,9 @@ class _Cancel:
         self.requested = False
 
 
-class TurnStore(ConversationLog, CostLedger, TurnRecords, Protocol):
-    """What a turn keeps: its messages and summaries, and what its model calls cost."""
+class TurnStore(ConversationLog, CostLedger, TurnRecords, StoredImages, Protocol):
+    """What a turn keeps: its messages and summaries (their images apart), and what its model
+    calls cost."""
 
 
 class AgentRuntime:
@@ -453,6 +456,10 @@ class AgentRuntime:
             # what it stored instead of storing the message again.
             log.warning("resuming an interrupted turn of session %s", session_id)
             state.history = await self._resumed(session_id, state)
+        # The store reads images back as references: this turn's own are sent whole.
+        state.history = await self.patience(
+            lambda: with_recent_images(self.store, session_id, state.history), read=True
+        )
         emit(
             RunStarted(
                 run_id=run_id,

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Protocol
 
 from core.budgets import spender_keys
 from core.events import AgentEvent, Joined
 from core.messages import Message
 from core.outages import Patience
+from core.store.images import StoredImages
 from core.store.turns import TurnClose, TurnRecords
+from core.stored_images import with_image_bytes
 from core.turn_state import TurnState
 from core.voice import transcription_costs
 
-__all__ = ["join_arrivals"]
+__all__ = ["JoinStore", "join_arrivals"]
+
+
+class JoinStore(TurnRecords, StoredImages, Protocol):
+    """What joining needs: the turn's writes, and the images of what it stored."""
 
 
 async def join_arrivals(
-    store: TurnRecords,
+    store: JoinStore,
     patience: Patience,
     session_id: str,
     state: TurnState,
@@ -44,7 +51,11 @@ async def join_arrivals(
             ),
             finished=inbound.dedupe_key,
         )
-        stored += await patience(functools.partial(store.close_turn, closing, fence=state.fence))
+        written = await patience(functools.partial(store.close_turn, closing, fence=state.fence))
+        # The store gives back images as references; this turn sends them whole.
+        stored += await patience(
+            functools.partial(with_image_bytes, store, session_id, written), read=True
+        )
         emit(Joined(inbound_id=arrival.inbound.id, text=arrival.message.text))
         await arrivals.joined(arrival)
     return stored

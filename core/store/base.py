@@ -15,6 +15,7 @@ A store is a set of small protocols, one concern each, each in its own module:
 | `ReplyRecords` | `core/store/replies.py` | 3: what each streamed reply shows (delivery records) |
 | `TurnRecords` | `core/store/turns.py` | 3: a turn's look-up, opening and closes (one each) |
 | `ToolOutputs` | `core/store/tool_outputs.py` | 2: the whole text of tool results shown cut |
+| `StoredImages` | `core/store/images.py` | 1: the bytes of the images messages refer to |
 | `TakeoverRecords` | `core/store/takeovers.py` | 7: chats taken over, what is kept meanwhile |
 | `PersonalRecords` | `core/store/people.py` | 2: one person's data, exported or erased |
 | `PlaybookRecords` | `core/store/playbook.py` | 4: tool sequences that worked, per bot |
@@ -57,6 +58,7 @@ from core.store.access import AccessRecords, Approval, PairingAnswer, PairingReq
 from core.store.checkpoints import CheckpointStore
 from core.store.facts import FactStore
 from core.store.forks import SessionForks
+from core.store.images import StoredImages
 from core.store.ledger import CostEntry, CostLedger, CostSummary
 from core.store.log import CompactionSummary, ConversationLog, SessionRecord
 from core.store.people import PersonalRecords
@@ -93,6 +95,7 @@ __all__ = [
     "SessionForks",
     "SessionRecord",
     "Store",
+    "StoredImages",
     "Takeover",
     "TakeoverRecords",
     "ToolOutputs",
@@ -115,6 +118,7 @@ class Store(
     AccessRecords,
     TurnRecords,
     ToolOutputs,
+    StoredImages,
     TakeoverRecords,
     PersonalRecords,
     PlaybookRecords,

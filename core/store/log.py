@@ -107,6 +107,10 @@ class ConversationLog(Protocol):
         The check and the write are one atomic step. A message with an `id` the session holds
         already is not stored again: the stored one is returned (a caller trying again after an
         outage, the first try's answer lost though it was stored).
+
+        The bytes of its images are kept apart, once per session and digest (`StoredImages`,
+        `core/stored_images.py`): the message is stored, and returned, with a reference to
+        each instead (`ImagePart.ref`, its size, no bytes).
         """
         ...
 

@@ -589,4 +589,6 @@ async def test_image_messages_survive_a_round_trip_through_the_runtime(
     assert completed(events).text == "A one-pixel PNG."
     [turn] = fake_anthropic.requests[0].json["messages"]
     assert turn["content"][1]["source"]["data"] == base64.b64encode(PNG).decode("ascii")
-    assert (await store.list_messages(session_id))[0].images[0].data == PNG
+    # The store keeps the bytes apart, the message a reference to them.
+    [kept] = (await store.list_messages(session_id))[0].images
+    assert kept.ref is not None and await store.image(session_id, kept.ref) == PNG

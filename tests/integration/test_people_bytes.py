@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from core.backends.sql.store import SqlStore, parse_url, sqlite_url
 from core.facts import MemoryFact
-from core.messages import Message
+from core.messages import ImagePart, Message
 from core.store import TurnOpening
 from core.store.people import Person
 from tests.contract.store_support import START, TickingClock
@@ -67,6 +67,34 @@ async def test_an_erased_persons_words_are_gone_from_the_files(tmp_path: Path) -
         assert [f.text for f in await store.search_facts("bot:telegram:7", "own")] == [
             "bob's own fact"
         ]
+    finally:
+        await store.close()
+
+
+async def test_an_erased_persons_images_are_gone_from_the_files(tmp_path: Path) -> None:
+    # The images are kept apart from the messages (the `images` table): erasing goes there too.
+    folder = tmp_path / "data"
+    photo = b"\x89PNG\r\n\x1a\n" + b"flamingopixels" * 200
+    store = await SqlStore.open(sqlite_url(folder / "switchboard.db"), clock=TickingClock())
+    try:
+        for session_id, key, direct in (
+            ("dm", "telegram:b:dm", "telegram:42"),
+            ("group", "telegram:b:-100", None),
+        ):
+            message = Message.user("look", [ImagePart(media_type="image/png", data=photo)])
+            await store.open_turn(
+                TurnOpening(
+                    session_id=session_id,
+                    session_key=key,
+                    message=message.model_copy(update={"author": "telegram:42"}),
+                    direct_with=direct,
+                )
+            )
+        assert _holding(folder, (b"flamingopixels",)), "the image was never written"
+
+        await store.erase_person(Person(platform="telegram", user_id="42"))
+
+        assert _holding(folder, (b"flamingopixels",)) == []
     finally:
         await store.close()
 

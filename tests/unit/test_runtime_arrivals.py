@@ -11,7 +11,7 @@ from core.arrivals import Arrival
 from core.backends.sql.store import SqlStore
 from core.envelopes import Address, Inbound
 from core.events import Joined
-from core.messages import Message, ToolCall
+from core.messages import ImagePart, Message, ToolCall
 from core.providers.scripted import ScriptedProvider, text_reply, tool_reply
 from core.runtime import AgentRuntime
 from core.tools import ToolRegistry, builtin_tools
@@ -91,3 +91,38 @@ async def test_without_arrivals_a_turn_runs_as_before(store: SqlStore) -> None:
     events = [e async for e in runtime.run("s1", Message.user("hello"), CONTEXT)]
     assert completed(events).text == "hi"
     assert of_type(events, Joined) == []
+
+
+async def test_a_joined_message_s_image_goes_to_the_next_call_with_its_bytes(
+    store: SqlStore,
+) -> None:
+    # The store gives a joined message back with its image as a reference; the turn reads
+    # the bytes back, so the model sees the picture, not "no longer kept".
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+    provider = ScriptedProvider(
+        [tool_reply(ToolCall(id="c1", name="current_time", arguments={})), text_reply("seen")]
+    )
+    runtime = AgentRuntime(
+        provider=provider, model="m", tools=ToolRegistry(builtin_tools()), store=store
+    )
+    waiting = Waiting(store)
+    photo = Message.user("this too", [ImagePart(media_type="image/png", data=png)])
+    inbound = Inbound(address=CHAT, user_id="u1", text="this too", is_direct=True)
+    late = Arrival(inbound, photo.model_copy(update={"source": "head", "id": "photo"}))
+
+    async def on_second_call(step: int) -> list[Arrival]:
+        if step == 2:
+            waiting.arrive = [late]
+        return await Waiting.joining(waiting, step)
+
+    waiting.joining = on_second_call  # type: ignore[method-assign]
+    events = [
+        e
+        async for e in runtime.run(
+            "s1", Message.user("first", source="head"), CONTEXT, arrivals=waiting
+        )
+    ]
+
+    assert completed(events).text == "seen"
+    [sent] = provider.requests[1].messages[-1].images
+    assert sent.data == png

@@ -9,7 +9,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from core.backends.sql.store import _log
 from core.backends.sql.store._base import SqlBase
 from core.backends.sql.store._dialect import lock_for_transaction, upsert
-from core.backends.sql.store._tables import messages, reopened, sessions, summaries, tool_outputs
+from core.backends.sql.store._tables import (
+    images,
+    messages,
+    reopened,
+    sessions,
+    summaries,
+    tool_outputs,
+)
 from core.errors import StoreError
 from core.fencing import Fence
 from core.store._shared import check_limit, utc_text
@@ -108,11 +115,13 @@ async def _named(db: AsyncConnection, key: str, name: str) -> bool:
 
 
 async def _copy_rows(db: AsyncConnection, source: str, fork: str) -> None:
-    """Copy the messages, summaries and kept tool outputs of `source` into `fork`."""
+    """Copy the messages, summaries, kept tool outputs and images of `source` into `fork`
+    (a fork's messages refer to its own copies, so erasing either leaves the other whole)."""
     for table, columns in (
         (messages, ("seq", "role", "body", "created_at", "message_id", "author")),
         (summaries, ("up_to_seq", "text", "created_at")),
         (tool_outputs, ("call_id", "text", "created_at")),
+        (images, ("digest", "media_type", "data", "created_at")),
     ):
         copied = select(literal(fork), *(table.c[column] for column in columns)).where(
             table.c.session_id == source

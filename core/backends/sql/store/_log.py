@@ -11,9 +11,10 @@ from sqlalchemy import delete, func, insert, literal, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store._base import SqlBase
-from core.backends.sql.store._dialect import lock_for_transaction, upsert
+from core.backends.sql.store._dialect import insert_ignoring, lock_for_transaction, upsert
 from core.backends.sql.store._tables import (
     fences,
+    images,
     messages,
     reopened,
     sessions,
@@ -22,9 +23,10 @@ from core.backends.sql.store._tables import (
 )
 from core.errors import StoreError
 from core.fencing import Fence, FenceOvertaken
-from core.messages import Message
+from core.messages import ImagePart, Message, TextPart
 from core.store._shared import check_aware, check_limit, from_utc_text, utc_text
 from core.store.log import CompactionSummary, SessionRecord, new_session_id
+from core.stored_images import kept_apart
 
 __all__ = [
     "SqlLog",
@@ -37,6 +39,7 @@ __all__ = [
     "session_of",
     "sessions_of_key",
     "summary_of",
+    "with_image_bytes",
 ]
 
 _s = sessions
@@ -145,6 +148,15 @@ class SqlLog(SqlBase):
         async with self._read(f"list the messages of session {session_id!r}") as db:
             return await messages_after(db, session_id, after_seq, limit)
 
+    async def image(self, session_id: str, digest: str) -> bytes | None:
+        """The bytes of the image `digest` of `session_id`, or None."""
+        query = select(images.c.data).where(
+            images.c.session_id == session_id, images.c.digest == digest
+        )
+        async with self._read(f"read an image of session {session_id!r}") as db:
+            found = (await db.execute(query)).first()
+        return None if found is None else bytes(found[0])
+
     async def save_summary(self, session_id: str, summary: CompactionSummary) -> None:
         """Store a compaction summary; one with the same `up_to_seq` replaces the stored one.
 
@@ -171,10 +183,10 @@ class SqlLog(SqlBase):
             return await summary_of(db, session_id)
 
     async def delete_session(self, session_id: str) -> bool:
-        """Delete the session's record, messages, summaries, reopen mark and kept tool outputs;
-        keep its costs."""
+        """Delete the session's record, messages, summaries, reopen mark, kept tool outputs and
+        images; keep its costs."""
         async with self._begin(f"delete session {session_id!r}") as db:
-            for table in (messages, summaries, reopened, tool_outputs):
+            for table in (messages, summaries, reopened, tool_outputs, images):
                 await db.execute(delete(table).where(table.c.session_id == session_id))
             deleted = await db.execute(delete(_s).where(_s.c.id == session_id))
             return deleted.rowcount == 1
@@ -244,6 +256,30 @@ async def messages_after(
         )
         for seq, body, created_at in await db.execute(query)
     ]
+
+
+async def with_image_bytes(
+    db: AsyncConnection, session_id: str, stored: list[Message]
+) -> list[Message]:
+    """`stored` with the bytes of every image they refer to that is kept (for an export)."""
+    result = []
+    for message in stored:
+        if any(image.ref and not image.data for image in message.images):
+            content = [await _filled(db, session_id, part) for part in message.content]
+            message = message.model_copy(update={"content": content})
+        result.append(message)
+    return result
+
+
+async def _filled(
+    db: AsyncConnection, session_id: str, part: TextPart | ImagePart
+) -> TextPart | ImagePart:
+    if not isinstance(part, ImagePart) or not part.ref or part.data:
+        return part
+    found = await db.scalar(
+        select(images.c.data).where(images.c.session_id == session_id, images.c.digest == part.ref)
+    )
+    return part if found is None else part.model_copy(update={"data": bytes(found)})
 
 
 async def summary_of(db: AsyncConnection, session_id: str) -> CompactionSummary | None:
@@ -318,6 +354,8 @@ async def append(db: AsyncConnection, session_id: str, message: Message, now: da
     )
     if touched.first() is None:
         raise StoreError(f"cannot append a message: no session has id {session_id!r}")
+    # The images are kept once each, apart; the stored body holds their references.
+    message, kept = kept_apart(message)
     if message.id is not None:
         # A write tried again after its answer was lost: the first one stands.
         stored_before = (
@@ -332,6 +370,15 @@ async def append(db: AsyncConnection, session_id: str, message: Message, now: da
             return message.model_copy(
                 update={"seq": int(seq), "created_at": from_utc_text(created_at)}
             )
+    for image in kept:
+        values = {
+            "session_id": session_id,
+            "digest": image.ref,
+            "media_type": image.media_type,
+            "data": image.data,
+            "created_at": at,
+        }
+        await db.execute(insert_ignoring(db.dialect.name, images, values))
     next_seq = select(
         literal(session_id),
         func.coalesce(func.max(m.seq), 0) + 1,

@@ -30,6 +30,7 @@ from core.backends.sql.store._tables import (
     checkpoints,
     costs,
     fences,
+    images,
     memory_facts,
     messages,
     pairing_requests,
@@ -60,6 +61,7 @@ _TOUCHED: Final = (
     summaries,
     reopened,
     fences,
+    images,
     seen,
     reply_records,
     memory_facts,
@@ -98,14 +100,16 @@ class SqlPeople(SqlBase):
                 Conversation(
                     session_id=sid,
                     key=key,
-                    messages=await _log.messages_after(db, sid, 0, None),
+                    messages=await _log.with_image_bytes(
+                        db, sid, await _log.messages_after(db, sid, 0, None)
+                    ),
                 )
                 for sid, key in found.own.items()
             ]
             groups: dict[str, Conversation] = {}
             for sid, key, message in found.written:
                 held = groups.setdefault(sid, Conversation(session_id=sid, key=key))
-                held.messages.append(message)
+                held.messages.extend(await _log.with_image_bytes(db, sid, [message]))
             return PersonalData(
                 person=who,
                 direct_conversations=own,
@@ -328,7 +332,7 @@ async def _erase(db: AsyncConnection, person: Person, found: _Found) -> Erasure:
     anonymised_too = await db.execute(
         update(costs).where(costs.c.user_key == who).values(user_key=None)
     )
-    for table in (messages, summaries, reopened, tool_outputs):
+    for table in (messages, summaries, reopened, tool_outputs, images):
         await db.execute(delete(table).where(table.c.session_id.in_(own)))
     deleted_sessions = await db.execute(delete(sessions).where(sessions.c.id.in_(own)))
     await db.execute(delete(fences).where(fences.c.session_key.in_(list(found.own.values()))))
@@ -391,6 +395,12 @@ async def _tombstone_written(db: AsyncConnection, found: _Found) -> set[str]:
             )
         )
         touched.add(sid)
+        # The images they sent there, kept apart from the message.
+        digests = [image.ref for image in message.images if image.ref]
+        if digests:
+            await db.execute(
+                delete(images).where(images.c.session_id == sid, images.c.digest.in_(digests))
+            )
         # The whole text of a tool result of their turn that the model was shown cut.
         calls = [call.id for call in message.tool_calls]
         calls += [message.tool_call_id] if message.tool_call_id else []

@@ -27,6 +27,7 @@ __all__ = [
     "checkpoints",
     "costs",
     "fences",
+    "images",
     "memory_facts",
     "messages",
     "metadata",
@@ -240,6 +241,18 @@ tool_outputs = Table(
     Column("session_id", Text, primary_key=True),
     Column("call_id", Text, primary_key=True),
     Column("text", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+)
+
+# The images of a session's messages, once each by the digest of their bytes; a message's
+# body holds only the reference (`core/store/images.py`).
+images = Table(
+    "images",
+    metadata,
+    Column("session_id", Text, primary_key=True),
+    Column("digest", Text, primary_key=True),
+    Column("media_type", Text, nullable=False),
+    Column("data", LargeBinary, nullable=False),
     Column("created_at", Text, nullable=False),
 )
 
