@@ -62,6 +62,7 @@ _TOUCHED: Final = (
     reopened,
     fences,
     images,
+    tool_outputs,
     seen,
     reply_records,
     memory_facts,
