@@ -1,0 +1,71 @@
+"""The SQL store's SQLite connections run their statements on the event loop's thread
+(`core/backends/sql/store/_inline.py`, decision 0028), and what could wait long does not hold
+the loop: a write transaction that finds the write lock taken waits for it in a thread, while
+the loop goes on; a commit that wrote, and an erasure's `VACUUM`, run in a thread too.
+
+A real SQLite file; the lock is held by a plain `sqlite3` connection of the test, as another
+process or the bus's connection to the same file would hold it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event, text
+
+from core.backends.sql.store import SqlStore, sqlite_url
+from core.backends.sql.store._engine import open_engine
+
+
+async def test_statements_run_on_the_loops_thread(tmp_path: Path) -> None:
+    engine = await open_engine(sqlite_url(tmp_path / "records.db"))
+
+    def on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Called, when a statement uses it, on the thread that runs the statement.
+        dbapi_connection.create_function("thread_id", 0, threading.get_ident)
+
+    event.listen(engine.sync_engine, "connect", on_connect)
+    try:
+        async with engine.connect() as connection:
+            ran_on = (await connection.execute(text("SELECT thread_id()"))).scalar_one()
+    finally:
+        await engine.dispose()
+    assert ran_on == threading.get_ident()
+
+
+async def test_a_write_waits_for_the_lock_off_the_loop(tmp_path: Path) -> None:
+    path = tmp_path / "records.db"
+    store = await SqlStore.open(sqlite_url(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # the write lock, held by another connection
+        writing = asyncio.create_task(store.mark_processed("telegram:1:1"))
+        # The task runs until it waits; with the loop held, it would end only after the busy
+        # timeout, failing ("database is locked").
+        await asyncio.sleep(0)
+        assert not writing.done()
+        other.execute("COMMIT")
+        assert await writing is True
+        assert await store.is_processed("telegram:1:1")
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_a_read_goes_on_while_another_connection_writes(tmp_path: Path) -> None:
+    path = tmp_path / "records.db"
+    store = await SqlStore.open(sqlite_url(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        assert await store.mark_processed("telegram:1:1")
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("DELETE FROM processed")  # not committed: the store reads the snapshot
+        assert await store.is_processed("telegram:1:1")
+        other.execute("ROLLBACK")
+    finally:
+        other.close()
+        await store.close()
