@@ -90,7 +90,8 @@ async def open_engine(url: str | URL) -> AsyncEngine:
             await asyncio.to_thread(prepare_file, path)
         except OSError as exc:
             raise StoreError(f"cannot open the SQLite store at {path}: {exc}") from exc
-    engine = create_async_engine(parsed, async_creator=lambda: connect_inline(path))
+    writers = asyncio.Lock()  # the engine's write transactions, one at a time
+    engine = create_async_engine(parsed, async_creator=lambda: connect_inline(path, writers))
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine

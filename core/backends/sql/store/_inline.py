@@ -110,8 +110,12 @@ class _Cursor:
 class InlineConnection:
     """A `sqlite3` connection with the awaitable calls SQLAlchemy's aiosqlite dialect makes."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, writers: asyncio.Lock) -> None:
+        """`writers`: the lock its engine's write transactions take turns on."""
         self.dbapi_connection: sqlite3.Connection | None = connection
+        self.writers = writers
+        # Whether this connection's write transaction holds `writers`.
+        self.writing = False
         # The connection's rows changed when it last committed (`sqlite3`'s count).
         self._changes = connection.total_changes
 
@@ -136,28 +140,39 @@ class InlineConnection:
     async def commit(self) -> None:
         """Commit the transaction: one that wrote in a thread (the commit waits for the disk,
         milliseconds on a busy one), one that only read in line."""
-        connection = self.sqlite()
-        if connection.total_changes == self._changes:
-            connection.commit()
-            return
-        await asyncio.to_thread(connection.commit)
-        self._changes = connection.total_changes
+        try:
+            connection = self.sqlite()
+            if connection.total_changes == self._changes:
+                connection.commit()
+                return
+            await asyncio.to_thread(connection.commit)
+            self._changes = connection.total_changes
+        finally:
+            self.done_writing()
 
     async def rollback(self) -> None:
         """Roll the transaction back."""
-        self.sqlite().rollback()
+        try:
+            self.sqlite().rollback()
+        finally:
+            self.done_writing()
 
     async def close(self) -> None:
         """Close the connection (again: nothing)."""
+        self.stop()
+
+    def stop(self) -> None:
+        """Close at once (the dialect's terminate)."""
+        self.done_writing()
         if self.dbapi_connection is not None:
             self.dbapi_connection.close()
             self.dbapi_connection = None
 
-    def stop(self) -> None:
-        """Close at once (the dialect's terminate)."""
-        if self.dbapi_connection is not None:
-            self.dbapi_connection.close()
-            self.dbapi_connection = None
+    def done_writing(self) -> None:
+        """The write transaction has ended: the next writer's turn."""
+        if self.writing:
+            self.writing = False
+            self.writers.release()
 
     def sqlite(self) -> sqlite3.Connection:
         """The `sqlite3` connection; `ValueError` once closed (aiosqlite's error)."""
@@ -166,31 +181,45 @@ class InlineConnection:
         return self.dbapi_connection
 
 
-async def connect_inline(path: str) -> InlineConnection:
-    """A connection to the SQLite database at `path` (`:memory:` too), used in line."""
+async def connect_inline(path: str, writers: asyncio.Lock) -> InlineConnection:
+    """A connection to the SQLite database at `path` (`:memory:` too), used in line; its
+    write transactions take turns with those of the other connections given `writers`."""
     # isolation_level None: `_engine.py` begins and ends every transaction itself. Used by
     # the loop's thread, and by a thread of `asyncio.to_thread` while the loop waits for it.
-    return InlineConnection(sqlite3.connect(path, isolation_level=None, check_same_thread=False))
+    connection = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    return InlineConnection(connection, writers)
 
 
 def begin_immediate(connection: Connection) -> None:
-    """Begin a write transaction on `connection` without the loop waiting for the lock: at
-    once if it is free, else in a thread that waits for it (up to the busy timeout)."""
-    raw = _sqlite_of(connection.connection)
-    raw.execute("PRAGMA busy_timeout = 0")
+    """Begin a write transaction on `connection` without the loop waiting for the lock.
+
+    The engine's writers take turns on the loop first (one at a time: a commit, in a thread,
+    lets the loop go on). Then SQLite's lock is taken at once if it is free, else in a thread
+    that waits for it (up to the busy timeout): another process or connection to the file
+    holds it, the bus's for one.
+    """
+    inline = _inline_of(connection.connection)
+    await_(inline.writers.acquire())
+    inline.writing = True
+    raw = inline.sqlite()
     try:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
-    except OperationalError as exc:
-        if not _busy(exc.orig) or not await_(asyncio.to_thread(_begin_waiting, raw)):
-            raise
-    finally:
-        raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        raw.execute("PRAGMA busy_timeout = 0")
+        try:
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        except OperationalError as exc:
+            if not _busy(exc.orig) or not await_(asyncio.to_thread(_begin_waiting, raw)):
+                raise
+        finally:
+            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    except BaseException:
+        inline.done_writing()
+        raise
 
 
 async def compact(connection: AsyncConnection) -> bool:
     """Give an erasure's freed bytes back (FTS5 merged, `VACUUM`, the WAL truncated), in a
     thread; whether the checkpoint went through. `connection` is in no transaction."""
-    raw = _sqlite_of(await connection.get_raw_connection())
+    raw = _inline_of(await connection.get_raw_connection()).sqlite()
     return await asyncio.to_thread(_compact, raw)
 
 
@@ -202,11 +231,11 @@ def _compact(raw: sqlite3.Connection) -> bool:
     return int(busy) == 0
 
 
-def _sqlite_of(pooled: PoolProxiedConnection) -> sqlite3.Connection:
+def _inline_of(pooled: PoolProxiedConnection) -> InlineConnection:
     inline = pooled.driver_connection
     if not isinstance(inline, InlineConnection):
         raise TypeError(f"not an in-line SQLite connection: {inline!r}")
-    return inline.sqlite()
+    return inline
 
 
 def _busy(error: BaseException | None) -> bool:
