@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import event, text
 
 from core.backends.sql.store import SqlStore, sqlite_url
@@ -66,6 +67,31 @@ async def test_a_read_goes_on_while_another_connection_writes(tmp_path: Path) ->
         other.execute("DELETE FROM processed")  # not committed: the store reads the snapshot
         assert await store.is_processed("telegram:1:1")
         other.execute("ROLLBACK")
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_a_write_cancelled_while_it_waits_for_the_lock_leaves_no_transaction(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "records.db"
+    store = await SqlStore.open(sqlite_url(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        writing = asyncio.create_task(store.mark_processed("telegram:1:1"))
+        await asyncio.sleep(0)  # the write now waits for the lock in a thread
+        writing.cancel()
+        await asyncio.sleep(0)  # the cancellation waits for that thread
+        other.execute("COMMIT")  # so the thread takes the lock, and gives it back
+        with pytest.raises(asyncio.CancelledError):
+            await writing
+        # Nothing of the cancelled write holds the lock or a transaction on a connection.
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        assert await store.mark_processed("telegram:1:2") is True
+        assert not await store.is_processed("telegram:1:1")
     finally:
         other.close()
         await store.close()

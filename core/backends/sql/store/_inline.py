@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any, Final, Self
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final, Self, TypeVar
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
@@ -35,7 +35,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import await_
 
-__all__ = ["BUSY_TIMEOUT_MS", "InlineConnection", "begin_immediate", "compact", "connect_inline"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "InlineConnection",
+    "begin_immediate",
+    "compact",
+    "connect_inline",
+    "in_thread",
+]
+
+_T = TypeVar("_T")
 
 # How long a statement waits for another connection's lock before it fails.
 BUSY_TIMEOUT_MS: Final = 5000
@@ -145,7 +154,7 @@ class InlineConnection:
             if connection.total_changes == self._changes:
                 connection.commit()
                 return
-            await asyncio.to_thread(connection.commit)
+            await in_thread(connection.commit)
             self._changes = connection.total_changes
         finally:
             self.done_writing()
@@ -201,13 +210,13 @@ def begin_immediate(connection: Connection) -> None:
     inline = _inline_of(connection.connection)
     await_(inline.writers.acquire())
     inline.writing = True
-    raw = inline.sqlite()
     try:
+        raw = inline.sqlite()
         raw.execute("PRAGMA busy_timeout = 0")
         try:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         except OperationalError as exc:
-            if not _busy(exc.orig) or not await_(asyncio.to_thread(_begin_waiting, raw)):
+            if not _busy(exc.orig) or not await_(in_thread(_begin_waiting, raw)):
                 raise
         finally:
             raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -220,7 +229,19 @@ async def compact(connection: AsyncConnection) -> bool:
     """Give an erasure's freed bytes back (FTS5 merged, `VACUUM`, the WAL truncated), in a
     thread; whether the checkpoint went through. `connection` is in no transaction."""
     raw = _inline_of(await connection.get_raw_connection()).sqlite()
-    return await asyncio.to_thread(_compact, raw)
+    return await in_thread(_compact, raw)
+
+
+async def in_thread(call: Callable[..., _T], *args: Any) -> _T:
+    """`call(*args)` in a thread; if the caller is cancelled meanwhile, the call is still
+    waited for before the cancellation goes on, so the connection it uses is never used by
+    the loop while the thread still is (a rollback beside a commit)."""
+    running = asyncio.ensure_future(asyncio.to_thread(call, *args))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait([running])
+        raise
 
 
 def _compact(raw: sqlite3.Connection) -> bool:
