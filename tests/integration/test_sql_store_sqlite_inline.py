@@ -10,6 +10,7 @@ process or the bus's connection to the same file would hold it.
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -52,6 +53,27 @@ async def test_a_write_waits_for_the_lock_off_the_loop(tmp_path: Path) -> None:
         other.execute("COMMIT")
         assert await writing is True
         assert await store.is_processed("telegram:1:1")
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_writers_waiting_for_the_lock_take_turns_on_the_loop(tmp_path: Path) -> None:
+    # More writers than the default executor has threads: were each to wait for the lock in
+    # a thread, the first one's commit (in a thread too) would queue behind the others'
+    # waits, and they would time out ("database is locked").
+    writers = (os.cpu_count() or 1) + 6
+    path = tmp_path / "records.db"
+    store = await SqlStore.open(sqlite_url(path))
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        writing = [
+            asyncio.create_task(store.mark_processed(f"telegram:1:{n}")) for n in range(writers)
+        ]
+        await asyncio.sleep(0)  # each runs until it waits: for the lock, or its turn
+        other.execute("COMMIT")
+        assert await asyncio.gather(*writing) == [True] * writers
     finally:
         other.close()
         await store.close()

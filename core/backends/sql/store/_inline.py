@@ -209,7 +209,6 @@ def begin_immediate(connection: Connection) -> None:
     """
     inline = _inline_of(connection.connection)
     await_(inline.writers.acquire())
-    inline.writing = True
     try:
         raw = inline.sqlite()
         raw.execute("PRAGMA busy_timeout = 0")
@@ -221,8 +220,11 @@ def begin_immediate(connection: Connection) -> None:
         finally:
             raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     except BaseException:
-        inline.done_writing()
+        inline.writers.release()
         raise
+    # Only now: the failed attempt above had SQLAlchemy roll the connection back (it was in
+    # no transaction yet), which must not end this writer's turn.
+    inline.writing = True
 
 
 async def compact(connection: AsyncConnection) -> bool:
