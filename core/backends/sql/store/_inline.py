@@ -2,13 +2,13 @@
 
 aiosqlite runs each call of a connection (a cursor made, a statement executed, its rows
 fetched, the cursor closed, a commit) in a thread of its own and hands the answer back to the
-loop: about 105 hand-offs a W1 turn, each a thread switch both ways ([decision
-0028](../../../../docs/decisions/0028-sqlite-in-line.md)). SQLite is a library on a local
-file, and with WAL a statement of the store takes microseconds, so these connections have the
-shape SQLAlchemy's aiosqlite dialect drives (`connect_inline` is its `async_creator`; the
-calls are those of `sqlalchemy.connectors.asyncio.AsyncIODBAPIConnection` and `...Cursor`)
-and run each call in line: a coroutine that calls `sqlite3` and returns. The store's code is
-the same on both databases.
+loop: about 105 hand-offs a W1 turn, each a thread switch both ways (decision 0028,
+docs/decisions/0028-sqlite-in-line.md). SQLite is a library on a local file, and with WAL a
+statement of the store takes microseconds, so these connections have the shape SQLAlchemy's
+aiosqlite dialect drives (`connect_inline` is its `async_creator`; the calls are those of
+`sqlalchemy.connectors.asyncio.AsyncIODBAPIConnection` and `...Cursor`) and run each call in
+line: a coroutine that calls `sqlite3` and returns. The store's code is the same on both
+databases.
 
 What could wait long stays off the loop:
 
@@ -16,10 +16,12 @@ What could wait long stays off the loop:
   is tried without waiting, and if another connection holds the lock (the bus's connection to
   the same file, whose transaction needs the loop to go on, or another process), it is taken
   in a thread that waits up to the busy timeout, the loop running meanwhile.
+- A commit that wrote (it waits for the disk), in a thread.
 - Compaction after an erasure (`VACUUM`): `compact`, in a thread.
 
-A transaction of the store awaits nothing but its own statements, so two transactions of this
-process never interleave on the loop.
+An engine's write transactions take turns on an `asyncio.Lock` (`writers`) before SQLite's
+lock, so only a connection of another engine or process is ever waited for in a thread. A
+transaction of the store awaits nothing but its own statements.
 """
 
 from __future__ import annotations
