@@ -34,8 +34,8 @@ as a record, so it is not part of the composite: its implementations are classes
 test is `tests/contract/test_store_replies.py`.
 
 `SqlStore` (`core/backends/sql/store/`) is SQLAlchemy Core on its asyncio engine, on SQLite
-(aiosqlite) or PostgreSQL (asyncpg), one transaction per call, its schema made and upgraded by
-the Alembic revisions in `core/store/migrations/` when it opens
+(`sqlite3` called in line, decision 0028) or PostgreSQL (asyncpg), one transaction per call, its
+schema made and upgraded by the Alembic revisions in `core/store/migrations/` when it opens
 (docs/decisions/0001-records-in-sql.md).
 
 Adding a concern (pairing, rate-limit state...):

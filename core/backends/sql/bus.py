@@ -119,6 +119,18 @@ class SqliteQueueFile:
                     ) from exc
                 raise BusError(f"the queues could not {action}: {exc}") from exc
 
+    @asynccontextmanager
+    async def read(self, action: str) -> AsyncIterator[aiosqlite.Connection]:
+        """Statements that only read, each on a snapshot of its own: no transaction, so no
+        write lock held and no BEGIN and COMMIT sent to the connection's thread."""
+        async with self._lock:
+            if self.closed:
+                raise BusError("the bus is closed")
+            try:
+                yield self._db
+            except sqlite3.Error as exc:
+                raise BusError(f"the queues could not {action}: {exc}") from exc
+
     async def close(self) -> None:
         """Close the connection; later transactions raise `BusError`."""
         if self.closed:

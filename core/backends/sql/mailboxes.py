@@ -73,7 +73,7 @@ class _SqliteClaim(ClaimState):
             )
 
     async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
-        async with self._boxes.file.write("read a mailbox") as db:
+        async with self._boxes.file.read("read a mailbox") as db:
             rows = await db.execute_fetchall(
                 "SELECT data FROM mailbox_items WHERE session_key = ?"
                 " ORDER BY seq LIMIT ? OFFSET 1",
@@ -134,7 +134,7 @@ class SqliteMailboxes:
 
     async def waiting(self) -> int:
         """How many items wait in the file's mailboxes."""
-        async with self.file.write("count mailbox items") as db:
+        async with self.file.read("count mailbox items") as db:
             rows = await db.execute_fetchall("SELECT COUNT(*) FROM mailbox_items")
         return int(next(iter(rows))[0])
 
@@ -150,7 +150,7 @@ class SqliteMailboxes:
 
     async def pending(self) -> list[str]:
         """Sessions with waiting work that nobody holds (claims are this process's)."""
-        async with self.file.write("list mailboxes") as db:
+        async with self.file.read("list mailboxes") as db:
             rows = await db.execute_fetchall(
                 "SELECT DISTINCT session_key FROM mailbox_items ORDER BY session_key"
             )
@@ -158,7 +158,7 @@ class SqliteMailboxes:
 
     async def has_work(self, session_key: str) -> bool:
         """Whether the session's mailbox holds anything."""
-        async with self.file.write("look into a mailbox") as db:
+        async with self.file.read("look into a mailbox") as db:
             rows = await db.execute_fetchall(
                 "SELECT 1 FROM mailbox_items WHERE session_key = ? LIMIT 1", (session_key,)
             )

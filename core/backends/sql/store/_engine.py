@@ -1,4 +1,5 @@
-"""Opening the SQL store's async engine: SQLite (aiosqlite) or PostgreSQL (asyncpg).
+"""Opening the SQL store's async engine: SQLite (SQLAlchemy's aiosqlite dialect on
+connections that call `sqlite3` in line, `_inline.py`) or PostgreSQL (asyncpg).
 
 On SQLite every connection gets WAL, a busy timeout and foreign keys on, and the data file is
 created 0600 in a 0700 folder (`core/sqlite_file.py`). SQLite write transactions begin with
@@ -19,6 +20,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from core.backends.sql.store._inline import BUSY_TIMEOUT_MS, begin_immediate, connect_inline
 from core.errors import StoreError
 from core.sqlite_file import MEMORY, prepare_file
 
@@ -88,19 +90,20 @@ async def open_engine(url: str | URL) -> AsyncEngine:
             await asyncio.to_thread(prepare_file, path)
         except OSError as exc:
             raise StoreError(f"cannot open the SQLite store at {path}: {exc}") from exc
-    engine = create_async_engine(parsed)
+    writers = asyncio.Lock()  # the engine's write transactions, one at a time
+    engine = create_async_engine(parsed, async_creator=lambda: connect_inline(path, writers))
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine
 
 
 def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
-    # The driver's own transaction handling off: `_on_sqlite_begin` says how to begin.
-    dbapi_connection.isolation_level = None
+    # The driver's own transaction handling is off (`connect_inline`): `_on_sqlite_begin`
+    # says how to begin.
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode = WAL")
-        cursor.execute("PRAGMA busy_timeout = 5000")
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
@@ -110,5 +113,7 @@ def _on_sqlite_begin(connection: Connection) -> None:
     options = connection.get_execution_options()
     if options.get("isolation_level") == "AUTOCOMMIT":
         return  # each statement its own transaction (`VACUUM` runs in none)
-    reads = options.get(READS, False)
-    connection.exec_driver_sql("BEGIN" if reads else "BEGIN IMMEDIATE")
+    if options.get(READS, False):
+        connection.exec_driver_sql("BEGIN")
+    else:
+        begin_immediate(connection)

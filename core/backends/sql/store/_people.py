@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from sqlalchemy import and_, delete, or_, select, text, update
+from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store import _log
 from core.backends.sql.store._base import SqlBase
+from core.backends.sql.store._inline import compact
 from core.backends.sql.store._ledger import entry_of
 from core.backends.sql.store._tables import (
     approvals,
@@ -170,22 +172,18 @@ class SqlPeople(SqlBase):
         committed either way: a busy database is told, not raised)."""
         try:
             return await self._compacted()
-        except (DBAPIError, OSError):
+        except (DBAPIError, OSError, sqlite3.Error):
             log.warning("could not compact the database after an erasure", exc_info=True)
             return False
 
     async def _compacted(self) -> bool:
         async with self._engine.connect() as connection:
+            if self._dialect != "postgresql":
+                return await compact(connection)  # SQLite: in a thread, off the loop
             db = await connection.execution_options(isolation_level="AUTOCOMMIT")
-            if self._dialect == "postgresql":
-                for table in _TOUCHED:
-                    await db.exec_driver_sql(f"VACUUM FULL {table.name}")
-                return True
-            # FTS5 keeps a deleted fact's terms in its segments until they are merged.
-            await db.execute(text("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')"))
-            await db.exec_driver_sql("VACUUM")
-            busy, *_ = (await db.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")).one()
-            return int(busy) == 0
+            for table in _TOUCHED:
+                await db.exec_driver_sql(f"VACUUM FULL {table.name}")
+            return True
 
 
 async def _find(db: AsyncConnection, person: Person) -> _Found:
