@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from core.tasks import cancel_and_wait
 
-__all__ = ["TypingRenewal"]
+__all__ = ["TypingRenewal", "stop_renewals"]
 
-# How long a stopping renewal may take to notice before it is cancelled after all (a stalled
-# platform call); a query of the reply records takes milliseconds.
-_STOP_GRACE_SECONDS = 5.0
+# How long stopping renewals may take to notice before they are cancelled after all (a stalled
+# platform call or query); a query of the reply records takes milliseconds.
+_STOP_GRACE_SECONDS = 2.0
 
 
 class TypingRenewal:
@@ -56,10 +56,7 @@ class TypingRenewal:
 
     async def stopped(self) -> None:
         """Stop the renewal and return once it has ended."""
-        self.stop()
-        _, pending = await asyncio.wait({self.task}, timeout=_STOP_GRACE_SECONDS)
-        if pending:
-            await cancel_and_wait(self.task)
+        await stop_renewals([self])
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -78,3 +75,17 @@ class TypingRenewal:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), self._interval)
         return self._stopping.is_set()
+
+
+async def stop_renewals(renewals: Iterable[TypingRenewal]) -> None:
+    """Stop every renewal and return once all have ended; those still running after a grace
+    period (a stalled call) are cancelled."""
+    renewals = list(renewals)
+    for renewal in renewals:
+        renewal.stop()
+    tasks = {renewal.task for renewal in renewals}
+    if not tasks:
+        return
+    _, pending = await asyncio.wait(tasks, timeout=_STOP_GRACE_SECONDS)
+    for task in pending:
+        await cancel_and_wait(task)

@@ -51,7 +51,7 @@ from channels.discord.commands import build_tree, sync_commands
 from channels.discord.format import DISCORD_LIMIT, discord_chunks
 from channels.reactions import Emoji, StatusReactions
 from channels.streaming import ReplyStreams, ReplyTarget
-from channels.typing import TypingRenewal
+from channels.typing import TypingRenewal, stop_renewals
 from channels.uploads import UploadLimits, upload_each
 from core.commands import CommandInfo
 from core.envelopes import Address, Attachment, Inbound, Outbound
@@ -286,8 +286,7 @@ class DiscordAdapter:
                 await asyncio.wait_for(client.wait_until_ready(), self.settings.ready_timeout + 1)
         # Awaited: a renewal may be inside a query of the reply records, whose database is
         # closed once the adapters have stopped (channels/typing.py).
-        for renewal in list(self._typing.values()):
-            await renewal.stopped()
+        await stop_renewals(self._typing.values())
         self._typing.clear()
         if self._catching_up is not None:
             await cancel_and_wait(self._catching_up)

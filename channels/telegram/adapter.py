@@ -60,7 +60,7 @@ from channels.streaming import ReplyStreams, ReplyTarget
 from channels.telegram.buttons import press_inbound, question_keyboard, stop_keyboard
 from channels.telegram.checks import DEFAULT_API_URL, DEFAULT_WEBHOOK_PORT
 from channels.telegram.format import TELEGRAM_LIMIT, telegram_chunks
-from channels.typing import TypingRenewal
+from channels.typing import TypingRenewal, stop_renewals
 from channels.uploads import UploadLimits, upload_each
 from core.commands import CommandInfo
 from core.envelopes import Address, Attachment, Inbound, Outbound
@@ -245,8 +245,7 @@ class TelegramAdapter:
     async def _shutdown(self) -> None:
         # Awaited: a renewal may be inside a query of the reply records, whose database is
         # closed once the adapters have stopped (channels/typing.py).
-        for renewal in list(self._typing.values()):
-            await renewal.stopped()
+        await stop_renewals(self._typing.values())
         self._typing.clear()
         if self._poller is not None:
             await cancel_and_wait(self._poller)
