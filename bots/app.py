@@ -84,6 +84,7 @@ from core.tools import (
     web_search_tool,
     workspace_tools,
 )
+from core.tools.ask_user import ask_user_tool
 from core.tools.base import Tool, ToolRegistry
 from core.tools.builtin import builtin_tools
 from core.tools.facts import memory_tools
@@ -340,6 +341,7 @@ async def worker_for(
                     *workspace_tools(workspace),
                     *_file_tools(settings, profile, found, workspace),
                     *(mcp.tools() if mcp else []),
+                    ask_user_tool(gate, timeout=options.ask_timeout),
                 ]
             ),
             store=found.store,

@@ -115,6 +115,8 @@ class ProfileSettings(BaseModel):
     # Seconds one model call may take, streaming included (each retry gets its own).
     provider_timeout: float = Field(default=120.0, gt=0)
     tool_timeout: float = Field(default=30.0, gt=0)
+    # Seconds the `ask_user` tool waits for the person's answer before the turn goes on.
+    ask_timeout: float = Field(default=600.0, gt=0, le=86_400)
     max_input_chars: int = Field(default=20_000, ge=1)
     concurrency: int = Field(default=8, ge=1, le=1000)
     # Providers to try, in order, when the chosen one is unavailable, e.g. ["openai"].

@@ -87,6 +87,7 @@ from core.store.turns import TurnOpening, TurnRecords, TurnStart
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
 from core.tool_rounds import ToolRounds
+from core.tools.ask_user import offered_to
 from core.tools.base import Tool, ToolContext, ToolRegistry
 from core.tracing import (
     span,
@@ -611,6 +612,7 @@ class AgentRuntime:
         """What every step of the turn uses: the system prompt, the tools offered, the tools'
         context; the turn's memory context and its view of the window go into `state`."""
         offered = context.mode.allowed_tools(self.tools)
+        offered = offered_to(offered, scheduled=context.scheduled, user_id=context.user_id)
         system = self.prompt.build(
             mode=context.mode,
             platform_hint=context.prompt_hint,

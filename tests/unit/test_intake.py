@@ -44,9 +44,17 @@ async def _where(inbound: Inbound, bus: MemoryBus) -> tuple[list[str], list[str]
     return [waiting.id for waiting in await take_waiting(mailboxes)], published
 
 
-async def test_a_message_goes_into_its_mailbox_only(bus: MemoryBus) -> None:
+async def test_a_persons_message_goes_into_its_mailbox_and_on_the_control_topic(
+    bus: MemoryBus,
+) -> None:
+    """It may be the answer an `ask_user` question waits for on some worker."""
     message = Inbound(address=CHAT, user_id="7", text="hello", is_direct=True)
-    assert await _where(message, bus) == ([message.id], [])
+    assert await _where(message, bus) == ([message.id], [message.id])
+
+
+async def test_a_schedules_run_goes_into_its_mailbox_only(bus: MemoryBus) -> None:
+    run = Inbound(address=CHAT, origin="scheduled", schedule_id="s1", owner="cli", text="hi")
+    assert await _where(run, bus) == ([run.id], [])
 
 
 async def test_a_cancel_and_a_button_press_go_on_the_control_topic_only(bus: MemoryBus) -> None:
