@@ -16,12 +16,12 @@ from core.backends.sql.store import SqlStore
 from core.bus import outbound_queue
 from core.confirm import Confirmations
 from core.envelopes import Address, Inbound, Outbound
-from core.messages import ToolCall
+from core.messages import Message, ToolCall
 from core.modes import DISCORD, FULL, NO_TOOLS, SAFE_CHAT
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply, tool_reply
-from core.runtime import AgentRuntime
+from core.runtime import AgentRuntime, ChannelContext
 from core.tools import ToolContext, ToolRegistry
 from core.tools.ask_user import ASK_USER, ask_user_tool, offered_to
 from core.worker import Worker
@@ -191,3 +191,28 @@ async def test_a_stop_while_waiting_ends_the_turn(bus: MemoryBus, store: SqlStor
 
     assert len(provider.requests) == 1  # the model was not asked again
     assert not worker.confirmations or not worker.confirmations.is_answer(said("Blue"))
+
+
+@pytest.mark.parametrize(("scheduled", "user_id"), [(True, "u1"), (False, "")])
+async def test_a_turn_with_nobody_to_answer_is_not_offered_the_tool(
+    bus: MemoryBus, store: SqlStore, scheduled: bool, user_id: str
+) -> None:
+    provider = ScriptedProvider([text_reply("Done.")])
+    runtime = AgentRuntime(
+        provider=provider,
+        model="test-model",
+        tools=ToolRegistry([ask_user_tool(Confirmations(bus=bus), timeout=PATIENCE)]),
+        store=store,
+    )
+    session = await store.current_session(TERMINAL.session_key)
+    context = ChannelContext(
+        platform="terminal",
+        mode=SAFE_CHAT,
+        session_key=TERMINAL.session_key,
+        user_id=user_id,
+        address=TERMINAL,
+        scheduled=scheduled,
+    )
+    [_ async for _ in runtime.run(session.id, Message.user("hello"), context)]
+
+    assert provider.requests[0].tools == []

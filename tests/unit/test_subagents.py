@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS
+from core.confirm import Confirmations
 from core.envelopes import Address, EventEnvelope
 from core.errors import ProviderError
 from core.events import (
@@ -36,6 +37,7 @@ from core.runtime import AgentRuntime, ChannelContext, RuntimeLimits
 from core.store.people import Person
 from core.subagents import DELEGATE, SubagentOptions, Subagents
 from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
+from core.tools.ask_user import ASK_USER, ask_user_tool
 from core.turns.lifecycle import Lifecycle
 from tests.backends.memory_bus import MemoryBus
 
@@ -567,3 +569,19 @@ async def test_a_child_reads_calls_written_as_text_when_its_parent_does(
     [result] = [m for m in provider.requests[2].messages if m.role == "tool"]
     assert (result.name, result.text) == ("lookup", "value of a")
     assert isinstance(events[-1], RunCompleted)
+
+
+async def test_a_child_is_not_offered_ask_user(store: SqlStore, session_id: str) -> None:
+    """A child answers its parent, never the person: it cannot ask them a question."""
+    script: list[ScriptStep] = [
+        tool_reply(delegate("d1", "Find the capital of France.")),
+        text_reply("Paris."),
+        text_reply("Paris."),
+    ]
+    runtime, provider = make(store, script)
+    runtime.tools.add(ask_user_tool(Confirmations(bus=MemoryBus()), timeout=PATIENCE))
+
+    await events_of(runtime, session_id, "What is the capital of France?")
+
+    assert ASK_USER in [t.name for t in provider.requests[0].tools]  # the parent has it
+    assert [t.name for t in provider.requests[1].tools] == ["lookup"]
