@@ -49,4 +49,5 @@ async def accept_inbound(inbound: Inbound, *, mailboxes: Mailboxes, bus: Bus) ->
             inbound = inbound.model_copy(update={"traceparent": context})
         await mailboxes.put(inbound)
     if is_stop_command(inbound) or Confirmations.could_answer(inbound):
-        await bus.publish(CONTROL, inbound)
+        # Without its pictures: an answer is read as text, and the topic reaches every worker.
+        await bus.publish(CONTROL, inbound.model_copy(update={"images": []}))
