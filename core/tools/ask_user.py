@@ -50,7 +50,9 @@ def ask_user_tool(gate: Confirmations, *, timeout: float) -> Tool[AskUserArgs]:
                 "still need to know."
             )
         who = answer.user_name or answer.user_id
-        return f"{who} answered: {answer.model_text}"
+        # Pictures do not come with an answer (its `control` copy carries none).
+        said = answer.model_text or "(a message without text, such as a picture alone)"
+        return f"{who} answered: {said}"
 
     return Tool(
         name=ASK_USER,

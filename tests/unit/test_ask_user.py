@@ -216,3 +216,13 @@ async def test_a_turn_with_nobody_to_answer_is_not_offered_the_tool(
     [_ async for _ in runtime.run(session.id, Message.user("hello"), context)]
 
     assert provider.requests[0].tools == []
+
+
+async def test_an_answer_without_text_is_said_to_be_one(bus: MemoryBus) -> None:
+    gate = Confirmations(bus=bus, timeout=PATIENCE)
+    tool = ask_user_tool(gate, timeout=PATIENCE)
+    asking = asyncio.create_task(tool({"question": QUESTION}, CONTEXT))
+    assert await bus.receive(outbound_queue("terminal"), consumer="t", timeout=PATIENCE)
+
+    assert await gate.answer(said(""))
+    assert await asking == "Alice answered: (a message without text, such as a picture alone)"
