@@ -196,7 +196,8 @@ class Confirmations:
         try:
             await self.bus.enqueue(
                 outbound_queue(address.platform),
-                Outbound(kind="question", address=address, text=text),
+                # Scrubbed of the configured secrets, as the model's answers are.
+                Outbound(kind="question", address=address, text=self._redact.known(text)),
             )
             answer = await self._answer_of(question, wait)
         finally:

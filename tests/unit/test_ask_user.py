@@ -21,6 +21,7 @@ from core.modes import DISCORD, FULL, NO_TOOLS, SAFE_CHAT
 from core.policy import ChannelPolicy
 from core.providers import ScriptedProvider
 from core.providers.scripted import text_reply, tool_reply
+from core.redact import Redactor
 from core.runtime import AgentRuntime, ChannelContext
 from core.tools import ToolContext, ToolRegistry
 from core.tools.ask_user import ASK_USER, ask_user_tool, offered_to
@@ -226,3 +227,15 @@ async def test_an_answer_without_text_is_said_to_be_one(bus: MemoryBus) -> None:
 
     assert await gate.answer(said(""))
     assert await asking == "Alice answered: (a message without text, such as a picture alone)"
+
+
+async def test_the_question_shown_is_scrubbed_of_the_configured_secrets(bus: MemoryBus) -> None:
+    secret = "sk-live-0123456789abcdef"
+    gate = Confirmations(bus=bus, timeout=PATIENCE, redactor=Redactor([secret]))
+    asking = asyncio.create_task(gate.ask(f"Is {secret} your key?", CONTEXT, wait=PATIENCE))
+    shown = await bus.receive(outbound_queue("terminal"), consumer="t", timeout=PATIENCE)
+    assert shown is not None
+    assert isinstance(shown.envelope, Outbound)
+    assert shown.envelope.text == "Is [redacted] your key?"
+    assert await gate.answer(said("no"))
+    assert (await asking) is not None
