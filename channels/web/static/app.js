@@ -223,7 +223,7 @@ function showQuestion(text, question) {
   const conversation = state.conversation;
   if (!question) {
     // A free question (`ask_user`): the answer is typed here, as the person's next message.
-    const input = el("input", { class: "answer-text", type: "text" });
+    const input = el("input", { class: "answer-text", type: "text", "aria-label": "Your answer" });
     const send = el("button", { class: "answer-send" }, "Answer");
     const reply = async () => {
       if (!input.value.trim()) return;
