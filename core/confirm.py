@@ -13,14 +13,8 @@ ordinary message when no question waits, so it goes in the mailbox as well, and 
 that takes it as an answer marks it processed first: when the mailbox reaches it after the
 turn, it is skipped instead of starting a turn.
 
-The same machinery asks a free question (`ask`, for the `ask_user` tool): it goes out
-without buttons, and the asker's next message in the chat, whatever it says, is its answer;
-it reaches the waiting worker the same way (so every person's message is published on
-`control` too), and is marked processed the same way.
-
-Each confirmation question and each decision is a lifecycle event (`confirm.request`,
-`confirm.decision`), scrubbed of secrets, and the question's message is edited to show the
-decision (`decision`).
+Each question and each decision is a lifecycle event (`confirm.request`, `confirm.decision`),
+scrubbed of secrets, and the question's message is edited to show the decision (`decision`).
 """
 
 from __future__ import annotations
@@ -113,17 +107,14 @@ def answer_inbound(
 
 
 class _Question:
-    def __init__(self, question_id: str, user_id: str, *, free: bool = False) -> None:
+    def __init__(self, question_id: str, user_id: str) -> None:
         self.id = question_id
         self.user_id = user_id
-        # A free question (`ask`) takes the asker's next message, whatever it says.
-        self.free = free
         self.answer: asyncio.Future[Inbound] = asyncio.get_running_loop().create_future()
 
 
 class Confirmations:
-    """Questions waiting for a user's yes or no, or for a free answer (`ask`), at most one per
-    session (by session key)."""
+    """Questions waiting for a user's yes or no, at most one per session (by session key)."""
 
     def __init__(
         self,
@@ -147,10 +138,9 @@ class Confirmations:
         if address is None or context.scheduled:
             return False  # nobody is there to answer
         key = address.session_key
-        question = _Question(new_id()[:16], context.user_id)
+        question = self._waiting[key] = _Question(new_id()[:16], context.user_id)
         shown = ", ".join(f"{k}={v!r}" for k, v in call.arguments.items())
         summary = f"I'd like to run {call.name}({shown})."
-        self._waiting[key] = question
         try:
             await self._event(
                 ConfirmationRequested(
@@ -169,11 +159,15 @@ class Confirmations:
                 question.id,
                 f"{summary} Reply yes to allow or no to refuse ({self.timeout:g} s).",
             )
-            answer = await self._answer_of(question, self.timeout)
+            try:
+                async with asyncio.timeout(self.timeout):
+                    answer: Inbound | None = await question.answer
+            except TimeoutError:
+                log.info("no answer to the confirmation of %s in %s", call.name, key)
+                answer = None
         finally:
-            self._forget(key, question)
-        if answer is None:
-            log.info("no answer to the confirmation of %s in %s", call.name, key)
+            if self._waiting.get(key) is question:
+                del self._waiting[key]
         allowed = answer is not None and parse_answer(answer.text) is True
         await self._event(_decided(question.id, call, answer, allowed), context)
         try:
@@ -183,39 +177,15 @@ class Confirmations:
             log.warning("could not show the decision on question %s", question.id, exc_info=True)
         return allowed
 
-    async def ask(self, text: str, context: ToolContext, *, wait: float) -> Inbound | None:
-        """Ask the chat of `context` the free question `text` and wait up to `wait` seconds
-        for the asker's next message there (`ask_user`, core/tools/ask_user.py); None on
-        silence. No buttons: the question goes out without an id, and its answer is typed."""
-        address = context.address
-        if address is None or context.scheduled or not context.user_id:
-            return None  # nobody is there to answer
-        key = address.session_key
-        question = _Question(new_id()[:16], context.user_id, free=True)
-        self._waiting[key] = question
-        try:
-            await self.bus.enqueue(
-                outbound_queue(address.platform),
-                # Scrubbed of the configured secrets, as the model's answers are.
-                Outbound(kind="question", address=address, text=self._redact.known(text)),
-            )
-            answer = await self._answer_of(question, wait)
-        finally:
-            self._forget(key, question)
-        if answer is None:
-            log.info("no answer to a question in %s", key)
-        return answer
-
-    async def _answer_of(self, question: _Question, wait: float) -> Inbound | None:
-        try:
-            async with asyncio.timeout(wait):
-                return await question.answer
-        except TimeoutError:
-            return None
-
-    def _forget(self, key: str, question: _Question) -> None:
-        if self._waiting.get(key) is question:
-            del self._waiting[key]
+    async def show_question(self, text: str, address: Address) -> None:
+        """Send `ask_user`'s free question `text` to the chat at `address`, scrubbed of the
+        configured secrets as the model's answers are. No id, so no buttons: its answer is the
+        asker's next message, read from the turn's own mailbox (core/turn_answers.py), not
+        taken here."""
+        await self.bus.enqueue(
+            outbound_queue(address.platform),
+            Outbound(kind="question", address=address, text=self._redact.known(text)),
+        )
 
     def is_answer(self, inbound: Inbound) -> bool:
         """Whether `inbound` answers a question waiting here: the asker's own yes or no,
@@ -225,15 +195,15 @@ class Confirmations:
             return False
         if inbound.kind == "answer":
             return inbound.question == question.id and parse_answer(inbound.text) is not None
-        if question.free:
-            return _typed(inbound)
-        return _typed(inbound) and parse_answer(inbound.text) is not None
+        return inbound.kind == "message" and parse_answer(inbound.text) is not None
 
     @staticmethod
     def could_answer(inbound: Inbound) -> bool:
-        """Whether `inbound` may answer a question waiting on another worker: a press, or
-        anything a person typed (a yes/no, or the free answer `ask` waits for)."""
-        return inbound.kind == "answer" or _typed(inbound)
+        """Whether `inbound` is shaped like an answer (a press, a typed yes/no), so a question
+        waiting on another worker may want it."""
+        if inbound.kind == "answer":
+            return True
+        return inbound.kind == "message" and parse_answer(inbound.text) is not None
 
     async def answer(self, inbound: Inbound) -> bool:
         """Give `inbound`'s yes or no to the question it answers; False if none waits here."""
@@ -299,11 +269,6 @@ class Confirmations:
             )
         except Exception:
             log.warning("could not publish a confirmation event", exc_info=True)
-
-
-def _typed(inbound: Inbound) -> bool:
-    """A person's own message (not a command, a press, a schedule's or an outside run)."""
-    return inbound.kind == "message" and inbound.origin == "user"
 
 
 def _decided(

@@ -92,6 +92,7 @@ from core.tools.base import Tool, ToolContext, ToolRegistry
 from core.tracing import (
     span,
 )
+from core.turn_answers import answers_for
 from core.turn_compaction import TurnCompaction
 from core.turn_joins import join_arrivals
 from core.turn_spending import CostFunction, TurnSpending
@@ -612,7 +613,8 @@ class AgentRuntime:
         """What every step of the turn uses: the system prompt, the tools offered, the tools'
         context; the turn's memory context and its view of the window go into `state`."""
         offered = context.mode.allowed_tools(self.tools)
-        offered = offered_to(offered, scheduled=context.scheduled, user_id=context.user_id)
+        answers = answers_for(self.store, self.patience, session_id, state)
+        offered = offered_to(offered, context.scheduled, context.user_id, answers=answers)
         system = self.prompt.build(
             mode=context.mode,
             platform_hint=context.prompt_hint,
@@ -648,6 +650,7 @@ class AgentRuntime:
             scheduled=context.scheduled,
             clock=self._clock,
             run_id=run_id,
+            answers=answers,
         )
         return system, offered, tool_context
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from core.arrivals import Arrival
 from core.events import AgentEvent, Joined
 from core.messages import Message
 from core.outages import Patience
 from core.store.turns import TurnClose, TurnRecords
 from core.turn_state import TurnState
 
-__all__ = ["join_arrivals"]
+__all__ = ["join_arrivals", "take_answer"]
 
 
 async def join_arrivals(
@@ -38,3 +39,18 @@ async def join_arrivals(
         emit(Joined(inbound_id=arrival.inbound.id, text=arrival.message.text))
         await arrivals.joined(arrival)
     return stored
+
+
+async def take_answer(
+    store: TurnRecords, patience: Patience, session_id: str, state: TurnState, arrival: Arrival
+) -> None:
+    """Take `arrival`, the answer of an `ask_user` question (core/turn_answers.py), as a
+    joined message is taken, but with nothing stored: its text becomes the tool's result,
+    stored with the tool round. Marked processed in one fenced write, then taken out of its
+    mailbox: a crash between the two leaves a marked copy there, skipped when reached."""
+    arrivals = state.arrivals
+    if arrivals is None:
+        return
+    closing = TurnClose(session_id=session_id, finished=arrival.inbound.dedupe_key)
+    await patience(functools.partial(store.close_turn, closing, fence=state.fence))
+    await arrivals.joined(arrival)

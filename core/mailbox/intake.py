@@ -29,9 +29,8 @@ async def accept_inbound(inbound: Inbound, *, mailboxes: Mailboxes, bus: Bus) ->
 
     A cancel or a press of a confirmation button goes on `control` only. A `/stop` goes in the
     mailbox and on `control`: the running turn, wherever it runs, stops at once, and the
-    mailbox copy answers "nothing to stop" if none ran (`core/stopping.py`). A person's message
-    does the same, as it may answer a question (a typed yes or no, or the free answer of
-    `ask_user`): the worker whose turn waits for that answer takes it from `control` and
+    mailbox copy answers "nothing to stop" if none ran (`core/stopping.py`). A typed yes or no
+    does the same: the worker whose turn waits for that answer takes it from `control` and
     marks it processed, so the mailbox copy is skipped; with no question waiting, the copy is
     an ordinary message (`core/confirm.py`). Calling it again after a failure is safe: the
     mailbox keeps one copy of an envelope, and the processed marks answer a message once.
@@ -49,5 +48,4 @@ async def accept_inbound(inbound: Inbound, *, mailboxes: Mailboxes, bus: Bus) ->
             inbound = inbound.model_copy(update={"traceparent": context})
         await mailboxes.put(inbound)
     if is_stop_command(inbound) or Confirmations.could_answer(inbound):
-        # Without its pictures: an answer is read as text, and the topic reaches every worker.
-        await bus.publish(CONTROL, inbound.model_copy(update={"images": []}))
+        await bus.publish(CONTROL, inbound)

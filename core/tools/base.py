@@ -56,6 +56,9 @@ class ToolContext(BaseModel):
     call_id: str = ""
     mode: Any = None
     emit: Callable[[Any], None] | None = None
+    # Where `ask_user` finds the person's answer: the turn's own mailbox (a
+    # `core.turn_answers.TurnAnswers`, typed loosely as `mode` is); None with no mailbox claim.
+    answers: Any = None
 
 
 class ToolResult(BaseModel):

@@ -2,9 +2,9 @@
 
 Two workers share a real `redis-server` (bus, mailboxes) and PostgreSQL (records). Worker A
 takes the turn, whose `ask_user` call asks; worker B starts then. The answer, handed in as a
-gateway does (`accept_inbound`), goes into the session's mailbox and on the `control` topic,
-which both workers hear; A's gate takes it and marks it processed, so its mailbox copy never
-becomes a turn, on A or on B.
+gateway does (`accept_inbound`), goes into the session's mailbox only, behind the turn's
+message; A holds that mailbox's claim and finds it there, marks it processed and takes it
+out, so it never becomes a turn, on A or on B.
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ async def test_the_answer_reaches_the_worker_whose_turn_waits(
     redis_url: str, postgres_url: str
 ) -> None:
     async with deployment(redis_url, postgres_url) as found:
-        await hand_in(found, said("Blue"))
+        answer = said("Blue")
+        await hand_in(found, answer)
         await outbound_until(found.gateway_bus, "reply", "A blue logo it is.")
         for worker in found.workers.values():
             await asyncio.wait_for(worker.idle.wait(), PATIENCE)
@@ -140,8 +141,10 @@ async def test_the_answer_reaches_the_worker_whose_turn_waits(
         assert await found.gateway_mailboxes.pending() == []
         session = await found.store.current_session(CHAT.session_key)
         messages = await found.store.list_messages(session.id)
+        processed = await found.store.is_processed(answer.dedupe_key)
 
     assert [m.text for m in messages if m.role == "user"] == ["make me a logo"]
     assert len(found.providers["a"].requests) == 2
     assert found.providers["a"].requests[1].messages[-1].text == "Ann answered: Blue"
     assert found.providers["b"].requests == []  # the answer never became a turn
+    assert processed

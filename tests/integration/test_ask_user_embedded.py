@@ -1,9 +1,9 @@
 """The `ask_user` tool in the embedded deployment: the SQLite bus, mailboxes and store.
 
-The answer goes into the session's mailbox (a SQLite file) and on the in-process `control`
-topic; the waiting turn takes it from `control` and marks it processed, and with `busy =
-"steer"` the mailbox copy is found marked and only taken out before the next model call: it
-is stored once (as the tool's result), never joined as a person's message, never a turn.
+The answer goes into the session's mailbox (a SQLite file) behind the turn's message; the
+waiting turn, which holds that mailbox's claim, finds it there, marks it processed and takes
+it out: it is stored once (as the tool's result), never joined as a person's message, never a
+turn. The same with `busy = "queue"`, where no message joins a running turn.
 """
 
 from __future__ import annotations
@@ -45,8 +45,9 @@ def said(text: str) -> Inbound:
     return Inbound(address=TERMINAL, user_id="u1", user_name="Alice", text=text, is_direct=True)
 
 
+@pytest.mark.parametrize("busy", ["steer", "queue"])
 async def test_the_answer_is_stored_once_and_its_mailbox_copy_taken_out(
-    embedded: Backends,
+    embedded: Backends, busy: str
 ) -> None:
     store = embedded.store
     provider = ScriptedProvider(
@@ -70,7 +71,7 @@ async def test_the_answer_is_stored_once_and_its_mailbox_copy_taken_out(
         mailboxes=embedded.mailboxes,
         confirmations=gate,
         policy=ChannelPolicy(modes={"terminal": "safe-chat"}),
-        busy="steer",
+        busy=busy,
     )
     outbox = Outbox(embedded.bus)
     task = asyncio.create_task(worker.run())

@@ -307,6 +307,9 @@ class Arriving:
         found, self.waiting = self.waiting, []
         return found
 
+    async def answer(self, user_id: str) -> Arrival | None:
+        return None
+
     async def joined(self, arrival: Arrival) -> None:
         self.taken_out.append(arrival.inbound.text)
 

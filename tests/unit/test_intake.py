@@ -10,7 +10,6 @@ from core.bus.base import Subscription
 from core.bus.names import CONTROL
 from core.envelopes import Address, Inbound
 from core.mailbox.intake import accept_inbound
-from core.messages import ImagePart
 from tests.backends.memory_bus import MemoryBus
 from tests.backends.memory_mailboxes import MemoryMailboxes
 from tests.workers import take_waiting
@@ -45,33 +44,9 @@ async def _where(inbound: Inbound, bus: MemoryBus) -> tuple[list[str], list[str]
     return [waiting.id for waiting in await take_waiting(mailboxes)], published
 
 
-async def test_a_persons_message_goes_into_its_mailbox_and_on_the_control_topic(
-    bus: MemoryBus,
-) -> None:
-    """It may be the answer an `ask_user` question waits for on some worker."""
+async def test_a_message_goes_into_its_mailbox_only(bus: MemoryBus) -> None:
     message = Inbound(address=CHAT, user_id="7", text="hello", is_direct=True)
-    assert await _where(message, bus) == ([message.id], [message.id])
-
-
-async def test_the_control_copy_of_a_message_leaves_its_pictures_behind(bus: MemoryBus) -> None:
-    picture = ImagePart(media_type="image/png", data=b"\x89PNG" + b"0" * 1_000)
-    message = Inbound(address=CHAT, user_id="7", text="this one", images=[picture])
-    mailboxes = MemoryMailboxes()
-    control: Subscription = await bus.subscribe(CONTROL)
-    try:
-        await accept_inbound(message, mailboxes=mailboxes, bus=bus)
-        published = await anext(aiter(control))
-    finally:
-        await control.aclose()
-    assert isinstance(published, Inbound)
-    assert (published.id, published.text, published.images) == (message.id, "this one", [])
-    [waiting] = await take_waiting(mailboxes)
-    assert waiting.images == [picture]
-
-
-async def test_a_schedules_run_goes_into_its_mailbox_only(bus: MemoryBus) -> None:
-    run = Inbound(address=CHAT, origin="scheduled", schedule_id="s1", owner="cli", text="hi")
-    assert await _where(run, bus) == ([run.id], [])
+    assert await _where(message, bus) == ([message.id], [])
 
 
 async def test_a_cancel_and_a_button_press_go_on_the_control_topic_only(bus: MemoryBus) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from core.arrivals import Arrival
 from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS
 from core.confirm import Confirmations
@@ -571,6 +572,19 @@ async def test_a_child_reads_calls_written_as_text_when_its_parent_does(
     assert isinstance(events[-1], RunCompleted)
 
 
+class NoArrivals:
+    """The `Arrivals` of a turn nobody writes to meanwhile."""
+
+    async def joining(self, step: int) -> list[Arrival]:
+        return []
+
+    async def answer(self, user_id: str) -> Arrival | None:
+        return None
+
+    async def joined(self, arrival: Arrival) -> None:
+        raise AssertionError("nothing arrived")
+
+
 async def test_a_child_is_not_offered_ask_user(store: SqlStore, session_id: str) -> None:
     """A child answers its parent, never the person: it cannot ask them a question."""
     script: list[ScriptStep] = [
@@ -581,7 +595,10 @@ async def test_a_child_is_not_offered_ask_user(store: SqlStore, session_id: str)
     runtime, provider = make(store, script)
     runtime.tools.add(ask_user_tool(Confirmations(bus=MemoryBus()), timeout=PATIENCE))
 
-    await events_of(runtime, session_id, "What is the capital of France?")
+    question = Message.user("What is the capital of France?")
+    async with asyncio.timeout(PATIENCE):
+        # With arrivals, as a person's turn from a mailbox has: the parent is offered ask_user.
+        [_ async for _ in runtime.run(session_id, question, channel(), arrivals=NoArrivals())]
 
     assert ASK_USER in [t.name for t in provider.requests[0].tools]  # the parent has it
     assert [t.name for t in provider.requests[1].tools] == ["lookup"]
