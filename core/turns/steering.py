@@ -8,6 +8,10 @@ same person's, addressed to the bot, not too long; the first one that is not sto
 joins (it keeps its place, and so do those behind it). A message found marked processed
 already joined before a crash, and a platform's redelivery of one the turn has: each is only
 taken out of the mailbox.
+
+The same place holds the answer an `ask_user` question waits for (`answer`, with every `busy`):
+the asker's first typed message behind the head, whatever it says and whether or not it
+mentions the bot; the others' messages keep their place (core/turn_answers.py).
 """
 
 from __future__ import annotations
