@@ -86,6 +86,7 @@ from core.tools import (
     web_search_tool,
     workspace_tools,
 )
+from core.tools.ask_user import ask_user_tool
 from core.tools.base import Tool, ToolRegistry
 from core.tools.browser import unavailable
 from core.tools.builtin import builtin_tools
@@ -358,6 +359,7 @@ async def worker_for(
                     *_file_tools(settings, profile, found, workspace),
                     *(mcp.tools() if mcp else []),
                     *([browser_tool(browsing)] if browsing else []),
+                    ask_user_tool(gate, timeout=options.ask_timeout),
                 ]
             ),
             store=found.store,

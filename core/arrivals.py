@@ -43,6 +43,12 @@ class Arrivals(Protocol):
         oldest first; none when nothing waits."""
         ...
 
+    async def answer(self, user_id: str) -> Arrival | None:
+        """The first message `user_id` typed behind the turn's head, whatever it says (a yes
+        too), whatever `busy` says: the answer an `ask_user` question waits for
+        (core/turn_answers.py); None while there is none. Taken out with `joined` too."""
+        ...
+
     async def joined(self, arrival: Arrival) -> None:
         """`arrival` is stored and marked processed: take it out of where it waited."""
         ...

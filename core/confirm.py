@@ -177,6 +177,16 @@ class Confirmations:
             log.warning("could not show the decision on question %s", question.id, exc_info=True)
         return allowed
 
+    async def show_question(self, text: str, address: Address) -> None:
+        """Send `ask_user`'s free question `text` to the chat at `address`, scrubbed of the
+        configured secrets as the model's answers are. No id, so no buttons: its answer is the
+        asker's next message, read from the turn's own mailbox (core/turn_answers.py), not
+        taken here."""
+        await self.bus.enqueue(
+            outbound_queue(address.platform),
+            Outbound(kind="question", address=address, text=self._redact.known(text)),
+        )
+
     def is_answer(self, inbound: Inbound) -> bool:
         """Whether `inbound` answers a question waiting here: the asker's own yes or no,
         typed or a press of that question's button."""

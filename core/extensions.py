@@ -322,15 +322,20 @@ class _JoinedInput:
 
     async def joining(self, step: int) -> list[Arrival]:
         """The messages joining before model call `step`, as the extensions leave them."""
+        return [await self._rewritten(arrival) for arrival in await self._arrivals.joining(step)]
+
+    async def answer(self, user_id: str) -> Arrival | None:
+        """The answer to an `ask_user` question, as the extensions leave it."""
+        arrival = await self._arrivals.answer(user_id)
+        return None if arrival is None else await self._rewritten(arrival)
+
+    async def _rewritten(self, arrival: Arrival) -> Arrival:
         run_id, context, state = self._turn
-        rewritten = []
-        for arrival in await self._arrivals.joining(step):
-            message = await self._extensions.on_input(arrival.message, run_id, context, state)
-            if state.requests.reply is not None:
-                log.info("an input extension answered a message that joined a turn; ignored")
-                state.requests.reply = None
-            rewritten.append(replace(arrival, message=message))
-        return rewritten
+        message = await self._extensions.on_input(arrival.message, run_id, context, state)
+        if state.requests.reply is not None:
+            log.info("an input extension answered a message that joined a turn; ignored")
+            state.requests.reply = None
+        return replace(arrival, message=message)
 
     async def joined(self, arrival: Arrival) -> None:
         """Taken out of where it waited, as the arrivals do."""

@@ -50,6 +50,8 @@ SAFE_CHAT_TOOLS: frozenset[str] = frozenset(
         "web_search",
         # Makes an image for the asking chat only, charged to the ledger like a model call.
         "generate_image",
+        # Asks the person of the turn a question in their own chat and waits for the answer.
+        "ask_user",
     }
 )
 

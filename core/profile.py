@@ -119,6 +119,8 @@ class ProfileSettings(BaseModel):
     # (core/providers/idle.py); 0: no limit. The wait for the first piece is provider_timeout's.
     stream_idle_timeout: float = Field(default=60.0, ge=0)
     tool_timeout: float = Field(default=30.0, gt=0)
+    # Seconds the `ask_user` tool waits for the person's answer before the turn goes on.
+    ask_timeout: float = Field(default=600.0, gt=0, le=86_400)
     max_input_chars: int = Field(default=20_000, ge=1)
     concurrency: int = Field(default=8, ge=1, le=1000)
     # Providers to try, in order, when the chosen one is unavailable, e.g. ["openai"].

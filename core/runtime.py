@@ -90,10 +90,12 @@ from core.stored_images import with_recent_images
 from core.tool_calls import ToolCalls
 from core.tool_hooks import ToolHooks
 from core.tool_rounds import ToolRounds
+from core.tools.ask_user import offered_to
 from core.tools.base import Tool, ToolContext, ToolRegistry
 from core.tracing import (
     span,
 )
+from core.turn_answers import answers_for
 from core.turn_compaction import TurnCompaction
 from core.turn_joins import join_arrivals
 from core.turn_spending import CostFunction, TurnSpending
@@ -627,6 +629,8 @@ class AgentRuntime:
         """What every step of the turn uses: the system prompt, the tools offered, the tools'
         context; the turn's memory context and its view of the window go into `state`."""
         offered = context.mode.allowed_tools(self.tools)
+        answers = answers_for(self.store, self.patience, session_id, state)
+        offered = offered_to(offered, context.scheduled, context.user_id, answers=answers)
         system = self.prompt.build(
             mode=context.mode,
             platform_hint=context.prompt_hint,
@@ -664,6 +668,7 @@ class AgentRuntime:
             clock=self._clock,
             run_id=run_id,
             charge_session=context.charge_session,
+            answers=answers,
         )
         return system, offered, tool_context
 

@@ -28,6 +28,7 @@ from core.events import Cancelled, ChildEvent, RunCompleted, RunFailed, RunStart
 from core.messages import Message
 from core.modes import CapabilityMode, ModeCatalog
 from core.runtime import AgentRuntime
+from core.tools.ask_user import ASK_USER
 from core.tools.base import SafetyTier, Tool, ToolContext, ToolRegistry
 from core.turn_state import ChannelContext, RuntimeLimits
 
@@ -135,7 +136,8 @@ class Subagents:
         parent_mode, emit = context.mode, context.emit
         if not isinstance(parent_mode, CapabilityMode) or emit is None:
             raise ToolError("delegate runs only inside a turn.")
-        tools = ToolRegistry(t for t in self.parent.tools if t.name != DELEGATE)
+        # A child answers its parent, not the person: it neither delegates nor asks them.
+        tools = ToolRegistry(t for t in self.parent.tools if t.name not in (DELEGATE, ASK_USER))
         mode, note = self._mode_for(args.mode, parent_mode)
         session_id = f"{context.session_id}/sub/{context.call_id}"
         channel = ChannelContext(

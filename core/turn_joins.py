@@ -6,6 +6,7 @@ import functools
 from collections.abc import Callable
 from typing import Protocol
 
+from core.arrivals import Arrival
 from core.budgets import spender_keys
 from core.events import AgentEvent, Joined
 from core.messages import Message
@@ -16,7 +17,7 @@ from core.stored_images import with_image_bytes
 from core.turn_state import TurnState
 from core.voice import transcription_costs
 
-__all__ = ["JoinStore", "join_arrivals"]
+__all__ = ["JoinStore", "join_arrivals", "take_answer"]
 
 
 class JoinStore(TurnRecords, StoredImages, Protocol):
@@ -59,3 +60,18 @@ async def join_arrivals(
         emit(Joined(inbound_id=arrival.inbound.id, text=arrival.message.text))
         await arrivals.joined(arrival)
     return stored
+
+
+async def take_answer(
+    store: TurnRecords, patience: Patience, session_id: str, state: TurnState, arrival: Arrival
+) -> None:
+    """Take `arrival`, the answer of an `ask_user` question (core/turn_answers.py), as a
+    joined message is taken, but with nothing stored: its text becomes the tool's result,
+    stored with the tool round. Marked processed in one fenced write, then taken out of its
+    mailbox: a crash between the two leaves a marked copy there, skipped when reached."""
+    arrivals = state.arrivals
+    if arrivals is None:
+        return
+    closing = TurnClose(session_id=session_id, finished=arrival.inbound.dedupe_key)
+    await patience(functools.partial(store.close_turn, closing, fence=state.fence))
+    await arrivals.joined(arrival)

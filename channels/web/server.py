@@ -2,10 +2,10 @@
 
 Routes (docs/web.md has their bodies): `/login` (sign in), `/` and `/static/*` (the page),
 `POST /api/chat` (a turn, answered as server-sent events), `POST /api/stop`,
-`POST /api/answer` (a confirmation's yes or no), `GET /api/events` (the bus topics live), and
-the read and schedule routes of `channels/web/api.py`, the takeover routes of
-`channels/web/takeover.py`, `GET /api/platforms` (`channels/web/platforms.py`). Nothing
-changes state on GET.
+`POST /api/answer` (a confirmation's yes or no, or the typed answer to an `ask_user`
+question), `GET /api/events` (the bus topics live), and the read and schedule routes of
+`channels/web/api.py`, the takeover routes of `channels/web/takeover.py`, `GET
+/api/platforms` (`channels/web/platforms.py`). Nothing changes state on GET.
 """
 
 from __future__ import annotations
@@ -263,6 +263,8 @@ class WebServer:
     async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await json_body(request)
         conversation = _conversation(body.get("conversation"), new=False)
+        if "text" in body:
+            return await self._typed_answer(conversation, body.get("text"))
         answer = body.get("answer")
         if answer not in ("yes", "no"):
             raise bad_request("`answer` must be yes or no")
@@ -281,6 +283,18 @@ class WebServer:
         except ChannelError as exc:
             return _error(503, str(exc))
         return web.json_response({"answered": answer}, status=202)
+
+    async def _typed_answer(self, conversation: str, text: object) -> web.StreamResponse:
+        """A free answer typed for an `ask_user` question: the person's next message."""
+        if not isinstance(text, str) or not text.strip():
+            raise bad_request("`text` must be a non-empty string")
+        if len(text) > _MAX_TEXT:
+            raise bad_request(f"`text` is longer than {_MAX_TEXT} characters")
+        try:
+            await self.adapter.submit(self.adapter.inbound(conversation, text.strip()))
+        except ChannelError as exc:
+            return _error(503, str(exc))
+        return web.json_response({"answered": text.strip()}, status=202)
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         merged: asyncio.Queue[dict[str, Any]] = asyncio.Queue()

@@ -17,6 +17,7 @@ own state is lost (a process restart, a Redis emptied) while the store remembers
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 from core.confirm import parse_answer
@@ -68,10 +69,13 @@ class Claim(Protocol):
         head's turn (`behind`)."""
         ...
 
-    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
-        """The plain person's messages (`is_plain`) waiting right behind the head, oldest
-        first, up to the first item that is not one (it keeps its place), `limit` at most.
-        Nothing is removed: each is taken out with `done` once it joined the turn."""
+    async def behind(
+        self, limit: int = BEHIND_LIMIT, *, accept: Callable[[Inbound], bool] = is_plain
+    ) -> list[Inbound]:
+        """The plain person's messages (`is_plain`, or what `accept` takes: the answer of an
+        `ask_user` question may be a typed yes) waiting right behind the head, oldest first,
+        up to the first item that is not one (it keeps its place), `limit` at most. Nothing
+        is removed: each is taken out with `done` once it joined the turn."""
         ...
 
     async def release(self) -> bool:

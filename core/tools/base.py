@@ -60,6 +60,9 @@ class ToolContext(BaseModel):
     emit: Callable[[Any], None] | None = None
     # The model the turn calls (set per tool round; "" outside a turn): a sub-agent's runs on it.
     model: str = ""
+    # Where `ask_user` finds the person's answer: the turn's own mailbox (a
+    # `core.turn_answers.TurnAnswers`, typed loosely as `mode` is); None with no mailbox claim.
+    answers: Any = None
 
 
 class ToolResult(BaseModel):

@@ -317,8 +317,9 @@ class InboundHandler:
         return reset is not None and reset.due(session.updated_at, self._clock())
 
     def _steering(self, inbound: Inbound, claim: Claim | None) -> Steering | None:
-        """Where the messages joining `inbound`'s turn come from (None: they wait their turn)."""
-        if claim is None or self.busy == "queue":
+        """Where the messages joining `inbound`'s turn come from, and an `ask_user` answer
+        (with `busy = "queue"` none joins, each waits its turn); None without a claim."""
+        if claim is None:
             return None
         return Steering(
             claim=claim,

@@ -8,6 +8,10 @@ same person's, addressed to the bot, not too long; the first one that is not sto
 joins (it keeps its place, and so do those behind it). A message found marked processed
 already joined before a crash, and a platform's redelivery of one the turn has: each is only
 taken out of the mailbox.
+
+The same place holds the answer an `ask_user` question waits for (`answer`, with every `busy`):
+the asker's first typed message behind the head, whatever it says and whether or not it
+mentions the bot; the others' messages keep their place (core/turn_answers.py).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from core.arrivals import Arrival, BusyMode
 from core.clock import Clock, utc_now
 from core.envelopes import Inbound, new_id
 from core.errors import BusError
-from core.mailbox.base import Claim
+from core.mailbox.base import Claim, is_plain
 from core.messages import Message
 from core.outages import Patience
 from core.policy import ChannelPolicy
@@ -85,14 +89,30 @@ class Steering:
                 await self._take_out(inbound)  # or joined before a crash: a copy left over
                 continue
             here.add(key)
-            message = Message.user(
-                inbound.model_text,
-                inbound.images,
-                source=self.head.dedupe_key,
-                author=inbound.author,
-            )
-            found.append(Arrival(inbound, message.model_copy(update={"id": new_id()})))
+            found.append(self._arrival(inbound))
         return found
+
+    async def answer(self, user_id: str) -> Arrival | None:
+        """The first message `user_id` typed behind the head (others' keep their place)."""
+        for inbound in await self._behind(accept=_typed):
+            if inbound.user_id != user_id:
+                continue
+            key = inbound.dedupe_key
+            asked = functools.partial(self.marks.is_processed, key)
+            if key == self.head.dedupe_key or await self.patience(asked, read=True):
+                await self._take_out(inbound)  # a redelivery, or taken before a crash
+                continue
+            return self._arrival(inbound)
+        return None
+
+    def _arrival(self, inbound: Inbound) -> Arrival:
+        message = Message.user(
+            inbound.model_text,
+            inbound.images,
+            source=self.head.dedupe_key,
+            author=inbound.author,
+        )
+        return Arrival(inbound, message.model_copy(update={"id": new_id()}))
 
     async def joined(self, arrival: Arrival) -> None:
         """Take the joined message out of the mailbox."""
@@ -107,9 +127,9 @@ class Steering:
             and len(inbound.text) <= self.policy.max_input_chars
         )
 
-    async def _behind(self) -> list[Inbound]:
+    async def _behind(self, accept: Callable[[Inbound], bool] = is_plain) -> list[Inbound]:
         try:
-            return await self.claim.behind()
+            return await self.claim.behind(accept=accept)
         except BusError as exc:
             log.warning("could not look for messages joining %s: %s", self.head.id, exc)
             return []
@@ -120,3 +140,8 @@ class Steering:
         except BusError as exc:
             # Marked processed already: the copy left in the mailbox is skipped when reached.
             log.warning("could not take joined message %s out of its mailbox: %s", inbound.id, exc)
+
+
+def _typed(inbound: Inbound) -> bool:
+    """A person's own message, whatever it says (not a command, a press, a schedule's run)."""
+    return inbound.origin == "user" and inbound.kind == "message"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 
 from core.envelopes import Inbound
 from core.mailbox.base import BEHIND_LIMIT, Claim, ClaimState, LocalWakes, is_plain
@@ -26,10 +27,12 @@ class _MemoryClaim(ClaimState):
             if box is not None and waiting.id == inbound.id:
                 box.remove(waiting)
 
-    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
+    async def behind(
+        self, limit: int = BEHIND_LIMIT, *, accept: Callable[[Inbound], bool] = is_plain
+    ) -> list[Inbound]:
         found: list[Inbound] = []
         for waiting in list(self._boxes.boxes.get(self._key) or ())[1:]:
-            if len(found) >= limit or not is_plain(waiting):
+            if len(found) >= limit or not accept(waiting):
                 break
             found.append(waiting)
         return found

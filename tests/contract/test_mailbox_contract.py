@@ -261,3 +261,21 @@ async def test_behind_stops_at_an_answer_and_is_empty_with_the_head_alone(
         await mailboxes.put(item)
     assert await claim.behind() == []
     await claim.release()
+
+
+async def test_behind_takes_what_accept_takes(mailboxes: Mailboxes) -> None:
+    """An `ask_user` answer may be a typed yes: `accept` widens the look, a command still
+    ends it (core/turns/steering.py `Steering.answer`)."""
+    head = _inbound("1", "run it")
+    for item in (head, _inbound("1", "yes"), _inbound("1", "blue"), _command("1", "new")):
+        await mailboxes.put(item)
+    claim = await mailboxes.claim(head.session_key, owner="w1")
+    assert claim is not None
+    assert await claim.head() is not None
+
+    def typed(inbound: Inbound) -> bool:
+        return inbound.kind == "message"
+
+    assert [m.text for m in await claim.behind(accept=typed)] == ["yes", "blue"]
+    assert await claim.behind() == []
+    await claim.release()

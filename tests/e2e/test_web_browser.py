@@ -25,6 +25,7 @@ from core.events import Finished, ModelEvent, TextDelta
 from core.heartbeat import ProcessInfo, SqliteHeartbeats
 from core.messages import Message, ToolCall, Usage
 from core.providers.base import ModelRequest
+from core.providers.scripted import ScriptedProvider, text_reply, tool_reply
 from core.scheduling.models import IntervalCadence, OnceCadence, Schedule
 from core.store.ledger import CostEntry
 from core.takeover import Takeovers
@@ -597,3 +598,28 @@ async def test_a_chat_is_taken_over_answered_and_handed_back_from_the_session_vi
             "answered in this chat"
         )
     assert await Takeovers(store).running() == []
+
+
+async def test_an_ask_user_question_is_answered_in_its_text_box(
+    browser: Browser, store: SqlStore
+) -> None:
+    question = "Which colour should the logo be?"
+    model = ScriptedProvider(
+        [
+            tool_reply(ToolCall(id="a1", name="ask_user", arguments={"question": question})),
+            text_reply("A blue logo it is."),
+        ]
+    )
+    async with running_page(store, model, ask_user=True) as running:
+        page = await _signed_in(browser, running.base, running.server.auth.token)
+        await page.fill("#chat-input", "make me a logo")
+        await page.click("#send")
+        asked = page.locator(".message.question").last
+        await expect(asked).to_contain_text(question)
+        assert await asked.locator(".answer-yes").count() == 0  # no yes/no buttons
+        await asked.locator(".answer-text").fill("Blue")
+        await asked.locator(".answer-send").click()
+        await expect(page.locator(".message.assistant.done").last).to_have_text(
+            "A blue logo it is."
+        )
+    assert model.requests[1].messages[-1].text.endswith("answered: Blue")

@@ -29,6 +29,7 @@ from core.runtime import AgentRuntime
 from core.store.base import Store
 from core.store.replies import MemoryReplyRecords
 from core.tools import Tool, ToolRegistry, builtin_tools
+from core.tools.ask_user import ask_user_tool
 from core.worker import Worker
 from tests.backends.memory_bus import MemoryBus
 from tests.workers import build_worker
@@ -71,20 +72,23 @@ async def running_bot(
     stream_interval: float = 0.05,
     tools: Sequence[Tool[Any]] = (),
     confirm_timeout: float | None = None,
+    ask_timeout: float | None = None,
 ) -> AsyncIterator[Running]:
     """Run a worker and a gateway around `adapter` until the block ends.
 
     `tools` are offered beside the built-in ones; with `confirm_timeout`, privileged calls ask
-    through the confirmation gate and wait that long for the answer.
+    through the confirmation gate and wait that long for the answer; with `ask_timeout`, the
+    `ask_user` tool is offered too, waiting that long.
     """
     bus = MemoryBus()
     gate = None
-    if confirm_timeout is not None:
-        gate = Confirmations(bus=bus, timeout=confirm_timeout, marks=store)
+    if confirm_timeout is not None or ask_timeout is not None:
+        gate = Confirmations(bus=bus, timeout=confirm_timeout or PATIENCE, marks=store)
+    asking = [ask_user_tool(gate, timeout=ask_timeout)] if gate and ask_timeout else []
     runtime = AgentRuntime(
         provider=provider,
         model="test-model",
-        tools=ToolRegistry([*builtin_tools(), *tools]),
+        tools=ToolRegistry([*builtin_tools(), *tools, *asking]),
         store=store,
         confirm=gate.confirm if gate else None,
     )

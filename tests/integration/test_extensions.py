@@ -20,6 +20,7 @@ from bots.settings import Settings
 from core.arrivals import Arrival
 from core.backends.sql.store import SqlStore
 from core.compaction import Compactor
+from core.confirm import Confirmations
 from core.envelopes import Address, Inbound
 from core.errors import ConfigError
 from core.events import (
@@ -34,9 +35,10 @@ from core.events import (
 from core.extensions import EXTENSION_FAILED, load_extensions
 from core.messages import Message, ToolCall, Usage
 from core.modes import FULL
-from core.providers.scripted import ScriptedProvider, text_reply
+from core.providers.scripted import ScriptedProvider, text_reply, tool_reply
 from core.runtime import AgentRuntime, ChannelContext
 from core.tools import ToolRegistry
+from core.tools.ask_user import ASK_USER, ask_user_tool
 from tests.backends.memory_bus import MemoryBus
 from tests.extension_modules import extensions as ext
 from tests.fakes import FakeOpenAI, Text
@@ -307,8 +309,45 @@ class Arriving:
         found, self.waiting = self.waiting, []
         return found
 
+    async def answer(self, user_id: str) -> Arrival | None:
+        return None
+
     async def joined(self, arrival: Arrival) -> None:
         self.taken_out.append(arrival.inbound.text)
+
+
+class Answering(Arriving):
+    """`Arrivals` where nothing joins and `text` waits as the asker's answer to `ask_user`."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        inbound = Inbound(address=DM, user_id="u7", user_name="Ann", text=text, is_direct=True)
+        self.reply: Arrival | None = Arrival(inbound, Message.user(text))
+
+    async def answer(self, user_id: str) -> Arrival | None:
+        found, self.reply = self.reply, None
+        return found
+
+
+async def test_an_ask_user_answer_passes_through_input_too(
+    store: SqlStore, session_id: str
+) -> None:
+    """It is the person's message, read as the tool's result: the `input` extensions see it."""
+    question = ToolCall(id="a1", name=ASK_USER, arguments={"question": "Which colour?"})
+    provider = ScriptedProvider([tool_reply(question), text_reply("Blue it is.")])
+    runtime = AgentRuntime(
+        provider=provider,
+        model="test-model",
+        tools=ToolRegistry([ask_user_tool(Confirmations(bus=MemoryBus()), timeout=5.0)]),
+        store=store,
+        extensions=load_extensions(input=[f"{E}:shout"]),
+    )
+    arrivals = Answering("blue")
+    [_ async for _ in runtime.run(session_id, Message.user("logo"), CONTEXT, arrivals=arrivals)]
+
+    assert provider.requests[1].messages[-1].text == "Ann answered: BLUE"
+    assert arrivals.taken_out == ["blue"]
+    assert arrivals.reply is None
 
 
 async def test_a_message_that_joins_the_turn_passes_through_input_too(

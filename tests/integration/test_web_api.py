@@ -31,7 +31,7 @@ from core.scheduling.book import ScheduleBook
 from core.scheduling.models import OnceCadence, Schedule, ScheduleRun
 from core.store.ledger import CostEntry
 from core.watchdog import Watchdog, WatchdogSettings
-from tests.integration.web_support import PATIENCE, TOKEN, Page, running_page
+from tests.integration.web_support import PATIENCE, TOKEN, Page, parse_sse, running_page
 
 
 @pytest.fixture
@@ -147,6 +147,8 @@ async def test_writes_from_another_origin_are_refused(page: Page) -> None:
         ("/api/answer", json.dumps({"conversation": "c1", "answer": "maybe"})),
         ("/api/answer", json.dumps({"conversation": "c1", "answer": "yes", "question": 7})),
         ("/api/answer", json.dumps({"conversation": "c1", "answer": "yes", "question": "a:b"})),
+        ("/api/answer", json.dumps({"conversation": "c1", "text": " "})),
+        ("/api/answer", json.dumps({"conversation": "c1", "text": 7})),
         ("/api/schedules", json.dumps({"prompt": "p", "deliver_to": "web:inbox"})),
         ("/api/schedules", json.dumps({"prompt": "p", "deliver_to": "nowhere", "every": "1h"})),
         ("/api/schedules", json.dumps({"prompt": "p", "deliver_to": "web:x", "every": "soon"})),
@@ -511,3 +513,38 @@ async def test_platforms_is_503_when_the_heartbeat_board_does_not_answer(page: P
     async with page.http.get(page.base + "/api/platforms", headers=page.bearer()) as response:
         assert response.status == 503
         assert "not answering" in (await response.json())["error"]
+
+
+async def test_a_typed_answer_reaches_the_ask_user_question_of_the_running_turn(
+    store: SqlStore,
+) -> None:
+    """The page shows a question without an id as a text box; its answer is POSTed as `text`."""
+    question = "Which colour should the logo be?"
+    provider = ScriptedProvider(
+        [
+            tool_reply(ToolCall(id="a1", name="ask_user", arguments={"question": question})),
+            text_reply("A blue logo it is."),
+        ]
+    )
+    async with running_page(store, provider, ask_user=True) as page:
+        body = {"text": "make me a logo", "conversation": "logo"}
+        async with page.http.post(
+            f"{page.base}/api/chat", json=body, headers=page.bearer()
+        ) as response:
+            assert response.status == 200
+            seen = ""
+            async with asyncio.timeout(PATIENCE):
+                while "event: question" not in seen:
+                    seen += (await response.content.readline()).decode()
+                async with page.http.post(
+                    f"{page.base}/api/answer",
+                    json={"conversation": "logo", "text": " Blue "},
+                    headers=page.bearer(),
+                ) as answered:
+                    assert answered.status == 202
+                events = parse_sse(seen + await response.text())
+    shown = [data for name, data in events if name == "question"]
+    assert [(data["text"], "question" in data) for data in shown] == [(question, False)]
+    assert events[-1][0] == "reply"
+    assert events[-1][1]["text"] == "A blue logo it is."
+    assert provider.requests[1].messages[-1].text.endswith("answered: Blue")

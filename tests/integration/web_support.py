@@ -33,6 +33,7 @@ from core.runtime import AgentRuntime
 from core.scheduling.book import ScheduleBook
 from core.throttle import TokenThrottle
 from core.tools import ToolRegistry, builtin_tools
+from core.tools.ask_user import ask_user_tool
 from core.tools.base import Tool
 from tests.backends.memory_bus import MemoryBus
 from tests.workers import build_worker
@@ -94,15 +95,18 @@ async def running_page(
     *,
     extra_tools: tuple[Tool[Any], ...] = (),
     throttle: TokenThrottle | None = None,
+    ask_user: bool = False,
 ) -> AsyncIterator[Page]:
     """The page over `store` answering with `provider`, priced at $1 per million tokens
     (`throttle`: the server's bound on wrong tokens, its default when None), its heartbeat
-    board a SQLite file of its own."""
+    board a SQLite file of its own; `ask_user`: the `ask_user` tool is offered too."""
     async with AsyncExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         board = await SqliteHeartbeats.open(folder / "heartbeats.db")
         stack.push_async_callback(board.aclose)
-        async with _running_page(store, provider, board, extra_tools, throttle) as page:
+        async with _running_page(
+            store, provider, board, extra_tools, throttle, ask_user=ask_user
+        ) as page:
             yield page
 
 
@@ -113,13 +117,16 @@ async def _running_page(
     board: SqliteHeartbeats,
     extra_tools: tuple[Tool[Any], ...],
     throttle: TokenThrottle | None,
+    *,
+    ask_user: bool,
 ) -> AsyncIterator[Page]:
     bus = MemoryBus()
     gate = Confirmations(bus=bus, timeout=PATIENCE)
+    asking = [ask_user_tool(gate, timeout=PATIENCE)] if ask_user else []
     runtime = AgentRuntime(
         provider=provider,
         model="test-model",
-        tools=ToolRegistry([*builtin_tools(), *extra_tools]),
+        tools=ToolRegistry([*builtin_tools(), *extra_tools, *asking]),
         store=store,
         cost=lambda model, usage: usage.total_tokens / 1_000_000,
         confirm=gate.confirm,

@@ -35,6 +35,9 @@ class Waiting:
         found, self.arrive = self.arrive, []
         return found
 
+    async def answer(self, user_id: str) -> Arrival | None:
+        return None
+
     async def joined(self, arrival: Arrival) -> None:
         marked = await self.store.is_processed(arrival.inbound.dedupe_key)
         self.handed_back.append((arrival.inbound.id, marked))

@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from core.arrivals import Arrival
 from core.backends.sql.store import SqlStore
 from core.bus.names import EVENTS
+from core.confirm import Confirmations
 from core.envelopes import Address, EventEnvelope
 from core.errors import ProviderError
 from core.events import (
@@ -46,6 +48,7 @@ from core.tools import (
     ToolRegistry,
     generate_image_tool,
 )
+from core.tools.ask_user import ASK_USER, ask_user_tool
 from core.turns.lifecycle import Lifecycle
 from tests.backends.memory_bus import MemoryBus
 
@@ -692,3 +695,35 @@ async def test_an_image_a_child_makes_is_charged_to_the_parent_session(
     images = [e for e in await store.cost_entries(session_id) if e.provider == "images"]
     assert [e.cost_usd for e in images] == [0.04]
     assert await store.cost_entries(f"{session_id}/sub/d1") == []
+
+
+class NoArrivals:
+    """The `Arrivals` of a turn nobody writes to meanwhile."""
+
+    async def joining(self, step: int) -> list[Arrival]:
+        return []
+
+    async def answer(self, user_id: str) -> Arrival | None:
+        return None
+
+    async def joined(self, arrival: Arrival) -> None:
+        raise AssertionError("nothing arrived")
+
+
+async def test_a_child_is_not_offered_ask_user(store: SqlStore, session_id: str) -> None:
+    """A child answers its parent, never the person: it cannot ask them a question."""
+    script: list[ScriptStep] = [
+        tool_reply(delegate("d1", "Find the capital of France.")),
+        text_reply("Paris."),
+        text_reply("Paris."),
+    ]
+    runtime, provider = make(store, script)
+    runtime.tools.add(ask_user_tool(Confirmations(bus=MemoryBus()), timeout=PATIENCE))
+
+    question = Message.user("What is the capital of France?")
+    async with asyncio.timeout(PATIENCE):
+        # With arrivals, as a person's turn from a mailbox has: the parent is offered ask_user.
+        [_ async for _ in runtime.run(session_id, question, channel(), arrivals=NoArrivals())]
+
+    assert ASK_USER in [t.name for t in provider.requests[0].tools]  # the parent has it
+    assert [t.name for t in provider.requests[1].tools] == ["lookup"]

@@ -221,6 +221,21 @@ async function send(text) {
 function showQuestion(text, question) {
   const body = bubble("question");
   const conversation = state.conversation;
+  if (!question) {
+    // A free question (`ask_user`): the answer is typed here, as the person's next message.
+    const input = el("input", { class: "answer-text", type: "text", "aria-label": "Your answer" });
+    const send = el("button", { class: "answer-send" }, "Answer");
+    const reply = async () => {
+      if (!input.value.trim()) return;
+      input.disabled = send.disabled = true;
+      const sent = { conversation, text: input.value };
+      await api("/api/answer", { method: "POST", body: JSON.stringify(sent) });
+    };
+    send.addEventListener("click", () => reply().catch(showFailure));
+    input.addEventListener("keydown", (e) => { if (e.key === "Enter") reply().catch(showFailure); });
+    body.append(el("div", {}, text), input, send);
+    return;
+  }
   const answer = async (word, buttons) => {
     for (const b of buttons) b.disabled = true;
     // A press names its question, like every platform's buttons.

@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+from collections.abc import Callable
 from typing import Any, Final
 
 from redis.asyncio.cluster import RedisCluster
@@ -166,7 +167,9 @@ class _RedisClaim(ClaimState):
             self._heads[envelope.id] = raw
             return envelope
 
-    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
+    async def behind(
+        self, limit: int = BEHIND_LIMIT, *, accept: Callable[[Inbound], bool] = is_plain
+    ) -> list[Inbound]:
         if self._released:
             return []
         read = await _call(self._boxes.client.zrange(self._boxes.keys.mailbox(self._key), 1, limit))
@@ -177,7 +180,7 @@ class _RedisClaim(ClaimState):
             except BusError as exc:
                 log.warning("an unreadable mailbox entry of %s stops a join: %s", self._key, exc)
                 break
-            if not isinstance(envelope, Inbound) or not is_plain(envelope):
+            if not isinstance(envelope, Inbound) or not accept(envelope):
                 break
             # `done` removes the member as it is stored (an encoding made again might differ).
             self._heads[envelope.id] = raw

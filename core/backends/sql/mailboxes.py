@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -72,22 +73,26 @@ class _SqliteClaim(ClaimState):
                 (self._key, inbound.id),
             )
 
-    async def behind(self, limit: int = BEHIND_LIMIT) -> list[Inbound]:
+    async def behind(
+        self, limit: int = BEHIND_LIMIT, *, accept: Callable[[Inbound], bool] = is_plain
+    ) -> list[Inbound]:
         async with self._boxes.file.read("read a mailbox") as db:
             rows = await db.execute_fetchall(
                 "SELECT data FROM mailbox_items WHERE session_key = ?"
                 " ORDER BY seq LIMIT ? OFFSET 1",
                 (self._key, limit),
             )
-        return _plain_run(self._key, [bytes(row[0]) for row in rows])
+        return _plain_run(self._key, [bytes(row[0]) for row in rows], accept)
 
     async def release(self) -> bool:
         self._boxes.held.discard(self._key)
         return await self._boxes.has_work(self._key)
 
 
-def _plain_run(session_key: str, items: list[bytes]) -> list[Inbound]:
-    """The plain messages among encoded `items` up to the first that is not one (one that
+def _plain_run(
+    session_key: str, items: list[bytes], accept: Callable[[Inbound], bool]
+) -> list[Inbound]:
+    """The plain messages (`accept`) among encoded `items` up to the first that is not one (one that
     cannot be read stops the run too: the head's reading drops it in its turn)."""
     found: list[Inbound] = []
     for raw in items:
@@ -96,7 +101,7 @@ def _plain_run(session_key: str, items: list[bytes]) -> list[Inbound]:
         except BusError as exc:
             log.warning("an unreadable mailbox entry of %s stops a join: %s", session_key, exc)
             break
-        if not isinstance(envelope, Inbound) or not is_plain(envelope):
+        if not isinstance(envelope, Inbound) or not accept(envelope):
             break
         found.append(envelope)
     return found
