@@ -65,6 +65,9 @@ _MAX_RETRY_AFTER = 300.0
 _WAIT = 5.0
 # How long the delivery loop pauses after an unexpected error before it carries on.
 _AFTER_A_FAULT = 1.0
+# How long a stopping gateway lets the deliveries it has begun finish (shown and acked) before
+# cancelling them; one not acked comes back and is shown again by the next run.
+_FINISH_GRACE = 5.0
 # Deliveries held at once (being shown, or waiting in their chat's lane).
 _CONCURRENCY = 32
 
@@ -153,12 +156,22 @@ class Gateway:
                         self.watchdog.watch(self.adapter.platform)
                     await self.adapter.run(self.publish)
             finally:
+                await self._finish_begun()
                 await cancel_and_wait(deliveries)
 
     async def stop(self) -> None:
         """Ask the adapter to stop; `run()` returns once it has."""
         self._stopping.set()
         await self.adapter.stop()
+
+    async def _finish_begun(self) -> None:
+        """Take nothing more; let the deliveries being shown be acked (the rest goes back).
+
+        Without this, a chat that ends right after its answer is shown (`switchboard chat`
+        with piped input) cancelled the answer's ack, and the next run showed it again."""
+        self._stopping.set()
+        if self._draining:
+            await asyncio.wait(set(self._draining), timeout=_FINISH_GRACE)
 
     async def _deliver_forever(self) -> None:
         try:
