@@ -37,7 +37,15 @@ from core.arrivals import Arrival, Arrivals
 from core.events import Cancelled, RunFailed
 from core.messages import Message, TextPart, Usage
 from core.redact import Redactor
-from core.tool_hooks import FailMode, HookEntry, HookFailed, LoadedHook, call_hook, load_point
+from core.tool_hooks import (
+    FailMode,
+    HookEntry,
+    HookFailed,
+    LoadedHook,
+    TurnFacts,
+    call_hook,
+    load_point,
+)
 from core.turn_state import ChannelContext, TurnState
 
 __all__ = [
@@ -67,21 +75,10 @@ _TAKES: Final = ("the event", "the context")
 Reloader = Callable[[], "Awaitable[object] | None"]
 
 
-class ExtensionEvent(BaseModel):
-    """What every extension event says about the turn."""
+class ExtensionEvent(TurnFacts):
+    """What every extension event says about the turn (the facts a tool hook's event has)."""
 
-    model_config = ConfigDict(frozen=True)
-
-    session_id: str
     run_id: str
-    # The chat as `switchboard notify` names it ("telegram:42"), "" for a turn of no chat.
-    address: str = ""
-    platform: str = ""
-    user_id: str = ""
-    is_admin: bool = False
-    scheduled: bool = False
-    # The capability mode of the chat ("safe-chat", "full", ...).
-    mode: str
 
 
 class InputEvent(ExtensionEvent):

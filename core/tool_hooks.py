@@ -67,14 +67,11 @@ class HookEntry(BaseModel):
 HookSpec = str | list[str | HookEntry]
 
 
-class ToolCallEvent(BaseModel):
-    """A tool call the model asked for, as a `before_tool` hook sees it."""
+class TurnFacts(BaseModel):
+    """What every hook and extension event says about its turn."""
 
     model_config = ConfigDict(frozen=True)
 
-    tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    call_id: str
     session_id: str
     run_id: str = ""
     # The chat as `switchboard notify` names it ("telegram:42"), "" for a turn of no chat.
@@ -85,6 +82,14 @@ class ToolCallEvent(BaseModel):
     scheduled: bool = False
     # The capability mode of the chat ("safe-chat", "full", ...).
     mode: str
+
+
+class ToolCallEvent(TurnFacts):
+    """A tool call the model asked for, as a `before_tool` hook sees it."""
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    call_id: str
 
 
 class ToolResultEvent(ToolCallEvent):
