@@ -191,10 +191,7 @@ class AgentRuntime:
         step_state: StepState | None = None,
     ) -> None:
         """The arguments are described on the class."""
-        self.provider = provider
-        self.model = model
-        self.tools = tools
-        self.store = store
+        self.provider, self.model, self.tools, self.store = provider, model, tools, store
         self.limits = limits or RuntimeLimits()
         self.prompt = prompt or SystemPrompt()
         self.temperature = temperature
@@ -203,9 +200,7 @@ class AgentRuntime:
         self.playbook, self.attention = playbook, attention
         hints = None if playbook is None else playbook.hints
         self._gatherers = [g for g in (turn_context, hints) if g is not None]
-        self.compactor = compactor
-        self.consolidator = consolidator
-        self.step_state = step_state
+        self.compactor, self.consolidator, self.step_state = compactor, consolidator, step_state
         self.context_window = context_window or window_of(model)
         # A chain even for one hook: it keeps a hook that raises from breaking the turn.
         self.hooks = HookChain([hooks] if hooks is not None else [])
