@@ -1,5 +1,6 @@
 """Fixtures and settings shared by every test directory."""
 
+import asyncio
 import os
 
 # python-telegram-bot 22 warns (an error under filterwarnings=error) whenever a RetryAfter
@@ -26,6 +27,7 @@ from tests.fakes.fixtures import (
 )
 from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisClusterServers, RedisSentinelServer, RedisServer
+from tests.sql_at_head import copy_of, upgraded
 from tests.tracing import stop_recording
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "redis_server",
     "redis_url",
     "session_id",
+    "sqlite_at_head",
     "store",
 ]
 
@@ -115,10 +118,20 @@ async def postgres_url(postgres_server: PostgresServer) -> str:
     return await postgres_server.new_database()
 
 
+@pytest.fixture(scope="session")
+def sqlite_at_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store file upgraded to the newest revision once for the run; tests get
+    copies (tests/sql_at_head.py)."""
+    path = tmp_path_factory.mktemp("sqlite-at-head") / "switchboard.db"
+    asyncio.run(upgraded(sqlite_url(path)))
+    return path
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    """An SQLite store in the test's own folder, closed afterwards."""
-    opened = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
+async def store(tmp_path: Path, sqlite_at_head: Path) -> AsyncIterator[SqlStore]:
+    """An empty SQLite store at the newest revision in the test's own folder (a copy of
+    `sqlite_at_head`), closed afterwards."""
+    opened = await SqlStore.open(sqlite_url(copy_of(sqlite_at_head, tmp_path)))
     try:
         yield opened
     finally:
