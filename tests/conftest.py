@@ -1,6 +1,7 @@
 """Fixtures and settings shared by every test directory."""
 
 import asyncio
+import logging
 import os
 
 # python-telegram-bot 22 warns (an error under filterwarnings=error) whenever a RetryAfter
@@ -63,6 +64,22 @@ def _no_log_context_left() -> Iterator[None]:
     must not log under it."""
     with no_log_context():
         yield
+
+
+@pytest.fixture(autouse=True)
+def _log_levels_restored() -> Iterator[None]:
+    """A command run in-process (`configure_logging`) sets the levels of our loggers, e.g.
+    `core` to WARNING; a later test in the same process, such as one reading INFO lines with
+    `caplog`, must see every logger's level as it was."""
+    loggers = logging.Logger.manager.loggerDict
+    levels = {name: lg.level for name, lg in loggers.items() if isinstance(lg, logging.Logger)}
+    root = logging.getLogger().level
+    yield
+    logging.getLogger().setLevel(root)
+    for name, lg in list(loggers.items()):
+        # Only where it changed: each setLevel clears every logger's cache.
+        if isinstance(lg, logging.Logger) and lg.level != levels.get(name, logging.NOTSET):
+            lg.setLevel(levels.get(name, logging.NOTSET))
 
 
 @pytest.fixture(scope="session")
