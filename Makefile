@@ -37,11 +37,14 @@ test-deps: ## Install redis-server, chromium and PostgreSQL if missing (or say h
 
 # Two pytest runs: the end-to-end tier (real subprocesses, a browser) apart from the rest, so a
 # slow or leaky e2e test cannot fail an unrelated unit test. Both always run; either failing
-# fails `make test`.
+# fails `make test`. The first runs in PYTEST_WORKERS pytest-xdist workers (auto: one per CPU;
+# 0: in one process), each with its own redis-server and PostgreSQL, a test file per worker at
+# a time (docs/testing.md).
+PYTEST_WORKERS ?= auto
 test: test-deps install ## Run the whole test suite: unit, integration and contract, then end-to-end
 	@status=0; \
 	echo "== tests: unit, integration, contract =="; \
-	$(BIN)/pytest --ignore=tests/e2e $(PYTEST_ARGS) || status=1; \
+	$(BIN)/pytest --ignore=tests/e2e -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) || status=1; \
 	echo "== tests: end-to-end =="; \
 	$(BIN)/pytest tests/e2e $(PYTEST_ARGS) || status=$$((status + 2)); \
 	case $$status in \

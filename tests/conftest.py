@@ -1,5 +1,7 @@
 """Fixtures and settings shared by every test directory."""
 
+import asyncio
+import logging
 import os
 
 # python-telegram-bot 22 warns (an error under filterwarnings=error) whenever a RetryAfter
@@ -26,6 +28,7 @@ from tests.fakes.fixtures import (
 )
 from tests.postgres_server import PostgresServer
 from tests.redis_server import RedisClusterServers, RedisSentinelServer, RedisServer
+from tests.sql_at_head import copy_of, upgraded
 from tests.tracing import stop_recording
 
 __all__ = [
@@ -43,6 +46,7 @@ __all__ = [
     "redis_server",
     "redis_url",
     "session_id",
+    "sqlite_at_head",
     "store",
 ]
 
@@ -60,6 +64,22 @@ def _no_log_context_left() -> Iterator[None]:
     must not log under it."""
     with no_log_context():
         yield
+
+
+@pytest.fixture(autouse=True)
+def _log_levels_restored() -> Iterator[None]:
+    """A command run in-process (`configure_logging`) sets the levels of our loggers, e.g.
+    `core` to WARNING; a later test in the same process, such as one reading INFO lines with
+    `caplog`, must see every logger's level as it was."""
+    loggers = logging.Logger.manager.loggerDict
+    levels = {name: lg.level for name, lg in loggers.items() if isinstance(lg, logging.Logger)}
+    root = logging.getLogger().level
+    yield
+    logging.getLogger().setLevel(root)
+    for name, lg in list(loggers.items()):
+        # Only where it changed: each setLevel clears every logger's cache.
+        if isinstance(lg, logging.Logger) and lg.level != levels.get(name, logging.NOTSET):
+            lg.setLevel(levels.get(name, logging.NOTSET))
 
 
 @pytest.fixture(scope="session")
@@ -115,10 +135,20 @@ async def postgres_url(postgres_server: PostgresServer) -> str:
     return await postgres_server.new_database()
 
 
+@pytest.fixture(scope="session")
+def sqlite_at_head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite store file upgraded to the newest revision once for the run; tests get
+    copies (tests/sql_at_head.py)."""
+    path = tmp_path_factory.mktemp("sqlite-at-head") / "switchboard.db"
+    asyncio.run(upgraded(sqlite_url(path)))
+    return path
+
+
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqlStore]:
-    """An SQLite store in the test's own folder, closed afterwards."""
-    opened = await SqlStore.open(sqlite_url(tmp_path / "switchboard.db"))
+async def store(tmp_path: Path, sqlite_at_head: Path) -> AsyncIterator[SqlStore]:
+    """An empty SQLite store at the newest revision in the test's own folder (a copy of
+    `sqlite_at_head`), closed afterwards."""
+    opened = await SqlStore.open(sqlite_url(copy_of(sqlite_at_head, tmp_path)))
     try:
         yield opened
     finally:

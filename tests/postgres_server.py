@@ -71,12 +71,14 @@ class PostgresServer:
         """An asyncpg URL of `database` on this server."""
         return f"postgresql+asyncpg://{_USER}:{self.password}@127.0.0.1:{self.port}/{database}"
 
-    async def new_database(self) -> str:
-        """Create an empty database of its own for one test; its URL."""
+    async def new_database(self, template: str | None = None) -> str:
+        """Create a database of its own for one test, empty or a copy of the database
+        `template` of this server (which nothing may be connected to); its URL."""
         database = f"test_{uuid.uuid4().hex}"
+        copying = f' TEMPLATE "{template}"' if template else ""
         admin = await asyncpg.connect(self.url().replace("+asyncpg", ""))
         try:
-            await admin.execute(f'CREATE DATABASE "{database}"')
+            await admin.execute(f'CREATE DATABASE "{database}"{copying}')
         finally:
             await admin.close()
         return self.url(database)

@@ -9,6 +9,7 @@ branch in `open_store` that opens it with the given clock. Each concern's cases 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
@@ -18,20 +19,40 @@ import pytest
 from core.backends.sql.store import SqlStore, sqlite_url
 from core.store import Store
 from tests.contract.store_support import OpenStore, TickingClock
+from tests.postgres_server import PostgresServer
+from tests.sql_at_head import copy_of, upgraded
+
+
+@pytest.fixture(scope="session")
+def postgres_at_head(postgres_server: PostgresServer) -> str:
+    """The name of a database of the test server upgraded to the newest revision, the
+    template of each test's (`CREATE DATABASE ... TEMPLATE`): an upgrade from empty is a
+    second of round trips. (tests/integration/test_sql_store_schema.py upgrades empty ones.)"""
+    url = asyncio.run(postgres_server.new_database())
+    asyncio.run(upgraded(url))
+    return url.rsplit("/", 1)[1]
+
+
+@pytest.fixture
+async def postgres_url_at_head(postgres_server: PostgresServer, postgres_at_head: str) -> str:
+    """A database of its own for this test, a copy of `postgres_at_head`."""
+    return await postgres_server.new_database(template=postgres_at_head)
 
 
 @pytest.fixture(params=["sql-sqlite", "sql-postgresql"])
 def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
-    """Each implementation's name and where its empty store lives.
+    """Each implementation's name and where its empty store, at the newest revision, lives.
 
-    A sync fixture on purpose: it asks for `postgres_url` (and so starts the test PostgreSQL)
-    only for "sql-postgresql", and an async fixture cannot resolve async fixtures by name.
+    A sync fixture on purpose: it asks for the PostgreSQL fixtures (and so starts the test
+    PostgreSQL) only for "sql-postgresql", and an async fixture cannot resolve async fixtures
+    by name.
     """
     name = str(request.param)
     if name == "sql-postgresql":
-        return name, request.getfixturevalue("postgres_url")
+        return name, request.getfixturevalue("postgres_url_at_head")
     if name == "sql-sqlite":
-        return name, sqlite_url(tmp_path / "data" / "switchboard.db")
+        path = copy_of(request.getfixturevalue("sqlite_at_head"), tmp_path / "data")
+        return name, sqlite_url(path)
     raise AssertionError(f"no store implementation named {name!r}")
 
 
