@@ -3,7 +3,6 @@ runtime its page state, and closes chromium when the process's parts close."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from bots.settings import load_settings
 from core.tools.browser import BROWSER, BrowserArgs, Browsing
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.test_browser import CHROMIUM, Site, alive, chromium_pids
+from tests.profile_env import profile_env
 
 pytestmark = pytest.mark.skipif(
     not CHROMIUM.exists(),
@@ -23,20 +23,13 @@ pytestmark = pytest.mark.skipif(
 
 def _setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, profile: str) -> None:
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(profile, encoding="utf-8")
-    for name in list(os.environ):
-        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "OPENAI_", "REDIS_URL")):
-            monkeypatch.delenv(name)
-    for name, value in {
-        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
-        "SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles"),
-        "SWITCHBOARD_PROFILE": "bot",
-        "ANTHROPIC_API_KEY": TEST_API_KEY,
-        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
-    }.items():
-        monkeypatch.setenv(name, value)
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        profile,
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL="http://127.0.0.1:9",
+    )
 
 
 async def test_the_browser_is_off_unless_enabled(

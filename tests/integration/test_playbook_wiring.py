@@ -4,7 +4,6 @@ playbook kept under the profile's name), each off with `enabled = false`, and a 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -13,20 +12,17 @@ from bots.app import embedded
 from bots.profiles import load_profile
 from bots.settings import Settings, load_settings
 from core.errors import ConfigError
+from tests.profile_env import profile_env
 
 
 def _settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str) -> Settings:
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(table, encoding="utf-8")
-    for name in list(os.environ):
-        if name.startswith(("OPENAI_", "ANTHROPIC_", "SWITCHBOARD_", "REDIS_URL", "DATABASE_URL")):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILES_DIR", str(tmp_path / "profiles"))
-    monkeypatch.setenv("SWITCHBOARD_PROFILE", "bot")
-    monkeypatch.setenv("SWITCHBOARD_PROVIDER", "demo")
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        table,
+        SWITCHBOARD_PROVIDER="demo",
+    )
     return load_settings()
 
 

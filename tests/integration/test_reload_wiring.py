@@ -6,7 +6,6 @@ the fake, the SQLite store and bus of `serve`, one worker."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
@@ -61,22 +60,16 @@ async def test_an_admins_reload_puts_the_edited_files_into_the_next_request(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_anthropic: FakeAnthropic
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        PROFILE,
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+        SWITCHBOARD_MODEL="claude-haiku-4-5",
+    )
     folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(PROFILE, encoding="utf-8")
     (folder / "SOUL.md").write_text("You are Alpha.", encoding="utf-8")
-    for name in list(os.environ):
-        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "OPENAI_", "REDIS_URL")):
-            monkeypatch.delenv(name)
-    for name, value in {
-        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
-        "SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles"),
-        "SWITCHBOARD_PROFILE": "bot",
-        "ANTHROPIC_API_KEY": TEST_API_KEY,
-        "ANTHROPIC_BASE_URL": fake_anthropic.url,
-        "SWITCHBOARD_MODEL": "claude-haiku-4-5",
-    }.items():
-        monkeypatch.setenv(name, value)
     fake_anthropic.script(Text("one"), Text("two"))
     settings = load_settings()
     profile = load_profile(settings.profiles_dir, settings.profile)

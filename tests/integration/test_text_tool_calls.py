@@ -7,7 +7,6 @@ the turn does not offer, the text stays as written and nothing runs."""
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from core.tools import SafetyTier, Tool, ToolContext, ToolRegistry
 from tests.fakes import FakeAnthropic, FakeOpenAI, Text
 from tests.fakes.fixtures import TEST_API_KEY
 from tests.integration.helpers import GPT
+from tests.profile_env import profile_env
 from tests.workers import hand_in
 
 WRITTEN = (
@@ -133,23 +133,14 @@ async def test_the_profile_setting_reaches_the_turns_of_serve(
 ) -> None:
     """`text_tool_calls = true` in profile.toml, through the wiring of `bots/app.py`."""
     monkeypatch.chdir(tmp_path)
-    folder = tmp_path / "profiles" / "bot"
-    folder.mkdir(parents=True)
-    (folder / "profile.toml").write_text(
-        'text_tool_calls = true\n[access.telegram]\ndm_policy = "open"\n', encoding="utf-8"
+    profile_env(
+        monkeypatch,
+        tmp_path,
+        'text_tool_calls = true\n[access.telegram]\ndm_policy = "open"\n',
+        ANTHROPIC_API_KEY=TEST_API_KEY,
+        ANTHROPIC_BASE_URL=fake_anthropic.url,
+        SWITCHBOARD_MODEL="claude-haiku-4-5",
     )
-    for name in list(os.environ):
-        if name.startswith(("TELEGRAM_", "SLACK_", "DISCORD_", "OPENAI_", "REDIS_URL")):
-            monkeypatch.delenv(name)
-    for name, value in {
-        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
-        "SWITCHBOARD_PROFILES_DIR": str(tmp_path / "profiles"),
-        "SWITCHBOARD_PROFILE": "bot",
-        "ANTHROPIC_API_KEY": TEST_API_KEY,
-        "ANTHROPIC_BASE_URL": fake_anthropic.url,
-        "SWITCHBOARD_MODEL": "claude-haiku-4-5",
-    }.items():
-        monkeypatch.setenv(name, value)
     fake_anthropic.script(
         Text('<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'),
         Text("It is 42."),
