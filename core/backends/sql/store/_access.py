@@ -119,7 +119,10 @@ class SqlAccess(SqlBase):
                 "approved_at": _utc(now),
                 "body": approval.model_dump_json(),
             }
-            await db.execute(upsert(self._dialect, approvals, values, keys=("platform", "user_id")))
+            statement = upsert(
+                self._dialect, approvals, tuple(values), keys=("platform", "user_id")
+            )
+            await db.execute(statement, values)
         return approval
 
     async def deny_pairing(

@@ -10,7 +10,7 @@ import logging
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store._base import SqlBase
@@ -28,6 +28,13 @@ _KEEP_FINISHED: Final = timedelta(days=7)
 _PRUNE_EVERY: Final = timedelta(minutes=10)
 
 c = checkpoints.c
+_READ: Final = select(c.body).where(c.run_key == bindparam("run_key"))
+_RUNNING: Final = _READ.where(c.status == "running").with_for_update()
+_FINISH: Final = (
+    update(checkpoints)
+    .where(c.run_key == bindparam("b_run_key"))
+    .values(status=bindparam("b_status"), updated_at=bindparam("b_at"), body=bindparam("b_body"))
+)
 
 
 class SqlCheckpoints(SqlBase):
@@ -86,7 +93,7 @@ class SqlCheckpoints(SqlBase):
 
 async def read(db: AsyncConnection, run_key: str) -> Checkpoint | None:
     """The checkpoint of `run_key`, or None."""
-    body = (await db.execute(select(c.body).where(c.run_key == run_key))).scalar()
+    body = (await db.execute(_READ, {"run_key": run_key})).scalar()
     return None if body is None else Checkpoint.model_validate_json(body)
 
 
@@ -101,7 +108,7 @@ async def save(db: AsyncConnection, dialect: str, checkpoint: Checkpoint) -> Non
         "updated_at": utc_text(checkpoint.updated_at),
         "body": checkpoint.model_dump_json(),
     }
-    await db.execute(upsert(dialect, checkpoints, values, keys=("run_key",)))
+    await db.execute(upsert(dialect, checkpoints, tuple(values), keys=("run_key",)), values)
 
 
 async def finish(
@@ -114,18 +121,18 @@ async def finish(
 ) -> bool:
     """Set a checkpoint's status (`CheckpointStore.finish_checkpoint`), in the transaction of
     `db`; False if there is none (with `running`: none that is still running)."""
-    query = select(c.body).where(c.run_key == run_key)
-    if running:
-        query = query.where(c.status == "running")
-    body = (await db.execute(query.with_for_update())).scalar()
+    query = _RUNNING if running else _READ.with_for_update()
+    body = (await db.execute(query, {"run_key": run_key})).scalar()
     if body is None:
         return False
     finished = Checkpoint.model_validate_json(body).model_copy(
         update={"status": status, "updated_at": now}
     )
-    await db.execute(
-        update(checkpoints)
-        .where(c.run_key == run_key)
-        .values(status=status, updated_at=utc_text(now), body=finished.model_dump_json())
-    )
+    values = {
+        "b_run_key": run_key,
+        "b_status": status,
+        "b_at": utc_text(now),
+        "b_body": finished.model_dump_json(),
+    }
+    await db.execute(_FINISH, values)
     return True

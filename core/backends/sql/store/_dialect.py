@@ -6,14 +6,16 @@ name (`"sqlite"` or `"postgresql"`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from functools import cache
+from typing import Any, Final
 
 from sqlalchemy import (
-    ColumnCollection,
     ColumnElement,
+    Integer,
     Select,
+    String,
     Table,
+    bindparam,
     column,
     func,
     literal_column,
@@ -28,7 +30,6 @@ from core.backends.sql.store._tables import memory_facts
 from core.facts import MemoryQuery, search_terms
 
 __all__ = [
-    "Excluded",
     "fact_search",
     "indexed_terms",
     "insert_ignoring",
@@ -37,50 +38,79 @@ __all__ = [
     "upsert_counting",
 ]
 
-# The proposed row of an upsert (`excluded.<column>` in both dialects).
-Excluded = ColumnCollection[str, Any]
-
 _FTS = table("memory_fts", column("rowid"))
+_FACT_COLUMNS: Final = (
+    memory_facts.c.id,
+    memory_facts.c.scope,
+    memory_facts.c.text,
+    memory_facts.c.created_at,
+    memory_facts.c.source_session,
+    memory_facts.c.source,
+)
+_NEWEST: Final = (memory_facts.c.created_at.desc(), memory_facts.c.id.desc())
+_FTS5_INDEX: Final[ColumnElement[Any]] = literal_column("memory_fts")
+# Built once: SQLite's search has one shape whatever the query (its terms are one parameter).
+_FTS5_SEARCH: Final = (
+    select(*_FACT_COLUMNS)
+    .select_from(memory_facts.join(_FTS, _FTS.c.rowid == memory_facts.c.number))
+    .where(
+        _FTS5_INDEX.op("MATCH")(bindparam("match", type_=String)),
+        memory_facts.c.scope == bindparam("scope"),
+    )
+    .order_by(func.bm25(_FTS5_INDEX), *_NEWEST)
+    .limit(bindparam("limit", type_=Integer))
+)
 
 
 def _insert(name: str, target: Table) -> postgresql.Insert | sqlite.Insert:
     return postgresql.insert(target) if name == "postgresql" else sqlite.insert(target)
 
 
-def insert_ignoring(name: str, target: Table, values: Mapping[str, Any]) -> Insert:
-    """INSERT `values`, or nothing when a row with the same key exists."""
-    return _insert(name, target).values(**values).on_conflict_do_nothing()
+# The builders below are cached: each statement is built once per dialect, table and shape,
+# and executed with its values as parameters (`db.execute(statement, values)`), so SQLAlchemy
+# neither builds it again nor computes its cache key on every call (about three quarters of a
+# statement's cost on SQLite, docs/performance.md).
 
 
+@cache
+def insert_ignoring(name: str, target: Table) -> Insert:
+    """INSERT the values it is executed with, or nothing when a row with the same key exists."""
+    return _insert(name, target).on_conflict_do_nothing()
+
+
+@cache
 def upsert(
     name: str,
     target: Table,
-    values: Mapping[str, Any],
+    columns: tuple[str, ...],
     *,
-    keys: Sequence[str],
-    where: Callable[[Excluded], ColumnElement[bool]] | None = None,
+    keys: tuple[str, ...],
+    newer: str | None = None,
 ) -> Insert:
-    """INSERT `values`, or update the row with the same `keys` to them; only where
-    `where(excluded)` holds, when given (`excluded`: the proposed row)."""
-    statement = _insert(name, target).values(**values)
+    """INSERT the values it is executed with (`columns`), or update the row with the same
+    `keys` to them; with `newer`, only where the proposed row's `newer` column is greater
+    than the stored row's."""
+    statement = _insert(name, target)
     proposed = statement.excluded
-    changes = {column: proposed[column] for column in values if column not in keys}
+    changes = {column: proposed[column] for column in columns if column not in keys}
     return statement.on_conflict_do_update(
         index_elements=list(keys),
         set_=changes,
-        where=None if where is None else where(proposed),
+        where=None if newer is None else proposed[newer] > target.c[newer],
     )
 
 
+@cache
 def upsert_counting(
-    name: str, target: Table, values: Mapping[str, Any], *, keys: Sequence[str], count: str
+    name: str, target: Table, columns: tuple[str, ...], *, keys: tuple[str, ...], count: str
 ) -> Insert:
-    """INSERT `values`, or add the proposed `count` to the row with the same `keys` and set
-    its other columns to the proposed ones (one statement: concurrent writers both count)."""
-    statement = _insert(name, target).values(**values)
+    """INSERT the values it is executed with (`columns`), or add the proposed `count` to the
+    row with the same `keys` and set its other columns to the proposed ones (one statement:
+    concurrent writers both count)."""
+    statement = _insert(name, target)
     proposed = statement.excluded
     changes: dict[str, Any] = {
-        column: proposed[column] for column in values if column not in keys and column != count
+        column: proposed[column] for column in columns if column not in keys and column != count
     }
     changes[count] = target.c[count] + proposed[count]
     return statement.on_conflict_do_update(index_elements=list(keys), set_=changes)
@@ -92,12 +122,12 @@ def indexed_terms(fact_text: str) -> str:
     return " ".join(search_terms(fact_text))
 
 
-def fact_search(name: str, scope: str, query: MemoryQuery, limit: int) -> Select[Any]:
+def fact_search(
+    name: str, scope: str, query: MemoryQuery, limit: int
+) -> tuple[Select[Any], dict[str, Any]]:
     """The facts of `scope` matching any of `query`'s terms (its prefix as a prefix), best
-    match first, then newest first; `query` must not be empty."""
+    match first, then newest first, with its parameters; `query` must not be empty."""
     f = memory_facts
-    columns = (f.c.id, f.c.scope, f.c.text, f.c.created_at, f.c.source_session, f.c.source)
-    newest = (f.c.created_at.desc(), f.c.id.desc())
     if name == "postgresql":
         # Each term a query of its own (never parsed as query syntax), joined with OR.
         parts: list[ColumnElement[Any]] = [
@@ -109,24 +139,18 @@ def fact_search(name: str, scope: str, query: MemoryQuery, limit: int) -> Select
         for part in parts[1:]:
             wanted = wanted.op("||")(part)
         search: ColumnElement[Any] = literal_column("memory_facts.search")
-        return (
-            select(*columns)
+        statement = (
+            select(*_FACT_COLUMNS)
             .where(f.c.scope == scope, search.op("@@")(wanted))
-            .order_by(func.ts_rank(search, wanted).desc(), *newest)
+            .order_by(func.ts_rank(search, wanted).desc(), *_NEWEST)
             .limit(limit)
         )
+        return statement, {}
     # FTS5 never sees the asker's text as syntax: each term is quoted as a string.
     phrases = [_quoted(term) for term in query.terms]
     if query.prefix is not None:
         phrases.append(f"{_quoted(query.prefix)}*")
-    index: ColumnElement[Any] = literal_column("memory_fts")
-    return (
-        select(*columns)
-        .select_from(f.join(_FTS, _FTS.c.rowid == f.c.number))
-        .where(index.op("MATCH")(" OR ".join(phrases)), f.c.scope == scope)
-        .order_by(func.bm25(index), *newest)
-        .limit(limit)
-    )
+    return _FTS5_SEARCH, {"match": " OR ".join(phrases), "scope": scope, "limit": limit}
 
 
 def _quoted(term: str) -> str:

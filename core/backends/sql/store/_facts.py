@@ -66,7 +66,7 @@ class SqlFacts(SqlBase):
             "embedding_model": None if embedding is None else embedding.model,
         }
         async with self._begin(f"remember fact {fact.id!r} of {fact.scope!r}") as db:
-            inserted = await db.execute(insert_ignoring(self._dialect, memory_facts, values))
+            inserted = await db.execute(insert_ignoring(self._dialect, memory_facts), values)
             if inserted.rowcount == 1:
                 return
             stored = await db.execute(
@@ -83,13 +83,13 @@ class SqlFacts(SqlBase):
         """The facts of `scope` best matching `query`, or the newest without terms."""
         check_limit(limit)
         parsed = MemoryQuery.parse(query)
-        statement = (
-            _newest(scope, limit)
+        statement, parameters = (
+            (_newest(scope, limit), {})
             if parsed.empty
             else fact_search(self._dialect, scope, parsed, limit)
         )
         async with self._read(f"search the facts of {scope!r}") as db:
-            return [_fact(row) for row in await db.execute(statement)]
+            return [_fact(row) for row in await db.execute(statement, parameters)]
 
     async def fact_embeddings(self, scope: str, model: str) -> list[tuple[MemoryFact, Embedding]]:
         """The facts of `scope` with an embedding of `model`, newest first, each with it."""

@@ -97,7 +97,7 @@ class SqlForks(SqlBase):
             if touched.first() is None:
                 return None
             values = {"key": key, "session_id": session_id}
-            await db.execute(upsert(self._dialect, reopened, values, keys=("key",)))
+            await db.execute(upsert(self._dialect, reopened, tuple(values), keys=("key",)), values)
             return await _log.session_of(db, session_id)
 
     async def sessions_of(self, key: str, *, limit: int = 50) -> list[SessionRecord]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Float, case, cast, func, select
+from sqlalchemy import ColumnElement, Float, bindparam, case, cast, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
 
@@ -201,6 +201,9 @@ def _group(by: CostGrouping, row: tuple[Any, ...]) -> CostGroup:
     )
 
 
+_SESSION_KNOWN: Final = select(sessions.c.id).where(sessions.c.id == bindparam("id"))
+
+
 async def record(db: AsyncConnection, dialect: str, entry: CostEntry) -> None:
     """Append one provider call to the ledger (`CostLedger.record_cost`), in the transaction
     of `db`."""
@@ -209,7 +212,7 @@ async def record(db: AsyncConnection, dialect: str, entry: CostEntry) -> None:
     if entry.at.tzinfo is None:
         raise StoreError("a cost entry's `at` is a naive datetime; it must be aware")
     usage = entry.usage
-    known = await db.execute(select(sessions.c.id).where(sessions.c.id == entry.session_id))
+    known = await db.execute(_SESSION_KNOWN, {"id": entry.session_id})
     if known.first() is None:
         raise StoreError(f"cannot record a cost: no session has id {entry.session_id!r}")
     values = {
@@ -229,4 +232,4 @@ async def record(db: AsyncConnection, dialect: str, entry: CostEntry) -> None:
         "degraded": entry.degraded,
     }
     # An entry whose id is recorded already (a write tried again) is left as it is.
-    await db.execute(insert_ignoring(dialect, costs, values))
+    await db.execute(insert_ignoring(dialect, costs), values)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import delete, func, insert, literal, select, update
+from sqlalchemy import String, Text, bindparam, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store._base import SqlBase
@@ -63,6 +63,67 @@ _SESSION = select(
 )
 
 
+m = messages.c
+# The statements a turn runs, built once (executed with their values as parameters).
+_SESSION_OF: Final = _SESSION.where(_s.c.id == bindparam("id"))
+_CURRENT_OF: Final = _SESSION.where(
+    _s.c.id
+    == func.coalesce(
+        select(reopened.c.session_id).where(reopened.c.key == bindparam("key")).scalar_subquery(),
+        select(_s.c.id)
+        .where(_s.c.key == bindparam("key"))
+        .order_by(_s.c.created_at.desc(), _s.c.number.desc())
+        .limit(1)
+        .scalar_subquery(),
+    )
+)
+_MESSAGES_AFTER: Final = (
+    select(m.seq, m.body, m.created_at)
+    .where(m.session_id == bindparam("id"), m.seq > bindparam("after"))
+    .order_by(m.seq)
+)
+_NEWEST_ASKED: Final = (
+    select(m.seq, m.body, m.created_at)
+    .where(m.session_id == bindparam("id"), m.role == "user")
+    .order_by(m.seq.desc())
+    .limit(1)
+)
+_SUMMARY_OF: Final = (
+    select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
+    .where(summaries.c.session_id == bindparam("id"))
+    .order_by(summaries.c.up_to_seq.desc())
+    .limit(1)
+)
+_TOUCH: Final = (
+    update(_s)
+    .where(_s.c.id == bindparam("b_id"))
+    .values(updated_at=bindparam("b_at"))
+    .returning(_s.c.id)
+)
+_STORED_BEFORE: Final = select(m.seq, m.created_at).where(
+    m.session_id == bindparam("b_id"), m.message_id == bindparam("b_message_id")
+)
+_APPEND: Final = (
+    insert(messages)
+    .from_select(
+        ["session_id", "seq", "role", "body", "created_at", "message_id", "author"],
+        select(
+            bindparam("b_id", type_=String),
+            func.coalesce(func.max(m.seq), 0) + 1,
+            bindparam("b_role", type_=String),
+            bindparam("b_body", type_=Text),
+            bindparam("b_at", type_=String),
+            bindparam("b_message_id", type_=String),
+            bindparam("b_author", type_=String),
+        ).where(m.session_id == bindparam("b_id")),
+    )
+    .returning(m.seq)
+)
+_FENCE_EPOCH: Final = (
+    select(fences.c.epoch).where(fences.c.session_key == bindparam("key")).with_for_update()
+)
+
+
 class SqlLog(SqlBase):
     """The `ConversationLog` of `SqlStore`."""
 
@@ -96,7 +157,9 @@ class SqlLog(SqlBase):
             found = _first(await db.execute(_SESSION.where(_s.c.id == session_id)))
             if found is not None:
                 values = {"key": found.key, "session_id": found.id}
-                await db.execute(upsert(self._dialect, reopened, values, keys=("key",)))
+                await db.execute(
+                    upsert(self._dialect, reopened, tuple(values), keys=("key",)), values
+                )
             return found
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
@@ -173,9 +236,10 @@ class SqlLog(SqlBase):
                 "text": summary.text,
                 "created_at": utc_text(summary.created_at),
             }
-            await db.execute(
-                upsert(self._dialect, summaries, values, keys=("session_id", "up_to_seq"))
+            statement = upsert(
+                self._dialect, summaries, tuple(values), keys=("session_id", "up_to_seq")
             )
+            await db.execute(statement, values)
 
     async def latest_summary(self, session_id: str) -> CompactionSummary | None:
         """The session's summary with the highest `up_to_seq`, or None."""
@@ -213,7 +277,7 @@ async def insert_session(
 
 async def session_of(db: AsyncConnection, session_id: str) -> SessionRecord | None:
     """The session with this id, or None."""
-    return _first(await db.execute(_SESSION.where(_s.c.id == session_id)))
+    return _first(await db.execute(_SESSION_OF, {"id": session_id}))
 
 
 async def sessions_of_key(db: AsyncConnection, key: str, limit: int) -> list[SessionRecord]:
@@ -228,33 +292,18 @@ async def sessions_of_key(db: AsyncConnection, key: str, limit: int) -> list[Ses
 
 async def current_of(db: AsyncConnection, key: str) -> SessionRecord | None:
     """The key's reopened session, else its newest."""
-    newest = (
-        select(_s.c.id)
-        .where(_s.c.key == key)
-        .order_by(_s.c.created_at.desc(), _s.c.number.desc())
-        .limit(1)
-        .scalar_subquery()
-    )
-    chosen = select(reopened.c.session_id).where(reopened.c.key == key).scalar_subquery()
-    return _first(await db.execute(_SESSION.where(_s.c.id == func.coalesce(chosen, newest))))
+    return _first(await db.execute(_CURRENT_OF, {"key": key}))
 
 
 async def messages_after(
     db: AsyncConnection, session_id: str, after_seq: int, limit: int | None
 ) -> list[Message]:
-    m = messages
-    query = (
-        select(m.c.seq, m.c.body, m.c.created_at)
-        .where(m.c.session_id == session_id, m.c.seq > after_seq)
-        .order_by(m.c.seq)
-    )
-    if limit is not None:
-        query = query.limit(limit)
+    query = _MESSAGES_AFTER if limit is None else _MESSAGES_AFTER.limit(limit)
     return [
         Message.model_validate_json(body).model_copy(
             update={"seq": seq, "created_at": from_utc_text(created_at)}
         )
-        for seq, body, created_at in await db.execute(query)
+        for seq, body, created_at in await db.execute(query, {"id": session_id, "after": after_seq})
     ]
 
 
@@ -283,14 +332,7 @@ async def _filled(
 
 
 async def summary_of(db: AsyncConnection, session_id: str) -> CompactionSummary | None:
-    row = (
-        await db.execute(
-            select(summaries.c.up_to_seq, summaries.c.text, summaries.c.created_at)
-            .where(summaries.c.session_id == session_id)
-            .order_by(summaries.c.up_to_seq.desc())
-            .limit(1)
-        )
-    ).first()
+    row = (await db.execute(_SUMMARY_OF, {"id": session_id})).first()
     if row is None:
         return None
     return CompactionSummary(up_to_seq=row[0], text=row[1], created_at=from_utc_text(row[2]))
@@ -319,22 +361,9 @@ def _first(result: Any) -> SessionRecord | None:
 async def check_fence(db: AsyncConnection, dialect: str, fence: Fence) -> None:
     """Record `fence` as its key's newest, or raise `FenceOvertaken` if a newer one wrote."""
     values = {"session_key": fence.session_key, "epoch": fence.epoch}
-    await db.execute(
-        upsert(
-            dialect,
-            fences,
-            values,
-            keys=("session_key",),
-            where=lambda proposed: proposed.epoch > fences.c.epoch,
-        )
-    )
-    seen = (
-        await db.execute(
-            select(fences.c.epoch)
-            .where(fences.c.session_key == fence.session_key)
-            .with_for_update()
-        )
-    ).scalar_one()
+    statement = upsert(dialect, fences, tuple(values), keys=("session_key",), newer="epoch")
+    await db.execute(statement, values)
+    seen = (await db.execute(_FENCE_EPOCH, {"key": fence.session_key})).scalar_one()
     if fence.epoch < seen:
         raise FenceOvertaken(
             f"cannot write to {fence.session_key!r}: its claim was overtaken"
@@ -346,12 +375,9 @@ async def append(db: AsyncConnection, session_id: str, message: Message, now: da
     """Store `message` at the end of the session (`ConversationLog.append_message`), in the
     transaction of `db`; its fence checked already."""
     at = utc_text(now)
-    m = messages.c
     # Moving the session's `updated_at` first also locks its row (on PostgreSQL; SQLite holds
     # the write lock already): appends to one session take turns for the next seq.
-    touched = await db.execute(
-        update(_s).where(_s.c.id == session_id).values(updated_at=at).returning(_s.c.id)
-    )
+    touched = await db.execute(_TOUCH, {"b_id": session_id, "b_at": at})
     if touched.first() is None:
         raise StoreError(f"cannot append a message: no session has id {session_id!r}")
     # The images are kept once each, apart; the stored body holds their references.
@@ -359,11 +385,7 @@ async def append(db: AsyncConnection, session_id: str, message: Message, now: da
     if message.id is not None:
         # A write tried again after its answer was lost: the first one stands.
         stored_before = (
-            await db.execute(
-                select(m.seq, m.created_at).where(
-                    m.session_id == session_id, m.message_id == message.id
-                )
-            )
+            await db.execute(_STORED_BEFORE, {"b_id": session_id, "b_message_id": message.id})
         ).first()
         if stored_before is not None:
             seq, created_at = stored_before
@@ -378,33 +400,22 @@ async def append(db: AsyncConnection, session_id: str, message: Message, now: da
             "data": image.data,
             "created_at": at,
         }
-        await db.execute(insert_ignoring(db.dialect.name, images, values))
-    next_seq = select(
-        literal(session_id),
-        func.coalesce(func.max(m.seq), 0) + 1,
-        literal(message.role),
-        literal(message.model_dump_json(exclude={"seq", "created_at"})),
-        literal(at),
-        literal(message.id),
-        literal(message.author),
-    ).where(m.session_id == session_id)
-    columns = ["session_id", "seq", "role", "body", "created_at", "message_id", "author"]
-    stored = await db.execute(insert(messages).from_select(columns, next_seq).returning(m.seq))
-    seq = stored.scalar_one()
+        await db.execute(insert_ignoring(db.dialect.name, images), values)
+    values = {
+        "b_id": session_id,
+        "b_role": message.role,
+        "b_body": message.model_dump_json(exclude={"seq", "created_at"}),
+        "b_at": at,
+        "b_message_id": message.id,
+        "b_author": message.author,
+    }
+    seq = (await db.execute(_APPEND, values)).scalar_one()
     return message.model_copy(update={"seq": int(seq), "created_at": now})
 
 
 async def newest_asked(db: AsyncConnection, session_id: str) -> Message | None:
     """The session's newest person's message (role `user`), or None."""
-    m = messages.c
-    row = (
-        await db.execute(
-            select(m.seq, m.body, m.created_at)
-            .where(m.session_id == session_id, m.role == "user")
-            .order_by(m.seq.desc())
-            .limit(1)
-        )
-    ).first()
+    row = (await db.execute(_NEWEST_ASKED, {"id": session_id})).first()
     if row is None:
         return None
     seq, body, created_at = row

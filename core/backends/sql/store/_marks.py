@@ -4,8 +4,9 @@ a row per conversation for the newest message seen in it."""
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Final
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store._base import SqlBase
@@ -35,13 +36,16 @@ class SqlProcessed(SqlBase):
 async def mark(db: AsyncConnection, dialect: str, key: str, now: datetime) -> bool:
     """Mark `key` processed (`ProcessedMarks.mark_processed`) in the transaction of `db`."""
     values = {"key": key, "at": utc_text(now)}
-    inserted = await db.execute(insert_ignoring(dialect, processed, values))
+    inserted = await db.execute(insert_ignoring(dialect, processed), values)
     return bool(inserted.rowcount == 1)
+
+
+_MARKED: Final = select(processed.c.key).where(processed.c.key == bindparam("key"))
 
 
 async def marked(db: AsyncConnection, key: str) -> bool:
     """Whether `key` is marked processed."""
-    found = await db.execute(select(processed.c.key).where(processed.c.key == key))
+    found = await db.execute(_MARKED, {"key": key})
     return found.first() is not None
 
 
@@ -62,12 +66,12 @@ class SqlSeen(SqlBase):
         statement = upsert(
             self._dialect,
             seen,
-            values,
+            tuple(values),
             keys=("platform", "bot", "chat"),
-            where=lambda proposed: proposed.position > seen.c.position,
+            newer="position",
         )
         async with self._begin(f"mark {mark.message_id!r} seen in {mark.chat!r}") as db:
-            return (await db.execute(statement)).rowcount == 1
+            return (await db.execute(statement, values)).rowcount == 1
 
     async def last_seen(self, platform: str, bot: str) -> list[LastSeen]:
         """Every conversation's mark of one bot, newest message first."""

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
-from sqlalchemy import and_, case, delete, func, not_, select, tuple_
+from sqlalchemy import Integer, and_, bindparam, case, delete, func, not_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store._base import SqlBase
@@ -16,6 +17,21 @@ from core.store.playbook import PlaybookEntry, PlaybookSequence
 __all__ = ["SqlPlaybook"]
 
 _p = playbook.c
+_MATCHED: Final = func.count().label("matched")
+_SUCCESSES: Final = func.max(_p.successes).label("successes")
+_FOUND: Final = (
+    select(_p.tools, _MATCHED, _SUCCESSES)
+    .where(_p.bot == bindparam("bot"), _p.keyword.in_(bindparam("keywords", expanding=True)))
+    .group_by(_p.tools)
+    .limit(bindparam("limit", type_=Integer))
+)
+_BEST: Final = (_MATCHED.desc(), _SUCCESSES.desc(), func.max(_p.updated_at).desc(), _p.tools)
+# The proven first (`proven`: the successes that make a sequence proven), then the best.
+_FIND: Final = _FOUND.order_by(*_BEST)
+_FIND_PROVEN: Final = _FOUND.order_by(
+    case((func.max(_p.successes) >= bindparam("proven", type_=Integer), 0), else_=1), *_BEST
+)
+_ROWS_OF: Final = select(func.count()).select_from(playbook).where(_p.bot == bindparam("bot"))
 
 
 class SqlPlaybook(SqlBase):
@@ -40,15 +56,14 @@ class SqlPlaybook(SqlBase):
                     "successes": 1,
                     "updated_at": now,
                 }
-                await db.execute(
-                    upsert_counting(
-                        self._dialect,
-                        playbook,
-                        values,
-                        keys=["bot", "tools", "keyword"],
-                        count="successes",
-                    )
+                statement = upsert_counting(
+                    self._dialect,
+                    playbook,
+                    tuple(values),
+                    keys=("bot", "tools", "keyword"),
+                    count="successes",
                 )
+                await db.execute(statement, values)
             if keep is not None:
                 await _prune(db, bot, keep, spare=(joined, written))
 
@@ -58,20 +73,12 @@ class SqlPlaybook(SqlBase):
         """The bot's sequences recorded with any of `keywords`, the proven first, best first."""
         if not keywords or limit < 1:
             return []
-        matched = func.count().label("matched")
-        successes = func.max(_p.successes).label("successes")
-        order = [matched.desc(), successes.desc(), func.max(_p.updated_at).desc(), _p.tools]
+        query = _FIND if proven is None else _FIND_PROVEN
+        parameters = {"bot": bot, "keywords": sorted(set(keywords)), "limit": limit}
         if proven is not None:
-            order.insert(0, case((func.max(_p.successes) >= proven, 0), else_=1))
-        query = (
-            select(_p.tools, matched, successes)
-            .where(_p.bot == bot, _p.keyword.in_(sorted(set(keywords))))
-            .group_by(_p.tools)
-            .order_by(*order)
-            .limit(limit)
-        )
+            parameters["proven"] = proven
         async with self._read(f"find tool sequences of {bot!r}") as db:
-            rows = (await db.execute(query)).all()
+            rows = (await db.execute(query, parameters)).all()
         return [
             PlaybookEntry(
                 tools=tuple(row.tools.split()), matched=row.matched, successes=row.successes
@@ -113,7 +120,7 @@ async def _prune(db: AsyncConnection, bot: str, keep: int, *, spare: tuple[str, 
     """Delete the bot's rows beyond `keep`, the fewest successes and then the oldest first,
     sparing the rows of `spare` (tools, keywords): a new sequence is not pruned in the very
     write that records it. A count by the primary key's prefix, and a delete only when over."""
-    rows = await db.scalar(select(func.count()).select_from(playbook).where(_p.bot == bot))
+    rows = await db.scalar(_ROWS_OF, {"bot": bot})
     over = int(rows or 0) - keep
     if over <= 0:
         return

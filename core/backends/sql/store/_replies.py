@@ -96,7 +96,7 @@ class SqlReplyRecords:
 
         async def write() -> None:
             async with self._engine.begin() as db:
-                await db.execute(upsert(name, reply_records, values, keys=("key",)))
+                await db.execute(upsert(name, reply_records, tuple(values), keys=("key",)), values)
 
         await self._waiting(f"save the record of reply {record.key}", write, read=False)
         self._saves += 1

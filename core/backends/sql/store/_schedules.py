@@ -49,7 +49,7 @@ class SqlSchedules(SqlBase):
             "body": schedule.model_dump_json(),
         }
         async with self._begin(f"save schedule {schedule.id!r}") as db:
-            await db.execute(upsert(self._dialect, schedules, values, keys=("id",)))
+            await db.execute(upsert(self._dialect, schedules, tuple(values), keys=("id",)), values)
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         """The schedule with this id, or None."""
@@ -114,7 +114,9 @@ class SqlSchedules(SqlBase):
             known = await db.execute(select(s.id).where(s.id == run.schedule_id))
             if known.first() is None:
                 raise StoreError(f"cannot save a run: no schedule has id {run.schedule_id!r}")
-            await db.execute(upsert(self._dialect, schedule_runs, values, keys=("id",)))
+            await db.execute(
+                upsert(self._dialect, schedule_runs, tuple(values), keys=("id",)), values
+            )
 
     async def list_runs(self, schedule_id: str, *, limit: int = 20) -> list[ScheduleRun]:
         """A schedule's runs, newest (by `started_at`) first."""

@@ -4,9 +4,9 @@ conversation writes made while one runs."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from core.backends.sql.store import _log, _marks
@@ -24,6 +24,7 @@ __all__ = ["SqlTakeovers", "running_of"]
 
 _t = takeovers.c
 _TAKEOVER = select(_t.chat, _t.by, _t.since, _t.until, _t.ended_at)
+_TAKEOVER_OF: Final = _TAKEOVER.where(_t.chat == bindparam("chat"))
 
 
 class SqlTakeovers(SqlBase):
@@ -46,7 +47,9 @@ class SqlTakeovers(SqlBase):
                 "until": utc_text(kept.until),
                 "ended_at": None,
             }
-            await db.execute(upsert(self._dialect, takeovers, values, keys=["chat"]))
+            await db.execute(
+                upsert(self._dialect, takeovers, tuple(values), keys=("chat",)), values
+            )
         return kept
 
     async def takeover_of(self, chat: str) -> Takeover | None:
@@ -123,7 +126,7 @@ class SqlTakeovers(SqlBase):
 
 async def running_of(db: AsyncConnection, chat: str, now: datetime) -> Takeover | None:
     """The chat's takeover if it runs at `now`, in the transaction of `db`."""
-    found = _takeover((await db.execute(_TAKEOVER.where(_t.chat == chat))).first())
+    found = _takeover((await db.execute(_TAKEOVER_OF, {"chat": chat})).first())
     return found if found is not None and found.active(now) else None
 
 

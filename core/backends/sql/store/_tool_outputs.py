@@ -24,7 +24,7 @@ class SqlToolOutputs(SqlBase):
             "created_at": utc_text(self._now()),
         }
         async with self._begin(f"keep the output of tool call {call_id!r}") as db:
-            await db.execute(insert_ignoring(self._dialect, tool_outputs, values))
+            await db.execute(insert_ignoring(self._dialect, tool_outputs), values)
 
     async def tool_output(self, session_id: str, call_id: str) -> str | None:
         """The kept output of call `call_id` in `session_id`, or None."""
