@@ -8,8 +8,9 @@ one process that owns the queues (`switchboard serve`), since whoever held them 
 Dedupe ids are rows too, kept a day. Topics are at-most-once by contract and stay in memory
 (`core.backends.sql.local_topics`): nobody can miss an event they were not subscribed for.
 
-One aiosqlite connection of its own (WAL lets it share the file with the store); an
-`asyncio.Lock` keeps each transaction's statements together.
+One connection of its own (WAL lets it share the file with the store), called in line on the
+loop's thread (`core/backends/sql/_inline_file.py`); an `asyncio.Lock` keeps each
+transaction's statements together.
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final
 
-import aiosqlite
-
 from core.backends.sql._bus_topics import TOPIC_SCHEMA, SharedTopics
+from core.backends.sql._inline_file import InlineFile
 from core.backends.sql.local_topics import LocalTopics
 from core.bus.base import Bus, BusPayload, DeadLetter, Delivery, Subscription
 from core.bus.stats import QueueStats, enqueued_at
 from core.clock import utc_now
 from core.envelopes import decode, encode
 from core.errors import BusError, BusUnavailable
-from core.sqlite_file import disk_full, open_connection
+from core.sqlite_file import disk_full
 
 __all__ = ["SqliteBus", "SqliteQueueFile"]
 
@@ -71,7 +71,7 @@ class SqliteQueueFile:
     Shared by `SqliteBus` and `core.backends.sql.mailboxes.SqliteMailboxes`.
     """
 
-    def __init__(self, db: aiosqlite.Connection) -> None:
+    def __init__(self, db: InlineFile) -> None:
         self._db = db
         self._lock = asyncio.Lock()
         self.closed = False
@@ -81,11 +81,11 @@ class SqliteQueueFile:
         """Open the file (creating it and its directory) and create `schema`'s tables."""
         target = str(path)
         try:
-            db = await open_connection(target)
+            db = await InlineFile.open(target)
         except (OSError, sqlite3.Error) as exc:
             raise BusError(f"cannot open the queues at {target}: {exc}") from exc
         try:
-            await db.execute("BEGIN IMMEDIATE")
+            await db.begin()
             for statement in schema:
                 await db.execute(statement)
             await db.commit()
@@ -97,16 +97,16 @@ class SqliteQueueFile:
         return cls(db)
 
     @asynccontextmanager
-    async def write(self, action: str) -> AsyncIterator[aiosqlite.Connection]:
+    async def write(self, action: str) -> AsyncIterator[InlineFile]:
         """One write transaction, committed before the block's caller goes on."""
         async with self._lock:
             if self.closed:
                 raise BusError("the bus is closed")
             try:
                 try:
-                    # Inside the `try`: if cancelled while queued, BEGIN still runs, and the
-                    # rollback queued behind it undoes it.
-                    await self._db.execute("BEGIN IMMEDIATE")
+                    # Inside the `try`: a BEGIN cancelled while it waited for the lock in a
+                    # thread is waited for (it may have begun), and the rollback undoes it.
+                    await self._db.begin()
                     yield self._db
                     await self._db.commit()
                 except BaseException:
@@ -120,9 +120,9 @@ class SqliteQueueFile:
                 raise BusError(f"the queues could not {action}: {exc}") from exc
 
     @asynccontextmanager
-    async def read(self, action: str) -> AsyncIterator[aiosqlite.Connection]:
+    async def read(self, action: str) -> AsyncIterator[InlineFile]:
         """Statements that only read, each on a snapshot of its own: no transaction, so no
-        write lock held and no BEGIN and COMMIT sent to the connection's thread."""
+        write lock held and no BEGIN and COMMIT."""
         async with self._lock:
             if self.closed:
                 raise BusError("the bus is closed")
@@ -416,7 +416,7 @@ class SqliteBus(Bus):
         async with changed:
             changed.notify_all()
 
-    async def release(self, db: aiosqlite.Connection, seq: int, deliveries: int) -> bool:
+    async def release(self, db: InlineFile, seq: int, deliveries: int) -> bool:
         """Release a held lease (inside a transaction); False if that lease is not held."""
         rows = await db.execute_fetchall(
             "SELECT queue, consumer FROM bus_entries"
@@ -456,7 +456,7 @@ class SqliteBus(Bus):
             )
         return _SqliteDelivery(self, queue, seq, deliveries, decode(data)), None
 
-    async def _expire(self, db: aiosqlite.Connection, queue: str) -> None:
+    async def _expire(self, db: InlineFile, queue: str) -> None:
         rows = await db.execute_fetchall(
             "SELECT seq, deliveries, consumer FROM bus_entries"
             " WHERE queue = ? AND dead = 0 AND leased_until <= ?",
@@ -465,7 +465,7 @@ class SqliteBus(Bus):
         for seq, deliveries, consumer in rows:
             await self._release_row(db, int(seq), int(deliveries), queue, str(consumer))
 
-    async def _release_all(self, db: aiosqlite.Connection) -> None:
+    async def _release_all(self, db: InlineFile) -> None:
         rows = list(
             await db.execute_fetchall(
                 "SELECT seq, deliveries, queue, consumer FROM bus_entries"
@@ -478,7 +478,7 @@ class SqliteBus(Bus):
             logger.info("took over %d unacked bus entries left by the last run", len(rows))
 
     async def _release_row(
-        self, db: aiosqlite.Connection, seq: int, deliveries: int, queue: str, consumer: str
+        self, db: InlineFile, seq: int, deliveries: int, queue: str, consumer: str
     ) -> None:
         if deliveries < self._max_deliveries:
             await db.execute(

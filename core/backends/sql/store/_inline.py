@@ -41,9 +41,11 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "InlineConnection",
     "begin_immediate",
+    "begin_waiting",
     "compact",
     "connect_inline",
     "in_thread",
+    "is_busy",
 ]
 
 _T = TypeVar("_T")
@@ -217,7 +219,7 @@ def begin_immediate(connection: Connection) -> None:
         try:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         except OperationalError as exc:
-            if not _busy(exc.orig) or not await_(in_thread(_begin_waiting, raw)):
+            if not is_busy(exc.orig) or not await_(in_thread(begin_waiting, raw)):
                 raise
         finally:
             raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
@@ -263,14 +265,14 @@ def _inline_of(pooled: PoolProxiedConnection) -> InlineConnection:
     return inline
 
 
-def _busy(error: BaseException | None) -> bool:
+def is_busy(error: BaseException | None) -> bool:
     # The primary code, whichever extended one (`SQLITE_BUSY_RECOVERY`...) came.
     return isinstance(error, sqlite3.OperationalError) and (
         error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
     )
 
 
-def _begin_waiting(raw: sqlite3.Connection) -> bool:
+def begin_waiting(raw: sqlite3.Connection) -> bool:
     """`BEGIN IMMEDIATE` on `raw`, waiting for the lock (in a thread); whether it began."""
     raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     try:
