@@ -11,14 +11,28 @@ import asyncio
 import contextlib
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, TypeVar
 
 import aiosqlite
 
-__all__ = ["MEMORY", "disk_full", "open_connection", "prepare_file"]
+__all__ = [
+    "BUSY_TIMEOUT_MS",
+    "MEMORY",
+    "begin_waiting",
+    "disk_full",
+    "in_thread",
+    "is_busy",
+    "open_connection",
+    "prepare_file",
+]
+
+_T = TypeVar("_T")
 
 MEMORY: Final = ":memory:"
+# How long a statement waits for another connection's lock before it fails.
+BUSY_TIMEOUT_MS: Final = 5000
 
 
 def disk_full(exc: sqlite3.Error) -> bool:
@@ -38,7 +52,7 @@ async def open_connection(path: Path | str) -> aiosqlite.Connection:
     db = await aiosqlite.connect(target, isolation_level=None)
     try:
         await db.execute("PRAGMA journal_mode = WAL")
-        await db.execute("PRAGMA busy_timeout = 5000")
+        await db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     except BaseException:
         await db.close()
         raise
@@ -61,3 +75,33 @@ def _create_private(target: str) -> None:
     them is readable by others whatever the umask."""
     with contextlib.suppress(FileExistsError):
         os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+
+
+async def in_thread(call: Callable[..., _T], *args: Any) -> _T:
+    """`call(*args)` in a thread; if the caller is cancelled meanwhile, the call is still
+    waited for before the cancellation goes on, so the connection it uses is never used by
+    the loop while the thread still is (a rollback beside a commit)."""
+    running = asyncio.ensure_future(asyncio.to_thread(call, *args))
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        await asyncio.wait([running])
+        raise
+
+
+def is_busy(error: BaseException | None) -> bool:
+    """Whether `error` is SQLite's "the database is locked" (another connection's lock)."""
+    # The primary code, whichever extended one (`SQLITE_BUSY_RECOVERY`...) came.
+    return isinstance(error, sqlite3.OperationalError) and (
+        error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+    )
+
+
+def begin_waiting(raw: sqlite3.Connection) -> bool:
+    """`BEGIN IMMEDIATE` on `raw`, waiting for the lock (in a thread); whether it began."""
+    raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error:
+        return False
+    return True

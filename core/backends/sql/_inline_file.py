@@ -22,8 +22,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from core.backends.sql.store._inline import BUSY_TIMEOUT_MS, begin_waiting, in_thread, is_busy
-from core.sqlite_file import MEMORY, prepare_file
+from core.sqlite_file import (
+    BUSY_TIMEOUT_MS,
+    MEMORY,
+    begin_waiting,
+    in_thread,
+    is_busy,
+    prepare_file,
+)
 
 __all__ = ["InlineFile"]
 

@@ -20,9 +20,9 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from core.backends.sql.store._inline import BUSY_TIMEOUT_MS, begin_immediate, connect_inline
+from core.backends.sql.store._inline import begin_immediate, connect_inline
 from core.errors import StoreError
-from core.sqlite_file import MEMORY, prepare_file
+from core.sqlite_file import BUSY_TIMEOUT_MS, MEMORY, prepare_file
 
 __all__ = ["READS", "is_outage", "open_engine", "parse_url", "sqlite_file", "sqlite_url"]
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, Self, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, Self
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
@@ -37,21 +37,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import await_
 
+from core.sqlite_file import BUSY_TIMEOUT_MS, begin_waiting, in_thread, is_busy
+
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "InlineConnection",
     "begin_immediate",
-    "begin_waiting",
     "compact",
     "connect_inline",
-    "in_thread",
-    "is_busy",
 ]
-
-_T = TypeVar("_T")
-
-# How long a statement waits for another connection's lock before it fails.
-BUSY_TIMEOUT_MS: Final = 5000
 
 
 class _Cursor:
@@ -238,18 +232,6 @@ async def compact(connection: AsyncConnection) -> bool:
     return await in_thread(_compact, raw)
 
 
-async def in_thread(call: Callable[..., _T], *args: Any) -> _T:
-    """`call(*args)` in a thread; if the caller is cancelled meanwhile, the call is still
-    waited for before the cancellation goes on, so the connection it uses is never used by
-    the loop while the thread still is (a rollback beside a commit)."""
-    running = asyncio.ensure_future(asyncio.to_thread(call, *args))
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        await asyncio.wait([running])
-        raise
-
-
 def _compact(raw: sqlite3.Connection) -> bool:
     # FTS5 keeps a deleted fact's terms in its segments until they are merged.
     raw.execute("INSERT INTO memory_fts (memory_fts) VALUES ('optimize')")
@@ -263,20 +245,3 @@ def _inline_of(pooled: PoolProxiedConnection) -> InlineConnection:
     if not isinstance(inline, InlineConnection):
         raise TypeError(f"not an in-line SQLite connection: {inline!r}")
     return inline
-
-
-def is_busy(error: BaseException | None) -> bool:
-    # The primary code, whichever extended one (`SQLITE_BUSY_RECOVERY`...) came.
-    return isinstance(error, sqlite3.OperationalError) and (
-        error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
-    )
-
-
-def begin_waiting(raw: sqlite3.Connection) -> bool:
-    """`BEGIN IMMEDIATE` on `raw`, waiting for the lock (in a thread); whether it began."""
-    raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    try:
-        raw.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error:
-        return False
-    return True
