@@ -57,6 +57,7 @@ async def test_a_write_waits_for_the_lock_off_the_loop(tmp_path: Path) -> None:
         await writing
         delivery = await bus.receive("inbound", consumer="c", timeout=1)
         assert delivery is not None
+        assert isinstance(delivery.envelope, Inbound)
         assert delivery.envelope.text == "a"
     finally:
         other.close()
@@ -80,6 +81,7 @@ async def test_a_write_cancelled_while_it_waits_for_the_lock_leaves_no_transacti
         await bus.enqueue("inbound", _inbound("next"))
         delivery = await bus.receive("inbound", consumer="c", timeout=1)
         assert delivery is not None
+        assert isinstance(delivery.envelope, Inbound)
         assert delivery.envelope.text == "next"
         other.execute("BEGIN IMMEDIATE")  # no transaction of the bus holds the lock
         other.execute("ROLLBACK")
