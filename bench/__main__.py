@@ -17,7 +17,7 @@ from bench.report import console
 
 WORKLOADS = ("w1", "w2", "w3", "w4")
 # Run only when named: not workloads of `all`.
-EXTRAS = ("faults", "startup", "records", "transactions", "memory", "images")
+EXTRAS = ("faults", "startup", "records", "transactions", "statements", "memory", "images")
 # The workloads that also measure another revision in the same run (`--against`).
 COMPARED = ("w1", "w3")
 
@@ -33,6 +33,10 @@ def _runner(
         from bench.transactions import transactions
 
         return lambda: transactions(turns=20 if quick else 100)
+    if name == "statements":
+        from bench.statements import statements
+
+        return lambda: statements(calls=500 if quick else 2000)
     if name == "memory":
         from bench.memory import memory
 
@@ -113,6 +117,8 @@ def main(
     faults  the fault matrix (not part of `all`): each fault under 50 chats x 4 messages
     startup  `switchboard --help` and `switchboard chat` start-up times (only when named)
     transactions  SQL transactions per turn through the InboundHandler (only when named)
+    statements  the CPU of one SQL statement and one transaction on SQLite: sqlite3 against
+                SQLAlchemy Core, built once or on each call (only when named)
     records  50 chats x 4 messages on PostgreSQL + Redis, Redis emptied and restarted, one
              more message each: on one server and on a cluster (only when named)
     memory  recall at 5 of keyword against hybrid memory search on a labelled set, with

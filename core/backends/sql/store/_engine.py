@@ -20,7 +20,7 @@ from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from core.backends.sql.store._inline import begin_immediate, connect_inline
+from core.backends.sql.store._inline import begin_immediate, begin_reading, connect_inline
 from core.errors import StoreError
 from core.sqlite_file import BUSY_TIMEOUT_MS, MEMORY, prepare_file
 
@@ -91,7 +91,14 @@ async def open_engine(url: str | URL) -> AsyncEngine:
         except OSError as exc:
             raise StoreError(f"cannot open the SQLite store at {path}: {exc}") from exc
     writers = asyncio.Lock()  # the engine's write transactions, one at a time
-    engine = create_async_engine(parsed, async_creator=lambda: connect_inline(path, writers))
+    # No rollback by the pool when a connection comes back: every transaction of the store
+    # ends in its own commit or rollback (a `Connection` closed in one rolls it back), and
+    # the pool's second one cost a third of a short read's time (decision 0035).
+    engine = create_async_engine(
+        parsed,
+        async_creator=lambda: connect_inline(path, writers),
+        pool_reset_on_return=None,
+    )
     event.listen(engine.sync_engine, "connect", _on_sqlite_connect)
     event.listen(engine.sync_engine, "begin", _on_sqlite_begin)
     return engine
@@ -114,6 +121,6 @@ def _on_sqlite_begin(connection: Connection) -> None:
     if options.get("isolation_level") == "AUTOCOMMIT":
         return  # each statement its own transaction (`VACUUM` runs in none)
     if options.get(READS, False):
-        connection.exec_driver_sql("BEGIN")
+        begin_reading(connection)
     else:
         begin_immediate(connection)

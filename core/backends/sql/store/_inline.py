@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Self
 
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, StatementError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import await_
@@ -43,6 +43,7 @@ __all__ = [
     "BUSY_TIMEOUT_MS",
     "InlineConnection",
     "begin_immediate",
+    "begin_reading",
     "compact",
     "connect_inline",
 ]
@@ -211,18 +212,36 @@ def begin_immediate(connection: Connection) -> None:
         raw = inline.sqlite()
         raw.execute("PRAGMA busy_timeout = 0")
         try:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        except OperationalError as exc:
-            if not is_busy(exc.orig) or not await_(in_thread(begin_waiting, raw)):
-                raise
+            raw.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            if not is_busy(exc) or not await_(in_thread(begin_waiting, raw)):
+                raise _as_sqlalchemy("BEGIN IMMEDIATE", exc) from exc
         finally:
             raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     except BaseException:
+        # Cancelled while the thread waited: its BEGIN may have gone through since. SQLAlchemy
+        # knows of no transaction here (its `begin` event failed), so it is undone here.
+        if inline.dbapi_connection is not None and inline.dbapi_connection.in_transaction:
+            inline.dbapi_connection.rollback()
         inline.writers.release()
         raise
-    # Only now: the failed attempt above had SQLAlchemy roll the connection back (it was in
-    # no transaction yet), which must not end this writer's turn.
     inline.writing = True
+
+
+def begin_reading(connection: Connection) -> None:
+    """Begin a transaction that only reads (a deferred BEGIN: no lock until it reads)."""
+    raw = _inline_of(connection.connection).sqlite()
+    try:
+        raw.execute("BEGIN")
+    except sqlite3.Error as exc:
+        raise _as_sqlalchemy("BEGIN", exc) from exc
+
+
+def _as_sqlalchemy(statement: str, error: sqlite3.Error) -> StatementError:
+    # The BEGINs above go to `sqlite3` straight, from the engine's `begin` event (a statement
+    # through the engine costs more than the rest of a short transaction; decision 0035); a
+    # failure comes out as SQLAlchemy's, as a statement's would, for the store to translate.
+    return DBAPIError.instance(statement, None, error, sqlite3.Error)
 
 
 async def compact(connection: AsyncConnection) -> bool:
