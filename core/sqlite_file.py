@@ -20,6 +20,7 @@ import aiosqlite
 __all__ = [
     "BUSY_TIMEOUT_MS",
     "MEMORY",
+    "begin_at_once",
     "begin_waiting",
     "disk_full",
     "in_thread",
@@ -95,6 +96,16 @@ def is_busy(error: BaseException | None) -> bool:
     return isinstance(error, sqlite3.OperationalError) and (
         error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
     )
+
+
+def begin_at_once(raw: sqlite3.Connection) -> None:
+    """`BEGIN IMMEDIATE` on `raw` without waiting for the lock; raises `sqlite3.Error` (busy
+    when another connection holds the lock, `is_busy`)."""
+    raw.execute("PRAGMA busy_timeout = 0")
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+    finally:
+        raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 def begin_waiting(raw: sqlite3.Connection) -> bool:

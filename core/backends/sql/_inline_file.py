@@ -25,6 +25,7 @@ from typing import Any
 from core.sqlite_file import (
     BUSY_TIMEOUT_MS,
     MEMORY,
+    begin_at_once,
     begin_waiting,
     in_thread,
     is_busy,
@@ -71,14 +72,11 @@ class InlineFile:
     async def begin(self) -> None:
         """`BEGIN IMMEDIATE`, the loop never waiting for another connection's lock."""
         raw = self._sqlite()
-        raw.execute("PRAGMA busy_timeout = 0")
         try:
-            raw.execute("BEGIN IMMEDIATE")
+            begin_at_once(raw)
         except sqlite3.OperationalError as exc:
             if not is_busy(exc) or not await in_thread(begin_waiting, raw):
                 raise
-        finally:
-            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     async def commit(self) -> None:
         """Commit: a transaction that wrote in a thread (it waits for the disk), else in line."""

@@ -37,10 +37,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.util import await_
 
-from core.sqlite_file import BUSY_TIMEOUT_MS, begin_waiting, in_thread, is_busy
+from core.sqlite_file import begin_at_once, begin_waiting, in_thread, is_busy
 
 __all__ = [
-    "BUSY_TIMEOUT_MS",
     "InlineConnection",
     "begin_immediate",
     "begin_reading",
@@ -210,14 +209,11 @@ def begin_immediate(connection: Connection) -> None:
     await_(inline.writers.acquire())
     try:
         raw = inline.sqlite()
-        raw.execute("PRAGMA busy_timeout = 0")
         try:
-            raw.execute("BEGIN IMMEDIATE")
+            begin_at_once(raw)
         except sqlite3.Error as exc:
             if not is_busy(exc) or not await_(in_thread(begin_waiting, raw)):
                 raise _as_sqlalchemy("BEGIN IMMEDIATE", exc) from exc
-        finally:
-            raw.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     except BaseException:
         # Cancelled while the thread waited: its BEGIN may have gone through since. SQLAlchemy
         # knows of no transaction here (its `begin` event failed), so it is undone here.
