@@ -145,3 +145,33 @@ def test_the_transactions_extra_counts_a_turns_reads_and_writes(tmp_path: Path) 
     assert figures["transactions_per_turn"] == pytest.approx(
         figures["writing_per_turn"] + figures["reading_per_turn"]
     )
+
+
+@pytest.mark.timeout(300)
+def test_the_statements_extra_measures_each_way_of_running_a_statement(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "statements", "--quick", "--results", str(tmp_path)],
+        cwd=REPO,
+        env=clean_env(tmp_path, redis_url=None),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "One indexed SELECT on SQLite, CPU us (median of 5 x 500)" in done.stdout
+    [saved] = tmp_path.glob("statements-quick-*.json")
+    figures = json.loads(saved.read_text())
+    assert (figures["calls"], figures["rounds"]) == (500, 5)
+    # Each way the table names was measured (the floor, the engine's three ways, the two
+    # transactions), with a figure of its own.
+    assert sorted(figures["cpu_us"]) == [
+        "SQLAlchemy: Core, built each call",
+        "SQLAlchemy: Core, built once",
+        "SQLAlchemy: exec_driver_sql",
+        "sqlite3: read transaction",
+        "sqlite3: statement",
+        "store engine: read transaction",
+    ]
+    assert all(micros > 0 for micros in figures["cpu_us"].values())
