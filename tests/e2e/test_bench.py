@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,10 +124,10 @@ def test_the_smallest_w3_counts_database_statements_transactions_and_redis_memor
     assert memory["key_shapes"]
 
 
-@pytest.mark.timeout(300)
-def test_the_transactions_extra_counts_a_turns_reads_and_writes(tmp_path: Path) -> None:
+def _quick_extra(name: str, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """Run `python -m bench NAME --quick` saving to `tmp_path`: what it printed and saved."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "transactions", "--quick", "--results", str(tmp_path)],
+        [sys.executable, "-m", "bench", name, "--quick", "--results", str(tmp_path)],
         cwd=REPO,
         env=clean_env(tmp_path, redis_url=None),
         capture_output=True,
@@ -134,11 +135,17 @@ def test_the_transactions_extra_counts_a_turns_reads_and_writes(tmp_path: Path) 
         timeout=240,
         check=False,
     )
-
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "SQL transactions, 20 turns" in done.stdout
-    [saved] = tmp_path.glob("transactions-*.json")
-    figures = json.loads(saved.read_text())
+    [saved] = tmp_path.glob(f"{name}-quick-*.json")
+    figures: dict[str, Any] = json.loads(saved.read_text())
+    return done.stdout, figures
+
+
+@pytest.mark.timeout(300)
+def test_the_transactions_extra_counts_a_turns_reads_and_writes(tmp_path: Path) -> None:
+    printed, figures = _quick_extra("transactions", tmp_path)
+
+    assert "SQL transactions, 20 turns" in printed
     assert figures["turns"] == 20
     # Every turn opens and closes in writes of its own; what only reads is the rest.
     assert figures["writing_per_turn"] >= 2
@@ -149,20 +156,9 @@ def test_the_transactions_extra_counts_a_turns_reads_and_writes(tmp_path: Path) 
 
 @pytest.mark.timeout(300)
 def test_the_statements_extra_measures_each_way_of_running_a_statement(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "statements", "--quick", "--results", str(tmp_path)],
-        cwd=REPO,
-        env=clean_env(tmp_path, redis_url=None),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    printed, figures = _quick_extra("statements", tmp_path)
 
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "One indexed SELECT on SQLite, CPU us (median of 5 x 500)" in done.stdout
-    [saved] = tmp_path.glob("statements-quick-*.json")
-    figures = json.loads(saved.read_text())
+    assert "One indexed SELECT on SQLite, CPU us (median of 5 x 500)" in printed
     assert (figures["calls"], figures["rounds"]) == (500, 5)
     # Each way the table names was measured (the floor, the engine's three ways, the two
     # transactions), with a figure of its own.
